@@ -1,0 +1,24 @@
+"""The one internal event type that every upstream's answer is normalised into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationEvent:
+    """A piece of one generation: new text, and on the last event why it stopped and the counts."""
+
+    text: str = ""
+    finish_reason: str | None = None        # "stop" | "length" on the final event, else None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    logprobs: tuple | None = None           # TokenLogprob items for the tokens of `text`
+    index: int = 0                          # which choice (n > 1) this event belongs to
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    token: str
+    logprob: float
+    top: tuple = ()                          # ((token, logprob), ...) most likely first

@@ -1,0 +1,215 @@
+"""LlamaCppClient: llama.cpp's native server API (/completion, /tokenize, /props, /health).
+
+It understands both generations of the server's JSON (2023: `slot_id`, `stopped_eos`/
+`stopped_word`/`stopped_limit`; today: `id_slot`, `stop_type`) and turns every answer into
+`GenerationEvent`s, so nothing above this module sees llama.cpp JSON. `requests` errors become
+`UpstreamUnavailable`/`UpstreamTimeout`/`UpstreamError` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import requests
+
+from ..errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from .events import GenerationEvent, TokenLogprob
+
+
+@dataclass(frozen=True)
+class UpstreamProps:
+    """What /props says about the served model."""
+
+    chat_template: str | None
+    bos_token: str
+    eos_token: str
+    context_length: int | None
+    model_path: str | None
+    total_slots: int | None
+
+
+class LlamaCppClient:
+    def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0,
+                 pool_size: int = 64):
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = (connect_timeout, read_timeout)
+        self.session = requests.Session()
+        adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=pool_size)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+
+    # --- generation -------------------------------------------------------------------------
+
+    def complete(self, payload: dict, *, index: int = 0) -> Iterator[GenerationEvent]:
+        """Send `payload` to /completion; the events of its answer, streamed if payload["stream"].
+
+        The request is sent before this returns, so a refused connection or an error status
+        raises here, before any event, and the caller can still answer with a plain HTTP error.
+        """
+        return self.generate("/completion", payload, index=index)
+
+    def generate(self, path: str, payload: dict, *, index: int = 0) -> Iterator[GenerationEvent]:
+        response = self._post(path, payload, stream=bool(payload.get("stream")))
+        if payload.get("stream"):
+            return self._stream_events(response, index)
+        return iter((completion_event(self._json(response), index),))
+
+    def _stream_events(self, response: requests.Response, index: int) -> Iterator[GenerationEvent]:
+        try:
+            for line in response.iter_lines(chunk_size=None):
+                if line.startswith(b"data: "):
+                    yield completion_event(_parse(line[6:], self.base_url), index)
+                elif line.startswith(b"error: "):
+                    raise _upstream_error(_parse(line[7:], self.base_url), self.base_url)
+        except requests.exceptions.ReadTimeout as exc:
+            raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens") from exc
+        except (requests.exceptions.RequestException, ConnectionError) as exc:
+            raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} "
+                                      "in the middle of a generation") from exc
+        finally:
+            response.close()  # also on client disconnect: llama.cpp then frees the slot
+
+    # --- other endpoints --------------------------------------------------------------------
+
+    def health(self) -> dict:
+        """/health's JSON; UpstreamUnavailable if the server is down or still loading."""
+        return self._json(self._request("GET", "/health"))
+
+    def props(self) -> UpstreamProps:
+        body = self._json(self._request("GET", "/props"))
+        settings = body.get("default_generation_settings") or {}
+        return UpstreamProps(
+            chat_template=body.get("chat_template") or None,
+            bos_token=body.get("bos_token") or "",
+            eos_token=body.get("eos_token") or "",
+            context_length=settings.get("n_ctx") or body.get("n_ctx"),
+            model_path=body.get("model_path"),
+            total_slots=body.get("total_slots"),
+        )
+
+    def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
+        body = self._json(self._post("/tokenize", {"content": text, "add_special": add_special}))
+        return body["tokens"]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self._json(self._post("/detokenize", {"tokens": tokens}))["content"]
+
+    def adds_bos(self) -> bool:
+        """Whether llama.cpp prepends BOS to a prompt itself (then a template's BOS is one too many)."""
+        return len(self.tokenize("a", add_special=True)) > len(self.tokenize("a"))
+
+    # --- transport --------------------------------------------------------------------------
+
+    def _post(self, path: str, payload: dict, *, stream: bool = False) -> requests.Response:
+        return self._request("POST", path, json=payload, stream=stream)
+
+    def _request(self, method: str, path: str, **kwargs) -> requests.Response:
+        url = self.base_url + path
+        try:
+            response = self.session.request(method, url, timeout=self.timeouts, **kwargs)
+        except requests.exceptions.ConnectTimeout as exc:
+            raise UpstreamUnavailable(f"llama.cpp at {self.base_url} did not accept the connection "
+                                      "in time") from exc
+        except requests.exceptions.Timeout as exc:
+            raise UpstreamTimeout(f"llama.cpp at {self.base_url} did not answer in time") from exc
+        except requests.exceptions.RequestException as exc:
+            raise UpstreamUnavailable(f"llama.cpp at {self.base_url} is unreachable "
+                                      f"({type(exc).__name__})") from exc
+        if response.status_code >= 400:
+            with response:
+                raise _status_error(response, self.base_url)
+        return response
+
+    def _json(self, response: requests.Response):
+        with response:
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise UpstreamError(f"llama.cpp at {self.base_url} sent malformed JSON") from exc
+
+
+def _parse(raw: bytes, base_url: str) -> dict:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise UpstreamError(f"llama.cpp at {base_url} sent a malformed event") from exc
+
+
+def _status_error(response: requests.Response, base_url: str) -> Exception:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"error": {"message": response.text[:500]}}
+    error = _upstream_error(body, base_url)
+    if response.status_code == 503:
+        return UpstreamUnavailable(error.message)
+    if response.status_code == 400 and isinstance(error, UpstreamError):
+        # llama.cpp rejected the request itself (bad grammar, prompt too long, ...): the
+        # caller's mistake, so the caller gets a 400 with llama.cpp's words.
+        return InvalidRequest(error.message, code=error_code(body))
+    return error
+
+
+def error_code(body: dict) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+        return "context_length_exceeded"
+    return None
+
+
+def _upstream_error(body, base_url: str) -> UpstreamError:
+    error = body.get("error", body) if isinstance(body, dict) else body
+    message = error.get("message") if isinstance(error, dict) else str(error)
+    return UpstreamError(f"llama.cpp at {base_url}: {message or 'unknown error'}")
+
+
+def finish_reason(body: dict) -> str | None:
+    """"stop"/"length" for a final /completion answer of either server generation, else None."""
+    if not body.get("stop"):
+        return None
+    stop_type = body.get("stop_type")
+    if stop_type is None:  # 2023 server
+        stop_type = "limit" if body.get("stopped_limit") else "eos"
+    return "length" if stop_type == "limit" else "stop"
+
+
+def completion_event(body: dict, index: int = 0) -> GenerationEvent:
+    """One /completion JSON object (a stream event or the whole answer) as a GenerationEvent."""
+    if not isinstance(body, dict):
+        raise UpstreamError("llama.cpp sent an event that is not a JSON object")
+    if "error" in body:
+        raise _upstream_error(body, "upstream")
+    reason = finish_reason(body)
+    return GenerationEvent(
+        text=body.get("content") or "",
+        finish_reason=reason,
+        prompt_tokens=body.get("tokens_evaluated") if reason else None,
+        completion_tokens=body.get("tokens_predicted") if reason else None,
+        logprobs=token_logprobs(body.get("completion_probabilities")),
+        index=index,
+    )
+
+
+def token_logprobs(probabilities) -> tuple | None:
+    """llama.cpp's per-token probabilities in either format (`probs`/`prob` or `top_logprobs`/`logprob`)."""
+    if not probabilities:
+        return None
+    return tuple(_token_logprob(entry) for entry in probabilities)
+
+
+def _token_logprob(entry: dict) -> TokenLogprob:
+    if "logprob" in entry:  # today's server
+        top = tuple((c.get("token", ""), c["logprob"]) for c in entry.get("top_logprobs", ()))
+        return TokenLogprob(entry.get("token", ""), entry["logprob"], top)
+    candidates = entry.get("probs", ())  # 2023 server: probabilities, the chosen token first
+    top = tuple((c.get("tok_str", ""), _log(c.get("prob", 0.0))) for c in candidates)
+    chosen = entry.get("content", "")
+    chosen_logprob = next((lp for token, lp in top if token == chosen), top[0][1] if top else 0.0)
+    return TokenLogprob(chosen, chosen_logprob, top)
+
+
+def _log(probability: float) -> float:
+    return math.log(probability) if probability > 0 else -9999.0

@@ -1,0 +1,88 @@
+"""The proxy's exceptions, and their one mapping to OpenAI's error JSON.
+
+    ProxyError                       500 server_error
+    ├── InvalidRequest               400 invalid_request_error
+    │   ├── TemplateError            400 (a chat template refused the conversation)
+    │   └── ContextLengthExceeded    400 code=context_length_exceeded
+    ├── AuthenticationFailed         401 authentication_error
+    ├── NotFound                     404 invalid_request_error
+    │   └── ModelNotFound            404 code=model_not_found
+    ├── PayloadTooLarge              413 invalid_request_error
+    └── UpstreamError                502 upstream_error (bad answer from llama.cpp)
+        ├── UpstreamUnavailable      503 (refused, down, or loading the model)
+        └── UpstreamTimeout          504
+
+Raise these where the problem is found; `error_body()` and `ProxyError.status`
+are the only translation to HTTP, used by the app's error handler and by streams.
+"""
+
+from __future__ import annotations
+
+
+class ProxyError(Exception):
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+    def to_dict(self) -> dict:
+        """The OpenAI error object: {"error": {"message", "type", "param", "code"}}."""
+        return {"error": {"message": self.message, "type": self.type,
+                          "param": self.param, "code": self.code}}
+
+
+class InvalidRequest(ProxyError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class TemplateError(InvalidRequest):
+    code = "invalid_chat_template"
+
+
+class ContextLengthExceeded(InvalidRequest):
+    code = "context_length_exceeded"
+
+
+class AuthenticationFailed(ProxyError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class NotFound(ProxyError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+
+class PayloadTooLarge(ProxyError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class UpstreamError(ProxyError):
+    status = 502
+    type = "upstream_error"
+    code = "bad_upstream_response"
+
+
+class UpstreamUnavailable(UpstreamError):
+    status = 503
+    code = "upstream_unavailable"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"

@@ -1,0 +1,111 @@
+"""Hugging Face style Jinja chat templates, rendered only in Jinja's immutable sandbox.
+
+A template from a GGUF file or the internet is untrusted code (CVE-2024-34359), so it is
+compiled in `ImmutableSandboxedEnvironment`: attribute walks such as `''.__class__` raise
+`SecurityError`, which we turn into a clean `TemplateError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..errors import TemplateError
+from .base import ChatPrompt, FormatterOptions
+
+
+class TemplateRaised(Exception):
+    """What a template's own `raise_exception(message)` throws."""
+
+
+def _raise_exception(message):
+    raise TemplateRaised(message)
+
+
+def _strftime_now(format_string):
+    return datetime.now().strftime(format_string)
+
+
+def _tojson(value, indent=None, ensure_ascii=False, separators=None, sort_keys=False):
+    # HF's tojson: unlike Jinja's built-in, it does not HTML-escape, which would corrupt prompts.
+    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii,
+                      separators=separators, sort_keys=sort_keys)
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols"])
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    env.filters["tojson"] = _tojson
+    return env
+
+
+@functools.lru_cache(maxsize=64)
+def compile_template(source: str) -> jinja2.Template:
+    """The compiled template for `source`, cached by content; TemplateError if it does not parse."""
+    try:
+        return _environment().from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"chat template does not parse: {exc.message} (line {exc.lineno})") from exc
+
+
+@dataclass(frozen=True)
+class JinjaFormatter:
+    """Renders `template_source` with HF's variables; `name` says where the source came from."""
+
+    template_source: str
+    options: FormatterOptions = FormatterOptions()
+    source: str = "chat_template"
+    name: str = "inline"
+
+    def __post_init__(self):
+        compile_template(self.template_source)  # fail at start-up, not on the first request
+
+    def describe(self) -> dict:
+        return {"source": self.source, "name": self.name}
+
+    def render(self, messages, *, add_generation_prompt=True, continue_final_message=False,
+               tools=None) -> ChatPrompt:
+        variables = {
+            "messages": messages,
+            "add_generation_prompt": add_generation_prompt and not continue_final_message,
+            "bos_token": self.options.bos_token,
+            "eos_token": self.options.eos_token,
+        }
+        if tools is not None:
+            variables["tools"] = tools
+        text = self._render(variables)
+        if continue_final_message:
+            text = _cut_after_final_message(text, messages)
+        if self.options.upstream_adds_bos and self.options.bos_token:
+            text = text.removeprefix(self.options.bos_token)  # llama.cpp adds its own
+        return ChatPrompt(text, (self.options.eos_token,) if self.options.eos_token else ())
+
+    def _render(self, variables: dict) -> str:
+        try:
+            return compile_template(self.template_source).render(variables)
+        except TemplateRaised as exc:
+            raise TemplateError(f"chat template refused the conversation: {exc}") from exc
+        except jinja2.exceptions.SecurityError as exc:
+            raise TemplateError(f"chat template tried an unsafe operation: {exc}") from exc
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"chat template failed: {exc}") from exc
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise TemplateError(f"chat template failed on this conversation: {exc}") from exc
+
+
+def _cut_after_final_message(text: str, messages: list[dict]) -> str:
+    """`text` ending right after the last message's content, so generation continues it."""
+    final_content = messages[-1]["content"] if messages else ""
+    position = text.rfind(final_content) if final_content else -1
+    if position < 0:
+        raise TemplateError("continue_final_message: the template does not contain the final "
+                            "message's content verbatim")
+    return text[: position + len(final_content)]

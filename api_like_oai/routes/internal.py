@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, request
+
+from ..errors import ProxyError, UpstreamUnavailable
+from ..protocol import ChatCompletionRequest
+from ..services.chat import render_prompt
+from . import parse_body, state
+
+bp = Blueprint("internal", __name__)
+
+
+@bp.get("/health")
+def health():
+    """200 when every upstream answers its health check, else 503 saying which does not."""
+    upstreams = {}
+    for model in state().registry.models.values():
+        try:
+            model.client.health()
+            upstreams[model.client.base_url] = "ok"
+        except ProxyError as exc:
+            upstreams[model.client.base_url] = exc.message
+    healthy = all(status == "ok" for status in upstreams.values())
+    body = {"status": "ok" if healthy else "unavailable", "upstreams": upstreams}
+    if not healthy:
+        body |= UpstreamUnavailable("upstream not ready: " + "; ".join(
+            f"{url}: {status}" for url, status in upstreams.items() if status != "ok")).to_dict()
+    return jsonify(body), 200 if healthy else 503
+
+
+@bp.get("/v1/internal/model/info")
+def model_info():
+    model, _ = state().registry.lookup(request.args.get("model"))
+    return jsonify(model.info())
+
+
+@bp.post("/v1/internal/chat-prompt")
+def chat_prompt():
+    """The exact prompt a chat request would send upstream, without generating."""
+    chat_request = parse_body(ChatCompletionRequest)
+    model, _ = state().registry.lookup(chat_request.model)
+    prompt = render_prompt(chat_request, model)
+    return jsonify({"prompt": prompt.text, "stop": list(prompt.stop)})

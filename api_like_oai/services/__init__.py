@@ -1,0 +1,1 @@
+"""Use cases: turn a validated request into upstream generations and OpenAI responses."""

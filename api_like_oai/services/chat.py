@@ -1,0 +1,61 @@
+"""Chat completions: messages -> prompt (through the model's formatter) -> generations."""
+
+from __future__ import annotations
+
+from ..errors import InvalidRequest
+from ..prompts import merge_stops, normalise_messages
+from ..protocol import ChatCompletionRequest
+from . import generation
+from .models import ServedModel
+from .shapes import ChatShape
+
+
+def render_prompt(request: ChatCompletionRequest, model: ServedModel):
+    """The ChatPrompt this request becomes; what /v1/internal/chat-prompt shows."""
+    if request.add_generation_prompt and request.continue_final_message \
+            and "add_generation_prompt" in request.model_fields_set:
+        raise InvalidRequest("add_generation_prompt and continue_final_message cannot both be true",
+                             param="continue_final_message")
+    messages = normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
+    return model.formatter().render(
+        messages, add_generation_prompt=request.add_generation_prompt,
+        continue_final_message=request.continue_final_message, tools=request.tools)
+
+
+def check_supported(request: ChatCompletionRequest) -> None:
+    if request.tools:
+        raise InvalidRequest("tools are not supported by this proxy yet", param="tools")
+    if request.tool_choice not in (None, "none"):
+        raise InvalidRequest("tool_choice is not supported by this proxy yet", param="tool_choice")
+    if request.stream_options is not None and not request.stream:
+        raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
+
+
+def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str):
+    """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
+    check_supported(request)
+    prompt = render_prompt(request, model)
+    payload = {"prompt": prompt.text, "stop": merge_stops(prompt.stop, request.stop_list()),
+               "stream": bool(request.stream), **request.sampling_payload()}
+    if request.logprobs:
+        payload["n_probs"] = max(request.top_logprobs or 0, 1)
+    role = model.template_choice.response_role
+    shape = ChatShape(model_name, role, logprobs=bool(request.logprobs))
+    choice_count = request.n or 1
+    events = generation.merged([_starter(model, payload, index) for index in range(choice_count)])
+    prefix = _echo_prefix(request, role)
+    if request.stream:
+        include_usage = bool(request.stream_options and request.stream_options.include_usage)
+        return generation.stream(events, shape, choice_count, include_usage, prefix)
+    return generation.fold(events, shape, choice_count, prefix)
+
+
+def _starter(model: ServedModel, payload: dict, index: int):
+    return lambda: model.client.complete(payload, index=index)
+
+
+def _echo_prefix(request: ChatCompletionRequest, role: str) -> str:
+    last = request.messages[-1]
+    if not request.echo or last.role != role:
+        return ""
+    return normalise_messages([last.model_dump(exclude_none=True)])[0]["content"]

@@ -1,0 +1,117 @@
+"""The one event path: upstream events, either streamed as SSE chunks or folded into one answer."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+from .. import sse
+from ..backends.events import GenerationEvent
+from ..errors import ProxyError
+
+
+def merged(start_generations: list[Callable[[], Iterator[GenerationEvent]]]) -> Iterator[GenerationEvent]:
+    """Events of several generations run concurrently, interleaved as they arrive.
+
+    Each callable starts one generation (sending its request) and returns its events.
+    All requests are sent before this returns, so an upstream error still raises early.
+    """
+    if len(start_generations) == 1:
+        return start_generations[0]()
+    return _interleave([start() for start in start_generations])
+
+
+def _interleave(generations: list[Iterator[GenerationEvent]]) -> Iterator[GenerationEvent]:
+    arrivals: queue.Queue = queue.Queue()
+    finished = object()
+
+    def pump(events):
+        try:
+            for event in events:
+                arrivals.put(event)
+        except ProxyError as exc:
+            arrivals.put(exc)
+        finally:
+            arrivals.put(finished)
+
+    for events in generations:
+        threading.Thread(target=pump, args=(events,), daemon=True).start()
+    remaining = len(generations)
+    try:
+        while remaining:
+            item = arrivals.get()
+            if item is finished:
+                remaining -= 1
+            elif isinstance(item, ProxyError):
+                raise item
+            else:
+                yield item
+    finally:
+        for events in generations:
+            close = getattr(events, "close", None)
+            if close:
+                close()
+
+
+class UsageCounter:
+    """Sums the token counts of the final events of every choice."""
+
+    def __init__(self):
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.counted_prompts: set[int] = set()
+
+    def add(self, event: GenerationEvent) -> None:
+        if event.completion_tokens is not None:
+            self.completion_tokens += event.completion_tokens
+        if event.prompt_tokens is not None and event.index not in self.counted_prompts:
+            self.counted_prompts.add(event.index)
+            self.prompt_tokens += event.prompt_tokens
+
+    def to_dict(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens}
+
+
+def stream(events: Iterable[GenerationEvent], shape, choice_count: int,
+           include_usage: bool = False, prefix: str = "") -> Iterator[bytes]:
+    """SSE bytes: openings, a chunk per event, optional usage, [DONE]; an error event on failure."""
+    usage = UsageCounter()
+    try:
+        for index in range(choice_count):
+            opening = shape.opening(index)
+            if opening is not None:
+                yield sse.frame(opening)
+            if prefix:
+                yield from map(sse.frame, shape.chunks(GenerationEvent(text=prefix, index=index)))
+        for event in events:
+            usage.add(event)
+            for chunk in shape.chunks(event):
+                yield sse.frame(chunk)
+    except ProxyError as exc:
+        yield sse.frame(exc.to_dict())
+        return
+    finally:
+        close = getattr(events, "close", None)
+        if close:
+            close()  # the client went away or we are done: release the upstream at once
+    if include_usage:
+        yield sse.frame(shape.usage_chunk(usage.to_dict()))
+    yield sse.DONE
+
+
+def fold(events: Iterable[GenerationEvent], shape, choice_count: int, prefix: str = "") -> dict:
+    """The non-streamed answer: the same events, accumulated per choice."""
+    texts = {index: [prefix] for index in range(choice_count)}
+    finish_reasons: dict[int, str | None] = {index: None for index in range(choice_count)}
+    logprobs: dict[int, list] = {index: [] for index in range(choice_count)}
+    usage = UsageCounter()
+    for event in events:
+        usage.add(event)
+        texts[event.index].append(event.text)
+        logprobs[event.index].extend(event.logprobs or ())
+        finish_reasons[event.index] = event.finish_reason or finish_reasons[event.index]
+    choices = [{"index": index, "text": "".join(texts[index]), "finish_reason": finish_reasons[index],
+                "logprobs": logprobs[index]} for index in range(choice_count)]
+    return shape.response(choices, usage.to_dict())

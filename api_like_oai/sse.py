@@ -1,0 +1,14 @@
+"""Server-sent event framing: one `data:` line per event, a blank line after it."""
+
+from __future__ import annotations
+
+import json
+
+DONE = b"data: [DONE]\n\n"
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def frame(payload: dict) -> bytes:
+    """One event carrying `payload` as single-line JSON (json.dumps never emits raw newlines)."""
+    return b"data: " + _dumps(payload).encode() + b"\n\n"

@@ -1,0 +1,51 @@
+"""Session fixtures: one real llama-server for the whole run, proxies started per module."""
+
+from __future__ import annotations
+
+import pytest
+from openai import OpenAI
+
+from .servers import LlamaServer, Proxy, provisioned_paths
+
+
+@pytest.fixture(scope="session")
+def provisioned() -> dict[str, str]:
+    return provisioned_paths()
+
+
+@pytest.fixture(scope="session")
+def llama_server(provisioned):
+    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"]).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def start_proxy():
+    """Start the proxy CLI with the given arguments; every proxy started is stopped at the end."""
+    started: list[Proxy] = []
+
+    def start(*args: str, **options) -> Proxy:
+        proxy = Proxy(list(args), **options).start()
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def proxy(llama_server, start_proxy) -> Proxy:
+    """The proxy in front of the real llama-server with no template flag (the model's own)."""
+    return start_proxy("--llama-api", llama_server.url)
+
+
+def openai_client(base_url: str, strict: bool = True, **options) -> OpenAI:
+    return OpenAI(base_url=base_url + "/v1", api_key=options.pop("api_key", "sk-no-key"),
+                  max_retries=0, timeout=120, _strict_response_validation=strict, **options)
+
+
+@pytest.fixture(scope="session")
+def client(proxy) -> OpenAI:
+    return openai_client(proxy.url)

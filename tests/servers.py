@@ -1,0 +1,122 @@
+"""Real processes for the tests: llama-server with the bundled model, and the proxy's own CLI."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def provisioned_paths() -> dict[str, str]:
+    """LLAMA_SERVER and MODEL: from the environment, else from scripts/provision (cached builds)."""
+    if os.environ.get("LLAMA_SERVER") and os.environ.get("MODEL"):
+        return {"LLAMA_SERVER": os.environ["LLAMA_SERVER"], "MODEL": os.environ["MODEL"]}
+    output = subprocess.run([str(ROOT / "scripts" / "provision")], check=True, text=True,
+                            stdout=subprocess.PIPE, env={**os.environ, "PYTHON": sys.executable}).stdout
+    return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+
+def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
+    """Poll `ready()` until true; fail at once if `process` died, or after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {process.returncode} before it was ready")
+        try:
+            if ready():
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} not ready after {timeout}s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass
+class LlamaServer:
+    """llama-server's command line as data; `start()` runs it and waits for /health."""
+
+    binary: str
+    model: str
+    port: int = field(default_factory=free_port)
+    context_size: int = 4096
+    slots: int = 4
+    extra_args: tuple[str, ...] = ()
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def to_argv(self) -> list[str]:
+        return [self.binary, "--model", self.model, "--host", "127.0.0.1", "--port", str(self.port),
+                "--ctx-size", str(self.context_size), "--parallel", str(self.slots),
+                "--threads", "2", "--seed", "42", *self.extra_args]
+
+    def start(self) -> LlamaServer:
+        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_until(lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
+                   self.process, "llama-server", timeout=120)
+        return self
+
+    def stop(self) -> None:
+        if self.process:
+            stop(self.process)
+
+
+@dataclass
+class Proxy:
+    """The proxy started the way users start it: its CLI in a subprocess."""
+
+    args: list[str]
+    port: int = field(default_factory=free_port)
+    env: dict = field(default_factory=dict)
+    command: tuple[str, ...] = (sys.executable, "-m", "api_like_oai")
+    process: subprocess.Popen | None = None
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Proxy:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("API_LIKE_OAI_")}
+        self.log_path = Path(tempfile.gettempdir()) / f"api-like-oai-test-{self.port}.log"
+        self.process = subprocess.Popen([*self.command, "--port", str(self.port), *self.args],
+                                        cwd=ROOT, env={**env, **self.env},
+                                        stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT)
+        wait_until(lambda: requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
+                   self.process, "api-like-oai", timeout=30)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path else ""
+
+    def stop(self) -> None:
+        if self.process:
+            stop(self.process)
+

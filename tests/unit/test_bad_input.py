@@ -1,0 +1,75 @@
+"""Bad requests get a 400 in OpenAI's error shape naming the field, before anything goes upstream."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+CHAT = "/v1/chat/completions"
+OK_MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def assert_openai_error(response, status: int, param=None):
+    assert response.status_code == status, response.get_data(as_text=True)
+    body = response.get_json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    assert body["error"]["message"]
+    if param is not None:
+        assert body["error"]["param"] == param
+    return body["error"]
+
+
+@pytest.mark.parametrize("raw_body", [b"{not json", b"", b"\xff\xfe", b"[1, 2]", b'"text"', b"null"])
+def test_unparseable_or_non_object_bodies(app_client, raw_body):
+    response = app_client.post(CHAT, data=raw_body, content_type="application/json")
+    assert_openai_error(response, 400)
+
+
+@pytest.mark.parametrize("messages, param", [
+    (None, "messages"), ("hello", "messages"), ([], "messages"), ([123], "messages.0"),
+    ([{}], "messages.0.role"), ([{"role": 1, "content": "x"}], "messages.0.role"),
+    ([{"role": "user", "content": 5}], "messages.0.content"),
+])
+def test_malformed_messages(app_client, messages, param):
+    body = {"messages": messages} if messages is not None else {}
+    error = assert_openai_error(app_client.post(CHAT, json=body), 400)
+    assert error["param"] == param or error["param"].startswith(param)
+    assert error["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("field, value", [
+    ("temperature", "hot"), ("max_tokens", -1), ("n", 0), ("stop", 5), ("stream", "maybe"),
+    ("top_p", 3),
+])
+def test_wrong_types_name_the_field(app_client, field, value):
+    error = assert_openai_error(app_client.post(CHAT, json={"messages": OK_MESSAGES, field: value}), 400)
+    assert error["param"].split(".")[0] == field
+
+
+def test_unknown_field_is_refused_not_dropped(app_client):
+    error = assert_openai_error(app_client.post(CHAT, json={"messages": OK_MESSAGES, "frobnicate": 1}), 400)
+    assert error["param"] == "frobnicate" and "cannot honour" in error["message"]
+
+
+def test_upstream_down_is_503_even_for_streams(app_client):
+    for stream in (False, True):
+        response = app_client.post(CHAT, json={"messages": OK_MESSAGES, "stream": stream})
+        error = assert_openai_error(response, 503)
+        assert "unreachable" in error["message"] and error["code"] == "upstream_unavailable"
+
+
+def test_unknown_route_and_wrong_method(app_client):
+    assert_openai_error(app_client.get("/v1/nothing"), 404)
+    assert_openai_error(app_client.get(CHAT), 405)
+
+
+def test_completion_prompt_of_wrong_type(app_client):
+    assert_openai_error(app_client.post("/v1/completions", json={"prompt": {"a": 1}}), 400, None)
+
+
+def test_errors_are_json_never_html(app_client):
+    response = app_client.post(CHAT, data=json.dumps({"messages": OK_MESSAGES, "n": "x"}),
+                               content_type="text/plain")
+    assert response.mimetype == "application/json"

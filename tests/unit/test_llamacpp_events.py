@@ -1,0 +1,51 @@
+"""Both generations of llama-server's JSON become the same GenerationEvents."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from api_like_oai.backends.llamacpp import completion_event
+from api_like_oai.errors import UpstreamError
+
+TODAY_FINAL = {"content": "", "id_slot": 3, "stop": True, "stop_type": "limit", "stopping_word": "",
+               "tokens_predicted": 3, "tokens_evaluated": 5}
+LEGACY_FINAL = {"content": "", "slot_id": 0, "stop": True, "stopped_eos": False, "stopped_word": False,
+                "stopped_limit": True, "tokens_predicted": 3, "tokens_evaluated": 5}
+
+
+@pytest.mark.parametrize("final", [TODAY_FINAL, LEGACY_FINAL])
+def test_final_event_of_either_generation(final):
+    event = completion_event(final)
+    assert (event.finish_reason, event.prompt_tokens, event.completion_tokens) == ("length", 5, 3)
+
+
+@pytest.mark.parametrize("fields", [{"stop_type": "eos"}, {"stop_type": "word", "stopping_word": "\n"},
+                                    {"stopped_eos": True}, {"stopped_word": True, "stopping_word": "x"}])
+def test_eos_and_stop_words_finish_with_stop(fields):
+    assert completion_event({"content": "", "stop": True, **fields}).finish_reason == "stop"
+
+
+def test_token_events_carry_text_and_no_counts():
+    event = completion_event({"content": " Paris", "stop": False, "id_slot": -1,
+                              "tokens_predicted": 1, "tokens_evaluated": 5})
+    assert (event.text, event.finish_reason, event.completion_tokens) == (" Paris", None, None)
+
+
+def test_probabilities_old_and_new_format():
+    new = completion_event({"content": " a", "stop": False, "completion_probabilities": [
+        {"token": " a", "logprob": -0.5, "top_logprobs": [{"token": " a", "logprob": -0.5},
+                                                           {"token": " b", "logprob": -1.5}]}]})
+    old = completion_event({"content": " a", "stop": False, "completion_probabilities": [
+        {"content": " a", "probs": [{"tok_str": " a", "prob": math.exp(-0.5)},
+                                    {"tok_str": " b", "prob": math.exp(-1.5)}]}]})
+    for event in (new, old):
+        (token,) = event.logprobs
+        assert token.token == " a" and token.logprob == pytest.approx(-0.5)
+        assert [t for t, _ in token.top] == [" a", " b"]
+
+
+def test_an_error_object_raises():
+    with pytest.raises(UpstreamError, match="boom"):
+        completion_event({"error": {"code": 500, "message": "boom"}})
