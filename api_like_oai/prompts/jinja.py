@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import jinja2
+from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import TemplateError
@@ -37,9 +38,17 @@ def _tojson(value, indent=None, ensure_ascii=False, separators=None, sort_keys=F
                       separators=separators, sort_keys=sort_keys)
 
 
+class _StrictSandbox(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, failing loudly: an unsafe attribute raises at once instead of
+    rendering as an empty Undefined, so a probing template is refused rather than half-rendered."""
+
+    def unsafe_undefined(self, obj, attribute):
+        raise SecurityError(f"access to attribute {attribute!r} of a {type(obj).__name__!r} object is unsafe")
+
+
 @functools.lru_cache(maxsize=1)
 def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+    env = _StrictSandbox(trim_blocks=True, lstrip_blocks=True,
                                         extensions=["jinja2.ext.loopcontrols"])
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -54,6 +63,9 @@ def compile_template(source: str) -> jinja2.Template:
         return _environment().from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"chat template does not parse: {exc.message} (line {exc.lineno})") from exc
+
+
+_TURN_MARKER = "\x00api-like-oai:generation-starts-here\x00"
 
 
 @dataclass(frozen=True)
@@ -73,16 +85,28 @@ class JinjaFormatter:
 
     def render(self, messages, *, add_generation_prompt=True, continue_final_message=False,
                tools=None) -> ChatPrompt:
+        opens_other_role = (add_generation_prompt and not continue_final_message
+                            and self.options.response_role != "assistant")
+        if opens_other_role:
+            # Templates hard-code the assistant's turn; open the response role's turn instead by
+            # rendering a turn of that role around a marker and cutting at the marker.
+            messages = [*messages, {"role": self.options.response_role, "content": _TURN_MARKER}]
         variables = {
             "messages": messages,
-            "add_generation_prompt": add_generation_prompt and not continue_final_message,
+            "add_generation_prompt": add_generation_prompt and not continue_final_message
+                                     and not opens_other_role,
             "bos_token": self.options.bos_token,
             "eos_token": self.options.eos_token,
         }
         if tools is not None:
             variables["tools"] = tools
         text = self._render(variables)
-        if continue_final_message:
+        if opens_other_role:
+            if _TURN_MARKER not in text:
+                raise TemplateError(f"the chat template writes no turn for the response role "
+                                    f"{self.options.response_role!r}")
+            text = text[: text.rindex(_TURN_MARKER)]
+        elif continue_final_message:
             text = _cut_after_final_message(text, messages)
         if self.options.upstream_adds_bos and self.options.bos_token:
             text = text.removeprefix(self.options.bos_token)  # llama.cpp adds its own
@@ -93,7 +117,7 @@ class JinjaFormatter:
             return compile_template(self.template_source).render(variables)
         except TemplateRaised as exc:
             raise TemplateError(f"chat template refused the conversation: {exc}") from exc
-        except jinja2.exceptions.SecurityError as exc:
+        except SecurityError as exc:
             raise TemplateError(f"chat template tried an unsafe operation: {exc}") from exc
         except jinja2.TemplateError as exc:
             raise TemplateError(f"chat template failed: {exc}") from exc

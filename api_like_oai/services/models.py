@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from ..backends.llamacpp import LlamaCppClient, UpstreamProps
-from ..errors import ModelNotFound
+from ..errors import ModelNotFound, UpstreamError
 from ..prompts import ChatFormatter, FormatterOptions, TemplateChoice, resolve_formatter
 
 log = logging.getLogger("api_like_oai")
@@ -32,20 +32,32 @@ class ServedModel:
         if self._formatter is None:
             with self._lock:
                 if self._formatter is None:
-                    self._formatter = self._resolve()
-                    log.info("model %s: chat template %s", self.name, self._formatter.describe())
+                    formatter, complete = self._resolve()
+                    if not complete:
+                        return formatter  # made without the upstream's tokens: retry next time
+                    self._formatter = formatter
+                    log.info("model %s: chat template %s", self.name, formatter.describe())
         return self._formatter
 
-    def _resolve(self) -> ChatFormatter:
+    def _resolve(self) -> tuple[ChatFormatter, bool]:
+        """(formatter, whether it had everything it needs from the upstream)."""
         choice = self.template_choice
-        needs_upstream = choice.uses_model_template() or bool(choice.chat_template or choice.chat_prompt_model)
-        props = self.props() if needs_upstream else None
+        props = None
+        if choice.uses_model_template():
+            props = self.props()  # nothing to fall back on: UpstreamUnavailable goes to the client
+        elif choice.chat_template or choice.chat_prompt_model:
+            try:
+                props = self.props()  # only for bos_token/eos_token, which Jinja templates use
+            except UpstreamError:
+                pass
         options = FormatterOptions(
             bos_token=props.bos_token if props else "",
             eos_token=props.eos_token if props else "",
             upstream_adds_bos=self.client.adds_bos() if props and props.bos_token else False,
             response_role=choice.response_role)
-        return resolve_formatter(choice, options, props.chat_template if props else None)
+        formatter = resolve_formatter(choice, options, props.chat_template if props else None)
+        needs_props = choice.uses_model_template() or bool(choice.chat_template or choice.chat_prompt_model)
+        return formatter, props is not None or not needs_props
 
     def props(self) -> UpstreamProps:
         if self._props is None:
