@@ -11,13 +11,14 @@ from werkzeug.exceptions import HTTPException
 
 from .backends.llamacpp import LlamaCppClient
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
-from .routes import chat, completions, internal, models
+from .routes import chat, completions, docs, embeddings, internal, models
+from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import Settings
 
 log = logging.getLogger("api_like_oai")
 
-PUBLIC_PATHS = frozenset({"/health"})
+PUBLIC_PATHS = frozenset({"/health", "/docs", "/openapi.json"})
 
 
 def create_app(settings: Settings) -> Flask:
@@ -25,8 +26,9 @@ def create_app(settings: Settings) -> Flask:
     app.json.sort_keys = False
     app.json.ensure_ascii = False
     app.json.compact = True
-    app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings))
-    for blueprint in (chat.bp, completions.bp, models.bp, internal.bp):
+    app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
+                                                     inflight=InFlight())
+    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp):
         app.register_blueprint(blueprint)
     if settings.api_keys:
         app.before_request(_require_key(settings.api_keys))
@@ -45,7 +47,7 @@ def _require_key(api_keys: tuple[str, ...]):
     encoded_keys = [key.encode() for key in api_keys]
 
     def check_key():
-        if request.method == "OPTIONS" or request.path in PUBLIC_PATHS:
+        if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/"):
             return None
         offered = _offered_key().encode()
         # Compare against every key, in constant time, so timing says nothing about which matched.

@@ -11,8 +11,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from .errors import InvalidRequest
+
 Stop = Annotated[str | list[StrictStr] | None,
                  Field(description="Up to any number of strings at which generation stops.")]
+
+
+def _llama(description: str):
+    """A llama.cpp-only field: optional, described in /openapi.json, sent upstream only when given."""
+    return Field(None, description=f"llama.cpp extension. {description}")
+
+
+LLAMA_CPP_FIELDS = ("top_k", "min_p", "typical_p", "tfs_z", "repeat_penalty", "repeat_last_n", "penalize_nl",
+                    "mirostat", "mirostat_tau", "mirostat_eta", "grammar", "json_schema", "n_keep", "ignore_eos",
+                    "dynatemp_range", "dynatemp_exponent", "dry_multiplier", "dry_base", "dry_allowed_length",
+                    "xtc_probability", "xtc_threshold", "samplers", "cache_prompt", "id_slot")
 
 
 class Request(BaseModel):
@@ -42,7 +55,8 @@ class SamplingFields(Request):
     """Sampling options shared by chat and completions; OpenAI's first, then llama.cpp's."""
 
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    logit_bias: dict[str, float] | None = None
+    logit_bias: dict[Annotated[str, Field(pattern=r"^-?\d+$")], float] | None = Field(
+        None, description="Token id (as a string) -> bias from -100 to 100.")
     max_tokens: int | None = Field(None, ge=0)
     n: int | None = Field(None, ge=1)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
@@ -53,15 +67,31 @@ class SamplingFields(Request):
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, ge=0.0, le=1.0)
     user: str | None = None
-    # llama.cpp's own sampling options, passed through only when given.
-    top_k: int | None = Field(None, description="llama.cpp: keep only the k most likely tokens.")
-    min_p: float | None = Field(None, description="llama.cpp: minimum probability relative to the best token.")
-    repeat_penalty: float | None = Field(None, description="llama.cpp: penalty for repeated tokens.")
-    mirostat: int | None = Field(None, description="llama.cpp: Mirostat sampling (0 off, 1, 2).")
-    mirostat_tau: float | None = Field(None, description="llama.cpp: Mirostat target entropy.")
-    mirostat_eta: float | None = Field(None, description="llama.cpp: Mirostat learning rate.")
-    grammar: str | None = Field(None, description="llama.cpp: GBNF grammar constraining the output.")
-    cache_prompt: bool | None = Field(None, description="llama.cpp: reuse the KV cache of a shared prompt prefix.")
+    # llama.cpp's own options, passed through only when given.
+    top_k: int | None = _llama("Keep only the k most likely tokens (0 = all).")
+    min_p: float | None = _llama("Drop tokens less likely than min_p times the most likely one.")
+    typical_p: float | None = _llama("Locally typical sampling; 1.0 disables it.")
+    tfs_z: float | None = _llama("Tail-free sampling; 1.0 disables it (ignored by newer llama.cpp).")
+    repeat_penalty: float | None = _llama("Penalty for repeating tokens of the last repeat_last_n.")
+    repeat_last_n: int | None = _llama("How many recent tokens the repeat penalty looks at (-1 = context).")
+    penalize_nl: bool | None = _llama("Whether newlines are penalised as repeats (older llama.cpp).")
+    mirostat: int | None = _llama("Mirostat sampling: 0 off, 1 or 2.")
+    mirostat_tau: float | None = _llama("Mirostat target entropy.")
+    mirostat_eta: float | None = _llama("Mirostat learning rate.")
+    grammar: str | None = _llama("A GBNF grammar the output must follow.")
+    json_schema: dict[str, Any] | None = _llama("A JSON schema the output must follow.")
+    n_keep: int | None = _llama("Prompt tokens kept when the context shifts (-1 = all).")
+    ignore_eos: bool | None = _llama("Keep generating past the end-of-sequence token.")
+    dynatemp_range: float | None = _llama("Dynamic temperature range (0 disables).")
+    dynatemp_exponent: float | None = _llama("Dynamic temperature exponent.")
+    dry_multiplier: float | None = _llama("DRY repetition penalty strength (0 disables).")
+    dry_base: float | None = _llama("DRY penalty base.")
+    dry_allowed_length: int | None = _llama("Repeats up to this length are not DRY-penalised.")
+    xtc_probability: float | None = _llama("XTC: chance of removing the top tokens.")
+    xtc_threshold: float | None = _llama("XTC: probability threshold of the removed tokens.")
+    samplers: list[str] | None = _llama("The order in which llama.cpp applies its samplers.")
+    cache_prompt: bool | None = _llama("Reuse the KV cache of a shared prompt prefix.")
+    id_slot: int | None = _llama("Run on this llama.cpp slot (-1 = any idle slot).")
 
     def stop_list(self) -> list[str]:
         if self.stop is None:
@@ -83,9 +113,49 @@ class SamplingFields(Request):
         return payload
 
 
-_PASSTHROUGH = ("frequency_penalty", "presence_penalty", "seed", "temperature", "top_p", "top_k",
-                "min_p", "repeat_penalty", "mirostat", "mirostat_tau", "mirostat_eta", "grammar",
-                "cache_prompt")
+_PASSTHROUGH = ("frequency_penalty", "presence_penalty", "seed", "temperature", "top_p", *LLAMA_CPP_FIELDS)
+
+
+class JsonSchemaFormat(BaseModel):
+    name: str | None = None
+    description: str | None = None
+    json_schema: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    def to_llamacpp(self) -> dict:
+        """The llama.cpp constraint for this format: a JSON schema, or nothing for plain text."""
+        if self.type == "json_object":
+            return {"json_schema": {"type": "object"}}
+        if self.type == "json_schema":
+            if self.json_schema is None:
+                raise InvalidRequest("response_format of type json_schema needs a json_schema object",
+                                     param="response_format.json_schema")
+            check_schema(self.json_schema.json_schema)
+            return {"json_schema": self.json_schema.json_schema}
+        return {}
+
+
+_JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
+
+
+def check_schema(schema: dict, path: str = "response_format.json_schema.schema") -> None:
+    """A 400 for schema types that are not JSON Schema's, before anything is generated."""
+    declared = schema.get("type")
+    for type_name in declared if isinstance(declared, list) else [declared]:
+        if type_name is not None and type_name not in _JSON_TYPES:
+            raise InvalidRequest(f"invalid JSON schema: unknown type {type_name!r}", param=path)
+    for key in ("properties", "$defs", "definitions"):
+        for name, sub in (schema.get(key) or {}).items():
+            if isinstance(sub, dict):
+                check_schema(sub, f"{path}.{key}.{name}")
+    if isinstance(schema.get("items"), dict):
+        check_schema(schema["items"], f"{path}.items")
 
 
 class ChatCompletionRequest(SamplingFields):
@@ -94,7 +164,7 @@ class ChatCompletionRequest(SamplingFields):
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
     max_completion_tokens: int | None = Field(None, ge=0)
-    response_format: dict[str, Any] | None = None
+    response_format: ResponseFormat | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
     parallel_tool_calls: bool | None = None
@@ -117,6 +187,24 @@ class CompletionRequest(SamplingFields):
     echo: bool | None = False
     logprobs: int | None = Field(None, ge=0, le=20)
     suffix: str | None = None
+
+
+class EmbeddingRequest(Request):
+    input: str | list[StrictStr] | list[int] | list[list[int]]
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] | None = "float"
+    dimensions: int | None = None
+    user: str | None = None
+
+
+class EncodeRequest(Request):
+    text: str
+    model: str | None = None
+
+
+class DecodeRequest(Request):
+    tokens: list[int]
+    model: str | None = None
 
 
 # --- responses ---------------------------------------------------------------------------
@@ -148,3 +236,126 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
+
+
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class TokenLogprobItem(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChoiceLogprobs(BaseModel):
+    content: list[TokenLogprobItem] | None
+    refusal: list[TokenLogprobItem] | None = None
+
+
+class AssistantMessage(BaseModel):
+    role: str
+    content: str | None
+    refusal: str | None = None
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: ChoiceLogprobs | None
+    finish_reason: Literal["stop", "length"] | None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    system_fingerprint: str | None = None
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ChunkDelta(BaseModel):
+    role: str | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int
+    delta: ChunkDelta
+    logprobs: ChoiceLogprobs | None
+    finish_reason: Literal["stop", "length"] | None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One `data:` event of a chat stream (text/event-stream), ended by `data: [DONE]`."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    system_fingerprint: str | None = None
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+
+
+class CompletionLogprobs(BaseModel):
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]]
+    text_offset: list[int]
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    logprobs: CompletionLogprobs | None
+    finish_reason: Literal["stop", "length"] | None
+
+
+class Completion(BaseModel):
+    """A text completion; streamed, each `data:` event has this shape (object text_completion)."""
+
+    id: str
+    object: Literal["text_completion"]
+    created: int
+    model: str
+    system_fingerprint: str | None = None
+    choices: list[CompletionChoice]
+    usage: Usage | None = None
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"]
+    index: int
+    embedding: list[float] | str
+
+
+class EmbeddingList(BaseModel):
+    object: Literal["list"]
+    model: str
+    data: list[Embedding]
+    usage: dict[str, int]
+
+
+class EncodeResponse(BaseModel):
+    tokens: list[int]
+    length: int
+
+
+class DecodeResponse(BaseModel):
+    text: str
+
+
+class TokenCountResponse(BaseModel):
+    length: int
+
+
+class ChatPromptResponse(BaseModel):
+    prompt: str
+    stop: list[str]
+
+
+class StopGenerationResponse(BaseModel):
+    stopped: int

@@ -21,4 +21,5 @@ class GenerationEvent:
 class TokenLogprob:
     token: str
     logprob: float
-    top: tuple = ()                          # ((token, logprob), ...) most likely first
+    top: tuple = ()                          # ((token, logprob, bytes), ...) most likely first
+    bytes: tuple = ()                        # the token's exact bytes (a token may end mid-character)

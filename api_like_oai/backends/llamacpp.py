@@ -97,6 +97,13 @@ class LlamaCppClient:
     def detokenize(self, tokens: list[int]) -> str:
         return self._json(self._post("/detokenize", {"tokens": tokens}))["content"]
 
+    def embeddings(self, inputs: list) -> list[list[float]]:
+        """One pooled embedding per input (text or token ids), in order."""
+        body = self._json(self._post("/embedding", {"content": inputs}))
+        results = body if isinstance(body, list) else [body]
+        ordered = sorted(results, key=lambda item: item.get("index", 0))
+        return [_pooled(item["embedding"]) for item in ordered]
+
     def adds_bos(self) -> bool:
         """Whether llama.cpp prepends BOS to a prompt itself (then a template's BOS is one too many)."""
         return len(self.tokenize("a", add_special=True)) > len(self.tokenize("a"))
@@ -131,6 +138,11 @@ class LlamaCppClient:
                 raise UpstreamError(f"llama.cpp at {self.base_url} sent malformed JSON") from exc
 
 
+def _pooled(embedding: list) -> list[float]:
+    # Newer servers nest the pooled vector in a list (one row per token when pooling is off).
+    return embedding[0] if embedding and isinstance(embedding[0], list) else embedding
+
+
 def _parse(raw: bytes, base_url: str) -> dict:
     try:
         return json.loads(raw)
@@ -146,6 +158,8 @@ def _status_error(response: requests.Response, base_url: str) -> Exception:
     error = _upstream_error(body, base_url)
     if response.status_code == 503:
         return UpstreamUnavailable(error.message)
+    if response.status_code == 501:  # llama.cpp: "not supported by this model/server" (infill, embeddings)
+        return InvalidRequest(error.message, code="not_supported")
     if response.status_code == 400 and isinstance(error, UpstreamError):
         # llama.cpp rejected the request itself (bad grammar, prompt too long, ...): the
         # caller's mistake, so the caller gets a 400 with llama.cpp's words.
@@ -202,13 +216,19 @@ def token_logprobs(probabilities) -> tuple | None:
 
 def _token_logprob(entry: dict) -> TokenLogprob:
     if "logprob" in entry:  # today's server
-        top = tuple((c.get("token", ""), c["logprob"]) for c in entry.get("top_logprobs", ()))
-        return TokenLogprob(entry.get("token", ""), entry["logprob"], top)
+        top = tuple(_candidate(c.get("token", ""), c["logprob"], c.get("bytes"))
+                    for c in entry.get("top_logprobs", ()))
+        token = entry.get("token", "")
+        return TokenLogprob(token, entry["logprob"], top, tuple(entry.get("bytes") or token.encode()))
     candidates = entry.get("probs", ())  # 2023 server: probabilities, the chosen token first
-    top = tuple((c.get("tok_str", ""), _log(c.get("prob", 0.0))) for c in candidates)
+    top = tuple(_candidate(c.get("tok_str", ""), _log(c.get("prob", 0.0))) for c in candidates)
     chosen = entry.get("content", "")
-    chosen_logprob = next((lp for token, lp in top if token == chosen), top[0][1] if top else 0.0)
-    return TokenLogprob(chosen, chosen_logprob, top)
+    chosen_logprob = next((lp for token, lp, _ in top if token == chosen), top[0][1] if top else 0.0)
+    return TokenLogprob(chosen, chosen_logprob, top, tuple(chosen.encode()))
+
+
+def _candidate(token: str, logprob: float, token_bytes=None) -> tuple:
+    return token, logprob, tuple(token_bytes or token.encode())
 
 
 def _log(probability: float) -> float:

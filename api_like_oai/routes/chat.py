@@ -14,4 +14,4 @@ bp = Blueprint("chat", __name__)
 def create_chat_completion():
     chat_request = parse_body(ChatCompletionRequest)
     model, model_name = state().registry.lookup(chat_request.model)
-    return respond(chat_completion(chat_request, model, model_name))
+    return respond(chat_completion(chat_request, model, model_name, state().inflight))

@@ -14,4 +14,4 @@ bp = Blueprint("completions", __name__)
 def create_completion():
     completion_request = parse_body(CompletionRequest)
     model, model_name = state().registry.lookup(completion_request.model)
-    return respond(completion(completion_request, model, model_name))
+    return respond(completion(completion_request, model, model_name, state().inflight))

@@ -3,7 +3,7 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from ..errors import ProxyError, UpstreamUnavailable
-from ..protocol import ChatCompletionRequest
+from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services.chat import render_prompt
 from . import parse_body, state
 
@@ -41,3 +41,31 @@ def chat_prompt():
     model, _ = state().registry.lookup(chat_request.model)
     prompt = render_prompt(chat_request, model)
     return jsonify({"prompt": prompt.text, "stop": list(prompt.stop)})
+
+
+@bp.post("/v1/internal/encode")
+def encode():
+    encode_request = parse_body(EncodeRequest)
+    model, _ = state().registry.lookup(encode_request.model)
+    tokens = model.client.tokenize(encode_request.text)
+    return jsonify({"tokens": tokens, "length": len(tokens)})
+
+
+@bp.post("/v1/internal/decode")
+def decode():
+    decode_request = parse_body(DecodeRequest)
+    model, _ = state().registry.lookup(decode_request.model)
+    return jsonify({"text": model.client.detokenize(decode_request.tokens)})
+
+
+@bp.post("/v1/internal/token-count")
+def token_count():
+    encode_request = parse_body(EncodeRequest)
+    model, _ = state().registry.lookup(encode_request.model)
+    return jsonify({"length": len(model.client.tokenize(encode_request.text))})
+
+
+@bp.post("/v1/internal/stop-generation")
+def stop_generation():
+    """End every generation in flight in this process; each finishes with finish_reason "stop"."""
+    return jsonify({"stopped": state().inflight.stop_all()})

@@ -31,23 +31,31 @@ def check_supported(request: ChatCompletionRequest) -> None:
         raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
 
 
-def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str):
-    """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
-    check_supported(request)
-    prompt = render_prompt(request, model)
+def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
     payload = {"prompt": prompt.text, "stop": merge_stops(prompt.stop, request.stop_list()),
-               "stream": bool(request.stream), **request.sampling_payload()}
+               "stream": True, **request.sampling_payload()}
+    if request.response_format is not None:
+        payload |= request.response_format.to_llamacpp()
     if request.logprobs:
         payload["n_probs"] = max(request.top_logprobs or 0, 1)
+    return payload
+
+
+def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
+                    inflight: generation.InFlight):
+    """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
+    check_supported(request)
+    payload = upstream_payload(request, render_prompt(request, model))
     role = model.template_choice.response_role
-    shape = ChatShape(model_name, role, logprobs=bool(request.logprobs))
+    shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0)
     choice_count = request.n or 1
     events = generation.merged([_starter(model, payload, index) for index in range(choice_count)])
-    prefix = _echo_prefix(request, role)
+    echo_text = _echo_prefix(request, role)
+    prefixes = {index: echo_text for index in range(choice_count)} if echo_text else None
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        return generation.stream(events, shape, choice_count, include_usage, prefix)
-    return generation.fold(events, shape, choice_count, prefix)
+        return generation.stream(events, shape, choice_count, inflight, include_usage, prefixes)
+    return generation.fold(events, shape, choice_count, inflight, prefixes)
 
 
 def _starter(model: ServedModel, payload: dict, index: int):

@@ -1,9 +1,8 @@
-"""Text completions: the prompt goes to llama.cpp as it is."""
+"""Text completions: the prompt goes to llama.cpp as it is; with `suffix`, to /infill."""
 
 from __future__ import annotations
 
 from ..errors import InvalidRequest
-from ..prompts import merge_stops
 from ..protocol import CompletionRequest
 from . import generation
 from .models import ServedModel
@@ -20,26 +19,38 @@ def prompts_of(request: CompletionRequest) -> list:
     return list(prompt)
 
 
-def completion(request: CompletionRequest, model: ServedModel, model_name: str, stop: tuple = ()):
-    """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
+def check_supported(request: CompletionRequest, prompts: list) -> None:
     if request.stream_options is not None and not request.stream:
         raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
     if request.best_of not in (None, 1):
         raise InvalidRequest("best_of is not supported", param="best_of")
-    prompts = [p for p in prompts_of(request) for _ in range(request.n or 1)]
-    base_payload = {"stop": merge_stops(stop, request.stop_list()), "stream": bool(request.stream),
-                    **request.sampling_payload()}
+    if request.suffix is not None and not all(isinstance(p, str) for p in prompts):
+        raise InvalidRequest("suffix (fill-in-the-middle) needs a text prompt", param="suffix")
+
+
+def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
+    """(llama.cpp path, payload) for one prompt: /infill when a suffix is given, else /completion."""
+    payload = {"stop": request.stop_list(), "stream": True, **request.sampling_payload()}
     if request.logprobs:
-        base_payload["n_probs"] = request.logprobs
+        payload["n_probs"] = request.logprobs
+    if request.suffix is not None:
+        return "/infill", {**payload, "input_prefix": prompt, "input_suffix": request.suffix, "prompt": ""}
+    return "/completion", {**payload, "prompt": prompt}
+
+
+def completion(request: CompletionRequest, model: ServedModel, model_name: str, inflight: generation.InFlight):
+    """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
+    prompts = [p for p in prompts_of(request) for _ in range(request.n or 1)]
+    check_supported(request, prompts)
     shape = CompletionShape(model_name, request.logprobs)
-    starters = [_starter(model, {**base_payload, "prompt": p}, index) for index, p in enumerate(prompts)]
+    starters = [_starter(model, *upstream_request(request, p), index) for index, p in enumerate(prompts)]
     events = generation.merged(starters)
-    prefix = prompts[0] if request.echo and isinstance(prompts[0], str) and len(prompts) == 1 else ""
+    prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        return generation.stream(events, shape, len(prompts), include_usage, prefix)
-    return generation.fold(events, shape, len(prompts), prefix)
+        return generation.stream(events, shape, len(prompts), inflight, include_usage, prefixes)
+    return generation.fold(events, shape, len(prompts), inflight, prefixes)
 
 
-def _starter(model: ServedModel, payload: dict, index: int):
-    return lambda: model.client.complete(payload, index=index)
+def _starter(model: ServedModel, path: str, payload: dict, index: int):
+    return lambda: model.client.generate(path, payload, index=index)

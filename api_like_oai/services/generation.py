@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -74,44 +75,95 @@ class UsageCounter:
                 "total_tokens": self.prompt_tokens + self.completion_tokens}
 
 
-def stream(events: Iterable[GenerationEvent], shape, choice_count: int,
-           include_usage: bool = False, prefix: str = "") -> Iterator[bytes]:
+class InFlight:
+    """The generations running in this process, so /v1/internal/stop-generation can end them."""
+
+    def __init__(self):
+        self._stop_events: set[threading.Event] = set()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def track(self):
+        stop_event = threading.Event()
+        with self._lock:
+            self._stop_events.add(stop_event)
+        try:
+            yield stop_event
+        finally:
+            with self._lock:
+                self._stop_events.discard(stop_event)
+
+    def stop_all(self) -> int:
+        """Ask every running generation to finish now; how many there were."""
+        with self._lock:
+            for stop_event in self._stop_events:
+                stop_event.set()
+            return len(self._stop_events)
+
+
+def _until_stopped(events: Iterable[GenerationEvent], stop_event: threading.Event,
+                   choice_count: int) -> Iterator[GenerationEvent]:
+    """`events`, ended early with finish_reason "stop" for every open choice once `stop_event` is set."""
+    open_choices = set(range(choice_count))
+    for event in events:
+        if event.finish_reason:
+            open_choices.discard(event.index)
+        yield event
+        if stop_event.is_set():
+            break
+    if stop_event.is_set():
+        for index in sorted(open_choices):
+            yield GenerationEvent(finish_reason="stop", index=index)
+
+
+def _close(events) -> None:
+    close = getattr(events, "close", None)
+    if close:
+        close()  # the client went away or we are done: release the upstream at once
+
+
+def stream(events: Iterator[GenerationEvent], shape, choice_count: int, inflight: InFlight,
+           include_usage: bool = False, prefixes: dict[int, str] | None = None) -> Iterator[bytes]:
     """SSE bytes: openings, a chunk per event, optional usage, [DONE]; an error event on failure."""
     usage = UsageCounter()
     try:
-        for index in range(choice_count):
-            opening = shape.opening(index)
-            if opening is not None:
-                yield sse.frame(opening)
-            if prefix:
-                yield from map(sse.frame, shape.chunks(GenerationEvent(text=prefix, index=index)))
-        for event in events:
-            usage.add(event)
-            for chunk in shape.chunks(event):
-                yield sse.frame(chunk)
+        with inflight.track() as stop_event:
+            for index in range(choice_count):
+                opening = shape.opening(index)
+                if opening is not None:
+                    yield sse.frame(opening)
+                if prefixes and prefixes.get(index):
+                    yield from map(sse.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
+            for event in _until_stopped(events, stop_event, choice_count):
+                usage.add(event)
+                for chunk in shape.chunks(event):
+                    yield sse.frame(chunk)
     except ProxyError as exc:
         yield sse.frame(exc.to_dict())
         return
     finally:
-        close = getattr(events, "close", None)
-        if close:
-            close()  # the client went away or we are done: release the upstream at once
+        _close(events)
     if include_usage:
         yield sse.frame(shape.usage_chunk(usage.to_dict()))
     yield sse.DONE
 
 
-def fold(events: Iterable[GenerationEvent], shape, choice_count: int, prefix: str = "") -> dict:
+def fold(events: Iterator[GenerationEvent], shape, choice_count: int, inflight: InFlight,
+         prefixes: dict[int, str] | None = None) -> dict:
     """The non-streamed answer: the same events, accumulated per choice."""
-    texts = {index: [prefix] for index in range(choice_count)}
+    texts = {index: [(prefixes or {}).get(index, "")] for index in range(choice_count)}
     finish_reasons: dict[int, str | None] = {index: None for index in range(choice_count)}
     logprobs: dict[int, list] = {index: [] for index in range(choice_count)}
     usage = UsageCounter()
-    for event in events:
-        usage.add(event)
-        texts[event.index].append(event.text)
-        logprobs[event.index].extend(event.logprobs or ())
-        finish_reasons[event.index] = event.finish_reason or finish_reasons[event.index]
+    try:
+        with inflight.track() as stop_event:
+            for event in _until_stopped(events, stop_event, choice_count):
+                usage.add(event)
+                texts[event.index].append(event.text)
+                logprobs[event.index].extend(event.logprobs or ())
+                finish_reasons[event.index] = event.finish_reason or finish_reasons[event.index]
+    finally:
+        _close(events)
     choices = [{"index": index, "text": "".join(texts[index]), "finish_reason": finish_reasons[index],
                 "logprobs": logprobs[index]} for index in range(choice_count)]
     return shape.response(choices, usage.to_dict())

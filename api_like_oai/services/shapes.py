@@ -15,12 +15,13 @@ from ..backends.events import GenerationEvent
 class ChatShape:
     object_name = "chat.completion.chunk"
 
-    def __init__(self, model: str, role: str = "assistant", logprobs: bool = False):
+    def __init__(self, model: str, role: str = "assistant", logprobs: bool = False, top_logprobs: int = 0):
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
         self.role = role
         self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
 
     def _chunk(self, choices: list) -> dict:
         return {"id": self.id, "object": self.object_name, "created": self.created,
@@ -34,7 +35,7 @@ class ChatShape:
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = []
         if event.text:
-            logprobs = chat_logprobs(event.logprobs) if self.logprobs else None
+            logprobs = chat_logprobs(event.logprobs, self.top_logprobs) if self.logprobs else None
             chunks.append(self._chunk([{"index": event.index, "delta": {"content": event.text},
                                         "logprobs": logprobs, "finish_reason": None}]))
         if event.finish_reason:
@@ -51,7 +52,7 @@ class ChatShape:
                 "model": self.model, "system_fingerprint": None,
                 "choices": [{"index": c["index"],
                              "message": {"role": self.role, "content": c["text"], "refusal": None},
-                             "logprobs": chat_logprobs(c["logprobs"]) if self.logprobs else None,
+                             "logprobs": chat_logprobs(c["logprobs"], self.top_logprobs) if self.logprobs else None,
                              "finish_reason": c["finish_reason"]} for c in choices],
                 "usage": usage}
 
@@ -97,11 +98,11 @@ class CompletionShape:
                 "usage": usage}
 
 
-def chat_logprobs(token_logprobs) -> dict:
+def chat_logprobs(token_logprobs, top_count: int) -> dict:
     """OpenAI chat `logprobs`: {"content": [{token, logprob, bytes, top_logprobs}], "refusal": None}."""
-    return {"content": [{"token": t.token, "logprob": t.logprob, "bytes": list(t.token.encode()),
-                         "top_logprobs": [{"token": token, "logprob": logprob,
-                                           "bytes": list(token.encode())} for token, logprob in t.top]}
+    return {"content": [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes),
+                         "top_logprobs": [{"token": token, "logprob": logprob, "bytes": list(token_bytes)}
+                                          for token, logprob, token_bytes in t.top[:top_count]]}
                         for t in token_logprobs or ()],
             "refusal": None}
 
@@ -115,5 +116,5 @@ def legacy_logprobs(token_logprobs, offset: int) -> dict:
         offset += len(t.token)
     return {"tokens": tokens,
             "token_logprobs": [t.logprob for t in token_logprobs or ()],
-            "top_logprobs": [dict(t.top) for t in token_logprobs or ()],
+            "top_logprobs": [{token: logprob for token, logprob, _ in t.top} for t in token_logprobs or ()],
             "text_offset": offsets}

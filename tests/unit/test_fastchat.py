@@ -6,7 +6,8 @@ import pytest
 
 from api_like_oai import render_chat
 from api_like_oai.errors import InvalidRequest
-from api_like_oai.prompts.fastchat import load_conversation
+from api_like_oai.prompts import normalise_messages
+from api_like_oai.prompts.fastchat import FastChatFormatter, load_conversation
 from api_like_oai.prompts.resolve import UnknownTemplate
 
 
@@ -33,8 +34,9 @@ def test_the_registry_is_never_mutated():
     [{"role": "user", "content": "a"}, {"role": "assistant", "content": ""}, {"role": "user", "content": "b"}],
 ])
 def test_prompts_fastchat_would_write_wrong_are_refused(messages):
+    # FastChatFormatter directly: the shipped Jinja "mistral" would shadow FastChat's by name.
     with pytest.raises(InvalidRequest):
-        render_chat(messages, chat_prompt_model="mistral")
+        FastChatFormatter("mistral").render(normalise_messages(messages))
 
 
 @pytest.mark.parametrize("name", ["chatgpt", "bard", "gemini"])

@@ -43,7 +43,7 @@ def test_probabilities_old_and_new_format():
     for event in (new, old):
         (token,) = event.logprobs
         assert token.token == " a" and token.logprob == pytest.approx(-0.5)
-        assert [t for t, _ in token.top] == [" a", " b"]
+        assert [t for t, _, _ in token.top] == [" a", " b"]
 
 
 def test_an_error_object_raises():

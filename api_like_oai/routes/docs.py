@@ -1,0 +1,92 @@
+"""/openapi.json generated from the pydantic models in protocol.py, and /docs (Swagger UI, offline)."""
+
+from __future__ import annotations
+
+import functools
+
+from flask import Blueprint, Response, jsonify, send_from_directory
+from openapi_ui_bundles import swagger_ui
+from pydantic.json_schema import models_json_schema
+
+from .. import __version__
+from .. import protocol as p
+
+bp = Blueprint("docs", __name__)
+
+# (method, path, summary, request model, response model); the one list the document is made from.
+ENDPOINTS = [
+    ("post", "/v1/chat/completions", "Chat completion (set stream for server-sent events of ChatCompletionChunk)",
+     p.ChatCompletionRequest, p.ChatCompletion),
+    ("post", "/v1/completions", "Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
+     p.CompletionRequest, p.Completion),
+    ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, p.EmbeddingList),
+    ("get", "/v1/models", "The served models", None, p.ModelList),
+    ("get", "/v1/models/{model_id}", "One served model", None, p.ModelCard),
+    ("post", "/v1/internal/chat-prompt", "The prompt a chat request would send, without generating",
+     p.ChatCompletionRequest, p.ChatPromptResponse),
+    ("post", "/v1/internal/encode", "Tokenize text", p.EncodeRequest, p.EncodeResponse),
+    ("post", "/v1/internal/decode", "Detokenize token ids", p.DecodeRequest, p.DecodeResponse),
+    ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, p.TokenCountResponse),
+    ("post", "/v1/internal/stop-generation", "End every generation in flight", None, p.StopGenerationResponse),
+]
+STREAM_MODELS = [p.ChatCompletionChunk]
+ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "404": "Unknown route or model",
+                  "413": "Body too large", "500": "Internal error", "502": "Bad upstream answer",
+                  "503": "Upstream unavailable or loading", "504": "Upstream timeout"}
+
+
+@functools.lru_cache(maxsize=1)
+def openapi_document() -> dict:
+    models = {m for _, _, _, request, response in ENDPOINTS for m in (request, response) if m}
+    models |= {p.ErrorResponse, *STREAM_MODELS}
+    modes = [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)]
+    _, schemas = models_json_schema(modes, ref_template="#/components/schemas/{model}")
+    paths: dict = {}
+    for method, path, summary, request, response in ENDPOINTS:
+        paths.setdefault(path, {})[method] = _operation(summary, request, response)
+    return {"openapi": "3.1.0",
+            "info": {"title": "api_like_oai", "version": __version__,
+                     "description": "OpenAI-compatible API in front of llama.cpp's server."},
+            "paths": paths, "components": {"schemas": schemas.get("$defs", {}),
+                                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+            "security": [{"bearer": []}, {}]}
+
+
+def _ref(model) -> dict:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _operation(summary: str, request, response) -> dict:
+    error = {"description": "", "content": {"application/json": {"schema": _ref(p.ErrorResponse)}}}
+    operation = {"summary": summary,
+                 "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": _ref(response)}}},
+                               **{code: {**error, "description": text} for code, text in ERROR_STATUSES.items()}}}
+    if request is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
+    if "{model_id}" in summary or response is p.ModelCard:
+        operation["parameters"] = [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    return operation
+
+
+@bp.get("/openapi.json")
+def openapi_json():
+    return jsonify(openapi_document())
+
+
+DOCS_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>api_like_oai</title>
+<link rel="stylesheet" href="/docs/static/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/static/swagger-ui-bundle.js"></script>
+<script>window.ui = SwaggerUIBundle({url: "/openapi.json", dom_id: "#swagger-ui"});</script>
+</body></html>"""
+
+
+@bp.get("/docs")
+def docs_page():
+    return Response(DOCS_PAGE, mimetype="text/html")
+
+
+@bp.get("/docs/static/<path:filename>")
+def docs_static(filename: str):
+    return send_from_directory(swagger_ui.static_path, filename)

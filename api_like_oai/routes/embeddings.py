@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import base64
+import struct
+
+from flask import Blueprint, jsonify
+
+from ..protocol import EmbeddingRequest
+from . import parse_body, state
+
+bp = Blueprint("embeddings", __name__)
+
+
+@bp.post("/v1/embeddings")
+@bp.post("/embeddings")
+def create_embeddings():
+    embedding_request = parse_body(EmbeddingRequest)
+    model, model_name = state().registry.lookup(embedding_request.model)
+    inputs = embedding_request.input
+    inputs = [inputs] if isinstance(inputs, str) or (inputs and isinstance(inputs[0], int)) else list(inputs)
+    vectors = model.client.embeddings(inputs)
+    prompt_tokens = sum(len(i) if isinstance(i, list) else len(model.client.tokenize(i)) for i in inputs)
+    as_base64 = embedding_request.encoding_format == "base64"
+    return jsonify({"object": "list", "model": model_name,
+                    "data": [{"object": "embedding", "index": index,
+                              "embedding": _base64(vector) if as_base64 else vector}
+                             for index, vector in enumerate(vectors)],
+                    "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}})
+
+
+def _base64(vector: list[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
