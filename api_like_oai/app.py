@@ -6,11 +6,13 @@ import hmac
 import logging
 from types import SimpleNamespace
 
-from flask import Flask, jsonify, request
+from flask import Flask, Response, current_app, g, jsonify, request
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
 from .backends.llamacpp import LlamaCppClient
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
+from .observability import Metrics, RequestRecord
 from .routes import chat, completions, docs, embeddings, internal, models
 from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
@@ -19,6 +21,7 @@ from .settings import Settings
 log = logging.getLogger("api_like_oai")
 
 PUBLIC_PATHS = frozenset({"/health", "/docs", "/openapi.json"})
+UNRECORDED_PATHS = frozenset({"/health", "/metrics", "/openapi.json"})
 
 
 def create_app(settings: Settings) -> Flask:
@@ -26,14 +29,70 @@ def create_app(settings: Settings) -> Flask:
     app.json.sort_keys = False
     app.json.ensure_ascii = False
     app.json.compact = True
+    app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
-                                                     inflight=InFlight())
+                                                     inflight=InFlight(), metrics=Metrics())
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp):
         app.register_blueprint(blueprint)
+    app.add_url_rule("/metrics", "metrics", _metrics)
+    # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
+    if settings.cors_origins:
+        app.before_request(_cors_preflight(settings.cors_origins))
+        app.after_request(_cors_headers(settings.cors_origins))
     if settings.api_keys:
         app.before_request(_require_key(settings.api_keys))
+    app.before_request(_open_record)
+    app.after_request(_close_record)
     _register_error_handlers(app)
     return app
+
+
+def _metrics():
+    registry = current_app.extensions["api_like_oai"].metrics.registry
+    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+
+
+def _open_record():
+    if request.path in UNRECORDED_PATHS or request.path.startswith("/docs"):
+        return
+    state = current_app.extensions["api_like_oai"]
+    endpoint = request.url_rule.rule if request.url_rule else "unmatched"
+    g.record = RequestRecord(endpoint, state.metrics, state.settings.log_format)
+
+
+def _close_record(response: Response) -> Response:
+    record = g.get("record")
+    if record is not None and response.mimetype != "text/event-stream":  # streams close their own
+        record.status = response.status_code
+        record.close()
+    return response
+
+
+def _cors_preflight(origins: tuple[str, ...]):
+    def answer_preflight():
+        if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
+            response = Response(status=204)
+            response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+            response.headers["Access-Control-Allow-Headers"] = request.headers.get(
+                "Access-Control-Request-Headers", "Authorization, Content-Type")
+            response.headers["Access-Control-Max-Age"] = "600"
+            return response
+        return None
+
+    return answer_preflight
+
+
+def _cors_headers(origins: tuple[str, ...]):
+    def add_cors_headers(response: Response) -> Response:
+        origin = request.headers.get("Origin")
+        if "*" in origins:
+            response.headers["Access-Control-Allow-Origin"] = "*"
+        elif origin and origin in origins:  # an allowed origin, never an arbitrary one reflected
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Vary"] = "Origin"
+        return response
+
+    return add_cors_headers
 
 
 def build_registry(settings: Settings) -> ModelRegistry:
@@ -69,6 +128,9 @@ def _offered_key() -> str:
 def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
+        record = g.get("record")
+        if record is not None:
+            record.fail(exc.status, exc.code)
         if exc.status >= 500:
             log.warning("%s %s -> %d %s", request.method, request.path, exc.status, exc.message)
         return jsonify(exc.to_dict()), exc.status

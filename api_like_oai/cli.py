@@ -20,7 +20,7 @@ from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
-from .settings import ModelSettings, Settings
+from .settings import Limits, ModelSettings, Settings
 
 ENV_PREFIX = "API_LIKE_OAI_"
 LEGACY_DEFAULTS = {"chat_prompt": DEFAULT_CHAT_PROMPT, "user_name": "USER: ",
@@ -59,9 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     add("--read-timeout", type=float, default=600.0, help="seconds to wait for upstream data (default: %(default)s)")
     add("--workers", type=int, default=1, help="server worker processes (default: %(default)s)")
     add("--threads", type=int, default=32, help="threads per worker, i.e. concurrent requests (default: %(default)s)")
+    add("--grace-period", type=float, default=30.0,
+        help="on SIGTERM, seconds in-flight requests may take to finish (default: %(default)s)")
+    add("--cors-origins", help="comma-separated origins allowed cross-origin, or * (default: none)")
+    add("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default: %(default)s)")
+    add("--max-messages", type=int, default=2048, help="most messages in a chat request (default: %(default)s)")
+    add("--max-n", type=int, default=16, help="largest n (choices per request) (default: %(default)s)")
+    add("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: none)")
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    add("--log-prompts", action="store_true", help="log prompts and completions (off by default)")
+    add("--log-format", default="text", choices=["text", "json"], help="access log format (default: %(default)s)")
+    add("--log-prompts", action="store_true", help="log prompts (never logged otherwise)")
     add("--version", action="version", version=f"api-like-oai {__version__}")
     for name, default in LEGACY_DEFAULTS.items():
         parser.set_defaults(**{name: default})
@@ -105,7 +113,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         api_keys=read_api_keys(args.api_key, args.api_key_file),
         host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, threads=args.threads,
-        debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts)
+        debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,
+        cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
+        limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
+                      max_tokens=args.max_tokens_limit),
+        grace_period=args.grace_period)
 
 
 def read_api_keys(keys: list[str] | None, key_file: str | None) -> tuple[str, ...]:

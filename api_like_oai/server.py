@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 
 from .settings import Settings
 
@@ -41,7 +43,11 @@ def _gunicorn_application():
         def load_config(self):
             options = {"bind": f"{self.settings.host}:{self.settings.port}",
                        "workers": self.settings.workers, "threads": self.settings.threads,
-                       "worker_class": "gthread", "timeout": 0, "graceful_timeout": 30,
+                       "worker_class": "gthread", "timeout": 0,
+                       # our own timer ends streams at grace_period; gunicorn waits a little longer
+                       # so their error events are sent before it kills the worker
+                       "graceful_timeout": int(self.settings.grace_period) + 3,
+                       "post_worker_init": _end_streams_after_grace_period(self.application, self.settings),
                        "keepalive": 5, "loglevel": self.settings.log_level, "accesslog": None}
             for key, value in options.items():
                 self.cfg.set(key, value)
@@ -50,6 +56,26 @@ def _gunicorn_application():
             return self.application
 
     return GunicornServer
+
+
+def _end_streams_after_grace_period(app, settings: Settings):
+    """A gunicorn post_worker_init hook: on SIGTERM, in-flight streams get `grace_period` seconds,
+    then end with an error event (gunicorn itself stops accepting and waits for them)."""
+
+    def install(worker):
+        stop_accepting = signal.getsignal(signal.SIGTERM)
+        inflight = app.extensions["api_like_oai"].inflight
+
+        def on_sigterm(signum, frame):
+            timer = threading.Timer(settings.grace_period, inflight.shut_down)
+            timer.daemon = True
+            timer.start()
+            if callable(stop_accepting):
+                stop_accepting(signum, frame)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+    return install
 
 
 def _GunicornServer(app, settings):  # noqa: N802 - reads as the class it builds

@@ -15,6 +15,16 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """Request limits, each with a safe default; a request over one is refused, not trimmed."""
+
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_messages: int = 2048
+    max_n: int = 16
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     models: tuple[ModelSettings, ...]
     strict_model_names: bool = False
@@ -28,3 +38,7 @@ class Settings:
     debug: bool = False
     log_level: str = "info"
     log_prompts: bool = False
+    log_format: str = "text"
+    cors_origins: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+    grace_period: float = 30.0

@@ -109,8 +109,11 @@ class Proxy:
         self.process = subprocess.Popen([*self.command, "--port", str(self.port), *self.args],
                                         cwd=ROOT, env={**env, **self.env},
                                         stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT)
-        wait_until(lambda: requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
-                   self.process, "api-like-oai", timeout=30)
+        try:
+            wait_until(lambda: requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
+                       self.process, "api-like-oai", timeout=30)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}; its log:\n{self.log()[-3000:]}") from None
         return self
 
     def log(self) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import requests
+import urllib3
 
 from ..errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from .events import GenerationEvent, TokenLogprob
@@ -64,9 +65,10 @@ class LlamaCppClient:
                     yield completion_event(_parse(line[6:], self.base_url), index)
                 elif line.startswith(b"error: "):
                     raise _upstream_error(_parse(line[7:], self.base_url), self.base_url)
-        except requests.exceptions.ReadTimeout as exc:
-            raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens") from exc
         except (requests.exceptions.RequestException, ConnectionError) as exc:
+            if _is_read_timeout(exc):
+                raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens for "
+                                      f"{self.timeouts[1]:g}s") from exc
             raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} "
                                       "in the middle of a generation") from exc
         finally:
@@ -136,6 +138,13 @@ class LlamaCppClient:
                 return response.json()
             except ValueError as exc:
                 raise UpstreamError(f"llama.cpp at {self.base_url} sent malformed JSON") from exc
+
+
+def _is_read_timeout(exc: BaseException) -> bool:
+    # Mid-stream, requests reports urllib3's ReadTimeoutError wrapped in a ConnectionError.
+    if isinstance(exc, requests.exceptions.ReadTimeout | urllib3.exceptions.ReadTimeoutError):
+        return True
+    return any(isinstance(arg, urllib3.exceptions.ReadTimeoutError) for arg in exc.args)
 
 
 def _pooled(embedding: list) -> list[float]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Response, current_app, jsonify, request
+from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from ..errors import InvalidRequest
+from ..services.generation import Context
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -42,3 +43,30 @@ def respond(answer) -> Response:
     if isinstance(answer, dict):
         return jsonify(answer)
     return Response(answer, mimetype="text/event-stream", headers=SSE_HEADERS)
+
+
+def lookup_model(requested: str | None):
+    """(model, name to answer with) for the request's `model`, noted on the access record."""
+    model, model_name = state().registry.lookup(requested)
+    record = g.get("record")
+    if record is not None:
+        record.model, record.upstream = model.name, model.client.base_url
+    return model, model_name
+
+
+def generation_context() -> Context:
+    settings = state().settings
+    return Context(state().inflight, g.get("record"), settings.log_prompts)
+
+
+def check_limits(api_request) -> None:
+    """400 for requests over the configured limits (number of messages, n, max_tokens)."""
+    limits = state().settings.limits
+    messages = getattr(api_request, "messages", None)
+    if messages is not None and len(messages) > limits.max_messages:
+        raise InvalidRequest(f"too many messages: {len(messages)} (limit {limits.max_messages})", param="messages")
+    if api_request.n is not None and api_request.n > limits.max_n:
+        raise InvalidRequest(f"n is {api_request.n}; the limit is {limits.max_n}", param="n")
+    token_limit = api_request.token_limit()
+    if limits.max_tokens is not None and token_limit is not None and token_limit > limits.max_tokens:
+        raise InvalidRequest(f"max_tokens is {token_limit}; the limit is {limits.max_tokens}", param="max_tokens")

@@ -4,7 +4,7 @@ from flask import Blueprint
 
 from ..protocol import ChatCompletionRequest
 from ..services.chat import chat_completion
-from . import parse_body, respond, state
+from . import check_limits, generation_context, lookup_model, parse_body, respond
 
 bp = Blueprint("chat", __name__)
 
@@ -13,5 +13,6 @@ bp = Blueprint("chat", __name__)
 @bp.post("/chat/completions")
 def create_chat_completion():
     chat_request = parse_body(ChatCompletionRequest)
-    model, model_name = state().registry.lookup(chat_request.model)
-    return respond(chat_completion(chat_request, model, model_name, state().inflight))
+    check_limits(chat_request)
+    model, model_name = lookup_model(chat_request.model)
+    return respond(chat_completion(chat_request, model, model_name, generation_context()))

@@ -4,7 +4,7 @@ from flask import Blueprint
 
 from ..protocol import CompletionRequest
 from ..services.completions import completion
-from . import parse_body, respond, state
+from . import check_limits, generation_context, lookup_model, parse_body, respond
 
 bp = Blueprint("completions", __name__)
 
@@ -13,5 +13,6 @@ bp = Blueprint("completions", __name__)
 @bp.post("/completions")
 def create_completion():
     completion_request = parse_body(CompletionRequest)
-    model, model_name = state().registry.lookup(completion_request.model)
-    return respond(completion(completion_request, model, model_name, state().inflight))
+    check_limits(completion_request)
+    model, model_name = lookup_model(completion_request.model)
+    return respond(completion(completion_request, model, model_name, generation_context()))

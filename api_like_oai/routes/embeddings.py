@@ -6,7 +6,7 @@ import struct
 from flask import Blueprint, jsonify
 
 from ..protocol import EmbeddingRequest
-from . import parse_body, state
+from . import lookup_model, parse_body
 
 bp = Blueprint("embeddings", __name__)
 
@@ -15,7 +15,7 @@ bp = Blueprint("embeddings", __name__)
 @bp.post("/embeddings")
 def create_embeddings():
     embedding_request = parse_body(EmbeddingRequest)
-    model, model_name = state().registry.lookup(embedding_request.model)
+    model, model_name = lookup_model(embedding_request.model)
     inputs = embedding_request.input
     inputs = [inputs] if isinstance(inputs, str) or (inputs and isinstance(inputs[0], int)) else list(inputs)
     vectors = model.client.embeddings(inputs)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from ..errors import InvalidRequest
 from ..prompts import merge_stops, normalise_messages
 from ..protocol import ChatCompletionRequest
 from . import generation
 from .models import ServedModel
 from .shapes import ChatShape
+
+log = logging.getLogger("api_like_oai")
 
 
 def render_prompt(request: ChatCompletionRequest, model: ServedModel):
@@ -42,10 +46,13 @@ def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
 
 
 def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
-                    inflight: generation.InFlight):
+                    context: generation.Context):
     """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
     check_supported(request)
-    payload = upstream_payload(request, render_prompt(request, model))
+    prompt = render_prompt(request, model)
+    if context.log_prompts:
+        log.info("request %s prompt: %r", context.record.request_id if context.record else "-", prompt.text)
+    payload = upstream_payload(request, prompt)
     role = model.template_choice.response_role
     shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0)
     choice_count = request.n or 1
@@ -54,8 +61,8 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
     prefixes = {index: echo_text for index in range(choice_count)} if echo_text else None
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        return generation.stream(events, shape, choice_count, inflight, include_usage, prefixes)
-    return generation.fold(events, shape, choice_count, inflight, prefixes)
+        return generation.stream(events, shape, choice_count, context, include_usage, prefixes)
+    return generation.fold(events, shape, choice_count, context, prefixes)
 
 
 def _starter(model: ServedModel, payload: dict, index: int):

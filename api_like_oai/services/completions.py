@@ -38,7 +38,7 @@ def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
     return "/completion", {**payload, "prompt": prompt}
 
 
-def completion(request: CompletionRequest, model: ServedModel, model_name: str, inflight: generation.InFlight):
+def completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
     prompts = [p for p in prompts_of(request) for _ in range(request.n or 1)]
     check_supported(request, prompts)
@@ -48,8 +48,8 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        return generation.stream(events, shape, len(prompts), inflight, include_usage, prefixes)
-    return generation.fold(events, shape, len(prompts), inflight, prefixes)
+        return generation.stream(events, shape, len(prompts), context, include_usage, prefixes)
+    return generation.fold(events, shape, len(prompts), context, prefixes)
 
 
 def _starter(model: ServedModel, path: str, payload: dict, index: int):

@@ -6,21 +6,50 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from .. import sse
 from ..backends.events import GenerationEvent
-from ..errors import ProxyError
+from ..errors import ProxyError, UpstreamUnavailable
+from ..observability import RequestRecord
 
 
 def merged(start_generations: list[Callable[[], Iterator[GenerationEvent]]]) -> Iterator[GenerationEvent]:
     """Events of several generations run concurrently, interleaved as they arrive.
 
-    Each callable starts one generation (sending its request) and returns its events.
-    All requests are sent before this returns, so an upstream error still raises early.
+    Each callable starts one generation (sending its request) and returns its events. The
+    requests are sent and the first event received before this returns, so an upstream that
+    fails before any token still gets a plain HTTP error, with its status, not a broken stream.
     """
     if len(start_generations) == 1:
-        return start_generations[0]()
-    return _interleave([start() for start in start_generations])
+        return Primed(start_generations[0]())
+    return Primed(_interleave([start() for start in start_generations]))
+
+
+class Primed:
+    """An event iterator whose first event was already received; close() reaches the upstream."""
+
+    def __init__(self, events: Iterator[GenerationEvent]):
+        self.events = events
+        try:
+            self.first: GenerationEvent | None = next(events)
+        except StopIteration:
+            self.first = None
+        except BaseException:
+            _close(events)
+            raise
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> GenerationEvent:
+        if self.first is not None:
+            first, self.first = self.first, None
+            return first
+        return next(self.events)
+
+    def close(self) -> None:
+        _close(self.events)
 
 
 def _interleave(generations: list[Iterator[GenerationEvent]]) -> Iterator[GenerationEvent]:
@@ -81,6 +110,7 @@ class InFlight:
     def __init__(self):
         self._stop_events: set[threading.Event] = set()
         self._lock = threading.Lock()
+        self.shutting_down = False
 
     @contextlib.contextmanager
     def track(self):
@@ -93,6 +123,11 @@ class InFlight:
             with self._lock:
                 self._stop_events.discard(stop_event)
 
+    def shut_down(self) -> int:
+        """End every running generation with an error: the server is going away."""
+        self.shutting_down = True
+        return self.stop_all()
+
     def stop_all(self) -> int:
         """Ask every running generation to finish now; how many there were."""
         with self._lock:
@@ -102,8 +137,9 @@ class InFlight:
 
 
 def _until_stopped(events: Iterable[GenerationEvent], stop_event: threading.Event,
-                   choice_count: int) -> Iterator[GenerationEvent]:
-    """`events`, ended early with finish_reason "stop" for every open choice once `stop_event` is set."""
+                   choice_count: int, inflight: InFlight) -> Iterator[GenerationEvent]:
+    """`events`, ended early with finish_reason "stop" for every open choice once `stop_event` is set
+    (or with UpstreamUnavailable when the server is shutting down)."""
     open_choices = set(range(choice_count))
     for event in events:
         if event.finish_reason:
@@ -111,6 +147,8 @@ def _until_stopped(events: Iterable[GenerationEvent], stop_event: threading.Even
         yield event
         if stop_event.is_set():
             break
+    if stop_event.is_set() and inflight.shutting_down:
+        raise UpstreamUnavailable("the proxy is shutting down; generation ended before it finished")
     if stop_event.is_set():
         for index in sorted(open_choices):
             yield GenerationEvent(finish_reason="stop", index=index)
@@ -122,33 +160,53 @@ def _close(events) -> None:
         close()  # the client went away or we are done: release the upstream at once
 
 
-def stream(events: Iterator[GenerationEvent], shape, choice_count: int, inflight: InFlight,
+@dataclass
+class Context:
+    """What a generation needs from the request around it: the stop switch and the access record."""
+
+    inflight: InFlight
+    record: RequestRecord | None = None
+    log_prompts: bool = False
+
+
+def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
            include_usage: bool = False, prefixes: dict[int, str] | None = None) -> Iterator[bytes]:
     """SSE bytes: openings, a chunk per event, optional usage, [DONE]; an error event on failure."""
     usage = UsageCounter()
+    record = context.record
+    if record:
+        record.metrics.streams_in_flight.inc()
     try:
-        with inflight.track() as stop_event:
+        with context.inflight.track() as stop_event:
             for index in range(choice_count):
                 opening = shape.opening(index)
                 if opening is not None:
                     yield sse.frame(opening)
                 if prefixes and prefixes.get(index):
                     yield from map(sse.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
-            for event in _until_stopped(events, stop_event, choice_count):
+            for event in _until_stopped(events, stop_event, choice_count, context.inflight):
                 usage.add(event)
+                if record and event.text:
+                    record.token_arrived()
                 for chunk in shape.chunks(event):
                     yield sse.frame(chunk)
     except ProxyError as exc:
+        if record:
+            record.fail(exc.status, exc.code)
         yield sse.frame(exc.to_dict())
         return
     finally:
         _close(events)
+        if record:
+            record.count(usage.prompt_tokens, usage.completion_tokens)
+            record.metrics.streams_in_flight.dec()
+            record.close()
     if include_usage:
         yield sse.frame(shape.usage_chunk(usage.to_dict()))
     yield sse.DONE
 
 
-def fold(events: Iterator[GenerationEvent], shape, choice_count: int, inflight: InFlight,
+def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
          prefixes: dict[int, str] | None = None) -> dict:
     """The non-streamed answer: the same events, accumulated per choice."""
     texts = {index: [(prefixes or {}).get(index, "")] for index in range(choice_count)}
@@ -156,14 +214,18 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, inflight: 
     logprobs: dict[int, list] = {index: [] for index in range(choice_count)}
     usage = UsageCounter()
     try:
-        with inflight.track() as stop_event:
-            for event in _until_stopped(events, stop_event, choice_count):
+        with context.inflight.track() as stop_event:
+            for event in _until_stopped(events, stop_event, choice_count, context.inflight):
                 usage.add(event)
+                if context.record and event.text:
+                    context.record.token_arrived()
                 texts[event.index].append(event.text)
                 logprobs[event.index].extend(event.logprobs or ())
                 finish_reasons[event.index] = event.finish_reason or finish_reasons[event.index]
     finally:
         _close(events)
+        if context.record:
+            context.record.count(usage.prompt_tokens, usage.completion_tokens)
     choices = [{"index": index, "text": "".join(texts[index]), "finish_reason": finish_reasons[index],
                 "logprobs": logprobs[index]} for index in range(choice_count)]
     return shape.response(choices, usage.to_dict())

@@ -1,0 +1,94 @@
+"""One access-log line and the Prometheus metrics per request, from a RequestRecord.
+
+The record is filled as the request goes (model, upstream, token counts, first token time) and
+closed once: after the response for plain answers, at the end of the stream for streams. Prompts,
+completions and keys never reach it; with --log-prompts the prompt is logged separately.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+access_log = logging.getLogger("api_like_oai.access")
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    """The proxy's Prometheus metrics, in a registry of their own (one per app)."""
+
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        self.requests = Counter("api_like_oai_requests", "Requests by endpoint, model and status",
+                                ["endpoint", "model", "status"], registry=self.registry)
+        self.tokens = Counter("api_like_oai_tokens", "Tokens by model and kind (prompt, completion)",
+                              ["model", "kind"], registry=self.registry)
+        self.time_to_first_token = Histogram("api_like_oai_time_to_first_token_seconds", "Time to first token",
+                                             ["model"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.duration = Histogram("api_like_oai_request_duration_seconds", "Request duration",
+                                  ["endpoint", "model"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.upstream_errors = Counter("api_like_oai_upstream_errors", "Errors from upstream servers",
+                                       ["upstream", "code"], registry=self.registry)
+        self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
+                                       registry=self.registry)
+
+
+@dataclass
+class RequestRecord:
+    endpoint: str
+    metrics: Metrics
+    log_format: str = "text"
+    started: float = field(default_factory=time.perf_counter)
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    model: str = "-"
+    upstream: str = "-"
+    status: int = 200
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    first_token: float | None = None
+    error_code: str | None = None
+    closed: bool = False
+
+    def token_arrived(self) -> None:
+        if self.first_token is None:
+            self.first_token = time.perf_counter()
+
+    def count(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        self.prompt_tokens += prompt_tokens or 0
+        self.completion_tokens += completion_tokens or 0
+
+    def fail(self, status: int, code: str | None) -> None:
+        self.status, self.error_code = status, code
+
+    def close(self) -> None:
+        """Log the access line and update the metrics; only the first call counts."""
+        if self.closed:
+            return
+        self.closed = True
+        total = time.perf_counter() - self.started
+        ttft = self.first_token - self.started if self.first_token else None
+        self.metrics.requests.labels(self.endpoint, self.model, str(self.status)).inc()
+        self.metrics.duration.labels(self.endpoint, self.model).observe(total)
+        if ttft is not None:
+            self.metrics.time_to_first_token.labels(self.model).observe(ttft)
+        self.metrics.tokens.labels(self.model, "prompt").inc(self.prompt_tokens)
+        self.metrics.tokens.labels(self.model, "completion").inc(self.completion_tokens)
+        if self.error_code and self.status >= 502:
+            self.metrics.upstream_errors.labels(self.upstream, self.error_code).inc()
+        access_log.info(self._line(total, ttft))
+
+    def _line(self, total: float, ttft: float | None) -> str:
+        fields = {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,
+                  "upstream": self.upstream, "status": self.status, "prompt_tokens": self.prompt_tokens,
+                  "completion_tokens": self.completion_tokens,
+                  "ttft_ms": round(ttft * 1000, 1) if ttft is not None else None,
+                  "total_ms": round(total * 1000, 1)}
+        if self.log_format == "json":
+            return json.dumps(fields)
+        return " ".join(f"{key}={value}" for key, value in fields.items())

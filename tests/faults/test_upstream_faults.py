@@ -1,0 +1,120 @@
+"""Upstream faults, injected with the scriptable fake llama.cpp server, seen through the real proxy CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import requests
+
+from ..fake_llamacpp import FakeLlamaCpp
+
+CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}
+
+
+@pytest.fixture(scope="module")
+def fake():
+    upstream = FakeLlamaCpp().start()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(fake, start_proxy):
+    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml", "--read-timeout", "1")
+
+
+@pytest.fixture(autouse=True)
+def reset(fake):
+    fake.behaviour = "ok"
+    fake.hang_seconds = 3.0
+    yield
+    fake.behaviour = "ok"
+
+
+def post(proxy, stream: bool, timeout: float = 30) -> requests.Response:
+    return requests.post(proxy.url + "/v1/chat/completions", json={**CHAT, "stream": stream}, timeout=timeout)
+
+
+def events_of(response: requests.Response) -> list[dict]:
+    return [json.loads(e[6:]) for e in response.text.split("\n\n") if e.startswith("data: {")]
+
+
+def assert_error(response: requests.Response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code and error["message"]
+    return error
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_fake_answers_normally(proxy, stream):
+    response = post(proxy, stream)
+    assert response.status_code == 200
+    text = response.text if stream else response.json()["choices"][0]["message"]["content"]
+    assert "Hello" in text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_refused_connection_is_503_naming_the_upstream(start_proxy, stream):
+    from ..servers import free_port
+    dead_url = f"http://127.0.0.1:{free_port()}"
+    proxy = start_proxy("--llama-api", dead_url, "--chat-prompt-model", "chatml")
+    assert dead_url in assert_error(post(proxy, stream), 503, "upstream_unavailable")["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_hanging_upstream_is_504_after_the_read_timeout(proxy, fake, stream):
+    fake.behaviour = "hang"
+    started = time.monotonic()
+    assert_error(post(proxy, stream), 504, "upstream_timeout")
+    assert time.monotonic() - started < fake.hang_seconds
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_malformed_json_is_502(proxy, fake, stream):
+    fake.behaviour = "malformed"
+    assert "malformed" in assert_error(post(proxy, stream), 502, "bad_upstream_response")["message"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_unexpected_status_is_502_with_its_message(proxy, fake, stream):
+    fake.behaviour = "status_500"
+    assert "Internal Server Error" in assert_error(post(proxy, stream), 502, "bad_upstream_response")["message"]
+
+
+def test_loading_model_is_503(proxy, fake):
+    fake.behaviour = "loading"
+    assert "Loading model" in assert_error(post(proxy, False), 503, "upstream_unavailable")["message"]
+    assert requests.get(proxy.url + "/health", timeout=10).status_code == 503
+
+
+def test_upstream_dying_mid_stream_ends_the_stream_with_an_error_event(proxy, fake):
+    fake.behaviour = "die_mid_stream"
+    response = post(proxy, True, timeout=10)
+    assert response.status_code == 200  # the stream had begun: the error comes as an event
+    events = events_of(response)
+    assert "error" in events[-1] and events[-1]["error"]["code"] == "upstream_unavailable"
+    assert "[DONE]" not in response.text
+
+
+def test_upstream_stalling_mid_stream_times_out_with_an_error_event(proxy, fake):
+    fake.behaviour = "hang_mid_stream"
+    response = post(proxy, True, timeout=10)
+    assert events_of(response)[-1]["error"]["code"] == "upstream_timeout"
+
+
+def test_events_are_relayed_as_they_arrive(fake, start_proxy):
+    """Arrival times, not just content: nothing between upstream and client buffers the stream."""
+    proxy = start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml")
+    fake.behaviour, fake.token_interval = "slow_tokens", 0.3
+    arrivals = []
+    with requests.post(proxy.url + "/v1/chat/completions", json={**CHAT, "stream": True}, stream=True,
+                       timeout=30) as response:
+        for line in response.iter_lines(chunk_size=None):
+            if b'"content":"' in line and b'"content":""' not in line:
+                arrivals.append(time.monotonic())
+    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False)]
+    assert len(arrivals) == len(fake.tokens)
+    assert all(gap > 0.2 for gap in gaps), gaps
