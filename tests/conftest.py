@@ -56,3 +56,19 @@ def openai_client(base_url: str, strict: bool = True, **options) -> OpenAI:
 @pytest.fixture(scope="session")
 def client(proxy) -> OpenAI:
     return openai_client(proxy.url)
+
+
+_LOAD_REPORT: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def load_report():
+    """Adds a line to the load summary printed at the end of the run."""
+    return _LOAD_REPORT.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _LOAD_REPORT:
+        terminalreporter.section("load")
+        for line in _LOAD_REPORT:
+            terminalreporter.write_line(line)

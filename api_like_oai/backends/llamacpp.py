@@ -8,6 +8,7 @@ It understands both generations of the server's JSON (2023: `slot_id`, `stopped_
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 from collections.abc import Iterator
@@ -118,7 +119,14 @@ class LlamaCppClient:
     def _request(self, method: str, path: str, **kwargs) -> requests.Response:
         url = self.base_url + path
         try:
-            response = self.session.request(method, url, timeout=self.timeouts, **kwargs)
+            try:
+                response = self.session.request(method, url, timeout=self.timeouts, **kwargs)
+            except requests.exceptions.ConnectionError as exc:
+                if isinstance(exc, requests.exceptions.ConnectTimeout) or not _reused_connection_dropped(exc):
+                    raise
+                # llama.cpp closed an idle pooled keep-alive connection just as we reused it; the
+                # request never reached it, so sending it again on a new connection is safe.
+                response = self.session.request(method, url, timeout=self.timeouts, **kwargs)
         except requests.exceptions.ConnectTimeout as exc:
             raise UpstreamUnavailable(f"llama.cpp at {self.base_url} did not accept the connection "
                                       "in time") from exc
@@ -126,7 +134,7 @@ class LlamaCppClient:
             raise UpstreamTimeout(f"llama.cpp at {self.base_url} did not answer in time") from exc
         except requests.exceptions.RequestException as exc:
             raise UpstreamUnavailable(f"llama.cpp at {self.base_url} is unreachable "
-                                      f"({type(exc).__name__})") from exc
+                                      f"({_reason(exc)})") from exc
         if response.status_code >= 400:
             with response:
                 raise _status_error(response, self.base_url)
@@ -138,6 +146,27 @@ class LlamaCppClient:
                 return response.json()
             except ValueError as exc:
                 raise UpstreamError(f"llama.cpp at {self.base_url} sent malformed JSON") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a requests error, short: 'ConnectionRefusedError', 'RemoteDisconnected', ..."""
+    while exc.__context__ is not None and exc.__context__ is not exc:
+        exc = exc.__context__
+    return type(exc).__name__
+
+
+def _reused_connection_dropped(exc: BaseException) -> bool:
+    return any(isinstance(cause, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError)
+               for cause in _causes(exc))
+
+
+def _causes(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        yield from (arg for arg in exc.args if isinstance(arg, BaseException))
+        exc = exc.__cause__ or exc.__context__
 
 
 def _is_read_timeout(exc: BaseException) -> bool:
