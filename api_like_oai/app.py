@@ -11,12 +11,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
 from .backends.llamacpp import LlamaCppClient
+from .backends.openai import OpenAIUpstream
+from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .observability import Metrics, RequestRecord
 from .routes import chat, completions, docs, embeddings, internal, models
 from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
-from .settings import Settings
+from .settings import ModelSettings, Settings
 
 log = logging.getLogger("api_like_oai")
 
@@ -96,10 +98,18 @@ def _cors_headers(origins: tuple[str, ...]):
 
 
 def build_registry(settings: Settings) -> ModelRegistry:
-    served = [ServedModel(m.name, LlamaCppClient(m.upstreams[0], connect_timeout=settings.connect_timeout,
-                                                 read_timeout=settings.read_timeout), m.template)
-              for m in settings.models]
-    return ModelRegistry(served, strict=settings.strict_model_names)
+    def client(url: str) -> LlamaCppClient:
+        return LlamaCppClient(url, connect_timeout=settings.connect_timeout, read_timeout=settings.read_timeout)
+
+    def served(model: ModelSettings) -> ServedModel:
+        if model.kind == "openai":
+            upstream = OpenAIUpstream(model.upstreams[0], connect_timeout=settings.connect_timeout,
+                                      read_timeout=settings.read_timeout)
+            return ServedModel(model, UpstreamPool([]), upstream)
+        return ServedModel(model, UpstreamPool([client(url) for url in model.upstreams]))
+
+    served = [served(model) for model in settings.models]
+    return ModelRegistry(served, strict=settings.strict_model_names, default=settings.default_model)
 
 
 def _require_key(api_keys: tuple[str, ...]):
@@ -133,7 +143,7 @@ def _register_error_handlers(app: Flask) -> None:
             record.fail(exc.status, exc.code)
         if exc.status >= 500:
             log.warning("%s %s -> %d %s", request.method, request.path, exc.status, exc.message)
-        return jsonify(exc.to_dict()), exc.status
+        return jsonify(exc.to_dict()), exc.status, exc.headers
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

@@ -16,6 +16,7 @@ from pathlib import Path
 import requests
 
 from . import __version__
+from .config import ConfigError, load_config
 from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ai-name", help="assistant name in chat completions (default: %(default)r)")
     add("--system-name", help="system name in chat completions (default: %(default)r)")
     add("--stop", help="end-of-response marker in chat completions (default: %(default)r)")
+    add("--config", help="a YAML config file (see config.example.yaml); flags and environment override it")
     add("--llama-api", default="http://127.0.0.1:8080", help="llama.cpp server address (default: %(default)s)")
     add("--api-key", action="append", default=None,
         help="require this API key (repeat for several; default: no key needed)")
@@ -77,20 +79,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def flag_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [action for action in parser._actions
+            if action.option_strings and action.dest not in ("help", "version")]
+
+
+def _convert(action: argparse.Action, value):
+    """A value from the environment or the config file, as the command line would have given it."""
+    if isinstance(action, argparse._StoreTrueAction):
+        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    if isinstance(action, argparse._AppendAction):
+        values = value if isinstance(value, list) else str(value).split(",")
+        return [str(item) for item in values if item]
+    if action.type is not None and value is not None:
+        return action.type(value)
+    return value if value is None or isinstance(value, str) else str(value)
+
+
 def _defaults_from_environment(parser: argparse.ArgumentParser) -> None:
-    for action in parser._actions:
-        if not action.option_strings or action.dest in ("help", "version"):
-            continue
+    for action in flag_actions(parser):
         value = os.environ.get(ENV_PREFIX + action.dest.upper())
-        if value is None:
-            continue
-        if isinstance(action, argparse._StoreTrueAction):
-            value = value.lower() in ("1", "true", "yes", "on")
-        elif action.type is not None:
-            value = action.type(value)
-        elif isinstance(action, argparse._AppendAction):
-            value = [key for key in value.split(",") if key]
-        parser.set_defaults(**{action.dest: value})
+        if value is not None:
+            parser.set_defaults(**{action.dest: _convert(action, value)})
+
+
+def _defaults_from_config(parser: argparse.ArgumentParser, config) -> None:
+    for action in flag_actions(parser):
+        value = getattr(config, action.dest, None)
+        if value is not None:
+            try:
+                parser.set_defaults(**{action.dest: _convert(action, value)})
+            except (TypeError, ValueError) as exc:
+                raise StartupError(f"{parser.get_default('config')}: {action.dest}: {exc}") from None
+
+
+def parse_settings(argv: list[str] | None) -> Settings:
+    """Settings from the command line, over the environment, over the config file."""
+    parser = build_parser()
+    config_path = parser.parse_known_args(argv)[0].config
+    config = None
+    if config_path:
+        try:
+            config = load_config(config_path, [action.dest for action in flag_actions(parser)])
+        except ConfigError as exc:
+            raise StartupError(str(exc)) from None
+        parser.set_defaults(config=config_path)
+        _defaults_from_config(parser, config)
+        _defaults_from_environment(parser)  # the environment wins over the file
+    return settings_from_args(parser.parse_args(argv), config)
 
 
 def unescape_newlines(value: str) -> str:
@@ -98,18 +134,42 @@ def unescape_newlines(value: str) -> str:
     return value.replace("\\n", "\n")
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    legacy_values = {name: unescape_newlines(getattr(args, name)) for name in LEGACY_DEFAULTS}
-    template_text, template_name = load_chat_template(args.chat_template)
+def template_choice(args: argparse.Namespace, model_config=None) -> TemplateChoice:
+    """The template settings of one model: its own keys in the config file, else the flags."""
+    def pick(name: str):
+        own = getattr(model_config, name, None) if model_config is not None else None
+        return own if own is not None else getattr(args, name)
+
+    legacy_values = {name: unescape_newlines(pick(name)) for name in LEGACY_DEFAULTS}
+    uses_own_template = model_config is not None and model_config.template == "auto"
+    template_text, template_name = (None, "inline") if uses_own_template else load_chat_template(pick("chat_template"))
     choice = TemplateChoice(
-        chat_formatter=args.chat_formatter, chat_template=template_text,
-        chat_template_name=template_name, chat_prompt_model=args.chat_prompt_model,
+        chat_formatter=None if uses_own_template else pick("chat_formatter"),
+        chat_template=template_text, chat_template_name=template_name,
+        chat_prompt_model=None if uses_own_template else pick("chat_prompt_model"),
         legacy=LegacyFormatter(**legacy_values),
-        legacy_explicit=any(legacy_values[n] != d for n, d in LEGACY_DEFAULTS.items()),
-        response_role=args.response_role)
+        legacy_explicit=not uses_own_template and any(legacy_values[n] != d for n, d in LEGACY_DEFAULTS.items()),
+        response_role=pick("response_role"))
     check_template_choice(choice)
+    return choice
+
+
+def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings, ...]:
+    return tuple(
+        ModelSettings(name, tuple(model.upstreams), template_choice(args, model), tuple(model.aliases),
+                      model.kind, model.upstream_model, dict(model.defaults), dict(model.overrides),
+                      model.max_tokens, model.context_length)
+        for name, model in config.models.items())
+
+
+def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
+    if config is not None and config.models:
+        models = models_from_config(args, config)
+    else:
+        models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args)),)
     return Settings(
-        models=(ModelSettings(args.model_name, (args.llama_api,), choice),),
+        models=models, strict_model_names=config is not None and bool(config.models),
+        default_model=getattr(config, "default_model", None),
         api_keys=read_api_keys(args.api_key, args.api_key_file),
         host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, threads=args.threads,
@@ -171,13 +231,12 @@ def check_template_choice(choice: TemplateChoice) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        settings = settings_from_args(args)
+        settings = parse_settings(argv)
     except StartupError as exc:
         print(f"api-like-oai: error: {exc}", file=sys.stderr)
         return 2
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from .app import create_app
     from .server import serve
 

@@ -23,6 +23,7 @@ class ProxyError(Exception):
     status = 500
     type = "server_error"
     code: str | None = None
+    headers: dict[str, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)

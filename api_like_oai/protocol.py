@@ -28,26 +28,30 @@ LLAMA_CPP_FIELDS = ("top_k", "min_p", "typical_p", "tfs_z", "repeat_penalty", "r
                     "xtc_probability", "xtc_threshold", "samplers", "cache_prompt", "id_slot")
 
 
+STRICT = {"strict": True, "allow_inf_nan": False}
+
+
 class Request(BaseModel):
-    # Unknown fields are refused (400 naming them) rather than silently dropped.
-    model_config = ConfigDict(extra="forbid")
+    # Unknown fields are refused (400 naming them) rather than silently dropped; types are strict
+    # ("5" is not an integer) as /openapi.json says; NaN and Infinity are not numbers llama.cpp takes.
+    model_config = ConfigDict(extra="forbid", **STRICT)
 
 
 class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", **STRICT)
     type: StrictStr
     text: StrictStr | None = None
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")  # name, tool_call_id, ... reach Jinja templates
+    model_config = ConfigDict(extra="allow", **STRICT)  # name, tool_call_id, ... reach Jinja templates
     role: StrictStr
     content: StrictStr | list[ContentPart] | None = None
     name: StrictStr | None = None
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", **STRICT)
     include_usage: bool | None = None
 
 
@@ -55,7 +59,7 @@ class SamplingFields(Request):
     """Sampling options shared by chat and completions; OpenAI's first, then llama.cpp's."""
 
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    logit_bias: dict[Annotated[str, Field(pattern=r"^-?\d+$")], float] | None = Field(
+    logit_bias: dict[Annotated[str, Field(pattern=r"^-?\d{1,10}$")], float] | None = Field(
         None, description="Token id (as a string) -> bias from -100 to 100.")
     max_tokens: int | None = Field(None, ge=0)
     n: int | None = Field(None, ge=1)
@@ -117,6 +121,7 @@ _PASSTHROUGH = ("frequency_penalty", "presence_penalty", "seed", "temperature", 
 
 
 class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(**STRICT)
     name: str | None = None
     description: str | None = None
     json_schema: dict[str, Any] = Field(alias="schema")
@@ -124,7 +129,7 @@ class JsonSchemaFormat(BaseModel):
 
 
 class ResponseFormat(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", **STRICT)
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 
@@ -144,17 +149,21 @@ class ResponseFormat(BaseModel):
 _JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
 
 
-def check_schema(schema: dict, path: str = "response_format.json_schema.schema") -> None:
-    """A 400 for schema types that are not JSON Schema's, before anything is generated."""
+def check_schema(schema, path: str = "response_format.json_schema.schema") -> None:
+    """A 400 for what is not a JSON Schema llama.cpp can follow, before anything is generated."""
+    if not isinstance(schema, dict):
+        raise InvalidRequest("invalid JSON schema: a schema must be an object", param=path)
     declared = schema.get("type")
     for type_name in declared if isinstance(declared, list) else [declared]:
-        if type_name is not None and type_name not in _JSON_TYPES:
+        if type_name is not None and (not isinstance(type_name, str) or type_name not in _JSON_TYPES):
             raise InvalidRequest(f"invalid JSON schema: unknown type {type_name!r}", param=path)
     for key in ("properties", "$defs", "definitions"):
-        for name, sub in (schema.get(key) or {}).items():
-            if isinstance(sub, dict):
-                check_schema(sub, f"{path}.{key}.{name}")
-    if isinstance(schema.get("items"), dict):
+        subschemas = schema.get(key, {})
+        if not isinstance(subschemas, dict):
+            raise InvalidRequest(f"invalid JSON schema: {key} must be an object", param=f"{path}.{key}")
+        for name, sub in subschemas.items():
+            check_schema(sub, f"{path}.{key}.{name}")
+    if "items" in schema and not isinstance(schema["items"], bool):
         check_schema(schema["items"], f"{path}.items")
 
 

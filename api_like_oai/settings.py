@@ -1,4 +1,4 @@
-"""Settings: everything the command line (and later the config file) says, validated once."""
+"""Settings: everything the command line, the environment and the config file say, validated once."""
 
 from __future__ import annotations
 
@@ -9,9 +9,18 @@ from .prompts import TemplateChoice
 
 @dataclass(frozen=True)
 class ModelSettings:
+    """One served model: the name clients send (plus aliases), where it runs, how prompts look."""
+
     name: str
     upstreams: tuple[str, ...]
     template: TemplateChoice = field(default_factory=TemplateChoice)
+    aliases: tuple[str, ...] = ()
+    kind: str = "llamacpp"                    # or "openai": any OpenAI-compatible server, passed through
+    upstream_model: str | None = None         # the model name an "openai" upstream expects
+    defaults: dict = field(default_factory=dict)   # request fields used when a request leaves them out
+    overrides: dict = field(default_factory=dict)  # request fields always applied
+    max_tokens: int | None = None             # cap on max_tokens for this model
+    context_length: int | None = None         # else read from the upstream's /props
 
 
 @dataclass(frozen=True)
@@ -27,7 +36,8 @@ class Limits:
 @dataclass(frozen=True)
 class Settings:
     models: tuple[ModelSettings, ...]
-    strict_model_names: bool = False
+    strict_model_names: bool = False          # a config file names the models: unknown ones are a 404
+    default_model: str | None = None          # for requests without `model`; else the first model
     api_keys: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8081

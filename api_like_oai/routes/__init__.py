@@ -6,6 +6,7 @@ from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from ..errors import InvalidRequest
+from ..services.completions import prompts_of
 from ..services.generation import Context
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -30,7 +31,7 @@ def invalid_request(exc: ValidationError) -> InvalidRequest:
         return InvalidRequest("the request body is not valid JSON")
     if error["type"] == "model_type" and not error["loc"]:
         return InvalidRequest("the request body must be a JSON object")
-    param = ".".join(str(part) for part in error["loc"])
+    param = ".".join(str(part) for part in error["loc"] if not _is_union_branch(part))
     if error["type"] == "extra_forbidden":
         return InvalidRequest(f"unsupported field {param!r}: this proxy cannot honour it", param=param)
     if error["type"] == "missing":
@@ -38,11 +39,18 @@ def invalid_request(exc: ValidationError) -> InvalidRequest:
     return InvalidRequest(f"invalid value for {param!r}: {error['msg']}", param=param)
 
 
-def respond(answer) -> Response:
+def _is_union_branch(part) -> bool:
+    """pydantic names the union member it tried ("str", "list[int]", "function-after[...]") in locations."""
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool", "dict", "list", "none") or "[" in part)
+
+
+def respond(answer, headers: dict | None = None) -> Response:
     """A service's answer as HTTP: a dict becomes JSON, an iterator of bytes an event stream."""
     if isinstance(answer, dict):
-        return jsonify(answer)
-    return Response(answer, mimetype="text/event-stream", headers=SSE_HEADERS)
+        response = jsonify(answer)
+        response.headers.update(headers or {})
+        return response
+    return Response(answer, mimetype="text/event-stream", headers={**SSE_HEADERS, **(headers or {})})
 
 
 def lookup_model(requested: str | None):
@@ -50,7 +58,7 @@ def lookup_model(requested: str | None):
     model, model_name = state().registry.lookup(requested)
     record = g.get("record")
     if record is not None:
-        record.model, record.upstream = model.name, model.client.base_url
+        record.model = model.name
     return model, model_name
 
 
@@ -67,6 +75,11 @@ def check_limits(api_request) -> None:
         raise InvalidRequest(f"too many messages: {len(messages)} (limit {limits.max_messages})", param="messages")
     if api_request.n is not None and api_request.n > limits.max_n:
         raise InvalidRequest(f"n is {api_request.n}; the limit is {limits.max_n}", param="n")
+    if hasattr(api_request, "prompt"):  # each prompt of a list is generated n times
+        choices = len(prompts_of(api_request)) * (api_request.n or 1)
+        if choices > limits.max_n:
+            raise InvalidRequest(f"{choices} choices asked for (prompts x n); the limit is {limits.max_n}",
+                                 param="prompt")
     token_limit = api_request.token_limit()
     if limits.max_tokens is not None and token_limit is not None and token_limit > limits.max_tokens:
         raise InvalidRequest(f"max_tokens is {token_limit}; the limit is {limits.max_tokens}", param="max_tokens")

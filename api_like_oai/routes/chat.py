@@ -4,6 +4,7 @@ from flask import Blueprint
 
 from ..protocol import ChatCompletionRequest
 from ..services.chat import chat_completion
+from ..services.passthrough import passthrough
 from . import check_limits, generation_context, lookup_model, parse_body, respond
 
 bp = Blueprint("chat", __name__)
@@ -15,4 +16,6 @@ def create_chat_completion():
     chat_request = parse_body(ChatCompletionRequest)
     check_limits(chat_request)
     model, model_name = lookup_model(chat_request.model)
-    return respond(chat_completion(chat_request, model, model_name, generation_context()))
+    if model.settings.kind == "openai":
+        return respond(passthrough(chat_request, model, model_name, "/chat/completions"))
+    return respond(*chat_completion(chat_request, model, model_name, generation_context()))

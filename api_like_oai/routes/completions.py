@@ -4,6 +4,7 @@ from flask import Blueprint
 
 from ..protocol import CompletionRequest
 from ..services.completions import completion
+from ..services.passthrough import passthrough
 from . import check_limits, generation_context, lookup_model, parse_body, respond
 
 bp = Blueprint("completions", __name__)
@@ -15,4 +16,6 @@ def create_completion():
     completion_request = parse_body(CompletionRequest)
     check_limits(completion_request)
     model, model_name = lookup_model(completion_request.model)
+    if model.settings.kind == "openai":
+        return respond(passthrough(completion_request, model, model_name, "/completions"))
     return respond(completion(completion_request, model, model_name, generation_context()))

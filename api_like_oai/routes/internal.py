@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from ..errors import ProxyError, UpstreamUnavailable
+from ..errors import UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services.chat import render_prompt
 from . import parse_body, state
@@ -15,11 +15,7 @@ def health():
     """200 when every upstream answers its health check, else 503 saying which does not."""
     upstreams = {}
     for model in state().registry.models.values():
-        try:
-            model.client.health()
-            upstreams[model.client.base_url] = "ok"
-        except ProxyError as exc:
-            upstreams[model.client.base_url] = exc.message
+        upstreams |= model.check_health()
     healthy = all(status == "ok" for status in upstreams.values())
     body = {"status": "ok" if healthy else "unavailable", "upstreams": upstreams}
     if not healthy:

@@ -7,6 +7,7 @@ import logging
 from ..errors import InvalidRequest
 from ..prompts import merge_stops, normalise_messages
 from ..protocol import ChatCompletionRequest
+from . import context as context_fit
 from . import generation
 from .models import ServedModel
 from .shapes import ChatShape
@@ -14,16 +15,25 @@ from .shapes import ChatShape
 log = logging.getLogger("api_like_oai")
 
 
-def render_prompt(request: ChatCompletionRequest, model: ServedModel):
-    """The ChatPrompt this request becomes; what /v1/internal/chat-prompt shows."""
+def render_prompt(request: ChatCompletionRequest, model: ServedModel, messages: list[dict] | None = None):
+    """The ChatPrompt this request (or these of its messages) becomes; what /v1/internal/chat-prompt shows."""
     if request.add_generation_prompt and request.continue_final_message \
             and "add_generation_prompt" in request.model_fields_set:
         raise InvalidRequest("add_generation_prompt and continue_final_message cannot both be true",
                              param="continue_final_message")
-    messages = normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
+    if messages is None:
+        messages = normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
     return model.formatter().render(
         messages, add_generation_prompt=request.add_generation_prompt,
         continue_final_message=request.continue_final_message, tools=request.tools)
+
+
+def fit_to_context(request: ChatCompletionRequest, model: ServedModel) -> context_fit.FittedPrompt:
+    """The prompt, with the oldest turns dropped if the conversation does not fit the context."""
+    messages = normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
+    return context_fit.fit(messages, lambda kept: render_prompt(request, model, kept),
+                           lambda text: len(model.client.tokenize(text, add_special=True)),
+                           model.context_length(), request.token_limit())
 
 
 def check_supported(request: ChatCompletionRequest) -> None:
@@ -33,6 +43,8 @@ def check_supported(request: ChatCompletionRequest) -> None:
         raise InvalidRequest("tool_choice is not supported by this proxy yet", param="tool_choice")
     if request.stream_options is not None and not request.stream:
         raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
+    if request.response_format is not None:
+        request.response_format.to_llamacpp()  # a bad schema is a 400 before anything else happens
 
 
 def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
@@ -47,26 +59,28 @@ def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
 
 def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
                     context: generation.Context):
-    """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
+    """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`."""
+    request = model.adjust(request)
     check_supported(request)
-    prompt = render_prompt(request, model)
+    fitted = fit_to_context(request, model)
     if context.log_prompts:
-        log.info("request %s prompt: %r", context.record.request_id if context.record else "-", prompt.text)
-    payload = upstream_payload(request, prompt)
+        log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
+    payload = upstream_payload(request, fitted.prompt) | {"n_predict": fitted.n_predict}
+    headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
     role = model.template_choice.response_role
     shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0)
     choice_count = request.n or 1
-    events = generation.merged([_starter(model, payload, index) for index in range(choice_count)])
+    events = generation.merged([_starter(model, payload, index, context) for index in range(choice_count)])
     echo_text = _echo_prefix(request, role)
     prefixes = {index: echo_text for index in range(choice_count)} if echo_text else None
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        return generation.stream(events, shape, choice_count, context, include_usage, prefixes)
-    return generation.fold(events, shape, choice_count, context, prefixes)
+        return generation.stream(events, shape, choice_count, context, include_usage, prefixes), headers
+    return generation.fold(events, shape, choice_count, context, prefixes), headers
 
 
-def _starter(model: ServedModel, payload: dict, index: int):
-    return lambda: model.client.complete(payload, index=index)
+def _starter(model: ServedModel, payload: dict, index: int, context: generation.Context):
+    return lambda: model.pool.generate("/completion", payload, index=index, on_chosen=context.note_upstream)
 
 
 def _echo_prefix(request: ChatCompletionRequest, role: str) -> str:

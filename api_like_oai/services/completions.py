@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidRequest
+from ..errors import ContextLengthExceeded, InvalidRequest
 from ..protocol import CompletionRequest
 from . import generation
 from .models import ServedModel
@@ -40,10 +40,13 @@ def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
 
 def completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
+    request = model.adjust(request)
     prompts = [p for p in prompts_of(request) for _ in range(request.n or 1)]
     check_supported(request, prompts)
+    if request.token_limit() is None:  # use the rest of the context, not llama.cpp's endless -1
+        request = request.model_copy(update={"max_tokens": _room_left(model, prompts)})
     shape = CompletionShape(model_name, request.logprobs)
-    starters = [_starter(model, *upstream_request(request, p), index) for index, p in enumerate(prompts)]
+    starters = [_starter(model, *upstream_request(request, p), index, context) for index, p in enumerate(prompts)]
     events = generation.merged(starters)
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     if request.stream:
@@ -52,5 +55,16 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
     return generation.fold(events, shape, len(prompts), context, prefixes)
 
 
-def _starter(model: ServedModel, path: str, payload: dict, index: int):
-    return lambda: model.client.generate(path, payload, index=index)
+def _room_left(model: ServedModel, prompts: list) -> int | None:
+    context_length = model.context_length()
+    if context_length is None:
+        return None
+    longest = max(len(p) if isinstance(p, list) else len(model.client.tokenize(p, add_special=True)) for p in prompts)
+    if longest >= context_length:
+        raise ContextLengthExceeded(f"this model's context length is {context_length} tokens; the prompt has "
+                                    f"{longest}", param="prompt")
+    return context_length - longest
+
+
+def _starter(model: ServedModel, path: str, payload: dict, index: int, context: generation.Context):
+    return lambda: model.pool.generate(path, payload, index=index, on_chosen=context.note_upstream)

@@ -168,6 +168,10 @@ class Context:
     record: RequestRecord | None = None
     log_prompts: bool = False
 
+    def note_upstream(self, url: str) -> None:
+        if self.record is not None:
+            self.record.upstream = url
+
 
 def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
            include_usage: bool = False, prefixes: dict[int, str] | None = None) -> Iterator[bytes]:

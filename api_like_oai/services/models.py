@@ -1,31 +1,37 @@
-"""The models this proxy serves: a name, an upstream client, and its (lazily resolved) formatter."""
+"""The models this proxy serves: settings, an upstream pool, and a (lazily resolved) formatter."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from dataclasses import dataclass
 
 from ..backends.llamacpp import LlamaCppClient, UpstreamProps
-from ..errors import ModelNotFound, UpstreamError
-from ..prompts import ChatFormatter, FormatterOptions, TemplateChoice, resolve_formatter
+from ..backends.openai import OpenAIUpstream
+from ..backends.pool import UpstreamPool
+from ..errors import ModelNotFound, ProxyError, UpstreamError
+from ..prompts import ChatFormatter, FormatterOptions, resolve_formatter
+from ..settings import ModelSettings
 
 log = logging.getLogger("api_like_oai")
 
 
-@dataclass
 class ServedModel:
-    name: str
-    client: LlamaCppClient
-    template_choice: TemplateChoice
-    created: int = 0
-
-    def __post_init__(self):
-        self.created = self.created or int(time.time())
+    def __init__(self, settings: ModelSettings, pool: UpstreamPool, openai: OpenAIUpstream | None = None):
+        self.settings = settings
+        self.name = settings.name
+        self.pool = pool
+        self.openai = openai  # set for kind "openai": requests pass through to it
+        self.template_choice = settings.template
+        self.created = int(time.time())
         self._formatter: ChatFormatter | None = None
         self._props: UpstreamProps | None = None
         self._lock = threading.Lock()
+
+    @property
+    def client(self) -> LlamaCppClient:
+        """An upstream for requests any of them can answer: tokenize, props, embeddings."""
+        return self.pool.any_client()
 
     def formatter(self) -> ChatFormatter:
         """The chat formatter, resolved on first use (the upstream may start after the proxy)."""
@@ -64,31 +70,65 @@ class ServedModel:
             self._props = self.client.props()
         return self._props
 
+    def check_health(self) -> dict[str, str]:
+        """Each upstream's state: "ok" or why not."""
+        if self.openai is None:
+            return self.pool.check()
+        try:
+            self.openai.health()
+            return {self.openai.base_url: "ok"}
+        except ProxyError as exc:
+            return {self.openai.base_url: exc.message}
+
+    def context_length(self) -> int | None:
+        """Tokens one request may use: the configured length, else llama.cpp's per-slot context."""
+        return self.settings.context_length or self.props().context_length
+
+    def adjust(self, api_request):
+        """The request with this model's defaults filled in, overrides applied, max_tokens capped."""
+        fields = type(api_request).model_fields
+        update = {key: value for key, value in self.settings.defaults.items()
+                  if key in fields and getattr(api_request, key) is None}
+        update |= {key: value for key, value in self.settings.overrides.items() if key in fields}
+        cap = self.settings.max_tokens
+        for key in ("max_tokens", "max_completion_tokens"):
+            value = update.get(key, getattr(api_request, key, None))
+            if cap is not None and key in fields and (value is None or value > cap):
+                update[key] = cap if key == "max_tokens" or value is not None else None
+        if not update:
+            return api_request
+        # Not strict: config values come from YAML, not from a client's JSON.
+        return type(api_request).model_validate({**api_request.model_dump(exclude_unset=True), **update}, strict=False)
+
     def info(self) -> dict:
         """What /v1/internal/model/info reports."""
+        if self.openai is not None:
+            return {"model": self.name, "aliases": list(self.settings.aliases), "kind": "openai",
+                    "upstream_model": self.settings.upstream_model, "upstreams": [{"url": self.openai.base_url}]}
         formatter = self.formatter()
-        props = self._props
-        return {"model": self.name, "template": formatter.describe(),
-                "context_length": props.context_length if props else None,
-                "upstreams": [self.client.base_url]}
+        return {"model": self.name, "aliases": list(self.settings.aliases), "kind": self.settings.kind,
+                "template": formatter.describe(),
+                "context_length": self.settings.context_length or (self._props.context_length if self._props else None),
+                "upstreams": [{"url": url, "healthy": healthy} for url, healthy in self.pool.healthy.items()]}
 
 
 class ModelRegistry:
     """Looks up the model a request names. With one model and no config, any name is accepted
     (the original script ignored `model`), and the answer echoes the name the client sent."""
 
-    def __init__(self, models: list[ServedModel], *, strict: bool = False):
+    def __init__(self, models: list[ServedModel], *, strict: bool = False, default: str | None = None):
         self.models = {model.name: model for model in models}
-        self.default = models[0]
+        self.by_name = {name: model for model in models for name in (model.name, *model.settings.aliases)}
+        self.default = self.by_name[default] if default else models[0]
         self.strict = strict
 
     def lookup(self, requested: str | None) -> tuple[ServedModel, str]:
         """(the model, the name to answer with); ModelNotFound for an unknown name when strict."""
         if not requested:
             return self.default, self.default.name
-        if requested in self.models:
-            return self.models[requested], requested
+        if requested in self.by_name:
+            return self.by_name[requested], requested
         if self.strict:
             raise ModelNotFound(f"model {requested!r} does not exist; known models: "
-                                f"{', '.join(sorted(self.models))}", param="model")
+                                f"{', '.join(sorted(self.by_name))}", param="model")
         return self.default, requested

@@ -53,7 +53,7 @@ def test_killed_llama_server_gives_503_then_serves_again_after_restart(provision
     server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=2048, slots=2).start()
     proxy = start_proxy("--llama-api", server.url)
     try:
-        body = {**HELLO, "max_tokens": 1000, "ignore_eos": True, "stream": True}
+        body = {**HELLO, "max_tokens": 900, "ignore_eos": True, "stream": True}
         with requests.post(proxy.url + "/v1/chat/completions", json=body, stream=True, timeout=30) as response:
             lines = response.iter_lines(chunk_size=None)
             for _ in range(5):

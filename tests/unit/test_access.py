@@ -106,11 +106,20 @@ def test_access_log_line_without_prompt_or_key(keyed_client, caplog):
 
 def test_json_access_log_and_prompt_logging_on_request(caplog):
     import json
-    caplog.set_level(logging.INFO)
-    client = make_app("--chat-prompt-model", "chatml", "--log-format", "json", "--log-prompts").test_client()
-    client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "visible prompt"}]})
+
+    from ..fake_llamacpp import FakeLlamaCpp
+    fake = FakeLlamaCpp().start()
+    try:
+        caplog.set_level(logging.INFO)
+        client = make_app("--llama-api", fake.url, "--chat-prompt-model", "chatml", "--log-format", "json",
+                          "--log-prompts").test_client()
+        client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "visible prompt"}]})
+    finally:
+        fake.stop()
     access = [json.loads(r.getMessage()) for r in caplog.records if r.name == "api_like_oai.access"]
-    assert access[0]["status"] == 503 and access[0]["model"] == "llama.cpp"
+    assert access[0]["status"] == 200 and access[0]["model"] == "llama.cpp"
+    assert access[0]["upstream"] == fake.url and access[0]["completion_tokens"] == len(fake.tokens)
+    assert access[0]["ttft_ms"] is not None
     assert any("visible prompt" in r.getMessage() for r in caplog.records)
 
 

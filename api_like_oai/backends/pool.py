@@ -1,0 +1,114 @@
+"""UpstreamPool: several llama.cpp servers behind one model, chosen by fewest requests in flight.
+
+A background thread polls each server's /health; a server that refuses connections or answers
+503 (loading the model) is skipped until it is healthy again. A request whose connection fails
+before any token was produced is retried on the next server. With none left: 503 + Retry-After.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+
+from ..errors import ProxyError, UpstreamUnavailable
+from .events import GenerationEvent
+from .llamacpp import LlamaCppClient
+
+log = logging.getLogger("api_like_oai")
+
+RETRY_AFTER_SECONDS = 5
+
+
+class UpstreamPool:
+    def __init__(self, clients: list[LlamaCppClient], health_interval: float = 2.0):
+        self.clients = clients
+        self.health_interval = health_interval
+        self.healthy = {client.base_url: True for client in clients}
+        self.in_flight = {client.base_url: 0 for client in clients}
+        self._lock = threading.Lock()
+        self._poller_pid: int | None = None
+
+    # --- choosing ---------------------------------------------------------------------------
+
+    def candidates(self) -> list[LlamaCppClient]:
+        """Healthy servers, fewest requests in flight first; then the others, as a last resort."""
+        self._ensure_polling()
+        with self._lock:
+            order = sorted(self.clients, key=lambda c: (not self.healthy[c.base_url], self.in_flight[c.base_url]))
+        return order
+
+    def any_client(self) -> LlamaCppClient:
+        """A server for requests that any of them can answer (tokenize, props, embeddings)."""
+        return self.candidates()[0]
+
+    def generate(self, path: str, payload: dict, *, index: int = 0, on_chosen=None) -> Iterator[GenerationEvent]:
+        """The events of one generation, from the first server that starts it; `on_chosen(url)` says which."""
+        failures = []
+        for client in self.candidates():
+            if on_chosen:
+                on_chosen(client.base_url)
+            self._count(client, +1)
+            try:
+                events = client.generate(path, payload, index=index)
+                first = next(events, None)  # a connection that fails before any token is retried elsewhere
+            except UpstreamUnavailable as exc:
+                self._count(client, -1)
+                self.mark(client, healthy=False)
+                failures.append(exc.message)
+                continue
+            except BaseException:
+                self._count(client, -1)
+                raise
+            return self._relay(client, first, events)
+        error = UpstreamUnavailable("no upstream is available: " + "; ".join(failures))
+        error.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        raise error
+
+    def _relay(self, client: LlamaCppClient, first, events) -> Iterator[GenerationEvent]:
+        try:
+            if first is not None:
+                yield first
+            yield from events
+        finally:
+            events.close()
+            self._count(client, -1)
+
+    def _count(self, client: LlamaCppClient, delta: int) -> None:
+        with self._lock:
+            self.in_flight[client.base_url] += delta
+
+    # --- health -----------------------------------------------------------------------------
+
+    def mark(self, client: LlamaCppClient, *, healthy: bool) -> None:
+        if self.healthy[client.base_url] != healthy:
+            log.warning("upstream %s is %s", client.base_url, "healthy again" if healthy else "down")
+        self.healthy[client.base_url] = healthy
+
+    def check(self) -> dict[str, str]:
+        """Each server's state now ("ok" or why not), polling them all once."""
+        states = {}
+        for client in self.clients:
+            try:
+                client.health()
+                states[client.base_url] = "ok"
+            except ProxyError as exc:
+                states[client.base_url] = exc.message
+            self.mark(client, healthy=states[client.base_url] == "ok")
+        return states
+
+    def _ensure_polling(self) -> None:
+        # Started lazily, once per process: gunicorn forks workers after the app is built.
+        if len(self.clients) < 2 or self._poller_pid == os.getpid():
+            return
+        with self._lock:
+            if self._poller_pid == os.getpid():
+                return
+            self._poller_pid = os.getpid()
+        threading.Thread(target=self._poll, name="upstream-health", daemon=True).start()
+
+    def _poll(self) -> None:
+        stop = threading.Event()
+        while not stop.wait(self.health_interval):
+            self.check()

@@ -1,0 +1,118 @@
+"""The YAML config file: every CLI flag by its option name (underscores), plus `models:`.
+
+Loaded with yaml.safe_load, validated with pydantic; an error names the file, the line and the key.
+See config.example.yaml for every key with comments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+
+from .protocol import ChatCompletionRequest
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; its message is one line: file:line: key: problem."""
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    aliases: list[str] = []
+    upstreams: list[str] = Field(min_length=1)
+    kind: Literal["llamacpp", "openai"] = "llamacpp"
+    upstream_model: str | None = None
+    template: Literal["auto"] | None = None
+    chat_template: str | None = None
+    chat_prompt_model: str | None = None
+    chat_formatter: str | None = None
+    chat_prompt: str | None = None
+    user_name: str | None = None
+    ai_name: str | None = None
+    system_name: str | None = None
+    stop: str | None = None
+    response_role: str | None = None
+    defaults: dict[str, Any] = {}
+    overrides: dict[str, Any] = {}
+    max_tokens: int | None = Field(None, ge=1)
+    context_length: int | None = Field(None, ge=16)
+
+    @field_validator("upstreams", mode="before")
+    @classmethod
+    def one_or_many(cls, value):
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("defaults", "overrides")
+    @classmethod
+    def request_fields_only(cls, fields: dict) -> dict:
+        unknown = sorted(set(fields) - set(ChatCompletionRequest.model_fields) - {"messages"})
+        if unknown:
+            raise ValueError(f"not request fields: {', '.join(unknown)}")
+        return fields
+
+
+def config_model(flag_names: list[str]) -> type[BaseModel]:
+    """The file's schema: one optional key per CLI flag, plus models and default_model."""
+    flags = {name: (Any, None) for name in flag_names if name != "config"}
+    return create_model("ConfigFile", __config__=ConfigDict(extra="forbid"),
+                        models=(dict[str, ModelConfig] | None, None), default_model=(str | None, None), **flags)
+
+
+def load_config(path: str, flag_names: list[str]) -> BaseModel:
+    """The validated config file at `path`; ConfigError naming file, line and key if it is wrong."""
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: the config file must be a mapping of keys to values")
+    try:
+        config = config_model(flag_names).model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path, text)) from None
+    _check_default_model(config, path, text)
+    return config
+
+
+def _check_default_model(config, path: str, text: str) -> None:
+    names = {name for name, model in (config.models or {}).items() for name in [name, *model.aliases]}
+    if config.default_model and config.models and config.default_model not in names:
+        raise ConfigError(f"{path}:{line_of(text, ('default_model',))}: default_model: "
+                          f"{config.default_model!r} is not a model name (known: {', '.join(sorted(names))})")
+
+
+def _describe(exc: ValidationError, path: str, text: str) -> str:
+    error = exc.errors(include_url=False)[0]
+    # pydantic puts validator names such as "function-after[...]" into locations; they are not keys
+    location = tuple(part for part in error["loc"] if not (isinstance(part, str) and "[" in part))
+    key = ".".join(str(part) for part in location)
+    problem = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+    return f"{path}:{line_of(text, location)}: {key}: {problem}"
+
+
+def line_of(text: str, location: tuple) -> int:
+    """The 1-based line of the YAML node at `location` (keys and list indexes), or of its nearest parent."""
+    node = yaml.compose(text)
+    line = 1
+    for part in location:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

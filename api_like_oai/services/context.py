@@ -1,0 +1,54 @@
+"""Fit a chat into the model's context: drop the oldest turns if needed, size the generation.
+
+Counting tokens needs a round trip to llama.cpp's /tokenize, so it is skipped when the prompt's
+byte length already proves it fits (a token is never shorter than one byte).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ContextLengthExceeded
+from ..prompts import ChatPrompt
+
+
+@dataclass(frozen=True)
+class FittedPrompt:
+    prompt: ChatPrompt
+    n_predict: int            # tokens to generate; -1 only when the context length is unknown
+    dropped_messages: int
+
+
+def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None) -> FittedPrompt:
+    """`render(messages) -> ChatPrompt` with the oldest droppable messages removed until
+    prompt + max_tokens fits `context_length`; ContextLengthExceeded if even the minimum does not."""
+    prompt = render(messages)
+    if context_length is None:
+        return FittedPrompt(prompt, -1 if max_tokens is None else max_tokens, 0)
+    if max_tokens is not None and len(prompt.text.encode()) + max_tokens <= context_length:
+        return FittedPrompt(prompt, max_tokens, 0)
+    room_needed = max_tokens if max_tokens is not None else 1
+    kept = list(messages)
+    prompt_tokens = count_tokens(prompt.text)
+    while prompt_tokens + room_needed > context_length:
+        oldest = _oldest_droppable(kept)
+        if oldest is None:
+            raise ContextLengthExceeded(
+                f"this model's context length is {context_length} tokens; the prompt needs {prompt_tokens} "
+                f"(after dropping every message that may be dropped) and max_tokens asks for {room_needed}",
+                param="messages")
+        del kept[oldest]
+        prompt = render(kept)
+        prompt_tokens = count_tokens(prompt.text)
+    n_predict = max_tokens if max_tokens is not None else context_length - prompt_tokens
+    return FittedPrompt(prompt, n_predict, len(messages) - len(kept))
+
+
+def _oldest_droppable(messages: list) -> int | None:
+    """The first message that is not a system message and comes before the last user message."""
+    last_user = max((n for n, m in enumerate(messages) if _role(m) == "user"), default=len(messages))
+    return next((n for n, m in enumerate(messages[:last_user]) if _role(m) != "system"), None)
+
+
+def _role(message) -> str:
+    return message["role"] if isinstance(message, dict) else message.role
