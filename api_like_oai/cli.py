@@ -16,7 +16,7 @@ from pathlib import Path
 import requests
 
 from . import __version__
-from .config import ConfigError, load_config
+from .config import ConfigError, error_at, load_config
 from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
@@ -156,10 +156,18 @@ def template_choice(args: argparse.Namespace, model_config=None) -> TemplateChoi
 
 def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings, ...]:
     return tuple(
-        ModelSettings(name, tuple(model.upstreams), template_choice(args, model), tuple(model.aliases),
+        ModelSettings(name, tuple(model.upstreams), _model_template(args, name, model), tuple(model.aliases),
                       model.kind, model.upstream_model, dict(model.defaults), dict(model.overrides),
                       model.max_tokens, model.context_length)
         for name, model in config.models.items())
+
+
+def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoice:
+    try:
+        return template_choice(args, model)
+    except StartupError as exc:
+        key = next((k for k in ("chat_template", "chat_prompt_model", "chat_formatter") if getattr(model, k)), "template")
+        raise StartupError(str(error_at(args.config, ("models", name, key), str(exc)))) from None
 
 
 def settings_from_args(args: argparse.Namespace, config=None) -> Settings:

@@ -116,3 +116,12 @@ def line_of(text: str, location: tuple) -> int:
         else:
             break
     return line
+
+
+def error_at(path: str, location: tuple, problem: str) -> ConfigError:
+    """A ConfigError for the key at `location` in the file at `path`, with its line."""
+    try:
+        line = line_of(Path(path).read_text("utf-8"), location)
+    except (OSError, yaml.YAMLError):
+        line = 1
+    return ConfigError(f"{path}:{line}: {'.'.join(map(str, location))}: {problem}")

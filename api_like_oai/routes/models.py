@@ -9,21 +9,22 @@ from . import state
 bp = Blueprint("models", __name__)
 
 
-def _card(model) -> ModelCard:
-    return ModelCard(id=model.name, created=model.created)
+def _card(name: str, model) -> ModelCard:
+    return ModelCard(id=name, created=model.created)
 
 
 @bp.get("/v1/models")
 @bp.get("/models")
 def list_models():
-    models = state().registry.models.values()
-    return jsonify(ModelList(data=[_card(m) for m in models]).model_dump())
+    """Every name a client may send: each model and each of its aliases."""
+    names = state().registry.by_name
+    return jsonify(ModelList(data=[_card(name, model) for name, model in names.items()]).model_dump())
 
 
 @bp.get("/v1/models/<path:model_id>")
 @bp.get("/models/<path:model_id>")
 def get_model(model_id: str):
-    model = state().registry.models.get(model_id)
+    model = state().registry.by_name.get(model_id)
     if model is None:
         raise ModelNotFound(f"model {model_id!r} does not exist", param="model")
-    return jsonify(_card(model).model_dump())
+    return jsonify(_card(model_id, model).model_dump())

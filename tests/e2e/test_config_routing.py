@@ -1,0 +1,125 @@
+"""One config, several aliases over several real llama-server processes (the same small model)."""
+
+from __future__ import annotations
+
+import signal
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+import pytest
+import requests
+
+from ..conftest import openai_client
+from ..servers import LlamaServer
+
+HELLO = [{"role": "user", "content": "Say hello."}]
+
+
+@pytest.fixture(scope="module")
+def second_server(provisioned):
+    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=2048, slots=2).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def doomed_server(provisioned):
+    """A server the tests kill."""
+    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=1024, slots=1).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def routed_proxy(llama_server, second_server, doomed_server, start_proxy, tmp_path_factory):
+    config = tmp_path_factory.mktemp("config") / "config.yaml"
+    config.write_text(f"""
+default_model: chatml-model
+models:
+  chatml-model:
+    aliases: [gpt-3.5-turbo]
+    upstreams: [{llama_server.url}]
+    template: auto
+  vicuna-model:
+    upstreams: [{second_server.url}]
+    chat_prompt_model: vicuna_v1.1
+  pooled:
+    upstreams: [{doomed_server.url}, {second_server.url}]
+  tiny-context:
+    upstreams: [{second_server.url}]
+    context_length: 160
+""")
+    return start_proxy("--config", str(config))
+
+
+def chat_prompt(proxy, model: str, messages=HELLO) -> str:
+    response = requests.post(proxy.url + "/v1/internal/chat-prompt", json={"model": model, "messages": messages},
+                             timeout=30)
+    return response.json()["prompt"]
+
+
+def test_each_alias_answers_through_its_own_template(routed_proxy):
+    assert chat_prompt(routed_proxy, "chatml-model").endswith("<|im_start|>user\nSay hello.<|im_end|>\n"
+                                                              "<|im_start|>assistant\n")
+    assert chat_prompt(routed_proxy, "vicuna-model").endswith("USER: Say hello. ASSISTANT:")
+    client = openai_client(routed_proxy.url)
+    for model in ("chatml-model", "vicuna-model"):
+        reply = client.chat.completions.create(model=model, messages=HELLO, max_tokens=8)
+        assert reply.model == model and reply.choices[0].message.content
+
+
+def test_a_familiar_name_resolves_to_its_alias(routed_proxy):
+    client = openai_client(routed_proxy.url)
+    reply = client.chat.completions.create(model="gpt-3.5-turbo", messages=HELLO, max_tokens=4)
+    assert reply.model == "gpt-3.5-turbo" and reply.choices[0].message.content
+    assert {"chatml-model", "gpt-3.5-turbo", "vicuna-model", "pooled", "tiny-context"} == \
+        {m.id for m in client.models.list().data}
+    no_model = requests.post(routed_proxy.url + "/v1/chat/completions", json={"messages": HELLO, "max_tokens": 4},
+                             timeout=60)
+    assert no_model.json()["model"] == "chatml-model"
+
+
+def test_unknown_model_is_a_404_listing_the_names(routed_proxy):
+    with pytest.raises(openai.NotFoundError) as caught:
+        openai_client(routed_proxy.url).chat.completions.create(model="gpt-17", messages=HELLO)
+    assert caught.value.body["code"] == "model_not_found"
+    assert "vicuna-model" in caught.value.body["message"] and "gpt-3.5-turbo" in caught.value.body["message"]
+
+
+def test_model_info_and_health_report_upstreams(routed_proxy, second_server, doomed_server):
+    info = requests.get(routed_proxy.url + "/v1/internal/model/info", params={"model": "vicuna-model"}, timeout=30).json()
+    assert info["template"]["name"] == "fastchat:vicuna_v1.1"
+    assert info["upstreams"] == [{"url": second_server.url, "healthy": True}]
+    health = requests.get(routed_proxy.url + "/health", timeout=30).json()
+    assert health["upstreams"][doomed_server.url] == "ok"
+
+
+def test_a_long_conversation_is_truncated_to_fit(routed_proxy):
+    turns = []
+    for n in range(8):
+        turns += [{"role": "user", "content": f"Tell me fact number {n} about the sea, in detail."},
+                  {"role": "assistant", "content": f"Fact {n}: the sea is large, deep, salty and full of life."}]
+    conversation = [{"role": "system", "content": "Be brief."}, *turns, {"role": "user", "content": "Summarise."}]
+    response = requests.post(routed_proxy.url + "/v1/chat/completions", timeout=60,
+                             json={"model": "tiny-context", "messages": conversation, "max_tokens": 8})
+    assert response.status_code == 200, response.text
+    dropped = int(response.headers["X-Messages-Dropped"])
+    assert 0 < dropped < len(turns)
+    assert response.json()["usage"]["prompt_tokens"] + 8 <= 160
+    no_room = requests.post(routed_proxy.url + "/v1/chat/completions", timeout=60,
+                            json={"model": "tiny-context", "messages": conversation, "max_tokens": 150})
+    assert no_room.status_code == 400
+    error = no_room.json()["error"]
+    assert error["code"] == "context_length_exceeded" and "160" in error["message"] and "150" in error["message"]
+
+
+def test_killing_one_of_two_upstreams_loses_no_new_request(routed_proxy, doomed_server):
+    client = openai_client(routed_proxy.url)
+    doomed_server.process.send_signal(signal.SIGKILL)
+    doomed_server.process.wait()
+    with ThreadPoolExecutor(4) as pool:
+        replies = list(pool.map(lambda _: client.chat.completions.create(model="pooled", messages=HELLO, max_tokens=4),
+                                range(12)))
+    assert all(reply.choices[0].message.content for reply in replies)
+    health = requests.get(routed_proxy.url + "/health", timeout=30)
+    assert health.status_code == 503 and health.json()["upstreams"][doomed_server.url] != "ok"
