@@ -87,3 +87,8 @@ def test_defaults_overrides_and_cap_apply_to_requests():
     adjusted = model.adjust(ChatCompletionRequest(messages=messages, temperature=0.1, repeat_penalty=1.5, max_tokens=5000))
     assert (adjusted.temperature, adjusted.top_p, adjusted.repeat_penalty, adjusted.max_tokens) == (0.1, 0.9, 1.1, 1024)
     assert model.adjust(ChatCompletionRequest(messages=messages)).max_tokens == 1024
+
+
+def test_the_readme_shows_the_shipped_example_verbatim():
+    example = (ROOT / "config.example.yaml").read_text().rstrip()
+    assert example in (ROOT / "README.md").read_text()
