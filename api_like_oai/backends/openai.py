@@ -19,27 +19,18 @@ class OpenAIUpstream:
 
     def forward(self, path: str, body: dict) -> requests.Response:
         """The upstream's response to POST `path` (streamed when body["stream"]); errors mapped to ours."""
+        return self._send("POST", path, json=body, stream=bool(body.get("stream")))
+
+    def health(self) -> None:
+        self._send("GET", "/models").close()
+
+    def _send(self, method: str, path: str, **kwargs) -> requests.Response:
         try:
-            response = self.session.post(self.base_url + path, json=body, stream=bool(body.get("stream")),
-                                         timeout=self.timeouts)
+            response = self.session.request(method, self.base_url + path, timeout=self.timeouts, **kwargs)
         except requests.exceptions.ConnectTimeout as exc:
             raise UpstreamUnavailable(f"{self.base_url} did not accept the connection in time") from exc
         except requests.exceptions.Timeout as exc:
             raise UpstreamTimeout(f"{self.base_url} did not answer in time") from exc
-        except requests.exceptions.RequestException as exc:
-            raise UpstreamUnavailable(f"{self.base_url} is unreachable ({type(exc).__name__})") from exc
-        if response.status_code >= 400:
-            with response:
-                raise _error_from(response, self.base_url)
-        return response
-
-    def health(self) -> None:
-        response = self.forward_get("/models")
-        response.close()
-
-    def forward_get(self, path: str) -> requests.Response:
-        try:
-            response = self.session.get(self.base_url + path, timeout=self.timeouts)
         except requests.exceptions.RequestException as exc:
             raise UpstreamUnavailable(f"{self.base_url} is unreachable ({type(exc).__name__})") from exc
         if response.status_code >= 400:
