@@ -48,6 +48,10 @@ models:
   tiny-context:
     upstreams: [{second_server.url}]
     context_length: 160
+  remote:
+    kind: openai
+    upstreams: [{llama_server.url}/v1]
+    upstream_model: smollm2
 """)
     return start_proxy("--config", str(config))
 
@@ -72,7 +76,7 @@ def test_a_familiar_name_resolves_to_its_alias(routed_proxy):
     client = openai_client(routed_proxy.url)
     reply = client.chat.completions.create(model="gpt-3.5-turbo", messages=HELLO, max_tokens=4)
     assert reply.model == "gpt-3.5-turbo" and reply.choices[0].message.content
-    assert {"chatml-model", "gpt-3.5-turbo", "vicuna-model", "pooled", "tiny-context"} == \
+    assert {"chatml-model", "gpt-3.5-turbo", "vicuna-model", "pooled", "tiny-context", "remote"} == \
         {m.id for m in client.models.list().data}
     no_model = requests.post(routed_proxy.url + "/v1/chat/completions", json={"messages": HELLO, "max_tokens": 4},
                              timeout=60)
@@ -123,3 +127,16 @@ def test_killing_one_of_two_upstreams_loses_no_new_request(routed_proxy, doomed_
     assert all(reply.choices[0].message.content for reply in replies)
     health = requests.get(routed_proxy.url + "/health", timeout=30)
     assert health.status_code == 503 and health.json()["upstreams"][doomed_server.url] != "ok"
+
+
+def test_an_openai_compatible_upstream_is_passed_through(routed_proxy, llama_server):
+    # llama-server's own /v1 API stands in for vLLM or a remote server; its answers are relayed as
+    # they are, so they are checked with the SDK's default (non-strict) validation.
+    client = openai_client(routed_proxy.url, strict=False)
+    reply = client.chat.completions.create(model="remote", messages=HELLO, max_tokens=6)
+    assert reply.model == "remote" and reply.choices[0].message.content
+    pieces = [c.choices[0].delta.content or "" for c in
+              client.chat.completions.create(model="remote", messages=HELLO, max_tokens=6, stream=True) if c.choices]
+    assert "".join(pieces)
+    info = requests.get(routed_proxy.url + "/v1/internal/model/info", params={"model": "remote"}, timeout=30).json()
+    assert info["kind"] == "openai" and info["upstreams"] == [{"url": llama_server.url + "/v1"}]
