@@ -12,3 +12,8 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 def frame(payload: dict) -> bytes:
     """One event carrying `payload` as single-line JSON (json.dumps never emits raw newlines)."""
     return b"data: " + _dumps(payload).encode() + b"\n\n"
+
+
+def encode_string(text: str) -> bytes:
+    """`text` as a JSON string literal, as frame() would write it."""
+    return _dumps(text).encode()

@@ -192,6 +192,10 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
                 usage.add(event)
                 if record and event.text:
                     record.token_arrived()
+                frame = shape.content_frame(event)
+                if frame is not None:
+                    yield frame
+                    continue
                 for chunk in shape.chunks(event):
                     yield sse.frame(chunk)
     except ProxyError as exc:

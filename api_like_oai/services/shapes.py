@@ -9,23 +9,70 @@ from __future__ import annotations
 import time
 import uuid
 
+from .. import sse
 from ..backends.events import GenerationEvent
 
 
-class ChatShape:
-    object_name = "chat.completion.chunk"
+class _Shape:
+    """What chat and text completion chunks share: identity, envelope, usage, the fast text frame."""
 
-    def __init__(self, model: str, role: str = "assistant", logprobs: bool = False, top_logprobs: int = 0):
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+    object_name = ""
+    id_prefix = ""
+
+    def __init__(self, model: str):
+        self.id = f"{self.id_prefix}{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
-        self.role = role
-        self.logprobs = logprobs
-        self.top_logprobs = top_logprobs
+        self._frame_parts: tuple[bytes, bytes, bytes] | None = None
 
     def _chunk(self, choices: list) -> dict:
         return {"id": self.id, "object": self.object_name, "created": self.created,
                 "model": self.model, "system_fingerprint": None, "choices": choices}
+
+    def _text_chunk(self, index: int, text: str) -> dict:
+        raise NotImplementedError
+
+    def usage_chunk(self, usage: dict) -> dict:
+        return {**self._chunk([]), "usage": usage}
+
+    def wants_logprobs(self) -> bool:
+        raise NotImplementedError
+
+    def content_frame(self, event: GenerationEvent) -> bytes | None:
+        """The SSE frame of a plain text delta, or None when the event needs chunks().
+
+        This is the one thing done per streamed token, so the envelope is encoded once and the
+        frame assembled around the index and the text (the same bytes sse.frame would write)."""
+        if not event.text or event.finish_reason or self.wants_logprobs():
+            return None
+        if self._frame_parts is None:
+            sample = sse.frame(self._text_chunk(0, _MARKER))
+            before_text, after_text = sample.split(sse.encode_string(_MARKER))
+            before_index, between = before_text.split(b'"index":0,', 1)
+            self._frame_parts = (before_index + b'"index":', b"," + between, after_text)
+        start, middle, end = self._frame_parts
+        return b"".join((start, str(event.index).encode(), middle, sse.encode_string(event.text), end))
+
+
+_MARKER = "\x00text\x00"
+
+
+class ChatShape(_Shape):
+    object_name = "chat.completion.chunk"
+    id_prefix = "chatcmpl-"
+
+    def __init__(self, model: str, role: str = "assistant", logprobs: bool = False, top_logprobs: int = 0):
+        super().__init__(model)
+        self.role = role
+        self.logprobs = logprobs
+        self.top_logprobs = top_logprobs
+
+    def wants_logprobs(self) -> bool:
+        return self.logprobs
+
+    def _text_chunk(self, index: int, text: str, logprobs=None) -> dict:
+        return self._chunk([{"index": index, "delta": {"content": text}, "logprobs": logprobs,
+                             "finish_reason": None}])
 
     def opening(self, index: int) -> dict:
         """The first chunk of a choice: the role alone, as OpenAI sends it."""
@@ -36,15 +83,11 @@ class ChatShape:
         chunks = []
         if event.text:
             logprobs = chat_logprobs(event.logprobs, self.top_logprobs) if self.logprobs else None
-            chunks.append(self._chunk([{"index": event.index, "delta": {"content": event.text},
-                                        "logprobs": logprobs, "finish_reason": None}]))
+            chunks.append(self._text_chunk(event.index, event.text, logprobs))
         if event.finish_reason:
             chunks.append(self._chunk([{"index": event.index, "delta": {}, "logprobs": None,
                                         "finish_reason": event.finish_reason}]))
         return chunks
-
-    def usage_chunk(self, usage: dict) -> dict:
-        return {**self._chunk([]), "usage": usage}
 
     def response(self, choices: list[dict], usage: dict) -> dict:
         """The non-streamed answer from folded choices ({"index", "text", "finish_reason", "logprobs"})."""
@@ -57,19 +100,20 @@ class ChatShape:
                 "usage": usage}
 
 
-class CompletionShape:
+class CompletionShape(_Shape):
     object_name = "text_completion"
+    id_prefix = "cmpl-"
 
     def __init__(self, model: str, logprobs: int | None = None):
-        self.id = f"cmpl-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-        self.model = model
+        super().__init__(model)
         self.logprobs = logprobs
         self.text_offsets: dict[int, int] = {}
 
-    def _chunk(self, choices: list) -> dict:
-        return {"id": self.id, "object": self.object_name, "created": self.created,
-                "model": self.model, "system_fingerprint": None, "choices": choices}
+    def wants_logprobs(self) -> bool:
+        return self.logprobs is not None
+
+    def _text_chunk(self, index: int, text: str, logprobs=None, finish_reason=None) -> dict:
+        return self._chunk([{"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}])
 
     def opening(self, index: int) -> dict | None:
         return None
@@ -82,11 +126,7 @@ class CompletionShape:
             offset = self.text_offsets.get(event.index, 0)
             logprobs = legacy_logprobs(event.logprobs, offset)
             self.text_offsets[event.index] = offset + len(event.text)
-        return [self._chunk([{"index": event.index, "text": event.text, "logprobs": logprobs,
-                              "finish_reason": event.finish_reason}])]
-
-    def usage_chunk(self, usage: dict) -> dict:
-        return {**self._chunk([]), "usage": usage}
+        return [self._text_chunk(event.index, event.text, logprobs, event.finish_reason)]
 
     def response(self, choices: list[dict], usage: dict) -> dict:
         return {"id": self.id, "object": "text_completion", "created": self.created,

@@ -1,0 +1,28 @@
+"""The fast per-token frame is byte for byte what encoding the whole chunk would give."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from api_like_oai import sse
+from api_like_oai.backends.events import GenerationEvent
+from api_like_oai.services.shapes import ChatShape, CompletionShape
+
+
+@pytest.mark.parametrize("shape", [ChatShape("m"), CompletionShape("m")], ids=["chat", "completion"])
+@pytest.mark.parametrize("text", [" Paris", "\n", 'quote " and \\ backslash', "é ✓ 🐱 你好", "\u2028", "\x00"])
+@pytest.mark.parametrize("index", [0, 7, 12])
+def test_content_frame_equals_the_encoded_chunk(shape, text, index):
+    event = GenerationEvent(text=text, index=index)
+    (chunk,) = shape.chunks(event)
+    assert shape.content_frame(event) == sse.frame(chunk)
+    assert json.loads(shape.content_frame(event)[6:])["choices"][0]["index"] == index
+
+
+def test_events_needing_more_than_text_take_the_general_path():
+    assert ChatShape("m").content_frame(GenerationEvent(text="x", finish_reason="stop")) is None
+    assert ChatShape("m", logprobs=True).content_frame(GenerationEvent(text="x")) is None
+    assert CompletionShape("m", logprobs=1).content_frame(GenerationEvent(text="x")) is None
+    assert ChatShape("m").content_frame(GenerationEvent(text="")) is None
