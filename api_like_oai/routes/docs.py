@@ -43,7 +43,7 @@ def openapi_document() -> dict:
     _, schemas = models_json_schema(modes, ref_template="#/components/schemas/{model}")
     paths: dict = {}
     for method, path, summary, request, response in ENDPOINTS:
-        paths.setdefault(path, {})[method] = _operation(summary, request, response)
+        paths.setdefault(path, {})[method] = _operation(path, summary, request, response)
     return {"openapi": "3.1.0",
             "info": {"title": "api_like_oai", "version": __version__,
                      "description": "OpenAI-compatible API in front of llama.cpp's server."},
@@ -56,14 +56,14 @@ def _ref(model) -> dict:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
-def _operation(summary: str, request, response) -> dict:
+def _operation(path: str, summary: str, request, response) -> dict:
     error = {"description": "", "content": {"application/json": {"schema": _ref(p.ErrorResponse)}}}
     operation = {"summary": summary,
                  "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": _ref(response)}}},
                                **{code: {**error, "description": text} for code, text in ERROR_STATUSES.items()}}}
     if request is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
-    if "{model_id}" in summary or response is p.ModelCard:
+    if "{model_id}" in path:
         operation["parameters"] = [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}]
     return operation
 
