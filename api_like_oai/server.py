@@ -49,6 +49,10 @@ def _gunicorn_application():
                        "graceful_timeout": int(self.settings.grace_period) + 3,
                        "post_worker_init": _end_streams_after_grace_period(self.application, self.settings),
                        "keepalive": 5, "loglevel": self.settings.log_level, "accesslog": None}
+            if "control_socket_disable" in self.cfg.settings:
+                # gunicorn >= 24 opens a control socket at one fixed path per user; two proxies
+                # on one machine would fight over it, and nothing here uses it.
+                options["control_socket_disable"] = True
             for key, value in options.items():
                 self.cfg.set(key, value)
 
