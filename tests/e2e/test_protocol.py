@@ -224,17 +224,23 @@ def busy_slots(llama_server) -> int:
     return sum(slot["is_processing"] for slot in requests.get(llama_server.url + "/slots", timeout=5).json())
 
 
-def test_client_disconnect_frees_the_upstream_slot(proxy, llama_server):
+def streams_in_flight(proxy) -> float:
+    metrics = requests.get(proxy.url + "/metrics", timeout=5).text
+    return float(next(line.split()[-1] for line in metrics.splitlines() if line.startswith("api_like_oai_streams_in_flight ")))
+
+
+def test_client_disconnect_frees_the_thread_and_the_upstream_slot_within_a_second(proxy, llama_server):
     body = {"messages": HELLO, "stream": True, "max_tokens": 900, "ignore_eos": True}
     with requests.post(proxy.url + "/v1/chat/completions", json=body, stream=True, timeout=60) as response:
         lines = response.iter_lines()
         for _ in range(5):
             next(lines)
-        assert busy_slots(llama_server) >= 1
-    deadline = time.monotonic() + 3
-    while busy_slots(llama_server) and time.monotonic() < deadline:
-        time.sleep(0.05)
+        assert busy_slots(llama_server) >= 1 and streams_in_flight(proxy) >= 1
+    disconnected = time.monotonic()
+    while (busy_slots(llama_server) or streams_in_flight(proxy)) and time.monotonic() - disconnected < 1.0:
+        time.sleep(0.02)
     assert busy_slots(llama_server) == 0
+    assert streams_in_flight(proxy) == 0
 
 
 def test_stop_generation_ends_streams_with_stop(proxy):
@@ -253,3 +259,12 @@ def test_stop_generation_ends_streams_with_stop(proxy):
     finishes = [c["choices"][0]["finish_reason"] for c in result["chunks"] if c["choices"][0]["finish_reason"]]
     assert finishes == ["stop"]
     assert len(result["chunks"]) < 900
+
+
+def test_chat_echo_prefixes_the_last_assistant_message(client):
+    messages = [*HELLO, {"role": "assistant", "content": "Hello there"}]
+    reply = client.chat.completions.create(model="m", messages=messages, max_tokens=6, temperature=0,
+                                           extra_body={"echo": True, "continue_final_message": True,
+                                                       "add_generation_prompt": False})
+    assert reply.choices[0].message.content.startswith("Hello there")
+    assert len(reply.choices[0].message.content) > len("Hello there")
