@@ -1,0 +1,167 @@
+"""`python -m benchmarks [--quick]`: the body of scripts/bench.
+
+Starts llama-server (LLAMA_SERVER, MODEL from the environment), the fake upstream and the proxy
+through its CLI, measures, and writes results.md, results.png and results.json here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import ExitStack
+from importlib import metadata
+from pathlib import Path
+
+from . import report, scenarios
+from .processes import Service, free_port
+from .results import BenchmarkResults, Machine
+from .scenarios import CapacityRig, GenerationRig, Plan
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+STARTED = time.perf_counter()
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.perf_counter() - STARTED:5.0f}s] {message}", file=sys.stderr, flush=True)
+
+
+def llama_server(binary: str, model: str) -> Service:
+    port = free_port()
+    return Service("llama-server", [binary, "--model", model, "--host", "127.0.0.1", "--port", str(port),
+                                    "--ctx-size", "4096", "--parallel", "4", "--threads", "2", "--seed", "42"], port)
+
+
+def proxy(upstream_url: str) -> Service:
+    """The proxy as users start it: its CLI, default workers and threads, no template flag."""
+    port = free_port()
+    return Service("proxy", [str(BIN / "api-like-oai"), "--llama-api", upstream_url, "--port", str(port)],
+                   port, ready_path="/v1/models")
+
+
+def fake_upstream(props_path: Path, token_interval_ms: float = 0.0) -> Service:
+    port = free_port()
+    return Service("fake-llamacpp", [sys.executable, str(HERE / "fake_llamacpp.py"), "--port", str(port),
+                                     "--props", str(props_path), "--token-interval-ms", str(token_interval_ms)], port)
+
+
+def copy_props(llama: Service) -> Path:
+    """The real server's /props in a file, so the fake serves the same chat template and tokens."""
+    with urllib.request.urlopen(llama.url + "/props", timeout=10) as response:  # noqa: S310 - loopback only
+        props = response.read()
+    path = Path(tempfile.gettempdir()) / f"api-like-oai-bench-props-{os.getpid()}.json"
+    path.write_bytes(props)
+    return path
+
+
+def describe_machine(llama_binary: str) -> Machine:
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    cpu_model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+                      if line.startswith("model name")), platform.processor() or "unknown")
+    meminfo = Path("/proc/meminfo").read_text().split()
+    memory_gib = int(meminfo[meminfo.index("MemTotal:") + 1]) / 2**20
+    version = subprocess.run([llama_binary, "--version"], capture_output=True, text=True, timeout=30)
+    llama_cpp = next((line.strip() for line in (version.stdout + version.stderr).splitlines()
+                      if line.startswith("version")), "unknown")
+    server = (f"api-like-oai {metadata.version('api-like-oai')} on gunicorn {metadata.version('gunicorn')} gthread "
+              f"(defaults: 1 worker × 32 threads), Flask {metadata.version('flask')}, "
+              f"requests {metadata.version('requests')}")
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return Machine(cpu_model, os.cpu_count() or 0, memory_gib, platform.release(),
+                   f"{platform.python_implementation()} {platform.python_version()}", llama_cpp, server, load)
+
+
+def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
+    """Parts 4, 2 and 3: everything that runs against the fake upstream."""
+    fake = fake_upstream(props_path).start()
+    stack.callback(fake.stop)
+    progress("start-up and idle memory")
+    results.startup = scenarios.measure_startup(lambda: proxy(fake.url), plan.startup_runs)
+    loaded = proxy(fake.url).start()
+    stack.callback(loaded.stop)
+    rig = CapacityRig(loaded, fake, plan)
+    progress("capacity against the instant upstream")
+    results.capacity = asyncio.run(scenarios.capacity_table(rig, progress))
+    long_stream = next(r for r in results.capacity if r.streamed and r.clients == plan.reference_clients)
+    results.marginal_cpu_us_per_event = asyncio.run(scenarios.marginal_cpu_per_event(rig, long_stream))
+    progress("chat vs completions for the same prompt")
+    results.chat_vs_completions = asyncio.run(scenarios.chat_vs_completions(rig))
+    results.peak_rss_mb = loaded.tree().peak_rss_mb()
+    loaded.stop()
+    fake.stop()
+    measure_paced(results, plan, props_path, stack)
+
+
+def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
+    """Part 2b: the proxy's CPU when upstream events come one at a time, as a real model sends them."""
+    progress(f"paced upstream: one event every {scenarios.PACED_TOKEN_INTERVAL_MS} ms")
+    fake = fake_upstream(props_path, scenarios.PACED_TOKEN_INTERVAL_MS).start()
+    stack.callback(fake.stop)
+    loaded = proxy(fake.url).start()
+    stack.callback(loaded.stop)
+    results.paced = asyncio.run(scenarios.paced_table(CapacityRig(loaded, fake, plan)))
+    loaded.stop()
+    fake.stop()
+
+
+def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Service, stack: ExitStack) -> None:
+    """Part 1: the same requests to llama-server's own OpenAI API and through the proxy."""
+    in_front = proxy(llama.url).start()
+    stack.callback(in_front.stop)
+    results.output_checks = [scenarios.check_same_output(llama.url, in_front.url, endpoint)
+                             for endpoint in scenarios.PATHS]
+    rig = GenerationRig(llama, in_front, plan)
+    results.generation = asyncio.run(scenarios.generation_table(rig, progress))
+    in_front.stop()
+
+
+def write_outputs(results: BenchmarkResults, output_dir: Path) -> str:
+    text = report.markdown(results)
+    (output_dir / "results.md").write_text(text)
+    report.chart(results, output_dir / "results.png")
+    raw = {**dataclasses.asdict(results), "targets": [dataclasses.asdict(t) for t in results.targets()]}
+    (output_dir / "results.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
+    return text
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
+    parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    plan = Plan.quick() if args.quick else Plan()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every started server is stopped
+    binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]
+    results = BenchmarkResults(describe_machine(binary))
+    with ExitStack() as stack:
+        progress("starting llama-server")
+        llama = llama_server(binary, model).start()
+        stack.callback(llama.stop)
+        props_path = copy_props(llama)
+        stack.callback(props_path.unlink)
+        measure_real_generation(results, plan, llama, stack)
+        llama.stop()  # the rest runs against the fake upstream alone
+        measure_proxy_alone(results, plan, props_path, stack)
+    results.duration_s = time.perf_counter() - STARTED
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    print(write_outputs(results, args.output_dir))
+    progress(f"done; results in {args.output_dir}/results.md and results.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""Results -> benchmarks/results.md (Markdown tables) and benchmarks/results.png (matplotlib)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from .results import BenchmarkResults, CapacityResult, GenerationResult
+from .scenarios import CHAT_MESSAGES, GENERATED_TOKENS, PACED_TOKEN_INTERVAL_MS, PROMPT, SEED, mode_name
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None or math.isnan(value) else f"{value:,.{digits}f}"
+
+
+def percent(value: float, digits: int = 0) -> str:
+    return "–" if math.isnan(value) else f"{value:.{digits}%}"
+
+
+def machine_section(results: BenchmarkResults) -> str:
+    m = results.machine
+    rows = [["CPU", f"{m.cpu_model}, {m.cores} cores"], ["memory", f"{m.memory_gib:.1f} GiB"],
+            ["kernel", m.kernel], ["python", m.python], ["llama.cpp", m.llama_cpp],
+            ["proxy server", m.proxy_server], ["load average at start", m.load_average],
+            ["benchmark wall time", f"{results.duration_s / 60:.1f} min"]]
+    return "## Machine\n\n" + table(["", ""], rows)
+
+
+def targets_section(results: BenchmarkResults) -> str:
+    rows = [[t.name, t.goal, t.measured, "**met**" if t.met else "**missed**"] for t in results.targets()]
+    return "\n\n".join(filter(None, ["## Targets", table(["target", "goal", "measured", "verdict"], rows),
+                                      noise_note(results)]))
+
+
+def noise_note(results: BenchmarkResults) -> str:
+    """A warning when processes outside the benchmark used the CPU while it measured."""
+    shares = [r.other_cpu_share for r in results.generation + results.capacity + results.chat_vs_completions]
+    worst = max(shares, default=0.0)
+    if worst < 0.2:
+        return ""
+    return (f"**Noise:** processes outside the benchmark kept up to {worst:.2f} of the {results.machine.cores} cores "
+            "busy while it measured (the “other” columns). llama.cpp's two threads wait for each other by spinning, "
+            "so on 2 cores any extra load slows generation a lot and unevenly; the alternation spreads it over "
+            "both targets, but single rows can be far off. Re-run on a quiet machine before reading small "
+            "differences.")
+
+
+def generation_row(r: GenerationResult) -> list[str]:
+    ttft = [number(r.ttft_p50_ms), number(r.ttft_p95_ms)] if r.streamed else ["–", "–"]
+    cpu = number(r.proxy_cpu_ms_per_request, 2) if r.proxy_cpu_ms_per_request is not None else "–"
+    count = f"{r.requests}*" if r.cut_short else str(r.requests)
+    return [r.endpoint, mode_name(r.streamed), str(r.clients), r.target, count, *ttft,
+            number(r.total_p50_ms), number(r.total_p95_ms), number(r.tokens_per_s), cpu]
+
+
+def cut_short_note(results: BenchmarkResults) -> str:
+    if not any(r.cut_short for r in results.generation):
+        return ""
+    return ("\n\n\\* fewer rounds than planned: this workload's share of the time budget ran out "
+            "(generation was slow, usually because other processes took the CPU).")
+
+
+def difference_row(direct: GenerationResult, proxy: GenerationResult) -> list[str]:
+    ttft = number(proxy.ttft_p50_ms - direct.ttft_p50_ms, 2) if direct.streamed else "–"
+    return [direct.endpoint, mode_name(direct.streamed), str(direct.clients), ttft,
+            number(proxy.total_p50_ms - direct.total_p50_ms, 2), percent(proxy.tokens_per_s / direct.tokens_per_s, 1),
+            number(direct.other_cpu_share, 2)]
+
+
+def generation_section(results: BenchmarkResults) -> str:
+    checks = "; ".join(check.describe() for check in results.output_checks)
+    header = ["endpoint", "mode", "clients", "target", "n", "TTFT p50 ms", "TTFT p95 ms", "total p50 ms",
+              "total p95 ms", "tokens/s", "proxy CPU ms/req"]
+    rows = [generation_row(r) for pair in results.generation_pairs() for r in pair]
+    differences = [difference_row(d, p) for d, p in results.generation_pairs()]
+    return "\n\n".join([
+        "## 1. Real generation: llama-server's own OpenAI API vs the proxy",
+        "llama-server runs with `--ctx-size 4096 --parallel 4 --threads 2 --seed 42`; the proxy in front of it "
+        "with no template flag (the model's own template, as llama-server uses). "
+        f"Same request to both: completion prompt {PROMPT!r}, chat messages {CHAT_MESSAGES}; temperature 0, "
+        f"seed {SEED}, max_tokens {GENERATED_TOKENS}. Both run {GENERATED_TOKENS} tokens without `ignore_eos` "
+        f"(the proxy rejects that field). Output check: {checks}. Rounds of `clients` concurrent requests "
+        "alternate between the targets (ABBA), after one warm-up round each. TTFT is the arrival of the first "
+        "frame with generated text; tokens/s is per request, tokens / total time, median.",
+        table(header, rows) + cut_short_note(results),
+        "What the proxy adds (proxy − direct at p50; tokens/s as a share of direct), and how many cores other "
+        "processes on the machine kept busy meanwhile (not the benchmark's; noise that hits both targets):",
+        table(["endpoint", "mode", "clients", "TTFT added ms", "total added ms", "tokens/s vs direct",
+               "other CPU, cores"], differences)])
+
+
+def capacity_row(r: CapacityResult) -> list[str]:
+    per_event = number(r.proxy_cpu_us_per_event, 1) if r.proxy_cpu_us_per_event is not None else "–"
+    return [r.endpoint, mode_name(r.streamed), str(r.clients), number(r.requests_per_s, 0),
+            number(r.events_per_s, 0) if r.streamed else "–", number(r.latency_p50_ms, 2),
+            number(r.proxy_cpu_us_per_request, 0), per_event,
+            f"{r.proxy_cpu_share:.2f} / {r.upstream_cpu_share:.2f} / {r.client_cpu_share:.2f} / {r.other_cpu_share:.2f}",
+            percent(r.cpu_spread), str(r.errors)]
+
+
+CAPACITY_HEADER = ["endpoint", "mode", "clients", "req/s", "events/s", "latency p50 ms", "proxy CPU µs/req",
+                   "proxy CPU µs/event", "CPU cores: proxy / fake / client / other", "CPU/req spread", "errors"]
+
+
+def capacity_section(results: BenchmarkResults) -> str:
+    return "\n\n".join([
+        "## 2. Capacity: the proxy in front of an instant upstream",
+        f"`benchmarks/fake_llamacpp.py` answers `/completion` at once ({GENERATED_TOKENS} tokens; streamed: one "
+        "chunked SSE event per token plus the final event). Closed loop: each client sends the next request as "
+        "soon as the previous answer is complete, on its own keep-alive connection. Each row sums windows "
+        "from separate passes over all rows, so a slow spell of the machine hits every row. CPU is the proxy's "
+        "gunicorn master + worker from /proc; “all-in” per event is the streamed run's CPU divided by the "
+        "events it relayed, so it includes the per-request cost.",
+        table(CAPACITY_HEADER, [capacity_row(r) for r in results.capacity]),
+        f"Marginal CPU of one more relayed event (64-token stream minus 1-token stream, per request): "
+        f"**{number(results.marginal_cpu_us_per_event)} µs**. Peak memory during the load (sum of VmHWM, "
+        f"master + worker): **{number(results.peak_rss_mb)} MB**.",
+        client_note(results)])
+
+
+def client_note(results: BenchmarkResults) -> str:
+    busiest = max(results.capacity, key=lambda r: r.proxy_cpu_share + r.upstream_cpu_share + r.client_cpu_share,
+                  default=None)
+    if busiest is None:
+        return ""
+    used = busiest.proxy_cpu_share + busiest.upstream_cpu_share + busiest.client_cpu_share
+    return (f"The load generator and the fake upstream share the {results.machine.cores} cores with the proxy: "
+            f"at the busiest point ({busiest.endpoint} {mode_name(busiest.streamed)}, {busiest.clients} clients) the "
+            f"proxy used {busiest.proxy_cpu_share:.2f} cores, the fake {busiest.upstream_cpu_share:.2f}, the client "
+            f"{busiest.client_cpu_share:.2f} ({used:.2f} of {results.machine.cores}). One gunicorn worker runs "
+            "Python under one GIL, so the proxy cannot use much more than one core; where it stays below 1.0 the "
+            "others took CPU it could have used, and its req/s here are a lower bound.")
+
+
+def paced_row(r: CapacityResult) -> list[str]:
+    per_event = number(r.proxy_cpu_us_per_event, 1) if r.proxy_cpu_us_per_event is not None else "–"
+    return [mode_name(r.streamed), str(r.clients), number(r.requests_per_s, 1),
+            number(r.events_per_s, 0) if r.streamed else "–", number(r.proxy_cpu_us_per_request, 0),
+            number(r.proxy_cpu_us_per_request / (r.tokens + 1), 1), per_event,
+            f"{r.proxy_cpu_share:.2f} / {r.other_cpu_share:.2f}"]
+
+
+def paced_section(results: BenchmarkResults) -> str:
+    header = ["mode", "clients", "req/s", "events/s", "proxy CPU µs/req", "proxy CPU µs per upstream event",
+              "proxy CPU µs per relayed event", "CPU cores: proxy / other"]
+    return "\n\n".join([
+        f"### 2b. The same, with upstream events paced like a real model (one every {PACED_TOKEN_INTERVAL_MS:g} ms)",
+        "The instant upstream writes all events of an answer at once, so the proxy reads many per system call. "
+        "A real llama-server sends one token at a time, and every event then wakes the relaying thread. "
+        f"The fake here pauses {PACED_TOKEN_INTERVAL_MS:g} ms before each event; everything else "
+        "is as above. “Per upstream event” divides by all events read from upstream (a non-streamed answer is "
+        "read from a stream too).",
+        table(header, [paced_row(r) for r in results.paced])])
+
+
+def comparison_verdict(completion: CapacityResult, chat: CapacityResult) -> str:
+    """Chat's extra CPU per request against the window-to-window spread of the two measurements."""
+    extra = chat.proxy_cpu_us_per_request / completion.proxy_cpu_us_per_request - 1
+    measured = (f"{mode_name(completion.streamed)}: chat {extra:+.1%} CPU per request, "
+                f"{chat.requests_per_s / completion.requests_per_s - 1:+.1%} req/s")
+    noise = max(completion.cpu_spread, chat.cpu_spread)
+    if math.isnan(noise):
+        return measured + " (one window each: no noise estimate)"
+    verdict = "the same within noise" if abs(extra) <= noise else "**a real difference**"
+    return f"{measured}; windows of one row differ by up to {percent(noise)}, so {verdict}"
+
+
+def comparison_section(results: BenchmarkResults) -> str:
+    rows = [capacity_row(r) for r in results.chat_vs_completions]
+    pairs = zip(results.chat_vs_completions[::2], results.chat_vs_completions[1::2], strict=True)
+    return "\n\n".join([
+        f"## 3. Chat vs completions for the same final prompt (instant upstream, "
+        f"{results.chat_vs_completions[0].clients} clients)",
+        "The chat request's rendered prompt (from `/v1/internal/chat-prompt`, the model's own template) and its "
+        "stop strings are sent as a completion; windows alternate between the two. “CPU/req spread” is how far "
+        "the windows of one row differ from each other, (max − min) / mean: the noise to judge a difference by.",
+        table(CAPACITY_HEADER, rows), "; ".join(comparison_verdict(c, chat) for c, chat in pairs) + "."])
+
+
+def startup_section(results: BenchmarkResults) -> str:
+    s = results.startup
+    runs = ", ".join(f"{value:.2f}" for value in s.seconds)
+    names = ["master"] + ["worker"] * (len(s.idle_rss_per_process_mb) - 1)
+    processes = ", ".join(f"{name} {mb:.1f}" for name, mb in zip(names, s.idle_rss_per_process_mb, strict=True))
+    return "\n\n".join([
+        "## 4. Start-up and idle memory",
+        table(["measure", "value"], [
+            ["start-up to the first answered /v1/completions, median", f"{s.median_seconds:.2f} s (runs: {runs})"],
+            ["idle RSS, gunicorn master + worker summed", f"{s.idle_rss_mb:.1f} MB ({processes})"],
+            ["idle PSS (shared pages counted once)", f"{s.idle_pss_mb:.1f} MB"]])])
+
+
+def markdown(results: BenchmarkResults) -> str:
+    sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
+                "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
+                machine_section(results), targets_section(results), generation_section(results),
+                capacity_section(results), paced_section(results), comparison_section(results),
+                startup_section(results)]
+    return "\n\n".join(sections) + "\n"
+
+
+def chart(results: BenchmarkResults, path: Path) -> None:
+    """Four panels: TTFT and tokens/s direct vs proxy; req/s and CPU per event against the fake."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, 2, figsize=(13, 9))
+    ttft_panel(axes[0][0], results)
+    tokens_panel(axes[0][1], results)
+    capacity_panel(axes[1][0], results)
+    event_cpu_panel(axes[1][1], results)
+    figure.suptitle(f"api-like-oai vs llama-server — {results.machine.cpu_model}, {results.machine.cores} cores")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def ttft_panel(axis, results: BenchmarkResults) -> None:
+    pairs = [(d, p) for d, p in results.generation_pairs() if d.streamed]
+    grouped_bars(axis, [f"{d.endpoint}\n{d.clients}c" for d, _ in pairs],
+                 {"direct": [d.ttft_p50_ms for d, _ in pairs], "proxy": [p.ttft_p50_ms for _, p in pairs]},
+                 "time to first token, p50 (ms, streamed)")
+
+
+def tokens_panel(axis, results: BenchmarkResults) -> None:
+    pairs = results.generation_pairs()
+    grouped_bars(axis, [f"{d.endpoint}\n{mode_name(d.streamed)} {d.clients}c" for d, _ in pairs],
+                 {"direct": [d.tokens_per_s for d, _ in pairs], "proxy": [p.tokens_per_s for _, p in pairs]},
+                 f"tokens/s per request ({GENERATED_TOKENS} tokens, median)")
+
+
+def capacity_panel(axis, results: BenchmarkResults) -> None:
+    by_mode = {mode_name(s): [r for r in results.capacity if r.streamed == s] for s in (False, True)}
+    grouped_bars(axis, [str(r.clients) for r in by_mode["whole"]],
+                 {f"{mode} req/s": [r.requests_per_s for r in rows] for mode, rows in by_mode.items()},
+                 "proxy req/s vs concurrent clients (instant upstream)", target=1000)
+
+
+def event_cpu_panel(axis, results: BenchmarkResults) -> None:
+    rows = [("instant", r) for r in results.capacity if r.streamed] + [("paced", r) for r in results.paced if r.streamed]
+    grouped_bars(axis, [f"{kind}\n{r.clients}c" for kind, r in rows],
+                 {"µs CPU per relayed event": [r.proxy_cpu_us_per_event for _, r in rows]},
+                 "proxy CPU per streamed event (all-in): instant and paced upstream", target=50)
+
+
+def grouped_bars(axis, labels: list[str], series: dict[str, list[float]], title: str, target: float | None = None):
+    width = 0.8 / max(len(series), 1)
+    for offset, (name, values) in enumerate(series.items()):
+        positions = [i + (offset - (len(series) - 1) / 2) * width for i in range(len(labels))]
+        bars = axis.bar(positions, values, width, label=name)
+        axis.bar_label(bars, fmt="%.0f" if max(values, default=0) >= 100 else "%.1f", fontsize=7)
+    if target is not None:
+        axis.axhline(target, color="red", linestyle="--", linewidth=1, label=f"target {target:g}")
+    axis.set_xticks(range(len(labels)), labels, fontsize=8)
+    axis.set_title(title, fontsize=10)
+    axis.legend(fontsize=8)
