@@ -34,7 +34,14 @@ def machine_section(results: BenchmarkResults) -> str:
 def targets_section(results: BenchmarkResults) -> str:
     rows = [[t.name, t.goal, t.measured, "**met**" if t.met else "**missed**"] for t in results.targets()]
     return "\n\n".join(filter(None, ["## Targets", table(["target", "goal", "measured", "verdict"], rows),
-                                      noise_note(results)]))
+                                      missed_note(results), noise_note(results)]))
+
+
+def missed_note(results: BenchmarkResults) -> str:
+    if all(t.met for t in results.targets()):
+        return ""
+    return ("Why the missed targets are missed, from profiles of the proxy under this benchmark's load, and what "
+            "each change bought: `benchmarks/PROFILE.md`.")
 
 
 def noise_note(results: BenchmarkResults) -> str:
