@@ -45,3 +45,12 @@ def test_every_original_flag_is_documented_in_help(capsys):
     for flag in ("--chat-prompt", "--user-name", "--ai-name", "--system-name", "--stop", "--llama-api",
                  "--api-key", "--host", "--port", "--chat-prompt-model"):
         assert flag in help_text
+
+
+def test_the_readme_documents_every_flag():
+    from api_like_oai.cli import flag_actions
+
+    from ..servers import ROOT
+    readme = (ROOT / "README.md").read_text()
+    undocumented = [a.option_strings[0] for a in flag_actions(build_parser()) if f"`{a.option_strings[0]}`" not in readme]
+    assert undocumented == []
