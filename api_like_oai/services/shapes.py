@@ -76,7 +76,7 @@ class ChatShape(_Shape):
 
     def opening(self, index: int) -> dict:
         """The first chunk of a choice: the role alone, as OpenAI sends it."""
-        return self._chunk([{"index": index, "delta": {"role": self.role, "content": ""},
+        return self._chunk([{"index": index, "delta": {"role": self.role},
                              "logprobs": None, "finish_reason": None}])
 
     def chunks(self, event: GenerationEvent) -> list[dict]:

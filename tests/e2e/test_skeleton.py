@@ -42,7 +42,7 @@ def test_chat_stream_framing_and_chunks(proxy):
     events = sse_events(response)
     assert events[-1] == b"[DONE]"
     chunks = [json.loads(event) for event in events[:-1]]
-    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}  # the role alone
     assert all(chunk["object"] == "chat.completion.chunk" for chunk in chunks)
     assert len({(c["id"], c["created"], c["model"]) for c in chunks}) == 1
     assert chunks[0]["id"].startswith("chatcmpl-")
