@@ -49,15 +49,11 @@ class LlamaCppClient:
 
     # --- generation -------------------------------------------------------------------------
 
-    def complete(self, payload: dict, *, index: int = 0) -> Iterator[GenerationEvent]:
-        """Send `payload` to /completion; the events of its answer, streamed if payload["stream"].
-
-        The request is sent before this returns, so a refused connection or an error status
-        raises here, before any event, and the caller can still answer with a plain HTTP error.
-        """
-        return self.generate("/completion", payload, index=index)
-
     def generate(self, path: str, payload: dict, *, index: int = 0) -> Iterator[GenerationEvent]:
+        """Send `payload` to `path` (/completion, /infill); the events of the answer, streamed if
+        payload["stream"]. The request is sent before this returns, so a refused connection or an
+        error status raises here, before any event, and the caller can still answer with a plain
+        HTTP error."""
         response = self._request("POST", path, payload, stream=bool(payload.get("stream")))
         if payload.get("stream"):
             return self._stream_events(response, index)
