@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
 from .errors import InvalidRequest
 
@@ -97,6 +97,16 @@ class SamplingFields(Request):
     cache_prompt: bool | None = _llama("Reuse the KV cache of a shared prompt prefix.")
     id_slot: int | None = _llama("Run on this llama.cpp slot (-1 = any idle slot).")
 
+    @model_validator(mode="after")
+    def stream_options_need_stream(self):
+        if self.stream_options is not None and not self.stream:
+            raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
+        return self
+
+    def include_usage(self) -> bool:
+        """Whether a stream ends with a usage chunk (stream_options.include_usage)."""
+        return bool(self.stream_options and self.stream_options.include_usage)
+
     def stop_list(self) -> list[str]:
         if self.stop is None:
             return []
@@ -133,15 +143,21 @@ class ResponseFormat(BaseModel):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 
-    def to_llamacpp(self) -> dict:
-        """The llama.cpp constraint for this format: a JSON schema, or nothing for plain text."""
-        if self.type == "json_object":
-            return {"json_schema": {"type": "object"}}
+    @model_validator(mode="after")
+    def schema_is_usable(self):
+        # InvalidRequest (not ValueError) passes through pydantic: a 400 naming the exact place.
         if self.type == "json_schema":
             if self.json_schema is None:
                 raise InvalidRequest("response_format of type json_schema needs a json_schema object",
                                      param="response_format.json_schema")
             check_schema(self.json_schema.json_schema)
+        return self
+
+    def to_llamacpp(self) -> dict:
+        """The llama.cpp constraint for this format: a JSON schema, or nothing for plain text."""
+        if self.type == "json_object":
+            return {"json_schema": {"type": "object"}}
+        if self.type == "json_schema":
             return {"json_schema": self.json_schema.json_schema}
         return {}
 

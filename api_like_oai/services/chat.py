@@ -22,16 +22,20 @@ def render_prompt(request: ChatCompletionRequest, model: ServedModel, messages: 
         raise InvalidRequest("add_generation_prompt and continue_final_message cannot both be true",
                              param="continue_final_message")
     if messages is None:
-        messages = normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
+        messages = request_messages(request)
     return model.formatter().render(
         messages, add_generation_prompt=request.add_generation_prompt,
         continue_final_message=request.continue_final_message, tools=request.tools)
 
 
+def request_messages(request: ChatCompletionRequest) -> list[dict]:
+    """The request's messages as plain dicts with text content, as formatters take them."""
+    return normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
+
+
 def fit_to_context(request: ChatCompletionRequest, model: ServedModel) -> context_fit.FittedPrompt:
     """The prompt, with the oldest turns dropped if the conversation does not fit the context."""
-    messages = normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
-    return context_fit.fit(messages, lambda kept: render_prompt(request, model, kept),
+    return context_fit.fit(request_messages(request), lambda kept: render_prompt(request, model, kept),
                            lambda text: len(model.client.tokenize(text, add_special=True)),
                            model.context_length(), request.token_limit())
 
@@ -41,10 +45,6 @@ def check_supported(request: ChatCompletionRequest) -> None:
         raise InvalidRequest("tools are not supported by this proxy yet", param="tools")
     if request.tool_choice not in (None, "none"):
         raise InvalidRequest("tool_choice is not supported by this proxy yet", param="tool_choice")
-    if request.stream_options is not None and not request.stream:
-        raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
-    if request.response_format is not None:
-        request.response_format.to_llamacpp()  # a bad schema is a 400 before anything else happens
 
 
 def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
@@ -70,17 +70,10 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
     role = model.template_choice.response_role
     shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0)
     choice_count = request.n or 1
-    events = generation.merged([_starter(model, payload, index, context) for index in range(choice_count)])
+    events = generation.start(model.pool.generate, [("/completion", payload)] * choice_count, context)
     echo_text = _echo_prefix(request, role)
     prefixes = {index: echo_text for index in range(choice_count)} if echo_text else None
-    if request.stream:
-        include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        return generation.stream(events, shape, choice_count, context, include_usage, prefixes), headers
-    return generation.fold(events, shape, choice_count, context, prefixes), headers
-
-
-def _starter(model: ServedModel, payload: dict, index: int, context: generation.Context):
-    return lambda: model.pool.generate("/completion", payload, index=index, on_chosen=context.note_upstream)
+    return generation.answer(request, events, shape, choice_count, context, prefixes), headers
 
 
 def _echo_prefix(request: ChatCompletionRequest, role: str) -> str:

@@ -20,8 +20,6 @@ def prompts_of(request: CompletionRequest) -> list:
 
 
 def check_supported(request: CompletionRequest, prompts: list) -> None:
-    if request.stream_options is not None and not request.stream:
-        raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
     if request.best_of not in (None, 1):
         raise InvalidRequest("best_of is not supported", param="best_of")
     if request.suffix is not None and not all(isinstance(p, str) for p in prompts):
@@ -46,13 +44,9 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
     if request.token_limit() is None:  # use the rest of the context, not llama.cpp's endless -1
         request = request.model_copy(update={"max_tokens": _room_left(model, prompts)})
     shape = CompletionShape(model_name, request.logprobs)
-    starters = [_starter(model, *upstream_request(request, p), index, context) for index, p in enumerate(prompts)]
-    events = generation.merged(starters)
+    events = generation.start(model.pool.generate, [upstream_request(request, p) for p in prompts], context)
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
-    if request.stream:
-        include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        return generation.stream(events, shape, len(prompts), context, include_usage, prefixes)
-    return generation.fold(events, shape, len(prompts), context, prefixes)
+    return generation.answer(request, events, shape, len(prompts), context, prefixes)
 
 
 def _room_left(model: ServedModel, prompts: list) -> int | None:
@@ -64,7 +58,3 @@ def _room_left(model: ServedModel, prompts: list) -> int | None:
         raise ContextLengthExceeded(f"this model's context length is {context_length} tokens; the prompt has "
                                     f"{longest}", param="prompt")
     return context_length - longest
-
-
-def _starter(model: ServedModel, path: str, payload: dict, index: int, context: generation.Context):
-    return lambda: model.pool.generate(path, payload, index=index, on_chosen=context.note_upstream)

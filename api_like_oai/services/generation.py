@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +25,13 @@ def merged(start_generations: list[Callable[[], Iterator[GenerationEvent]]]) -> 
     if len(start_generations) == 1:
         return Primed(start_generations[0]())
     return Primed(_interleave([start() for start in start_generations]))
+
+
+def start(generate, requests: list[tuple[str, dict]], context: Context) -> Iterator[GenerationEvent]:
+    """The merged events of one generation per (path, payload), choice `index` in list order;
+    `generate` is a model's UpstreamPool.generate."""
+    return merged([functools.partial(generate, path, payload, index=index, on_chosen=context.note_upstream)
+                   for index, (path, payload) in enumerate(requests)])
 
 
 class Primed:
@@ -237,3 +245,11 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
     choices = [{"index": index, "text": "".join(texts[index]), "finish_reason": finish_reasons[index],
                 "logprobs": logprobs[index]} for index in range(choice_count)]
     return shape.response(choices, usage.to_dict())
+
+
+def answer(api_request, events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
+           prefixes: dict[int, str] | None = None):
+    """The events streamed when the request asks for a stream, else folded into one answer."""
+    if api_request.stream:
+        return stream(events, shape, choice_count, context, api_request.include_usage(), prefixes)
+    return fold(events, shape, choice_count, context, prefixes)
