@@ -22,6 +22,7 @@ from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
 from .settings import Limits, ModelSettings, Settings
+from .tools.formats import FORMATS
 
 ENV_PREFIX = "API_LIKE_OAI_"
 LEGACY_DEFAULTS = {"chat_prompt": DEFAULT_CHAT_PROMPT, "user_name": "USER: ",
@@ -55,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--chat-prompt-model", help="a chat template by name: shipped (chatml, llama-2, ...) or FastChat's (vicuna_v1.1, ...)")
     add("--chat-template", help="a Jinja chat template: a file path, an http(s) URL, or the template text")
     add("--chat-formatter", help="your own formatter class, module:Class or an entry-point name")
+    add("--tool-call-format", default="auto", choices=["auto", *FORMATS],
+        help="how the model writes tool calls (default: auto, detected from the chat template)")
     add("--response-role", default="assistant", help="role of generated messages (default: %(default)s)")
     add("--model-name", default="llama.cpp", help="the model name /v1/models reports (default: %(default)s)")
     add("--connect-timeout", type=float, default=5.0, help="seconds to connect upstream (default: %(default)s)")
@@ -158,7 +161,8 @@ def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings,
     return tuple(
         ModelSettings(name, tuple(model.upstreams), _model_template(args, name, model), tuple(model.aliases),
                       model.kind, model.upstream_model, dict(model.defaults), dict(model.overrides),
-                      model.max_tokens, model.context_length)
+                      model.max_tokens, model.context_length,
+                      model.tool_call_format or args.tool_call_format)
         for name, model in config.models.items())
 
 
@@ -174,7 +178,8 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
     if config is not None and config.models:
         models = models_from_config(args, config)
     else:
-        models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args)),)
+        models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
+                                tool_call_format=args.tool_call_format),)
     return Settings(
         models=models, strict_model_names=config is not None and bool(config.models),
         default_model=getattr(config, "default_model", None),

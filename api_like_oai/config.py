@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from .protocol import ChatCompletionRequest
+from .tools.formats import FORMATS
 
 
 class ConfigError(Exception):
@@ -36,6 +37,7 @@ class ModelConfig(BaseModel):
     system_name: str | None = None
     stop: str | None = None
     response_role: str | None = None
+    tool_call_format: Literal[("auto", *FORMATS)] | None = None
     defaults: dict[str, Any] = {}
     overrides: dict[str, Any] = {}
     max_tokens: int | None = Field(None, ge=1)

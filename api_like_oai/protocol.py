@@ -43,11 +43,28 @@ class ContentPart(BaseModel):
     text: StrictStr | None = None
 
 
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="allow", **STRICT)
+    name: StrictStr
+    # A JSON string, as OpenAI sends it; some clients send the object itself.
+    arguments: StrictStr | dict[str, Any] = "{}"
+
+
+class MessageToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow", **STRICT)
+    id: StrictStr
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow", **STRICT)  # name, tool_call_id, ... reach Jinja templates
+    model_config = ConfigDict(extra="allow", **STRICT)  # other keys reach Jinja templates as they are
     role: StrictStr
     content: StrictStr | list[ContentPart] | None = None
     name: StrictStr | None = None
+    tool_calls: list[MessageToolCall] | None = Field(None, description="An assistant's calls of tools.")
+    tool_call_id: StrictStr | None = Field(None, description="The call a `tool` message answers.")
+    function_call: FunctionCall | None = Field(None, description="Deprecated: an assistant's one function call.")
 
 
 class StreamOptions(BaseModel):
@@ -183,6 +200,37 @@ def check_schema(schema, path: str = "response_format.json_schema.schema") -> No
         check_schema(schema["items"], f"{path}.items")
 
 
+_TOOL_NAME = r"^[^\s\"\\<>]{1,128}$"   # no whitespace, quotes or markup: names are written into prompts
+
+
+class FunctionDefinition(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    name: StrictStr = Field(pattern=_TOOL_NAME)
+    description: StrictStr | None = None
+    parameters: dict[str, Any] | None = Field(None, description="A JSON schema of type object.")
+    strict: bool | None = None
+
+
+class ToolDefinition(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class FunctionName(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    name: StrictStr
+
+
+class NamedToolChoice(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    type: Literal["function"]
+    function: FunctionName
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
 class ChatCompletionRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     model: str | None = None
@@ -190,8 +238,8 @@ class ChatCompletionRequest(SamplingFields):
     top_logprobs: int | None = Field(None, ge=0, le=20)
     max_completion_tokens: int | None = Field(None, ge=0)
     response_format: ResponseFormat | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Any = None
+    tools: list[ToolDefinition] | None = Field(None, max_length=512)
+    tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     store: bool | None = None
     metadata: dict[str, str] | None = None
@@ -200,9 +248,44 @@ class ChatCompletionRequest(SamplingFields):
     continue_final_message: bool = Field(
         False, description="Continue the last (assistant) message instead of opening a new turn.")
     echo: bool = Field(False, description="Prefix the reply with the last message's content when it has the response role.")
+    # Deprecated by OpenAI in favour of tools/tool_choice, onto which they are mapped.
+    functions: list[FunctionDefinition] | None = Field(None, max_length=512, description="Deprecated: use tools.")
+    function_call: Literal["none", "auto"] | FunctionName | None = Field(None, description="Deprecated: use tool_choice.")
+
+    @model_validator(mode="after")
+    def tools_are_usable(self):
+        if self.tools and self.functions:
+            raise InvalidRequest("give tools or the deprecated functions, not both", param="functions")
+        for param, function in self.function_definitions():
+            check_parameters(function.parameters, param + ".parameters")
+        names = [function.name for _, function in self.function_definitions()]
+        if len(set(names)) != len(names):
+            raise InvalidRequest("two tools have the same name", param="tools")
+        for field, choice in (("tool_choice", self.tool_choice), ("function_call", self.function_call)):
+            if choice not in (None, "none") and not names:
+                raise InvalidRequest(f"{field} needs tools to choose from", param=field)
+            chosen = getattr(getattr(choice, "function", choice), "name", None)
+            if chosen is not None and chosen not in names:
+                raise InvalidRequest(f"{field} names {chosen!r}, which is not among the tools", param=field)
+        return self
+
+    def function_definitions(self) -> list[tuple[str, FunctionDefinition]]:
+        """(param path, definition) of every tool, from `tools` or the deprecated `functions`."""
+        return [(f"tools.{n}.function", tool.function) for n, tool in enumerate(self.tools or ())] + \
+               [(f"functions.{n}", function) for n, function in enumerate(self.functions or ())]
 
     def token_limit(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+
+def check_parameters(schema: dict | None, param: str) -> None:
+    """A 400 for tool parameters that are not an object schema a grammar can follow."""
+    if schema is None:
+        return
+    if schema.get("type", "object") != "object":
+        raise InvalidRequest(f"parameters must be a JSON schema of type 'object', not {schema.get('type')!r}",
+                             param=param)
+    check_schema(schema, param)
 
 
 class CompletionRequest(SamplingFields):
@@ -278,17 +361,30 @@ class ChoiceLogprobs(BaseModel):
     refusal: list[TokenLogprobItem] | None = None
 
 
+class ResponseFunctionCall(BaseModel):
+    name: str
+    arguments: str = Field(description="The arguments as a JSON object's text; \"{}\" when there are none.")
+
+
+class ResponseToolCall(BaseModel):
+    id: str
+    type: Literal["function"]
+    function: ResponseFunctionCall
+
+
 class AssistantMessage(BaseModel):
     role: str
     content: str | None
     refusal: str | None = None
+    tool_calls: list[ResponseToolCall] | None = None
+    function_call: ResponseFunctionCall | None = Field(None, description="Only for requests with `functions`.")
 
 
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
     logprobs: ChoiceLogprobs | None
-    finish_reason: Literal["stop", "length"] | None
+    finish_reason: Literal["stop", "length", "tool_calls", "function_call"] | None
 
 
 class ChatCompletion(BaseModel):
@@ -301,16 +397,30 @@ class ChatCompletion(BaseModel):
     usage: Usage
 
 
+class ChunkFunctionCall(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ChunkToolCall(BaseModel):
+    index: int
+    id: str | None = Field(None, description="On a call's first delta only, with type and function.name.")
+    type: Literal["function"] | None = None
+    function: ChunkFunctionCall
+
+
 class ChunkDelta(BaseModel):
     role: str | None = None
     content: str | None = None
+    tool_calls: list[ChunkToolCall] | None = None
+    function_call: ChunkFunctionCall | None = None
 
 
 class ChunkChoice(BaseModel):
     index: int
     delta: ChunkDelta
     logprobs: ChoiceLogprobs | None
-    finish_reason: Literal["stop", "length"] | None
+    finish_reason: Literal["stop", "length", "tool_calls", "function_call"] | None
 
 
 class ChatCompletionChunk(BaseModel):
@@ -380,6 +490,9 @@ class TokenCountResponse(BaseModel):
 class ChatPromptResponse(BaseModel):
     prompt: str
     stop: list[str]
+    tool_call_format: str | None = Field(None, description="How tool calls are written and parsed, with tools.")
+    grammar: str | None = Field(None, description="The GBNF grammar that would be sent upstream, if any.")
+    grammar_lazy: bool | None = Field(None, description="Whether it applies only once a call begins.")
 
 
 class StopGenerationResponse(BaseModel):

@@ -21,6 +21,7 @@ class ModelSettings:
     overrides: dict = field(default_factory=dict)  # request fields always applied
     max_tokens: int | None = None             # cap on max_tokens for this model
     context_length: int | None = None         # else read from the upstream's /props
+    tool_call_format: str = "auto"            # a name in tools.formats.FORMATS, or detected from the template
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}) \
                 if self.fake.behaviour == "loading" else self._json(200, {"status": "ok"})
         elif self.path == "/props":
-            self._json(200, {"chat_template": None, "bos_token": "", "eos_token": "",
-                             "default_generation_settings": {"n_ctx": 2048}, "total_slots": 4})
+            self._json(200, {"chat_template": self.fake.chat_template, "bos_token": "", "eos_token": "",
+                             "default_generation_settings": {"n_ctx": 2048}, "total_slots": 4,
+                             **self.fake.props_extra})
         else:
             self._json(404, {"error": {"code": 404, "message": "File Not Found"}})
 
@@ -65,7 +66,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if behaviour == "slow_tokens":
                 time.sleep(self.fake.token_interval)
             self._event({"content": token, "stop": False, "tokens_predicted": n + 1, "tokens_evaluated": 3})
-        self._event({"content": "", "stop": True, "stop_type": "eos", "stopping_word": "",
+        self._event({"content": "", "stop": True, "stop_type": self.fake.stop_type, "stopping_word": "",
                      "tokens_predicted": len(self.fake.tokens), "tokens_evaluated": 3})
         self._end()
 
@@ -97,6 +98,9 @@ class FakeLlamaCpp:
     tokens: tuple[str, ...] = (" Hello", ",", " world", "!")
     hang_seconds: float = 5.0
     token_interval: float = 0.3
+    stop_type: str = "eos"                       # how the stream ends: "eos", "word" or "limit"
+    chat_template: str | None = None             # what /props reports
+    props_extra: dict = field(default_factory=dict)
     requests: list = field(default_factory=list)
     server: http.server.ThreadingHTTPServer | None = None
 

@@ -10,11 +10,12 @@ class GenerationEvent:
     """A piece of one generation: new text, and on the last event why it stopped and the counts."""
 
     text: str = ""
-    finish_reason: str | None = None        # "stop" | "length" on the final event, else None
+    finish_reason: str | None = None        # "stop" | "length" (| "tool_calls") on the final event, else None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     logprobs: tuple | None = None           # TokenLogprob items for the tokens of `text`
     index: int = 0                          # which choice (n > 1) this event belongs to
+    tool_calls: tuple | None = None         # ToolCallDeltas parsed out of the text (tools/parser.py)
 
 
 @dataclass(frozen=True, slots=True)

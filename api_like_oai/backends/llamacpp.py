@@ -30,6 +30,7 @@ class UpstreamProps:
     context_length: int | None
     model_path: str | None
     total_slots: int | None
+    lazy_grammar: bool = False   # takes grammar_lazy + grammar_triggers (else it would apply the grammar at once)
 
 
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -95,6 +96,7 @@ class LlamaCppClient:
             context_length=settings.get("n_ctx") or body.get("n_ctx"),
             model_path=body.get("model_path"),
             total_slots=body.get("total_slots"),
+            lazy_grammar=_knows_lazy_grammars(body),
         )
 
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
@@ -165,6 +167,14 @@ def _lines(response) -> Iterator[bytes]:
             yield from lines
     if pending:
         yield pending
+
+
+def _knows_lazy_grammars(props: dict) -> bool:
+    """Whether this llama-server takes lazy grammars with typed triggers (early 2025 on). Builds from a
+    source package report build number 1, so the template capabilities in /props (mid 2025 on) tell too."""
+    build = str(props.get("build_info") or "")
+    number = build[1:].split("-", 1)[0] if build.startswith("b") else ""
+    return "chat_template_caps" in props or (number.isdigit() and int(number) >= 5000)
 
 
 def _reason(exc: BaseException) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .base import ChatPrompt, FormatterOptions, normalise_messages
 from .resolve import TemplateChoice, resolve_formatter
+from .tools import render as render_with_tools
 
 
 def render_chat(messages: list[dict], *, chat_template: str | None = None,
@@ -17,5 +18,6 @@ def render_chat(messages: list[dict], *, chat_template: str | None = None,
     """
     choice = TemplateChoice(chat_template=chat_template, chat_prompt_model=chat_prompt_model)
     formatter = resolve_formatter(choice, FormatterOptions(bos_token=bos_token, eos_token=eos_token))
-    return formatter.render(normalise_messages(messages), add_generation_prompt=add_generation_prompt,
-                            continue_final_message=continue_final_message, tools=tools)
+    return render_with_tools(formatter, normalise_messages(messages), tools,
+                             add_generation_prompt=add_generation_prompt,
+                             continue_final_message=continue_final_message)

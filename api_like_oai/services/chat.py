@@ -6,16 +6,18 @@ import logging
 
 from ..errors import InvalidRequest
 from ..prompts import merge_stops, normalise_messages
+from ..prompts import tools as tool_prompts
 from ..protocol import ChatCompletionRequest
 from . import context as context_fit
-from . import generation
+from . import generation, tool_calling
 from .models import ServedModel
 from .shapes import ChatShape
 
 log = logging.getLogger("api_like_oai")
 
 
-def render_prompt(request: ChatCompletionRequest, model: ServedModel, messages: list[dict] | None = None):
+def render_prompt(request: ChatCompletionRequest, model: ServedModel, messages: list[dict] | None = None,
+                  tool_plan: tool_calling.ToolPlan | None = None):
     """The ChatPrompt this request (or these of its messages) becomes; what /v1/internal/chat-prompt shows."""
     if request.add_generation_prompt and request.continue_final_message \
             and "add_generation_prompt" in request.model_fields_set:
@@ -23,9 +25,24 @@ def render_prompt(request: ChatCompletionRequest, model: ServedModel, messages: 
                              param="continue_final_message")
     if messages is None:
         messages = request_messages(request)
-    return model.formatter().render(
-        messages, add_generation_prompt=request.add_generation_prompt,
-        continue_final_message=request.continue_final_message, tools=request.tools)
+    return tool_prompts.render(model.formatter(), messages, list(tool_plan.tools) if tool_plan else None,
+                               add_generation_prompt=request.add_generation_prompt,
+                               continue_final_message=request.continue_final_message)
+
+
+def plan_tools(request: ChatCompletionRequest, model: ServedModel) -> tool_calling.ToolPlan | None:
+    return tool_calling.plan(request, model.tool_call_format())
+
+
+def tool_constraint(request: ChatCompletionRequest, model: ServedModel, tool_plan) -> dict:
+    """The upstream fields that hold the model to its tool-call format; none when the request
+    brings its own grammar or JSON constraint (llama.cpp takes one), or asks for no tools."""
+    if tool_plan is None:
+        return {}
+    if request.grammar is not None or request.json_schema is not None \
+            or (request.response_format is not None and request.response_format.type != "text"):
+        return {"preserved_tokens": list(tool_plan.format.preserved_tokens)} if tool_plan.format.preserved_tokens else {}
+    return tool_calling.constraint(tool_plan, model.lazy_grammar() if not tool_plan.forces_call() else True)
 
 
 def request_messages(request: ChatCompletionRequest) -> list[dict]:
@@ -33,18 +50,12 @@ def request_messages(request: ChatCompletionRequest) -> list[dict]:
     return normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
 
 
-def fit_to_context(request: ChatCompletionRequest, model: ServedModel) -> context_fit.FittedPrompt:
+def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
+                   tool_plan: tool_calling.ToolPlan | None = None) -> context_fit.FittedPrompt:
     """The prompt, with the oldest turns dropped if the conversation does not fit the context."""
-    return context_fit.fit(request_messages(request), lambda kept: render_prompt(request, model, kept),
+    return context_fit.fit(request_messages(request), lambda kept: render_prompt(request, model, kept, tool_plan),
                            lambda text: len(model.client.tokenize(text, add_special=True)),
                            model.context_length(), request.token_limit())
-
-
-def check_supported(request: ChatCompletionRequest) -> None:
-    if request.tools:
-        raise InvalidRequest("tools are not supported by this proxy yet", param="tools")
-    if request.tool_choice not in (None, "none"):
-        raise InvalidRequest("tool_choice is not supported by this proxy yet", param="tool_choice")
 
 
 def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
@@ -61,19 +72,24 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
                     context: generation.Context):
     """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`."""
     request = model.adjust(request)
-    check_supported(request)
-    fitted = fit_to_context(request, model)
+    tool_plan = plan_tools(request, model)
+    fitted = fit_to_context(request, model, tool_plan)
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
-    payload = upstream_payload(request, fitted.prompt) | {"n_predict": fitted.n_predict}
+    constraint = tool_constraint(request, model, tool_plan)
+    payload = upstream_payload(request, fitted.prompt) | {"n_predict": fitted.n_predict} | constraint
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
     role = model.template_choice.response_role
-    shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0)
+    shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0,
+                      legacy_functions=bool(tool_plan and tool_plan.legacy_functions))
     choice_count = request.n or 1
     events = generation.start(model.pool.generate, [("/completion", payload)] * choice_count, context)
     echo_text = _echo_prefix(request, role)
     prefixes = {index: echo_text for index in range(choice_count)} if echo_text else None
-    return generation.answer(request, events, shape, choice_count, context, prefixes), headers
+    # With a grammar in force the calls cannot go astray, so their arguments may stream as written.
+    transform = tool_calling.parse_tool_calls(tool_plan, stream_arguments="grammar" in constraint) \
+        if tool_plan else None
+    return generation.answer(request, events, shape, choice_count, context, prefixes, transform), headers
 
 
 def _echo_prefix(request: ChatCompletionRequest, role: str) -> str:

@@ -37,7 +37,7 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
                 f"this model's context length is {context_length} tokens; the prompt needs {prompt_tokens} "
                 f"(after dropping every message that may be dropped) and max_tokens asks for {room_needed}",
                 param="messages")
-        del kept[oldest]
+        del kept[oldest:_end_of_turn(kept, oldest)]
         prompt = render(kept)
         prompt_tokens = count_tokens(prompt.text)
     n_predict = max_tokens if max_tokens is not None else context_length - prompt_tokens
@@ -48,6 +48,16 @@ def _oldest_droppable(messages: list) -> int | None:
     """The first message that is not a system message and comes before the last user message."""
     last_user = max((n for n, m in enumerate(messages) if _role(m) == "user"), default=len(messages))
     return next((n for n, m in enumerate(messages[:last_user]) if _role(m) != "system"), None)
+
+
+def _end_of_turn(messages: list, start: int) -> int:
+    """Where the turn that starts at `start` ends: an assistant's tool calls go together with the
+    tool results that answer them (a template raises on an orphan call or result)."""
+    end = start + 1
+    if _role(messages[start]) in ("assistant", "tool", "function"):
+        while end < len(messages) and _role(messages[end]) in ("tool", "function"):
+            end += 1
+    return end
 
 
 def _role(message) -> str:

@@ -182,8 +182,10 @@ class Context:
 
 
 def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
-           include_usage: bool = False, prefixes: dict[int, str] | None = None) -> Iterator[bytes]:
-    """SSE bytes: openings, a chunk per event, optional usage, [DONE]; an error event on failure."""
+           include_usage: bool = False, prefixes: dict[int, str] | None = None,
+           transform=None) -> Iterator[bytes]:
+    """SSE bytes: openings, a chunk per event, optional usage, [DONE]; an error event on failure.
+    `transform` (events -> events), if given, rewrites the events first (tool-call parsing)."""
     usage = UsageCounter()
     record = context.record
     if record:
@@ -196,7 +198,8 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
                     yield sse.frame(opening)
                 if prefixes and prefixes.get(index):
                     yield from map(sse.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
-            for event in _until_stopped(events, stop_event, choice_count, context.inflight):
+            for event in _transformed(_until_stopped(events, stop_event, choice_count, context.inflight),
+                                      transform):
                 usage.add(event)
                 if record and event.text:
                     record.token_arrived()
@@ -223,19 +226,23 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
 
 
 def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
-         prefixes: dict[int, str] | None = None) -> dict:
+         prefixes: dict[int, str] | None = None, transform=None) -> dict:
     """The non-streamed answer: the same events, accumulated per choice."""
     texts = {index: [(prefixes or {}).get(index, "")] for index in range(choice_count)}
+    tool_calls: dict[int, dict[int, dict]] = {index: {} for index in range(choice_count)}
     finish_reasons: dict[int, str | None] = {index: None for index in range(choice_count)}
     logprobs: dict[int, list] = {index: [] for index in range(choice_count)}
     usage = UsageCounter()
     try:
         with context.inflight.track() as stop_event:
-            for event in _until_stopped(events, stop_event, choice_count, context.inflight):
+            for event in _transformed(_until_stopped(events, stop_event, choice_count, context.inflight),
+                                      transform):
                 usage.add(event)
                 if context.record and event.text:
                     context.record.token_arrived()
                 texts[event.index].append(event.text)
+                if event.tool_calls:
+                    _add_tool_calls(tool_calls[event.index], event.tool_calls)
                 logprobs[event.index].extend(event.logprobs or ())
                 finish_reasons[event.index] = event.finish_reason or finish_reasons[event.index]
     finally:
@@ -243,13 +250,29 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
         if context.record:
             context.record.count(usage.prompt_tokens, usage.completion_tokens)
     choices = [{"index": index, "text": "".join(texts[index]), "finish_reason": finish_reasons[index],
-                "logprobs": logprobs[index]} for index in range(choice_count)]
+                "logprobs": logprobs[index], "tool_calls": list(tool_calls[index].values())}
+               for index in range(choice_count)]
     return shape.response(choices, usage.to_dict())
 
 
+def _transformed(events: Iterator[GenerationEvent], transform) -> Iterator[GenerationEvent]:
+    return transform(events) if transform is not None else events
+
+
+def _add_tool_calls(calls: dict[int, dict], deltas) -> None:
+    """Fold ToolCallDeltas into OpenAI tool calls ({"id", "type", "function": {"name", "arguments"}})."""
+    for delta in deltas:
+        call = calls.get(delta.index)
+        if call is None:
+            call = calls[delta.index] = {"id": delta.id, "type": "function",
+                                         "function": {"name": delta.name, "arguments": ""}}
+        call["function"]["arguments"] += delta.arguments
+
+
 def answer(api_request, events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
-           prefixes: dict[int, str] | None = None):
-    """The events streamed when the request asks for a stream, else folded into one answer."""
+           prefixes: dict[int, str] | None = None, transform=None):
+    """The events streamed when the request asks for a stream, else folded into one answer;
+    `transform` (events -> events) rewrites them first, the same way for both."""
     if api_request.stream:
-        return stream(events, shape, choice_count, context, api_request.include_usage(), prefixes)
-    return fold(events, shape, choice_count, context, prefixes)
+        return stream(events, shape, choice_count, context, api_request.include_usage(), prefixes, transform)
+    return fold(events, shape, choice_count, context, prefixes, transform)

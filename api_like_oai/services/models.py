@@ -11,6 +11,8 @@ from ..backends.openai import OpenAIUpstream
 from ..backends.pool import UpstreamPool
 from ..errors import ModelNotFound, ProxyError, UpstreamError
 from ..prompts import ChatFormatter, FormatterOptions, resolve_formatter
+from ..prompts.capabilities import TemplateCapabilities
+from ..prompts.tools import formatter_capabilities
 from ..settings import ModelSettings
 
 log = logging.getLogger("api_like_oai")
@@ -64,6 +66,28 @@ class ServedModel:
         formatter = resolve_formatter(choice, options, props.chat_template if props else None)
         needs_props = choice.uses_model_template() or bool(choice.chat_template or choice.chat_prompt_model)
         return formatter, props is not None or not needs_props
+
+    def tool_capabilities(self) -> TemplateCapabilities | None:
+        """What the chat template renders of tools (probed once per template); None for formatters
+        that know nothing of them, unless a plug-in declares its own."""
+        return formatter_capabilities(self.formatter())
+
+    def tool_call_format(self) -> str:
+        """How this model writes tool calls: configured, else the template's native format, else the
+        proxy's own ("generic") which prompts/tools.py describes to the model."""
+        if self.settings.tool_call_format != "auto":
+            return self.settings.tool_call_format
+        capabilities = self.tool_capabilities()
+        if capabilities is not None and capabilities.supports_tools and capabilities.tool_call_format:
+            return capabilities.tool_call_format
+        return "generic"
+
+    def lazy_grammar(self) -> bool:
+        """Whether the upstream holds tool calls to a grammar only once they begin."""
+        try:
+            return self.props().lazy_grammar
+        except UpstreamError:
+            return False
 
     def props(self) -> UpstreamProps:
         if self._props is None:

@@ -43,7 +43,7 @@ class _Shape:
 
         This is the one thing done per streamed token, so the envelope is encoded once and the
         frame assembled around the index and the text (the same bytes sse.frame would write)."""
-        if not event.text or event.finish_reason or self.wants_logprobs():
+        if not event.text or event.finish_reason or event.tool_calls or self.wants_logprobs():
             return None
         if self._frame_parts is None:
             sample = sse.frame(self._text_chunk(0, _MARKER))
@@ -61,11 +61,13 @@ class ChatShape(_Shape):
     object_name = "chat.completion.chunk"
     id_prefix = "chatcmpl-"
 
-    def __init__(self, model: str, role: str = "assistant", logprobs: bool = False, top_logprobs: int = 0):
+    def __init__(self, model: str, role: str = "assistant", logprobs: bool = False, top_logprobs: int = 0,
+                 legacy_functions: bool = False):
         super().__init__(model)
         self.role = role
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
+        self.legacy_functions = legacy_functions  # answer with `function_call`, as before `tools` existed
 
     def wants_logprobs(self) -> bool:
         return self.logprobs
@@ -84,20 +86,53 @@ class ChatShape(_Shape):
         if event.text:
             logprobs = chat_logprobs(event.logprobs, self.top_logprobs) if self.logprobs else None
             chunks.append(self._text_chunk(event.index, event.text, logprobs))
+        if event.tool_calls:
+            chunks.append(self._chunk([{"index": event.index, "delta": self._tool_call_delta(event.tool_calls),
+                                        "logprobs": None, "finish_reason": None}]))
         if event.finish_reason:
             chunks.append(self._chunk([{"index": event.index, "delta": {}, "logprobs": None,
-                                        "finish_reason": event.finish_reason}]))
+                                        "finish_reason": self._finish_reason(event.finish_reason)}]))
         return chunks
 
+    def _tool_call_delta(self, deltas) -> dict:
+        """The delta of one event's ToolCallDeltas: each call's id, type and name exactly once (on its
+        first piece, which the SDKs expect), its arguments in pieces; pieces of one call merged."""
+        entries: list[dict] = []
+        for delta in deltas:
+            if entries and entries[-1]["index"] == delta.index:
+                entries[-1]["function"]["arguments"] += delta.arguments
+                continue
+            function = {"name": delta.name, "arguments": delta.arguments} if delta.id else \
+                {"arguments": delta.arguments}
+            entries.append({"index": delta.index, "id": delta.id, "type": "function", "function": function}
+                           if delta.id else {"index": delta.index, "function": function})
+        if self.legacy_functions:
+            return {"function_call": entries[0]["function"]} if entries[0]["index"] == 0 else {}
+        return {"tool_calls": entries}
+
+    def _finish_reason(self, finish_reason: str) -> str:
+        return "function_call" if finish_reason == "tool_calls" and self.legacy_functions else finish_reason
+
     def response(self, choices: list[dict], usage: dict) -> dict:
-        """The non-streamed answer from folded choices ({"index", "text", "finish_reason", "logprobs"})."""
+        """The non-streamed answer from folded choices ({"index", "text", "finish_reason", "logprobs",
+        "tool_calls"})."""
         return {"id": self.id, "object": "chat.completion", "created": self.created,
                 "model": self.model, "system_fingerprint": None,
-                "choices": [{"index": c["index"],
-                             "message": {"role": self.role, "content": c["text"], "refusal": None},
+                "choices": [{"index": c["index"], "message": self._message(c["text"], c.get("tool_calls")),
                              "logprobs": chat_logprobs(c["logprobs"], self.top_logprobs) if self.logprobs else None,
-                             "finish_reason": c["finish_reason"]} for c in choices],
+                             "finish_reason": self._finish_reason(c["finish_reason"])} for c in choices],
                 "usage": usage}
+
+    def _message(self, text: str, tool_calls: list | None) -> dict:
+        message = {"role": self.role, "content": text, "refusal": None}
+        if not tool_calls:
+            return message
+        message["content"] = text or None
+        if self.legacy_functions:
+            message["function_call"] = tool_calls[0]["function"]
+        else:
+            message["tool_calls"] = tool_calls
+        return message
 
 
 class CompletionShape(_Shape):

@@ -38,6 +38,9 @@ TOKENS = {
     "vicuna": ("<s>", "</s>"),
     "alpaca": ("<s>", "</s>"),
     "inkbot": ("<s>", "</s>"),
+    "qwen2.5": ("", "<|im_end|>"),
+    "llama-3.1": ("<|begin_of_text|>", "<|eot_id|>"),
+    "mistral-v3": ("<s>", "</s>"),
 }
 
 # Templates that refuse a system message, as the model's own template does.
@@ -110,6 +113,27 @@ EXPECTED = {
         "<#user#>\nAnd 3 + 3?\n"
         "<#bot#>\n"
     ),
+    # Without tools Qwen2.5 is ChatML (tool conversations: test_tool_templates.py).
+    "qwen2.5": (
+        "<|im_start|>system\nYou are a terse assistant.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n"
+        "<|im_start|>assistant\n4<|im_end|>\n"
+        "<|im_start|>user\nAnd 3 + 3?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    ),
+    # Llama 3.1 writes its knowledge cutoff and a fixed date (26 Jul 2024 unless date_string is given) before the system message.
+    "llama-3.1": (
+        "<|begin_of_text|>"
+        "<|start_header_id|>system<|end_header_id|>\n\n"
+        "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+        "You are a terse assistant.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2 + 2?<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nAnd 3 + 3?<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    ),
+    # Mistral v3: no space before [INST], answers " {answer}</s>", the system message in front of the last user message.
+    "mistral-v3": "<s>[INST] What is 2 + 2?[/INST] 4</s>[INST] You are a terse assistant.\n\nAnd 3 + 3?[/INST]",
 }
 
 # The same conversations with add_generation_prompt=False.
@@ -149,6 +173,9 @@ WITHOUT_GENERATION_PROMPT = {
         "<#bot#>\n4\n"
         "<#user#>\nAnd 3 + 3?"
     ),
+    "qwen2.5": EXPECTED["qwen2.5"].removesuffix("<|im_start|>assistant\n"),
+    "llama-3.1": EXPECTED["llama-3.1"].removesuffix("<|start_header_id|>assistant<|end_header_id|>\n\n"),
+    "mistral-v3": EXPECTED["mistral-v3"],
 }
 
 HI = [{"role": "user", "content": "Hi"}]

@@ -1,0 +1,143 @@
+"""Tool calling for one chat request: which tools, which format, the grammar sent upstream, and the
+event transformation that turns the model's text into tool-call deltas (for streams and folds alike)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..backends.events import GenerationEvent
+from ..errors import InvalidRequest
+from ..protocol import ChatCompletionRequest
+from ..tools import grammar as gbnf
+from ..tools.formats import FORMATS, ToolFormat
+from ..tools.parser import ToolCallParser
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    """What a request with tools needs: the tools as OpenAI dicts, the choice, the format."""
+
+    tools: tuple[dict, ...]
+    choice: str                 # "auto", "required", or the name of the one function to call
+    parallel: bool
+    format: ToolFormat
+    legacy_functions: bool      # the request used `functions`: answer with `function_call`
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(tool["function"]["name"] for tool in self.tools)
+
+    def forces_call(self) -> bool:
+        return self.choice != "auto"
+
+
+def plan(request: ChatCompletionRequest, format_name: str) -> ToolPlan | None:
+    """The tool plan of `request`, or None when it has no tools or asks for none to be called."""
+    definitions = [function for _, function in request.function_definitions()]
+    legacy = bool(request.functions)
+    raw_choice = request.function_call if legacy else request.tool_choice
+    if not definitions or raw_choice == "none":
+        return None
+    choice = getattr(getattr(raw_choice, "function", raw_choice), "name", None) or raw_choice or "auto"
+    tools = tuple({"type": "function", "function": function.model_dump(exclude_none=True)}
+                  for function in definitions)
+    # A named function is called once, as OpenAI does; the deprecated functions never ran in parallel.
+    parallel = choice in ("auto", "required") and not legacy and request.parallel_tool_calls is not False
+    return ToolPlan(tools, choice, parallel, FORMATS[format_name], legacy)
+
+
+def constraint(tool_plan: ToolPlan, lazy_supported: bool) -> dict:
+    """The llama.cpp /completion fields that hold the model to the format: a grammar from the first
+    token when a call is required, else one that starts at a call's trigger (lazy), if the
+    upstream knows lazy grammars; special marker tokens always sent as text."""
+    fields = {"preserved_tokens": list(tool_plan.format.preserved_tokens)} if tool_plan.format.preserved_tokens else {}
+    if not tool_plan.forces_call() and not lazy_supported:
+        return fields
+    fields["grammar"] = build_grammar(tool_plan)
+    if not tool_plan.forces_call():
+        fields |= {"grammar_lazy": True, "grammar_triggers": tool_plan.format.lazy_triggers()}
+    return fields
+
+
+def build_grammar(tool_plan: ToolPlan) -> str:
+    """GBNF for the format's calls, each a JSON object of a tool's name and its valid arguments."""
+    builder = gbnf.GrammarBuilder()
+    tool_format = tool_plan.format
+    calls = []
+    for tool in tool_plan.tools:
+        function = tool["function"]
+        if tool_plan.choice not in ("auto", "required") and function["name"] != tool_plan.choice:
+            continue
+        parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        try:
+            arguments_rule = builder.schema(_closed(parameters), f"{function['name']}-arguments")
+        except gbnf.SchemaError as exc:
+            raise InvalidRequest(f"function {function['name']!r}: {exc}", param="tools") from exc
+        calls.append(builder.rule(f"{function['name']}-call", " ".join((
+            '"{"', gbnf.WS, gbnf.json_literal("name"), gbnf.WS, '":"', gbnf.WS,
+            gbnf.json_literal(function["name"]), gbnf.WS, '","', gbnf.WS,
+            gbnf.json_literal(tool_format.arguments_key), gbnf.WS, '":"', gbnf.WS,
+            arguments_rule, gbnf.WS, '"}"'))))
+    call_rule = builder.rule("call", " | ".join(calls))
+    return builder.render(tool_format.grammar_root(call_rule, tool_plan.parallel))
+
+
+def _closed(parameters: dict) -> dict:
+    """A parameters schema without `properties` takes none: `{}` is the only arguments object."""
+    if "properties" in parameters or "additionalProperties" in parameters:
+        return parameters
+    return {**parameters, "properties": {}, "additionalProperties": False}
+
+
+def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool):
+    """The event transformation: each choice's text through its own ToolCallParser."""
+    def transform(events: Iterator[GenerationEvent]) -> Iterator[GenerationEvent]:
+        parsers: dict[int, ToolCallParser] = {}
+        held_logprobs: dict[int, list] = {}
+        for event in events:
+            parser = parsers.get(event.index)
+            if parser is None:
+                parser = parsers[event.index] = ToolCallParser(
+                    tool_plan.format, tool_plan.names, stream_arguments=stream_arguments)
+            pieces = parser.feed(event.text) if event.text else []
+            if not event.finish_reason and len(pieces) == 1 and pieces[0] is event.text:
+                yield event   # plain text, as it came
+                continue
+            if event.finish_reason:
+                pieces += parser.finish()
+            yield from _regrouped(event, pieces, parser, held_logprobs.setdefault(event.index, []))
+    return transform
+
+
+def _regrouped(event: GenerationEvent, pieces: list, parser: ToolCallParser,
+               held_logprobs: list) -> Iterator[GenerationEvent]:
+    """One upstream event's pieces as events: runs of text, runs of tool-call deltas, then the finish.
+    Logprobs of held-back text wait for it; those of text that became a call are dropped."""
+    held_logprobs.extend(event.logprobs or ())
+    runs: list[GenerationEvent] = []
+    for piece in pieces:
+        if isinstance(piece, str):
+            runs.append(GenerationEvent(text=piece, index=event.index,
+                                        logprobs=tuple(held_logprobs) if held_logprobs else None))
+        else:
+            runs.append(GenerationEvent(index=event.index, tool_calls=(piece,)))
+        held_logprobs.clear()
+    runs = _merge_call_runs(runs)
+    finish_reason = event.finish_reason
+    if finish_reason == "stop" and parser.calls_made:
+        finish_reason = "tool_calls"
+    if event.finish_reason or event.prompt_tokens is not None:
+        runs.append(GenerationEvent(finish_reason=finish_reason, prompt_tokens=event.prompt_tokens,
+                                    completion_tokens=event.completion_tokens, index=event.index))
+    yield from runs
+
+
+def _merge_call_runs(runs: list[GenerationEvent]) -> list[GenerationEvent]:
+    merged: list[GenerationEvent] = []
+    for run in runs:
+        if merged and run.tool_calls and merged[-1].tool_calls:
+            merged[-1] = GenerationEvent(index=run.index, tool_calls=merged[-1].tool_calls + run.tool_calls)
+        else:
+            merged.append(run)
+    return merged
