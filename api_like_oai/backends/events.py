@@ -11,7 +11,7 @@ class GenerationEvent:
 
     text: str = ""
     finish_reason: str | None = None        # "stop" | "length" (| "tool_calls") on the final event, else None
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None        # counts so far, where the upstream tells them
     completion_tokens: int | None = None
     logprobs: tuple | None = None           # TokenLogprob items for the tokens of `text`
     index: int = 0                          # which choice (n > 1) this event belongs to

@@ -263,8 +263,8 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
     return GenerationEvent(
         text=body.get("content") or "",
         finish_reason=reason,
-        prompt_tokens=body.get("tokens_evaluated") if reason else None,
-        completion_tokens=body.get("tokens_predicted") if reason else None,
+        prompt_tokens=body.get("tokens_evaluated"),     # today's server counts on every event,
+        completion_tokens=body.get("tokens_predicted"),  # the 2023 one on the last
         logprobs=token_logprobs(body.get("completion_probabilities")),
         index=index,
     )

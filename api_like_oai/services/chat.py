@@ -87,7 +87,7 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
     echo_text = _echo_prefix(request, role)
     prefixes = {index: echo_text for index in range(choice_count)} if echo_text else None
     # With a grammar in force the calls cannot go astray, so their arguments may stream as written.
-    transform = tool_calling.parse_tool_calls(tool_plan, stream_arguments="grammar" in constraint) \
+    transform = tool_calling.parse_tool_calls(tool_plan, "grammar" in constraint, choice_count) \
         if tool_plan else None
     return generation.answer(request, events, shape, choice_count, context, prefixes, transform), headers
 

@@ -93,19 +93,26 @@ def _interleave(generations: list[Iterator[GenerationEvent]]) -> Iterator[Genera
 
 
 class UsageCounter:
-    """Sums the token counts of the final events of every choice."""
+    """The token counts of every choice: the latest each choice's events told (llama.cpp counts on
+    every event, so a generation ended early is still counted), summed over the choices."""
 
     def __init__(self):
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.counted_prompts: set[int] = set()
+        self.prompt_by_choice: dict[int, int] = {}
+        self.completion_by_choice: dict[int, int] = {}
 
     def add(self, event: GenerationEvent) -> None:
         if event.completion_tokens is not None:
-            self.completion_tokens += event.completion_tokens
-        if event.prompt_tokens is not None and event.index not in self.counted_prompts:
-            self.counted_prompts.add(event.index)
-            self.prompt_tokens += event.prompt_tokens
+            self.completion_by_choice[event.index] = event.completion_tokens
+        if event.prompt_tokens is not None:
+            self.prompt_by_choice[event.index] = event.prompt_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(self.prompt_by_choice.values())
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(self.completion_by_choice.values())
 
     def to_dict(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,

@@ -4,7 +4,7 @@ event transformation that turns the model's text into tool-call deltas (for stre
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..backends.events import GenerationEvent
 from ..errors import InvalidRequest
@@ -90,12 +90,17 @@ def _closed(parameters: dict) -> dict:
     return {**parameters, "properties": {}, "additionalProperties": False}
 
 
-def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool):
-    """The event transformation: each choice's text through its own ToolCallParser."""
+def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool, choice_count: int = 1):
+    """The event transformation: each choice's text through its own ToolCallParser. A choice whose
+    model starts repeating its calls is finished there; once every choice is, the events stop (and
+    the upstream generation with them)."""
     def transform(events: Iterator[GenerationEvent]) -> Iterator[GenerationEvent]:
         parsers: dict[int, ToolCallParser] = {}
         held_logprobs: dict[int, list] = {}
+        finished: set[int] = set()
         for event in events:
+            if event.index in finished:
+                continue
             parser = parsers.get(event.index)
             if parser is None:
                 parser = parsers[event.index] = ToolCallParser(
@@ -104,40 +109,41 @@ def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool):
             if not event.finish_reason and len(pieces) == 1 and pieces[0] is event.text:
                 yield event   # plain text, as it came
                 continue
+            if parser.repeating:
+                event = replace(event, finish_reason="stop")
             if event.finish_reason:
                 pieces += parser.finish()
+                finished.add(event.index)
             yield from _regrouped(event, pieces, parser, held_logprobs.setdefault(event.index, []))
+            if len(finished) == choice_count:
+                return
     return transform
 
 
 def _regrouped(event: GenerationEvent, pieces: list, parser: ToolCallParser,
                held_logprobs: list) -> Iterator[GenerationEvent]:
-    """One upstream event's pieces as events: runs of text, runs of tool-call deltas, then the finish.
-    Logprobs of held-back text wait for it; those of text that became a call are dropped."""
+    """One upstream event's pieces as events: runs of text, runs of tool-call deltas, the last one
+    carrying the counts and the finish. Logprobs of held-back text wait for it; those of text that
+    became a call are dropped."""
     held_logprobs.extend(event.logprobs or ())
     runs: list[GenerationEvent] = []
     for piece in pieces:
         if isinstance(piece, str):
             runs.append(GenerationEvent(text=piece, index=event.index,
                                         logprobs=tuple(held_logprobs) if held_logprobs else None))
+        elif runs and runs[-1].tool_calls:
+            runs[-1] = replace(runs[-1], tool_calls=(*runs[-1].tool_calls, piece))
         else:
             runs.append(GenerationEvent(index=event.index, tool_calls=(piece,)))
         held_logprobs.clear()
-    runs = _merge_call_runs(runs)
     finish_reason = event.finish_reason
     if finish_reason == "stop" and parser.calls_made:
         finish_reason = "tool_calls"
-    if event.finish_reason or event.prompt_tokens is not None:
-        runs.append(GenerationEvent(finish_reason=finish_reason, prompt_tokens=event.prompt_tokens,
-                                    completion_tokens=event.completion_tokens, index=event.index))
+    counts = {"finish_reason": finish_reason, "prompt_tokens": event.prompt_tokens,
+              "completion_tokens": event.completion_tokens}
+    if finish_reason or not runs:
+        # The finish goes in an event of its own, after the last delta, as OpenAI sends it.
+        runs.append(GenerationEvent(index=event.index, **counts))
+    else:
+        runs[-1] = replace(runs[-1], **counts)
     yield from runs
-
-
-def _merge_call_runs(runs: list[GenerationEvent]) -> list[GenerationEvent]:
-    merged: list[GenerationEvent] = []
-    for run in runs:
-        if merged and run.tool_calls and merged[-1].tool_calls:
-            merged[-1] = GenerationEvent(index=run.index, tool_calls=merged[-1].tool_calls + run.tool_calls)
-        else:
-            merged.append(run)
-    return merged

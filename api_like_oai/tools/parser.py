@@ -10,9 +10,13 @@ tool-call deltas, holding text back while it could still be the start of a marke
 
 A call is given out only once it is known to be one: its name complete and among the tools, and
 its JSON complete and valid, unless `stream_arguments` (the output is held to the call's shape by a
-grammar), when the arguments are given out as they are written. What turns out not to be a call
-(broken JSON, an unknown name) comes back as content. The arguments are the model's own text of
-the arguments object, so what was streamed is always a prefix of the final arguments.
+grammar), when the first call's arguments are given out as they are written. What turns out not to
+be a call (broken JSON, an unknown name) comes back as content. The arguments are the model's own
+text of the arguments object, so what was streamed is always a prefix of the final arguments.
+
+A call that repeats an earlier one of the same answer word for word is not given out: small models
+held to a grammar that allows parallel calls tend to write the same call again and again, and
+`repeating` tells the caller to end the generation there.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class ToolCallParser:
         self.attempt_trigger = ""   # the trigger that began it (given out as content on failure)
         self.scan: ObjectScan | None = None
         self.calls_made = 0
+        self.repeating = False      # the model wrote a call it had already written
+        self.calls_seen: set[tuple[str, str]] = set()
         self.started_call: ToolCallDelta | None = None   # the call given out while still being written
         self.streamed_arguments = ""
         self.output_began = False   # start triggers count only before any other text
@@ -226,8 +232,8 @@ class ToolCallParser:
         return True
 
     def _stream_open_call(self) -> None:
-        if not self.stream_arguments:
-            return
+        if not self.stream_arguments or self.calls_made:
+            return  # later calls wait until complete: they may repeat an earlier one
         scan = self.scan
         if self.started_call is None:
             name = _json_string(scan.value_text("name"))
@@ -254,6 +260,11 @@ class ToolCallParser:
         arguments = _arguments_text(call, scan)
         if arguments is None:
             return False
+        signature = (call["name"], _canonical(arguments))
+        if signature in self.calls_seen:
+            self.repeating = True
+            return True
+        self.calls_seen.add(signature)
         if self.started_call is None:
             self.out.append(ToolCallDelta(self.calls_made, self.new_id(), call["name"]))
             self._stream_arguments(arguments)
@@ -264,6 +275,10 @@ class ToolCallParser:
         self.streamed_arguments = ""
         return True
 
+
+
+def _canonical(arguments: str) -> str:
+    return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
 
 
 def _json_string(raw: str | None) -> str | None:

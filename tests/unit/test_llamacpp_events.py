@@ -27,10 +27,13 @@ def test_eos_and_stop_words_finish_with_stop(fields):
     assert completion_event({"content": "", "stop": True, **fields}).finish_reason == "stop"
 
 
-def test_token_events_carry_text_and_no_counts():
+def test_token_events_carry_text_and_the_counts_so_far():
+    """So that a generation the proxy ends early (stop-generation, a model repeating its tool
+    calls) still reports its usage."""
     event = completion_event({"content": " Paris", "stop": False, "id_slot": -1,
                               "tokens_predicted": 1, "tokens_evaluated": 5})
-    assert (event.text, event.finish_reason, event.completion_tokens) == (" Paris", None, None)
+    assert (event.text, event.finish_reason, event.prompt_tokens, event.completion_tokens) == (" Paris", None, 5, 1)
+    assert completion_event({"content": " Paris", "stop": False}).completion_tokens is None   # 2023 server
 
 
 def test_probabilities_old_and_new_format():

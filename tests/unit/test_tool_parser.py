@@ -184,3 +184,23 @@ def test_object_scan_notices_what_cannot_be_an_object(text):
     scan = ObjectScan()
     scan.feed(text)
     assert scan.broken
+
+
+@pytest.mark.parametrize("stream_arguments", [False, True])
+def test_a_call_written_again_word_for_word_is_dropped_and_flagged(stream_arguments):
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+    same_reordered = '<tool_call>{"name": "get_weather", "arguments": {"city":"Oslo"}}</tool_call>'
+    parser = ToolCallParser(FORMATS["hermes"], TOOLS, stream_arguments=stream_arguments)
+    out = []
+    for piece in (call, "\n", same_reordered, "\n<tool_call>"):
+        out += parser.feed(piece)
+    assert parser.repeating
+    assert folded(out + parser.finish())[1] == [{"id": out[0].id, "name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+
+
+def test_only_the_first_call_streams_its_arguments_later_ones_wait_until_complete():
+    text = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+            '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>')
+    out = run("hermes", list(text), stream_arguments=True)
+    second = [piece.arguments for piece in out if isinstance(piece, ToolCallDelta) and piece.index == 1]
+    assert second == ["", '{"city": "Rome"}']
