@@ -154,10 +154,11 @@ def test_llama_cpp_samplers_are_accepted(proxy):
     assert response.json()["choices"][0]["finish_reason"] == "length"  # ignore_eos ran it to the limit
 
 
-def test_tools_are_refused_clearly(client):
+def test_tool_choice_none_answers_in_text(client):
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-    with pytest.raises(openai.BadRequestError, match="tools"):
-        client.chat.completions.create(model="m", messages=HELLO, tools=tools)
+    choice = client.chat.completions.create(model="m", messages=HELLO, tools=tools, tool_choice="none",
+                                            max_tokens=8).choices[0]
+    assert choice.message.content and choice.message.tool_calls is None
     assert client.chat.completions.create(model="m", messages=HELLO, max_tokens=2, tools=None).choices
 
 

@@ -241,3 +241,16 @@ def test_chat_prompt_shows_format_and_grammar(proxies):
     assert answer["grammar"].startswith('root ::= "[TOOL_CALLS]"')
     assert answer["grammar_lazy"] is False
     assert '[AVAILABLE_TOOLS]' in answer["prompt"]
+
+
+def test_an_openai_compatible_upstream_gets_the_tools_unchanged(fake, start_proxy, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"models:\n  remote:\n    kind: openai\n    upstreams: [{fake.url}/v1]\n"
+                      "    upstream_model: big-model\n")
+    proxy = start_proxy("--config", str(config))
+    body = {"model": "remote", "messages": MESSAGES, "tools": [WEATHER, TIME],
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+            "parallel_tool_calls": False, "stream": True}
+    response = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=30)
+    assert response.status_code == 200
+    assert fake.requests[-1] == {**body, "model": "big-model"}
