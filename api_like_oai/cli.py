@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--chat-formatter", help="your own formatter class, module:Class or an entry-point name")
     add("--tool-call-format", default="auto", choices=["auto", *FORMATS],
         help="how the model writes tool calls (default: auto, detected from the chat template)")
+    add("--reasoning-format", default="auto", choices=["auto", "none", "deepseek"],
+        help="split <think> reasoning into reasoning_content (deepseek), keep it inline (none), "
+             "or decide from the chat template (default: auto)")
     add("--response-role", default="assistant", help="role of generated messages (default: %(default)s)")
     add("--model-name", default="llama.cpp", help="the model name /v1/models reports (default: %(default)s)")
     add("--connect-timeout", type=float, default=5.0, help="seconds to connect upstream (default: %(default)s)")
@@ -162,7 +165,8 @@ def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings,
         ModelSettings(name, tuple(model.upstreams), _model_template(args, name, model), tuple(model.aliases),
                       model.kind, model.upstream_model, dict(model.defaults), dict(model.overrides),
                       model.max_tokens, model.context_length,
-                      model.tool_call_format or args.tool_call_format)
+                      model.tool_call_format or args.tool_call_format,
+                      model.reasoning_format or args.reasoning_format)
         for name, model in config.models.items())
 
 
@@ -179,7 +183,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         models = models_from_config(args, config)
     else:
         models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
-                                tool_call_format=args.tool_call_format),)
+                                tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format),)
     return Settings(
         models=models, strict_model_names=config is not None and bool(config.models),
         default_model=getattr(config, "default_model", None),

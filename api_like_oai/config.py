@@ -38,6 +38,7 @@ class ModelConfig(BaseModel):
     stop: str | None = None
     response_role: str | None = None
     tool_call_format: Literal[("auto", *FORMATS)] | None = None
+    reasoning_format: Literal["auto", "none", "deepseek"] | None = None
     defaults: dict[str, Any] = {}
     overrides: dict[str, Any] = {}
     max_tokens: int | None = Field(None, ge=1)

@@ -70,6 +70,7 @@ class ChatMessage(BaseModel):
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     include_usage: bool | None = None
+    include_obfuscation: bool | None = Field(None, description="Accepted and ignored: no padding is added.")
 
 
 class SamplingFields(Request):
@@ -241,9 +242,27 @@ class ChatCompletionRequest(SamplingFields):
     tools: list[ToolDefinition] | None = Field(None, max_length=512)
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
-    store: bool | None = None
-    metadata: dict[str, str] | None = None
-    # Chat-template options (vLLM's names).
+    store: bool | None = Field(None, description="Accepted and ignored: nothing is stored.")
+    metadata: dict[str, str] | None = Field(None, description="Accepted and ignored.")
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
+        None, description="Reaches the chat template as the variable `reasoning_effort`.")
+    service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = Field(
+        None, description="Accepted; the answer reports the tier used, \"default\".")
+    prompt_cache_key: str | None = Field(None, description="Accepted and ignored (llama.cpp reuses prompt prefixes by itself).")
+    prompt_cache_retention: str | None = Field(None, description="Accepted and ignored.")
+    safety_identifier: str | None = Field(None, description="Accepted and ignored.")
+    verbosity: Literal["low", "medium", "high"] | None = Field(
+        None, description="Reaches the chat template as the variable `verbosity`.")
+    modalities: list[Literal["text", "audio"]] | None = Field(None, description="Only [\"text\"] can be honoured.")
+    audio: dict[str, Any] | None = Field(None, description="Audio output cannot be honoured: a 400.")
+    prediction: dict[str, Any] | None = Field(None, description="Predicted outputs are not supported: a 400.")
+    web_search_options: dict[str, Any] | None = Field(None, description="Web search cannot be honoured: a 400.")
+    # Chat-template options (vLLM's and llama-server's names).
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        None, description="Variables for the chat template, e.g. {\"enable_thinking\": false}.")
+    reasoning_format: Literal["auto", "none", "deepseek"] | None = Field(
+        None, description="llama-server's: split <think> reasoning into reasoning_content (deepseek), keep it "
+                          "inline (none), or decide from the chat template (auto).")
     add_generation_prompt: bool = Field(True, description="Open a new assistant turn at the end of the prompt.")
     continue_final_message: bool = Field(
         False, description="Continue the last (assistant) message instead of opening a new turn.")
@@ -251,6 +270,26 @@ class ChatCompletionRequest(SamplingFields):
     # Deprecated by OpenAI in favour of tools/tool_choice, onto which they are mapped.
     functions: list[FunctionDefinition] | None = Field(None, max_length=512, description="Deprecated: use tools.")
     function_call: Literal["none", "auto"] | FunctionName | None = Field(None, description="Deprecated: use tool_choice.")
+
+    @model_validator(mode="after")
+    def asks_only_for_what_can_be_honoured(self):
+        if self.modalities is not None and "audio" in self.modalities or self.audio is not None:
+            raise InvalidRequest("audio output is not supported: this model writes text",
+                                 param="modalities" if self.audio is None else "audio")
+        if self.web_search_options is not None:
+            raise InvalidRequest("web search is not supported by a local model", param="web_search_options")
+        if self.prediction is not None:
+            raise InvalidRequest("predicted outputs are not supported by this proxy", param="prediction")
+        return self
+
+    def template_variables(self) -> dict:
+        """What reaches the chat template besides messages and tools: chat_template_kwargs, with
+        reasoning_effort and verbosity (HF convention), as llama-server and vLLM pass them."""
+        variables = dict(self.chat_template_kwargs or {})
+        for name in ("reasoning_effort", "verbosity"):
+            if getattr(self, name) is not None:
+                variables.setdefault(name, getattr(self, name))
+        return variables
 
     @model_validator(mode="after")
     def tools_are_usable(self):
@@ -378,6 +417,7 @@ class AssistantMessage(BaseModel):
     refusal: str | None = None
     tool_calls: list[ResponseToolCall] | None = None
     function_call: ResponseFunctionCall | None = Field(None, description="Only for requests with `functions`.")
+    reasoning_content: str | None = Field(None, description="The model's thought, when split from the answer.")
 
 
 class ChatChoice(BaseModel):
@@ -414,6 +454,7 @@ class ChunkDelta(BaseModel):
     content: str | None = None
     tool_calls: list[ChunkToolCall] | None = None
     function_call: ChunkFunctionCall | None = None
+    reasoning_content: str | None = None
 
 
 class ChunkChoice(BaseModel):

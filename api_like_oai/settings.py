@@ -22,6 +22,7 @@ class ModelSettings:
     max_tokens: int | None = None             # cap on max_tokens for this model
     context_length: int | None = None         # else read from the upstream's /props
     tool_call_format: str = "auto"            # a name in tools.formats.FORMATS, or detected from the template
+    reasoning_format: str = "auto"            # "deepseek": split <think> out, "none": inline, "auto": by template
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ class JinjaFormatter:
         return {"source": self.source, "name": self.name}
 
     def render(self, messages, *, add_generation_prompt=True, continue_final_message=False,
-               tools=None) -> ChatPrompt:
+               tools=None, template_variables=None) -> ChatPrompt:
         opens_other_role = (add_generation_prompt and not continue_final_message
                             and self.options.response_role != "assistant")
         if opens_other_role:
@@ -92,6 +92,7 @@ class JinjaFormatter:
             # rendering a turn of that role around a marker and cutting at the marker.
             messages = [*messages, {"role": self.options.response_role, "content": _TURN_MARKER}]
         variables = {
+            **(template_variables or {}),   # chat_template_kwargs & co.; never over what follows
             "messages": messages,
             "add_generation_prompt": add_generation_prompt and not continue_final_message
                                      and not opens_other_role,
@@ -111,6 +112,10 @@ class JinjaFormatter:
         if self.options.upstream_adds_bos and self.options.bos_token:
             text = text.removeprefix(self.options.bos_token)  # llama.cpp adds its own
         return ChatPrompt(text, (self.options.eos_token,) if self.options.eos_token else ())
+
+    def knows_role(self, role: str) -> bool:
+        """Whether the template's text mentions `role` (a template for the developer role does)."""
+        return f"'{role}'" in self.template_source or f'"{role}"' in self.template_source
 
     def _render(self, variables: dict) -> str:
         try:

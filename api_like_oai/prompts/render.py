@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from .base import ChatPrompt, FormatterOptions, normalise_messages
+from .base import ChatFormatter, ChatPrompt, FormatterOptions, normalise_messages
+from .jinja import JinjaFormatter
 from .resolve import TemplateChoice, resolve_formatter
-from .tools import render as render_with_tools
+from .tools import formatter_capabilities, involves_tools, prepare
 
 
 def render_chat(messages: list[dict], *, chat_template: str | None = None,
@@ -18,6 +19,23 @@ def render_chat(messages: list[dict], *, chat_template: str | None = None,
     """
     choice = TemplateChoice(chat_template=chat_template, chat_prompt_model=chat_prompt_model)
     formatter = resolve_formatter(choice, FormatterOptions(bos_token=bos_token, eos_token=eos_token))
-    return render_with_tools(formatter, normalise_messages(messages), tools,
-                             add_generation_prompt=add_generation_prompt,
-                             continue_final_message=continue_final_message)
+    return render_messages(formatter, normalise_messages(messages), tools,
+                           add_generation_prompt=add_generation_prompt,
+                           continue_final_message=continue_final_message)
+
+
+def render_messages(formatter: ChatFormatter, messages: list[dict], tools: list[dict] | None = None, *,
+                    add_generation_prompt: bool = True, continue_final_message: bool = False,
+                    template_variables: dict | None = None) -> ChatPrompt:
+    """`formatter`'s prompt for `messages` (text content) and `tools`: tools, calls and results given
+    natively where the formatter renders them and written into the messages where it does not
+    (prompts/tools.py); `developer` messages as `system` for templates that know no developer role;
+    `template_variables` (chat_template_kwargs, reasoning_effort) for Jinja templates."""
+    if tools or any(involves_tools(message) for message in messages):
+        messages, tools = prepare(messages, tools, formatter_capabilities(formatter))
+    is_jinja = isinstance(formatter, JinjaFormatter)
+    if not (is_jinja and formatter.knows_role("developer")):
+        messages = [{**m, "role": "system"} if m.get("role") == "developer" else m for m in messages]
+    options = {"template_variables": template_variables} if is_jinja and template_variables else {}
+    return formatter.render(messages, add_generation_prompt=add_generation_prompt,
+                            continue_final_message=continue_final_message, tools=tools, **options)

@@ -20,7 +20,7 @@ import hashlib
 import json
 import string
 
-from .base import ChatFormatter, ChatPrompt
+from .base import ChatFormatter
 from .capabilities import TemplateCapabilities, probe
 from .jinja import JinjaFormatter
 
@@ -43,16 +43,6 @@ NO_CAPABILITIES = TemplateCapabilities(
     requires_short_ids=False, tool_call_format=None)
 
 
-def render(formatter: ChatFormatter, messages: list[dict], tools: list[dict] | None = None, *,
-           add_generation_prompt: bool = True, continue_final_message: bool = False) -> ChatPrompt:
-    """`formatter`'s prompt for `messages` (text content) and `tools`, each tool-related part given
-    natively where the formatter renders it and written into the messages where it does not."""
-    if tools or any(_involves_tools(message) for message in messages):
-        messages, tools = prepare(messages, tools, formatter_capabilities(formatter))
-    return formatter.render(messages, add_generation_prompt=add_generation_prompt,
-                            continue_final_message=continue_final_message, tools=tools)
-
-
 def formatter_capabilities(formatter: ChatFormatter) -> TemplateCapabilities | None:
     """What a formatter renders of tools: probed once per Jinja template; None for the others,
     unless a plug-in declares its own with a tool_capabilities() method."""
@@ -62,7 +52,7 @@ def formatter_capabilities(formatter: ChatFormatter) -> TemplateCapabilities | N
     return declared() if callable(declared) else None
 
 
-def _involves_tools(message: dict) -> bool:
+def involves_tools(message: dict) -> bool:
     return "tool_calls" in message or "function_call" in message or message.get("role") in ("tool", "function")
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
+from .. import reasoning
 from ..errors import InvalidRequest
 from ..prompts import merge_stops, normalise_messages
-from ..prompts import tools as tool_prompts
+from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
 from . import context as context_fit
 from . import generation, tool_calling
@@ -25,9 +27,10 @@ def render_prompt(request: ChatCompletionRequest, model: ServedModel, messages: 
                              param="continue_final_message")
     if messages is None:
         messages = request_messages(request)
-    return tool_prompts.render(model.formatter(), messages, list(tool_plan.tools) if tool_plan else None,
-                               add_generation_prompt=request.add_generation_prompt,
-                               continue_final_message=request.continue_final_message)
+    return render_messages(model.formatter(), messages, list(tool_plan.tools) if tool_plan else None,
+                           add_generation_prompt=request.add_generation_prompt,
+                           continue_final_message=request.continue_final_message,
+                           template_variables=request.template_variables())
 
 
 def plan_tools(request: ChatCompletionRequest, model: ServedModel) -> tool_calling.ToolPlan | None:
@@ -86,10 +89,24 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
     events = generation.start(model.pool.generate, [("/completion", payload)] * choice_count, context)
     echo_text = _echo_prefix(request, role)
     prefixes = {index: echo_text for index in range(choice_count)} if echo_text else None
-    # With a grammar in force the calls cannot go astray, so their arguments may stream as written.
-    transform = tool_calling.parse_tool_calls(tool_plan, "grammar" in constraint, choice_count) \
-        if tool_plan else None
+    transform = event_transform(request, model, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
     return generation.answer(request, events, shape, choice_count, context, prefixes, transform), headers
+
+
+def event_transform(request: ChatCompletionRequest, model: ServedModel, prompt_text: str, tool_plan,
+                    grammar_in_force: bool, choice_count: int):
+    """What turns the model's text into the answer's parts: the thought split out first, then the
+    tool calls parsed out of the rest; None when the text is the answer as it is."""
+    steps = []
+    markers = model.reasoning_markers(request.reasoning_format)
+    if markers is not None:
+        steps.append(reasoning.split_reasoning(markers, reasoning.prompt_opens_thought(prompt_text, markers)))
+    if tool_plan is not None:
+        # With a grammar in force the calls cannot go astray, so their arguments may stream as written.
+        steps.append(tool_calling.parse_tool_calls(tool_plan, grammar_in_force, choice_count))
+    if not steps:
+        return None
+    return functools.reduce(lambda inner, outer: lambda events: outer(inner(events)), steps)
 
 
 def _echo_prefix(request: ChatCompletionRequest, role: str) -> str:

@@ -237,6 +237,7 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
     """The non-streamed answer: the same events, accumulated per choice."""
     texts = {index: [(prefixes or {}).get(index, "")] for index in range(choice_count)}
     tool_calls: dict[int, dict[int, dict]] = {index: {} for index in range(choice_count)}
+    reasoning: dict[int, list[str]] = {index: [] for index in range(choice_count)}
     finish_reasons: dict[int, str | None] = {index: None for index in range(choice_count)}
     logprobs: dict[int, list] = {index: [] for index in range(choice_count)}
     usage = UsageCounter()
@@ -250,6 +251,8 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
                 texts[event.index].append(event.text)
                 if event.tool_calls:
                     _add_tool_calls(tool_calls[event.index], event.tool_calls)
+                if event.reasoning:
+                    reasoning[event.index].append(event.reasoning)
                 logprobs[event.index].extend(event.logprobs or ())
                 finish_reasons[event.index] = event.finish_reason or finish_reasons[event.index]
     finally:
@@ -257,7 +260,8 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
         if context.record:
             context.record.count(usage.prompt_tokens, usage.completion_tokens)
     choices = [{"index": index, "text": "".join(texts[index]), "finish_reason": finish_reasons[index],
-                "logprobs": logprobs[index], "tool_calls": list(tool_calls[index].values())}
+                "logprobs": logprobs[index], "tool_calls": list(tool_calls[index].values()),
+                "reasoning": "".join(reasoning[index])}
                for index in range(choice_count)]
     return shape.response(choices, usage.to_dict())
 

@@ -13,6 +13,8 @@ from ..errors import ModelNotFound, ProxyError, UpstreamError
 from ..prompts import ChatFormatter, FormatterOptions, resolve_formatter
 from ..prompts.capabilities import TemplateCapabilities
 from ..prompts.tools import formatter_capabilities
+from ..reasoning import THINK, ReasoningMarkers
+from ..reasoning import detect as detect_reasoning
 from ..settings import ModelSettings
 
 log = logging.getLogger("api_like_oai")
@@ -81,6 +83,16 @@ class ServedModel:
         if capabilities is not None and capabilities.supports_tools and capabilities.tool_call_format:
             return capabilities.tool_call_format
         return "generic"
+
+    def reasoning_markers(self, requested_format: str | None) -> ReasoningMarkers | None:
+        """The thought markers to split on: none when the format is "none"; the template's when it
+        has them; with "deepseek", <think> even for a template that does not show them."""
+        reasoning_format = requested_format or self.settings.reasoning_format
+        if reasoning_format == "none":
+            return None
+        formatter = self.formatter()
+        markers = detect_reasoning(getattr(formatter, "template_source", None))
+        return markers or (THINK if reasoning_format == "deepseek" else None)
 
     def lazy_grammar(self) -> bool:
         """Whether the upstream holds tool calls to a grammar only once they begin."""

@@ -83,6 +83,9 @@ class ChatShape(_Shape):
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = []
+        if event.reasoning:
+            chunks.append(self._chunk([{"index": event.index, "delta": {"reasoning_content": event.reasoning},
+                                        "logprobs": None, "finish_reason": None}]))
         if event.text:
             logprobs = chat_logprobs(event.logprobs, self.top_logprobs) if self.logprobs else None
             chunks.append(self._text_chunk(event.index, event.text, logprobs))
@@ -118,13 +121,16 @@ class ChatShape(_Shape):
         "tool_calls"})."""
         return {"id": self.id, "object": "chat.completion", "created": self.created,
                 "model": self.model, "system_fingerprint": None,
-                "choices": [{"index": c["index"], "message": self._message(c["text"], c.get("tool_calls")),
+                "choices": [{"index": c["index"],
+                             "message": self._message(c["text"], c.get("tool_calls"), c.get("reasoning")),
                              "logprobs": chat_logprobs(c["logprobs"], self.top_logprobs) if self.logprobs else None,
                              "finish_reason": self._finish_reason(c["finish_reason"])} for c in choices],
                 "usage": usage}
 
-    def _message(self, text: str, tool_calls: list | None) -> dict:
+    def _message(self, text: str, tool_calls: list | None, reasoning: str | None = None) -> dict:
         message = {"role": self.role, "content": text, "refusal": None}
+        if reasoning:
+            message["reasoning_content"] = reasoning
         if not tool_calls:
             return message
         message["content"] = text or None

@@ -101,6 +101,9 @@ def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool, choice_count: 
         for event in events:
             if event.index in finished:
                 continue
+            if not event.text and not event.finish_reason:
+                yield event   # reasoning, or counts: nothing to parse
+                continue
             parser = parsers.get(event.index)
             if parser is None:
                 parser = parsers[event.index] = ToolCallParser(
