@@ -21,6 +21,7 @@ from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
+from .services.context import Policy
 from .settings import Limits, ModelSettings, Settings
 from .tools.formats import FORMATS
 
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default: %(default)s)")
     add("--max-messages", type=int, default=2048, help="most messages in a chat request (default: %(default)s)")
     add("--max-n", type=int, default=16, help="largest n (choices per request) (default: %(default)s)")
+    add("--context-overflow", default="truncate", choices=["truncate", "error"],
+        help="a conversation too long for max_tokens: keep it and shorten the reply, dropping old turns "
+             "only to keep a reply reserve (truncate), or answer 400 as OpenAI does (error) (default: %(default)s)")
+    add("--reply-reserve", type=float, default=0.25,
+        help="share of the context kept for the reply before old turns are dropped (default: %(default)s)")
     add("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: none)")
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -166,8 +172,16 @@ def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings,
                       model.kind, model.upstream_model, dict(model.defaults), dict(model.overrides),
                       model.max_tokens, model.context_length,
                       model.tool_call_format or args.tool_call_format,
-                      model.reasoning_format or args.reasoning_format)
+                      model.reasoning_format or args.reasoning_format,
+                      _context_policy(args, model))
         for name, model in config.models.items())
+
+
+def _context_policy(args: argparse.Namespace, model_config=None) -> Policy:
+    def pick(name: str):
+        own = getattr(model_config, name, None) if model_config is not None else None
+        return own if own is not None else getattr(args, name)
+    return Policy(pick("context_overflow"), pick("reply_reserve"))
 
 
 def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoice:
@@ -183,7 +197,8 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         models = models_from_config(args, config)
     else:
         models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
-                                tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format),)
+                                tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format,
+                                context_policy=_context_policy(args)),)
     return Settings(
         models=models, strict_model_names=config is not None and bool(config.models),
         default_model=getattr(config, "default_model", None),

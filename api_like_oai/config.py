@@ -39,6 +39,8 @@ class ModelConfig(BaseModel):
     response_role: str | None = None
     tool_call_format: Literal[("auto", *FORMATS)] | None = None
     reasoning_format: Literal["auto", "none", "deepseek"] | None = None
+    context_overflow: Literal["truncate", "error"] | None = None
+    reply_reserve: float | None = Field(None, gt=0, lt=1)
     defaults: dict[str, Any] = {}
     overrides: dict[str, Any] = {}
     max_tokens: int | None = Field(None, ge=1)

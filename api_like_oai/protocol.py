@@ -433,6 +433,7 @@ class ChatCompletion(BaseModel):
     created: int
     model: str
     system_fingerprint: str | None = None
+    service_tier: str | None = Field(None, description="\"default\", when the request named a tier.")
     choices: list[ChatChoice]
     usage: Usage
 
@@ -472,6 +473,7 @@ class ChatCompletionChunk(BaseModel):
     created: int
     model: str
     system_fingerprint: str | None = None
+    service_tier: str | None = None
     choices: list[ChunkChoice]
     usage: Usage | None = None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .prompts import TemplateChoice
+from .services.context import Policy
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class ModelSettings:
     context_length: int | None = None         # else read from the upstream's /props
     tool_call_format: str = "auto"            # a name in tools.formats.FORMATS, or detected from the template
     reasoning_format: str = "auto"            # "deepseek": split <think> out, "none": inline, "auto": by template
+    context_policy: Policy = field(default_factory=Policy)   # what a conversation too long for max_tokens gets
 
 
 @dataclass(frozen=True)

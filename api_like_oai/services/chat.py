@@ -58,7 +58,7 @@ def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
     """The prompt, with the oldest turns dropped if the conversation does not fit the context."""
     return context_fit.fit(request_messages(request), lambda kept: render_prompt(request, model, kept, tool_plan),
                            lambda text: len(model.client.tokenize(text, add_special=True)),
-                           model.context_length(), request.token_limit())
+                           model.context_length(), request.token_limit(), model.settings.context_policy)
 
 
 def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
@@ -82,9 +82,12 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
     constraint = tool_constraint(request, model, tool_plan)
     payload = upstream_payload(request, fitted.prompt) | {"n_predict": fitted.n_predict} | constraint
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
+    if fitted.n_predict >= 0:
+        headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
     role = model.template_choice.response_role
     shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0,
-                      legacy_functions=bool(tool_plan and tool_plan.legacy_functions))
+                      legacy_functions=bool(tool_plan and tool_plan.legacy_functions),
+                      service_tier="default" if request.service_tier else None)
     choice_count = request.n or 1
     events = generation.start(model.pool.generate, [("/completion", payload)] * choice_count, context)
     echo_text = _echo_prefix(request, role)

@@ -19,15 +19,16 @@ class _Shape:
     object_name = ""
     id_prefix = ""
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, service_tier: str | None = None):
         self.id = f"{self.id_prefix}{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
+        self.envelope = {"service_tier": service_tier} if service_tier else {}  # reported when asked about
         self._frame_parts: tuple[bytes, bytes, bytes] | None = None
 
     def _chunk(self, choices: list) -> dict:
         return {"id": self.id, "object": self.object_name, "created": self.created,
-                "model": self.model, "system_fingerprint": None, "choices": choices}
+                "model": self.model, "system_fingerprint": None, **self.envelope, "choices": choices}
 
     def _text_chunk(self, index: int, text: str) -> dict:
         raise NotImplementedError
@@ -62,8 +63,8 @@ class ChatShape(_Shape):
     id_prefix = "chatcmpl-"
 
     def __init__(self, model: str, role: str = "assistant", logprobs: bool = False, top_logprobs: int = 0,
-                 legacy_functions: bool = False):
-        super().__init__(model)
+                 legacy_functions: bool = False, service_tier: str | None = None):
+        super().__init__(model, service_tier)
         self.role = role
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
@@ -120,7 +121,7 @@ class ChatShape(_Shape):
         """The non-streamed answer from folded choices ({"index", "text", "finish_reason", "logprobs",
         "tool_calls"})."""
         return {"id": self.id, "object": "chat.completion", "created": self.created,
-                "model": self.model, "system_fingerprint": None,
+                "model": self.model, "system_fingerprint": None, **self.envelope,
                 "choices": [{"index": c["index"],
                              "message": self._message(c["text"], c.get("tool_calls"), c.get("reasoning")),
                              "logprobs": chat_logprobs(c["logprobs"], self.top_logprobs) if self.logprobs else None,

@@ -48,6 +48,10 @@ models:
   tiny-context:
     upstreams: [{second_server.url}]
     context_length: 160
+  tiny-strict:
+    upstreams: [{second_server.url}]
+    context_length: 160
+    context_overflow: error
   remote:
     kind: openai
     upstreams: [{llama_server.url}/v1]
@@ -76,7 +80,7 @@ def test_a_familiar_name_resolves_to_its_alias(routed_proxy):
     client = openai_client(routed_proxy.url)
     reply = client.chat.completions.create(model="gpt-3.5-turbo", messages=HELLO, max_tokens=4)
     assert reply.model == "gpt-3.5-turbo" and reply.choices[0].message.content
-    assert {"chatml-model", "gpt-3.5-turbo", "vicuna-model", "pooled", "tiny-context", "remote"} == \
+    assert {"chatml-model", "gpt-3.5-turbo", "vicuna-model", "pooled", "tiny-context", "tiny-strict", "remote"} == \
         {m.id for m in client.models.list().data}
     no_model = requests.post(routed_proxy.url + "/v1/chat/completions", json={"messages": HELLO, "max_tokens": 4},
                              timeout=60)
@@ -110,8 +114,27 @@ def test_a_long_conversation_is_truncated_to_fit(routed_proxy):
     dropped = int(response.headers["X-Messages-Dropped"])
     assert 0 < dropped < len(turns)
     assert response.json()["usage"]["prompt_tokens"] + 8 <= 160
-    no_room = requests.post(routed_proxy.url + "/v1/chat/completions", timeout=60,
-                            json={"model": "tiny-context", "messages": conversation, "max_tokens": 150})
+    assert response.headers["X-Max-Tokens-Effective"] == "8"
+
+
+def test_a_max_tokens_larger_than_the_context_shortens_the_reply_not_the_conversation(routed_proxy):
+    """As Claude Code and Cline ask: the reply gets what the context leaves, the history stays unless
+    the prompt leaves less than the reserve (a quarter of the context here)."""
+    conversation = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."},
+                    {"role": "user", "content": "Another one."}]
+    response = requests.post(routed_proxy.url + "/v1/chat/completions", timeout=60,
+                             json={"model": "tiny-context", "messages": conversation, "max_tokens": 32000})
+    assert response.status_code == 200, response.text
+    assert "X-Messages-Dropped" not in response.headers
+    usage = response.json()["usage"]
+    effective = int(response.headers["X-Max-Tokens-Effective"])
+    assert usage["prompt_tokens"] + effective == 160
+    assert usage["completion_tokens"] <= effective
+
+
+def test_context_overflow_error_is_openai_s_strict_400(routed_proxy):
+    no_room = requests.post(routed_proxy.url + "/v1/chat/completions", timeout=60, json={
+        "model": "tiny-strict", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 150})
     assert no_room.status_code == 400
     error = no_room.json()["error"]
     assert error["code"] == "context_length_exceeded" and "160" in error["message"] and "150" in error["message"]
