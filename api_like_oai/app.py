@@ -14,6 +14,7 @@ from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
+from .middleware import CollapseSlashes
 from .observability import Metrics, RequestRecord
 from .routes import chat, completions, docs, embeddings, internal, models
 from .services.generation import InFlight
@@ -46,6 +47,7 @@ def create_app(settings: Settings) -> Flask:
     app.before_request(_open_record)
     app.after_request(_close_record)
     _register_error_handlers(app)
+    app.wsgi_app = CollapseSlashes(app.wsgi_app)
     return app
 
 
