@@ -14,8 +14,9 @@ from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
+from .middleware import CollapseSlashes
 from .observability import Metrics, RequestRecord
-from .routes import chat, completions, docs, embeddings, internal, models
+from .routes import chat, completions, docs, embeddings, internal, models, native
 from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
@@ -36,6 +37,8 @@ def create_app(settings: Settings) -> Flask:
                                                      inflight=InFlight(), metrics=Metrics())
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp):
         app.register_blueprint(blueprint)
+    if settings.native_api:
+        app.register_blueprint(native.bp)
     app.add_url_rule("/metrics", "metrics", _metrics)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
     if settings.cors_origins:
@@ -46,6 +49,7 @@ def create_app(settings: Settings) -> Flask:
     app.before_request(_open_record)
     app.after_request(_close_record)
     _register_error_handlers(app)
+    app.wsgi_app = CollapseSlashes(app.wsgi_app)
     return app
 
 

@@ -29,11 +29,39 @@ ENV_PREFIX = "API_LIKE_OAI_"
 LEGACY_DEFAULTS = {"chat_prompt": DEFAULT_CHAT_PROMPT, "user_name": "USER: ",
                    "ai_name": "ASSISTANT: ", "system_name": "ASSISTANT's RULE: ", "stop": "</s>"}
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
 log = logging.getLogger("api_like_oai")
 
 
 class StartupError(Exception):
     """A setting that makes start-up impossible; printed as one line, no traceback."""
+
+
+class Switch(argparse.BooleanOptionalAction):
+    """An on/off flag spelled `--flag`, `--no-flag` or `--flag false` (also true/yes/no/on/off/1/0)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.nargs = "?"
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string.startswith("--no-"):
+            if values is not None:
+                parser.error(f"{option_string} takes no value")
+            setattr(namespace, self.dest, False)
+        elif values is None:
+            setattr(namespace, self.dest, True)
+        else:
+            setattr(namespace, self.dest, _switch_value(parser, option_string, values))
+
+
+def _switch_value(parser: argparse.ArgumentParser, option_string: str, value) -> bool:
+    word = str(value).strip().lower()
+    if word not in TRUE_WORDS + FALSE_WORDS:
+        parser.error(f"{option_string}: expected true or false, not {value!r}")
+    return word in TRUE_WORDS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add("--log-format", default="text", choices=["text", "json"], help="access log format (default: %(default)s)")
     add("--log-prompts", action="store_true", help="log prompts (never logged otherwise)")
+    add("--native-api", action=Switch, default=True, metavar="BOOL",
+        help="serve llama.cpp's own API (/completion, /infill, /props, ...) for llama.cpp models "
+             "(default: on; --no-native-api turns it off)")
     add("--version", action="version", version=f"api-like-oai {__version__}")
     for name, default in LEGACY_DEFAULTS.items():
         parser.set_defaults(**{name: default})
@@ -98,8 +129,8 @@ def flag_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 
 def _convert(action: argparse.Action, value):
     """A value from the environment or the config file, as the command line would have given it."""
-    if isinstance(action, argparse._StoreTrueAction):
-        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+    if isinstance(action, argparse._StoreTrueAction | Switch):
+        return value if isinstance(value, bool) else str(value).strip().lower() in TRUE_WORDS
     if isinstance(action, argparse._AppendAction):
         values = value if isinstance(value, list) else str(value).split(",")
         return [str(item) for item in values if item]
@@ -209,7 +240,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
         limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
                       max_tokens=args.max_tokens_limit),
-        grace_period=args.grace_period)
+        grace_period=args.grace_period, native_api=args.native_api)
 
 
 def read_api_keys(keys: list[str] | None, key_file: str | None) -> tuple[str, ...]:

@@ -367,6 +367,15 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "llama.cpp"
+    # Not OpenAI's; what clients of local servers read to size their prompts and pick features.
+    context_length: int | None = Field(
+        description="Tokens one request may use (prompt and answer): the config's context_length, else "
+                    "llama.cpp's context per slot; null while the upstream has not answered. As OpenRouter "
+                    "and LM Studio name it.")
+    max_model_len: int | None = Field(description="The same number, as vLLM names it.")
+    capabilities: list[Literal["completion", "chat", "tools", "embeddings"]] = Field(
+        description="What the model can be asked for: completion (/v1/completions), chat "
+                    "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings).")
 
 
 class ModelList(BaseModel):

@@ -56,3 +56,4 @@ class Settings:
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     grace_period: float = 30.0
+    native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too

@@ -23,6 +23,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):  # noqa: N802 - http.server's naming
+        self.fake.get_paths.append(self.path)
         if self.path == "/health":
             self._json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}) \
                 if self.fake.behaviour == "loading" else self._json(200, {"status": "ok"})
@@ -102,6 +103,7 @@ class FakeLlamaCpp:
     chat_template: str | None = None             # what /props reports
     props_extra: dict = field(default_factory=dict)
     requests: list = field(default_factory=list)
+    get_paths: list = field(default_factory=list)
     server: http.server.ThreadingHTTPServer | None = None
 
     @property

@@ -8,6 +8,7 @@ It understands both generations of the server's JSON (2023: `slot_id`, `stopped_
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import math
@@ -63,18 +64,13 @@ class LlamaCppClient:
     def _stream_events(self, response, index: int) -> Iterator[GenerationEvent]:
         finished = False
         try:
-            for line in _lines(response):
-                if line.startswith(b"data: "):
-                    yield completion_event(_parse(line[6:], self.base_url), index)
-                elif line.startswith(b"error: "):
-                    raise _upstream_error(_parse(line[7:], self.base_url), self.base_url)
+            with _reading(self.base_url, self.timeouts[1]):
+                for line in _lines(response):
+                    if line.startswith(b"data: "):
+                        yield completion_event(_parse(line[6:], self.base_url), index)
+                    elif line.startswith(b"error: "):
+                        raise _upstream_error(_parse(line[7:], self.base_url), self.base_url)
             finished = True
-        except urllib3.exceptions.ReadTimeoutError as exc:
-            raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens for "
-                                  f"{self.timeouts[1]:g}s") from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} "
-                                      "in the middle of a generation") from exc
         finally:
             if not finished:
                 response.close()  # drops the connection: llama.cpp sees it and frees the slot
@@ -116,12 +112,28 @@ class LlamaCppClient:
         """Whether llama.cpp prepends BOS to a prompt itself (then a template's BOS is one too many)."""
         return len(self.tokenize("a", add_special=True)) > len(self.tokenize("a"))
 
+    # --- llama.cpp's own API, relayed -------------------------------------------------------
+
+    def relay(self, method: str, path: str, body: bytes | None = None, query: str = "") -> RawAnswer:
+        """llama.cpp's answer to a request passed on as it is, whatever its status, body unread;
+        UpstreamUnavailable/UpstreamTimeout when no answer came."""
+        url = self.base_url + path + (f"?{query}" if query else "")
+        return RawAnswer(self._send(method, url, body or None, stream=True), self.base_url, self.timeouts[1])
+
     # --- transport --------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, payload: dict | None = None, *, stream: bool = False):
         """The response (its body unread when `stream`); the upstream's errors raised as ours."""
-        url = self.base_url + path
         body = None if payload is None else json.dumps(payload).encode()
+        response = self._send(method, self.base_url + path, body, stream=stream)
+        if response.status >= 400:
+            error = _status_error(response, self.base_url)
+            response.release_conn()
+            raise error
+        return response
+
+    def _send(self, method: str, url: str, body: bytes | None, *, stream: bool):
+        """The response to one request, whatever its status; failures to connect or to hear back as ours."""
         options = {"body": body, "headers": JSON_HEADERS if body is not None else None, "preload_content": not stream}
         try:
             try:
@@ -141,10 +153,6 @@ class LlamaCppClient:
             raise UpstreamTimeout(f"llama.cpp at {self.base_url} did not answer in time") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise UpstreamUnavailable(f"llama.cpp at {self.base_url} is unreachable ({_reason(exc)})") from exc
-        if response.status >= 400:
-            error = _status_error(response, self.base_url)
-            response.release_conn()
-            raise error
         return response
 
     def _json(self, response):
@@ -156,11 +164,70 @@ class LlamaCppClient:
             response.release_conn()
 
 
+RELAYED_HEADERS = ("Content-Type", "Retry-After")  # not its CORS headers, nor hop-by-hop ones
+
+
+class RawAnswer:
+    """llama.cpp's answer to a relayed request: its status, the headers worth relaying, and its body,
+    read whole or chunk by chunk as it arrives. close() (once, even if the body was never read)
+    releases the connection, dropping it when the body was not read to its end so that llama.cpp
+    frees the slot, then runs the on_close callbacks."""
+
+    def __init__(self, response, base_url: str, read_timeout: float):
+        self.status = response.status
+        self.headers = {name: response.headers[name] for name in RELAYED_HEADERS if name in response.headers}
+        self.streamed = self.headers.get("Content-Type", "").startswith("text/event-stream")
+        self.base_url = base_url
+        self._response = response
+        self._read_timeout = read_timeout
+        self._finished = False
+        self._closed = False
+        self._callbacks: list = []
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body as it arrives; UpstreamUnavailable/UpstreamTimeout if the connection fails on the way."""
+        with _reading(self.base_url, self._read_timeout):
+            yield from _chunks(self._response)
+        self._finished = True
+
+    def read(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def on_close(self, callback) -> None:
+        self._callbacks.append(callback)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self._finished:
+            self._response.close()
+        self._response.release_conn()
+        for callback in self._callbacks:
+            callback()
+
+
+@contextlib.contextmanager
+def _reading(base_url: str, read_timeout: float):
+    """urllib3's errors while a body is read, as ours."""
+    try:
+        yield
+    except urllib3.exceptions.ReadTimeoutError as exc:
+        raise UpstreamTimeout(f"llama.cpp at {base_url} stopped sending tokens for {read_timeout:g}s") from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise UpstreamUnavailable(f"lost the connection to llama.cpp at {base_url} "
+                                  "in the middle of a generation") from exc
+
+
+def _chunks(response) -> Iterator[bytes]:
+    """A body's pieces as they arrive (llama.cpp sends one event per HTTP chunk)."""
+    return response.read_chunked() if response.chunked else response.stream(8192)
+
+
 def _lines(response) -> Iterator[bytes]:
-    """The lines of a streamed body as they arrive (llama.cpp sends one event per HTTP chunk)."""
-    chunks = response.read_chunked() if response.chunked else response.stream(8192)
+    """The lines of a streamed body as they arrive."""
     pending = b""
-    for chunk in chunks:
+    for chunk in _chunks(response):
         pending += chunk
         if b"\n" in pending:
             *lines, pending = pending.split(b"\n")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ..errors import ProxyError, UpstreamUnavailable
 from .events import GenerationEvent
-from .llamacpp import LlamaCppClient
+from .llamacpp import LlamaCppClient, RawAnswer
 
 log = logging.getLogger("api_like_oai")
 
@@ -45,26 +45,48 @@ class UpstreamPool:
 
     def generate(self, path: str, payload: dict, *, index: int = 0, on_chosen=None) -> Iterator[GenerationEvent]:
         """The events of one generation, from the first server that starts it; `on_chosen(url)` says which."""
+        def start(client: LlamaCppClient, last: bool):
+            events = client.generate(path, payload, index=index)
+            return events, next(events, None)  # a connection that fails before any token is retried elsewhere
+
+        client, (events, first) = self._first_to_start(start, on_chosen)
+        return self._relay(client, first, events)
+
+    def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *,
+              on_chosen=None) -> RawAnswer:
+        """A request to llama.cpp's own API, passed on as it is to the first server that answers it:
+        a refused connection or a 503 (loading) moves on to the next; the last one's 503 is the answer.
+        The request counts as in flight on its server until the answer is closed."""
+        def start(client: LlamaCppClient, last: bool) -> RawAnswer:
+            answer = client.relay(method, path, body, query)
+            if answer.status == 503 and not last:
+                answer.close()
+                raise UpstreamUnavailable(f"llama.cpp at {client.base_url} answered 503")
+            return answer
+
+        client, answer = self._first_to_start(start, on_chosen)
+        answer.on_close(lambda: self._count(client, -1))
+        return answer
+
+    def _first_to_start(self, start, on_chosen):
+        """(server, start(server, whether it is the last candidate)) for the first server whose start
+        does not raise UpstreamUnavailable; the server counts as in flight from its attempt on."""
         failures = []
-        for client in self.candidates():
+        clients = self.candidates()
+        for position, client in enumerate(clients):
             if on_chosen:
                 on_chosen(client.base_url)
             self._count(client, +1)
             try:
-                events = client.generate(path, payload, index=index)
-                first = next(events, None)  # a connection that fails before any token is retried elsewhere
+                return client, start(client, position == len(clients) - 1)
             except UpstreamUnavailable as exc:
                 self._count(client, -1)
                 self.mark(client, healthy=False)
                 failures.append(exc.message)
-                continue
             except BaseException:
                 self._count(client, -1)
                 raise
-            return self._relay(client, first, events)
-        error = UpstreamUnavailable("no upstream is available: " + "; ".join(failures))
-        error.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-        raise error
+        raise _none_left(failures)
 
     def _relay(self, client: LlamaCppClient, first, events) -> Iterator[GenerationEvent]:
         try:
@@ -112,3 +134,9 @@ class UpstreamPool:
         stop = threading.Event()
         while not stop.wait(self.health_interval):
             self.check()
+
+
+def _none_left(failures: list[str]) -> UpstreamUnavailable:
+    error = UpstreamUnavailable("no upstream is available: " + "; ".join(failures))
+    error.headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return error

@@ -10,7 +10,9 @@ bp = Blueprint("models", __name__)
 
 
 def _card(name: str, model) -> ModelCard:
-    return ModelCard(id=name, created=model.created)
+    context_length = model.known_context_length()
+    return ModelCard(id=name, created=model.created, context_length=context_length, max_model_len=context_length,
+                     capabilities=model.capabilities())
 
 
 @bp.get("/v1/models")

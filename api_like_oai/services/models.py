@@ -19,6 +19,8 @@ from ..settings import ModelSettings
 
 log = logging.getLogger("api_like_oai")
 
+PROPS_RETRY_SECONDS = 10  # how long /v1/models waits before asking a silent upstream for /props again
+
 
 class ServedModel:
     def __init__(self, settings: ModelSettings, pool: UpstreamPool, openai: OpenAIUpstream | None = None):
@@ -30,6 +32,7 @@ class ServedModel:
         self.created = int(time.time())
         self._formatter: ChatFormatter | None = None
         self._props: UpstreamProps | None = None
+        self._props_retry_at = 0.0
         self._lock = threading.Lock()
 
     @property
@@ -119,6 +122,25 @@ class ServedModel:
     def context_length(self) -> int | None:
         """Tokens one request may use: the configured length, else llama.cpp's per-slot context."""
         return self.settings.context_length or self.props().context_length
+
+    def known_context_length(self) -> int | None:
+        """The context length if it is known without waiting on a silent upstream: the configured
+        one, else llama.cpp's per slot once /props answered (asked again at most every 10 s)."""
+        if self.settings.context_length or self.openai is not None:
+            return self.settings.context_length
+        if self._props is None and time.monotonic() >= self._props_retry_at:
+            try:
+                self.props()
+            except ProxyError:
+                self._props_retry_at = time.monotonic() + PROPS_RETRY_SECONDS
+        return self._props.context_length if self._props else None
+
+    def capabilities(self) -> list[str]:
+        """What /v1/models says the model can do: the proxy formats chat and tool calls itself for a
+        llama.cpp model; an OpenAI-compatible upstream gets chat and completions passed through."""
+        if self.openai is not None:
+            return ["completion", "chat"]
+        return ["completion", "chat", "tools"]
 
     def adjust(self, api_request):
         """The request with this model's defaults filled in, overrides applied, max_tokens capped."""

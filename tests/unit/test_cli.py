@@ -54,3 +54,23 @@ def test_the_readme_documents_every_flag():
     readme = (ROOT / "README.md").read_text()
     undocumented = [a.option_strings[0] for a in flag_actions(build_parser()) if f"`{a.option_strings[0]}`" not in readme]
     assert undocumented == []
+
+
+@pytest.mark.parametrize(("argv", "native_api"), [
+    ([], True), (["--native-api"], True), (["--no-native-api"], False), (["--native-api", "false"], False),
+    (["--native-api=off"], False), (["--native-api", "yes"], True),
+])
+def test_native_api_switch_spellings(argv, native_api):
+    assert settings_from_args(build_parser().parse_args(argv)).native_api is native_api
+
+
+def test_native_api_switch_from_the_environment(monkeypatch):
+    monkeypatch.setenv("API_LIKE_OAI_NATIVE_API", "false")
+    assert build_parser().parse_args([]).native_api is False
+    assert build_parser().parse_args(["--native-api"]).native_api is True  # the command line wins
+
+
+def test_native_api_switch_refuses_other_words(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--native-api", "maybe"])
+    assert "expected true or false, not 'maybe'" in capsys.readouterr().err

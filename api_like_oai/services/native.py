@@ -1,0 +1,116 @@
+"""llama.cpp's own API (/completion, /infill, /props, /tokenize, ...) relayed to a model's upstreams:
+the request as the client sent it, the answer as llama.cpp sent it (status, body, event streams byte
+for byte as they arrive), with failover, the access log and the metrics of every other request."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from .. import sse
+from ..backends.llamacpp import RawAnswer
+from ..errors import InvalidRequest, ProxyError, UpstreamUnavailable
+from .generation import Context
+from .models import ServedModel
+
+
+@dataclass
+class NativeAnswer:
+    """What to send back: llama.cpp's status and headers, the body's pieces, and `close`, to call
+    once when the response is done with (sent, or abandoned by the client)."""
+
+    status: int
+    headers: dict[str, str]
+    body: Iterable[bytes]
+    streamed: bool
+    close: Callable[[], None]
+
+
+def requested_model(body: bytes, query_model: str | None) -> str | None:
+    """The model a native request names: the `model` field of its JSON body, else `?model=`."""
+    if body.lstrip()[:1] == b"{":
+        try:
+            named = json.loads(body).get("model")
+        except ValueError:
+            named = None  # llama.cpp will say what is wrong with the body
+        if isinstance(named, str) and named:
+            return named
+    return query_model or None
+
+
+def relay(model: ServedModel, method: str, path: str, body: bytes, query: str, context: Context) -> NativeAnswer:
+    """llama.cpp's answer to the request, from the first of the model's servers that answers it."""
+    if model.openai is not None:
+        raise InvalidRequest(f"model {model.name!r} is served by an OpenAI-compatible upstream, which has no "
+                             f"llama.cpp API ({path}); use the /v1 endpoints", param="model", code="not_supported")
+    answer = model.pool.relay(method, path, body, query, on_chosen=context.note_upstream)
+    if answer.streamed:
+        stream = StreamRelay(answer, context)
+        return NativeAnswer(answer.status, answer.headers, stream, True, stream.close)
+    try:
+        whole = answer.read()
+    finally:
+        answer.close()
+    if context.record is not None:
+        context.record.count(*token_counts(whole))
+    return NativeAnswer(answer.status, answer.headers, [whole], False, lambda: None)
+
+
+class StreamRelay:
+    """An upstream event stream, relayed chunk by chunk and noted on the access record; it ends with
+    an error event, as llama.cpp's own (`data: {"error": ...}`), when the upstream fails on the way
+    or the proxy shuts down. close() closes the upstream and the record, once."""
+
+    def __init__(self, answer: RawAnswer, context: Context):
+        self.answer = answer
+        self.context = context
+        self.last_chunk = b""
+        self.closed = False
+        if context.record is not None:
+            context.record.status = answer.status
+            context.record.metrics.streams_in_flight.inc()
+
+    def __iter__(self) -> Iterator[bytes]:
+        record = self.context.record
+        try:
+            with self.context.inflight.track() as stop_event:
+                for chunk in self.answer.chunks():
+                    if record is not None:
+                        record.token_arrived()
+                    self.last_chunk = chunk
+                    yield chunk
+                    if stop_event.is_set():
+                        break
+            if stop_event.is_set() and self.context.inflight.shutting_down:
+                raise UpstreamUnavailable("the proxy is shutting down; generation ended before it finished")
+        except ProxyError as exc:
+            if record is not None:
+                record.fail(exc.status, exc.code)
+            yield sse.frame(exc.to_dict())
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.answer.close()
+        record = self.context.record
+        if record is not None:
+            record.count(*token_counts(self.last_chunk))
+            record.metrics.streams_in_flight.dec()
+            record.close()
+
+
+def token_counts(body: bytes) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens from a /completion or /infill answer, or from the last event of
+    its stream; (None, None) for anything else."""
+    if b'"tokens_predicted"' not in body:
+        return None, None
+    last = body.rstrip().rsplit(b"\n", 1)[-1]
+    try:
+        answer = json.loads(last[6:] if last.startswith(b"data: ") else body)
+    except ValueError:
+        return None, None
+    if not isinstance(answer, dict):
+        return None, None
+    return answer.get("tokens_evaluated"), answer.get("tokens_predicted")
