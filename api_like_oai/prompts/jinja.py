@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import jinja2
+import jinja2.ext
+import jinja2.nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -46,10 +48,22 @@ class _StrictSandbox(ImmutableSandboxedEnvironment):
         raise SecurityError(f"access to attribute {attribute!r} of a {type(obj).__name__!r} object is unsafe")
 
 
+class _GenerationTag(jinja2.ext.Extension):
+    """HF's `{% generation %}...{% endgeneration %}`, which marks the assistant's tokens for training
+    masks (LFM2.5's and Laguna's templates use it): for a prompt, its body as it is."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.Scope(body, lineno=lineno)
+
+
 @functools.lru_cache(maxsize=1)
 def _environment() -> ImmutableSandboxedEnvironment:
     env = _StrictSandbox(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols"])
+                         extensions=["jinja2.ext.loopcontrols", _GenerationTag])
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     env.filters["tojson"] = _tojson

@@ -66,3 +66,13 @@ def test_leading_bos_is_dropped_only_when_llama_cpp_adds_its_own(upstream_adds_b
 def test_a_template_that_does_not_parse_fails_at_construction():
     with pytest.raises(TemplateError, match="does not parse"):
         JinjaFormatter("{% for %}")
+
+
+def test_hf_generation_tag_renders_its_body():
+    """LFM2.5's and Laguna's templates mark assistant turns with {% generation %} for training masks."""
+    from api_like_oai.prompts import JinjaFormatter
+
+    source = ("{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}A: {{ m.content }}"
+              "{% endgeneration %}{% else %}U: {{ m.content }}{% endif %}\n{% endfor %}")
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    assert JinjaFormatter(source).render(messages, add_generation_prompt=False).text == "U: HiA: Hello"
