@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
 from .errors import InvalidRequest
+from .tools.grammar import SchemaError, check_size
 
 Stop = Annotated[str | list[StrictStr] | None,
                  Field(description="Up to any number of strings at which generation stops.")]
@@ -324,6 +325,10 @@ def check_parameters(schema: dict | None, param: str) -> None:
     if schema.get("type", "object") != "object":
         raise InvalidRequest(f"parameters must be a JSON schema of type 'object', not {schema.get('type')!r}",
                              param=param)
+    try:
+        check_size(schema, param)   # a grammar may be built from it: bounded like any grammar input
+    except SchemaError as exc:
+        raise InvalidRequest(f"invalid parameters: {exc.message}", param=param) from None
     check_schema(schema, param)
 
 

@@ -254,3 +254,25 @@ def test_an_openai_compatible_upstream_gets_the_tools_unchanged(fake, start_prox
     response = requests.post(proxy.url + "/v1/chat/completions", json=body, timeout=30)
     assert response.status_code == 200
     assert fake.requests[-1] == {**body, "model": "big-model"}
+
+
+@pytest.mark.parametrize("parameters, message", [
+    ({"type": "string"}, "type 'object'"),
+    ({"type": "object", "properties": {"x": {"type": "strung"}}}, "unknown type"),
+    ({"type": "object", "properties": {f"p{n}": {"type": "string", "description": "x" * 100} for n in range(800)}},
+     "bytes of JSON"),
+])
+def test_a_malformed_or_oversized_tool_is_a_400_naming_it(proxies, parameters, message):
+    tool = {"type": "function", "function": {"name": "f", "parameters": parameters}}
+    response = requests.post(proxies["hermes"].url + "/v1/chat/completions", timeout=30,
+                             json={"messages": MESSAGES, "tools": [WEATHER, tool]})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"].startswith("tools.1.function.parameters") and message in error["message"]
+
+
+def test_a_tool_without_a_name_is_a_400_naming_it(proxies):
+    response = requests.post(proxies["hermes"].url + "/v1/chat/completions", timeout=30,
+                             json={"messages": MESSAGES, "tools": [{"type": "function", "function": {}}]})
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "tools.0.function.name"
