@@ -70,6 +70,8 @@ class ToolCallParser:
         self.output_began = False   # start triggers count only before any other text
         self.after_call = False     # whitespace between and after calls is not content
         self.out: list = []
+        self.stages = {CONTENT: self._content_stage, OPENING: self._opening, OBJECT: self._object,
+                       CLOSING: self._closing, BETWEEN: self._between}
 
     # --- the interface ----------------------------------------------------------------------
 
@@ -98,9 +100,7 @@ class ToolCallParser:
     # --- stages -----------------------------------------------------------------------------
 
     def _advance(self, final: bool) -> None:
-        stages = {CONTENT: self._content_stage, OPENING: self._opening, OBJECT: self._object,
-                  CLOSING: self._closing, BETWEEN: self._between}
-        while stages[self.stage](final):
+        while self.stages[self.stage](final):
             pass
 
     def _content(self, text: str) -> None:
