@@ -21,6 +21,7 @@ import time
 from functools import partial
 
 import gevent
+from gevent import socket as gevent_socket
 from gevent.event import Event
 from gevent.pool import Pool
 from gevent.server import StreamServer
@@ -57,6 +58,11 @@ class EventWorker(GeventWorker):
         server.start()
         return server
 
+    def handle(self, listener, client, addr):
+        if type(client) is gevent_socket.socket:
+            client.__class__ = _ClientSocket
+        super().handle(listener, client, addr)
+
     def _drain(self, servers) -> None:
         grace_period = self.cfg.graceful_timeout - 5  # server.py adds 5 s for the master
         self._wait_for_requests(time.monotonic() + grace_period)
@@ -71,3 +77,19 @@ class EventWorker(GeventWorker):
         while self.wsgi.in_flight and time.monotonic() < deadline:
             self.notify()
             gevent.sleep(0.05)
+
+
+class _ClientSocket(gevent_socket.socket):
+    """A client connection whose sendall() tries one plain send() first: an SSE frame is small and
+    the socket buffer nearly always has room, so the frame goes out in one system call without
+    gevent's general sendall (a getsockopt call, a timer, a loop over 1 MiB pieces) on every token."""
+
+    __slots__ = ()
+
+    def sendall(self, data, flags=0):
+        try:
+            sent = self._sock.send(data, flags)  # the underlying non-blocking socket
+        except BlockingIOError:
+            sent = 0
+        if sent < len(data):
+            super().sendall(memoryview(data)[sent:], flags)  # waits for room, as gevent does
