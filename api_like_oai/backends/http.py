@@ -1,5 +1,5 @@
 """A small HTTP/1.1 client for the upstream: keep-alive sockets, one send per request, and chunked
-bodies handed over chunk by chunk as they arrive.
+bodies handed over chunk by chunk as they arrive, read straight from the socket (no file object).
 
 Why not urllib3 (used until issue 13): it sends a request's head and body in two system calls
 (each wakes the upstream on loopback), walks about twenty Python frames per request, and reads a
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 MAX_LINE = 65536
 MAX_HEADERS = 100
+RECEIVE_SIZE = 65536
 
 
 class TransportError(Exception):
@@ -65,62 +66,66 @@ class Response:
 
     def read(self) -> bytes:
         """The whole body."""
-        if not self._chunked and self._length is not None:
-            body = self._read_exactly(self._length)
-            self._done()
-            return body
         return b"".join(self.chunks())
 
     def chunks(self) -> Iterator[bytes]:
         """The body as it arrives: each HTTP chunk of a chunked body (llama.cpp sends one event per
-        chunk), else pieces of up to 64 KiB."""
+        chunk, so a token is one recv and a few slices here), else pieces as received."""
         connection = self._connection
         if connection is None:
             return
         if not self._chunked:
             yield from self._pieces(connection)
             return
-        readline, read = connection.reader.readline, connection.reader.read
         while True:
-            size_line = readline(MAX_LINE)
+            buffer, position = connection.buffer, connection.position
+            line_end = buffer.find(b"\r\n", position)
+            if line_end < 0:
+                if len(buffer) - position > MAX_LINE:
+                    raise BadResponse("chunk size line too long")
+                connection.receive()
+                continue
             try:
-                size = int(size_line.split(b";", 1)[0], 16)
+                size = int(buffer[position:line_end].split(b";", 1)[0], 16)
             except ValueError:
-                raise (BadResponse("bad chunk size") if size_line else ConnectionLost("closed mid-body")) from None
+                raise BadResponse("bad chunk size") from None
             if size == 0:
-                while readline(MAX_LINE) not in (b"\r\n", b"\n", b""):
+                connection.position = line_end + 2
+                while connection.readline() not in (b"\r\n", b"\n"):
                     pass  # trailer fields, unused
                 self._done()
                 return
-            data = read(size + 2)
-            if len(data) != size + 2:
-                raise ConnectionLost("closed mid-chunk")
-            yield data[:size]
+            start = line_end + 2
+            end = start + size
+            if len(buffer) < end + 2:
+                connection.receive()
+                continue
+            connection.position = end + 2
+            yield buffer[start:end]
 
-    def _pieces(self, connection) -> Iterator[bytes]:
+    def _pieces(self, connection: _Connection) -> Iterator[bytes]:
         remaining = self._length
         while remaining is None or remaining > 0:
-            piece = connection.reader.read1(65536 if remaining is None else min(remaining, 65536))
+            piece = connection.take(remaining)
             if not piece:
-                if remaining is None:  # the body ends with the connection
-                    self.close()
-                    return
-                raise ConnectionLost("closed mid-body")
+                if remaining is None:
+                    try:
+                        connection.receive()
+                    except ConnectionLost:  # the body ends with the connection
+                        self.close()
+                        return
+                    continue
+                connection.receive()
+                continue
             if remaining is not None:
                 remaining -= len(piece)
             yield piece
         self._done()
 
-    def _read_exactly(self, count: int) -> bytes:
-        body = self._connection.reader.read(count)
-        if len(body) != count:
-            raise ConnectionLost("closed mid-body")
-        return body
-
     def _done(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
-            if self._keep_alive:
+            if self._keep_alive and connection.position == len(connection.buffer):
                 self._pool.put_back(connection)
             else:
                 connection.close()
@@ -133,14 +138,42 @@ class Response:
 
 
 class _Connection:
-    __slots__ = ("sock", "reader")
+    """A socket and what was received on it but not read yet (buffer[position:])."""
+
+    __slots__ = ("sock", "buffer", "position")
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
-        self.reader = sock.makefile("rb", buffering=65536)
+        self.buffer = b""
+        self.position = 0
+
+    def receive(self) -> None:
+        """Wait for more bytes (one recv); ConnectionLost at the end of the stream."""
+        data = self.sock.recv(RECEIVE_SIZE)
+        if not data:
+            raise ConnectionLost("closed by the server")
+        self.buffer = self.buffer[self.position:] + data if self.position < len(self.buffer) else data
+        self.position = 0
+
+    def readline(self) -> bytes:
+        while True:
+            end = self.buffer.find(b"\n", self.position)
+            if end >= 0:
+                line = self.buffer[self.position:end + 1]
+                self.position = end + 1
+                return line
+            if len(self.buffer) - self.position > MAX_LINE:
+                raise BadResponse("line too long")
+            self.receive()
+
+    def take(self, limit: int | None) -> bytes:
+        """What is buffered, at most `limit` bytes (without waiting)."""
+        end = len(self.buffer) if limit is None else min(len(self.buffer), self.position + limit)
+        piece = self.buffer[self.position:end]
+        self.position = end
+        return piece
 
     def close(self) -> None:
-        self.reader.close()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)  # at once, even if another reference keeps it open
         except OSError:
@@ -183,7 +216,7 @@ class HTTPClient:
     def _exchange(self, connection: _Connection, message: bytes) -> Response:
         try:
             connection.sock.sendall(message)
-            status, headers, keep_alive = _read_head(connection.reader)
+            status, headers, keep_alive = _read_head(connection)
         except TimeoutError as exc:
             connection.close()
             raise ReadTimeout("no answer in time") from exc
@@ -228,13 +261,14 @@ class HTTPClient:
             connection.close()
 
 
-def _read_head(reader) -> tuple[int, dict[str, str], bool]:
+def _read_head(connection: _Connection) -> tuple[int, dict[str, str], bool]:
     """(status, headers with lower-case names, whether the connection stays open) of a response."""
-    status_line = reader.readline(MAX_LINE)
-    while status_line in (b"\r\n", b"\n"):
-        status_line = reader.readline(MAX_LINE)
-    if not status_line:
-        raise ConnectionLost("closed before answering")
+    try:
+        status_line = connection.readline()
+        while status_line in (b"\r\n", b"\n"):
+            status_line = connection.readline()
+    except ConnectionLost:
+        raise ConnectionLost("closed before answering") from None
     try:
         version, status_text = status_line.split(None, 2)[:2]
         status = int(status_text)
@@ -242,17 +276,15 @@ def _read_head(reader) -> tuple[int, dict[str, str], bool]:
         raise BadResponse(f"not an HTTP status line: {status_line[:80]!r}") from None
     headers: dict[str, str] = {}
     while True:
-        line = reader.readline(MAX_LINE)
+        line = connection.readline()
         if line in (b"\r\n", b"\n"):
             break
-        if not line:
-            raise ConnectionLost("closed in the response head")
         if len(headers) > MAX_HEADERS:
             raise BadResponse("too many headers")
         name, _, value = line.decode("latin-1").partition(":")
         headers[name.strip().lower()] = value.strip()
     if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
-        return _read_head(reader)
-    connection = headers.get("connection", "").lower()
-    keep_alive = "close" not in connection and (version == b"HTTP/1.1" or "keep-alive" in connection)
+        return _read_head(connection)
+    connection_header = headers.get("connection", "").lower()
+    keep_alive = "close" not in connection_header and (version == b"HTTP/1.1" or "keep-alive" in connection_header)
     return status, headers, keep_alive
