@@ -8,6 +8,7 @@ after that. So this module and the master import only the settings; `make_app` r
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import resource
@@ -39,8 +40,10 @@ def serve(settings: Settings, make_app: Callable[[], object]) -> None:
         # prometheus_client's multiprocess mode: each worker writes its metrics to files here and
         # /metrics sums them. Read when prometheus_client is imported, i.e. in the workers.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = run_dir
+    application = _gunicorn_application()(settings, make_app, run_dir)
+    gc.freeze()  # what the master loaded stays shared with the workers: their GC never writes to it
     try:
-        _gunicorn_application()(settings, make_app, run_dir).run()
+        application.run()
     finally:
         if os.getpid() == owner:  # a worker leaves through here too (SystemExit), and must not remove it
             shutil.rmtree(run_dir, ignore_errors=True)
