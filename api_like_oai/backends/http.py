@@ -13,10 +13,14 @@ TLS. The socket module is whatever the process has: with gevent's worker, the pa
 from __future__ import annotations
 
 import collections
+import functools
 import socket
 import ssl
+import sys
 from collections.abc import Iterator
 from urllib.parse import urlsplit
+
+from greenlet import getcurrent
 
 MAX_LINE = 65536
 MAX_HEADERS = 100
@@ -140,15 +144,18 @@ class Response:
 class _Connection:
     """A socket and what was received on it but not read yet (buffer[position:])."""
 
-    __slots__ = ("sock", "buffer", "position")
+    __slots__ = ("sock", "buffer", "position", "readable")
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, read_timeout: float):
         self.sock = sock
         self.buffer = b""
         self.position = 0
+        self.readable = _LoopWait(sock, read_timeout) if _event_loop_active() else None
 
     def receive(self) -> None:
         """Wait for more bytes (one recv); ConnectionLost at the end of the stream."""
+        if self.readable is not None:
+            self.readable.wait()
         data = self.sock.recv(RECEIVE_SIZE)
         if not data:
             raise ConnectionLost("closed by the server")
@@ -174,11 +181,52 @@ class _Connection:
         return piece
 
     def close(self) -> None:
+        if self.readable is not None:
+            self.readable.close()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)  # at once, even if another reference keeps it open
         except OSError:
             pass
         self.sock.close()
+
+
+def _event_loop_active() -> bool:
+    """Whether gevent patched this process (the gevent worker; not gthread, not --debug)."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and monkey.is_module_patched("socket")
+
+
+class _LoopWait:
+    """Under gevent: wait until a socket is readable, with the read timeout, straight on the event
+    loop. gevent's own recv() on a socket with a timeout first tries to read (an EAGAIN system call
+    and an exception, since a streamed token is never there yet), then builds a Timeout object for
+    the wait; here a token costs one wait on a watcher kept for the connection, and one timer restart."""
+
+    __slots__ = ("hub", "watcher", "timer", "timeout", "owner", "expire")
+
+    def __init__(self, sock: socket.socket, timeout: float):
+        from gevent import get_hub
+
+        self.hub = get_hub()
+        self.watcher = self.hub.loop.io(sock.fileno(), 1)  # 1: readable
+        self.timer = self.hub.loop.timer(timeout)
+        self.timeout = timeout
+        self.owner = self.expire = None
+
+    def wait(self) -> None:
+        current = getcurrent()
+        if current is not self.owner:  # another request took the pooled connection
+            self.owner, self.expire = current, functools.partial(current.throw, TimeoutError("timed out"))
+        self.timer.start(self.expire)
+        try:
+            self.hub.wait(self.watcher)
+        finally:
+            self.timer.stop()
+
+    def close(self) -> None:
+        self.timer.close()
+        self.watcher.close()
+        self.owner = self.expire = None
 
 
 class HTTPClient:
@@ -254,7 +302,7 @@ class HTTPClient:
             except OSError as exc:
                 sock.close()
                 raise ConnectFailed(type(exc).__name__) from exc
-        return _Connection(sock)
+        return _Connection(sock, self.read_timeout)
 
     def close(self) -> None:
         while (connection := self._take_idle()) is not None:
