@@ -75,6 +75,8 @@ class LlamaCppClient:
         except TimeoutError as exc:
             raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens for "
                                   f"{self.timeouts[1]:g}s") from exc
+        except http.BadResponse as exc:
+            raise UpstreamError(f"llama.cpp at {self.base_url} sent a malformed stream") from exc
         except (http.TransportError, OSError) as exc:
             raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} "
                                       "in the middle of a generation") from exc
@@ -223,7 +225,7 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
     """One /completion JSON object (a stream event or the whole answer) as a GenerationEvent."""
     if type(body) is dict and body.get("stop") is False and "error" not in body \
             and not body.get("completion_probabilities"):
-        return GenerationEvent(body.get("content") or "", None, None, None, None, index)  # a plain token: most events
+        return GenerationEvent(text=body.get("content") or "", index=index)  # a plain token: most events
     if not isinstance(body, dict):
         raise UpstreamError("llama.cpp sent an event that is not a JSON object")
     if "error" in body:
