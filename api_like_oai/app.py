@@ -34,7 +34,8 @@ def create_app(settings: Settings) -> Flask:
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
-                                                     inflight=InFlight(), metrics=Metrics())
+                                                     inflight=InFlight(), metrics=Metrics(),
+                                                     siblings=None)  # set by server.py with --workers > 1
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
@@ -54,8 +55,8 @@ def create_app(settings: Settings) -> Flask:
 
 
 def _metrics():
-    registry = current_app.extensions["api_like_oai"].metrics.registry
-    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(current_app.extensions["api_like_oai"].metrics.collected()),
+                    mimetype=CONTENT_TYPE_LATEST)
 
 
 def _open_record():

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import functools
 import logging
 import os
 import sys
 from pathlib import Path
-
-import requests
 
 from . import __version__
 from .config import ConfigError, error_at, load_config
@@ -95,7 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--connect-timeout", type=float, default=5.0, help="seconds to connect upstream (default: %(default)s)")
     add("--read-timeout", type=float, default=600.0, help="seconds to wait for upstream data (default: %(default)s)")
     add("--workers", type=int, default=1, help="server worker processes (default: %(default)s)")
-    add("--threads", type=int, default=32, help="threads per worker, i.e. concurrent requests (default: %(default)s)")
+    add("--worker-class", default="gevent", choices=["gevent", "gthread"],
+        help="gevent: one event loop per worker, thousands of streams each; gthread: a thread per "
+             "request, at most --threads at once (default: %(default)s)")
+    add("--threads", type=int, default=32, help="with --worker-class gthread: threads per worker, i.e. "
+                                                "concurrent requests (default: %(default)s)")
     add("--grace-period", type=float, default=30.0,
         help="on SIGTERM, seconds in-flight requests may take to finish (default: %(default)s)")
     add("--cors-origins", help="comma-separated origins allowed cross-origin, or * (default: none)")
@@ -235,7 +238,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         default_model=getattr(config, "default_model", None),
         api_keys=read_api_keys(args.api_key, args.api_key_file),
         host=args.host, port=args.port, connect_timeout=args.connect_timeout,
-        read_timeout=args.read_timeout, workers=args.workers, threads=args.threads,
+        read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
         limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
@@ -258,6 +261,8 @@ def load_chat_template(value: str | None) -> tuple[str | None, str]:
     if not value:
         return None, "inline"
     if value.startswith(("http://", "https://")):
+        import requests  # here, not at the top: gunicorn's master must not import urllib3 (server.py)
+
         try:
             response = requests.get(value, timeout=30)
             response.raise_for_status()
@@ -300,8 +305,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"api-like-oai: error: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from .app import create_app
     from .server import serve
 
-    serve(create_app(settings), settings)
+    serve(settings, functools.partial(_create_app, settings))
     return 0
+
+
+def _create_app(settings: Settings):
+    from .app import create_app  # in the worker, after gevent patched it (server.py)
+
+    return create_app(settings)

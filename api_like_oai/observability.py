@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.multiprocess import MultiProcessCollector
 
 access_log = logging.getLogger("api_like_oai.access")
 
@@ -21,7 +23,11 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 
 
 class Metrics:
-    """The proxy's Prometheus metrics, in a registry of their own (one per app)."""
+    """The proxy's Prometheus metrics, in a registry of their own (one per app).
+
+    With --workers N, gunicorn's master sets PROMETHEUS_MULTIPROC_DIR (server.py) before the
+    workers import prometheus_client: every worker then writes its values to files there, and
+    collected() sums the files of all workers, so /metrics reports the whole server."""
 
     def __init__(self):
         self.registry = CollectorRegistry()
@@ -36,7 +42,16 @@ class Metrics:
         self.upstream_errors = Counter("api_like_oai_upstream_errors", "Errors from upstream servers",
                                        ["upstream", "code"], registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
-                                       registry=self.registry)
+                                       registry=self.registry, multiprocess_mode="livesum")
+
+    def collected(self) -> CollectorRegistry:
+        """The registry to serve: this process's, or every worker's summed in multiprocess mode."""
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if not directory:
+            return self.registry
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, directory)
+        return registry
 
 
 @dataclass

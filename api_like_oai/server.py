@@ -1,25 +1,55 @@
-"""Serving: gunicorn's threaded worker in production, Werkzeug's server only with --debug."""
+"""Serving: gunicorn with an event-driven (gevent) worker in production, Werkzeug's server with --debug.
+
+The app is built in each worker, never in gunicorn's master: the gevent worker monkey-patches
+`socket`, `ssl`, `threading` and friends when it starts, and everything that opens a connection,
+takes a lock or starts a thread (urllib3, Flask, prometheus_client, the app) must be imported
+after that. So this module and the master import only the settings; `make_app` runs in the worker.
+"""
 
 from __future__ import annotations
 
+import gc
 import logging
+import os
+import resource
+import shutil
 import signal
+import tempfile
 import threading
+from collections.abc import Callable
 
 from .settings import Settings
 
 log = logging.getLogger("api_like_oai")
 
+WORKER_CLASSES = {"gevent": "api_like_oai.worker.EventWorker", "gthread": "gthread"}
+# gevent: the most connections one worker serves at once (each stream also holds one upstream
+# connection, so a worker needs about twice as many file descriptors; see _raise_file_limit).
+EVENT_WORKER_CONNECTIONS = 10_000
 
-def serve(app, settings: Settings) -> None:
-    _log_start(app, settings)
+
+def serve(settings: Settings, make_app: Callable[[], object]) -> None:
     if settings.debug:
+        app = make_app()
+        log_start(app, settings)
         app.run(host=settings.host, port=settings.port, threaded=True, debug=True, use_reloader=False)
         return
-    _GunicornServer(app, settings).run()
+    run_dir = tempfile.mkdtemp(prefix="api-like-oai-")
+    owner = os.getpid()
+    if settings.workers > 1:
+        # prometheus_client's multiprocess mode: each worker writes its metrics to files here and
+        # /metrics sums them. Read when prometheus_client is imported, i.e. in the workers.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = run_dir
+    application = _gunicorn_application()(settings, make_app, run_dir)
+    gc.freeze()  # what the master loaded stays shared with the workers: their GC never writes to it
+    try:
+        application.run()
+    finally:
+        if os.getpid() == owner:  # a worker leaves through here too (SystemExit), and must not remove it
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _log_start(app, settings: Settings) -> None:
+def log_start(app, settings: Settings) -> None:
     registry = app.extensions["api_like_oai"].registry
     for model in registry.models.values():
         try:
@@ -27,7 +57,8 @@ def _log_start(app, settings: Settings) -> None:
         except Exception as exc:  # noqa: BLE001 - the upstream may come up later; retried per request
             log.info("model %s: chat template not resolved yet (%s); will retry on the first request",
                      model.name, getattr(exc, "message", exc))
-    log.info("api-like-oai listening on http://%s:%d, upstream %s", settings.host, settings.port,
+    log.info("api-like-oai listening on http://%s:%d (%s worker, pid %d), upstream %s", settings.host,
+             settings.port, settings.worker_class, os.getpid(),
              ", ".join(u for m in settings.models for u in m.upstreams))
 
 
@@ -35,20 +66,26 @@ def _gunicorn_application():
     from gunicorn.app.base import BaseApplication
 
     class GunicornServer(BaseApplication):
-        def __init__(self, app, settings: Settings):
-            self.application = app
+        def __init__(self, settings: Settings, make_app: Callable[[], object], run_dir: str):
             self.settings = settings
+            self.make_app = make_app
+            self.run_dir = run_dir
             super().__init__()
 
         def load_config(self):
-            options = {"bind": f"{self.settings.host}:{self.settings.port}",
-                       "workers": self.settings.workers, "threads": self.settings.threads,
-                       "worker_class": "gthread", "timeout": 0,
-                       # our own timer ends streams at grace_period; gunicorn waits a little longer
-                       # so their error events are sent before it kills the worker
-                       "graceful_timeout": int(self.settings.grace_period) + 3,
-                       "post_worker_init": _end_streams_after_grace_period(self.application, self.settings),
-                       "keepalive": 5, "loglevel": self.settings.log_level, "accesslog": None}
+            settings = self.settings
+            options = {"bind": f"{settings.host}:{settings.port}", "workers": settings.workers,
+                       "worker_class": WORKER_CLASSES[settings.worker_class], "preload_app": False,
+                       "timeout": 0, "keepalive": 5, "loglevel": settings.log_level, "accesslog": None,
+                       "child_exit": _forget_worker(self.run_dir, settings.workers > 1)}
+            if settings.worker_class == "gevent":
+                # our worker drains within grace_period and ends the streams left itself; gunicorn's
+                # master waits a little longer before it kills the worker
+                options |= {"worker_connections": EVENT_WORKER_CONNECTIONS,
+                            "graceful_timeout": int(settings.grace_period) + 5}
+            else:
+                options |= {"threads": settings.threads, "graceful_timeout": int(settings.grace_period) + 3,
+                            "post_worker_init": _end_streams_after_grace_period(settings)}
             if "control_socket_disable" in self.cfg.settings:
                 # gunicorn >= 24 opens a control socket at one fixed path per user; two proxies
                 # on one machine would fight over it, and nothing here uses it.
@@ -57,18 +94,92 @@ def _gunicorn_application():
                 self.cfg.set(key, value)
 
         def load(self):
-            return self.application
+            """The WSGI app, built in the worker process (after the gevent worker patched it)."""
+            _raise_file_limit()
+            app = self.make_app()
+            state = app.extensions["api_like_oai"]
+            if self.settings.workers > 1:
+                from .siblings import Siblings
+
+                state.siblings = Siblings(self.run_dir, state.inflight.stop_all)
+            log_start(app, self.settings)
+            return CountedApp(app)
 
     return GunicornServer
 
 
-def _end_streams_after_grace_period(app, settings: Settings):
-    """A gunicorn post_worker_init hook: on SIGTERM, in-flight streams get `grace_period` seconds,
-    then end with an error event (gunicorn itself stops accepting and waits for them)."""
+class CountedApp:
+    """The WSGI app, counting the requests being answered (a stream counts until it ends), so a
+    worker that is shutting down knows when it is done without waiting for idle keep-alive connections."""
+
+    def __init__(self, app):
+        self.app = app
+        self.in_flight = 0
+
+    def __call__(self, environ, start_response):
+        self.in_flight += 1
+        try:
+            return _Counted(self.app(environ, start_response), self)
+        except BaseException:
+            self.in_flight -= 1
+            raise
+
+
+class _Counted:
+    """A response body whose close() ends the count; iterating it is the inner body's own iterator."""
+
+    __slots__ = ("body", "counter", "closed")
+
+    def __init__(self, body, counter: CountedApp):
+        self.body, self.counter, self.closed = body, counter, False
+
+    def __iter__(self):
+        return iter(self.body)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.counter.in_flight -= 1
+        close = getattr(self.body, "close", None)
+        if close:
+            close()
+
+
+def _raise_file_limit() -> None:
+    """Every open stream holds two sockets (client and upstream): lift the soft limit on open files
+    to the hard one, so the default 1024 of many systems does not cap a worker at ~500 streams."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d: %s", soft, exc)
+
+
+def _forget_worker(run_dir: str, multiprocess: bool):
+    """A gunicorn child_exit hook (in the master): a dead worker's live gauges and control socket go."""
+
+    def forget(server, worker):
+        if multiprocess:
+            from prometheus_client import multiprocess as prometheus_multiprocess
+
+            prometheus_multiprocess.mark_process_dead(worker.pid, run_dir)
+        try:
+            os.unlink(os.path.join(run_dir, f"worker-{worker.pid}.sock"))
+        except FileNotFoundError:
+            pass
+
+    return forget
+
+
+def _end_streams_after_grace_period(settings: Settings):
+    """gthread only, a gunicorn post_worker_init hook: on SIGTERM, in-flight streams get
+    `grace_period` seconds, then end with an error event (gunicorn itself stops accepting and waits)."""
 
     def install(worker):
         stop_accepting = signal.getsignal(signal.SIGTERM)
-        inflight = app.extensions["api_like_oai"].inflight
+        inflight = worker.wsgi.app.extensions["api_like_oai"].inflight
 
         def on_sigterm(signum, frame):
             timer = threading.Timer(settings.grace_period, inflight.shut_down)
@@ -80,7 +191,3 @@ def _end_streams_after_grace_period(app, settings: Settings):
         signal.signal(signal.SIGTERM, on_sigterm)
 
     return install
-
-
-def _GunicornServer(app, settings):  # noqa: N802 - reads as the class it builds
-    return _gunicorn_application()(app, settings)

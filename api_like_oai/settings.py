@@ -48,6 +48,7 @@ class Settings:
     connect_timeout: float = 5.0
     read_timeout: float = 600.0
     workers: int = 1
+    worker_class: str = "gevent"            # or "gthread"
     threads: int = 32
     debug: bool = False
     log_level: str = "info"

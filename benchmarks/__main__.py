@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import platform
+import resource
 import signal
 import subprocess
 import sys
@@ -42,10 +43,10 @@ def llama_server(binary: str, model: str) -> Service:
                                     "--ctx-size", "4096", "--parallel", "4", "--threads", "2", "--seed", "42"], port)
 
 
-def proxy(upstream_url: str) -> Service:
-    """The proxy as users start it: its CLI, default workers and threads, no template flag."""
+def proxy(upstream_url: str, *flags: str) -> Service:
+    """The proxy as users start it: its CLI, default workers and worker class, no template flag."""
     port = free_port()
-    return Service("proxy", [str(BIN / "api-like-oai"), "--llama-api", upstream_url, "--port", str(port)],
+    return Service("proxy", [str(BIN / "api-like-oai"), "--llama-api", upstream_url, "--port", str(port), *flags],
                    port, ready_path="/v1/models")
 
 
@@ -73,9 +74,9 @@ def describe_machine(llama_binary: str) -> Machine:
     version = subprocess.run([llama_binary, "--version"], capture_output=True, text=True, timeout=30)
     llama_cpp = next((line.strip() for line in (version.stdout + version.stderr).splitlines()
                       if line.startswith("version")), "unknown")
-    server = (f"api-like-oai {metadata.version('api-like-oai')} on gunicorn {metadata.version('gunicorn')} gthread "
-              f"(defaults: 1 worker × 32 threads), Flask {metadata.version('flask')}, "
-              f"requests {metadata.version('requests')}")
+    server = (f"api-like-oai {metadata.version('api-like-oai')} on gunicorn {metadata.version('gunicorn')} with "
+              f"gevent {metadata.version('gevent')} (defaults: 1 worker, `--worker-class gevent`), "
+              f"Flask {metadata.version('flask')}, urllib3 {metadata.version('urllib3')}")
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return Machine(cpu_model, os.cpu_count() or 0, memory_gib, platform.release(),
                    f"{platform.python_implementation()} {platform.python_version()}", llama_cpp, server, load)
@@ -96,20 +97,42 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     results.marginal_cpu_us_per_event = asyncio.run(scenarios.marginal_cpu_per_event(rig, long_stream))
     progress("chat vs completions for the same prompt")
     results.chat_vs_completions = asyncio.run(scenarios.chat_vs_completions(rig))
+    progress(f"gateway table: fixed rates {scenarios.GATEWAY_RATES} req/s")
+    results.gateway = [asyncio.run(scenarios.gateway_row(loaded, fake, rate, plan)) for rate in scenarios.GATEWAY_RATES]
     results.peak_rss_mb = loaded.tree().peak_rss_mb()
     loaded.stop()
     fake.stop()
     measure_paced(results, plan, props_path, stack)
+    measure_many_streams(results, plan, props_path, stack)
 
 
 def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
-    """Part 2b: the proxy's CPU when upstream events come one at a time, as a real model sends them."""
-    progress(f"paced upstream: one event every {scenarios.PACED_TOKEN_INTERVAL_MS} ms")
-    fake = fake_upstream(props_path, scenarios.PACED_TOKEN_INTERVAL_MS).start()
+    """Part 2b: the proxy's CPU per token when tokens come one at a time, as a real model sends
+    them, with the default worker and with gthread (the worker before issue 13)."""
+    for worker_class in ("gevent", "gthread"):
+        for interval_ms in sorted({interval for _, interval in scenarios.PACED_LOADS}):
+            fake = fake_upstream(props_path, interval_ms).start()
+            stack.callback(fake.stop)
+            loaded = proxy(fake.url, "--worker-class", worker_class).start()
+            stack.callback(loaded.stop)
+            rig = CapacityRig(loaded, fake, plan)
+            for clients, interval in scenarios.PACED_LOADS:
+                if interval == interval_ms:
+                    progress(f"paced upstream, {worker_class}: {clients} streams @ {interval:g} ms")
+                    results.paced.append(asyncio.run(scenarios.paced_row(rig, worker_class, clients, interval)))
+            loaded.stop()
+            fake.stop()
+
+
+def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
+    """Part 2c: many concurrent paced streams through one worker."""
+    progress(f"{plan.many_streams} concurrent paced streams")
+    fake = fake_upstream(props_path, scenarios.MANY_STREAMS_INTERVAL_MS).start()
     stack.callback(fake.stop)
     loaded = proxy(fake.url).start()
     stack.callback(loaded.stop)
-    results.paced = asyncio.run(scenarios.paced_table(CapacityRig(loaded, fake, plan)))
+    results.many_streams = asyncio.run(scenarios.many_streams(
+        loaded, fake, plan.many_streams, scenarios.MANY_STREAMS_TOKENS, scenarios.MANY_STREAMS_INTERVAL_MS))
     loaded.stop()
     fake.stop()
 
@@ -145,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     plan = Plan.quick() if args.quick else Plan()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every started server is stopped
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a thousand streams need a thousand sockets here
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]
     results = BenchmarkResults(describe_machine(binary))
     with ExitStack() as stack:

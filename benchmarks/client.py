@@ -87,11 +87,20 @@ def parse_response_head(head: bytes) -> tuple[int, int | None, bool, bool]:
     return status, length, chunked, closes
 
 
+@dataclass
+class FrameCounter:
+    """SSE frames received so far by every connection that shares it, counted as they arrive, so
+    that a measurement window sees the frames relayed inside it (not whole requests that ended in it)."""
+
+    frames: int = 0
+
+
 class Connection:
     """One keep-alive connection to 127.0.0.1:port, opened on first use and after a close."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int, counter: FrameCounter | None = None):
         self.port = port
+        self.counter = counter
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -142,6 +151,8 @@ class Connection:
                 return b"".join(parts)
             data = (await self.reader.readexactly(size + 2))[:-2]
             parts.append(data)
+            if self.counter:
+                self.counter.frames += data.count(b"data: ")
             if watch:
                 watch.feed(data)
 
@@ -165,26 +176,61 @@ class LoadWindow:
 
 
 async def closed_loop(port: int, request: bytes, clients: int, seconds: float, warmup: float,
-                      snapshot: Callable[[], dict[str, float]]) -> LoadWindow:
+                      snapshot: Callable[[], dict[str, float]], stagger: float = 0.0) -> LoadWindow:
     """`clients` connections each sending `request` back to back; the samples that finished in
-    the `seconds` after a `warmup`, with `snapshot()` (e.g. CPU times) taken at both ends."""
+    the `seconds` after a `warmup`, with `snapshot()` (e.g. CPU times) and the SSE frames received
+    so far ("frames") taken at both ends. Client i starts i * stagger / clients seconds late, so
+    that paced streams do not all deliver their tokens at the same instants."""
     samples: list[Sample] = []
     running = True
+    counter = FrameCounter()
 
-    async def one_client() -> None:
-        connection = Connection(port)
+    async def one_client(position: int) -> None:
+        await asyncio.sleep(position * stagger / clients)
+        connection = Connection(port, counter)
         try:
             while running:
                 samples.append(await connection.send(request))
         finally:
             connection.close()
 
-    tasks = [asyncio.create_task(one_client()) for _ in range(clients)]
-    await asyncio.sleep(warmup)
-    window_start, before = time.perf_counter(), snapshot()
+    def snapshot_with_frames() -> dict[str, float]:
+        return {**snapshot(), "frames": counter.frames}
+
+    tasks = [asyncio.create_task(one_client(position)) for position in range(clients)]
+    await asyncio.sleep(warmup + stagger)
+    window_start, before = time.perf_counter(), snapshot_with_frames()
     await asyncio.sleep(seconds)
-    window_end, after = time.perf_counter(), snapshot()
+    window_end, after = time.perf_counter(), snapshot_with_frames()
     running = False
     await asyncio.gather(*tasks)
     inside = [s for s in samples if window_start <= s.finished <= window_end]
     return LoadWindow(inside, window_end - window_start, before, after)
+
+
+async def open_loop(port: int, request: bytes, rate: float, seconds: float, warmup: float) -> list[Sample]:
+    """Requests sent at a fixed `rate` per second whatever the answers take (as the gateway
+    benchmarks do), each on an idle keep-alive connection or a new one; the samples of those
+    sent after `warmup`."""
+    idle: list[Connection] = []
+    samples: list[Sample] = []
+    started = time.perf_counter()
+
+    async def one_request(measured: bool) -> None:
+        connection = idle.pop() if idle else Connection(port)
+        sample = await connection.send(request)
+        idle.append(connection)
+        if measured:
+            samples.append(sample)
+
+    tasks = []
+    total = int(rate * (warmup + seconds))
+    for number in range(total):
+        delay = started + number / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one_request(number >= rate * warmup)))
+    await asyncio.gather(*tasks)
+    for connection in idle:
+        connection.close()
+    return samples

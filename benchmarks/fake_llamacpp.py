@@ -110,9 +110,15 @@ class FakeLlamaCpp:
         if not self.token_interval:
             writer.write(b"".join(parts))
             return
+        # On a fixed schedule (the k-th event at start + k * interval), so that a slow spell of the
+        # fake itself is caught up and does not lower the rate the proxy is offered.
+        loop = asyncio.get_running_loop()
         writer.write(parts[0])
-        for part in parts[1:]:
-            await asyncio.sleep(self.token_interval)
+        started = loop.time()
+        for position, part in enumerate(parts[1:], 1):
+            delay = started + position * self.token_interval - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
             writer.write(part)
 
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

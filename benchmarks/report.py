@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from .results import BenchmarkResults, CapacityResult, GenerationResult
-from .scenarios import CHAT_MESSAGES, GENERATED_TOKENS, PACED_TOKEN_INTERVAL_MS, PROMPT, SEED, mode_name
+from .scenarios import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -144,25 +144,54 @@ def client_note(results: BenchmarkResults) -> str:
             "others took CPU it could have used, and its req/s here are a lower bound.")
 
 
-def paced_row(r: CapacityResult) -> list[str]:
-    per_event = number(r.proxy_cpu_us_per_event, 1) if r.proxy_cpu_us_per_event is not None else "–"
-    return [mode_name(r.streamed), str(r.clients), number(r.requests_per_s, 1),
-            number(r.events_per_s, 0) if r.streamed else "–", number(r.proxy_cpu_us_per_request, 0),
-            number(r.proxy_cpu_us_per_request / (r.tokens + 1), 1), per_event,
-            f"{r.proxy_cpu_share:.2f} / {r.other_cpu_share:.2f}"]
+def paced_row(r) -> list[str]:
+    return [r.worker_class, str(r.clients), f"{r.interval_ms:g}", number(r.tokens_per_s, 0),
+            number(r.carried_share, 2), number(r.proxy_cpu_us_per_token, 1),
+            f"{r.proxy_cpu_share:.2f} / {r.other_cpu_share:.2f}", str(r.errors)]
 
 
 def paced_section(results: BenchmarkResults) -> str:
-    header = ["mode", "clients", "req/s", "events/s", "proxy CPU µs/req", "proxy CPU µs per upstream event",
-              "proxy CPU µs per relayed event", "CPU cores: proxy / other"]
-    return "\n\n".join([
-        f"### 2b. The same, with upstream events paced like a real model (one every {PACED_TOKEN_INTERVAL_MS:g} ms)",
+    header = ["worker", "streams", "ms between tokens", "tokens/s relayed", "share of what the streams carry",
+              "proxy CPU µs per token (all-in)", "CPU cores: proxy / other", "errors"]
+    parts = [
+        "### 2b. Streams paced like a real model: CPU per token and queueing, gevent vs gthread",
         "The instant upstream writes all events of an answer at once, so the proxy reads many per system call. "
-        "A real llama-server sends one token at a time, and every event then wakes the relaying thread. "
-        f"The fake here pauses {PACED_TOKEN_INTERVAL_MS:g} ms before each event; everything else "
-        "is as above. “Per upstream event” divides by all events read from upstream (a non-streamed answer is "
-        "read from a stream too).",
-        table(header, [paced_row(r) for r in results.paced])])
+        "A real llama-server sends one token at a time, and every token then wakes the proxy. Here the fake "
+        f"sends each chat stream's {GENERATED_TOKENS} tokens on a fixed schedule, one every N ms, and the "
+        "clients (back to back, their starts spread over one interval) read them through the proxy. Tokens are "
+        "counted as they arrive inside the measurement window; “share of what the streams carry” is tokens "
+        "relayed / (streams × tokens per stream / the stream's length at the upstream's pace): 1.0 means the "
+        "proxy made no stream wait. CPU per token is all the proxy's CPU in the window (requests, role and "
+        "finish frames included) divided by the tokens relayed. `gthread` is the worker before issue 13 "
+        "(`--worker-class gthread`, 32 threads): a stream beyond the 32nd waits for a thread.",
+        table(header, [paced_row(r) for r in results.paced])]
+    m = results.many_streams
+    if m is not None:
+        parts += [
+            f"### 2c. {m.streams} concurrent streams through one worker",
+            f"{m.streams} chat streams of {m.tokens} tokens, one token every {m.interval_ms:g} ms, all started within "
+            "one interval and read to the end (every frame and `[DONE]`), through the default single worker.",
+            table(["streams", "whole", "time, first start to last end", "the upstream's pace alone",
+                   "proxy CPU µs per token", "proxy peak RSS (master + worker)"],
+                  [[str(m.streams), str(m.whole), f"{m.seconds:.2f} s", f"{m.ideal_seconds:.2f} s",
+                    number(m.proxy_cpu_us_per_token, 1), f"{m.peak_rss_mb:.0f} MB"]])]
+    return "\n\n".join(parts)
+
+
+def gateway_section(results: BenchmarkResults) -> str:
+    if not results.gateway:
+        return ""
+    rows = [[str(g.rate), str(g.requests), number(g.direct_p50_ms, 2), number(g.proxy_p50_ms, 2),
+             number(g.added_p50_ms, 2), number(g.direct_p99_ms, 2), number(g.proxy_p99_ms, 2),
+             number(g.added_p99_ms, 2), str(g.errors)] for g in results.gateway]
+    return "\n\n".join([
+        "### 2d. Added latency at a fixed request rate (the form gateways publish)",
+        f"Open loop: requests are sent at a fixed rate whatever the answers take, non-streamed, {GENERATED_TOKENS} "
+        "tokens, against the instant fake; the same generation straight to the fake's `/completion` (“direct”) "
+        "and through the proxy's `/v1/completions`, alternately. Added latency is proxy − direct at the same "
+        "percentile. The proxy reads the upstream answer as a stream (one event per token) even here.",
+        table(["req/s", "requests", "direct p50 ms", "proxy p50 ms", "added p50 ms", "direct p99 ms",
+               "proxy p99 ms", "added p99 ms", "errors"], rows)])
 
 
 def comparison_verdict(completion: CapacityResult, chat: CapacityResult) -> str:
@@ -206,7 +235,8 @@ def markdown(results: BenchmarkResults) -> str:
     sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
                 machine_section(results), targets_section(results), generation_section(results),
-                capacity_section(results), paced_section(results), comparison_section(results),
+                capacity_section(results), paced_section(results), gateway_section(results),
+                comparison_section(results),
                 startup_section(results)]
     return "\n\n".join(sections) + "\n"
 
@@ -251,10 +281,10 @@ def capacity_panel(axis, results: BenchmarkResults) -> None:
 
 
 def event_cpu_panel(axis, results: BenchmarkResults) -> None:
-    rows = [("instant", r) for r in results.capacity if r.streamed] + [("paced", r) for r in results.paced if r.streamed]
-    grouped_bars(axis, [f"{kind}\n{r.clients}c" for kind, r in rows],
-                 {"µs CPU per relayed event": [r.proxy_cpu_us_per_event for _, r in rows]},
-                 "proxy CPU per streamed event (all-in): instant and paced upstream", target=50)
+    labels = [f"{r.clients}@{r.interval_ms:g}ms" for r in results.paced if r.worker_class == "gevent"]
+    series = {worker: [r.proxy_cpu_us_per_token for r in results.paced if r.worker_class == worker]
+              for worker in ("gevent", "gthread")}
+    grouped_bars(axis, labels, series, "proxy CPU µs per token, paced upstream (all-in)", target=50)
 
 
 def grouped_bars(axis, labels: list[str], series: dict[str, list[float]], title: str, target: float | None = None):

@@ -14,15 +14,28 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .client import Connection, LoadWindow, Sample, closed_loop, encode_post
+from .client import Connection, FrameCounter, LoadWindow, Sample, closed_loop, encode_post, open_loop
 from .processes import Service, system_busy_seconds
-from .results import CapacityResult, GenerationResult, OutputCheck, StartupResult, percentile
+from .results import (
+    CapacityResult,
+    GatewayResult,
+    GenerationResult,
+    ManyStreamsResult,
+    OutputCheck,
+    PacedResult,
+    StartupResult,
+    percentile,
+)
 
 GENERATED_TOKENS = 64
 SEED = 42
 PROMPT = "The history of the Roman Empire"
 CHAT_MESSAGES = [{"role": "user", "content": "Write a long story about a dragon who learns to bake bread."}]
 PACED_TOKEN_INTERVAL_MS = 8.0  # about llama-server's pace with the test model here (~120 tokens/s)
+# (concurrent streams, ms between two tokens of one stream): the loads of issue 13
+PACED_LOADS = ((16, 8.0), (64, 8.0), (256, 40.0))
+MANY_STREAMS, MANY_STREAMS_INTERVAL_MS, MANY_STREAMS_TOKENS = 1000, 100.0, 32
+GATEWAY_RATES = (100, 500)  # requests per second, open loop
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 
@@ -38,11 +51,15 @@ class Plan:
     repeats: int = 3  # measurement windows per capacity cell, spread over passes
     generation_budget_seconds: float = 330.0  # all real-generation workloads together, at most
     startup_runs: int = 3
+    paced_seconds: float = 5.0  # one window per paced row
+    gateway_seconds: float = 4.0  # per rate and target, `repeats` times
+    many_streams: int = MANY_STREAMS
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(rounds_per_clients=((1, 2), (4, 1)), capacity_seconds=0.5, warmup_seconds=0.2,
-                   repeats=1, startup_runs=1, generation_budget_seconds=60.0)
+                   repeats=1, startup_runs=1, generation_budget_seconds=60.0, paced_seconds=1.0,
+                   gateway_seconds=0.5, many_streams=100)
 
 
 def mode_name(streamed: bool) -> str:
@@ -272,11 +289,70 @@ async def capacity_table(rig: CapacityRig, progress: Callable[[str], None] | Non
     return results
 
 
-async def paced_table(rig: CapacityRig) -> list[CapacityResult]:
-    """Against an upstream that paces its events: the proxy's CPU per event when every event
-    wakes a thread, as with a real model (the instant upstream sends all events in one write)."""
-    reference = rig.plan.reference_clients
-    return await capacity_table(rig, cells=[(reference, False), (1, True), (reference, True)])
+async def paced_row(rig: CapacityRig, worker_class: str, clients: int, interval_ms: float) -> PacedResult:
+    """`clients` chat streams back to back against an upstream sending a token every `interval_ms`
+    (as a real model does; every token wakes the proxy): CPU per relayed frame, and the frames
+    relayed as a share of what the streams would carry if the proxy added no wait at all."""
+    request = encode_post(rig.proxy.port, PATHS["chat"], generation_body("chat", True))
+    window = await closed_loop(rig.proxy.port, request, clients, rig.plan.paced_seconds, rig.plan.warmup_seconds,
+                               rig.snapshot, stagger=interval_ms / 1000)
+    # A chat stream of T tokens is T + 2 frames (the role first, the finish last) and takes T + 1
+    # intervals upstream (the final event is paced too); only the T text frames count as tokens.
+    tokens = window.spent("frames") * GENERATED_TOKENS / (GENERATED_TOKENS + 2)
+    would_carry = clients * GENERATED_TOKENS / ((GENERATED_TOKENS + 1) * interval_ms / 1000)
+    spent = {name: window.spent(name) for name in ("proxy", "upstream", "client", "system")}
+    other = max(spent["system"] - spent["proxy"] - spent["upstream"] - spent["client"], 0.0)
+    return PacedResult(worker_class, clients, interval_ms, window.seconds, tokens / window.seconds,
+                       tokens / window.seconds / would_carry,
+                       spent["proxy"] * 1e6 / tokens if tokens else math.nan,
+                       spent["proxy"] / window.seconds, other / window.seconds,
+                       sum(s.status != 200 for s in window.samples))
+
+
+async def many_streams(proxy: Service, upstream: Service, streams: int, tokens: int, interval_ms: float) -> ManyStreamsResult:
+    """`streams` concurrent chat streams, each started once (within one token interval) and read
+    to the end: how many came back whole, and how long they took against the upstream's pace."""
+    request = encode_post(proxy.port, PATHS["chat"], generation_body("chat", True, tokens))
+    counter = FrameCounter()
+    cpu_before, upstream_before = proxy.tree().cpu_seconds(), upstream.tree().cpu_seconds()
+    started = time.perf_counter()
+
+    async def one(position: int) -> bool:
+        await asyncio.sleep(position * interval_ms / 1000 / streams)
+        connection = Connection(proxy.port, counter)
+        try:
+            sample = await connection.send(request, keep_body=True)
+        except (OSError, asyncio.IncompleteReadError):
+            return False
+        finally:
+            connection.close()
+        return sample.status == 200 and sample.events == tokens + 2 and sample.body.endswith(b"data: [DONE]\n\n")
+
+    whole = sum(await asyncio.gather(*(one(position) for position in range(streams))))
+    seconds = time.perf_counter() - started
+    cpu = proxy.tree().cpu_seconds() - cpu_before
+    return ManyStreamsResult(streams, tokens, interval_ms, whole, seconds,
+                             (tokens + 1) * interval_ms / 1000 + interval_ms / 1000,
+                             cpu * 1e6 / (counter.frames * tokens / (tokens + 2)) if counter.frames else math.nan,
+                             upstream.tree().cpu_seconds() - upstream_before, proxy.tree().peak_rss_mb())
+
+
+async def gateway_row(proxy: Service, upstream: Service, rate: int, plan: Plan) -> GatewayResult:
+    """Added latency at a fixed request rate (open loop), non-streamed, as gateways publish it:
+    the same generation sent straight to the instant upstream and through the proxy, alternately."""
+    through_proxy = encode_post(proxy.port, PATHS["completions"], generation_body("completions", False))
+    direct = encode_post(upstream.port, "/completion", {"prompt": PROMPT, "n_predict": GENERATED_TOKENS,
+                                                        "temperature": 0, "seed": SEED, "stream": False})
+    latencies: dict[str, list[float]] = {"direct": [], "proxy": []}
+    errors = 0
+    for _ in range(plan.repeats):
+        for name, port, request in (("direct", upstream.port, direct), ("proxy", proxy.port, through_proxy)):
+            samples = await open_loop(port, request, rate, plan.gateway_seconds, plan.warmup_seconds)
+            latencies[name] += [s.total * 1000 for s in samples]
+            errors += sum(s.status != 200 for s in samples)
+    return GatewayResult(rate, len(latencies["proxy"]),
+                         *(percentile(latencies[name], q) for name in ("direct", "proxy") for q in (0.5, 0.99)),
+                         errors)
 
 
 async def marginal_cpu_per_event(rig: CapacityRig, long_stream: CapacityResult) -> float:

@@ -2,22 +2,21 @@
 
 It understands both generations of the server's JSON (2023: `slot_id`, `stopped_eos`/
 `stopped_word`/`stopped_limit`; today: `id_slot`, `stop_type`) and turns every answer into
-`GenerationEvent`s, so nothing above this module sees llama.cpp JSON. urllib3 errors become
+`GenerationEvent`s, so nothing above this module sees llama.cpp JSON. Transport errors become
 `UpstreamUnavailable`/`UpstreamTimeout`/`UpstreamError` here and nowhere else.
 """
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import urllib3
+import orjson
 
 from ..errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from . import http
 from .events import GenerationEvent, TokenLogprob
 
 
@@ -34,20 +33,15 @@ class UpstreamProps:
     lazy_grammar: bool = False   # takes grammar_lazy + grammar_triggers (else it would apply the grammar at once)
 
 
-JSON_HEADERS = {"Content-Type": "application/json"}
-
-
 class LlamaCppClient:
-    """One llama.cpp server. Talks to it through urllib3's connection pool directly: `requests`
-    cost ~800 µs of CPU per call against ~130 µs for the bare protocol (benchmarks/PROFILE.md),
-    on the path of every request and of every time to first token."""
+    """One llama.cpp server, over backends/http.py's keep-alive connections: a request is one
+    write, a streamed token one read (urllib3, and `requests` before it, cost several times more
+    per request and per token: benchmarks/PROFILE.md)."""
 
-    def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0,
-                 pool_size: int = 64):
+    def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0):
         self.base_url = base_url.rstrip("/")
         self.timeouts = (connect_timeout, read_timeout)
-        self.pool = urllib3.PoolManager(num_pools=4, maxsize=pool_size, retries=False,
-                                        timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout))
+        self.http = http.HTTPClient(self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout)
 
     # --- generation -------------------------------------------------------------------------
 
@@ -56,25 +50,40 @@ class LlamaCppClient:
         payload["stream"]. The request is sent before this returns, so a refused connection or an
         error status raises here, before any event, and the caller can still answer with a plain
         HTTP error."""
-        response = self._request("POST", path, payload, stream=bool(payload.get("stream")))
+        response = self._request("POST", path, payload)
         if payload.get("stream"):
             return self._stream_events(response, index)
         return iter((completion_event(self._json(response), index),))
 
-    def _stream_events(self, response, index: int) -> Iterator[GenerationEvent]:
+    def _stream_events(self, response: http.Response, index: int) -> Iterator[GenerationEvent]:
+        """One event per `data:` line; llama.cpp sends one per HTTP chunk, but a line split over
+        chunks, or several lines in one, are handled too."""
         finished = False
+        pending = b""
         try:
-            with _reading(self.base_url, self.timeouts[1]):
-                for line in _lines(response):
-                    if line.startswith(b"data: "):
+            for chunk in response.chunks():
+                if pending:
+                    chunk, pending = pending + chunk, b""
+                *lines, pending = chunk.split(b"\n")
+                for line in lines:
+                    if line[:6] == b"data: ":
                         yield completion_event(_parse(line[6:], self.base_url), index)
-                    elif line.startswith(b"error: "):
+                    elif line[:7] == b"error: ":
                         raise _upstream_error(_parse(line[7:], self.base_url), self.base_url)
+            if pending[:6] == b"data: ":
+                yield completion_event(_parse(pending[6:], self.base_url), index)
             finished = True
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens for "
+                                  f"{self.timeouts[1]:g}s") from exc
+        except http.BadResponse as exc:
+            raise UpstreamError(f"llama.cpp at {self.base_url} sent a malformed stream") from exc
+        except (http.TransportError, OSError) as exc:
+            raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} "
+                                      "in the middle of a generation") from exc
         finally:
             if not finished:
                 response.close()  # drops the connection: llama.cpp sees it and frees the slot
-            response.release_conn()
 
     # --- other endpoints --------------------------------------------------------------------
 
@@ -117,51 +126,52 @@ class LlamaCppClient:
     def relay(self, method: str, path: str, body: bytes | None = None, query: str = "") -> RawAnswer:
         """llama.cpp's answer to a request passed on as it is, whatever its status, body unread;
         UpstreamUnavailable/UpstreamTimeout when no answer came."""
-        url = self.base_url + path + (f"?{query}" if query else "")
-        return RawAnswer(self._send(method, url, body or None, stream=True), self.base_url, self.timeouts[1])
+        target = path + (f"?{query}" if query else "")
+        # HEAD is asked as GET (the WSGI server drops the body): a HEAD answer announces a body it
+        # does not send, which http.py would wait for.
+        return RawAnswer(self._send("GET" if method == "HEAD" else method, target, body or None),
+                         self.base_url, self.timeouts[1])
 
     # --- transport --------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, payload: dict | None = None, *, stream: bool = False):
-        """The response (its body unread when `stream`); the upstream's errors raised as ours."""
+    def _request(self, method: str, path: str, payload: dict | None = None) -> http.Response:
+        """The response, its body unread; the upstream's errors raised as ours."""
         body = None if payload is None else json.dumps(payload).encode()
-        response = self._send(method, self.base_url + path, body, stream=stream)
+        response = self._send(method, path, body)
         if response.status >= 400:
-            error = _status_error(response, self.base_url)
-            response.release_conn()
-            raise error
+            raise _status_error(response, self.base_url)
         return response
 
-    def _send(self, method: str, url: str, body: bytes | None, *, stream: bool):
+    def _send(self, method: str, path: str, body: bytes | None) -> http.Response:
         """The response to one request, whatever its status; failures to connect or to hear back as ours."""
-        options = {"body": body, "headers": JSON_HEADERS if body is not None else None, "preload_content": not stream}
         try:
-            try:
-                response = self.pool.request(method, url, **options)
-            except urllib3.exceptions.ProtocolError as exc:
-                if not _reused_connection_dropped(exc):
-                    raise
-                # llama.cpp closed an idle pooled keep-alive connection just as we reused it; the
-                # request never reached it, so sending it again on a new connection is safe.
-                response = self.pool.request(method, url, **options)
-        except urllib3.exceptions.NewConnectionError as exc:
-            raise UpstreamUnavailable(f"llama.cpp at {self.base_url} is unreachable ({_reason(exc)})") from exc
-        except urllib3.exceptions.ConnectTimeoutError as exc:
+            response = self.http.request(method, path, body)
+        except http.ConnectTimeout as exc:
             raise UpstreamUnavailable(f"llama.cpp at {self.base_url} did not accept the connection "
                                       "in time") from exc
-        except urllib3.exceptions.ReadTimeoutError as exc:
+        except http.ReadTimeout as exc:
             raise UpstreamTimeout(f"llama.cpp at {self.base_url} did not answer in time") from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except http.BadResponse as exc:
+            raise UpstreamError(f"llama.cpp at {self.base_url} answered with something that is not HTTP") from exc
+        except http.TransportError as exc:
             raise UpstreamUnavailable(f"llama.cpp at {self.base_url} is unreachable ({_reason(exc)})") from exc
         return response
 
-    def _json(self, response):
+    def _json(self, response: http.Response):
         try:
-            return json.loads(response.data)
+            return orjson.loads(self._body(response))
         except ValueError as exc:
             raise UpstreamError(f"llama.cpp at {self.base_url} sent malformed JSON") from exc
-        finally:
-            response.release_conn()
+
+    def _body(self, response: http.Response) -> bytes:
+        try:
+            return response.read()
+        except TimeoutError as exc:
+            response.close()
+            raise UpstreamTimeout(f"llama.cpp at {self.base_url} did not answer in time") from exc
+        except (http.TransportError, OSError) as exc:
+            response.close()
+            raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url}") from exc
 
 
 RELAYED_HEADERS = ("Content-Type", "Retry-After")  # not its CORS headers, nor hop-by-hop ones
@@ -170,12 +180,13 @@ RELAYED_HEADERS = ("Content-Type", "Retry-After")  # not its CORS headers, nor h
 class RawAnswer:
     """llama.cpp's answer to a relayed request: its status, the headers worth relaying, and its body,
     read whole or chunk by chunk as it arrives. close() (once, even if the body was never read)
-    releases the connection, dropping it when the body was not read to its end so that llama.cpp
-    frees the slot, then runs the on_close callbacks."""
+    drops the connection when the body was not read to its end, so that llama.cpp frees the slot,
+    then runs the on_close callbacks."""
 
-    def __init__(self, response, base_url: str, read_timeout: float):
+    def __init__(self, response: http.Response, base_url: str, read_timeout: float):
         self.status = response.status
-        self.headers = {name: response.headers[name] for name in RELAYED_HEADERS if name in response.headers}
+        self.headers = {name: response.headers[name.lower()] for name in RELAYED_HEADERS
+                        if name.lower() in response.headers}
         self.streamed = self.headers.get("Content-Type", "").startswith("text/event-stream")
         self.base_url = base_url
         self._response = response
@@ -186,8 +197,15 @@ class RawAnswer:
 
     def chunks(self) -> Iterator[bytes]:
         """The body as it arrives; UpstreamUnavailable/UpstreamTimeout if the connection fails on the way."""
-        with _reading(self.base_url, self._read_timeout):
-            yield from _chunks(self._response)
+        try:
+            yield from self._response.chunks()
+        except (TimeoutError, http.ReadTimeout) as exc:
+            raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending for {self._read_timeout:g}s") from exc
+        except http.BadResponse as exc:
+            raise UpstreamError(f"llama.cpp at {self.base_url} sent a malformed answer") from exc
+        except (http.TransportError, OSError) as exc:
+            raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} "
+                                      "in the middle of an answer") from exc
         self._finished = True
 
     def read(self) -> bytes:
@@ -202,38 +220,8 @@ class RawAnswer:
         self._closed = True
         if not self._finished:
             self._response.close()
-        self._response.release_conn()
         for callback in self._callbacks:
             callback()
-
-
-@contextlib.contextmanager
-def _reading(base_url: str, read_timeout: float):
-    """urllib3's errors while a body is read, as ours."""
-    try:
-        yield
-    except urllib3.exceptions.ReadTimeoutError as exc:
-        raise UpstreamTimeout(f"llama.cpp at {base_url} stopped sending tokens for {read_timeout:g}s") from exc
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise UpstreamUnavailable(f"lost the connection to llama.cpp at {base_url} "
-                                  "in the middle of a generation") from exc
-
-
-def _chunks(response) -> Iterator[bytes]:
-    """A body's pieces as they arrive (llama.cpp sends one event per HTTP chunk)."""
-    return response.read_chunked() if response.chunked else response.stream(8192)
-
-
-def _lines(response) -> Iterator[bytes]:
-    """The lines of a streamed body as they arrive."""
-    pending = b""
-    for chunk in _chunks(response):
-        pending += chunk
-        if b"\n" in pending:
-            *lines, pending = pending.split(b"\n")
-            yield from lines
-    if pending:
-        yield pending
 
 
 def _knows_lazy_grammars(props: dict) -> bool:
@@ -245,24 +233,10 @@ def _knows_lazy_grammars(props: dict) -> bool:
 
 
 def _reason(exc: BaseException) -> str:
-    """The innermost cause of a transport error, short: 'ConnectionRefusedError', 'RemoteDisconnected', ..."""
-    while exc.__context__ is not None and exc.__context__ is not exc:
-        exc = exc.__context__
+    """The innermost cause of a transport error, short: 'ConnectionRefusedError', 'gaierror', ..."""
+    while exc.__cause__ is not None and exc.__cause__ is not exc:
+        exc = exc.__cause__
     return type(exc).__name__
-
-
-def _reused_connection_dropped(exc: BaseException) -> bool:
-    return any(isinstance(cause, http.client.RemoteDisconnected | ConnectionResetError | BrokenPipeError)
-               for cause in _causes(exc))
-
-
-def _causes(exc: BaseException):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        yield from (arg for arg in exc.args if isinstance(arg, BaseException))
-        exc = exc.__cause__ or exc.__context__
 
 
 def _pooled(embedding: list) -> list[float]:
@@ -270,21 +244,24 @@ def _pooled(embedding: list) -> list[float]:
     return embedding[0] if embedding and isinstance(embedding[0], list) else embedding
 
 
-_decode_json = json.JSONDecoder().decode
-
-
 def _parse(raw: bytes, base_url: str) -> dict:
+    """One event's JSON: orjson, about 4x faster than json on these (this runs once per token)."""
     try:
-        return _decode_json(raw.decode())  # str input skips json.loads' encoding detection
-    except ValueError as exc:
+        return orjson.loads(raw)
+    except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
         raise UpstreamError(f"llama.cpp at {base_url} sent a malformed event") from exc
 
 
-def _status_error(response, base_url: str) -> Exception:
+def _status_error(response: http.Response, base_url: str) -> Exception:
     try:
-        body = json.loads(response.data)
+        data = response.read()
+    except (http.TransportError, OSError):
+        response.close()
+        data = b""
+    try:
+        body = json.loads(data)
     except ValueError:
-        body = {"error": {"message": response.data[:500].decode(errors="replace")}}
+        body = {"error": {"message": data[:500].decode(errors="replace")}}
     error = _upstream_error(body, base_url)
     if response.status == 503:
         return UpstreamUnavailable(error.message)
@@ -322,6 +299,10 @@ def finish_reason(body: dict) -> str | None:
 
 def completion_event(body: dict, index: int = 0) -> GenerationEvent:
     """One /completion JSON object (a stream event or the whole answer) as a GenerationEvent."""
+    if type(body) is dict and body.get("stop") is False and "error" not in body \
+            and not body.get("completion_probabilities"):
+        return GenerationEvent(text=body.get("content") or "", index=index,  # a plain token: most events
+                               prompt_tokens=body.get("tokens_evaluated"), completion_tokens=body.get("tokens_predicted"))
     if not isinstance(body, dict):
         raise UpstreamError("llama.cpp sent an event that is not a JSON object")
     if "error" in body:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-
-import requests
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidRequest, ModelNotFound, ProxyError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+
+if TYPE_CHECKING:
+    import requests
 
 
 class OpenAIUpstream:
@@ -15,6 +17,8 @@ class OpenAIUpstream:
     def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0):
         self.base_url = base_url.rstrip("/")
         self.timeouts = (connect_timeout, read_timeout)
+        import requests  # here: only configs with an "openai" upstream pay for loading it (~5 MB per worker)
+
         self.session = requests.Session()
 
     def forward(self, path: str, body: dict) -> requests.Response:
@@ -25,6 +29,8 @@ class OpenAIUpstream:
         self._send("GET", "/models").close()
 
     def _send(self, method: str, path: str, **kwargs) -> requests.Response:
+        import requests
+
         try:
             response = self.session.request(method, self.base_url + path, timeout=self.timeouts, **kwargs)
         except requests.exceptions.ConnectTimeout as exc:
@@ -41,6 +47,8 @@ class OpenAIUpstream:
 
 def relay(response: requests.Response) -> Iterator[bytes]:
     """The upstream's stream, byte for byte, closing it when the client goes away."""
+    import requests
+
     try:
         yield from response.iter_content(chunk_size=None)
     except requests.exceptions.RequestException:

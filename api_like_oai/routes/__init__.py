@@ -50,7 +50,10 @@ def respond(answer, headers: dict | None = None) -> Response:
         response = jsonify(answer)
         response.headers.update(headers or {})
         return response
-    return Response(answer, mimetype="text/event-stream", headers={**SSE_HEADERS, **(headers or {})})
+    # direct_passthrough: the server iterates our generator itself, without Werkzeug's two wrappers
+    # (ClosingIterator, iter_encoded) around every frame; the frames are bytes already.
+    return Response(answer, mimetype="text/event-stream", headers={**SSE_HEADERS, **(headers or {})},
+                    direct_passthrough=True)
 
 
 def lookup_model(requested: str | None):

@@ -70,5 +70,8 @@ def token_count():
 
 @bp.post("/v1/internal/stop-generation")
 def stop_generation():
-    """End every generation in flight in this process; each finishes with finish_reason "stop"."""
-    return jsonify({"stopped": state().inflight.stop_all()})
+    """End every generation in flight, in every worker; each finishes with finish_reason "stop"."""
+    stopped = state().inflight.stop_all()
+    if state().siblings is not None:
+        stopped += state().siblings.stop_all()
+    return jsonify({"stopped": stopped})

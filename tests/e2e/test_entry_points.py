@@ -37,3 +37,48 @@ def test_legacy_flags_format_the_prompt_as_the_original_script(llama_server, sta
         "Rules follow.\nASSISTANT's RULE: Be brief.\nUSER: Hi\nASSISTANT: Hello!\n\nUSER: Bye\nASSISTANT:")
     reply = openai_client(proxy.url).chat.completions.create(model="m", messages=messages, max_tokens=8)
     assert "\n" not in reply.choices[0].message.content  # the --stop marker ends the answer
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return children
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import requests
+
+    from ..servers import free_port, wait_until
+
+    llama_port, port = free_port(), free_port()
+    env = {**os.environ, "LLAMA_PORT": str(llama_port), "PORT": str(port), **provisioned}
+    script = subprocess.Popen([str(ROOT / "scripts" / "run")], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).ok, script,
+                   "scripts/run", timeout=120)
+        started = _children(script.pid)  # llama-server and the proxy (and their children)
+        assert len(started) == 2
+        script.send_signal(getattr(signal, signal_name))
+        assert script.wait(timeout=30) != 0
+    finally:
+        if script.poll() is None:
+            script.kill()
+    deadline = time.monotonic() + 5
+    while any(Path(f"/proc/{pid}").exists() for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    orphans = [pid for pid in started if Path(f"/proc/{pid}").exists()]
+    for pid in orphans:  # do not leave them running for the rest of the suite
+        os.kill(pid, signal.SIGKILL)
+    assert orphans == []

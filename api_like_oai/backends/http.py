@@ -1,0 +1,338 @@
+"""A small HTTP/1.1 client for the upstream: keep-alive sockets, one send per request, and chunked
+bodies handed over chunk by chunk as they arrive, read straight from the socket (no file object).
+
+Why not urllib3 (used until issue 13): it sends a request's head and body in two system calls
+(each wakes the upstream on loopback), walks about twenty Python frames per request, and reads a
+chunked stream through several layers per chunk. Here a request is one `sendall`, and a streamed
+token is one `readline` + one `read` from a buffered socket, i.e. one `recv` (benchmarks/PROFILE.md).
+
+It speaks what llama.cpp's server speaks: HTTP/1.1 with Content-Length or chunked bodies, plain or
+TLS. The socket module is whatever the process has: with gevent's worker, the patched one.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import socket
+import ssl
+import sys
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+from greenlet import getcurrent
+
+MAX_LINE = 65536
+MAX_HEADERS = 100
+RECEIVE_SIZE = 65536
+
+
+class TransportError(Exception):
+    """The base of what this module raises."""
+
+
+class ConnectFailed(TransportError):
+    """No connection could be made (refused, unreachable, name unknown); `__cause__` says why."""
+
+
+class ConnectTimeout(TransportError):
+    """The server did not accept the connection within the connect timeout."""
+
+
+class ReadTimeout(TransportError):
+    """The server sent nothing for the read timeout."""
+
+
+class ConnectionLost(TransportError):
+    """The connection closed or broke before the response was complete."""
+
+
+class BadResponse(TransportError):
+    """Bytes that are not HTTP."""
+
+
+class Response:
+    """The status and headers of an answer; its body is read with read() or chunks(). A body read to
+    its end puts the connection back in the pool; close() drops it (the server sees the hang-up)."""
+
+    __slots__ = ("status", "headers", "_connection", "_pool", "_chunked", "_length", "_keep_alive")
+
+    def __init__(self, status: int, headers: dict[str, str], connection: _Connection, pool: HTTPClient,
+                 keep_alive: bool):
+        self.status = status
+        self.headers = headers
+        self._connection: _Connection | None = connection
+        self._pool = pool
+        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        length = headers.get("content-length")
+        self._length = int(length) if length is not None and not self._chunked and length.isdigit() else None
+        self._keep_alive = keep_alive and (self._chunked or self._length is not None)
+
+    def read(self) -> bytes:
+        """The whole body."""
+        return b"".join(self.chunks())
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body as it arrives: each HTTP chunk of a chunked body (llama.cpp sends one event per
+        chunk, so a token is one recv and a few slices here), else pieces as received."""
+        connection = self._connection
+        if connection is None:
+            return
+        if not self._chunked:
+            yield from self._pieces(connection)
+            return
+        while True:
+            buffer, position = connection.buffer, connection.position
+            line_end = buffer.find(b"\r\n", position)
+            if line_end < 0:
+                if len(buffer) - position > MAX_LINE:
+                    raise BadResponse("chunk size line too long")
+                connection.receive()
+                continue
+            try:
+                size = int(buffer[position:line_end].split(b";", 1)[0], 16)
+            except ValueError:
+                raise BadResponse("bad chunk size") from None
+            if size == 0:
+                connection.position = line_end + 2
+                while connection.readline() not in (b"\r\n", b"\n"):
+                    pass  # trailer fields, unused
+                self._done()
+                return
+            start = line_end + 2
+            end = start + size
+            if len(buffer) < end + 2:
+                connection.receive()
+                continue
+            connection.position = end + 2
+            yield buffer[start:end]
+
+    def _pieces(self, connection: _Connection) -> Iterator[bytes]:
+        remaining = self._length
+        while remaining is None or remaining > 0:
+            piece = connection.take(remaining)
+            if not piece:
+                if remaining is None:
+                    try:
+                        connection.receive()
+                    except ConnectionLost:  # the body ends with the connection
+                        self.close()
+                        return
+                    continue
+                connection.receive()
+                continue
+            if remaining is not None:
+                remaining -= len(piece)
+            yield piece
+        self._done()
+
+    def _done(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            if self._keep_alive and connection.position == len(connection.buffer):
+                self._pool.put_back(connection)
+            else:
+                connection.close()
+
+    def close(self) -> None:
+        """Drop the connection unless the body was read to its end (then it is back in the pool)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+
+class _Connection:
+    """A socket and what was received on it but not read yet (buffer[position:])."""
+
+    __slots__ = ("sock", "buffer", "position", "readable")
+
+    def __init__(self, sock: socket.socket, read_timeout: float):
+        self.sock = sock
+        self.buffer = b""
+        self.position = 0
+        self.readable = _LoopWait(sock, read_timeout) if _event_loop_active() else None
+
+    def receive(self) -> None:
+        """Wait for more bytes (one recv); ConnectionLost at the end of the stream."""
+        if self.readable is not None:
+            self.readable.wait()
+        data = self.sock.recv(RECEIVE_SIZE)
+        if not data:
+            raise ConnectionLost("closed by the server")
+        self.buffer = self.buffer[self.position:] + data if self.position < len(self.buffer) else data
+        self.position = 0
+
+    def readline(self) -> bytes:
+        while True:
+            end = self.buffer.find(b"\n", self.position)
+            if end >= 0:
+                line = self.buffer[self.position:end + 1]
+                self.position = end + 1
+                return line
+            if len(self.buffer) - self.position > MAX_LINE:
+                raise BadResponse("line too long")
+            self.receive()
+
+    def take(self, limit: int | None) -> bytes:
+        """What is buffered, at most `limit` bytes (without waiting)."""
+        end = len(self.buffer) if limit is None else min(len(self.buffer), self.position + limit)
+        piece = self.buffer[self.position:end]
+        self.position = end
+        return piece
+
+    def close(self) -> None:
+        if self.readable is not None:
+            self.readable.close()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # at once, even if another reference keeps it open
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def _event_loop_active() -> bool:
+    """Whether gevent patched this process (the gevent worker; not gthread, not --debug)."""
+    monkey = sys.modules.get("gevent.monkey")
+    return monkey is not None and monkey.is_module_patched("socket")
+
+
+class _LoopWait:
+    """Under gevent: wait until a socket is readable, with the read timeout, straight on the event
+    loop. gevent's own recv() on a socket with a timeout first tries to read (an EAGAIN system call
+    and an exception, since a streamed token is never there yet), then builds a Timeout object for
+    the wait; here a token costs one wait on a watcher kept for the connection, and one timer restart."""
+
+    __slots__ = ("hub", "watcher", "timer", "timeout", "owner", "expire")
+
+    def __init__(self, sock: socket.socket, timeout: float):
+        from gevent import get_hub
+
+        self.hub = get_hub()
+        self.watcher = self.hub.loop.io(sock.fileno(), 1)  # 1: readable
+        self.timer = self.hub.loop.timer(timeout)
+        self.timeout = timeout
+        self.owner = self.expire = None
+
+    def wait(self) -> None:
+        current = getcurrent()
+        if current is not self.owner:  # another request took the pooled connection
+            self.owner, self.expire = current, functools.partial(current.throw, TimeoutError("timed out"))
+        self.timer.start(self.expire)
+        try:
+            self.hub.wait(self.watcher)
+        finally:
+            self.timer.stop()
+
+    def close(self) -> None:
+        self.timer.close()
+        self.watcher.close()
+        self.owner = self.expire = None
+
+
+class HTTPClient:
+    """Requests to one server (scheme://host:port), on keep-alive connections kept for reuse."""
+
+    def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float, max_idle: int = 1024):
+        parts = urlsplit(base_url)
+        self.tls = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if self.tls else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.host_header = parts.netloc.rsplit("@", 1)[-1]
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.max_idle = max_idle
+        self._idle: collections.deque[_Connection] = collections.deque()  # append/pop are atomic
+        self._tls_context = ssl.create_default_context() if self.tls else None
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                content_type: str = "application/json") -> Response:
+        """Send the request in one write and read the answer's head; its body is left to read."""
+        head = f"{method} {self.prefix}{path} HTTP/1.1\r\nHost: {self.host_header}\r\nAccept: */*\r\n"
+        if body is not None:
+            head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+        message = (head + "\r\n").encode("latin-1") + (body or b"")
+        connection = self._take_idle()
+        if connection is not None:
+            try:
+                return self._exchange(connection, message)
+            except ConnectionLost:
+                # The server closed this idle keep-alive connection just as we reused it; the
+                # request never reached it, so sending it again on a new connection is safe.
+                pass
+        return self._exchange(self._connect(), message)
+
+    def _exchange(self, connection: _Connection, message: bytes) -> Response:
+        try:
+            connection.sock.sendall(message)
+            status, headers, keep_alive = _read_head(connection)
+        except TimeoutError as exc:
+            connection.close()
+            raise ReadTimeout("no answer in time") from exc
+        except (TransportError, OSError) as exc:
+            connection.close()
+            if isinstance(exc, TransportError):
+                raise
+            raise ConnectionLost(type(exc).__name__) from exc
+        return Response(status, headers, connection, self, keep_alive)
+
+    def _take_idle(self) -> _Connection | None:
+        try:
+            return self._idle.pop()
+        except IndexError:
+            return None
+
+    def put_back(self, connection: _Connection) -> None:
+        if len(self._idle) < self.max_idle:
+            self._idle.append(connection)
+        else:
+            connection.close()
+
+    def _connect(self) -> _Connection:
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
+        except TimeoutError as exc:
+            raise ConnectTimeout("connect timeout") from exc
+        except OSError as exc:
+            raise ConnectFailed(type(exc).__name__) from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(self.read_timeout)
+        if self._tls_context is not None:
+            try:
+                sock = self._tls_context.wrap_socket(sock, server_hostname=self.host)
+            except OSError as exc:
+                sock.close()
+                raise ConnectFailed(type(exc).__name__) from exc
+        return _Connection(sock, self.read_timeout)
+
+    def close(self) -> None:
+        while (connection := self._take_idle()) is not None:
+            connection.close()
+
+
+def _read_head(connection: _Connection) -> tuple[int, dict[str, str], bool]:
+    """(status, headers with lower-case names, whether the connection stays open) of a response."""
+    try:
+        status_line = connection.readline()
+        while status_line in (b"\r\n", b"\n"):
+            status_line = connection.readline()
+    except ConnectionLost:
+        raise ConnectionLost("closed before answering") from None
+    try:
+        version, status_text = status_line.split(None, 2)[:2]
+        status = int(status_text)
+    except ValueError:
+        raise BadResponse(f"not an HTTP status line: {status_line[:80]!r}") from None
+    headers: dict[str, str] = {}
+    while True:
+        line = connection.readline()
+        if line in (b"\r\n", b"\n"):
+            break
+        if len(headers) > MAX_HEADERS:
+            raise BadResponse("too many headers")
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+        return _read_head(connection)
+    connection_header = headers.get("connection", "").lower()
+    keep_alive = "close" not in connection_header and (version == b"HTTP/1.1" or "keep-alive" in connection_header)
+    return status, headers, keep_alive

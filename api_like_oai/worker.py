@@ -1,0 +1,148 @@
+"""EventWorker: a gunicorn worker running gevent's event loop, with the proxy's shutdown.
+
+It does what gunicorn's own gevent worker does: monkey-patch the process when the worker starts
+(before the app is imported: see server.py), then serve every connection in a greenlet, so a
+stream costs a greenlet and two sockets, not a thread: one worker holds thousands of streams, and
+a token that arrives wakes only the event loop. What it changes:
+
+- gevent itself is imported only in the worker, after the fork. gunicorn's master imports this
+  module to find the class, and a master that imported gevent would hold pages the worker then
+  copies as soon as it uses them (idle memory), and would not be "nothing imported before patching";
+- SIGTERM: stop accepting at once (gunicorn's loop notices only within a second); let the requests
+  being answered finish for `--grace-period` seconds, not waiting for idle keep-alive connections
+  (gunicorn waits for every open connection); then end the streams still running with an error
+  event, and exit once they are sent;
+- a client socket sends a frame with one plain send() (see _client_socket_class).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from functools import partial
+
+from gunicorn.workers.base_async import AsyncWorker
+
+FLUSH_SECONDS = 2.0  # after the grace period, for the streams' error events to reach the clients
+
+
+class EventWorker(AsyncWorker):
+    def init_process(self):
+        from gevent import hub, monkey
+
+        monkey.patch_all()  # first: the app and everything it imports come after this
+        from gevent import socket as gevent_socket
+
+        self.gevent_socket = gevent_socket
+        self.client_socket_class = _client_socket_class(gevent_socket.socket)
+        self.sockets = [gevent_socket.socket(s.FAMILY, socket.SOCK_STREAM, fileno=s.sock.detach())
+                        for s in self.sockets]
+        hub.reinit()
+        super().init_process()
+
+    def init_signals(self):
+        import gevent
+        from gevent.event import Event
+
+        super().init_signals()
+        self.stopping = Event()
+        # Run by the event loop in a greenlet of its own, at once (a plain signal handler would run
+        # in whichever greenlet was interrupted, and only when the loop next returns to Python).
+        self._sigterm = gevent.signal_handler(signal.SIGTERM, self.begin_shutdown)
+
+    def begin_shutdown(self) -> None:
+        self.alive = False
+        self.stopping.set()
+
+    def notify(self):
+        super().notify()
+        if self.ppid != os.getppid():
+            self.log.info("Parent changed, shutting down: %s", self)
+            sys.exit(0)
+
+    def timeout_ctx(self):
+        import gevent
+
+        return gevent.Timeout(self.cfg.keepalive, False)  # an idle keep-alive connection is closed
+
+    def handle_quit(self, sig, frame):
+        import gevent
+
+        gevent.spawn(AsyncWorker.handle_quit, self, sig, frame)  # out of the signal handler: it sleeps
+
+    def handle_usr1(self, sig, frame):
+        import gevent
+
+        gevent.spawn(AsyncWorker.handle_usr1, self, sig, frame)
+
+    def run(self):
+        servers = [self._serve(listener) for listener in self.sockets]
+        while not self.stopping.wait(1.0) and self.alive:
+            self.notify()  # also exits if the master went away
+        for server in servers:
+            server.close()  # stop accepting now
+        self._drain(servers)
+
+    def _serve(self, listener):
+        from gevent.pool import Pool
+        from gevent.server import StreamServer
+
+        listener.setblocking(1)
+        server = StreamServer(listener, handle=partial(self.handle, listener), spawn=Pool(self.worker_connections))
+        if self.cfg.workers > 1:
+            server.max_accept = 1  # leave the next connection to a less busy worker
+        server.start()
+        return server
+
+    def handle(self, listener, client, addr):
+        client.setblocking(1)
+        if type(client) is self.gevent_socket.socket:
+            client.__class__ = self.client_socket_class
+        super().handle(listener, client, addr)
+
+    def handle_request(self, listener_name, req, sock, addr):
+        from gevent import GreenletExit
+
+        try:
+            return super().handle_request(listener_name, req, sock, addr)
+        except (GreenletExit, SystemExit):
+            return False  # killed at shutdown: the connection just closes
+
+    def _drain(self, servers) -> None:
+        grace_period = self.cfg.graceful_timeout - 5  # server.py adds 5 s for the master
+        self._wait_for_requests(time.monotonic() + grace_period)
+        if self.wsgi.in_flight:
+            state = self.wsgi.app.extensions["api_like_oai"]
+            self.log.info("grace period over: ending %d streams", state.inflight.shut_down())
+            self._wait_for_requests(time.monotonic() + FLUSH_SECONDS)
+        for server in servers:
+            server.stop(timeout=0.5)  # idle keep-alive connections
+
+    def _wait_for_requests(self, deadline: float) -> None:
+        import gevent
+
+        while self.wsgi.in_flight and time.monotonic() < deadline:
+            self.notify()
+            gevent.sleep(0.05)
+
+
+def _client_socket_class(gevent_socket_class):
+    """A client connection whose sendall() tries one plain send() first: an SSE frame is small and
+    the socket buffer nearly always has room, so the frame goes out in one system call without
+    gevent's general sendall (a getsockopt call, a timer, a loop over 1 MiB pieces) on every token."""
+
+    class ClientSocket(gevent_socket_class):
+        __slots__ = ()
+
+        def sendall(self, data, flags=0):
+            try:
+                sent = self._sock.send(data, flags)  # the underlying non-blocking socket
+            except BlockingIOError:
+                sent = 0
+            if sent < len(data):
+                super().sendall(memoryview(data)[sent:], flags)  # waits for room, as gevent does
+
+    return ClientSocket

@@ -1,0 +1,113 @@
+"""backends/http.py against a scripted socket server: framing split anywhere, keep-alive reuse,
+a stale pooled connection retried once."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from api_like_oai.backends.http import HTTPClient
+from api_like_oai.backends.llamacpp import LlamaCppClient
+
+
+class ScriptedServer:
+    """Answers each request on a connection with the next scripted list of byte pieces."""
+
+    def __init__(self, answers: list[list[bytes]], close_after: int | None = None):
+        self.answers = answers
+        self.close_after = close_after  # close each connection after this many answers
+        self.connections = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while True:
+            client, _ = self.listener.accept()
+            self.connections += 1
+            threading.Thread(target=self._answer, args=(client,), daemon=True).start()
+
+    def _answer(self, client: socket.socket) -> None:
+        with client:
+            reader = client.makefile("rb")
+            served = 0
+            while self.answers:
+                head = b""
+                while not head.endswith(b"\r\n\r\n"):
+                    line = reader.readline()
+                    if not line:
+                        return
+                    head += line
+                length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                               if h.lower().startswith(b"content-length")), 0)
+                reader.read(length)
+                for piece in self.answers.pop(0):
+                    client.sendall(piece)
+                    time.sleep(0.002)  # separate TCP segments
+                served += 1
+                if self.close_after and served >= self.close_after:
+                    return
+
+
+def chunked(*payloads: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in payloads) + b"0\r\n\r\n"
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def event(content: str, stop: bool = False) -> bytes:
+    body = {"content": content, "stop": stop, "tokens_predicted": 2, "tokens_evaluated": 1}
+    if stop:
+        body["stop_type"] = "eos"
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def test_events_split_and_joined_anywhere_in_the_stream():
+    first, second, last = event(" a"), event(" b"), event("", stop=True)
+    body = chunked(first[:10], first[10:] + second, last)  # an event over two chunks, two in one
+    pieces = [HEAD[:7], HEAD[7:] + body[:5], body[5:23], body[23:]]  # and TCP pieces cut mid-line
+    server = ScriptedServer([pieces])
+    client = LlamaCppClient(server.url)
+    events = list(client.generate("/completion", {"prompt": "x", "stream": True}))
+    assert [e.text for e in events] == [" a", " b", ""]
+    assert events[-1].finish_reason == "stop"
+
+
+def test_a_connection_is_reused_and_a_stale_one_retried_once():
+    answer = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"status\":\"ok\"}"]
+    server = ScriptedServer([answer, answer, answer], close_after=2)
+    client = LlamaCppClient(server.url)
+    assert client.health() == client.health() == {"status": "ok"}
+    assert server.connections == 1  # kept alive
+    time.sleep(0.1)  # the server has closed the pooled connection meanwhile
+    assert client.health() == {"status": "ok"}
+    assert server.connections == 2
+
+
+def test_a_body_read_to_its_end_returns_the_connection_and_close_drops_it():
+    answer = [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]
+    server = ScriptedServer([answer, answer])
+    http = HTTPClient(server.url, connect_timeout=1, read_timeout=1)
+    response = http.request("GET", "/x")
+    assert response.read() == b"ok" and len(http._idle) == 1
+    http.request("GET", "/x").close()
+    assert len(http._idle) == 0
+
+
+@pytest.mark.parametrize("garbage", [b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"])
+def test_bytes_that_are_not_http_are_a_bad_upstream_response(garbage):
+    from api_like_oai.errors import UpstreamError
+
+    server = ScriptedServer([[garbage]])
+    with pytest.raises(UpstreamError) as raised:
+        list(LlamaCppClient(server.url).generate("/completion", {"prompt": "x", "stream": True}))
+    assert type(raised.value) is UpstreamError  # a 502, not an unreachable upstream's 503
+    assert "not HTTP" in raised.value.message or "malformed" in raised.value.message
