@@ -97,6 +97,8 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     results.marginal_cpu_us_per_event = asyncio.run(scenarios.marginal_cpu_per_event(rig, long_stream))
     progress("chat vs completions for the same prompt")
     results.chat_vs_completions = asyncio.run(scenarios.chat_vs_completions(rig))
+    progress("a streamed tool call against plain text")
+    results.tool_call = asyncio.run(scenarios.tool_call_row(rig, plan.reference_clients))
     progress(f"gateway table: fixed rates {scenarios.GATEWAY_RATES} req/s")
     results.gateway = [asyncio.run(scenarios.gateway_row(loaded, fake, rate, plan)) for rate in scenarios.GATEWAY_RATES]
     results.peak_rss_mb = loaded.tree().peak_rss_mb()

@@ -30,9 +30,16 @@ GENERATION_SETTINGS = {
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found"}
 
 
-def token_event(position: int) -> dict:
-    return {"index": 0, "content": f" w{position}", "tokens": [1000 + position], "stop": False,
-            "id_slot": -1, "tokens_predicted": position + 1, "tokens_evaluated": 5}
+def token_event(position: int, content: str | None = None) -> dict:
+    return {"index": 0, "content": f" w{position}" if content is None else content, "tokens": [1000 + position],
+            "stop": False, "id_slot": -1, "tokens_predicted": position + 1, "tokens_evaluated": 5}
+
+
+def tool_call_pieces(token_count: int) -> list[str]:
+    """A tool call as a model writes it, `token_count` tokens long: the markers and the call's head
+    as tokens of their own, then the argument's words one token each."""
+    words = [f" w{position}" for position in range(max(token_count - 4, 0))]
+    return ["<tool_call>", '\n{"name": "search", "arguments": {"query": "', *words, '"}}', "\n</tool_call>"][:token_count]
 
 
 def final_event(token_count: int, content: str) -> dict:
@@ -54,9 +61,12 @@ def chunk(payload: bytes) -> bytes:
 
 
 @lru_cache(maxsize=64)
-def streamed_chunks(token_count: int) -> tuple[bytes, ...]:
-    """The chunked body of a streamed generation: one chunk per event; the last part also ends the body."""
-    events = [token_event(position) for position in range(token_count)] + [final_event(token_count, "")]
+def streamed_chunks(token_count: int, tool_call: bool = False) -> tuple[bytes, ...]:
+    """The chunked body of a streamed generation: one chunk per event; the last part also ends the
+    body. With `tool_call`, the tokens write a call in the `<tool_call>` format."""
+    contents = tool_call_pieces(token_count) if tool_call else [None] * token_count
+    events = [token_event(position, content) for position, content in enumerate(contents)]
+    events.append(final_event(len(events), ""))
     chunks = [chunk(b"data: " + compact_json(event) + b"\n\n") for event in events]
     chunks[-1] += b"0\r\n\r\n"
     return tuple(chunks)
@@ -102,7 +112,9 @@ class FakeLlamaCpp:
         token_count = request.get("n_predict")
         token_count = DEFAULT_TOKENS if token_count is None or token_count < 0 else token_count
         if request.get("stream"):
-            return [head(200, "text/event-stream", None), *streamed_chunks(token_count)]
+            # A prompt that describes the <tool_call> format (a request with tools) is answered with a call.
+            tool_call = "<tool_call>" in request.get("prompt", "")
+            return [head(200, "text/event-stream", None), *streamed_chunks(token_count, tool_call)]
         body = whole_body(token_count)
         return [head(200, "application/json", len(body)) + body]
 

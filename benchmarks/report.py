@@ -231,11 +231,29 @@ def startup_section(results: BenchmarkResults) -> str:
             ["idle PSS (shared pages counted once)", f"{s.idle_pss_mb:.1f} MB"]])])
 
 
+def tool_call_section(results: BenchmarkResults) -> str:
+    r = results.tool_call
+    if r is None:
+        return ""
+    return "\n\n".join([
+        "### 2d. A streamed tool call against plain text (issue 10)",
+        f"The same streamed chat of {r.tokens} tokens from the instant upstream, {r.clients} clients: once as plain "
+        "text, once with `tools`, which the fake answers with a `<tool_call>{...}</tool_call>` the proxy parses "
+        "into `tool_calls` deltas (markers held back, the call's head checked, the arguments streamed). The "
+        "proxy's CPU per upstream token, median of alternating windows.",
+        table(["answer", "proxy CPU µs per token", "errors"], [
+            ["plain text", number(r.plain_cpu_us_per_token, 1), "-"],
+            ["tool call" + ("" if r.calls_parsed else " (NOT parsed)"), number(r.tool_call_cpu_us_per_token, 1),
+             str(r.errors)],
+            ["extra for the tool call", f"{r.extra_share:+.0%}", ""]])])
+
+
 def markdown(results: BenchmarkResults) -> str:
     sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
                 machine_section(results), targets_section(results), generation_section(results),
-                capacity_section(results), paced_section(results), gateway_section(results),
+                capacity_section(results), paced_section(results), tool_call_section(results),
+                gateway_section(results),
                 comparison_section(results),
                 startup_section(results)]
     return "\n\n".join(sections) + "\n"

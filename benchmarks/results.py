@@ -108,6 +108,22 @@ class PacedResult:
 
 
 @dataclass
+class ToolCallResult:
+    """Part 2d: the same streamed chat answered with plain text and with a tool call parsed out of it."""
+
+    clients: int
+    tokens: int
+    plain_cpu_us_per_token: float
+    tool_call_cpu_us_per_token: float
+    calls_parsed: bool  # the tool-call stream came back as tool_calls deltas, not as text
+    errors: int
+
+    @property
+    def extra_share(self) -> float:
+        return self.tool_call_cpu_us_per_token / self.plain_cpu_us_per_token - 1
+
+
+@dataclass
 class ManyStreamsResult:
     """Part 2c: many concurrent paced streams, each started once and read to its end."""
 
@@ -171,6 +187,7 @@ class BenchmarkResults:
     capacity: list[CapacityResult] = field(default_factory=list)
     chat_vs_completions: list[CapacityResult] = field(default_factory=list)
     paced: list[PacedResult] = field(default_factory=list)  # upstream tokens paced like a real model
+    tool_call: ToolCallResult | None = None
     many_streams: ManyStreamsResult | None = None
     gateway: list[GatewayResult] = field(default_factory=list)
     marginal_cpu_us_per_event: float = math.nan
@@ -186,7 +203,16 @@ class BenchmarkResults:
     def targets(self) -> list[TargetCheck]:
         return [self._ttft_target(), self._tokens_per_s_target(), self._paced_cpu_target(),
                 self._paced_share_target(), self._many_streams_target(), self._requests_per_s_target(),
-                self._idle_memory_target(), self._startup_target()]
+                self._idle_memory_target(), self._startup_target(), self._tool_call_target()]
+
+    def _tool_call_target(self) -> TargetCheck:
+        name = "streamed tool call: proxy CPU per token over plain text (issue 10)"
+        r = self.tool_call
+        if r is None:
+            return TargetCheck(name, "≤ +20%", "not measured", False)
+        measured = (f"{r.tool_call_cpu_us_per_token:.1f} vs {r.plain_cpu_us_per_token:.1f} µs per token "
+                    f"({r.extra_share:+.0%}, {r.clients} clients{'' if r.calls_parsed else ', calls NOT parsed'})")
+        return TargetCheck(name, "≤ +20%", measured, r.calls_parsed and r.errors == 0 and r.extra_share <= 0.2)
 
     def _streamed_pairs(self) -> dict[str, tuple[GenerationResult, GenerationResult]]:
         return {f"{d.endpoint}/{d.clients}c": (d, p) for d, p in self.generation_pairs() if d.streamed}

@@ -8,6 +8,7 @@ import asyncio
 import http.client
 import json
 import math
+import statistics
 import subprocess
 import time
 import urllib.request
@@ -24,6 +25,7 @@ from .results import (
     OutputCheck,
     PacedResult,
     StartupResult,
+    ToolCallResult,
     percentile,
 )
 
@@ -307,6 +309,37 @@ async def paced_row(rig: CapacityRig, worker_class: str, clients: int, interval_
                        spent["proxy"] * 1e6 / tokens if tokens else math.nan,
                        spent["proxy"] / window.seconds, other / window.seconds,
                        sum(s.status != 200 for s in window.samples))
+
+
+TOOLS = [{"type": "function", "function": {
+    "name": "search", "description": "Search the web.",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
+
+
+async def tool_call_row(rig: CapacityRig, clients: int) -> ToolCallResult:
+    """The same streamed chat (64 tokens from the instant upstream), plain and with `tools`, which the
+    fake answers with a `<tool_call>` the proxy parses into tool_calls deltas: the proxy's CPU per
+    upstream token for each, in alternating windows (median of `repeats`)."""
+    plain = generation_body("chat", True)
+    bodies = {"plain": plain, "tool_call": {**plain, "tools": TOOLS}}
+    per_token: dict[str, list[float]] = {name: [] for name in bodies}
+    errors = 0
+    for _ in range(rig.plan.repeats):
+        for name, body in bodies.items():
+            window = await rig.load(body, PATHS["chat"], clients)
+            per_token[name].append(window.spent("proxy") * 1e6 / max(len(window.samples), 1) / GENERATED_TOKENS)
+            errors += sum(s.status != 200 for s in window.samples)
+    answer = post_stream(f"http://127.0.0.1:{rig.proxy.port}{PATHS['chat']}", bodies["tool_call"])
+    calls_parsed = b'"tool_calls"' in answer and b"<tool_call>" not in answer
+    return ToolCallResult(clients, GENERATED_TOKENS, statistics.median(per_token["plain"]),
+                          statistics.median(per_token["tool_call"]), calls_parsed, errors)
+
+
+def post_stream(url: str, body: dict, timeout: float = 60.0) -> bytes:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(),  # noqa: S310 - loopback only
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        return response.read()
 
 
 async def many_streams(proxy: Service, upstream: Service, streams: int, tokens: int, interval_ms: float) -> ManyStreamsResult:

@@ -67,6 +67,7 @@ class LlamaServer:
     slots: int = 4
     extra_args: tuple[str, ...] = ()
     process: subprocess.Popen | None = None
+    log_path: Path | None = None
 
     @property
     def url(self) -> str:
@@ -78,7 +79,11 @@ class LlamaServer:
                 "--threads", "2", "--seed", "42", *self.extra_args]
 
     def start(self) -> LlamaServer:
-        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Its log goes to a file: a pipe nobody reads fills up (64 KiB) and then blocks llama-server
+        # in the middle of a request.
+        self.log_path = Path(tempfile.gettempdir()) / f"llama-server-test-{self.port}.log"
+        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL,
+                                        stderr=self.log_path.open("wb"))
         wait_until(lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
                    self.process, "llama-server", timeout=120)
         return self
