@@ -209,7 +209,9 @@ class _LoopWait:
 
         self.hub = get_hub()
         self.watcher = self.hub.loop.io(sock.fileno(), 1)  # 1: readable
-        self.timer = self.hub.loop.timer(timeout)
+        # A repeating timer, restarted with again(): libev's plain start() after stop() resumes the
+        # time that was left, which made the read timeout a limit on the whole stream.
+        self.timer = self.hub.loop.timer(timeout, timeout)
         self.timeout = timeout
         self.owner = self.expire = None
 
@@ -217,7 +219,7 @@ class _LoopWait:
         current = getcurrent()
         if current is not self.owner:  # another request took the pooled connection
             self.owner, self.expire = current, functools.partial(current.throw, TimeoutError("timed out"))
-        self.timer.start(self.expire)
+        self.timer.again(self.expire)
         try:
             self.hub.wait(self.watcher)
         finally:

@@ -118,3 +118,19 @@ def test_events_are_relayed_as_they_arrive(fake, start_proxy):
     gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False)]
     assert len(arrivals) == len(fake.tokens)
     assert all(gap > 0.2 for gap in gaps), gaps
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_read_timeout_is_per_token_not_per_stream(proxy, fake, stream):
+    """--read-timeout 1 here: a stream of tokens 0.3 s apart runs past 1 s and still completes."""
+    fake.behaviour, fake.token_interval = "slow_tokens", 0.3
+    fake.tokens = (" a", " b", " c", " d", " e", " f")
+    try:
+        response = post(proxy, stream)
+        assert response.status_code == 200
+        if stream:
+            assert '"error"' not in response.text and response.text.endswith("data: [DONE]\n\n")
+        else:
+            assert response.json()["choices"][0]["message"]["content"] == " a b c d e f"
+    finally:
+        fake.tokens = (" Hello", ",", " world", "!")
