@@ -16,6 +16,7 @@ class GenerationEvent:
     logprobs: tuple | None = None           # TokenLogprob items for the tokens of `text`
     index: int = 0                          # which choice (n > 1) this event belongs to
     tool_calls: tuple | None = None         # ToolCallDeltas parsed out of the text (tools/parser.py)
+    stop_word: str | None = None            # the stop string that ended the generation, if one did
 
 
 @dataclass(frozen=True, slots=True)

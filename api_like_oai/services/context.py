@@ -19,15 +19,18 @@ class FittedPrompt:
     dropped_messages: int
 
 
-def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None) -> FittedPrompt:
+def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None,
+        *, max_tokens_is_bound: bool = False) -> FittedPrompt:
     """`render(messages) -> ChatPrompt` with the oldest droppable messages removed until
-    prompt + max_tokens fits `context_length`; ContextLengthExceeded if even the minimum does not."""
+    prompt + max_tokens fits `context_length`; ContextLengthExceeded if even the minimum does not.
+    With `max_tokens_is_bound` (Anthropic's `max_tokens`), max_tokens is only an upper bound: the
+    prompt needs room for one token, and generation gets at most what the context leaves."""
     prompt = render(messages)
     if context_length is None:
         return FittedPrompt(prompt, -1 if max_tokens is None else max_tokens, 0)
     if max_tokens is not None and len(prompt.text.encode()) + max_tokens <= context_length:
         return FittedPrompt(prompt, max_tokens, 0)
-    room_needed = max_tokens if max_tokens is not None else 1
+    room_needed = max_tokens if max_tokens is not None and not max_tokens_is_bound else 1
     kept = list(messages)
     prompt_tokens = count_tokens(prompt.text)
     while prompt_tokens + room_needed > context_length:
@@ -40,7 +43,8 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
         del kept[oldest:_end_of_turn(kept, oldest)]
         prompt = render(kept)
         prompt_tokens = count_tokens(prompt.text)
-    n_predict = max_tokens if max_tokens is not None else context_length - prompt_tokens
+    room_left = context_length - prompt_tokens
+    n_predict = room_left if max_tokens is None else min(max_tokens, room_left) if max_tokens_is_bound else max_tokens
     return FittedPrompt(prompt, n_predict, len(messages) - len(kept))
 
 
