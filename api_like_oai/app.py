@@ -15,7 +15,7 @@ from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .observability import Metrics, RequestRecord
-from .routes import chat, completions, docs, embeddings, internal, models
+from .routes import anthropic, chat, completions, docs, embeddings, internal, models
 from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
@@ -34,7 +34,7 @@ def create_app(settings: Settings) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
                                                      inflight=InFlight(), metrics=Metrics())
-    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp):
+    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp):
         app.register_blueprint(blueprint)
     app.add_url_rule("/metrics", "metrics", _metrics)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
@@ -138,12 +138,15 @@ def _offered_key() -> str:
 def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
+        # Each API's errors in its own shape: Anthropic's on its paths, OpenAI's everywhere else.
+        status, body = (exc.anthropic_status, exc.to_anthropic()) if anthropic.speaks_anthropic(request.path) \
+            else (exc.status, exc.to_dict())
         record = g.get("record")
         if record is not None:
-            record.fail(exc.status, exc.code)
-        if exc.status >= 500:
-            log.warning("%s %s -> %d %s", request.method, request.path, exc.status, exc.message)
-        return jsonify(exc.to_dict()), exc.status, exc.headers
+            record.fail(status, exc.code)
+        if status >= 500:
+            log.warning("%s %s -> %d %s", request.method, request.path, status, exc.message)
+        return jsonify(body), status, exc.headers
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

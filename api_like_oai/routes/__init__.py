@@ -67,6 +67,15 @@ def generation_context() -> Context:
     return Context(state().inflight, g.get("record"), settings.log_prompts)
 
 
+def bounded_by_limits(chat_request):
+    """The request with `max_tokens` lowered to --max-tokens-limit: for APIs whose max_tokens is an
+    upper bound (Anthropic's; agents ask for 32000 whatever the model), not a demand to refuse."""
+    limit = state().settings.limits.max_tokens
+    if limit is None or chat_request.max_tokens is None or chat_request.max_tokens <= limit:
+        return chat_request
+    return chat_request.model_copy(update={"max_tokens": limit})
+
+
 def check_limits(api_request) -> None:
     """400 for requests over the configured limits (number of messages, n, max_tokens)."""
     limits = state().settings.limits
