@@ -38,6 +38,8 @@ class ToolUseBlock(_Block):
     id: StrictStr
     name: StrictStr
     input: dict[str, Any]
+    caller: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    toolset_name: StrictStr | None = Field(None, description="Accepted and ignored.")
 
 
 class ToolResultBlock(_Block):
@@ -62,13 +64,13 @@ ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBl
                          | UnsupportedBlock, Field(discriminator="type")]
 
 
-class Message(BaseModel):
+class InputMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     role: Literal["user", "assistant"]
     content: StrictStr | list[ContentBlock]
 
 
-class Tool(BaseModel):
+class CustomTool(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     type: Literal["custom"] | None = None
     name: StrictStr = Field(pattern=_TOOL_NAME)
@@ -112,14 +114,14 @@ class ToolChoiceNone(BaseModel):
 ToolChoice = Annotated[ToolChoiceAuto | ToolChoiceAny | ToolChoiceTool | ToolChoiceNone, Field(discriminator="type")]
 
 
-class Thinking(BaseModel):
+class ThinkingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     type: Literal["enabled", "disabled", "adaptive"]
     budget_tokens: int | None = Field(None, ge=0)
     display: Literal["summarized", "omitted"] | None = None
 
 
-class Metadata(BaseModel):
+class MessagesMetadata(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     user_id: StrictStr | None = None
 
@@ -128,11 +130,12 @@ class CountTokensRequest(Request):
     """The request of /v1/messages/count_tokens, and what /v1/messages adds generation options to."""
 
     model: StrictStr = Field(description="A model name or alias; without a config file any name is served.")
-    messages: list[Message] = Field(min_length=1)
+    messages: list[InputMessage] = Field(min_length=1)
     system: StrictStr | list[TextBlock] | None = None
-    tools: list[Tool] | None = Field(None, max_length=512)
+    tools: list[CustomTool] | None = Field(None, max_length=512)
     tool_choice: ToolChoice | None = None
-    thinking: Thinking | None = Field(None, description="Accepted; the model's reasoning is not configured by it yet.")
+    thinking: ThinkingConfig | None = Field(None, description="Accepted; the model's reasoning is not configured by it yet.")
+    cache_control: CacheControl = None
     context_management: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
     output_config: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
 
@@ -158,8 +161,10 @@ class MessagesRequest(CountTokensRequest):
     temperature: float | None = Field(None, ge=0.0, le=1.0)
     top_p: float | None = Field(None, ge=0.0, le=1.0)
     top_k: int | None = Field(None, ge=0)
-    metadata: Metadata | None = None
+    metadata: MessagesMetadata | None = None
     service_tier: Literal["auto", "standard_only"] | None = Field(None, description="Accepted and ignored.")
+    speed: Literal["standard", "fast"] | None = Field(None, description="Accepted and ignored.")
+    inference_geo: StrictStr | None = Field(None, description="Accepted and ignored.")
 
 
 # --- translation -----------------------------------------------------------------------------
@@ -206,7 +211,7 @@ def system_text(system: str | list[TextBlock] | None) -> str:
     return "\n".join(block.text for block in system)
 
 
-def _user_turn(message: Message, n: int) -> list[dict]:
+def _user_turn(message: InputMessage, n: int) -> list[dict]:
     if isinstance(message.content, str):
         return [{"role": "user", "content": message.content}]
     turns: list[dict] = []
@@ -224,7 +229,7 @@ def _user_turn(message: Message, n: int) -> list[dict]:
     return turns or [{"role": "user", "content": ""}]
 
 
-def _assistant_turn(message: Message, n: int) -> dict:
+def _assistant_turn(message: InputMessage, n: int) -> dict:
     if isinstance(message.content, str):
         return {"role": "assistant", "content": message.content}
     texts, calls = [], []

@@ -26,7 +26,9 @@ def parse_body(model: type[BaseModel]):
 
 
 def invalid_request(exc: ValidationError) -> InvalidRequest:
-    error = exc.errors(include_url=False)[0]
+    # Of a union's failed branches, the one that got furthest names the real problem
+    # ("messages.1.content.0.id: field required", not "messages.1.content: not a string").
+    error = max(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
     if error["type"] == "json_invalid":
         return InvalidRequest("the request body is not valid JSON")
     if error["type"] == "model_type" and not error["loc"]:
