@@ -15,7 +15,7 @@ from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .observability import Metrics, RequestRecord
-from .routes import anthropic, chat, completions, docs, embeddings, internal, models
+from .routes import anthropic, chat, completions, docs, embeddings, internal, models, responses
 from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
@@ -34,7 +34,8 @@ def create_app(settings: Settings) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
                                                      inflight=InFlight(), metrics=Metrics())
-    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp):
+    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
+                      responses.bp):
         app.register_blueprint(blueprint)
     app.add_url_rule("/metrics", "metrics", _metrics)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
 from ..errors import InvalidRequest
 from ..protocol import _TOOL_NAME, STRICT, ChatCompletionRequest, Request, check_parameters
+from .common import refuse_tool_types
 
 CacheControl = Annotated[dict[str, Any] | None,
                          Field(None, description="Prompt caching hint: accepted and ignored (llama.cpp caches prefixes itself).")]
@@ -78,15 +79,6 @@ class CustomTool(BaseModel):
     input_schema: dict[str, Any] = Field(description="A JSON schema of type object.")
     cache_control: CacheControl = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def only_custom_tools(cls, data):
-        kind = data.get("type") if isinstance(data, dict) else None
-        if kind not in (None, "custom"):
-            raise InvalidRequest(f"tool type {kind!r} is not supported: this proxy runs only client tools "
-                                 "(name, description, input_schema)", param="tools")
-        return data
-
 
 class _ToolChoice(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
@@ -138,6 +130,12 @@ class CountTokensRequest(Request):
     cache_control: CacheControl = None
     context_management: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
     output_config: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def only_client_tools(cls, data):
+        refuse_tool_types(data, ("custom", None), "this proxy runs only client tools (name, description, input_schema)")
+        return data
 
     @model_validator(mode="after")
     def tools_are_usable(self):

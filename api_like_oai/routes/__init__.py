@@ -69,6 +69,23 @@ def generation_context() -> Context:
     return Context(state().inflight, g.get("record"), settings.log_prompts)
 
 
+def translated(translate, dialect_request):
+    """`translate(dialect_request)`: the chat request another API's request becomes."""
+    try:
+        return translate(dialect_request)
+    except ValidationError as exc:  # a translation the chat schema refuses: still the client's request
+        raise invalid_request(exc) from None
+
+
+def llama_model(requested: str | None, api: str):
+    """lookup_model, for APIs that only llama.cpp upstreams serve (they are generated, not passed on)."""
+    model, model_name = lookup_model(requested)
+    if model.settings.kind == "openai":
+        raise InvalidRequest(f"model {requested!r} is served by an OpenAI-compatible upstream, which this proxy "
+                             f"passes chat requests to unchanged; {api} needs a llama.cpp upstream", param="model")
+    return model, model_name
+
+
 def bounded_by_limits(chat_request):
     """The request with `max_tokens` lowered to --max-tokens-limit: for APIs whose max_tokens is an
     upper bound (Anthropic's; agents ask for 32000 whatever the model), not a demand to refuse."""

@@ -4,12 +4,11 @@ Errors on these paths are written in Anthropic's shape (app.py asks `speaks_anth
 from __future__ import annotations
 
 from flask import Blueprint, jsonify
-from pydantic import ValidationError
 
 from ..dialects.anthropic import CountTokensRequest, MessagesRequest, to_chat_request
-from ..errors import InvalidRequest
-from ..services.dialects import count_message_tokens, create_message
-from . import bounded_by_limits, check_limits, generation_context, invalid_request, lookup_model, parse_body, respond
+from ..dialects.anthropic_shape import MessagesShape
+from ..services.dialects import count_prompt_tokens, dialect_answer
+from . import bounded_by_limits, check_limits, generation_context, llama_model, parse_body, respond, translated
 
 bp = Blueprint("anthropic", __name__)
 
@@ -23,32 +22,17 @@ def speaks_anthropic(path: str) -> bool:
 @bp.post("/v1/messages")
 def create():
     messages_request = parse_body(MessagesRequest)
-    chat_request = bounded_by_limits(translated(messages_request))
+    chat_request = bounded_by_limits(translated(to_chat_request, messages_request))
     check_limits(chat_request)
-    model, model_name = llama_model(messages_request.model)
-    return respond(*create_message(messages_request, chat_request, model, model_name, generation_context()))
+    model, model_name = llama_model(messages_request.model, "the Messages API")
+    shape = MessagesShape(model_name, messages_request.stop_sequences)
+    return respond(*dialect_answer(shape, chat_request, model, generation_context()))
 
 
 @bp.post("/v1/messages/count_tokens")
 def count_tokens():
     count_request = parse_body(CountTokensRequest)
-    chat_request = translated(count_request)
+    chat_request = translated(to_chat_request, count_request)
     check_limits(chat_request)
-    model, _ = llama_model(count_request.model)
-    return jsonify(count_message_tokens(chat_request, model))
-
-
-def translated(request: CountTokensRequest):
-    try:
-        return to_chat_request(request)
-    except ValidationError as exc:  # a translation the chat schema refuses: still the client's request
-        raise invalid_request(exc) from None
-
-
-def llama_model(requested: str):
-    model, model_name = lookup_model(requested)
-    if model.settings.kind == "openai":
-        raise InvalidRequest(f"model {requested!r} is served by an OpenAI-compatible upstream, which this proxy "
-                             "passes chat requests to unchanged; the Messages API needs a llama.cpp upstream",
-                             param="model")
-    return model, model_name
+    model, _ = llama_model(count_request.model, "the Messages API")
+    return jsonify({"input_tokens": count_prompt_tokens(chat_request, model)})

@@ -11,6 +11,7 @@ from pydantic.json_schema import models_json_schema
 from .. import __version__
 from .. import protocol as p
 from ..dialects import anthropic as a
+from ..dialects import responses as r
 
 bp = Blueprint("docs", __name__)
 
@@ -33,6 +34,10 @@ ENDPOINTS = [
      a.MessagesRequest, a.MessageResponse),
     ("post", "/v1/messages/count_tokens", "Anthropic Messages API: the prompt's token count",
      a.CountTokensRequest, a.TokenCount),
+    ("post", "/v1/responses", "OpenAI Responses API, stateless (set stream for its named events)",
+     r.ResponsesRequest, r.ResponseObject),
+    ("post", "/v1/responses/input_tokens", "OpenAI Responses API: the prompt's token count",
+     r.ResponsesRequest, r.InputTokenCount),
 ]
 STREAM_MODELS = [p.ChatCompletionChunk]
 ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "404": "Unknown route or model",

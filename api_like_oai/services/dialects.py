@@ -4,19 +4,16 @@ own shape through the same generation.stream / generation.fold as chat."""
 
 from __future__ import annotations
 
-from ..dialects.anthropic import MessagesRequest
-from ..dialects.anthropic_shape import MessagesShape
 from ..protocol import ChatCompletionRequest
 from . import generation
 from .chat import plan_tools, render_prompt, start_chat
 from .models import ServedModel
 
 
-def create_message(request: MessagesRequest, chat_request: ChatCompletionRequest, model: ServedModel,
-                   model_name: str, context: generation.Context):
-    """(answer, headers) for /v1/messages: a message dict, or its event stream's bytes."""
+def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context):
+    """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
+    dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit)."""
     chat = start_chat(chat_request, model, context, max_tokens_is_bound=True)
-    shape = MessagesShape(model_name, request.stop_sequences)
     return generation.answer(chat.request, chat.events, shape, 1, context, transform=chat.transform), chat.headers
 
 
@@ -25,7 +22,3 @@ def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel)
     chat_request = model.adjust(chat_request)
     prompt = render_prompt(chat_request, model, tool_plan=plan_tools(chat_request, model))
     return len(model.client.tokenize(prompt.text, add_special=True))
-
-
-def count_message_tokens(chat_request: ChatCompletionRequest, model: ServedModel) -> dict:
-    return {"input_tokens": count_prompt_tokens(chat_request, model)}
