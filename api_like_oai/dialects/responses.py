@@ -200,8 +200,10 @@ def to_chat_request(request: ResponsesRequest) -> ChatCompletionRequest:
 
 
 def chat_messages(request: ResponsesRequest) -> list[dict]:
-    """Instructions as the system message, then the input items as chat turns: function calls join the
-    assistant turn before them, their outputs become `tool` messages, reasoning items are left out."""
+    """Instructions as the system message, then the input items as chat turns: system and developer
+    messages before the first turn join the instructions (many templates take one system message, first),
+    function calls join the assistant turn before them, their outputs become `tool` messages, reasoning
+    items are left out."""
     messages = [{"role": "system", "content": request.instructions}] if request.instructions else []
     if isinstance(request.input, str):
         return [*messages, {"role": "user", "content": request.input}]
@@ -212,8 +214,15 @@ def chat_messages(request: ResponsesRequest) -> list[dict]:
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": _text(item.output, f"input.{n}.output")})
         elif item.type != "reasoning":
             role = "system" if item.role == "developer" else item.role
-            messages.append({"role": role, "content": _text(item.content, f"input.{n}.content")})
+            _add_message(messages, role, _text(item.content, f"input.{n}.content"))
     return messages
+
+
+def _add_message(messages: list[dict], role: str, content: str) -> None:
+    if role == "system" and messages and all(message["role"] == "system" for message in messages):
+        messages[0]["content"] += "\n\n" + content
+    else:
+        messages.append({"role": role, "content": content})
 
 
 def _add_call(messages: list[dict], item: FunctionCallItem) -> None:
