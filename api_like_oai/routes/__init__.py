@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from ..errors import InvalidRequest
+from ..protocol import ChatCompletionRequest
 from ..services.completions import prompts_of
 from ..services.generation import Context
+from ..services.models import ServedModel
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -67,6 +71,27 @@ def lookup_model(requested: str | None):
 def generation_context() -> Context:
     settings = state().settings
     return Context(state().inflight, g.get("record"), settings.log_prompts)
+
+
+@dataclass
+class DialectRequest:
+    """A request of another API than OpenAI's chat, ready to generate: its own validated request,
+    the chat request it becomes, and the model that serves it (with the name to answer with)."""
+
+    request: BaseModel
+    chat: ChatCompletionRequest
+    model: ServedModel
+    model_name: str
+
+
+def parse_dialect(request_model: type[BaseModel], translate, api: str) -> DialectRequest:
+    """The body validated as `request_model`, translated into the chat request, checked against the
+    limits (its max_tokens an upper bound, lowered to --max-tokens-limit), its model looked up."""
+    api_request = parse_body(request_model)
+    chat_request = bounded_by_limits(translated(translate, api_request))
+    check_limits(chat_request)
+    model, model_name = llama_model(api_request.model, api)
+    return DialectRequest(api_request, chat_request, model, model_name)
 
 
 def translated(translate, dialect_request):

@@ -8,7 +8,7 @@ from flask import Blueprint, jsonify
 from ..dialects.anthropic import CountTokensRequest, MessagesRequest, to_chat_request
 from ..dialects.anthropic_shape import MessagesShape
 from ..services.dialects import count_prompt_tokens, dialect_answer
-from . import bounded_by_limits, check_limits, generation_context, llama_model, parse_body, respond, translated
+from . import generation_context, parse_dialect, respond
 
 bp = Blueprint("anthropic", __name__)
 
@@ -21,18 +21,12 @@ def speaks_anthropic(path: str) -> bool:
 
 @bp.post("/v1/messages")
 def create():
-    messages_request = parse_body(MessagesRequest)
-    chat_request = bounded_by_limits(translated(to_chat_request, messages_request))
-    check_limits(chat_request)
-    model, model_name = llama_model(messages_request.model, "the Messages API")
-    shape = MessagesShape(model_name, messages_request.stop_sequences)
-    return respond(*dialect_answer(shape, chat_request, model, generation_context()))
+    dialect = parse_dialect(MessagesRequest, to_chat_request, "the Messages API")
+    shape = MessagesShape(dialect.model_name, dialect.request.stop_sequences)
+    return respond(*dialect_answer(shape, dialect.chat, dialect.model, generation_context()))
 
 
 @bp.post("/v1/messages/count_tokens")
 def count_tokens():
-    count_request = parse_body(CountTokensRequest)
-    chat_request = translated(to_chat_request, count_request)
-    check_limits(chat_request)
-    model, _ = llama_model(count_request.model, "the Messages API")
-    return jsonify({"input_tokens": count_prompt_tokens(chat_request, model)})
+    dialect = parse_dialect(CountTokensRequest, to_chat_request, "the Messages API")
+    return jsonify({"input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})

@@ -9,28 +9,22 @@ from ..dialects.responses import ResponsesRequest, to_chat_request
 from ..dialects.responses_shape import ResponsesShape
 from ..errors import NotFound
 from ..services.dialects import count_prompt_tokens, dialect_answer
-from . import bounded_by_limits, check_limits, generation_context, llama_model, parse_body, respond, translated
+from . import generation_context, parse_dialect, respond
 
 bp = Blueprint("responses", __name__)
 
 
 @bp.post("/v1/responses")
 def create():
-    responses_request = parse_body(ResponsesRequest)
-    chat_request = bounded_by_limits(translated(to_chat_request, responses_request))
-    check_limits(chat_request)
-    model, model_name = llama_model(responses_request.model, "the Responses API")
-    shape = ResponsesShape(model_name, responses_request)
-    return respond(*dialect_answer(shape, chat_request, model, generation_context()))
+    dialect = parse_dialect(ResponsesRequest, to_chat_request, "the Responses API")
+    shape = ResponsesShape(dialect.model_name, dialect.request)
+    return respond(*dialect_answer(shape, dialect.chat, dialect.model, generation_context()))
 
 
 @bp.post("/v1/responses/input_tokens")
 def input_tokens():
-    responses_request = parse_body(ResponsesRequest)
-    chat_request = translated(to_chat_request, responses_request)
-    check_limits(chat_request)
-    model, _ = llama_model(responses_request.model, "the Responses API")
-    return jsonify({"object": "response.input_tokens", "input_tokens": count_prompt_tokens(chat_request, model)})
+    dialect = parse_dialect(ResponsesRequest, to_chat_request, "the Responses API")
+    return jsonify({"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})
 
 
 @bp.get("/v1/responses/<response_id>")

@@ -1,4 +1,4 @@
-"""Anthropic's Messages API against a scripted fake llama.cpp: the exact event sequence of a stream
+"""Anthropic's Messages API against a scripted replay llama.cpp: the exact event sequence of a stream
 (text, a tool call as a tool-trained model writes it, a failure after the start), the stop reasons,
 the prompt and n_predict sent upstream, and the SDK's view of the same answers."""
 
@@ -10,35 +10,13 @@ import anthropic
 import pytest
 import requests
 
-from ..fake_llamacpp import FakeLlamaCpp
+from .conftest import FAKE_CONTEXT, HERMES_ARGUMENTS, HERMES_CALL
 
 WEATHER = {"name": "get_weather", "description": "The weather in a city.",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
                             "required": ["city"]}}
-HERMES_CALL = ["Let", " me", " check", ".", " <", "tool", "_c", "all", ">\n", '{"name": "get', '_weather", "arg',
-               'uments": {"city": "Zür', 'ich", "unit": "c"}}', "\n</", "tool_call", ">"]
-ARGUMENTS = '{"city": "Zürich", "unit": "c"}'
 QUESTION = [{"role": "user", "content": "Weather in Zürich?"}]
 BODY = {"model": "claude-sonnet-4-5", "max_tokens": 32000, "messages": QUESTION}
-CONTEXT = 2048   # the fake's n_ctx
-
-
-@pytest.fixture(scope="module")
-def fake():
-    upstream = FakeLlamaCpp().start()
-    yield upstream
-    upstream.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5")
-
-
-@pytest.fixture(autouse=True)
-def reset(fake):
-    yield
-    fake.tokens, fake.stop_type, fake.stopping_word, fake.behaviour = (" Hello", ",", " world", "!"), "eos", "", "ok"
 
 
 def events_of(response: requests.Response) -> list[tuple[str, dict]]:
@@ -57,12 +35,12 @@ def events_of(response: requests.Response) -> list[tuple[str, dict]]:
     return events
 
 
-def post(proxy, body: dict, path: str = "/v1/messages") -> requests.Response:
-    return requests.post(proxy.url + path, json=body, timeout=30)
+def post(qwen_proxy, body: dict, path: str = "/v1/messages") -> requests.Response:
+    return requests.post(qwen_proxy.url + path, json=body, timeout=30)
 
 
-def test_text_stream_is_anthropics_event_sequence(proxy):
-    events = events_of(post(proxy, {**BODY, "stream": True}))
+def test_text_stream_is_anthropics_event_sequence(qwen_proxy):
+    events = events_of(post(qwen_proxy, {**BODY, "stream": True}))
     [(_, start)] = events[:1]
     message = start["message"]
     assert message["id"].startswith("msg_") and message["model"] == "claude-sonnet-4-5"
@@ -81,12 +59,12 @@ def test_text_stream_is_anthropics_event_sequence(proxy):
 
 
 @pytest.mark.parametrize("tool_choice, argument_pieces", [
-    ({"type": "auto"}, [ARGUMENTS]),                     # no grammar: the call is given out once complete
+    ({"type": "auto"}, [HERMES_ARGUMENTS]),                     # no grammar: the call is given out once complete
     ({"type": "tool", "name": "get_weather"}, None),   # a grammar holds it: the arguments stream as written
 ])
-def test_tool_use_stream_is_anthropics_event_sequence(fake, proxy, tool_choice, argument_pieces):
-    fake.tokens = HERMES_CALL
-    events = events_of(post(proxy, {**BODY, "stream": True, "tools": [WEATHER], "tool_choice": tool_choice}))
+def test_tool_use_stream_is_anthropics_event_sequence(replay, qwen_proxy, tool_choice, argument_pieces):
+    replay.tokens = HERMES_CALL
+    events = events_of(post(qwen_proxy, {**BODY, "stream": True, "tools": [WEATHER], "tool_choice": tool_choice}))
     names = [name for name, _ in events]
     assert names[:3] == ["message_start", "content_block_start", "content_block_delta"]
     text_deltas = [data["delta"]["text"] for name, data in events if data.get("index") == 0 and name == "content_block_delta"]
@@ -98,7 +76,7 @@ def test_tool_use_stream_is_anthropics_event_sequence(fake, proxy, tool_choice, 
     assert call["id"].startswith("call_")
     pieces = [data["delta"]["partial_json"] for data in tool_events[1:-1]]
     assert all(data["delta"]["type"] == "input_json_delta" for data in tool_events[1:-1])
-    assert "".join(pieces) == ARGUMENTS
+    assert "".join(pieces) == HERMES_ARGUMENTS
     if argument_pieces is not None:
         assert pieces == argument_pieces
     else:
@@ -110,10 +88,10 @@ def test_tool_use_stream_is_anthropics_event_sequence(fake, proxy, tool_choice, 
     assert events[-2][1]["usage"] == {"input_tokens": 3, "output_tokens": len(HERMES_CALL)}
 
 
-def test_streamed_and_non_streamed_tool_use_agree(fake, proxy):
-    fake.tokens = HERMES_CALL
+def test_streamed_and_non_streamed_tool_use_agree(replay, qwen_proxy):
+    replay.tokens = HERMES_CALL
     body = {**BODY, "tools": [WEATHER]}
-    message = post(proxy, body).json()
+    message = post(qwen_proxy, body).json()
     call_id = message["content"][1]["id"]
     assert message == {"id": message["id"], "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
                        "content": [{"type": "text", "text": "Let me check. "},
@@ -121,7 +99,7 @@ def test_streamed_and_non_streamed_tool_use_agree(fake, proxy):
                                     "input": {"city": "Zürich", "unit": "c"}}],
                        "stop_reason": "tool_use", "stop_sequence": None,
                        "usage": {"input_tokens": 3, "output_tokens": len(HERMES_CALL)}}
-    client = anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0)
+    client = anthropic.Anthropic(base_url=qwen_proxy.url, api_key="k", max_retries=0)
     with client.messages.stream(**body) as stream:
         streamed = stream.get_final_message()
     assert [block.type for block in streamed.content] == ["text", "tool_use"]
@@ -137,28 +115,28 @@ def test_streamed_and_non_streamed_tool_use_agree(fake, proxy):
     ("limit", "", ("max_tokens", None)),
 ])
 @pytest.mark.parametrize("stream", [False, True])
-def test_stop_reasons(fake, proxy, stop_type, stopping_word, expected, stream):
-    fake.stop_type, fake.stopping_word = stop_type, stopping_word
+def test_stop_reasons(replay, qwen_proxy, stop_type, stopping_word, expected, stream):
+    replay.stop_type, replay.stopping_word = stop_type, stopping_word
     body = {**BODY, "stop_sequences": ["\n\n", "END"], "stream": stream}
     if stream:
-        delta = events_of(post(proxy, body))[-2][1]["delta"]
+        delta = events_of(post(qwen_proxy, body))[-2][1]["delta"]
         assert (delta["stop_reason"], delta["stop_sequence"]) == expected
     else:
-        message = post(proxy, body).json()
+        message = post(qwen_proxy, body).json()
         assert (message["stop_reason"], message["stop_sequence"]) == expected
-    assert fake.requests[-1]["stop"][-2:] == ["\n\n", "END"]
+    assert replay.requests[-1]["stop"][-2:] == ["\n\n", "END"]
 
 
-def test_max_tokens_is_clamped_to_what_the_context_leaves(fake, proxy):
-    assert post(proxy, BODY).status_code == 200
-    sent = fake.requests[-1]
-    prompt_tokens = len(sent["prompt"].split())   # how the fake counts tokens
-    assert sent["n_predict"] == CONTEXT - prompt_tokens
-    assert post(proxy, {**BODY, "max_tokens": 7}).status_code == 200
-    assert fake.requests[-1]["n_predict"] == 7
+def test_max_tokens_is_clamped_to_what_the_context_leaves(replay, qwen_proxy):
+    assert post(qwen_proxy, BODY).status_code == 200
+    sent = replay.requests[-1]
+    prompt_tokens = len(sent["prompt"].split())   # how the replay counts tokens
+    assert sent["n_predict"] == FAKE_CONTEXT - prompt_tokens
+    assert post(qwen_proxy, {**BODY, "max_tokens": 7}).status_code == 200
+    assert replay.requests[-1]["n_predict"] == 7
 
 
-def test_a_tool_round_trip_reaches_the_prompt(fake, proxy):
+def test_a_tool_round_trip_reaches_the_prompt(replay, qwen_proxy):
     history = [*QUESTION,
                {"role": "assistant", "content": [{"type": "text", "text": "Let me check."},
                                                  {"type": "tool_use", "id": "toolu_01", "name": "get_weather",
@@ -168,50 +146,50 @@ def test_a_tool_round_trip_reaches_the_prompt(fake, proxy):
                                             {"type": "text", "text": "Thanks!", "cache_control": {"type": "ephemeral"}}]}]
     body = {**BODY, "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
             "messages": history, "tools": [WEATHER]}
-    assert post(proxy, body).status_code == 200
-    prompt = fake.requests[-1]["prompt"]
+    assert post(qwen_proxy, body).status_code == 200
+    prompt = replay.requests[-1]["prompt"]
     assert prompt.startswith("<|im_start|>system\nBe brief.")
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call>' in prompt
     assert "<tool_response>\n22 degrees, sunny\n</tool_response>" in prompt
     assert prompt.endswith("<|im_start|>user\nThanks!<|im_end|>\n<|im_start|>assistant\n")
 
 
-def test_a_final_assistant_message_is_continued(fake, proxy):
+def test_a_final_assistant_message_is_continued(replay, qwen_proxy):
     body = {**BODY, "messages": [*QUESTION, {"role": "assistant", "content": "It is"}]}
-    assert post(proxy, body).status_code == 200
-    assert fake.requests[-1]["prompt"].endswith("<|im_start|>assistant\nIt is")
+    assert post(qwen_proxy, body).status_code == 200
+    assert replay.requests[-1]["prompt"].endswith("<|im_start|>assistant\nIt is")
 
 
-def test_count_tokens_is_the_rendered_prompts(fake, proxy):
+def test_count_tokens_is_the_rendered_prompts(replay, qwen_proxy):
     body = {"model": "claude-haiku-4-5", "messages": QUESTION, "tools": [WEATHER]}
-    response = post(proxy, body, "/v1/messages/count_tokens?beta=true")
+    response = post(qwen_proxy, body, "/v1/messages/count_tokens?beta=true")
     assert response.status_code == 200
-    assert post(proxy, {**body, "max_tokens": 5}).status_code == 200
-    assert response.json() == {"input_tokens": len(fake.requests[-1]["prompt"].split())}
-    without_tools = post(proxy, {"model": "m", "messages": QUESTION}, "/v1/messages/count_tokens").json()
+    assert post(qwen_proxy, {**body, "max_tokens": 5}).status_code == 200
+    assert response.json() == {"input_tokens": len(replay.requests[-1]["prompt"].split())}
+    without_tools = post(qwen_proxy, {"model": "m", "messages": QUESTION}, "/v1/messages/count_tokens").json()
     assert without_tools["input_tokens"] < response.json()["input_tokens"]
 
 
-def test_a_failure_after_the_start_is_an_error_event(fake, proxy):
-    fake.behaviour = "die_mid_stream"
-    events = events_of(post(proxy, {**BODY, "stream": True}))
+def test_a_failure_after_the_start_is_an_error_event(replay, qwen_proxy):
+    replay.behaviour = "die_mid_stream"
+    events = events_of(post(qwen_proxy, {**BODY, "stream": True}))
     assert [name for name, _ in events] == ["message_start", "content_block_start", "content_block_delta",
                                             "content_block_delta", "error"]
     error = events[-1][1]   # the connection to llama.cpp died: the upstream is unavailable
     assert error["error"]["type"] == "overloaded_error" and "llama.cpp" in error["error"]["message"]
     assert set(error) == {"type", "error"} and set(error["error"]) == {"type", "message"}
-    client = anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0)
+    client = anthropic.Anthropic(base_url=qwen_proxy.url, api_key="k", max_retries=0)
     with pytest.raises(anthropic.APIStatusError, match="overloaded_error"), \
             client.messages.stream(**BODY) as stream:
         stream.get_final_message()
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_upstream_loading_is_529_overloaded(fake, proxy, stream):
-    fake.behaviour = "loading"
-    response = post(proxy, {**BODY, "stream": stream})
+def test_upstream_loading_is_529_overloaded(replay, qwen_proxy, stream):
+    replay.behaviour = "loading"
+    response = post(qwen_proxy, {**BODY, "stream": stream})
     assert response.status_code == 529
     assert response.json()["error"]["type"] == "overloaded_error"
     assert response.headers.get("Retry-After")
     with pytest.raises(anthropic.OverloadedError):
-        anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0).messages.create(**{**BODY, "max_tokens": 100})
+        anthropic.Anthropic(base_url=qwen_proxy.url, api_key="k", max_retries=0).messages.create(**{**BODY, "max_tokens": 100})

@@ -1,4 +1,4 @@
-"""The Responses API against a scripted fake llama.cpp: the exact event sequence of a stream (text, a
+"""The Responses API against a scripted replay llama.cpp: the exact event sequence of a stream (text, a
 tool call as a tool-trained model writes it, the token limit, a failure after the start), the
 request sent upstream, and the SDK's view of the same answers."""
 
@@ -10,31 +10,12 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..fake_llamacpp import FakeLlamaCpp
-from .test_anthropic_stream import ARGUMENTS, HERMES_CALL
+from .conftest import FAKE_CONTEXT, HERMES_ARGUMENTS, HERMES_CALL
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
                           "required": ["city"]}}
 BODY = {"model": "gpt-5-codex", "input": "Weather in Zürich?"}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    upstream = FakeLlamaCpp().start()
-    yield upstream
-    upstream.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5")
-
-
-@pytest.fixture(autouse=True)
-def reset(fake):
-    yield
-    fake.tokens, fake.stop_type, fake.behaviour = (" Hello", ",", " world", "!"), "eos", "ok"
 
 
 def events_of(response: requests.Response) -> list[dict]:
@@ -52,16 +33,16 @@ def events_of(response: requests.Response) -> list[dict]:
     return events
 
 
-def post(proxy, body: dict, path: str = "/v1/responses") -> requests.Response:
-    return requests.post(proxy.url + path, json=body, timeout=30)
+def post(qwen_proxy, body: dict, path: str = "/v1/responses") -> requests.Response:
+    return requests.post(qwen_proxy.url + path, json=body, timeout=30)
 
 
 def without_numbers(events: list[dict]) -> list[dict]:
     return [{key: value for key, value in event.items() if key != "sequence_number"} for event in events]
 
 
-def test_text_stream_is_the_documented_event_sequence(proxy):
-    events = events_of(post(proxy, {**BODY, "stream": True}))
+def test_text_stream_is_the_documented_event_sequence(qwen_proxy):
+    events = events_of(post(qwen_proxy, {**BODY, "stream": True}))
     response_id = events[0]["response"]["id"]
     item_id = events[2]["item"]["id"]
     assert response_id.startswith("resp_") and item_id.startswith("msg_")
@@ -83,18 +64,18 @@ def test_text_stream_is_the_documented_event_sequence(proxy):
     assert completed["type"] == "response.completed"
     assert completed["response"]["status"] == "completed" and completed["response"]["output"] == [message]
     assert completed["response"]["usage"]["input_tokens"] == 3 and completed["response"]["usage"]["output_tokens"] == 4
-    folded = post(proxy, BODY).json()   # the same response, but for its id, time and item ids
+    folded = post(qwen_proxy, BODY).json()   # the same response, but for its id, time and item ids
     assert completed["response"] == folded | {"id": response_id, "created_at": completed["response"]["created_at"],
                                               "output": [message]}
 
 
 @pytest.mark.parametrize("tool_choice, argument_pieces", [
-    ("auto", [ARGUMENTS]),                                # no grammar: the call is given out once complete
+    ("auto", [HERMES_ARGUMENTS]),                                # no grammar: the call is given out once complete
     ({"type": "function", "name": "get_weather"}, None),  # a grammar holds it: the arguments stream as written
 ])
-def test_function_call_stream_is_the_documented_event_sequence(fake, proxy, tool_choice, argument_pieces):
-    fake.tokens = HERMES_CALL
-    events = events_of(post(proxy, {**BODY, "stream": True, "tools": [WEATHER], "tool_choice": tool_choice}))
+def test_function_call_stream_is_the_documented_event_sequence(replay, qwen_proxy, tool_choice, argument_pieces):
+    replay.tokens = HERMES_CALL
+    events = events_of(post(qwen_proxy, {**BODY, "stream": True, "tools": [WEATHER], "tool_choice": tool_choice}))
     types = [e["type"] for e in events]
     text_deltas = [e for e in events if e["type"] == "response.output_text.delta"]
     argument_deltas = [e for e in events if e["type"] == "response.function_call_arguments.delta"]
@@ -114,47 +95,47 @@ def test_function_call_stream_is_the_documented_event_sequence(fake, proxy, tool
                          "call_id": call_item["call_id"], "name": "get_weather", "arguments": ""}
     pieces = [e["delta"] for e in argument_deltas]
     assert all(e["item_id"] == call_item["id"] and e["output_index"] == 1 for e in argument_deltas)
-    assert "".join(pieces) == ARGUMENTS
+    assert "".join(pieces) == HERMES_ARGUMENTS
     assert pieces == argument_pieces if argument_pieces else len(pieces) > 1
-    assert events[-3]["arguments"] == ARGUMENTS
-    assert events[-2]["item"] == {**call_item, "status": "completed", "arguments": ARGUMENTS}
+    assert events[-3]["arguments"] == HERMES_ARGUMENTS
+    assert events[-2]["item"] == {**call_item, "status": "completed", "arguments": HERMES_ARGUMENTS}
     assert events[-1]["response"]["output"][1] == events[-2]["item"]
 
 
-def test_the_sdk_reads_calls_and_text_streamed_and_not(fake, proxy):
-    fake.tokens = HERMES_CALL
-    client = openai_client(proxy.url)
+def test_the_sdk_reads_calls_and_text_streamed_and_not(replay, qwen_proxy):
+    replay.tokens = HERMES_CALL
+    client = openai_client(qwen_proxy.url)
     request = {**BODY, "tools": [WEATHER]}
     response = client.responses.create(**request)
     assert response.output_text == "Let me check. "
     [call] = [item for item in response.output if item.type == "function_call"]
-    assert (call.name, call.arguments, call.status) == ("get_weather", ARGUMENTS, "completed")
+    assert (call.name, call.arguments, call.status) == ("get_weather", HERMES_ARGUMENTS, "completed")
     with client.responses.stream(**request) as stream:
         final = stream.get_final_response()
     assert final.output_text == "Let me check. "
     assert [(i.type, getattr(i, "arguments", None)) for i in final.output] == [("message", None),
-                                                                                ("function_call", ARGUMENTS)]
+                                                                                ("function_call", HERMES_ARGUMENTS)]
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_the_token_limit_makes_an_incomplete_response(fake, proxy, stream):
-    fake.stop_type = "limit"
+def test_the_token_limit_makes_an_incomplete_response(replay, qwen_proxy, stream):
+    replay.stop_type = "limit"
     body = {**BODY, "max_output_tokens": 4, "stream": stream}
     if stream:
-        events = events_of(post(proxy, body))
+        events = events_of(post(qwen_proxy, body))
         assert events[-2]["item"]["status"] == "incomplete"
         assert events[-1]["type"] == "response.incomplete"
         response = events[-1]["response"]
     else:
-        response = post(proxy, body).json()
+        response = post(qwen_proxy, body).json()
     assert (response["status"], response["incomplete_details"]) == ("incomplete", {"reason": "max_output_tokens"})
     assert response["output"][0]["status"] == "incomplete"
     assert response["max_output_tokens"] == 4
 
 
-def test_a_failure_after_the_start_is_response_failed(fake, proxy):
-    fake.behaviour = "die_mid_stream"
-    events = events_of(post(proxy, {**BODY, "stream": True}))
+def test_a_failure_after_the_start_is_response_failed(replay, qwen_proxy):
+    replay.behaviour = "die_mid_stream"
+    events = events_of(post(qwen_proxy, {**BODY, "stream": True}))
     assert [e["type"] for e in events] == ["response.created", "response.in_progress", "response.output_item.added",
                                            "response.content_part.added", "response.output_text.delta",
                                            "response.output_text.delta", "response.failed"]
@@ -163,7 +144,7 @@ def test_a_failure_after_the_start_is_response_failed(fake, proxy):
     assert "llama.cpp" in failed["error"]["message"]
 
 
-def test_the_request_sent_upstream(fake, proxy):
+def test_the_request_sent_upstream(replay, qwen_proxy):
     history = [{"type": "message", "role": "developer", "content": "Answer in French."},
                {"role": "user", "content": [{"type": "input_text", "text": "Weather in Zürich?"}]},
                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"},
@@ -174,18 +155,18 @@ def test_the_request_sent_upstream(fake, proxy):
     body = {"model": "m", "input": history, "instructions": "Be brief.", "tools": [WEATHER],
             "max_output_tokens": 100000, "temperature": 0.5, "store": False, "include": ["reasoning.encrypted_content"],
             "reasoning": {"effort": "low"}, "text": {"format": {"type": "json_object"}, "verbosity": "low"}}
-    assert post(proxy, body).status_code == 200
-    sent = fake.requests[-1]
+    assert post(qwen_proxy, body).status_code == 200
+    sent = replay.requests[-1]
     prompt = sent["prompt"]
     assert prompt.startswith("<|im_start|>system\nBe brief.\n\nAnswer in French.\n\n# Tools")
     assert 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call>' in prompt
     assert "<tool_response>\n22 degrees\n</tool_response>" in prompt and "opaque" not in prompt
     assert sent["temperature"] == 0.5 and sent["json_schema"] == {"type": "object"}
-    assert sent["n_predict"] == 2048 - len(prompt.split())   # max_output_tokens is an upper bound
+    assert sent["n_predict"] == FAKE_CONTEXT - len(prompt.split())   # max_output_tokens is an upper bound
 
 
-def test_input_tokens_is_the_rendered_prompts(fake, proxy):
+def test_input_tokens_is_the_rendered_prompts(replay, qwen_proxy):
     body = {**BODY, "tools": [WEATHER], "instructions": "Be brief."}
-    counted = post(proxy, body, "/v1/responses/input_tokens").json()
-    assert post(proxy, body).status_code == 200
-    assert counted == {"object": "response.input_tokens", "input_tokens": len(fake.requests[-1]["prompt"].split())}
+    counted = post(qwen_proxy, body, "/v1/responses/input_tokens").json()
+    assert post(qwen_proxy, body).status_code == 200
+    assert counted == {"object": "response.input_tokens", "input_tokens": len(replay.requests[-1]["prompt"].split())}
