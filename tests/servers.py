@@ -67,6 +67,7 @@ class LlamaServer:
     slots: int = 4
     extra_args: tuple[str, ...] = ()
     process: subprocess.Popen | None = None
+    log_path: Path | None = None
 
     @property
     def url(self) -> str:
@@ -78,9 +79,16 @@ class LlamaServer:
                 "--threads", "2", "--seed", "42", *self.extra_args]
 
     def start(self) -> LlamaServer:
-        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_until(lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
-                   self.process, "llama-server", timeout=120)
+        # Its log goes to a file: a pipe nobody reads fills up (64 KiB of log lines) and then
+        # llama-server blocks on its next write, every request with it.
+        self.log_path = Path(tempfile.gettempdir()) / f"llama-server-test-{self.port}.log"
+        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL,
+                                        stderr=self.log_path.open("wb"))
+        try:
+            wait_until(lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
+                       self.process, "llama-server", timeout=120)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}; its log:\n{self.log_path.read_text(errors='replace')[-3000:]}") from None
         return self
 
     def stop(self) -> None:
