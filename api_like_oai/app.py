@@ -16,7 +16,7 @@ from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import CollapseSlashes
 from .observability import Metrics, RequestRecord
-from .routes import chat, completions, docs, embeddings, internal, models, native
+from .routes import anthropic, chat, completions, docs, embeddings, internal, models, native, responses
 from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
@@ -36,7 +36,8 @@ def create_app(settings: Settings) -> Flask:
     app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
                                                      inflight=InFlight(), metrics=Metrics(),
                                                      siblings=None)  # set by server.py with --workers > 1
-    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp):
+    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
+                      responses.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -143,12 +144,15 @@ def _offered_key() -> str:
 def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
+        # Each API's errors in its own shape: Anthropic's on its paths, OpenAI's everywhere else.
+        status, body = (exc.anthropic_status, exc.to_anthropic()) if anthropic.speaks_anthropic(request.path) \
+            else (exc.status, exc.to_dict())
         record = g.get("record")
         if record is not None:
-            record.fail(exc.status, exc.code)
-        if exc.status >= 500:
-            log.warning("%s %s -> %d %s", request.method, request.path, exc.status, exc.message)
-        return jsonify(exc.to_dict()), exc.status, exc.headers
+            record.fail(status, exc.code)
+        if status >= 500:
+            log.warning("%s %s -> %d %s", request.method, request.path, status, exc.message)
+        return jsonify(body), status, exc.headers
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

@@ -12,8 +12,10 @@
         ├── UpstreamUnavailable      503 (refused, down, or loading the model)
         └── UpstreamTimeout          504
 
-Raise these where the problem is found; `error_body()` and `ProxyError.status`
-are the only translation to HTTP, used by the app's error handler and by streams.
+Raise these where the problem is found; `to_dict()` and `ProxyError.status` are the only
+translation to HTTP, used by the app's error handler and by streams. Anthropic's Messages API
+writes the same exceptions its own way: `to_anthropic()` and `anthropic_status` (an upstream that
+is down is Anthropic's 529 overloaded_error, which its clients retry with backoff).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class ProxyError(Exception):
     status = 500
     type = "server_error"
     code: str | None = None
+    anthropic_type = "api_error"
     headers: dict[str, str] = {}  # noqa: RUF012 - replaced per instance, never mutated
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
@@ -37,10 +40,20 @@ class ProxyError(Exception):
         return {"error": {"message": self.message, "type": self.type,
                           "param": self.param, "code": self.code}}
 
+    @property
+    def anthropic_status(self) -> int:
+        return self.status
+
+    def to_anthropic(self) -> dict:
+        """Anthropic's error object: {"type": "error", "error": {"type", "message"}}."""
+        message = f"{self.param}: {self.message}" if self.param and self.param not in self.message else self.message
+        return {"type": "error", "error": {"type": self.anthropic_type, "message": message}}
+
 
 class InvalidRequest(ProxyError):
     status = 400
     type = "invalid_request_error"
+    anthropic_type = "invalid_request_error"
 
 
 class TemplateError(InvalidRequest):
@@ -55,12 +68,14 @@ class AuthenticationFailed(ProxyError):
     status = 401
     type = "authentication_error"
     code = "invalid_api_key"
+    anthropic_type = "authentication_error"
 
 
 class NotFound(ProxyError):
     status = 404
     type = "invalid_request_error"
     code = "not_found"
+    anthropic_type = "not_found_error"
 
 
 class ModelNotFound(NotFound):
@@ -71,6 +86,7 @@ class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
     code = "request_too_large"
+    anthropic_type = "request_too_large"
 
 
 class UpstreamError(ProxyError):
@@ -82,8 +98,14 @@ class UpstreamError(ProxyError):
 class UpstreamUnavailable(UpstreamError):
     status = 503
     code = "upstream_unavailable"
+    anthropic_type = "overloaded_error"
+
+    @property
+    def anthropic_status(self) -> int:
+        return 529
 
 
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"
+    anthropic_type = "timeout_error"

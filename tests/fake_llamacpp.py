@@ -67,7 +67,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if behaviour == "slow_tokens":
                 time.sleep(self.fake.token_interval)
             self._event({"content": token, "stop": False, "tokens_predicted": n + 1, "tokens_evaluated": 3})
-        self._event({"content": "", "stop": True, "stop_type": self.fake.stop_type, "stopping_word": "",
+        self._event({"content": "", "stop": True, "stop_type": self.fake.stop_type,
+                     "stopping_word": self.fake.stopping_word if self.fake.stop_type == "word" else "",
                      "tokens_predicted": len(self.fake.tokens), "tokens_evaluated": 3})
         self._end()
 
@@ -100,6 +101,7 @@ class FakeLlamaCpp:
     hang_seconds: float = 5.0
     token_interval: float = 0.3
     stop_type: str = "eos"                       # how the stream ends: "eos", "word" or "limit"
+    stopping_word: str = ""                      # the stop string reported with stop_type "word"
     chat_template: str | None = None             # what /props reports
     props_extra: dict = field(default_factory=dict)
     requests: list = field(default_factory=list)

@@ -79,13 +79,16 @@ class LlamaServer:
                 "--threads", "2", "--seed", "42", *self.extra_args]
 
     def start(self) -> LlamaServer:
-        # Its log goes to a file: a pipe nobody reads fills up (64 KiB) and then blocks llama-server
-        # in the middle of a request.
+        # Its log goes to a file: a pipe nobody reads fills up (64 KiB of log lines) and then
+        # llama-server blocks on its next write, every request with it.
         self.log_path = Path(tempfile.gettempdir()) / f"llama-server-test-{self.port}.log"
         self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL,
                                         stderr=self.log_path.open("wb"))
-        wait_until(lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
-                   self.process, "llama-server", timeout=120)
+        try:
+            wait_until(lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
+                       self.process, "llama-server", timeout=120)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}; its log:\n{self.log_path.read_text(errors='replace')[-3000:]}") from None
         return self
 
     def stop(self) -> None:

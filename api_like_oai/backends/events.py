@@ -17,6 +17,7 @@ class GenerationEvent:
     index: int = 0                          # which choice (n > 1) this event belongs to
     tool_calls: tuple | None = None         # ToolCallDeltas parsed out of the text (tools/parser.py)
     reasoning: str = ""                     # the model's thought, split out of the text (reasoning.py)
+    stop_word: str | None = None            # the stop string that ended the generation, if one did
 
 
 @dataclass(frozen=True, slots=True)

@@ -315,7 +315,15 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
         completion_tokens=body.get("tokens_predicted"),  # the 2023 one on the last
         logprobs=token_logprobs(body.get("completion_probabilities")),
         index=index,
+        stop_word=_stop_word(body) if reason else None,
     )
+
+
+def _stop_word(body: dict) -> str | None:
+    """The stop string that ended a final answer (today's `stop_type: "word"`, 2023's `stopped_word`)."""
+    if body.get("stop_type", "word" if body.get("stopped_word") else None) != "word":
+        return None
+    return body.get("stopping_word") or None
 
 
 def token_logprobs(probabilities) -> tuple | None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from ..errors import InvalidRequest
+from ..protocol import ChatCompletionRequest
 from ..services.completions import prompts_of
 from ..services.generation import Context
+from ..services.models import ServedModel
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -26,7 +30,9 @@ def parse_body(model: type[BaseModel]):
 
 
 def invalid_request(exc: ValidationError) -> InvalidRequest:
-    error = exc.errors(include_url=False)[0]
+    # Of a union's failed branches, the one that got furthest names the real problem
+    # ("messages.1.content.0.id: field required", not "messages.1.content: not a string").
+    error = max(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
     if error["type"] == "json_invalid":
         return InvalidRequest("the request body is not valid JSON")
     if error["type"] == "model_type" and not error["loc"]:
@@ -68,6 +74,53 @@ def lookup_model(requested: str | None):
 def generation_context() -> Context:
     settings = state().settings
     return Context(state().inflight, g.get("record"), settings.log_prompts)
+
+
+@dataclass
+class DialectRequest:
+    """A request of another API than OpenAI's chat, ready to generate: its own validated request,
+    the chat request it becomes, and the model that serves it (with the name to answer with)."""
+
+    request: BaseModel
+    chat: ChatCompletionRequest
+    model: ServedModel
+    model_name: str
+
+
+def parse_dialect(request_model: type[BaseModel], translate, api: str) -> DialectRequest:
+    """The body validated as `request_model`, translated into the chat request, checked against the
+    limits (its max_tokens an upper bound, lowered to --max-tokens-limit), its model looked up."""
+    api_request = parse_body(request_model)
+    chat_request = bounded_by_limits(translated(translate, api_request))
+    check_limits(chat_request)
+    model, model_name = llama_model(api_request.model, api)
+    return DialectRequest(api_request, chat_request, model, model_name)
+
+
+def translated(translate, dialect_request):
+    """`translate(dialect_request)`: the chat request another API's request becomes."""
+    try:
+        return translate(dialect_request)
+    except ValidationError as exc:  # a translation the chat schema refuses: still the client's request
+        raise invalid_request(exc) from None
+
+
+def llama_model(requested: str | None, api: str):
+    """lookup_model, for APIs that only llama.cpp upstreams serve (they are generated, not passed on)."""
+    model, model_name = lookup_model(requested)
+    if model.settings.kind == "openai":
+        raise InvalidRequest(f"model {requested!r} is served by an OpenAI-compatible upstream, which this proxy "
+                             f"passes chat requests to unchanged; {api} needs a llama.cpp upstream", param="model")
+    return model, model_name
+
+
+def bounded_by_limits(chat_request):
+    """The request with `max_tokens` lowered to --max-tokens-limit: for APIs whose max_tokens is an
+    upper bound (Anthropic's; agents ask for 32000 whatever the model), not a demand to refuse."""
+    limit = state().settings.limits.max_tokens
+    if limit is None or chat_request.max_tokens is None or chat_request.max_tokens <= limit:
+        return chat_request
+    return chat_request.model_copy(update={"max_tokens": limit})
 
 
 def check_limits(api_request) -> None:

@@ -10,6 +10,8 @@ from pydantic.json_schema import models_json_schema
 
 from .. import __version__
 from .. import protocol as p
+from ..dialects import anthropic as a
+from ..dialects import responses as r
 
 bp = Blueprint("docs", __name__)
 
@@ -28,17 +30,28 @@ ENDPOINTS = [
     ("post", "/v1/internal/decode", "Detokenize token ids", p.DecodeRequest, p.DecodeResponse),
     ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, p.TokenCountResponse),
     ("post", "/v1/internal/stop-generation", "End every generation in flight", None, p.StopGenerationResponse),
+    ("post", "/v1/messages", "Anthropic Messages API (set stream for its named events; ?beta=true accepted)",
+     a.MessagesRequest, a.MessageResponse),
+    ("post", "/v1/messages/count_tokens", "Anthropic Messages API: the prompt's token count",
+     a.CountTokensRequest, a.TokenCount),
+    ("post", "/v1/responses", "OpenAI Responses API, stateless (set stream for its named events)",
+     r.ResponsesRequest, r.ResponseObject),
+    ("post", "/v1/responses/input_tokens", "OpenAI Responses API: the prompt's token count",
+     r.ResponsesRequest, r.InputTokenCount),
 ]
 STREAM_MODELS = [p.ChatCompletionChunk]
 ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "404": "Unknown route or model",
                   "413": "Body too large", "500": "Internal error", "502": "Bad upstream answer",
                   "503": "Upstream unavailable or loading", "504": "Upstream timeout"}
+# Anthropic's paths answer errors in Anthropic's shape, an upstream that is down with its 529.
+ANTHROPIC_ERROR_STATUSES = {**{code: text for code, text in ERROR_STATUSES.items() if code != "503"},
+                            "529": "Upstream unavailable or loading (overloaded_error)"}
 
 
 @functools.lru_cache(maxsize=1)
 def openapi_document() -> dict:
     models = {m for _, _, _, request, response in ENDPOINTS for m in (request, response) if m}
-    models |= {p.ErrorResponse, *STREAM_MODELS}
+    models |= {p.ErrorResponse, a.AnthropicErrorResponse, *STREAM_MODELS}
     modes = [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)]
     _, schemas = models_json_schema(modes, ref_template="#/components/schemas/{model}")
     paths: dict = {}
@@ -57,10 +70,13 @@ def _ref(model) -> dict:
 
 
 def _operation(path: str, summary: str, request, response) -> dict:
-    error = {"description": "", "content": {"application/json": {"schema": _ref(p.ErrorResponse)}}}
+    anthropic = path.startswith("/v1/messages")
+    error_model, statuses = (a.AnthropicErrorResponse, ANTHROPIC_ERROR_STATUSES) if anthropic \
+        else (p.ErrorResponse, ERROR_STATUSES)
+    error = {"description": "", "content": {"application/json": {"schema": _ref(error_model)}}}
     operation = {"summary": summary,
                  "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": _ref(response)}}},
-                               **{code: {**error, "description": text} for code, text in ERROR_STATUSES.items()}}}
+                               **{code: {**error, "description": text} for code, text in statuses.items()}}}
     if request is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
     if "{model_id}" in path:

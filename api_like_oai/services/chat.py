@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from .. import reasoning
 from ..errors import InvalidRequest
@@ -54,11 +56,13 @@ def request_messages(request: ChatCompletionRequest) -> list[dict]:
 
 
 def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
-                   tool_plan: tool_calling.ToolPlan | None = None) -> context_fit.FittedPrompt:
+                   tool_plan: tool_calling.ToolPlan | None = None,
+                   max_tokens_is_bound: bool = False) -> context_fit.FittedPrompt:
     """The prompt, with the oldest turns dropped if the conversation does not fit the context."""
     return context_fit.fit(request_messages(request), lambda kept: render_prompt(request, model, kept, tool_plan),
                            lambda text: len(model.client.tokenize(text, add_special=True)),
-                           model.context_length(), request.token_limit(), model.settings.context_policy)
+                           model.context_length(), request.token_limit(), model.settings.context_policy,
+                           max_tokens_is_bound=max_tokens_is_bound)
 
 
 def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
@@ -71,12 +75,26 @@ def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
     return payload
 
 
-def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
-                    context: generation.Context):
-    """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`."""
+@dataclass
+class ChatGeneration:
+    """A chat request under way: the request as the model adjusted it, its tools, its events (the
+    first already received), the tool-call transformation to apply to them, and response headers."""
+
+    request: ChatCompletionRequest
+    tool_plan: tool_calling.ToolPlan | None
+    choice_count: int
+    events: Iterator
+    transform: Callable | None
+    headers: dict[str, str]
+
+
+def start_chat(request: ChatCompletionRequest, model: ServedModel, context: generation.Context, *,
+               max_tokens_is_bound: bool = False) -> ChatGeneration:
+    """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
+    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit."""
     request = model.adjust(request)
     tool_plan = plan_tools(request, model)
-    fitted = fit_to_context(request, model, tool_plan)
+    fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound)
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
@@ -84,16 +102,26 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
     if fitted.n_predict >= 0:
         headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
+    choice_count = request.n or 1
+    events = generation.start(model.pool.generate, [("/completion", payload)] * choice_count, context)
+    transform = event_transform(request, model, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
+    return ChatGeneration(request, tool_plan, choice_count, events, transform, headers)
+
+
+def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
+                    context: generation.Context):
+    """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`."""
+    chat = start_chat(request, model, context)
+    request, tool_plan = chat.request, chat.tool_plan
     role = model.template_choice.response_role
     shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0,
                       legacy_functions=bool(tool_plan and tool_plan.legacy_functions),
+                      include_usage=request.include_usage(),
                       service_tier="default" if request.service_tier else None)
-    choice_count = request.n or 1
-    events = generation.start(model.pool.generate, [("/completion", payload)] * choice_count, context)
     echo_text = _echo_prefix(request, role)
-    prefixes = {index: echo_text for index in range(choice_count)} if echo_text else None
-    transform = event_transform(request, model, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
-    return generation.answer(request, events, shape, choice_count, context, prefixes, transform), headers
+    prefixes = {index: echo_text for index in range(chat.choice_count)} if echo_text else None
+    return generation.answer(request, chat.events, shape, chat.choice_count, context, prefixes, chat.transform), \
+        chat.headers
 
 
 def event_transform(request: ChatCompletionRequest, model: ServedModel, prompt_text: str, tool_plan,

@@ -43,7 +43,7 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
     check_supported(request, prompts)
     if request.token_limit() is None:  # use the rest of the context, not llama.cpp's endless -1
         request = request.model_copy(update={"max_tokens": _room_left(model, prompts)})
-    shape = CompletionShape(model_name, request.logprobs)
+    shape = CompletionShape(model_name, request.logprobs, request.include_usage())
     events = generation.start(model.pool.generate, [upstream_request(request, p) for p in prompts], context)
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     return generation.answer(request, events, shape, len(prompts), context, prefixes)

@@ -37,15 +37,17 @@ class Policy:
 
 
 def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None,
-        policy: Policy = Policy()) -> FittedPrompt:
+        policy: Policy = Policy(), *, max_tokens_is_bound: bool = False) -> FittedPrompt:
     """`render(messages) -> ChatPrompt` with the oldest droppable turns removed as the policy says,
-    and the tokens to generate; ContextLengthExceeded if even the shortest prompt does not fit."""
+    and the tokens to generate; ContextLengthExceeded if even the shortest prompt does not fit.
+    `max_tokens_is_bound` (Anthropic's max_tokens, which is required) keeps it a bound even under
+    the strict policy."""
     prompt = render(messages)
     if context_length is None:
         return FittedPrompt(prompt, -1 if max_tokens is None else max_tokens, 0)
     if max_tokens is not None and len(prompt.text.encode()) + max_tokens <= context_length:
         return FittedPrompt(prompt, max_tokens, 0)
-    if policy.overflow == ERROR:
+    if policy.overflow == ERROR and not max_tokens_is_bound:
         return _fit_exactly(prompt, count_tokens, context_length, max_tokens)
     reserve = max(1, int(context_length * policy.reply_share))
     if max_tokens is not None:

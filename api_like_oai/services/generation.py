@@ -9,10 +9,10 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from .. import sse
 from ..backends.events import GenerationEvent
 from ..errors import ProxyError, UpstreamUnavailable
 from ..observability import RequestRecord
+from .blocks import Blocks
 
 
 def merged(start_generations: list[Callable[[], Iterator[GenerationEvent]]]) -> Iterator[GenerationEvent]:
@@ -189,10 +189,10 @@ class Context:
 
 
 def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
-           include_usage: bool = False, prefixes: dict[int, str] | None = None,
-           transform=None) -> Iterator[bytes]:
-    """SSE bytes: openings, a chunk per event, optional usage, [DONE]; an error event on failure.
-    `transform` (events -> events), if given, rewrites the events first (tool-call parsing)."""
+           prefixes: dict[int, str] | None = None, transform=None) -> Iterator[bytes]:
+    """SSE bytes: the shape's openings, its chunks per event, its closings and end ([DONE] for
+    OpenAI's chat and completions); the shape's error event on failure. `transform` (events ->
+    events), if given, rewrites the events first (tool-call parsing)."""
     usage = UsageCounter()
     record = context.record
     if record:
@@ -200,11 +200,9 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
     try:
         with context.inflight.track() as stop_event:
             for index in range(choice_count):
-                opening = shape.opening(index)
-                if opening is not None:
-                    yield sse.frame(opening)
+                yield from map(shape.frame, shape.openings(index))
                 if prefixes and prefixes.get(index):
-                    yield from map(sse.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
+                    yield from map(shape.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
             for event in _transformed(_until_stopped(events, stop_event, choice_count, context.inflight),
                                       transform):
                 usage.add(event)
@@ -214,12 +212,11 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
                 if frame is not None:
                     yield frame
                     continue
-                for chunk in shape.chunks(event):
-                    yield sse.frame(chunk)
+                yield from map(shape.frame, shape.chunks(event))
     except ProxyError as exc:
         if record:
             record.fail(exc.status, exc.code)
-        yield sse.frame(exc.to_dict())
+        yield shape.frame(shape.error_chunk(exc))
         return
     finally:
         _close(events)
@@ -227,19 +224,44 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
             record.count(usage.prompt_tokens, usage.completion_tokens)
             record.metrics.streams_in_flight.dec()
             record.close()
-    if include_usage:
-        yield sse.frame(shape.usage_chunk(usage.to_dict()))
-    yield sse.DONE
+    yield from map(shape.frame, shape.closings(usage.to_dict()))
+    if shape.end:
+        yield shape.end
+
+
+class ChoiceFold:
+    """The events of every choice accumulated into what a non-streamed answer is made of."""
+
+    def __init__(self, choice_count: int, prefixes: dict[int, str] | None = None):
+        self.blocks = {index: Blocks((prefixes or {}).get(index, "")) for index in range(choice_count)}
+        self.finish_reasons: dict[int, str | None] = dict.fromkeys(range(choice_count))
+        self.stop_words: dict[int, str | None] = dict.fromkeys(range(choice_count))
+        self.logprobs: dict[int, list] = {index: [] for index in range(choice_count)}
+        self.reasoning: dict[int, list[str]] = {index: [] for index in range(choice_count)}
+
+    def add(self, event: GenerationEvent) -> None:
+        self.blocks[event.index].add(event)
+        self.logprobs[event.index].extend(event.logprobs or ())
+        if event.reasoning:
+            self.reasoning[event.index].append(event.reasoning)
+        if event.finish_reason:
+            self.finish_reasons[event.index] = event.finish_reason
+            self.stop_words[event.index] = event.stop_word
+
+    def choices(self) -> list[dict]:
+        """Per choice: "index", "text", "tool_calls" (OpenAI's), "blocks" (in order), "finish_reason",
+        "stop_word", "logprobs", "reasoning" (the thought split from the text)."""
+        return [{"index": index, "text": blocks.text(), "tool_calls": blocks.tool_calls(),
+                 "blocks": blocks.blocks, "finish_reason": self.finish_reasons[index],
+                 "stop_word": self.stop_words[index], "logprobs": self.logprobs[index],
+                 "reasoning": "".join(self.reasoning[index])}
+                for index, blocks in self.blocks.items()]
 
 
 def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
          prefixes: dict[int, str] | None = None, transform=None) -> dict:
     """The non-streamed answer: the same events, accumulated per choice."""
-    texts = {index: [(prefixes or {}).get(index, "")] for index in range(choice_count)}
-    tool_calls: dict[int, dict[int, dict]] = {index: {} for index in range(choice_count)}
-    reasoning: dict[int, list[str]] = {index: [] for index in range(choice_count)}
-    finish_reasons: dict[int, str | None] = {index: None for index in range(choice_count)}
-    logprobs: dict[int, list] = {index: [] for index in range(choice_count)}
+    folded = ChoiceFold(choice_count, prefixes)
     usage = UsageCounter()
     try:
         with context.inflight.track() as stop_event:
@@ -248,36 +270,16 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
                 usage.add(event)
                 if context.record and event.text:
                     context.record.token_arrived()
-                texts[event.index].append(event.text)
-                if event.tool_calls:
-                    _add_tool_calls(tool_calls[event.index], event.tool_calls)
-                if event.reasoning:
-                    reasoning[event.index].append(event.reasoning)
-                logprobs[event.index].extend(event.logprobs or ())
-                finish_reasons[event.index] = event.finish_reason or finish_reasons[event.index]
+                folded.add(event)
     finally:
         _close(events)
         if context.record:
             context.record.count(usage.prompt_tokens, usage.completion_tokens)
-    choices = [{"index": index, "text": "".join(texts[index]), "finish_reason": finish_reasons[index],
-                "logprobs": logprobs[index], "tool_calls": list(tool_calls[index].values()),
-                "reasoning": "".join(reasoning[index])}
-               for index in range(choice_count)]
-    return shape.response(choices, usage.to_dict())
+    return shape.response(folded.choices(), usage.to_dict())
 
 
 def _transformed(events: Iterator[GenerationEvent], transform) -> Iterator[GenerationEvent]:
     return transform(events) if transform is not None else events
-
-
-def _add_tool_calls(calls: dict[int, dict], deltas) -> None:
-    """Fold ToolCallDeltas into OpenAI tool calls ({"id", "type", "function": {"name", "arguments"}})."""
-    for delta in deltas:
-        call = calls.get(delta.index)
-        if call is None:
-            call = calls[delta.index] = {"id": delta.id, "type": "function",
-                                         "function": {"name": delta.name, "arguments": ""}}
-        call["function"]["arguments"] += delta.arguments
 
 
 def answer(api_request, events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
@@ -285,5 +287,5 @@ def answer(api_request, events: Iterator[GenerationEvent], shape, choice_count: 
     """The events streamed when the request asks for a stream, else folded into one answer;
     `transform` (events -> events) rewrites them first, the same way for both."""
     if api_request.stream:
-        return stream(events, shape, choice_count, context, api_request.include_usage(), prefixes, transform)
+        return stream(events, shape, choice_count, context, prefixes, transform)
     return fold(events, shape, choice_count, context, prefixes, transform)

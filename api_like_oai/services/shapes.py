@@ -1,5 +1,11 @@
 """OpenAI's response shapes for chat and text completions, built from GenerationEvents.
 
+A shape is what generation.stream and generation.fold need to write one API's answers:
+`response(choices, usage)` for the folded answer; for streams `openings(index)`, `chunks(event)`
+(with `content_frame(event)` as the per-token fast path), `closings(usage)`, `error_chunk(exc)`,
+`frame(chunk)` (the SSE framing) and `end` (the last bytes, `data: [DONE]` here). The Anthropic
+and Responses shapes (dialects/) follow the same protocol.
+
 Plain dicts on purpose: this runs once per streamed token, where a pydantic round-trip per
 chunk would cost more than the rest of the proxy (see benchmarks/).
 """
@@ -18,11 +24,14 @@ class _Shape:
 
     object_name = ""
     id_prefix = ""
+    frame = staticmethod(sse.frame)
+    end = sse.DONE
 
-    def __init__(self, model: str, service_tier: str | None = None):
+    def __init__(self, model: str, include_usage: bool = False, service_tier: str | None = None):
         self.id = f"{self.id_prefix}{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
+        self.include_usage = include_usage  # stream_options.include_usage: a last chunk with the usage
         self.envelope = {"service_tier": service_tier} if service_tier else {}  # reported when asked about
         self._frame_parts: tuple[bytes, bytes, bytes] | None = None
 
@@ -35,6 +44,13 @@ class _Shape:
 
     def usage_chunk(self, usage: dict) -> dict:
         return {**self._chunk([]), "usage": usage}
+
+    def closings(self, usage: dict) -> list[dict]:
+        return [self.usage_chunk(usage)] if self.include_usage else []
+
+    @staticmethod
+    def error_chunk(exc) -> dict:
+        return exc.to_dict()
 
     def wants_logprobs(self) -> bool:
         raise NotImplementedError
@@ -63,8 +79,8 @@ class ChatShape(_Shape):
     id_prefix = "chatcmpl-"
 
     def __init__(self, model: str, role: str = "assistant", logprobs: bool = False, top_logprobs: int = 0,
-                 legacy_functions: bool = False, service_tier: str | None = None):
-        super().__init__(model, service_tier)
+                 legacy_functions: bool = False, include_usage: bool = False, service_tier: str | None = None):
+        super().__init__(model, include_usage, service_tier)
         self.role = role
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
@@ -77,10 +93,10 @@ class ChatShape(_Shape):
         return self._chunk([{"index": index, "delta": {"content": text}, "logprobs": logprobs,
                              "finish_reason": None}])
 
-    def opening(self, index: int) -> dict:
+    def openings(self, index: int) -> list[dict]:
         """The first chunk of a choice: the role alone, as OpenAI sends it."""
-        return self._chunk([{"index": index, "delta": {"role": self.role},
-                             "logprobs": None, "finish_reason": None}])
+        return [self._chunk([{"index": index, "delta": {"role": self.role},
+                              "logprobs": None, "finish_reason": None}])]
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = []
@@ -146,8 +162,8 @@ class CompletionShape(_Shape):
     object_name = "text_completion"
     id_prefix = "cmpl-"
 
-    def __init__(self, model: str, logprobs: int | None = None):
-        super().__init__(model)
+    def __init__(self, model: str, logprobs: int | None = None, include_usage: bool = False):
+        super().__init__(model, include_usage)
         self.logprobs = logprobs
         self.text_offsets: dict[int, int] = {}
 
@@ -157,8 +173,8 @@ class CompletionShape(_Shape):
     def _text_chunk(self, index: int, text: str, logprobs=None, finish_reason=None) -> dict:
         return self._chunk([{"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}])
 
-    def opening(self, index: int) -> dict | None:
-        return None
+    def openings(self, index: int) -> list[dict]:
+        return []
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
         if not event.text and not event.finish_reason:

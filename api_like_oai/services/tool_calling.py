@@ -143,7 +143,7 @@ def _regrouped(event: GenerationEvent, pieces: list, parser: ToolCallParser,
     if finish_reason == "stop" and parser.calls_made:
         finish_reason = "tool_calls"
     counts = {"finish_reason": finish_reason, "prompt_tokens": event.prompt_tokens,
-              "completion_tokens": event.completion_tokens}
+              "completion_tokens": event.completion_tokens, "stop_word": event.stop_word}
     if finish_reason or not runs:
         # The finish goes in an event of its own, after the last delta, as OpenAI sends it.
         runs.append(GenerationEvent(index=event.index, **counts))

@@ -1,8 +1,10 @@
 """Bad input, tried systematically (issue 6): fuzzing from /openapi.json, then llama.cpp's own hard cases.
 
 The app runs in-process with its upstream on a closed port, so a request that passes validation
-ends in 503 `upstream_unavailable`: the only 5xx allowed here. Every other non-2xx answer must be a
-4xx whose JSON body is exactly OpenAI's error object, {"error": {"message", "type", "param", "code"}}.
+ends in 503 `upstream_unavailable` (529 `overloaded_error` on Anthropic's paths): the only 5xx
+allowed here. Every other non-2xx answer must be a 4xx whose JSON body is exactly OpenAI's error
+object, {"error": {"message", "type", "param", "code"}}, or on Anthropic's paths (/v1/messages...)
+exactly Anthropic's, {"type": "error", "error": {"type", "message"}}.
 
 The cases at the end are bugs the fuzzing found (each fixed); they stay as regression tests.
 """
@@ -53,11 +55,18 @@ def with_field(endpoint: str, **fields) -> dict:
 
 # --- assertions -------------------------------------------------------------------------------
 
-def error_of(status: int, body: bytes, content_type: str | None) -> dict:
-    """The error object of a non-2xx answer, after checking it is exactly OpenAI's shape."""
+def speaks_anthropic(path: str) -> bool:
+    return path.startswith("/v1/messages")
+
+
+def error_of(status: int, body: bytes, content_type: str | None, path: str = "") -> dict:
+    """The error object of a non-2xx answer, after checking it is exactly OpenAI's shape (Anthropic's
+    on Anthropic's paths)."""
     assert content_type is not None and content_type.split(";")[0].strip() == "application/json", \
         f"{status} answered with {content_type!r}: {body[:300]!r}"
     document = json.loads(body)
+    if speaks_anthropic(path):
+        return anthropic_error_of(document)
     assert isinstance(document, dict) and set(document) == {"error"}, document
     error = document["error"]
     assert isinstance(error, dict) and set(error) == ERROR_KEYS, error
@@ -66,6 +75,19 @@ def error_of(status: int, body: bytes, content_type: str | None) -> dict:
     assert error["param"] is None or isinstance(error["param"], str), error
     assert error["code"] is None or isinstance(error["code"], str), error
     return error
+
+
+def anthropic_error_of(document) -> dict:
+    assert isinstance(document, dict) and set(document) == {"type", "error"} and document["type"] == "error", document
+    error = document["error"]
+    assert isinstance(error, dict) and set(error) == {"type", "message"}, error
+    assert error["type"] in ANTHROPIC_ERROR_TYPES, error
+    assert isinstance(error["message"], str) and error["message"], error
+    return error
+
+
+ANTHROPIC_ERROR_TYPES = {"invalid_request_error", "authentication_error", "not_found_error", "request_too_large",
+                         "overloaded_error", "api_error", "timeout_error"}
 
 
 def assert_error(response, status: int, param: object = ..., code: object = ...) -> dict:
@@ -144,14 +166,16 @@ def check_answer(case, response: Response) -> None:
     body = body.encode() if isinstance(body, str) else body
     request = f"{response.request.method} {response.request.url} {(body or b'')[:300]!r}"
     bad_body = case.meta is not None and case.meta.is_negative_at(ParameterLocation.BODY)
-    upstream_down = status == 503 and b'"upstream_unavailable"' in response.content
+    down_status, down_marker = (529, b'"overloaded_error"') if speaks_anthropic(case.path) else \
+        (503, b'"upstream_unavailable"')
+    upstream_down = status == down_status and down_marker in response.content
     if bad_body and (status < 300 or upstream_down) and proxy_coerces_types() and valid_only_by_coercion(case, body):
         return  # the known bug test_wrongly_typed_scalars_are_refused is about; checked there
     if status < 300:
         assert not bad_body, f"a body that breaks the schema was accepted with {status}: {request}"
         return
     content_type = (response.headers.get("content-type") or [None])[0]
-    error = error_of(status, response.content, content_type)
+    error = error_of(status, response.content, content_type, case.path)
     if status >= 500:
         assert upstream_down, f"{status} {error} for {request}"
         assert not bad_body, f"a body that breaks the schema went upstream: {request}"

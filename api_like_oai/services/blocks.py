@@ -1,0 +1,96 @@
+"""One choice's output as ordered blocks: runs of text and tool calls, as they arrived.
+
+OpenAI's chat answer keeps the text and the calls apart; Anthropic's `content` and the Responses
+API's `output` keep them in order, one block (or item) per run of text and per call. `Blocks` is
+that segmentation, fed the same events by `generation.fold` and by the streaming shapes, so a
+streamed answer and a folded one are cut into the same blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..backends.events import GenerationEvent
+
+TEXT, TOOL_CALL = "text", "tool_call"
+# What Blocks.add reports: a block starts, grows by a piece (text, or a call's arguments), stops.
+START, DELTA, STOP = "start", "delta", "stop"
+
+
+@dataclass
+class Block:
+    kind: str                               # TEXT or TOOL_CALL
+    index: int                              # its position among the choice's blocks
+    pieces: list[str] = field(default_factory=list)   # the text, or the call's arguments, as they came
+    call_id: str | None = None
+    name: str | None = None
+
+    @property
+    def content(self) -> str:
+        return "".join(self.pieces)
+
+    def as_tool_call(self) -> dict:
+        """OpenAI's tool call: {"id", "type", "function": {"name", "arguments"}}."""
+        return {"id": self.call_id, "type": "function", "function": {"name": self.name, "arguments": self.content}}
+
+
+class Blocks:
+    """The blocks of one choice, built event by event; `add` says what changed, for streams."""
+
+    def __init__(self, prefix: str = ""):
+        self.blocks: list[Block] = []
+        self.open: Block | None = None
+        self._calls: dict[int, Block] = {}   # ToolCallDelta.index -> its block
+        if prefix:
+            self._add_text(prefix)
+
+    def add(self, event: GenerationEvent) -> list[tuple[str, Block, str]]:
+        """(START | DELTA | STOP, block, piece) for what `event` changed, in order."""
+        changes = self._add_text(event.text) if event.text else []
+        for delta in event.tool_calls or ():
+            changes += self._add_call_delta(delta)
+        return changes
+
+    def extend_text(self, text: str) -> bool:
+        """Add `text` to the open text block, if one is open (a stream's fast path); whether it was."""
+        if self.open is None or self.open.kind != TEXT:
+            return False
+        self.open.pieces.append(text)
+        return True
+
+    def close(self) -> list[tuple[str, Block, str]]:
+        """Stop the open block, if any."""
+        if self.open is None:
+            return []
+        closed, self.open = self.open, None
+        return [(STOP, closed, "")]
+
+    def text(self) -> str:
+        return "".join(block.content for block in self.blocks if block.kind == TEXT)
+
+    def tool_calls(self) -> list[dict]:
+        return [block.as_tool_call() for block in self.blocks if block.kind == TOOL_CALL]
+
+    def _add_text(self, text: str) -> list[tuple[str, Block, str]]:
+        if self.extend_text(text):
+            return [(DELTA, self.open, text)]
+        changes = self._start(Block(TEXT, len(self.blocks)))
+        self.open.pieces.append(text)
+        return [*changes, (DELTA, self.open, text)]
+
+    def _add_call_delta(self, delta) -> list[tuple[str, Block, str]]:
+        block = self._calls.get(delta.index)
+        changes = []
+        if block is None:
+            block = self._calls[delta.index] = Block(TOOL_CALL, len(self.blocks), call_id=delta.id, name=delta.name)
+            changes = self._start(block)
+        if delta.arguments:
+            block.pieces.append(delta.arguments)
+            changes.append((DELTA, block, delta.arguments))
+        return changes
+
+    def _start(self, block: Block) -> list[tuple[str, Block, str]]:
+        changes = self.close()
+        self.blocks.append(block)
+        self.open = block
+        return [*changes, (START, block, "")]

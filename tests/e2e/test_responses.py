@@ -1,0 +1,95 @@
+"""OpenAI's Responses API end to end: the official `openai` SDK (strict response validation) against the
+proxy in front of the real llama-server with SmolLM2, as Codex and the Agents SDK reach it."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema_rs
+import openai
+import pytest
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "Get the current weather in a city.",
+           "parameters": {"type": "object",
+                          "properties": {"city": {"type": "string", "maxLength": 40},
+                                         "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                          "required": ["city", "unit"]}}
+QUESTION = "What is the weather like in Paris today?"
+SAMPLING = {"model": "gpt-5-codex", "temperature": 0, "max_output_tokens": 200}
+
+
+def test_create_answers_with_output_text(client):
+    response = client.responses.create(input="Say hello in one short sentence.", instructions="Be brief.", **SAMPLING)
+    assert response.id.startswith("resp_") and response.object == "response"
+    assert response.status == "completed" and response.model == "gpt-5-codex"
+    [message] = response.output
+    assert message.type == "message" and message.role == "assistant" and message.status == "completed"
+    assert response.output_text.strip() and response.output_text == message.content[0].text
+    assert response.usage.input_tokens > 0 and response.usage.total_tokens == \
+        response.usage.input_tokens + response.usage.output_tokens
+
+
+def test_streamed_deltas_are_the_output_text(client):
+    request = {"input": [{"role": "user", "content": [{"type": "input_text", "text": "Count from 1 to 5."}]}],
+               **SAMPLING}
+    events = list(client.responses.create(**request, stream=True))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert [e.type for e in events[:4]] == ["response.created", "response.in_progress",
+                                            "response.output_item.added", "response.content_part.added"]
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert events[-1].type == "response.completed"
+    assert deltas and deltas == events[-1].response.output_text
+    assert deltas == client.responses.create(**request).output_text
+    with client.responses.stream(**request) as stream:
+        assert stream.get_final_response().output_text == deltas
+
+
+def test_max_output_tokens_ends_incomplete(client):
+    response = client.responses.create(**{**SAMPLING, "max_output_tokens": 3}, input="Write a long story about a cat.")
+    assert response.status == "incomplete"
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.usage.output_tokens == 3
+
+
+def test_a_function_call_and_its_output_round_trip(client):
+    request = {"input": QUESTION, "tools": [WEATHER], **SAMPLING}
+    first = client.responses.create(**request, tool_choice={"type": "function", "name": "get_weather"})
+    [call] = [item for item in first.output if item.type == "function_call"]
+    assert call.name == "get_weather" and call.call_id.startswith("call_") and call.status == "completed"
+    jsonschema_rs.validate(WEATHER["parameters"], json.loads(call.arguments))
+
+    history = [{"role": "user", "content": QUESTION}, *[item.model_dump(exclude_none=True) for item in first.output],
+               {"type": "function_call_output", "call_id": call.call_id, "output": "22 degrees celsius and sunny"}]
+    answer = client.responses.create(**{**request, "input": history}, tool_choice="none")
+    assert answer.status in ("completed", "incomplete")
+    assert [item.type for item in answer.output] == ["message"] and answer.output_text.strip()
+
+
+def test_streamed_function_call_is_the_non_streamed_one(client):
+    request = {"input": QUESTION, "tools": [WEATHER], "tool_choice": "required", **SAMPLING}
+    plain = [item for item in client.responses.create(**request).output if item.type == "function_call"]
+    events = list(client.responses.create(**request, stream=True))
+    done = [e for e in events if e.type == "response.function_call_arguments.done"]
+    argument_deltas = [e.delta for e in events
+                       if e.type == "response.function_call_arguments.delta" and e.item_id == done[0].item_id]
+    assert len(argument_deltas) > 3 and "".join(argument_deltas) == done[0].arguments == plain[0].arguments
+    streamed = [item for item in events[-1].response.output if item.type == "function_call"]
+    assert [(c.name, c.arguments) for c in streamed] == [(c.name, c.arguments) for c in plain]
+
+
+def test_json_schema_text_format(client):
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}}, "required": ["answer"],
+              "additionalProperties": False}
+    response = client.responses.create(input="What is the capital of France?", **SAMPLING,
+                                       text={"format": {"type": "json_schema", "name": "answer", "schema": schema}})
+    jsonschema_rs.validate(schema, json.loads(response.output_text))
+
+
+def test_stored_responses_and_other_tools_are_clear_errors(client):
+    with pytest.raises(openai.NotFoundError, match="not stored"):
+        client.responses.retrieve("resp_123")
+    with pytest.raises(openai.BadRequestError, match="previous_response_id"):
+        client.responses.create(input="Hi", previous_response_id="resp_123", **SAMPLING)
+    with pytest.raises(openai.BadRequestError, match="'web_search' is not supported") as caught:
+        client.responses.create(input="Hi", tools=[{"type": "web_search"}], **SAMPLING)
+    assert caught.value.body["param"] == "tools.0.type"
