@@ -126,7 +126,8 @@ class CountTokensRequest(Request):
     system: StrictStr | list[TextBlock] | None = None
     tools: list[CustomTool] | None = Field(None, max_length=512)
     tool_choice: ToolChoice | None = None
-    thinking: ThinkingConfig | None = Field(None, description="Accepted; the model's reasoning is not configured by it yet.")
+    thinking: ThinkingConfig | None = Field(
+        None, description="enabled/disabled reach the chat template as `enable_thinking` (Qwen3's switch).")
     cache_control: CacheControl = None
     context_management: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
     output_config: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
@@ -185,6 +186,9 @@ def to_chat_request(request: CountTokensRequest) -> ChatCompletionRequest:
                    if (value := getattr(request, name)) is not None}
         if request.stop_sequences:
             fields["stop"] = list(request.stop_sequences)
+        if request.thinking is not None and request.thinking.type != "adaptive":
+            # Qwen3's (and SmolLM3's) switch, as llama-server and vLLM users set it.
+            fields["chat_template_kwargs"] = {"enable_thinking": request.thinking.type == "enabled"}
     return ChatCompletionRequest.model_validate(fields)
 
 

@@ -145,7 +145,8 @@ class ResponsesRequest(Request):
     tool_choice: Literal["none", "auto", "required"] | FunctionChoice | None = None
     parallel_tool_calls: bool | None = None
     text: TextConfig | None = None
-    reasoning: ReasoningConfig | None = Field(None, description="Accepted; the model's reasoning is not configured by it yet.")
+    reasoning: ReasoningConfig | None = Field(
+        None, description="`effort` reaches the chat template as `reasoning_effort`, as on chat completions.")
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     store: bool | None = Field(None, description="Accepted; nothing is stored (answers say store: false).")
@@ -196,6 +197,8 @@ def to_chat_request(request: ResponsesRequest) -> ChatCompletionRequest:
     response_format = _response_format(request.text)
     if response_format:
         fields["response_format"] = response_format
+    if request.reasoning is not None and request.reasoning.effort is not None:
+        fields["reasoning_effort"] = request.reasoning.effort   # onto the template, as for chat
     return ChatCompletionRequest.model_validate(fields)
 
 

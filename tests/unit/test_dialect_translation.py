@@ -74,7 +74,8 @@ def test_anthropic_sampling_tools_and_choices():
         "model": "claude-sonnet-4-5", "max_tokens": 32000, "stream": True, "temperature": 0.2, "top_p": 0.9,
         "top_k": 40, "stop": ["END"],
         "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": SCHEMA}}],
-        "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "chat_template_kwargs": {"enable_thinking": True}}
 
 
 @pytest.mark.parametrize("tool_choice, expected", [
@@ -172,7 +173,8 @@ def test_responses_sampling_tools_and_format():
         "tools": [{"type": "function", "function": {"name": "shell", "description": "Run a command.",
                                                     "parameters": SCHEMA, "strict": True}}],
         "tool_choice": {"type": "function", "function": {"name": "shell"}},
-        "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "json_schema": SCHEMA}}}
+        "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "json_schema": SCHEMA}},
+        "reasoning_effort": "high"}
     assert chat_of(responses, {"input": "Hi", "text": {"format": {"type": "json_object"}}})["response_format"] == \
         {"type": "json_object"}
     assert "response_format" not in chat_of(responses, {"input": "Hi", "text": {"format": {"type": "text"}}})
@@ -259,3 +261,19 @@ def test_every_error_class_is_mapped():
         pending += cls.__subclasses__()
     mapped = {type(error) for error, _, _ in ANTHROPIC_ERRORS}
     assert classes - {errors.TemplateError, errors.NotFound} <= mapped   # those two inherit a mapped parent's
+
+
+@pytest.mark.parametrize("thinking, expected", [
+    ({"type": "enabled", "budget_tokens": 2048}, {"enable_thinking": True}),
+    ({"type": "disabled"}, {"enable_thinking": False}),
+    ({"type": "adaptive"}, None),
+])
+def test_anthropic_thinking_reaches_the_template_as_enable_thinking(thinking, expected):
+    request = anthropic.MessagesRequest.model_validate(
+        {**CLAUDE, "messages": [{"role": "user", "content": "Hi"}], "thinking": thinking})
+    assert anthropic.to_chat_request(request).chat_template_kwargs == expected
+
+
+def test_responses_reasoning_effort_reaches_the_template():
+    request = responses.ResponsesRequest.model_validate({"input": "Hi", "reasoning": {"effort": "low"}})
+    assert responses.to_chat_request(request).template_variables() == {"reasoning_effort": "low"}
