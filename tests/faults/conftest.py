@@ -1,5 +1,5 @@
-"""A scripted fake llama.cpp and a proxy in front of it with a template that knows tools (qwen2.5,
-hermes format), for the tests of the Anthropic and Responses APIs' exact answers."""
+"""A scripted fake llama.cpp per test module (`fake`), and a proxy in front of it with a template
+that knows tools (qwen2.5, hermes format), for the tests of the APIs' exact answers."""
 
 from __future__ import annotations
 
@@ -15,10 +15,16 @@ FAKE_CONTEXT = 2048   # the fake's n_ctx; it counts a prompt's tokens as its wor
 
 
 @pytest.fixture(scope="module")
-def replaying_upstream():
+def fake():
+    """A scripted fake llama.cpp for one test module, stopped after it."""
     upstream = FakeLlamaCpp().start()
     yield upstream
     upstream.stop()
+
+
+@pytest.fixture(scope="module")
+def replaying_upstream(fake):
+    return fake
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ from __future__ import annotations
 import pytest
 import requests
 
-from ..fake_llamacpp import FakeLlamaCpp
-
 TEMPLATE = ("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
             "effort={{ reasoning_effort | default('-') }} verbosity={{ verbosity | default('-') }}")
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
@@ -84,13 +82,6 @@ COMPLETION_FIELDS = {
     "top_p": [(0.5, {}, OK, sent("top_p", 0.5))],
     "user": [("user-1", {}, OK, None)],
 }
-
-
-@pytest.fixture(scope="module")
-def fake():
-    upstream = FakeLlamaCpp().start()
-    yield upstream
-    upstream.stop()
 
 
 @pytest.fixture(scope="module")

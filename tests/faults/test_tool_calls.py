@@ -11,6 +11,7 @@ import requests
 
 from ..conftest import openai_client
 from ..fake_llamacpp import FakeLlamaCpp
+from .conftest import HERMES_ARGUMENTS, HERMES_CALL
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city.",
@@ -21,8 +22,7 @@ MESSAGES = [{"role": "user", "content": "Weather in Zürich?"}]
 
 # What each format's models write, token by token, split inside markers, keys and strings.
 REPLAYS = {
-    "hermes": ["Let", " me", " check", ".", " <", "tool", "_c", "all", ">\n", '{"name": "get', '_weather", "arg',
-               'uments": {"city": "Zür', 'ich", "unit": "c"}}', "\n</", "tool_call", ">"],
+    "hermes": HERMES_CALL,
     "mistral": ["[TOOL_CALLS]", "[{", '"name": "get_weather", ', '"arguments": {"city": "Zür', 'ich", "unit": "c"}}',
                 "]"],
     "llama3": ['{"name": "get_weather", "para', 'meters": {"city": "Zür', 'ich", "unit": "c"}}'],
@@ -31,15 +31,8 @@ REPLAYS = {
 }
 TEMPLATES = {"hermes": "qwen2.5", "mistral": "mistral-v3", "llama3": "llama-3.1", "generic": "chatml"}
 CONTENT_BEFORE = {"hermes": "Let me check. ", "mistral": None, "llama3": None, "generic": None}
-ARGUMENTS = '{"city": "Zürich", "unit": "c"}'
+ARGUMENTS = HERMES_ARGUMENTS
 MARKUP = ("<tool", "tool_call", "</", "[TOOL", "TOOL_CALLS", "python_tag")
-
-
-@pytest.fixture(scope="module")
-def fake():
-    upstream = FakeLlamaCpp().start()
-    yield upstream
-    upstream.stop()
 
 
 @pytest.fixture(scope="module")

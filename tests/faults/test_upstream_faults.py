@@ -8,16 +8,7 @@ import time
 import pytest
 import requests
 
-from ..fake_llamacpp import FakeLlamaCpp
-
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    upstream = FakeLlamaCpp().start()
-    yield upstream
-    upstream.stop()
 
 
 @pytest.fixture(scope="module")
