@@ -72,6 +72,7 @@ class _Shape:
 
 
 _MARKER = "\x00text\x00"
+_CHOICE_SENTINEL, _CALL_SENTINEL = 987654321, 123456789   # stand-ins for the indices in a sample frame
 
 
 class ChatShape(_Shape):
@@ -85,6 +86,7 @@ class ChatShape(_Shape):
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
         self.legacy_functions = legacy_functions  # answer with `function_call`, as before `tools` existed
+        self._arguments_parts: tuple[bytes, bytes, bytes, bytes] | None = None
 
     def wants_logprobs(self) -> bool:
         return self.logprobs
@@ -113,6 +115,27 @@ class ChatShape(_Shape):
             chunks.append(self._chunk([{"index": event.index, "delta": {}, "logprobs": None,
                                         "finish_reason": self._finish_reason(event.finish_reason)}]))
         return chunks
+
+    def content_frame(self, event: GenerationEvent) -> bytes | None:
+        """Text deltas as _Shape's; a piece of one call's arguments (most events of a streamed tool
+        call) likewise around a pre-encoded envelope, the same bytes sse.frame would write."""
+        calls = event.tool_calls
+        if calls is None:
+            return super().content_frame(event)
+        if len(calls) != 1 or calls[0].id is not None or event.text or event.reasoning or event.finish_reason \
+                or self.legacy_functions:
+            return None
+        if self._arguments_parts is None:
+            sample = sse.frame(self._chunk([{"index": _CHOICE_SENTINEL, "delta": {"tool_calls": [
+                {"index": _CALL_SENTINEL, "function": {"arguments": _MARKER}}]}, "logprobs": None,
+                "finish_reason": None}]))
+            start, rest = sample.split(str(_CHOICE_SENTINEL).encode())
+            middle, rest = rest.split(str(_CALL_SENTINEL).encode())
+            before_text, end = rest.split(sse.encode_string(_MARKER))
+            self._arguments_parts = (start, middle, before_text, end)
+        start, middle, before_text, end = self._arguments_parts
+        return b"".join((start, str(event.index).encode(), middle, str(calls[0].index).encode(), before_text,
+                         sse.encode_string(calls[0].arguments), end))
 
     def _tool_call_delta(self, deltas) -> dict:
         """The delta of one event's ToolCallDeltas: each call's id, type and name exactly once (on its

@@ -26,3 +26,23 @@ def test_events_needing_more_than_text_take_the_general_path():
     assert ChatShape("m", logprobs=True).content_frame(GenerationEvent(text="x")) is None
     assert CompletionShape("m", logprobs=1).content_frame(GenerationEvent(text="x")) is None
     assert ChatShape("m").content_frame(GenerationEvent(text="")) is None
+
+
+@pytest.mark.parametrize("arguments", ['{"city": "Zü', 'rich"}', '\\" \n', ""])
+@pytest.mark.parametrize("index, call_index", [(0, 0), (3, 12)])
+def test_a_tool_call_arguments_frame_equals_the_encoded_chunk(arguments, index, call_index):
+    from api_like_oai.tools.parser import ToolCallDelta
+
+    shape = ChatShape("m", service_tier="default")
+    event = GenerationEvent(index=index, tool_calls=(ToolCallDelta(call_index, arguments=arguments),))
+    (chunk,) = shape.chunks(event)
+    assert shape.content_frame(event) == sse.frame(chunk)
+
+
+def test_a_call_s_first_delta_and_legacy_functions_take_the_general_path():
+    from api_like_oai.tools.parser import ToolCallDelta
+
+    first = GenerationEvent(tool_calls=(ToolCallDelta(0, "call_x", "f"),))
+    assert ChatShape("m").content_frame(first) is None
+    piece = GenerationEvent(tool_calls=(ToolCallDelta(0, arguments="{}"),))
+    assert ChatShape("m", legacy_functions=True).content_frame(piece) is None
