@@ -44,10 +44,10 @@ def tool_constraint(request: ChatCompletionRequest, model: ServedModel, tool_pla
     brings its own grammar or JSON constraint (llama.cpp takes one), or asks for no tools."""
     if tool_plan is None:
         return {}
-    if request.grammar is not None or request.json_schema is not None \
-            or (request.response_format is not None and request.response_format.type != "text"):
-        return {"preserved_tokens": list(tool_plan.format.preserved_tokens)} if tool_plan.format.preserved_tokens else {}
-    return tool_calling.constraint(tool_plan, model.lazy_grammar() if not tool_plan.forces_call() else True)
+    brings_its_own = request.grammar is not None or request.json_schema is not None \
+        or (request.response_format is not None and request.response_format.type != "text")
+    grammar_allowed = not brings_its_own and (tool_plan.forces_call() or model.lazy_grammar())
+    return tool_calling.constraint(tool_plan, grammar_allowed)
 
 
 def request_messages(request: ChatCompletionRequest) -> list[dict]:

@@ -47,12 +47,13 @@ def plan(request: ChatCompletionRequest, format_name: str) -> ToolPlan | None:
     return ToolPlan(tools, choice, parallel, FORMATS[format_name], legacy)
 
 
-def constraint(tool_plan: ToolPlan, lazy_supported: bool) -> dict:
-    """The llama.cpp /completion fields that hold the model to the format: a grammar from the first
-    token when a call is required, else one that starts at a call's trigger (lazy), if the
-    upstream knows lazy grammars; special marker tokens always sent as text."""
+def constraint(tool_plan: ToolPlan, grammar_allowed: bool) -> dict:
+    """The llama.cpp /completion fields that hold the model to the format: special marker tokens
+    always sent as text; when `grammar_allowed` (the request brings no constraint of its own, and
+    a call is required or the upstream knows lazy grammars), a grammar from the first token when a
+    call is required, else one that starts at a call's trigger (lazy)."""
     fields = {"preserved_tokens": list(tool_plan.format.preserved_tokens)} if tool_plan.format.preserved_tokens else {}
-    if not tool_plan.forces_call() and not lazy_supported:
+    if not grammar_allowed:
         return fields
     fields["grammar"] = build_grammar(tool_plan)
     if not tool_plan.forces_call():
