@@ -202,12 +202,12 @@ def check_schema(schema, path: str = "response_format.json_schema.schema") -> No
         check_schema(schema["items"], f"{path}.items")
 
 
-_TOOL_NAME = r"^[^\s\"\\<>]{1,128}$"   # no whitespace, quotes or markup: names are written into prompts
+TOOL_NAME = r"^[^\s\"\\<>]{1,128}$"   # no whitespace, quotes or markup: names are written into prompts
 
 
 class FunctionDefinition(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
-    name: StrictStr = Field(pattern=_TOOL_NAME)
+    name: StrictStr = Field(pattern=TOOL_NAME)
     description: StrictStr | None = None
     parameters: dict[str, Any] | None = Field(None, description="A JSON schema of type object.")
     strict: bool | None = None

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
 from ..errors import InvalidRequest
-from ..protocol import _TOOL_NAME, STRICT, ChatCompletionRequest, Request, check_parameters
-from .common import refuse_tool_types
+from ..protocol import STRICT, TOOL_NAME, ChatCompletionRequest, Request
+from .common import chat_request, function_tool, given, named_tool_choice, refuse_tool_types, text_only
 
 CacheControl = Annotated[dict[str, Any] | None,
                          Field(None, description="Prompt caching hint: accepted and ignored (llama.cpp caches prefixes itself).")]
@@ -74,7 +74,7 @@ class InputMessage(BaseModel):
 class CustomTool(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     type: Literal["custom"] | None = None
-    name: StrictStr = Field(pattern=_TOOL_NAME)
+    name: StrictStr = Field(pattern=TOOL_NAME)
     description: StrictStr | None = None
     input_schema: dict[str, Any] = Field(description="A JSON schema of type object.")
     cache_control: CacheControl = None
@@ -138,20 +138,6 @@ class CountTokensRequest(Request):
         refuse_tool_types(data, ("custom", None), "this proxy runs only client tools (name, description, input_schema)")
         return data
 
-    @model_validator(mode="after")
-    def tools_are_usable(self):
-        for n, tool in enumerate(self.tools or ()):
-            check_parameters(tool.input_schema, f"tools.{n}.input_schema")
-        names = [tool.name for tool in self.tools or ()]
-        if len(set(names)) != len(names):
-            raise InvalidRequest("two tools have the same name", param="tools")
-        chosen = getattr(self.tool_choice, "name", None)
-        if chosen is not None and chosen not in names:
-            raise InvalidRequest(f"tool_choice names {chosen!r}, which is not among the tools", param="tool_choice")
-        if self.tool_choice is not None and self.tool_choice.type != "none" and not names:
-            raise InvalidRequest("tool_choice needs tools to choose from", param="tool_choice")
-        return self
-
 
 class MessagesRequest(CountTokensRequest):
     max_tokens: int = Field(ge=1, description="An upper bound: generation stops earlier if the context has no more room.")
@@ -169,27 +155,24 @@ class MessagesRequest(CountTokensRequest):
 # --- translation -----------------------------------------------------------------------------
 
 def to_chat_request(request: CountTokensRequest) -> ChatCompletionRequest:
-    """The chat request `request` becomes: system and messages, tools and tool choice, sampling."""
+    """The chat request `request` becomes: system and messages, tools and tool choice, sampling; the
+    chat schema checks the tools (a refusal names `tools.N.input_schema`)."""
     messages = chat_messages(request)
     fields: dict[str, Any] = {"model": request.model, "messages": messages}
     if request.tools:
-        fields["tools"] = [{"type": "function", "function": {
-            "name": tool.name, "parameters": tool.input_schema,
-            **({"description": tool.description} if tool.description is not None else {})}}
-            for tool in request.tools]
+        fields["tools"] = [function_tool(tool.name, tool.description, tool.input_schema) for tool in request.tools]
     fields |= _tool_choice_fields(request.tool_choice)
     if _continues_last_message(request):
         fields |= {"add_generation_prompt": False, "continue_final_message": True}
     if isinstance(request, MessagesRequest):
         fields |= {"max_tokens": request.max_tokens, "stream": bool(request.stream)}
-        fields |= {name: value for name in ("temperature", "top_p", "top_k")
-                   if (value := getattr(request, name)) is not None}
+        fields |= given(request, ("temperature", "top_p", "top_k"))
         if request.stop_sequences:
             fields["stop"] = list(request.stop_sequences)
         if request.thinking is not None and request.thinking.type != "adaptive":
             # Qwen3's (and SmolLM3's) switch, as llama-server and vLLM users set it.
             fields["chat_template_kwargs"] = {"enable_thinking": request.thinking.type == "enabled"}
-    return ChatCompletionRequest.model_validate(fields)
+    return chat_request(fields, [f"tools.{n}.input_schema" for n in range(len(request.tools or ()))])
 
 
 def chat_messages(request: CountTokensRequest) -> list[dict]:
@@ -262,7 +245,7 @@ def _result_text(block: ToolResultBlock, param: str) -> str:
 
 def _unsupported(kind: str, param: str, where: str) -> InvalidRequest:
     if kind in ("image", "document"):
-        return InvalidRequest(f"{kind} content is not supported by this proxy (text only)", param=param)
+        return text_only(kind, param)
     return InvalidRequest(f"a {kind!r} block cannot be in a {where} message", param=param)
 
 
@@ -272,7 +255,7 @@ def _tool_choice_fields(choice) -> dict:
     if choice.type == "none":
         return {"tool_choice": "none"}
     fields: dict[str, Any] = {"tool_choice": {"auto": "auto", "any": "required"}.get(choice.type) or
-                              {"type": "function", "function": {"name": choice.name}}}
+                              named_tool_choice(choice.name)}
     if choice.disable_parallel_tool_use:
         fields["parallel_tool_calls"] = False
     return fields

@@ -16,7 +16,7 @@ from ..backends.events import GenerationEvent
 from ..errors import ProxyError
 from ..services.blocks import DELTA, START, STOP, TEXT, Block, Blocks
 
-_MARKER = "\x00text\x00"
+_BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
 
 
 class MessagesShape:
@@ -30,7 +30,7 @@ class MessagesShape:
         self.started = False
         self.finish_reason: str | None = None
         self.stop_word: str | None = None
-        self._text_frame_parts: tuple[bytes, bytes, bytes] | None = None
+        self._text_pattern: sse.FramePattern | None = None
 
     @staticmethod
     def frame(chunk: dict) -> bytes:
@@ -48,13 +48,10 @@ class MessagesShape:
         if not self.started or event.finish_reason or event.tool_calls or not event.text \
                 or not self.blocks.extend_text(event.text):
             return None
-        if self._text_frame_parts is None:
-            sample = self.frame(_block_event(DELTA, Block(TEXT, 0), _MARKER))
-            before_text, after_text = sample.split(sse.encode_string(_MARKER))
-            before_index, between = before_text.split(b'"index":0,', 1)
-            self._text_frame_parts = (before_index + b'"index":', b"," + between, after_text)
-        start, middle, end = self._text_frame_parts
-        return b"".join((start, str(self.blocks.open.index).encode(), middle, sse.encode_string(event.text), end))
+        if self._text_pattern is None:
+            sample = self.frame(_block_event(DELTA, Block(TEXT, _BLOCK), sse.TEXT_HOLE))
+            self._text_pattern = sse.FramePattern(sample, _BLOCK, sse.TEXT_HOLE)
+        return self._text_pattern.fill(str(self.blocks.open.index).encode(), sse.encode_string(event.text))
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = [] if self.started else [self._message_start(event.prompt_tokens or 0)]

@@ -1,8 +1,15 @@
-"""What the dialects' request models share."""
+"""What the dialects share: their tools, tool choices, content and sampling fields written as the
+chat request's, and that request validated once, its errors naming the dialect's own fields."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from ..errors import InvalidRequest
+from ..protocol import ChatCompletionRequest
+
+TEXT_ONLY = "content is not supported by this proxy (text only)"
 
 
 def refuse_tool_types(data, supported: tuple, what_is_supported: str) -> None:
@@ -13,3 +20,53 @@ def refuse_tool_types(data, supported: tuple, what_is_supported: str) -> None:
         kind = tool.get("type") if isinstance(tool, dict) else None
         if isinstance(kind, str) and kind not in supported:
             raise InvalidRequest(f"tool type {kind!r} is not supported: {what_is_supported}", param=f"tools.{n}.type")
+
+
+def function_tool(name: str, description: str | None, parameters: dict | None, strict: bool | None = None) -> dict:
+    """A chat request's function tool."""
+    function: dict[str, Any] = {"name": name}
+    if description is not None:
+        function["description"] = description
+    if parameters is not None:
+        function["parameters"] = parameters
+    if strict is not None:
+        function["strict"] = strict
+    return {"type": "function", "function": function}
+
+
+def named_tool_choice(name: str) -> dict:
+    """The chat request's tool_choice that forces the function `name`."""
+    return {"type": "function", "function": {"name": name}}
+
+
+def text_only(kind: str, param: str) -> InvalidRequest:
+    """The 400 for an image, document, file or audio part: a text model cannot read it."""
+    return InvalidRequest(f"{kind} {TEXT_ONLY}", param=param)
+
+
+def given(request, names: tuple[str, ...]) -> dict:
+    """The fields of `request` named in `names` that the client set (not None), by name."""
+    return {name: value for name in names if (value := getattr(request, name)) is not None}
+
+
+def chat_request(fields: dict, tool_params: list[str]) -> ChatCompletionRequest:
+    """`fields` validated as the chat request. The chat schema's own checks of the tools (parameters a
+    grammar can follow, unique names, a tool_choice among them) are the only ones; a refusal names the
+    dialect's field: `tool_params[n]` is where the parameters of the chat request's tool n came from."""
+    try:
+        return ChatCompletionRequest.model_validate(fields)
+    except InvalidRequest as exc:
+        param = _dialect_param(exc.param, tool_params)
+        if param == exc.param:
+            raise
+        raise InvalidRequest(exc.message, param=param, code=exc.code) from None
+
+
+_TOOL_PARAMETERS = re.compile(r"^tools\.(\d+)\.function\.parameters")
+
+
+def _dialect_param(param: str | None, tool_params: list[str]) -> str | None:
+    match = _TOOL_PARAMETERS.match(param or "")
+    if match is None or int(match[1]) >= len(tool_params):
+        return param
+    return tool_params[int(match[1])] + param[match.end():]

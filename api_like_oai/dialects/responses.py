@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag, model_validator
 
 from ..errors import InvalidRequest
-from ..protocol import _TOOL_NAME, STRICT, ChatCompletionRequest, Request, check_parameters, check_schema
-from .common import refuse_tool_types
+from ..protocol import STRICT, TOOL_NAME, ChatCompletionRequest, Request, check_schema
+from .common import chat_request, function_tool, given, named_tool_choice, refuse_tool_types, text_only
 
 
 class _Strict(BaseModel):
@@ -93,7 +93,7 @@ InputItem = Annotated[Annotated[MessageItem, Tag("message")] | Annotated[Functio
 
 class FunctionTool(_Strict):
     type: Literal["function"]
-    name: StrictStr = Field(pattern=_TOOL_NAME)
+    name: StrictStr = Field(pattern=TOOL_NAME)
     description: StrictStr | None = None
     parameters: dict[str, Any] | None = Field(None, description="A JSON schema of type object.")
     strict: bool | None = None
@@ -171,8 +171,6 @@ class ResponsesRequest(Request):
         if self.previous_response_id is not None:
             raise InvalidRequest("previous_response_id is not supported: this proxy stores no responses; "
                                  "send the whole conversation in input", param="previous_response_id")
-        for n, tool in enumerate(self.tools or ()):
-            check_parameters(tool.parameters, f"tools.{n}.parameters")
         if isinstance(self.input, list) and not self.input:
             raise InvalidRequest("input is an empty list", param="input")
         return self
@@ -186,20 +184,19 @@ def to_chat_request(request: ResponsesRequest) -> ChatCompletionRequest:
                               "stream": bool(request.stream)}
     if request.max_output_tokens is not None:
         fields["max_tokens"] = request.max_output_tokens
-    fields |= {name: value for name in ("temperature", "top_p", "parallel_tool_calls")
-               if (value := getattr(request, name)) is not None}
+    fields |= given(request, ("temperature", "top_p", "parallel_tool_calls"))
     if request.tools:
-        fields["tools"] = [{"type": "function", "function": tool.model_dump(exclude={"type"}, exclude_none=True)}
+        fields["tools"] = [function_tool(tool.name, tool.description, tool.parameters, tool.strict)
                            for tool in request.tools]
     if request.tool_choice is not None:
         fields["tool_choice"] = request.tool_choice if isinstance(request.tool_choice, str) else \
-            {"type": "function", "function": {"name": request.tool_choice.name}}
+            named_tool_choice(request.tool_choice.name)
     response_format = _response_format(request.text)
     if response_format:
         fields["response_format"] = response_format
     if request.reasoning is not None and request.reasoning.effort is not None:
         fields["reasoning_effort"] = request.reasoning.effort   # onto the template, as for chat
-    return ChatCompletionRequest.model_validate(fields)
+    return chat_request(fields, [f"tools.{n}.parameters" for n in range(len(request.tools or ()))])
 
 
 def chat_messages(request: ResponsesRequest) -> list[dict]:
@@ -242,7 +239,7 @@ def _text(content: str | list, param: str) -> str:
     texts = []
     for m, part in enumerate(content):
         if part.type in ("input_image", "input_file", "input_audio"):
-            raise InvalidRequest(f"{part.type} content is not supported by this proxy (text only)", param=f"{param}.{m}")
+            raise text_only(part.type, f"{param}.{m}")
         texts.append(part.refusal if part.type == "refusal" else part.text)
     return "".join(texts)
 

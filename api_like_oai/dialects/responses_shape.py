@@ -21,7 +21,7 @@ from ..errors import ProxyError
 from ..services.blocks import START, STOP, TEXT, Block, Blocks
 from .responses import ResponsesRequest
 
-_MARKER = "\x00text\x00"
+_SEQUENCE = sse.NUMBER_HOLES[0]   # the sequence number's stand-in in a sample frame
 
 
 class ResponsesShape:
@@ -36,7 +36,7 @@ class ResponsesShape:
         self.blocks = Blocks()
         self.sequence_number = 0
         self.finish_reason: str | None = None
-        self._text_frame_parts: dict[int, tuple[bytes, bytes, bytes]] = {}
+        self._text_patterns: dict[int, sse.FramePattern] = {}   # per output item
 
     @staticmethod
     def frame(chunk: dict) -> bytes:
@@ -52,15 +52,11 @@ class ResponsesShape:
         if event.finish_reason or event.tool_calls or not event.text or not self.blocks.extend_text(event.text):
             return None
         block = self.blocks.open
-        parts = self._text_frame_parts.get(block.index)
-        if parts is None:
-            sample = self.frame(_envelope("response.output_text.delta", self._text_delta(block, _MARKER), 0))
-            before_text, after_text = sample.split(sse.encode_string(_MARKER))
-            between, _ = after_text.rsplit(b'"sequence_number":0}', 1)
-            parts = self._text_frame_parts[block.index] = (before_text, between + b'"sequence_number":', b"}\n\n")
-        start, middle, end = parts
-        number = self._next_number()
-        return b"".join((start, sse.encode_string(event.text), middle, str(number).encode(), end))
+        pattern = self._text_patterns.get(block.index)
+        if pattern is None:
+            sample = self.frame(_envelope("response.output_text.delta", self._text_delta(block, sse.TEXT_HOLE), _SEQUENCE))
+            pattern = self._text_patterns[block.index] = sse.FramePattern(sample, sse.TEXT_HOLE, _SEQUENCE)
+        return pattern.fill(sse.encode_string(event.text), str(self._next_number()).encode())
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
         if event.finish_reason:

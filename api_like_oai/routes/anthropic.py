@@ -7,7 +7,7 @@ from flask import Blueprint, jsonify
 
 from ..dialects.anthropic import CountTokensRequest, MessagesRequest, to_chat_request
 from ..dialects.anthropic_shape import MessagesShape
-from ..services.dialects import count_prompt_tokens, dialect_answer
+from ..services.chat import count_prompt_tokens, dialect_answer
 from . import generation_context, parse_dialect, respond
 
 bp = Blueprint("anthropic", __name__)

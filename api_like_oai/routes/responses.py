@@ -8,7 +8,7 @@ from flask import Blueprint, jsonify
 from ..dialects.responses import ResponsesRequest, to_chat_request
 from ..dialects.responses_shape import ResponsesShape
 from ..errors import NotFound
-from ..services.dialects import count_prompt_tokens, dialect_answer
+from ..services.chat import count_prompt_tokens, dialect_answer
 from . import generation_context, parse_dialect, respond
 
 bp = Blueprint("responses", __name__)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from ..dialects.openai_shape import CompletionShape
 from ..errors import ContextLengthExceeded, InvalidRequest
 from ..protocol import CompletionRequest
 from . import generation
 from .models import ServedModel
-from .shapes import CompletionShape
 
 
 def prompts_of(request: CompletionRequest) -> list:

@@ -119,8 +119,10 @@ def test_anthropic_content_the_proxy_cannot_read_is_refused(content, param):
     ({"tool_choice": {"type": "any"}}, "tool_choice"),
 ])
 def test_anthropic_unusable_tools_are_refused(body, param):
+    """Checked once, by the chat schema after translation; the refusal names Anthropic's field."""
     with pytest.raises(InvalidRequest) as caught:
-        anthropic.MessagesRequest.model_validate({**CLAUDE, "messages": [{"role": "user", "content": "Hi"}], **body})
+        anthropic.to_chat_request(anthropic.MessagesRequest.model_validate(
+            {**CLAUDE, "messages": [{"role": "user", "content": "Hi"}], **body}))
     assert caught.value.param == param
 
 
@@ -196,12 +198,17 @@ def test_responses_content_the_proxy_cannot_read_is_refused(body, param):
     ({"previous_response_id": "resp_1"}, "previous_response_id"),
     ({"input": []}, "input"),
     ({"text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
-    ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "array"}}]}, "tools.0.parameters"),
 ])
 def test_responses_what_a_stateless_proxy_cannot_do_is_refused(body, param):
     with pytest.raises(InvalidRequest) as caught:
         responses.ResponsesRequest.model_validate({"input": "Hi", **body})
     assert caught.value.param == param
+
+
+def test_responses_unusable_tool_parameters_are_refused_naming_the_responses_field():
+    body = {"input": "Hi", "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}},
+                                     {"type": "function", "name": "g", "parameters": {"type": "array"}}]}
+    assert refused(responses, body).param == "tools.1.parameters"
 
 
 # --- max_tokens as an upper bound ----------------------------------------------------------------------

@@ -33,7 +33,7 @@ class _Shape:
         self.model = model
         self.include_usage = include_usage  # stream_options.include_usage: a last chunk with the usage
         self.envelope = {"service_tier": service_tier} if service_tier else {}  # reported when asked about
-        self._frame_parts: tuple[bytes, bytes, bytes] | None = None
+        self._text_pattern: sse.FramePattern | None = None
 
     def _chunk(self, choices: list) -> dict:
         return {"id": self.id, "object": self.object_name, "created": self.created,
@@ -62,17 +62,13 @@ class _Shape:
         frame assembled around the index and the text (the same bytes sse.frame would write)."""
         if not event.text or event.finish_reason or event.tool_calls or self.wants_logprobs():
             return None
-        if self._frame_parts is None:
-            sample = sse.frame(self._text_chunk(0, _MARKER))
-            before_text, after_text = sample.split(sse.encode_string(_MARKER))
-            before_index, between = before_text.split(b'"index":0,', 1)
-            self._frame_parts = (before_index + b'"index":', b"," + between, after_text)
-        start, middle, end = self._frame_parts
-        return b"".join((start, str(event.index).encode(), middle, sse.encode_string(event.text), end))
+        if self._text_pattern is None:
+            self._text_pattern = sse.FramePattern(sse.frame(self._text_chunk(_CHOICE, sse.TEXT_HOLE)),
+                                                  _CHOICE, sse.TEXT_HOLE)
+        return self._text_pattern.fill(str(event.index).encode(), sse.encode_string(event.text))
 
 
-_MARKER = "\x00text\x00"
-_CHOICE_SENTINEL, _CALL_SENTINEL = 987654321, 123456789   # stand-ins for the indices in a sample frame
+_CHOICE, _CALL = sse.NUMBER_HOLES[:2]
 
 
 class ChatShape(_Shape):
@@ -86,7 +82,7 @@ class ChatShape(_Shape):
         self.logprobs = logprobs
         self.top_logprobs = top_logprobs
         self.legacy_functions = legacy_functions  # answer with `function_call`, as before `tools` existed
-        self._arguments_parts: tuple[bytes, bytes, bytes, bytes] | None = None
+        self._arguments_pattern: sse.FramePattern | None = None
 
     def wants_logprobs(self) -> bool:
         return self.logprobs
@@ -125,17 +121,13 @@ class ChatShape(_Shape):
         if len(calls) != 1 or calls[0].id is not None or event.text or event.reasoning or event.finish_reason \
                 or self.legacy_functions:
             return None
-        if self._arguments_parts is None:
-            sample = sse.frame(self._chunk([{"index": _CHOICE_SENTINEL, "delta": {"tool_calls": [
-                {"index": _CALL_SENTINEL, "function": {"arguments": _MARKER}}]}, "logprobs": None,
+        if self._arguments_pattern is None:
+            sample = sse.frame(self._chunk([{"index": _CHOICE, "delta": {"tool_calls": [
+                {"index": _CALL, "function": {"arguments": sse.TEXT_HOLE}}]}, "logprobs": None,
                 "finish_reason": None}]))
-            start, rest = sample.split(str(_CHOICE_SENTINEL).encode())
-            middle, rest = rest.split(str(_CALL_SENTINEL).encode())
-            before_text, end = rest.split(sse.encode_string(_MARKER))
-            self._arguments_parts = (start, middle, before_text, end)
-        start, middle, before_text, end = self._arguments_parts
-        return b"".join((start, str(event.index).encode(), middle, str(calls[0].index).encode(), before_text,
-                         sse.encode_string(calls[0].arguments), end))
+            self._arguments_pattern = sse.FramePattern(sample, _CHOICE, _CALL, sse.TEXT_HOLE)
+        return self._arguments_pattern.fill(str(event.index).encode(), str(calls[0].index).encode(),
+                                            sse.encode_string(calls[0].arguments))
 
     def _tool_call_delta(self, deltas) -> dict:
         """The delta of one event's ToolCallDeltas: each call's id, type and name exactly once (on its

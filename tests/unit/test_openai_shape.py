@@ -8,7 +8,7 @@ import pytest
 
 from api_like_oai import sse
 from api_like_oai.backends.events import GenerationEvent
-from api_like_oai.services.shapes import ChatShape, CompletionShape
+from api_like_oai.dialects.openai_shape import ChatShape, CompletionShape
 
 
 @pytest.mark.parametrize("shape", [ChatShape("m"), CompletionShape("m")], ids=["chat", "completion"])
