@@ -10,6 +10,7 @@ from flask import Flask, Response, current_app, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
+from . import installation
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
@@ -17,6 +18,7 @@ from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLa
 from .middleware import CollapseSlashes
 from .observability import Metrics, RequestRecord
 from .routes import anthropic, chat, completions, docs, embeddings, internal, models, native, responses
+from .sealing import Seal
 from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
@@ -35,6 +37,7 @@ def create_app(settings: Settings) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
                                                      inflight=InFlight(), metrics=Metrics(),
+                                                     seal=Seal(installation.secret),
                                                      siblings=None)  # set by server.py with --workers > 1
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
                       responses.bp):

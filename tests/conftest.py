@@ -15,6 +15,18 @@ FIM_TOKENS = ("--override-kv", "tokenizer.ggml.fim_pre_token_id=int:8",
               "--override-kv", "tokenizer.ggml.fim_mid_token_id=int:10")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def data_home(tmp_path_factory):
+    """The proxies' data directory (installation key, stored responses) in a temporary folder, not the
+    user's: set in the environment, so every proxy a test starts inherits it."""
+    path = tmp_path_factory.mktemp("xdg-data")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_DATA_HOME", str(path))
+    patch.delenv("API_LIKE_OAI_SECRET", raising=False)
+    yield path
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def provisioned() -> dict[str, str]:
     return provisioned_paths()

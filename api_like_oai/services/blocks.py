@@ -1,4 +1,4 @@
-"""One choice's output as ordered blocks: runs of text and tool calls, as they arrived.
+"""One choice's output as ordered blocks: runs of thought, text and tool calls, as they arrived.
 
 OpenAI's chat answer keeps the text and the calls apart; Anthropic's `content` and the Responses
 API's `output` keep them in order, one block (or item) per run of text and per call. `Blocks` is
@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 
 from ..backends.events import GenerationEvent
 
-TEXT, TOOL_CALL = "text", "tool_call"
+TEXT, TOOL_CALL, REASONING = "text", "tool_call", "reasoning"
 # What Blocks.add reports: a block starts, grows by a piece (text, or a call's arguments), stops.
 START, DELTA, STOP = "start", "delta", "stop"
 
 
 @dataclass
 class Block:
-    kind: str                               # TEXT or TOOL_CALL
+    kind: str                               # TEXT, TOOL_CALL or REASONING (the model's thought)
     index: int                              # its position among the choice's blocks
     pieces: list[str] = field(default_factory=list)   # the text, or the call's arguments, as they came
     call_id: str | None = None
@@ -46,7 +46,9 @@ class Blocks:
 
     def add(self, event: GenerationEvent) -> list[tuple[str, Block, str]]:
         """(START | DELTA | STOP, block, piece) for what `event` changed, in order."""
-        changes = self._add_text(event.text) if event.text else []
+        changes = self._add_run(REASONING, event.reasoning) if event.reasoning else []
+        if event.text:
+            changes += self._add_run(TEXT, event.text)
         for delta in event.tool_calls or ():
             changes += self._add_call_delta(delta)
         return changes
@@ -71,12 +73,20 @@ class Blocks:
     def tool_calls(self) -> list[dict]:
         return [block.as_tool_call() for block in self.blocks if block.kind == TOOL_CALL]
 
+    def reasoning(self) -> str:
+        return "".join(block.content for block in self.blocks if block.kind == REASONING)
+
     def _add_text(self, text: str) -> list[tuple[str, Block, str]]:
-        if self.extend_text(text):
-            return [(DELTA, self.open, text)]
-        changes = self._start(Block(TEXT, len(self.blocks)))
-        self.open.pieces.append(text)
-        return [*changes, (DELTA, self.open, text)]
+        return self._add_run(TEXT, text)
+
+    def _add_run(self, kind: str, piece: str) -> list[tuple[str, Block, str]]:
+        """`piece` added to the open block of `kind`, or to a new one that closes the open block."""
+        if self.open is not None and self.open.kind == kind:
+            self.open.pieces.append(piece)
+            return [(DELTA, self.open, piece)]
+        changes = self._start(Block(kind, len(self.blocks)))
+        self.open.pieces.append(piece)
+        return [*changes, (DELTA, self.open, piece)]
 
     def _add_call_delta(self, delta) -> list[tuple[str, Block, str]]:
         block = self._calls.get(delta.index)

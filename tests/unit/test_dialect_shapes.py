@@ -11,7 +11,7 @@ from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.dialects.anthropic_shape import MessagesShape
 from api_like_oai.dialects.responses import ResponsesRequest
 from api_like_oai.dialects.responses_shape import ResponsesShape
-from api_like_oai.services.blocks import DELTA, START, STOP, Blocks
+from api_like_oai.services.blocks import DELTA, REASONING, START, STOP, TEXT, Blocks
 from api_like_oai.services.generation import ChoiceFold
 from api_like_oai.tools.parser import ToolCallDelta
 
@@ -40,6 +40,17 @@ def test_blocks_cut_text_and_calls_in_order():
     assert blocks.text() == "Let me check. Done."
     assert blocks.tool_calls() == [{"id": "call_1", "type": "function",
                                     "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]
+
+
+def test_blocks_put_the_thought_in_its_own_block_before_the_text():
+    blocks = Blocks()
+    thought = [GenerationEvent(reasoning="Paris is"), GenerationEvent(reasoning=" the capital."),
+               GenerationEvent(text="Paris.", reasoning="")]
+    changes = [change for event in thought for change in blocks.add(event)] + blocks.close()
+    assert [(kind, block.kind, piece) for kind, block, piece in changes] == [
+        (START, REASONING, ""), (DELTA, REASONING, "Paris is"), (DELTA, REASONING, " the capital."),
+        (STOP, REASONING, ""), (START, TEXT, ""), (DELTA, TEXT, "Paris."), (STOP, TEXT, "")]
+    assert (blocks.reasoning(), blocks.text()) == ("Paris is the capital.", "Paris.")
 
 
 @pytest.mark.parametrize("name", ["anthropic", "responses"])
