@@ -17,7 +17,7 @@ from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLa
 from .middleware import CollapseSlashes
 from .observability import Metrics, RequestRecord
 from .routes import anthropic, chat, completions, docs, embeddings, internal, models, native, responses
-from .services.generation import InFlight
+from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import InvalidRequest
 from ..protocol import ChatCompletionRequest
 from ..services.completions import prompts_of
-from ..services.generation import Context
+from ..services.inflight import Context
 from ..services.models import ServedModel
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
