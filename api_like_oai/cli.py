@@ -20,8 +20,7 @@ from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
-from .services.context import Policy
-from .settings import Limits, ModelSettings, Settings
+from .settings import Limits, ModelSettings, Policy, Settings
 from .tools.formats import FORMATS
 
 ENV_PREFIX = "API_LIKE_OAI_"

@@ -17,8 +17,11 @@ from dataclasses import dataclass
 
 from ..errors import ContextLengthExceeded
 from ..prompts import ChatPrompt
+from ..settings import ERROR, TRUNCATE, Policy
 
-TRUNCATE, ERROR = "truncate", "error"
+__all__ = ["ERROR", "TRUNCATE", "FittedPrompt", "Policy", "droppable_turns", "fit"]
+
+DEFAULT_POLICY = Policy()
 
 
 @dataclass(frozen=True)
@@ -28,16 +31,8 @@ class FittedPrompt:
     dropped_messages: int
 
 
-@dataclass(frozen=True)
-class Policy:
-    """How a conversation that does not fit is handled (--context-overflow, --reply-reserve)."""
-
-    overflow: str = TRUNCATE
-    reply_share: float = 0.25   # of the context, kept free for the reply before history is dropped
-
-
 def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None,
-        policy: Policy = Policy(), *, max_tokens_is_bound: bool = False) -> FittedPrompt:
+        policy: Policy = DEFAULT_POLICY, *, max_tokens_is_bound: bool = False) -> FittedPrompt:
     """`render(messages) -> ChatPrompt` with the oldest droppable turns removed as the policy says,
     and the tokens to generate; ContextLengthExceeded if even the shortest prompt does not fit.
     `max_tokens_is_bound` (Anthropic's max_tokens, which is required) keeps it a bound even under
