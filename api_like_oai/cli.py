@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _create_app(settings: Settings):
+def _create_app(settings: Settings, run_dir: str | None = None):
     from .app import create_app  # in the worker, after gevent patched it (server.py)
 
-    return create_app(settings)
+    return create_app(settings, run_dir=run_dir)

@@ -12,7 +12,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def state():
-    """The app's immutable settings and model registry (see app.create_app)."""
+    """The app's state (app.AppState): settings, models, generations in flight, metrics."""
     return current_app.extensions["api_like_oai"]
 
 
