@@ -40,8 +40,10 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
     prompt = render(messages)
     if context_length is None:
         return FittedPrompt(prompt, -1 if max_tokens is None else max_tokens, 0)
-    if max_tokens is not None and len(prompt.text.encode()) + max_tokens <= context_length:
-        return FittedPrompt(prompt, max_tokens, 0)
+    if _fits_by_bytes(len(prompt.text.encode()), context_length, max_tokens, policy):
+        # Without max_tokens the reply may use the rest of the context: asked as the context length,
+        # llama.cpp ends it where the context ends, with no count of the prompt's tokens.
+        return FittedPrompt(prompt, context_length if max_tokens is None else max_tokens, 0)
     if policy.overflow == ERROR and not max_tokens_is_bound:
         return _fit_exactly(prompt, count_tokens, context_length, max_tokens)
     reserve = max(1, int(context_length * policy.reply_share))
@@ -55,6 +57,16 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
             "after dropping every message that may be dropped", param="messages")
     n_predict = room if max_tokens is None else min(max_tokens, room)
     return FittedPrompt(prompt, n_predict, len(messages) - len(kept))
+
+
+def _fits_by_bytes(prompt_bytes: int, context_length: int, max_tokens: int | None, policy: Policy) -> bool:
+    """Whether the byte length proves the prompt fits as asked (a token is at least one byte): with
+    max_tokens, prompt and reply; without, the prompt and the reply reserve (or one token, if strict)."""
+    if max_tokens is not None:
+        return prompt_bytes + max_tokens <= context_length
+    if policy.overflow == ERROR:
+        return prompt_bytes + 1 <= context_length
+    return prompt_bytes + max(1, int(context_length * policy.reply_share)) <= context_length
 
 
 def _fit_exactly(prompt: ChatPrompt, count_tokens, context_length: int, max_tokens: int | None) -> FittedPrompt:
