@@ -40,10 +40,11 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
     prompt = render(messages)
     if context_length is None:
         return FittedPrompt(prompt, -1 if max_tokens is None else max_tokens, 0)
-    if _fits_by_bytes(len(prompt.text.encode()), context_length, max_tokens, policy):
-        # Without max_tokens the reply may use the rest of the context: asked as the context length,
-        # llama.cpp ends it where the context ends, with no count of the prompt's tokens.
-        return FittedPrompt(prompt, context_length if max_tokens is None else max_tokens, 0)
+    prompt_bytes = len(prompt.text.encode())
+    if _fits_by_bytes(prompt_bytes, context_length, max_tokens, policy):
+        # Without max_tokens, the room the bytes prove (at least the reply reserve): more would need
+        # the count, and llama.cpp does not know a context length the configuration set lower.
+        return FittedPrompt(prompt, context_length - prompt_bytes if max_tokens is None else max_tokens, 0)
     if policy.overflow == ERROR and not max_tokens_is_bound:
         return _fit_exactly(prompt, count_tokens, context_length, max_tokens)
     reserve = max(1, int(context_length * policy.reply_share))

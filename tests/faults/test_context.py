@@ -23,7 +23,8 @@ def test_a_short_chat_without_max_tokens_is_not_counted_upstream(proxy, fake):
                              json={"messages": [{"role": "user", "content": "Hi"}]}, timeout=30)
     assert response.status_code == 200
     assert tokenize_calls(fake) == before   # its bytes prove it fits: no /tokenize round trip
-    assert fake.requests[-1]["n_predict"] == FAKE_CONTEXT   # the reply may use the rest of the context
+    sent = fake.requests[-1]
+    assert sent["n_predict"] == FAKE_CONTEXT - len(sent["prompt"].encode())   # the room its bytes prove
 
 
 def test_a_chat_too_long_in_bytes_to_tell_is_counted(proxy, fake):

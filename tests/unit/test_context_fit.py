@@ -88,7 +88,7 @@ def test_without_max_tokens_a_prompt_proven_short_by_its_bytes_is_not_counted(po
     counter = Counter()
     fitted = fit(conversation(1), render, counter, context_length=1000, max_tokens=None, policy=policy)
     assert counter.calls == 0
-    assert fitted.n_predict == 1000   # up to the context: llama.cpp ends the reply where it ends
+    assert fitted.n_predict == 1000 - 160   # the room its 160 bytes prove
 
 
 def test_byte_length_that_proves_the_fit_needs_no_count():
