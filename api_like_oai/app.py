@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 from flask import Flask, Response, current_app, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -19,7 +19,7 @@ from .middleware import CollapseSlashes
 from .observability import Metrics, RequestRecord
 from .routes import anthropic, chat, completions, docs, embeddings, internal, models, native, responses
 from .sealing import Seal
-from .services.generation import InFlight
+from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
 
@@ -29,16 +29,26 @@ PUBLIC_PATHS = frozenset({"/health", "/docs", "/openapi.json"})
 UNRECORDED_PATHS = frozenset({"/health", "/metrics", "/openapi.json"})
 
 
-def create_app(settings: Settings) -> Flask:
+@dataclass(frozen=True)
+class AppState:
+    """What every request of the app shares, fixed when the app is built (`app.extensions`)."""
+
+    settings: Settings
+    registry: ModelRegistry
+    inflight: InFlight
+    metrics: Metrics
+    seal: Seal                       # signs thoughts handed out and checks them when they come back
+    siblings: object | None = None   # siblings.Siblings: the other workers, with --workers > 1
+
+
+def create_app(settings: Settings, *, run_dir: str | None = None) -> Flask:
+    """The app; `run_dir` (server.py's, with several workers) is where this worker meets the others."""
     app = Flask(__name__)
     app.json.sort_keys = False
     app.json.ensure_ascii = False
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
-    app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
-                                                     inflight=InFlight(), metrics=Metrics(),
-                                                     seal=Seal(installation.secret),
-                                                     siblings=None)  # set by server.py with --workers > 1
+    app.extensions["api_like_oai"] = _app_state(settings, run_dir)
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
                       responses.bp):
         app.register_blueprint(blueprint)
@@ -56,6 +66,16 @@ def create_app(settings: Settings) -> Flask:
     _register_error_handlers(app)
     app.wsgi_app = CollapseSlashes(app.wsgi_app)
     return app
+
+
+def _app_state(settings: Settings, run_dir: str | None) -> AppState:
+    inflight = InFlight()
+    siblings = None
+    if run_dir is not None:
+        from .siblings import Siblings  # only with several workers
+
+        siblings = Siblings(run_dir, inflight.stop_all)
+    return AppState(settings, build_registry(settings), inflight, Metrics(), Seal(installation.secret), siblings)
 
 
 def _metrics():

@@ -20,8 +20,7 @@ from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
-from .services.context import Policy
-from .settings import Limits, ModelSettings, Settings
+from .settings import Limits, ModelSettings, Policy, Settings
 from .tools.formats import FORMATS
 
 ENV_PREFIX = "API_LIKE_OAI_"
@@ -68,7 +67,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="api-like-oai",
         description="An OpenAI-compatible API for llama.cpp's server. A literal \\n in a prompt "
                     "flag means a newline. Every flag may also be set as API_LIKE_OAI_<FLAG>.")
-    add = parser.add_argument
+    for add_flags in (_add_original_flags, _add_template_flags, _add_server_flags, _add_limit_and_log_flags):
+        add_flags(parser.add_argument)
+    parser.add_argument("--version", action="version", version=f"api-like-oai {__version__}")
+    for name, default in LEGACY_DEFAULTS.items():
+        parser.set_defaults(**{name: default})
+    _defaults_from_environment(parser)
+    return parser
+
+
+def _add_original_flags(add) -> None:
+    """The original script's flags, and where a config file and keys come from."""
     add("--chat-prompt", help="the top prompt in chat completions (default: %(default)r)")
     add("--user-name", help="user name in chat completions (default: %(default)r)")
     add("--ai-name", help="assistant name in chat completions (default: %(default)r)")
@@ -81,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--api-key-file", help="file with one API key per line (keeps keys out of `ps`)")
     add("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     add("--port", type=int, default=8081, help="port to listen on (default: %(default)s)")
+
+
+def _add_template_flags(add) -> None:
+    """How prompts are made and answers read."""
     add("--chat-prompt-model", help="a chat template by name: shipped (chatml, llama-2, ...) or FastChat's (vicuna_v1.1, ...)")
     add("--chat-template", help="a Jinja chat template: a file path, an http(s) URL, or the template text")
     add("--chat-formatter", help="your own formatter class, module:Class or an entry-point name")
@@ -91,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
              "or decide from the chat template (default: auto)")
     add("--response-role", default="assistant", help="role of generated messages (default: %(default)s)")
     add("--model-name", default="llama.cpp", help="the model name /v1/models reports (default: %(default)s)")
+
+
+def _add_server_flags(add) -> None:
+    """Timeouts, workers and CORS."""
     add("--connect-timeout", type=float, default=5.0, help="seconds to connect upstream (default: %(default)s)")
     add("--read-timeout", type=float, default=600.0, help="seconds to wait for upstream data (default: %(default)s)")
     add("--workers", type=int, default=1, help="server worker processes (default: %(default)s)")
@@ -102,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--grace-period", type=float, default=30.0,
         help="on SIGTERM, seconds in-flight requests may take to finish (default: %(default)s)")
     add("--cors-origins", help="comma-separated origins allowed cross-origin, or * (default: none)")
+
+
+def _add_limit_and_log_flags(add) -> None:
+    """Request limits, context fitting, logging and the native API."""
     add("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default: %(default)s)")
     add("--max-messages", type=int, default=2048, help="most messages in a chat request (default: %(default)s)")
     add("--max-n", type=int, default=16, help="largest n (choices per request) (default: %(default)s)")
@@ -118,11 +139,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--native-api", action=Switch, default=True, metavar="BOOL",
         help="serve llama.cpp's own API (/completion, /infill, /props, ...) for llama.cpp models "
              "(default: on; --no-native-api turns it off)")
-    add("--version", action="version", version=f"api-like-oai {__version__}")
-    for name, default in LEGACY_DEFAULTS.items():
-        parser.set_defaults(**{name: default})
-    _defaults_from_environment(parser)
-    return parser
 
 
 def flag_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -311,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _create_app(settings: Settings):
+def _create_app(settings: Settings, run_dir: str | None = None):
     from .app import create_app  # in the worker, after gevent patched it (server.py)
 
-    return create_app(settings)
+    return create_app(settings, run_dir=run_dir)

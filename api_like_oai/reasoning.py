@@ -117,12 +117,12 @@ def split_reasoning(markers: ReasoningMarkers, opened: bool):
 
 def _as_events(event: GenerationEvent, pieces: list[tuple[str, str]]) -> list[GenerationEvent]:
     """One upstream event's pieces as events; the first keeps its logprobs, the last its counts and
-    finish (an event of its own when there is no piece to carry them)."""
+    finish and stop word (an event of its own when there is no piece to carry them)."""
     events = [GenerationEvent(index=event.index, **({"reasoning": text} if kind == REASONING else {"text": text}))
               for kind, text in pieces]
     if not events:
         return [replace(event, text="")]
     events[0] = replace(events[0], logprobs=event.logprobs)
     events[-1] = replace(events[-1], finish_reason=event.finish_reason, prompt_tokens=event.prompt_tokens,
-                         completion_tokens=event.completion_tokens)
+                         completion_tokens=event.completion_tokens, stop_word=event.stop_word)
     return events

@@ -28,7 +28,7 @@ WORKER_CLASSES = {"gevent": "api_like_oai.worker.EventWorker", "gthread": "gthre
 EVENT_WORKER_CONNECTIONS = 10_000
 
 
-def serve(settings: Settings, make_app: Callable[[], object]) -> None:
+def serve(settings: Settings, make_app: Callable[..., object]) -> None:
     if settings.debug:
         app = make_app()
         log_start(app, settings)
@@ -66,7 +66,7 @@ def _gunicorn_application():
     from gunicorn.app.base import BaseApplication
 
     class GunicornServer(BaseApplication):
-        def __init__(self, settings: Settings, make_app: Callable[[], object], run_dir: str):
+        def __init__(self, settings: Settings, make_app: Callable[..., object], run_dir: str):
             self.settings = settings
             self.make_app = make_app
             self.run_dir = run_dir
@@ -96,12 +96,7 @@ def _gunicorn_application():
         def load(self):
             """The WSGI app, built in the worker process (after the gevent worker patched it)."""
             _raise_file_limit()
-            app = self.make_app()
-            state = app.extensions["api_like_oai"]
-            if self.settings.workers > 1:
-                from .siblings import Siblings
-
-                state.siblings = Siblings(self.run_dir, state.inflight.stop_all)
+            app = self.make_app(run_dir=self.run_dir if self.settings.workers > 1 else None)
             log_start(app, self.settings)
             return CountedApp(app)
 

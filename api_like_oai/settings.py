@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .prompts import TemplateChoice
-from .services.context import Policy
+
+TRUNCATE, ERROR = "truncate", "error"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a conversation that does not fit the context is handled (--context-overflow,
+    --reply-reserve); services/context.py applies it. Here, so that settings import nothing above them."""
+
+    overflow: str = TRUNCATE
+    reply_share: float = 0.25   # of the context, kept free for the reply before history is dropped
 
 
 @dataclass(frozen=True)

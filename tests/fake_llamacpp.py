@@ -50,6 +50,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._stream(behaviour)
 
     def _stream(self, behaviour: str):
+        self.fake.count_stream(+1)
+        try:
+            self._stream_events(behaviour)
+        finally:
+            self.fake.count_stream(-1)
+
+    def _stream_events(self, behaviour: str):
+        if self.fake.first_token_gate is not None:
+            try:
+                self.fake.first_token_gate.wait()
+            except threading.BrokenBarrierError:
+                self.fake.gate_broken += 1
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -106,7 +118,11 @@ class FakeLlamaCpp:
     props_extra: dict = field(default_factory=dict)
     requests: list = field(default_factory=list)
     get_paths: list = field(default_factory=list)
+    streaming: int = 0                           # streams being sent now (ended when the client hangs up)
+    first_token_gate: threading.Barrier | None = None   # streams wait here for each other before answering
+    gate_broken: int = 0                         # how many streams gave up waiting at the gate
     server: http.server.ThreadingHTTPServer | None = None
+    _count_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def url(self) -> str:
@@ -119,6 +135,10 @@ class FakeLlamaCpp:
         self.server.handle_error = lambda request, client_address: None  # clients that hang up are expected
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
+
+    def count_stream(self, delta: int) -> None:
+        with self._count_lock:
+            self.streaming += delta
 
     def stop(self) -> None:
         if self.server:

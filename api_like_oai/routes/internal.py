@@ -4,7 +4,7 @@ from flask import Blueprint, jsonify, request
 
 from ..errors import UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
-from ..services.chat import plan_tools, render_prompt, tool_constraint
+from ..services import preview
 from . import parse_body, state
 
 bp = Blueprint("internal", __name__)
@@ -35,15 +35,7 @@ def chat_prompt():
     """The exact prompt a chat request would send upstream, without generating."""
     chat_request = parse_body(ChatCompletionRequest)
     model, _ = state().registry.lookup(chat_request.model)
-    chat_request = model.adjust(chat_request)
-    tool_plan = plan_tools(chat_request, model)
-    prompt = render_prompt(chat_request, model, tool_plan=tool_plan)
-    answer = {"prompt": prompt.text, "stop": list(prompt.stop)}
-    if tool_plan is not None:
-        constraint = tool_constraint(chat_request, model, tool_plan)
-        answer |= {"tool_call_format": tool_plan.format.name, "grammar": constraint.get("grammar"),
-                   "grammar_lazy": constraint.get("grammar_lazy", False)}
-    return jsonify(answer)
+    return jsonify(preview.chat_prompt(chat_request, model))
 
 
 @bp.post("/v1/internal/encode")

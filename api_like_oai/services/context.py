@@ -17,8 +17,11 @@ from dataclasses import dataclass
 
 from ..errors import ContextLengthExceeded
 from ..prompts import ChatPrompt
+from ..settings import ERROR, TRUNCATE, Policy
 
-TRUNCATE, ERROR = "truncate", "error"
+__all__ = ["ERROR", "TRUNCATE", "FittedPrompt", "Policy", "droppable_turns", "fit"]
+
+DEFAULT_POLICY = Policy()
 
 
 @dataclass(frozen=True)
@@ -28,16 +31,8 @@ class FittedPrompt:
     dropped_messages: int
 
 
-@dataclass(frozen=True)
-class Policy:
-    """How a conversation that does not fit is handled (--context-overflow, --reply-reserve)."""
-
-    overflow: str = TRUNCATE
-    reply_share: float = 0.25   # of the context, kept free for the reply before history is dropped
-
-
 def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None,
-        policy: Policy = Policy(), *, max_tokens_is_bound: bool = False) -> FittedPrompt:
+        policy: Policy = DEFAULT_POLICY, *, max_tokens_is_bound: bool = False) -> FittedPrompt:
     """`render(messages) -> ChatPrompt` with the oldest droppable turns removed as the policy says,
     and the tokens to generate; ContextLengthExceeded if even the shortest prompt does not fit.
     `max_tokens_is_bound` (Anthropic's max_tokens, which is required) keeps it a bound even under
@@ -45,8 +40,11 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
     prompt = render(messages)
     if context_length is None:
         return FittedPrompt(prompt, -1 if max_tokens is None else max_tokens, 0)
-    if max_tokens is not None and len(prompt.text.encode()) + max_tokens <= context_length:
-        return FittedPrompt(prompt, max_tokens, 0)
+    prompt_bytes = len(prompt.text.encode())
+    if _fits_by_bytes(prompt_bytes, context_length, max_tokens, policy):
+        # Without max_tokens, the room the bytes prove (at least the reply reserve): more would need
+        # the count, and llama.cpp does not know a context length the configuration set lower.
+        return FittedPrompt(prompt, context_length - prompt_bytes if max_tokens is None else max_tokens, 0)
     if policy.overflow == ERROR and not max_tokens_is_bound:
         return _fit_exactly(prompt, count_tokens, context_length, max_tokens)
     reserve = max(1, int(context_length * policy.reply_share))
@@ -60,6 +58,16 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
             "after dropping every message that may be dropped", param="messages")
     n_predict = room if max_tokens is None else min(max_tokens, room)
     return FittedPrompt(prompt, n_predict, len(messages) - len(kept))
+
+
+def _fits_by_bytes(prompt_bytes: int, context_length: int, max_tokens: int | None, policy: Policy) -> bool:
+    """Whether the byte length proves the prompt fits as asked (a token is at least one byte): with
+    max_tokens, prompt and reply; without, the prompt and the reply reserve (or one token, if strict)."""
+    if max_tokens is not None:
+        return prompt_bytes + max_tokens <= context_length
+    if policy.overflow == ERROR:
+        return prompt_bytes + 1 <= context_length
+    return prompt_bytes + max(1, int(context_length * policy.reply_share)) <= context_length
 
 
 def _fit_exactly(prompt: ChatPrompt, count_tokens, context_length: int, max_tokens: int | None) -> FittedPrompt:

@@ -1,191 +1,24 @@
-"""The one event path: upstream events, either streamed as SSE chunks or folded into one answer."""
+"""The one event path: upstream events, either streamed as SSE chunks or folded into one answer.
+
+Both read the events through one loop (`_delivered`: stop-generation, the event transformation,
+usage and the access record); in-flight bookkeeping is in inflight.py, the merging of several
+generations in merge.py."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import queue
+import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 from ..backends.events import GenerationEvent
-from ..errors import ProxyError, UpstreamUnavailable
-from ..observability import RequestRecord
+from ..errors import ProxyError
 from .blocks import Blocks
+from .inflight import Context, InFlight, UsageCounter, until_stopped
+from .merge import close, start
 
+__all__ = ["ChoiceFold", "Context", "InFlight", "answer", "fold", "start", "stream"]  # start, Context: services' entry points
 
-def merged(start_generations: list[Callable[[], Iterator[GenerationEvent]]]) -> Iterator[GenerationEvent]:
-    """Events of several generations run concurrently, interleaved as they arrive.
-
-    Each callable starts one generation (sending its request) and returns its events. The
-    requests are sent and the first event received before this returns, so an upstream that
-    fails before any token still gets a plain HTTP error, with its status, not a broken stream.
-    """
-    if len(start_generations) == 1:
-        return Primed(start_generations[0]())
-    return Primed(_interleave([start() for start in start_generations]))
-
-
-def start(generate, requests: list[tuple[str, dict]], context: Context) -> Iterator[GenerationEvent]:
-    """The merged events of one generation per (path, payload), choice `index` in list order;
-    `generate` is a model's UpstreamPool.generate."""
-    return merged([functools.partial(generate, path, payload, index=index, on_chosen=context.note_upstream)
-                   for index, (path, payload) in enumerate(requests)])
-
-
-class Primed:
-    """An event iterator whose first event was already received; close() reaches the upstream."""
-
-    def __init__(self, events: Iterator[GenerationEvent]):
-        self.events = events
-        try:
-            self.first: GenerationEvent | None = next(events)
-        except StopIteration:
-            self.first = None
-        except BaseException:
-            _close(events)
-            raise
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> GenerationEvent:
-        if self.first is not None:
-            first, self.first = self.first, None
-            return first
-        return next(self.events)
-
-    def close(self) -> None:
-        _close(self.events)
-
-
-def _interleave(generations: list[Iterator[GenerationEvent]]) -> Iterator[GenerationEvent]:
-    arrivals: queue.Queue = queue.Queue()
-    finished = object()
-
-    def pump(events):
-        try:
-            for event in events:
-                arrivals.put(event)
-        except ProxyError as exc:
-            arrivals.put(exc)
-        finally:
-            arrivals.put(finished)
-
-    for events in generations:
-        threading.Thread(target=pump, args=(events,), daemon=True).start()
-    remaining = len(generations)
-    try:
-        while remaining:
-            item = arrivals.get()
-            if item is finished:
-                remaining -= 1
-            elif isinstance(item, ProxyError):
-                raise item
-            else:
-                yield item
-    finally:
-        for events in generations:
-            close = getattr(events, "close", None)
-            if close:
-                close()
-
-
-class UsageCounter:
-    """The token counts of every choice: the latest each choice's events told (llama.cpp counts on
-    every event, so a generation ended early is still counted), summed over the choices."""
-
-    def __init__(self):
-        self.prompt_by_choice: dict[int, int] = {}
-        self.completion_by_choice: dict[int, int] = {}
-
-    def add(self, event: GenerationEvent) -> None:
-        if event.completion_tokens is not None:
-            self.completion_by_choice[event.index] = event.completion_tokens
-        if event.prompt_tokens is not None:
-            self.prompt_by_choice[event.index] = event.prompt_tokens
-
-    @property
-    def prompt_tokens(self) -> int:
-        return sum(self.prompt_by_choice.values())
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(self.completion_by_choice.values())
-
-    def to_dict(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens}
-
-
-class InFlight:
-    """The generations running in this process, so /v1/internal/stop-generation can end them."""
-
-    def __init__(self):
-        self._stop_events: set[threading.Event] = set()
-        self._lock = threading.Lock()
-        self.shutting_down = False
-
-    @contextlib.contextmanager
-    def track(self):
-        stop_event = threading.Event()
-        with self._lock:
-            self._stop_events.add(stop_event)
-        try:
-            yield stop_event
-        finally:
-            with self._lock:
-                self._stop_events.discard(stop_event)
-
-    def shut_down(self) -> int:
-        """End every running generation with an error: the server is going away."""
-        self.shutting_down = True
-        return self.stop_all()
-
-    def stop_all(self) -> int:
-        """Ask every running generation to finish now; how many there were."""
-        with self._lock:
-            for stop_event in self._stop_events:
-                stop_event.set()
-            return len(self._stop_events)
-
-
-def _until_stopped(events: Iterable[GenerationEvent], stop_event: threading.Event,
-                   choice_count: int, inflight: InFlight) -> Iterator[GenerationEvent]:
-    """`events`, ended early with finish_reason "stop" for every open choice once `stop_event` is set
-    (or with UpstreamUnavailable when the server is shutting down)."""
-    open_choices = set(range(choice_count))
-    for event in events:
-        if event.finish_reason:
-            open_choices.discard(event.index)
-        yield event
-        if stop_event.is_set():
-            break
-    if stop_event.is_set() and inflight.shutting_down:
-        raise UpstreamUnavailable("the proxy is shutting down; generation ended before it finished")
-    if stop_event.is_set():
-        for index in sorted(open_choices):
-            yield GenerationEvent(finish_reason="stop", index=index)
-
-
-def _close(events) -> None:
-    close = getattr(events, "close", None)
-    if close:
-        close()  # the client went away or we are done: release the upstream at once
-
-
-@dataclass
-class Context:
-    """What a generation needs from the request around it: the stop switch and the access record."""
-
-    inflight: InFlight
-    record: RequestRecord | None = None
-    log_prompts: bool = False
-
-    def note_upstream(self, url: str) -> None:
-        if self.record is not None:
-            self.record.upstream = url
+log = logging.getLogger("api_like_oai")
 
 
 def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
@@ -199,34 +32,64 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
         record.metrics.streams_in_flight.inc()
     try:
         with context.inflight.track() as stop_event:
-            for index in range(choice_count):
-                yield from map(shape.frame, shape.openings(index))
-                if prefixes and prefixes.get(index):
-                    yield from map(shape.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
-            for event in _transformed(_until_stopped(events, stop_event, choice_count, context.inflight),
-                                      transform):
-                usage.add(event)
-                if record and event.text:
-                    record.token_arrived()
+            yield from _openings(shape, choice_count, prefixes)
+            for event in _delivered(events, stop_event, choice_count, context, transform, usage):
                 frame = shape.content_frame(event)
                 if frame is not None:
                     yield frame
                     continue
                 yield from map(shape.frame, shape.chunks(event))
-    except ProxyError as exc:
+    except Exception as exc:  # noqa: BLE001 - every failure ends the stream with the API's error event
+        error = _as_proxy_error(exc)
         if record:
-            record.fail(exc.status, exc.code)
-        yield shape.frame(shape.error_chunk(exc))
+            record.fail(error.status, error.code)
+        yield shape.frame(shape.error_chunk(error))
         return
     finally:
-        _close(events)
-        if record:
-            record.count(usage.prompt_tokens, usage.completion_tokens)
-            record.metrics.streams_in_flight.dec()
-            record.close()
+        _settle(events, context, usage, stream=True)
     yield from map(shape.frame, shape.closings(usage.to_dict()))
     if shape.end:
         yield shape.end
+
+
+def _openings(shape, choice_count: int, prefixes: dict[int, str] | None) -> Iterator[bytes]:
+    for index in range(choice_count):
+        yield from map(shape.frame, shape.openings(index))
+        if prefixes and prefixes.get(index):
+            yield from map(shape.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
+
+
+def _delivered(events: Iterator[GenerationEvent], stop_event: threading.Event, choice_count: int,
+               context: Context, transform, usage: UsageCounter) -> Iterator[GenerationEvent]:
+    """The events as the client gets them, streamed or folded: ended early by stop-generation,
+    transformed (reasoning, tool calls), counted into `usage` and the access record."""
+    record = context.record
+    delivered = until_stopped(events, stop_event, choice_count, context.inflight)
+    for event in transform(delivered) if transform is not None else delivered:
+        usage.add(event)
+        if record and event.text:
+            record.token_arrived()
+        yield event
+
+
+def _as_proxy_error(exc: Exception) -> ProxyError:
+    if isinstance(exc, ProxyError):
+        return exc
+    log.error("a stream failed", exc_info=exc)
+    return ProxyError("internal error in the proxy; see its log")
+
+
+def _settle(events, context: Context, usage: UsageCounter, *, stream: bool) -> None:
+    """Release the upstream, then count the request, whatever happened on the way."""
+    record = context.record
+    try:
+        close(events)
+    finally:
+        if record:
+            record.count(usage.prompt_tokens, usage.completion_tokens)
+            if stream:
+                record.metrics.streams_in_flight.dec()
+                record.close()
 
 
 class ChoiceFold:
@@ -265,21 +128,11 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
     usage = UsageCounter()
     try:
         with context.inflight.track() as stop_event:
-            for event in _transformed(_until_stopped(events, stop_event, choice_count, context.inflight),
-                                      transform):
-                usage.add(event)
-                if context.record and event.text:
-                    context.record.token_arrived()
+            for event in _delivered(events, stop_event, choice_count, context, transform, usage):
                 folded.add(event)
     finally:
-        _close(events)
-        if context.record:
-            context.record.count(usage.prompt_tokens, usage.completion_tokens)
+        _settle(events, context, usage, stream=False)
     return shape.response(folded.choices(), usage.to_dict())
-
-
-def _transformed(events: Iterator[GenerationEvent], transform) -> Iterator[GenerationEvent]:
-    return transform(events) if transform is not None else events
 
 
 def answer(api_request, events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from ..backends.llamacpp import LlamaCppClient, UpstreamProps
 from ..backends.openai import OpenAIUpstream
 from ..backends.pool import UpstreamPool
+from ..backends.upstream_facts import UpstreamFacts
 from ..errors import ModelNotFound, ProxyError, UpstreamError
 from ..prompts import ChatFormatter, FormatterOptions, resolve_formatter
 from ..prompts.capabilities import TemplateCapabilities
@@ -19,8 +19,6 @@ from ..settings import ModelSettings
 
 log = logging.getLogger("api_like_oai")
 
-PROPS_RETRY_SECONDS = 10  # how long /v1/models waits before asking a silent upstream for /props again
-
 
 class ServedModel:
     def __init__(self, settings: ModelSettings, pool: UpstreamPool, openai: OpenAIUpstream | None = None):
@@ -30,10 +28,8 @@ class ServedModel:
         self.openai = openai  # set for kind "openai": requests pass through to it
         self.template_choice = settings.template
         self.created = int(time.time())
+        self.facts = UpstreamFacts(pool)  # what the upstreams say about the model
         self._formatter: ChatFormatter | None = None
-        self._props: UpstreamProps | None = None
-        self._props_retry_at = 0.0
-        self._lock = threading.Lock()
 
     @property
     def client(self) -> LlamaCppClient:
@@ -41,15 +37,15 @@ class ServedModel:
         return self.pool.any_client()
 
     def formatter(self) -> ChatFormatter:
-        """The chat formatter, resolved on first use (the upstream may start after the proxy)."""
+        """The chat formatter, resolved on first use (the upstream may start after the proxy). No lock
+        is held across the upstream's answers: requests that meet an unresolved one each resolve it."""
         if self._formatter is None:
-            with self._lock:
-                if self._formatter is None:
-                    formatter, complete = self._resolve()
-                    if not complete:
-                        return formatter  # made without the upstream's tokens: retry next time
-                    self._formatter = formatter
-                    log.info("model %s: chat template %s", self.name, formatter.describe())
+            formatter, complete = self._resolve()
+            if not complete:
+                return formatter  # made without the upstream's tokens: retry next time
+            if self._formatter is None:
+                self._formatter = formatter
+                log.info("model %s: chat template %s", self.name, formatter.describe())
         return self._formatter
 
     def _resolve(self) -> tuple[ChatFormatter, bool]:
@@ -66,7 +62,7 @@ class ServedModel:
         options = FormatterOptions(
             bos_token=props.bos_token if props else "",
             eos_token=props.eos_token if props else "",
-            upstream_adds_bos=self.client.adds_bos() if props and props.bos_token else False,
+            upstream_adds_bos=self.facts.adds_bos() if props and props.bos_token else False,
             response_role=choice.response_role)
         formatter = resolve_formatter(choice, options, props.chat_template if props else None)
         needs_props = choice.uses_model_template() or bool(choice.chat_template or choice.chat_prompt_model)
@@ -99,20 +95,15 @@ class ServedModel:
 
     def lazy_grammar(self) -> bool:
         """Whether the upstream holds tool calls to a grammar only once they begin."""
-        try:
-            return self.props().lazy_grammar
-        except UpstreamError:
-            return False
+        return self.facts.lazy_grammar()
 
     def props(self) -> UpstreamProps:
-        if self._props is None:
-            self._props = self.client.props()
-        return self._props
+        return self.facts.props()
 
     def check_health(self) -> dict[str, str]:
         """Each upstream's state: "ok" or why not."""
         if self.openai is None:
-            return self.pool.check()
+            return self.facts.check(self.pool.check())
         try:
             self.openai.health()
             return {self.openai.base_url: "ok"}
@@ -128,12 +119,8 @@ class ServedModel:
         one, else llama.cpp's per slot once /props answered (asked again at most every 10 s)."""
         if self.settings.context_length or self.openai is not None:
             return self.settings.context_length
-        if self._props is None and time.monotonic() >= self._props_retry_at:
-            try:
-                self.props()
-            except ProxyError:
-                self._props_retry_at = time.monotonic() + PROPS_RETRY_SECONDS
-        return self._props.context_length if self._props else None
+        props = self.facts.known_soon()
+        return props.context_length if props else None
 
     def capabilities(self) -> list[str]:
         """What /v1/models says the model can do: the proxy formats chat and tool calls itself for a
@@ -163,10 +150,10 @@ class ServedModel:
         if self.openai is not None:
             return {"model": self.name, "aliases": list(self.settings.aliases), "kind": "openai",
                     "upstream_model": self.settings.upstream_model, "upstreams": [{"url": self.openai.base_url}]}
-        formatter = self.formatter()
+        formatter, known = self.formatter(), self.facts.known()
         return {"model": self.name, "aliases": list(self.settings.aliases), "kind": self.settings.kind,
                 "template": formatter.describe(),
-                "context_length": self.settings.context_length or (self._props.context_length if self._props else None),
+                "context_length": self.settings.context_length or (known.context_length if known else None),
                 "upstreams": [{"url": url, "healthy": healthy} for url, healthy in self.pool.healthy.items()]}
 
 

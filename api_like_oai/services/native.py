@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from .. import sse
 from ..backends.llamacpp import RawAnswer
 from ..errors import InvalidRequest, ProxyError, UpstreamUnavailable
-from .generation import Context
+from .inflight import Context
 from .models import ServedModel
 
 

@@ -60,3 +60,30 @@ def test_none_left_is_503_with_retry_after(fakes):
         pool.generate("/completion", PAYLOAD)
     assert caught.value.headers == {"Retry-After": "5"}
     assert "Loading model" in caught.value.message
+
+
+def pool_app(tmp_path, fakes):
+    from api_like_oai import create_app
+    from api_like_oai.cli import parse_settings
+
+    config = tmp_path / "config.yaml"
+    config.write_text(f"models:\n  m:\n    upstreams: [{fakes[0].url}, {fakes[1].url}]\n"
+                      "    chat_prompt_model: chatml\n")
+    return create_app(parse_settings(["--config", str(config)]))
+
+
+def test_a_pool_whose_servers_serve_different_models_is_unhealthy_naming_the_odd_one(tmp_path, fakes, caplog):
+    fakes[0].props_extra = {"model_path": "/models/qwen2.5-7b.gguf"}
+    fakes[1].props_extra = {"model_path": "/srv/llama-3.1-8b.gguf"}
+    health = pool_app(tmp_path, fakes).test_client().get("/health")
+    assert health.status_code == 503
+    assert "llama-3.1-8b.gguf" in health.get_json()["upstreams"][fakes[1].url]
+    assert health.get_json()["upstreams"][fakes[0].url] == "ok"
+    assert any(fakes[1].url in record.getMessage() for record in caplog.records if record.levelname == "WARNING")
+
+
+def test_a_pool_serving_one_model_from_different_directories_is_healthy(tmp_path, fakes):
+    fakes[0].props_extra = {"model_path": "/models/qwen2.5-7b.gguf"}
+    fakes[1].props_extra = {"model_path": "/srv/qwen2.5-7b.gguf"}
+    assert pool_app(tmp_path, fakes).test_client().get("/health").status_code == 200
+    assert [f.get_paths.count("/props") for f in fakes] == [1, 1]   # asked once per server

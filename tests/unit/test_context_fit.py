@@ -79,7 +79,16 @@ def test_overflow_error_is_openai_s_strict_check():
 
 
 def test_without_max_tokens_the_reply_may_use_the_rest_of_the_context():
-    assert fit(conversation(1), render, Counter(), context_length=1000, max_tokens=None).n_predict == 960
+    """Counted when the bytes do not prove the fit (160 bytes, 40 tokens, a reserve of 50 of 200)."""
+    assert fit(conversation(1), render, Counter(), context_length=200, max_tokens=None).n_predict == 160
+
+
+@pytest.mark.parametrize("policy", [Policy(), Policy(overflow=ERROR)])
+def test_without_max_tokens_a_prompt_proven_short_by_its_bytes_is_not_counted(policy):
+    counter = Counter()
+    fitted = fit(conversation(1), render, counter, context_length=1000, max_tokens=None, policy=policy)
+    assert counter.calls == 0
+    assert fitted.n_predict == 1000 - 160   # the room its 160 bytes prove
 
 
 def test_byte_length_that_proves_the_fit_needs_no_count():

@@ -74,3 +74,11 @@ def test_the_transformation_keeps_logprobs_counts_and_finish():
     assert [(e.reasoning, e.text) for e in out if e.reasoning or e.text] == [("a", ""), ("", "b")]
     assert out[0].logprobs == ("lp1",) and out[-1].finish_reason == "stop"
     assert out[-1].completion_tokens == 2
+
+
+def test_the_stop_word_survives_a_final_event_that_carries_text():
+    """The stop word tells a request's stop sequence from the end of turn (Anthropic's stop_sequence)."""
+    events = [GenerationEvent(text="<think>a", index=0),
+              GenerationEvent(text="</think>b", index=0, finish_reason="stop", stop_word="END")]
+    out = list(split_reasoning(THINK, opened=False)(iter(events)))
+    assert out[-1].finish_reason == "stop" and out[-1].stop_word == "END"

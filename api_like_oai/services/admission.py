@@ -1,0 +1,117 @@
+"""Admission: what a validated request must pass before it is generated (the configured limits, a
+model that can serve it), and another API's request translated into the chat request. No Flask:
+routes/ hands in the app's limits, its registry and the request's access record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import InvalidRequest
+from ..observability import RequestRecord
+from ..protocol import ChatCompletionRequest
+from ..settings import Limits
+from .completions import prompts_of
+from .models import ModelRegistry, ServedModel
+
+
+@dataclass
+class DialectRequest:
+    """A request of another API than OpenAI's chat, ready to generate: its own validated request,
+    the chat request it becomes, and the model that serves it (with the name to answer with)."""
+
+    request: BaseModel
+    chat: ChatCompletionRequest
+    model: ServedModel
+    model_name: str
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The checks for one request: the app's limits and models, and the request's access record."""
+
+    limits: Limits
+    registry: ModelRegistry
+    record: RequestRecord | None = None
+
+    def dialect(self, api_request: BaseModel, translate, api: str) -> DialectRequest:
+        """`api_request` translated into the chat request, checked against the limits (its max_tokens
+        an upper bound, lowered to --max-tokens-limit), its model looked up."""
+        chat_request = self.bounded_by_limits(translated(translate, api_request))
+        self.check_limits(chat_request)
+        model, model_name = self.llama_model(api_request.model, api)
+        return DialectRequest(api_request, chat_request, model, model_name)
+
+    def lookup_model(self, requested: str | None) -> tuple[ServedModel, str]:
+        """(model, name to answer with) for the request's `model`, noted on the access record."""
+        model, model_name = self.registry.lookup(requested)
+        if self.record is not None:
+            self.record.model = model.name
+        return model, model_name
+
+    def llama_model(self, requested: str | None, api: str) -> tuple[ServedModel, str]:
+        """lookup_model, for APIs that only llama.cpp upstreams serve (they are generated, not passed on)."""
+        model, model_name = self.lookup_model(requested)
+        if model.settings.kind == "openai":
+            raise InvalidRequest(f"model {requested!r} is served by an OpenAI-compatible upstream, which this "
+                                 f"proxy passes chat requests to unchanged; {api} needs a llama.cpp upstream",
+                                 param="model")
+        return model, model_name
+
+    def bounded_by_limits(self, chat_request):
+        """The request with `max_tokens` lowered to --max-tokens-limit: for APIs whose max_tokens is an
+        upper bound (Anthropic's; agents ask for 32000 whatever the model), not a demand to refuse."""
+        limit = self.limits.max_tokens
+        if limit is None or chat_request.max_tokens is None or chat_request.max_tokens <= limit:
+            return chat_request
+        return chat_request.model_copy(update={"max_tokens": limit})
+
+    def check_limits(self, api_request) -> None:
+        """400 for requests over the configured limits (number of messages, n, max_tokens)."""
+        limits = self.limits
+        messages = getattr(api_request, "messages", None)
+        if messages is not None and len(messages) > limits.max_messages:
+            raise InvalidRequest(f"too many messages: {len(messages)} (limit {limits.max_messages})",
+                                 param="messages")
+        if api_request.n is not None and api_request.n > limits.max_n:
+            raise InvalidRequest(f"n is {api_request.n}; the limit is {limits.max_n}", param="n")
+        if hasattr(api_request, "prompt"):  # each prompt of a list is generated n times
+            choices = len(prompts_of(api_request)) * (api_request.n or 1)
+            if choices > limits.max_n:
+                raise InvalidRequest(f"{choices} choices asked for (prompts x n); the limit is {limits.max_n}",
+                                     param="prompt")
+        token_limit = api_request.token_limit()
+        if limits.max_tokens is not None and token_limit is not None and token_limit > limits.max_tokens:
+            raise InvalidRequest(f"max_tokens is {token_limit}; the limit is {limits.max_tokens}",
+                                 param="max_tokens")
+
+
+def translated(translate, dialect_request):
+    """`translate(dialect_request)`: the chat request another API's request becomes."""
+    try:
+        return translate(dialect_request)
+    except ValidationError as exc:  # a translation the chat schema refuses: still the client's request
+        raise invalid_request(exc) from None
+
+
+def invalid_request(exc: ValidationError) -> InvalidRequest:
+    """A pydantic validation error as the client's 400, naming the field."""
+    # Of a union's failed branches, the one that got furthest names the real problem
+    # ("messages.1.content.0.id: field required", not "messages.1.content: not a string").
+    error = max(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
+    if error["type"] == "json_invalid":
+        return InvalidRequest("the request body is not valid JSON")
+    if error["type"] == "model_type" and not error["loc"]:
+        return InvalidRequest("the request body must be a JSON object")
+    param = ".".join(str(part) for part in error["loc"] if not _is_union_branch(part))
+    if error["type"] == "extra_forbidden":
+        return InvalidRequest(f"unsupported field {param!r}: this proxy cannot honour it", param=param)
+    if error["type"] == "missing":
+        return InvalidRequest(f"missing required field {param!r}", param=param)
+    return InvalidRequest(f"invalid value for {param!r}: {error['msg']}", param=param)
+
+
+def _is_union_branch(part) -> bool:
+    """pydantic names the union member it tried ("str", "list[int]", "function-after[...]") in locations."""
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool", "dict", "list", "none") or "[" in part)

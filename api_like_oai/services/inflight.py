@@ -1,0 +1,103 @@
+"""In-flight bookkeeping: the generations running in this process (so stop-generation and shut-down
+can end them), the request around a generation, and the token counts it reports."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from ..backends.events import GenerationEvent
+from ..errors import UpstreamUnavailable
+from ..observability import RequestRecord
+
+
+class InFlight:
+    """The generations running in this process, so /v1/internal/stop-generation can end them."""
+
+    def __init__(self):
+        self._stop_events: set[threading.Event] = set()
+        self._lock = threading.Lock()
+        self.shutting_down = False
+
+    @contextlib.contextmanager
+    def track(self):
+        stop_event = threading.Event()
+        with self._lock:
+            self._stop_events.add(stop_event)
+        try:
+            yield stop_event
+        finally:
+            with self._lock:
+                self._stop_events.discard(stop_event)
+
+    def shut_down(self) -> int:
+        """End every running generation with an error: the server is going away."""
+        self.shutting_down = True
+        return self.stop_all()
+
+    def stop_all(self) -> int:
+        """Ask every running generation to finish now; how many there were."""
+        with self._lock:
+            for stop_event in self._stop_events:
+                stop_event.set()
+            return len(self._stop_events)
+
+
+@dataclass
+class Context:
+    """What a generation needs from the request around it: the stop switch and the access record."""
+
+    inflight: InFlight
+    record: RequestRecord | None = None
+    log_prompts: bool = False
+
+    def note_upstream(self, url: str) -> None:
+        if self.record is not None:
+            self.record.upstream = url
+
+
+def until_stopped(events: Iterable[GenerationEvent], stop_event: threading.Event,
+                  choice_count: int, inflight: InFlight) -> Iterator[GenerationEvent]:
+    """`events`, ended early with finish_reason "stop" for every open choice once `stop_event` is set
+    (or with UpstreamUnavailable when the server is shutting down)."""
+    open_choices = set(range(choice_count))
+    for event in events:
+        if event.finish_reason:
+            open_choices.discard(event.index)
+        yield event
+        if stop_event.is_set():
+            break
+    if stop_event.is_set() and inflight.shutting_down:
+        raise UpstreamUnavailable("the proxy is shutting down; generation ended before it finished")
+    if stop_event.is_set():
+        for index in sorted(open_choices):
+            yield GenerationEvent(finish_reason="stop", index=index)
+
+
+class UsageCounter:
+    """The token counts of every choice: the latest each choice's events told (llama.cpp counts on
+    every event, so a generation ended early is still counted), summed over the choices."""
+
+    def __init__(self):
+        self.prompt_by_choice: dict[int, int] = {}
+        self.completion_by_choice: dict[int, int] = {}
+
+    def add(self, event: GenerationEvent) -> None:
+        if event.completion_tokens is not None:
+            self.completion_by_choice[event.index] = event.completion_tokens
+        if event.prompt_tokens is not None:
+            self.prompt_by_choice[event.index] = event.prompt_tokens
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(self.prompt_by_choice.values())
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(self.completion_by_choice.values())
+
+    def to_dict(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens}
