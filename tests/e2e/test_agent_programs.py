@@ -59,7 +59,8 @@ def refusals(agent_proxy):
 def assert_task_done(workdir: Path, answer: str, refusals, output: str = "") -> None:
     assert answer == FINAL_ANSWER, output[-3000:]
     assert {name: (workdir / name).read_text() for name in FILES_WRITTEN} == FILES_WRITTEN
-    assert refusals() == []
+    refused = refusals()
+    assert refused == [], f"requests answered 4xx (endpoint, status): {refused}"
 
 
 # --- the real programs --------------------------------------------------------------------------
