@@ -26,15 +26,26 @@ API_KEY = "sk-agents-test"   # the proxy's --api-key in the tests: each program 
 # Everything Claude Code needs besides the proxy: no update checks, no telemetry, no error reports.
 CLAUDE_CODE_QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
 
+# The last three settings keep Codex off the network (traced: without them it looks up github.com,
+# api.github.com, chatgpt.com and ab.chatgpt.com at start-up); they do not change its requests.
 CODEX_CONFIG = """\
 model = "{model}"
 model_provider = "api-like-oai"
+check_for_update_on_startup = false
 
 [model_providers.api-like-oai]
 name = "api-like-oai"
 base_url = "{proxy_url}/v1"
 wire_api = "responses"
 env_key = "API_LIKE_OAI_KEY"
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
 """
 
 _ACCESS_LINE = re.compile(r"api_like_oai\.access: .*?endpoint=(\S+) .*?status=(\d+)")
