@@ -1,7 +1,9 @@
 """A scriptable fake llama.cpp server, for the faults a real one cannot produce on demand.
 
 `FakeLlamaCpp().start()` listens on a free loopback port; set `.behaviour` to one of
-BEHAVIOURS before a request. Streams use chunked transfer encoding like llama-server.
+BEHAVIOURS before a request, or `.script` to a function writing each answer from the request
+(tests/scripted_model.py plays an agent's model that way). Streams use chunked transfer encoding
+like llama-server.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import http.server
 import json
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 BEHAVIOURS = ("ok", "hang", "hang_mid_stream", "malformed", "status_500", "loading", "die_mid_stream", "slow_tokens")
@@ -47,16 +50,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._raw(500, b"<html>Internal Server Error</html>", "text/html")
         if behaviour == "loading":
             return self._json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
-        self._stream(behaviour)
+        self._stream(behaviour, self.fake.script(body) if self.fake.script else self.fake.tokens)
 
-    def _stream(self, behaviour: str):
+    def _stream(self, behaviour: str, tokens: Sequence[str]):
         self.fake.count_stream(+1)
         try:
-            self._stream_events(behaviour)
+            self._stream_events(behaviour, tokens)
         finally:
             self.fake.count_stream(-1)
 
-    def _stream_events(self, behaviour: str):
+    def _stream_events(self, behaviour: str, tokens: Sequence[str]):
         if self.fake.first_token_gate is not None:
             try:
                 self.fake.first_token_gate.wait()
@@ -69,7 +72,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if behaviour == "malformed":
             self._chunk(b"data: {not json\n\n")
             return self._end()
-        for n, token in enumerate(self.fake.tokens):
+        for n, token in enumerate(tokens):
             if behaviour == "die_mid_stream" and n == 2:
                 self.wfile.flush()
                 self.connection.shutdown(2)  # no terminating chunk: the connection just dies
@@ -81,7 +84,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._event({"content": token, "stop": False, "tokens_predicted": n + 1, "tokens_evaluated": 3})
         self._event({"content": "", "stop": True, "stop_type": self.fake.stop_type,
                      "stopping_word": self.fake.stopping_word if self.fake.stop_type == "word" else "",
-                     "tokens_predicted": len(self.fake.tokens), "tokens_evaluated": 3})
+                     "tokens_predicted": len(tokens), "tokens_evaluated": 3})
         self._end()
 
     def _event(self, payload: dict):
@@ -116,6 +119,7 @@ class FakeLlamaCpp:
     stopping_word: str = ""                      # the stop string reported with stop_type "word"
     chat_template: str | None = None             # what /props reports
     props_extra: dict = field(default_factory=dict)
+    script: Callable[[dict], Sequence[str]] | None = None  # the tokens to answer a request with, from its body
     requests: list = field(default_factory=list)
     get_paths: list = field(default_factory=list)
     streaming: int = 0                           # streams being sent now (ended when the client hangs up)
