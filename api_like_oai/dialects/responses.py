@@ -7,6 +7,7 @@ is a 400 (send the whole conversation in `input`), and GET /v1/responses/{id} a 
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag, model_validator
@@ -21,6 +22,7 @@ from .responses_tools import (
     FUNCTION,
     LOCAL_SHELL,
     SET_ASIDE_HEADER,
+    TOOL_SEARCH,
     Tool,
     Toolbox,
     ToolChoice,
@@ -137,6 +139,26 @@ class LocalShellCallOutputItem(_Strict):
     status: _Status = None
 
 
+class ToolSearchCallItem(_Strict):
+    type: Literal["tool_search_call"]
+    arguments: Any = Field(description="The search's arguments, as an object.")
+    call_id: StrictStr | None = None
+    id: StrictStr | None = None
+    execution: Literal["server", "client"] | None = None
+    status: _Status = None
+    created_by: StrictStr | None = None
+
+
+class ToolSearchOutputItem(_Strict):
+    type: Literal["tool_search_output"]
+    tools: list[Tool] = Field(max_length=512, description="Offered to the model from this request on.")
+    call_id: StrictStr | None = None
+    id: StrictStr | None = None
+    execution: Literal["server", "client"] | None = None
+    status: _Status = None
+    created_by: StrictStr | None = None
+
+
 class ReasoningText(BaseModel):
     model_config = ConfigDict(extra="allow", **STRICT)
     type: StrictStr
@@ -166,7 +188,7 @@ class SetAsideItem(BaseModel):
 
 
 _ITEM_TYPES = ("message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-               "local_shell_call", "local_shell_call_output", "reasoning")
+               "local_shell_call", "local_shell_call_output", "tool_search_call", "tool_search_output", "reasoning")
 
 
 def _item_type(item) -> str:
@@ -182,6 +204,8 @@ InputItem = Annotated[Annotated[MessageItem, Tag("message")] | Annotated[Functio
                       | Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")]
                       | Annotated[LocalShellCallItem, Tag("local_shell_call")]
                       | Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")]
+                      | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
+                      | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
                       | Annotated[ReasoningItem, Tag("reasoning")]
                       | Annotated[SetAsideItem, Tag("set_aside")], Discriminator(_item_type)]
 
@@ -284,13 +308,19 @@ class ResponsesRequest(Request):
     def includes_encrypted_reasoning(self) -> bool:
         return ENCRYPTED_REASONING in (self.include or ())
 
+    def toolbox(self) -> Toolbox:
+        """The functions offered for this request: its tools, and those its client's tool searches found."""
+        found = [] if isinstance(self.input, str) else [
+            (f"input.{n}.tools", item.tools) for n, item in enumerate(self.input) if item.type == "tool_search_output"]
+        return toolbox(self.tools, found)
+
 
 # --- translation -----------------------------------------------------------------------------
 
 def to_chat_request(request: ResponsesRequest, seal: Seal | None = None) -> ChatCompletionRequest:
     """The chat request `request` becomes: instructions and input, tools and tool choice, sampling.
     `seal` opens the thoughts this installation handed out as encrypted_content."""
-    box = toolbox(request.tools)
+    box = request.toolbox()
     fields: dict[str, Any] = {"model": request.model, "messages": chat_messages(request, box, seal),
                               "stream": bool(request.stream)}
     if request.max_output_tokens is not None:
@@ -374,7 +404,7 @@ def chat_messages(request: ResponsesRequest, box: Toolbox | None = None, seal: S
     if isinstance(request.input, str):
         turns.add_message("user", request.input)
         return turns.messages
-    box = box if box is not None else toolbox(request.tools)
+    box = box if box is not None else request.toolbox()
     for n, item in enumerate(request.input):
         _add_item(turns, item, n, box, seal)
     if request.reasoning is not None and request.reasoning.context == "current_turn":
@@ -395,6 +425,13 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
         turns.add_output(item.call_id, _text(item.output, f"input.{n}.output"))
     elif kind == "local_shell_call_output":
         turns.add_output(item.call_id or item.id, item.output)
+    elif kind == "tool_search_call":
+        turns.add_call(item.call_id or item.id or f"call_{n}", box.name_for(TOOL_SEARCH, TOOL_SEARCH),
+                       json.dumps(item.arguments, ensure_ascii=False))
+    elif kind == "tool_search_output":
+        names = box.names_of(item.tools)
+        turns.add_output(item.call_id or item.id or f"call_{n}",
+                         "Tools found, callable from now on: " + ", ".join(names) if names else "No tools found.")
     elif kind == "reasoning":
         thought = recalled_thought(item, seal)
         if thought:
@@ -423,7 +460,7 @@ def _forget_earlier_thoughts(messages: list[dict]) -> None:
 def set_aside_headers(request: ResponsesRequest, seal: Seal | None = None) -> dict[str, str]:
     """The response headers that name what of `request` was knowingly set aside: tools only OpenAI's
     servers run, a tool_choice of one of them, input items that carry nothing the model can be given."""
-    box = toolbox(request.tools)
+    box = request.toolbox()
     headers = {SET_ASIDE_HEADER: ", ".join(box.set_aside)} if box.set_aside else {}
     choice = plan_choice(request.tool_choice, box)
     if choice.set_aside:

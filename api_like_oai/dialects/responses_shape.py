@@ -10,7 +10,7 @@ response.output_item.added, then
   response.content_part.done;
 - a function call: response.function_call_arguments.delta ..., response.function_call_arguments.done;
 - a custom tool call: response.custom_tool_call_input.delta ..., response.custom_tool_call_input.done;
-- a local shell call: nothing between;
+- a local shell call, a tool search call: nothing between;
 then response.output_item.done; at the end response.completed (or response.incomplete when
 max_output_tokens cut it, response.failed when the generation failed after the start).
 
@@ -30,10 +30,10 @@ from ..errors import ProxyError
 from ..sealing import Seal
 from ..services.blocks import REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks
 from .responses import REASONING_PURPOSE, ResponsesRequest
-from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, output_item, partial_custom_input, toolbox
+from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, TOOL_SEARCH, output_item, partial_custom_input
 
 _SEQUENCE = sse.NUMBER_HOLES[0]   # the sequence number's stand-in in a sample frame
-_ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOCAL_SHELL: "lsh"}
+_ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOCAL_SHELL: "lsh", TOOL_SEARCH: "tsc"}
 
 
 class ResponsesShape:
@@ -50,7 +50,7 @@ class ResponsesShape:
         self.finish_reason: str | None = None
         self.seal = seal if request.includes_encrypted_reasoning() else None   # seals thoughts handed out
         self.summaries = request.reasoning is not None and request.reasoning.wants_summary()
-        self.toolbox = toolbox(request.tools)
+        self.toolbox = request.toolbox()
         self._text_patterns: dict[int, sse.FramePattern] = {}   # per output item
         self._inputs_given: dict[int, str] = {}   # per custom tool call: the input streamed so far
 
@@ -172,8 +172,8 @@ class ResponsesShape:
             return [self._event("response.reasoning_text.delta", **where, content_index=0, delta=piece)]
         if kind == CUSTOM:
             return self._input_delta(block, partial_custom_input(block.content))
-        if kind == LOCAL_SHELL:
-            return []   # its action is given whole, with the item
+        if kind in (LOCAL_SHELL, TOOL_SEARCH):
+            return []   # its action (or search) is given whole, with the item
         return [self._event("response.function_call_arguments.delta", **where, delta=piece)]
 
     def _input_delta(self, block: Block, input_so_far: str) -> list[dict]:
@@ -210,7 +210,7 @@ class ResponsesShape:
         elif kind == CUSTOM:
             done = [*self._input_delta(block, item["input"]),
                     self._event("response.custom_tool_call_input.done", **where, input=item["input"])]
-        elif kind == LOCAL_SHELL:
+        elif kind in (LOCAL_SHELL, TOOL_SEARCH):
             done = []
         else:
             done = [self._event("response.function_call_arguments.done", **where, arguments=block.content)]

@@ -11,8 +11,10 @@ reaches the prompt under the name the model was offered.
   `custom_tool_call` with that `input`.
 - `local_shell`: offered as the function `local_shell` (a command as an argument list, ...); a call
   is a `local_shell_call` with its `exec` action.
+- `tool_search` run by the client (`execution: "client"`): offered as a function; a call is a
+  `tool_search_call`, and the tools of the `tool_search_output` items in the input are offered too.
 - Every other kind (`web_search*`, `file_search`, `code_interpreter`, `image_generation`,
-  `computer*`, remote `mcp`, `shell`, `apply_patch`, `tool_search`, ...) runs on OpenAI's servers or
+  `computer*`, remote `mcp`, `shell`, `apply_patch`, a server-side `tool_search`, ...) runs on OpenAI's servers or
   needs its own call protocol: it is set aside (left out of the prompt, named in the
   `X-Tools-Set-Aside` response header), never a 400, so an agent that lists it still works.
 
@@ -35,7 +37,7 @@ from ..protocol import STRICT, TOOL_NAME
 from ..tools.grammar import MAX_SCHEMA_BYTES
 from .common import function_tool, named_tool_choice
 
-FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE = "function", "custom", "local_shell", "namespace"
+FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE, TOOL_SEARCH = "function", "custom", "local_shell", "namespace", "tool_search"
 RUN_HERE = (FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE)
 SET_ASIDE_HEADER, CHOICE_SET_ASIDE_HEADER = "X-Tools-Set-Aside", "X-Tool-Choice-Set-Aside"
 INPUT_KEY = "input"   # a custom tool's one parameter
@@ -48,6 +50,8 @@ LOCAL_SHELL_PARAMETERS = {
                    "working_directory": {"type": "string"}, "timeout_ms": {"type": "integer"},
                    "env": {"type": "object", "additionalProperties": {"type": "string"}}, "user": {"type": "string"}}}
 LOCAL_SHELL_DESCRIPTION = "Run a command in the user's local shell and read its output."
+TOOL_SEARCH_PARAMETERS = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+TOOL_SEARCH_DESCRIPTION = "Search for more tools; those found can be called from the next turn on."
 
 
 class _Strict(BaseModel):
@@ -108,6 +112,16 @@ class LocalShellTool(_Strict):
     type: Literal["local_shell"]
 
 
+class ToolSearchTool(_Strict):
+    """A tool search the client runs (`execution: "client"`): offered as a function; the tools its
+    `tool_search_output` items return are offered from then on. A server-side one is set aside."""
+
+    type: Literal["tool_search"]
+    execution: Literal["client"]
+    description: StrictStr | None = None
+    parameters: dict[str, Any] | None = Field(None, description="A JSON schema of type object.")
+
+
 class SetAsideTool(BaseModel):
     """A tool only OpenAI's servers run (or one of a kind this proxy does not know): set aside."""
 
@@ -117,12 +131,16 @@ class SetAsideTool(BaseModel):
 
 def _tool_tag(value) -> str:
     kind = _kind(value)
+    if kind == TOOL_SEARCH:
+        execution = value.get("execution") if isinstance(value, dict) else getattr(value, "execution", None)
+        return TOOL_SEARCH if execution == "client" else "set_aside"
     return kind if kind in RUN_HERE else "set_aside"
 
 
 Tool = Annotated[Annotated[FunctionTool, Tag(FUNCTION)] | Annotated[CustomTool, Tag(CUSTOM)]
                  | Annotated[NamespaceTool, Tag(NAMESPACE)] | Annotated[LocalShellTool, Tag(LOCAL_SHELL)]
-                 | Annotated[SetAsideTool, Tag("set_aside")], Discriminator(_tool_tag)]
+                 | Annotated[ToolSearchTool, Tag(TOOL_SEARCH)] | Annotated[SetAsideTool, Tag("set_aside")],
+                 Discriminator(_tool_tag)]
 
 
 # --- tool_choice -------------------------------------------------------------------------------
@@ -163,7 +181,7 @@ class Offered:
     """One function the model sees, and what it stands for in the Responses API."""
 
     name: str                  # the name the model sees and writes
-    kind: str                  # FUNCTION, CUSTOM or LOCAL_SHELL
+    kind: str                  # FUNCTION, CUSTOM, LOCAL_SHELL or TOOL_SEARCH
     tool_name: str             # the tool's own name (inside its namespace, if any)
     namespace: str | None
     chat_tool: dict            # the chat request's tool
@@ -190,6 +208,13 @@ class Toolbox:
             return exact[0] if exact else None
         return self.by_name(tool_name) or (candidates[0] if len(candidates) == 1 else None)
 
+    def names_of(self, tools: list) -> list[str]:
+        """The offered names of `tools` (a tool search's findings), namespaced functions one by one."""
+        inner = [(tool, namespace.name) for namespace in tools if namespace.type == NAMESPACE
+                 for tool in namespace.tools]
+        listed = [(tool, None) for tool in tools if tool.type in (FUNCTION, CUSTOM)] + inner
+        return [self.name_for(tool.type, tool.name, namespace) for tool, namespace in listed]
+
     def name_for(self, kind: str, tool_name: str, namespace: str | None = None) -> str:
         """The name a call of this tool is written under in the prompt (a tool no longer offered keeps
         a name of the same form)."""
@@ -199,25 +224,61 @@ class Toolbox:
         return f"{namespace}.{tool_name}" if namespace else tool_name
 
 
-def toolbox(tools: list | None) -> Toolbox:
+def toolbox(tools: list | None, loaded: list[tuple[str, list]] = ()) -> Toolbox:
     """The functions offered for `tools` (the request's, validated): names of top-level functions and
-    custom tools are kept; `local_shell` and namespaced ones get names that collide with none of them."""
-    taken = {tool.name for tool in tools or () if tool.type in (FUNCTION, CUSTOM)}
-    offered: list[Offered] = []
-    set_aside: list[str] = []
+    custom tools are kept; namespaced ones, `local_shell` and `tool_search` get names that collide with
+    none of them. `loaded`: (where, tools) that a client's tool search returned in the input, offered
+    after the request's own unless already offered."""
+    offering = _Offering({tool.name for tool in tools or () if tool.type in (FUNCTION, CUSTOM)})
     for n, tool in enumerate(tools or ()):
-        if tool.type in (FUNCTION, CUSTOM):
-            offered.append(_offer(tool, tool.name, None, f"tools.{n}"))
+        offering.add(tool, f"tools.{n}", reserved=True)
+    for where, found in loaded:
+        for m, tool in enumerate(found):
+            offering.add(tool, f"{where}.{m}", reserved=False)
+    return Toolbox(tuple(offering.offered), tuple(offering.set_aside))
+
+
+class _Offering:
+    """Offered functions collected tool by tool, each under a name no other one has."""
+
+    def __init__(self, reserved: set[str]):
+        self.taken = set(reserved)
+        self.offered: list[Offered] = []
+        self.set_aside: list[str] = []
+
+    def add(self, tool, param: str, reserved: bool) -> None:
+        """`reserved`: a top-level name of the request's own, kept as it is."""
+        if isinstance(tool, SetAsideTool):
+            if tool.type not in self.set_aside:
+                self.set_aside.append(tool.type)
+        elif tool.type in (FUNCTION, CUSTOM):
+            self._function(tool, tool.name, None, param, reserved)
         elif tool.type == NAMESPACE:
-            offered += [_offer(inner, _unique(f"{tool.name}.{inner.name}", taken), tool, f"tools.{n}.tools.{m}")
-                        for m, inner in enumerate(tool.tools)]
-        elif tool.type == LOCAL_SHELL:
-            name = _unique(LOCAL_SHELL, taken)
-            offered.append(Offered(name, LOCAL_SHELL, LOCAL_SHELL, None,
-                                   function_tool(name, LOCAL_SHELL_DESCRIPTION, LOCAL_SHELL_PARAMETERS), f"tools.{n}"))
-        elif tool.type not in set_aside:
-            set_aside.append(tool.type)
-    return Toolbox(tuple(offered), tuple(set_aside))
+            for m, inner in enumerate(tool.tools):
+                self._function(inner, f"{tool.name}.{inner.name}", tool, f"{param}.tools.{m}", False)
+        else:
+            self._built_in(tool, param)
+
+    def _offers(self, kind: str, tool_name: str, namespace: str | None) -> bool:
+        return any((o.kind, o.tool_name, o.namespace) == (kind, tool_name, namespace) for o in self.offered)
+
+    def _function(self, tool, preferred: str, namespace: NamespaceTool | None, param: str, reserved: bool) -> None:
+        if not reserved and self._offers(tool.type, tool.name, namespace.name if namespace else None):
+            return   # listed twice, or found again by a tool search
+        name = preferred if reserved else _unique(preferred, self.taken)
+        self.offered.append(_offer(tool, name, namespace, param))
+
+    def _built_in(self, tool, param: str) -> None:
+        """The one local shell and the one client tool search, as functions."""
+        if self._offers(tool.type, tool.type, None):
+            return
+        name = _unique(tool.type, self.taken)
+        if tool.type == LOCAL_SHELL:
+            chat_tool = function_tool(name, LOCAL_SHELL_DESCRIPTION, LOCAL_SHELL_PARAMETERS)
+        else:
+            chat_tool = function_tool(name, tool.description or TOOL_SEARCH_DESCRIPTION,
+                                      tool.parameters or TOOL_SEARCH_PARAMETERS)
+        self.offered.append(Offered(name, tool.type, tool.type, None, chat_tool, param))
 
 
 def _offer(tool: FunctionTool | CustomTool, name: str, namespace: NamespaceTool | None, param: str) -> Offered:
@@ -278,7 +339,7 @@ def plan_choice(choice, box: Toolbox) -> ChoicePlan:
     if choice.type == "allowed_tools":
         allowed = {offered.name for listed in choice.tools for offered in _listed(listed, box)}
         return ChoicePlan(choice.mode if allowed else None, allowed)
-    offered = box.find(LOCAL_SHELL, LOCAL_SHELL) if choice.type == LOCAL_SHELL else None
+    offered = box.find(choice.type, choice.type) if choice.type in (LOCAL_SHELL, TOOL_SEARCH) else None
     if offered is not None:
         return ChoicePlan(named_tool_choice(offered.name))
     return ChoicePlan("auto", set_aside=choice.type)
@@ -289,10 +350,10 @@ def _listed(listed: dict, box: Toolbox) -> list[Offered]:
     kind, name, namespace = listed.get("type"), listed.get("name"), listed.get("namespace")
     if kind == NAMESPACE:
         return [offered for offered in box.offered if offered.namespace == name]
-    if kind == LOCAL_SHELL:
-        kind, name = LOCAL_SHELL, LOCAL_SHELL
-    offered = box.find(kind, name, namespace) if isinstance(name, str) and kind in (FUNCTION, CUSTOM, LOCAL_SHELL) \
-        else None
+    if kind in (LOCAL_SHELL, TOOL_SEARCH):
+        name = kind
+    offered = box.find(kind, name, namespace) if isinstance(name, str) and kind in (FUNCTION, CUSTOM, LOCAL_SHELL,
+                                                                                   TOOL_SEARCH) else None
     return [offered] if offered else []
 
 
@@ -369,7 +430,8 @@ def partial_custom_input(arguments: str) -> str:
 
 def output_item(offered: Offered | None, name: str, call_id: str, arguments: str) -> dict:
     """The Responses item for a call of the offered function `name` (without id and status): a
-    function_call (with its namespace, if any), a custom_tool_call or a local_shell_call."""
+    function_call (with its namespace, if any), a custom_tool_call, a local_shell_call or a
+    tool_search_call."""
     kind = offered.kind if offered else FUNCTION
     namespace = {"namespace": offered.namespace} if offered and offered.namespace else {}
     tool_name = offered.tool_name if offered else name
@@ -378,6 +440,8 @@ def output_item(offered: Offered | None, name: str, call_id: str, arguments: str
                 "input": custom_input(arguments)}
     if kind == LOCAL_SHELL:
         return {"type": "local_shell_call", "call_id": call_id, "action": local_shell_action(arguments)}
+    if kind == TOOL_SEARCH:
+        return {"type": "tool_search_call", "call_id": call_id, "execution": "client", "arguments": _parsed(arguments)}
     return {"type": "function_call", "call_id": call_id, "name": tool_name, **namespace, "arguments": arguments}
 
 

@@ -217,7 +217,8 @@ def test_responses_only_the_item_cut_by_the_token_limit_is_incomplete():
 KIND_TOOLS = [
     {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
         {"type": "function", "name": "close_agent", "parameters": {"type": "object", "properties": {}}}]},
-    {"type": "custom", "name": "apply_patch"}, {"type": "local_shell"}, {"type": "web_search"}]
+    {"type": "custom", "name": "apply_patch"}, {"type": "local_shell"}, {"type": "web_search"},
+    {"type": "tool_search", "execution": "client"}]
 PATCH = '*** Begin Patch\n+ "quoted" \\ é\n*** End Patch'
 PATCH_ARGUMENTS = json.dumps({"input": PATCH})
 
@@ -233,12 +234,13 @@ KIND_CALLS = [GenerationEvent(text="On it.", prompt_tokens=5, completion_tokens=
               *call_events(0, "call_1", "multi_agent_v1.close_agent", '{"target": "a1"}', 2),
               *call_events(1, "call_2", "apply_patch", PATCH_ARGUMENTS, 7),
               *call_events(2, "call_3", "local_shell", '{"command": ["ls", "-la"], "timeout_ms": 500}', 3),
+              *call_events(3, "call_4", "tool_search", '{"query": "agents"}', 2),
               GenerationEvent(finish_reason="tool_calls", prompt_tokens=5, completion_tokens=40)]
 
 
 def test_responses_calls_are_items_of_their_tool_kinds():
     streamed, folded = streamed_and_folded(lambda: responses_shape(tools=KIND_TOOLS), KIND_CALLS)
-    _, function_call, custom_call, shell_call = folded["output"]
+    _, function_call, custom_call, shell_call, search_call = folded["output"]
     assert function_call == {"id": function_call["id"], "type": "function_call", "status": "completed",
                              "call_id": "call_1", "name": "close_agent", "namespace": "multi_agent_v1",
                              "arguments": '{"target": "a1"}'}
@@ -247,12 +249,15 @@ def test_responses_calls_are_items_of_their_tool_kinds():
     assert shell_call == {"id": shell_call["id"], "type": "local_shell_call", "status": "completed", "call_id": "call_3",
                           "action": {"type": "exec", "command": ["ls", "-la"], "env": {}, "timeout_ms": 500,
                                      "working_directory": None, "user": None}}
-    assert [item["id"].split("_")[0] for item in folded["output"]] == ["msg", "fc", "ctc", "lsh"]
+    assert search_call == {"id": search_call["id"], "type": "tool_search_call", "status": "completed",
+                           "call_id": "call_4", "execution": "client", "arguments": {"query": "agents"}}
+    assert [item["id"].split("_")[0] for item in folded["output"]] == ["msg", "fc", "ctc", "lsh", "tsc"]
     input_deltas = [e["delta"] for e in streamed if e["type"] == "response.custom_tool_call_input.delta"]
     assert "".join(input_deltas) == PATCH and len(input_deltas) > 1
     [input_done] = [e for e in streamed if e["type"] == "response.custom_tool_call_input.done"]
     assert input_done["input"] == PATCH and input_done["item_id"] == custom_call["id"]
-    shell_events = [e["type"] for e in streamed if e.get("output_index") == 3]
-    assert shell_events == ["response.output_item.added", "response.output_item.done"]
+    for output_index in (3, 4):   # a local shell call and a tool search call come whole
+        assert [e["type"] for e in streamed if e.get("output_index") == output_index] == [
+            "response.output_item.added", "response.output_item.done"]
     added = [e["item"] for e in streamed if e["type"] == "response.output_item.added"]
     assert added[2]["input"] == "" and added[3]["action"]["command"] == []

@@ -433,6 +433,38 @@ def test_responses_thoughts_join_the_turn_they_precede():
         [None, None, None, None, "Third."]
 
 
+SEARCH_TOOL = {"type": "tool_search", "execution": "client", "description": "Find deferred tools.",
+               "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "number"}},
+                              "required": ["query"]}}
+FOUND = [{"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+    {"type": "function", "name": "spawn_agent", "parameters": TARGET, "defer_loading": True}]},
+    {"type": "function", "name": "exec_command", "parameters": SHELL_SCHEMA}]   # already offered: not twice
+
+
+def test_responses_a_client_tool_search_offers_what_it_found_from_then_on():
+    body = {"tools": [CODEX_TOOLS[0], SEARCH_TOOL, {"type": "tool_search"}], "input": [
+        {"role": "user", "content": "Spawn a helper."},
+        {"type": "tool_search_call", "id": "tsc_1", "call_id": "c1", "execution": "client", "status": "completed",
+         "arguments": {"query": "agents", "limit": 2}},
+        {"type": "tool_search_output", "call_id": "c1", "execution": "client", "status": "completed", "tools": FOUND},
+        {"type": "function_call", "call_id": "c2", "name": "spawn_agent", "namespace": "multi_agent_v1",
+         "arguments": '{"target": "x"}'}]}
+    chat = chat_of(responses, body)
+    assert [tool["function"] for tool in chat["tools"]] == [
+        offered({"tools": CODEX_TOOLS[:1]})[0],
+        {"name": "tool_search", "description": "Find deferred tools.", "parameters": SEARCH_TOOL["parameters"]},
+        {"name": "multi_agent_v1.spawn_agent", "description": "(multi_agent_v1: Sub-agents.)", "parameters": TARGET}]
+    assert chat["messages"][1:] == [
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "tool_search", "arguments": '{"query": "agents", "limit": 2}'}}]},
+        {"role": "tool", "tool_call_id": "c1",
+         "content": "Tools found, callable from now on: exec_command, multi_agent_v1.spawn_agent"},
+        {"role": "assistant", "tool_calls": [{"id": "c2", "type": "function", "function": {
+            "name": "multi_agent_v1.spawn_agent", "arguments": '{"target": "x"}'}}]}]
+    request = responses.ResponsesRequest.model_validate(body)
+    assert responses.set_aside_headers(request) == {"X-Tools-Set-Aside": "tool_search"}   # the server-side one
+
+
 # --- max_tokens as an upper bound ----------------------------------------------------------------------
 
 class Prompt:
