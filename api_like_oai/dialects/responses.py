@@ -139,24 +139,22 @@ class LocalShellCallOutputItem(_Strict):
     status: _Status = None
 
 
-class ToolSearchCallItem(_Strict):
+class _ToolSearchItem(_Strict):
+    call_id: StrictStr | None = None
+    id: StrictStr | None = None
+    execution: Literal["server", "client"] | None = None
+    status: _Status = None
+    created_by: StrictStr | None = None
+
+
+class ToolSearchCallItem(_ToolSearchItem):
     type: Literal["tool_search_call"]
     arguments: Any = Field(description="The search's arguments, as an object.")
-    call_id: StrictStr | None = None
-    id: StrictStr | None = None
-    execution: Literal["server", "client"] | None = None
-    status: _Status = None
-    created_by: StrictStr | None = None
 
 
-class ToolSearchOutputItem(_Strict):
+class ToolSearchOutputItem(_ToolSearchItem):
     type: Literal["tool_search_output"]
     tools: list[Tool] = Field(max_length=512, description="Offered to the model from this request on.")
-    call_id: StrictStr | None = None
-    id: StrictStr | None = None
-    execution: Literal["server", "client"] | None = None
-    status: _Status = None
-    created_by: StrictStr | None = None
 
 
 class ReasoningText(BaseModel):
