@@ -29,6 +29,7 @@ from .responses_tools import (
     chat_tools,
     custom_arguments,
     local_shell_arguments,
+    other_than,
     plan_choice,
     toolbox,
 )
@@ -177,16 +178,16 @@ class ReasoningItem(BaseModel):
     status: _Status = None
 
 
+_ITEM_TYPES = ("message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+               "local_shell_call", "local_shell_call_output", "tool_search_call", "tool_search_output", "reasoning")
+
+
 class SetAsideItem(BaseModel):
     """An input item of a kind that carries nothing this proxy can give the model (a hosted tool's
     call, an item reference to a stored item, ...): set aside, named in X-Input-Items-Set-Aside."""
 
     model_config = ConfigDict(extra="allow", **STRICT)
-    type: StrictStr
-
-
-_ITEM_TYPES = ("message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-               "local_shell_call", "local_shell_call_output", "tool_search_call", "tool_search_output", "reasoning")
+    type: StrictStr = Field(json_schema_extra=other_than(*_ITEM_TYPES))
 
 
 def _item_type(item) -> str:

@@ -122,11 +122,19 @@ class ToolSearchTool(_Strict):
     parameters: dict[str, Any] | None = Field(None, description="A JSON schema of type object.")
 
 
+def other_than(*names: str) -> dict:
+    """The JSON schema of a catch-all's `type`: any string but `names`, which their own models take (so
+    that /openapi.json's oneOf has one match per value, as the discriminator has)."""
+    return {"not": {"enum": list(names)}}
+
+
 class SetAsideTool(BaseModel):
     """A tool only OpenAI's servers run (or one of a kind this proxy does not know): set aside."""
 
-    model_config = ConfigDict(extra="allow", **STRICT)
-    type: StrictStr
+    model_config = ConfigDict(extra="allow", json_schema_extra={"not": {  # a client's tool search is ToolSearchTool
+        "properties": {"type": {"const": TOOL_SEARCH}, "execution": {"const": "client"}}, "required": ["type", "execution"]}},
+        **STRICT)
+    type: StrictStr = Field(json_schema_extra=other_than(*RUN_HERE))
 
 
 def _tool_tag(value) -> str:
@@ -161,7 +169,7 @@ class OtherChoice(BaseModel):
     """`local_shell`, or a tool set aside (hosted tools, mcp, shell, ...): the latter becomes "auto"."""
 
     model_config = ConfigDict(extra="allow", **STRICT)
-    type: StrictStr
+    type: StrictStr = Field(json_schema_extra=other_than(FUNCTION, CUSTOM, "allowed_tools"))
 
 
 def _choice_tag(value) -> str:
