@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
 
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.dialects.anthropic_shape import MessagesShape
@@ -140,6 +142,7 @@ def test_anthropic_stop_reasons(finish_reason, stop_word, expected):
 # --- Responses: reasoning items and the tool kinds (issue 16) ---------------------------------------
 
 SEAL = Seal(lambda: b"k" * 32)
+SDK_EVENT = TypeAdapter(ResponseStreamEvent)
 THOUGHT = [GenerationEvent(reasoning="Paris is", prompt_tokens=5, completion_tokens=2),
            GenerationEvent(reasoning=" the capital.", completion_tokens=3),
            GenerationEvent(text="Paris.", completion_tokens=4),
@@ -261,3 +264,16 @@ def test_responses_calls_are_items_of_their_tool_kinds():
             "response.output_item.added", "response.output_item.done"]
     added = [e["item"] for e in streamed if e["type"] == "response.output_item.added"]
     assert added[2]["input"] == "" and added[3]["action"]["command"] == []
+
+
+@pytest.mark.parametrize("request_fields, events", [
+    ({"tools": KIND_TOOLS}, KIND_CALLS),
+    ({"reasoning": {"summary": "auto"}, "include": ["reasoning.encrypted_content"]}, THOUGHT),
+    ({}, EVENTS),
+])
+def test_responses_events_and_response_are_the_sdks_types(request_fields, events):
+    """Every streamed event, and the response, as the official SDK's models read them (their required
+    fields, their types, the event union's tags)."""
+    for event in stream(responses_shape(**request_fields), events):
+        assert SDK_EVENT.validate_python(event).type == event["type"]
+    Response.model_validate(fold(responses_shape(**request_fields), events))
