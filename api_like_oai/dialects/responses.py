@@ -339,11 +339,13 @@ def to_chat_request(request: ResponsesRequest, seal: Seal | None = None) -> Chat
 
 def _tool_fields(request: ResponsesRequest, box: Toolbox) -> tuple[dict, list[str]]:
     """(the chat request's tools, tool_choice and parallel_tool_calls, where each tool's parameters came
-    from). max_tool_calls 0 offers none; 1 allows no parallel calls."""
+    from). "auto", "required" or "none" among tools that were all set aside is left out (the chat
+    schema refuses a choice without tools, as it should when the request has none, or names a function
+    that is not there); max_tool_calls 0 offers no tools, 1 allows no parallel calls."""
     choice = plan_choice(request.tool_choice, box)
     tools, tool_params = chat_tools(box, choice.allowed)
     fields: dict[str, Any] = {"tools": tools} if tools else {}
-    if choice.chat_choice is not None and (tools or choice.chat_choice == "none"):
+    if choice.chat_choice is not None and (tools or not box.set_aside or isinstance(choice.chat_choice, dict)):
         fields["tool_choice"] = choice.chat_choice
     if request.max_tool_calls == 0 and tools:
         fields["tool_choice"] = "none"

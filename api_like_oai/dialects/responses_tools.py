@@ -24,6 +24,7 @@ by the shape.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -203,8 +204,13 @@ class Toolbox:
     offered: tuple[Offered, ...] = ()
     set_aside: tuple[str, ...] = ()
 
+    @functools.cached_property
+    def _by_name(self) -> dict[str, Offered]:
+        return {offered.name: offered for offered in self.offered}
+
     def by_name(self, name: str | None) -> Offered | None:
-        return next((offered for offered in self.offered if offered.name == name), None)
+        """The offered function the model calls `name` (the shape asks once per call delta)."""
+        return self._by_name.get(name)
 
     def find(self, kind: str, tool_name: str, namespace: str | None = None) -> Offered | None:
         """The offered function for a tool named as the API names it; a name without a namespace

@@ -296,9 +296,13 @@ def test_responses_a_tool_choice_of_a_tool_set_aside_says_so():
                                               "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]})
 
 
-def test_responses_a_tool_choice_among_no_tools_is_refused():
-    assert refused(responses, {"input": "Hi", "tools": CODEX_TOOLS,
-                               "tool_choice": {"type": "function", "name": "nowhere"}}).param == "tool_choice"
+@pytest.mark.parametrize("body", [
+    {"tools": CODEX_TOOLS, "tool_choice": {"type": "function", "name": "nowhere"}},
+    {"tools": [{"type": "web_search"}], "tool_choice": {"type": "function", "name": "nowhere"}},
+    {"tool_choice": "required"},
+])
+def test_responses_a_tool_choice_among_no_tools_is_refused(body):
+    assert refused(responses, {"input": "Hi", **body}).param == "tool_choice"
 
 
 def test_responses_calls_of_every_kind_come_back_under_the_offered_names():
