@@ -542,6 +542,15 @@ class OutputLocalShellCall(BaseModel):
                                                '"working_directory", "user"}')
 
 
+class OutputToolSearchCall(BaseModel):
+    id: str
+    type: Literal["tool_search_call"]
+    status: Literal["in_progress", "completed", "incomplete"]
+    call_id: str
+    execution: Literal["client"]
+    arguments: dict[str, Any] = Field(description="The search's arguments, as the model wrote them.")
+
+
 class ReasoningPart(BaseModel):
     type: Literal["reasoning_text", "summary_text"]
     text: str
@@ -559,7 +568,7 @@ class OutputReasoning(BaseModel):
 
 
 OutputItem = Annotated[OutputReasoning | OutputMessage | OutputFunctionCall | OutputCustomToolCall
-                       | OutputLocalShellCall, Field(discriminator="type")]
+                       | OutputLocalShellCall | OutputToolSearchCall, Field(discriminator="type")]
 
 
 class ResponseUsage(BaseModel):

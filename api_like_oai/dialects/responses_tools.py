@@ -84,7 +84,7 @@ class CustomFormat(_Strict):
                                          description="Shown to the model with the tool; not enforced.")
 
 
-class CustomTool(_Strict):
+class CustomToolDefinition(_Strict):
     type: Literal["custom"]
     name: StrictStr = Field(pattern=TOOL_NAME)
     description: StrictStr | None = None
@@ -99,7 +99,7 @@ def _kind(value) -> str | None:
     return value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
 
 
-NamespacedTool = Annotated[FunctionTool | CustomTool, Field(discriminator="type")]
+NamespacedTool = Annotated[FunctionTool | CustomToolDefinition, Field(discriminator="type")]
 
 
 class NamespaceTool(_Strict):
@@ -146,7 +146,7 @@ def _tool_tag(value) -> str:
     return kind if kind in RUN_HERE else "set_aside"
 
 
-Tool = Annotated[Annotated[FunctionTool, Tag(FUNCTION)] | Annotated[CustomTool, Tag(CUSTOM)]
+Tool = Annotated[Annotated[FunctionTool, Tag(FUNCTION)] | Annotated[CustomToolDefinition, Tag(CUSTOM)]
                  | Annotated[NamespaceTool, Tag(NAMESPACE)] | Annotated[LocalShellTool, Tag(LOCAL_SHELL)]
                  | Annotated[ToolSearchTool, Tag(TOOL_SEARCH)] | Annotated[SetAsideTool, Tag("set_aside")],
                  Discriminator(_tool_tag)]
@@ -295,7 +295,7 @@ class _Offering:
         self.offered.append(Offered(name, tool.type, tool.type, None, chat_tool, param))
 
 
-def _offer(tool: FunctionTool | CustomTool, name: str, namespace: NamespaceTool | None, param: str) -> Offered:
+def _offer(tool: FunctionTool | CustomToolDefinition, name: str, namespace: NamespaceTool | None, param: str) -> Offered:
     description = tool.description
     if namespace is not None and namespace.description:
         description = f"({namespace.name}: {namespace.description})" + (f" {description}" if description else "")

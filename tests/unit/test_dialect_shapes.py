@@ -11,7 +11,7 @@ from pydantic import TypeAdapter
 
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.dialects.anthropic_shape import MessagesShape
-from api_like_oai.dialects.responses import ResponsesRequest
+from api_like_oai.dialects.responses import ResponseObject, ResponsesRequest
 from api_like_oai.dialects.responses_shape import ResponsesShape
 from api_like_oai.sealing import Seal
 from api_like_oai.services.blocks import DELTA, REASONING, START, STOP, TEXT, Blocks
@@ -273,7 +273,9 @@ def test_responses_calls_are_items_of_their_tool_kinds():
 ])
 def test_responses_events_and_response_are_the_sdks_types(request_fields, events):
     """Every streamed event, and the response, as the official SDK's models read them (their required
-    fields, their types, the event union's tags)."""
+    fields, their types, the event union's tags); the response also as /openapi.json documents it."""
     for event in stream(responses_shape(**request_fields), events):
         assert SDK_EVENT.validate_python(event).type == event["type"]
-    Response.model_validate(fold(responses_shape(**request_fields), events))
+    folded = fold(responses_shape(**request_fields), events)
+    Response.model_validate(folded)
+    ResponseObject.model_validate(folded)
