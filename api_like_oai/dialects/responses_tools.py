@@ -379,10 +379,16 @@ def custom_arguments(tool_input: str) -> str:
 
 
 def custom_input(arguments: str) -> str:
-    """The `input` of a custom tool call from the function's arguments; "" when there is none."""
+    """The `input` of a custom tool call from the function's arguments: its `input`, or the one string a
+    model wrote under another name; "" for no arguments, the arguments' text for anything else (so
+    nothing the model wrote is lost)."""
     parsed = _parsed(arguments)
-    value = parsed.get(INPUT_KEY)
-    return value if isinstance(value, str) else ""
+    strings = [value for value in parsed.values() if isinstance(value, str)]
+    if isinstance(parsed.get(INPUT_KEY), str):
+        return parsed[INPUT_KEY]
+    if len(strings) == 1 and len(parsed) == 1:
+        return strings[0]
+    return arguments if parsed else ""
 
 
 def local_shell_arguments(action: dict) -> str:

@@ -393,6 +393,14 @@ def test_responses_max_tool_calls_ends_the_answer_at_the_call_past_it():
     assert list(responses_tools.at_most(3)(iter(events))) == events
 
 
+@pytest.mark.parametrize("arguments, tool_input", [
+    ('{"input": "*** Begin Patch"}', "*** Begin Patch"), ('{"patch": "*** Begin Patch"}', "*** Begin Patch"),
+    ("{}", ""), ("", ""), ('{"a": "x", "b": "y"}', '{"a": "x", "b": "y"}'), ('{"input": 5}', '{"input": 5}'),
+])
+def test_responses_a_custom_calls_input_is_what_the_model_wrote(arguments, tool_input):
+    assert responses_tools.custom_input(arguments) == tool_input
+
+
 def thought_item(**fields) -> dict:
     return {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "A summary."}], **fields}
 
