@@ -245,7 +245,7 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: bool | None = None
     store: bool | None = Field(None, description="Accepted and ignored: nothing is stored.")
     metadata: dict[str, str] | None = Field(None, description="Accepted and ignored.")
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = Field(
         None, description="Reaches the chat template as the variable `reasoning_effort`.")
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = Field(
         None, description="Accepted; the answer reports the tier used, \"default\".")

@@ -7,13 +7,34 @@ is a 400 (send the whole conversation in `input`), and GET /v1/responses/{id} a 
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag, model_validator
 
 from ..errors import InvalidRequest
-from ..protocol import STRICT, TOOL_NAME, ChatCompletionRequest, Request, check_schema
-from .common import chat_request, function_tool, given, named_tool_choice, refuse_tool_types, text_only
+from ..protocol import STRICT, ChatCompletionRequest, Request, check_schema
+from ..sealing import Seal
+from .common import chat_request, given, text_only
+from .responses_tools import (
+    CHOICE_SET_ASIDE_HEADER,
+    CUSTOM,
+    FUNCTION,
+    LOCAL_SHELL,
+    SET_ASIDE_HEADER,
+    TOOL_SEARCH,
+    Tool,
+    Toolbox,
+    ToolChoice,
+    chat_tools,
+    custom_arguments,
+    local_shell_arguments,
+    other_than,
+    plan_choice,
+    toolbox,
+)
+
+INPUT_SET_ASIDE_HEADER = "X-Input-Items-Set-Aside"
 
 
 class _Strict(BaseModel):
@@ -56,52 +77,136 @@ class MessageItem(_Strict):
     phase: Literal["commentary", "final_answer"] | None = None
 
 
-class FunctionCallItem(_Strict):
-    type: Literal["function_call"]
+_Status = Literal["in_progress", "completed", "incomplete"] | None
+
+
+class _CallItem(_Strict):
+    """What every call item and call output item has besides its own fields."""
+
     call_id: StrictStr
+    id: StrictStr | None = None
+    status: _Status = None
+    caller: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+
+
+class _CallOutputItem(_CallItem):
+    output: StrictStr | list[ContentPart]
+
+
+class FunctionCallItem(_CallItem):
+    type: Literal["function_call"]
     name: StrictStr
     arguments: StrictStr
-    id: StrictStr | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    namespace: StrictStr | None = Field(None, description="The namespace tool `name` belongs to, if any.")
 
 
-class FunctionCallOutputItem(_Strict):
+class FunctionCallOutputItem(_CallOutputItem):
     type: Literal["function_call_output"]
-    call_id: StrictStr
-    output: StrictStr | list[ContentPart]
+
+
+class CustomToolCallItem(_CallItem):
+    type: Literal["custom_tool_call"]
+    name: StrictStr
+    input: StrictStr
+    namespace: StrictStr | None = None
+
+
+class CustomToolCallOutputItem(_CallOutputItem):
+    type: Literal["custom_tool_call_output"]
+
+
+class LocalShellAction(_Strict):
+    type: Literal["exec"]
+    command: list[StrictStr]
+    env: dict[str, StrictStr] | None = None
+    timeout_ms: int | None = None
+    user: StrictStr | None = None
+    working_directory: StrictStr | None = None
+
+
+class LocalShellCallItem(_Strict):
+    type: Literal["local_shell_call"]
+    action: LocalShellAction
+    call_id: StrictStr | None = None
     id: StrictStr | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    status: _Status = None
+
+
+class LocalShellCallOutputItem(_Strict):
+    type: Literal["local_shell_call_output"]
+    id: StrictStr = Field(description="The id of the local shell call this answers.")
+    output: StrictStr
+    call_id: StrictStr | None = None
+    status: _Status = None
+
+
+class _ToolSearchItem(_Strict):
+    call_id: StrictStr | None = None
+    id: StrictStr | None = None
+    execution: Literal["server", "client"] | None = None
+    status: _Status = None
+    created_by: StrictStr | None = None
+
+
+class ToolSearchCallItem(_ToolSearchItem):
+    type: Literal["tool_search_call"]
+    arguments: Any = Field(description="The search's arguments, as an object.")
+
+
+class ToolSearchOutputItem(_ToolSearchItem):
+    type: Literal["tool_search_output"]
+    tools: list[Tool] = Field(max_length=512, description="Offered to the model from this request on.")
+
+
+class ReasoningText(BaseModel):
+    model_config = ConfigDict(extra="allow", **STRICT)
+    type: StrictStr
+    text: StrictStr | None = None
 
 
 class ReasoningItem(BaseModel):
-    """An earlier answer's reasoning, as agents send it back: accepted and left out of the prompt."""
+    """An earlier answer's thought: its `encrypted_content` (this proxy's own, sealed) or its
+    `reasoning_text` content goes back to the model with the next assistant turn; one this proxy
+    cannot read (another server's) is set aside."""
 
     model_config = ConfigDict(extra="allow", **STRICT)
     type: Literal["reasoning"]
+    id: StrictStr | None = None
+    summary: list[ReasoningText] | None = None
+    content: list[ReasoningText] | None = None
+    encrypted_content: StrictStr | None = None
+    status: _Status = None
+
+
+_ITEM_TYPES = ("message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
+               "local_shell_call", "local_shell_call_output", "tool_search_call", "tool_search_output", "reasoning")
+
+
+class SetAsideItem(BaseModel):
+    """An input item of a kind that carries nothing this proxy can give the model (a hosted tool's
+    call, an item reference to a stored item, ...): set aside, named in X-Input-Items-Set-Aside."""
+
+    model_config = ConfigDict(extra="allow", **STRICT)
+    type: StrictStr = Field(json_schema_extra=other_than(*_ITEM_TYPES))
 
 
 def _item_type(item) -> str:
-    """The tag of an input item; a message may leave its `type` out."""
+    """The tag of an input item; a message may leave its `type` out, an unknown kind is set aside."""
     kind = item.get("type", "message") if isinstance(item, dict) else getattr(item, "type", "message")
-    return kind or "message"
+    kind = kind or "message"
+    return kind if kind in _ITEM_TYPES else "set_aside"
 
 
 InputItem = Annotated[Annotated[MessageItem, Tag("message")] | Annotated[FunctionCallItem, Tag("function_call")]
                       | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
-                      | Annotated[ReasoningItem, Tag("reasoning")], Discriminator(_item_type)]
-
-
-class FunctionTool(_Strict):
-    type: Literal["function"]
-    name: StrictStr = Field(pattern=TOOL_NAME)
-    description: StrictStr | None = None
-    parameters: dict[str, Any] | None = Field(None, description="A JSON schema of type object.")
-    strict: bool | None = None
-
-
-class FunctionChoice(_Strict):
-    type: Literal["function"]
-    name: StrictStr
+                      | Annotated[CustomToolCallItem, Tag("custom_tool_call")]
+                      | Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")]
+                      | Annotated[LocalShellCallItem, Tag("local_shell_call")]
+                      | Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")]
+                      | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
+                      | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
+                      | Annotated[ReasoningItem, Tag("reasoning")]
+                      | Annotated[SetAsideItem, Tag("set_aside")], Discriminator(_item_type)]
 
 
 class TextFormat(_Strict):
@@ -122,16 +227,31 @@ class TextFormat(_Strict):
 
 class TextConfig(_Strict):
     format: TextFormat | None = None
-    verbosity: Literal["low", "medium", "high"] | None = Field(None, description="Accepted and ignored.")
+    verbosity: Literal["low", "medium", "high"] | None = Field(
+        None, description="Reaches the chat template as the variable `verbosity`, as on chat completions.")
 
 
 class ReasoningConfig(_Strict):
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
-    summary: Literal["auto", "concise", "detailed"] | None = None
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = Field(
+        None, description="Reaches the chat template as `reasoning_effort`, as on chat completions.")
+    summary: Literal["auto", "concise", "detailed"] | None = Field(
+        None, description="Any value: the reasoning item's summary is the model's thought itself.")
+    generate_summary: Literal["auto", "concise", "detailed"] | None = Field(None, description="Deprecated: summary.")
+    context: Literal["auto", "current_turn", "all_turns"] | None = Field(
+        None, description="current_turn: thoughts of assistant turns before the last user message are left "
+                          "out of the prompt; otherwise every recalled thought reaches the template.")
+    mode: StrictStr | None = Field(None, description="Accepted and ignored.")
+
+    def wants_summary(self) -> bool:
+        return (self.summary or self.generate_summary) is not None
 
 
 class StreamOptions(_Strict):
     include_obfuscation: bool | None = Field(None, description="Accepted and ignored (no obfuscation is added).")
+
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+REASONING_PURPOSE = "reasoning"   # the Seal's purpose for a thought handed out as encrypted_content
 
 
 class ResponsesRequest(Request):
@@ -139,98 +259,219 @@ class ResponsesRequest(Request):
     input: StrictStr | list[InputItem]
     instructions: StrictStr | None = None
     max_output_tokens: int | None = Field(None, ge=1, description="An upper bound, like Anthropic's max_tokens.")
+    max_tool_calls: int | None = Field(None, ge=0, description="At most this many calls in the answer: a call past "
+                                                               "it ends the answer.")
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, ge=0.0, le=1.0)
-    tools: list[FunctionTool] | None = Field(None, max_length=512)
-    tool_choice: Literal["none", "auto", "required"] | FunctionChoice | None = None
+    tools: list[Tool] | None = Field(None, max_length=512, description=(
+        "function, namespace, custom and local_shell tools are offered to the model; others (web_search, "
+        "file_search, code_interpreter, image_generation, computer use, remote mcp, ...) are set aside and named "
+        "in the X-Tools-Set-Aside response header."))
+    tool_choice: ToolChoice | None = Field(None, description=(
+        "Every form; a choice of a tool set aside becomes auto (X-Tool-Choice-Set-Aside)."))
     parallel_tool_calls: bool | None = None
     text: TextConfig | None = None
-    reasoning: ReasoningConfig | None = Field(
-        None, description="`effort` reaches the chat template as `reasoning_effort`, as on chat completions.")
+    reasoning: ReasoningConfig | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
+    background: bool | None = Field(None, description="Only false: a response is generated while the client waits.")
     store: bool | None = Field(None, description="Accepted; nothing is stored (answers say store: false).")
     previous_response_id: StrictStr | None = Field(
         None, description="Refused unless null: nothing is stored, so send the whole conversation in input.")
     metadata: dict[str, StrictStr] | None = None
+    client_metadata: dict[str, Any] | None = Field(None, description="Accepted and ignored (Codex's).")
     user: StrictStr | None = None
-    include: list[StrictStr] | None = Field(None, description="Accepted and ignored.")
+    include: list[StrictStr] | None = Field(None, description=(
+        "Every value accepted: reasoning.encrypted_content adds the thought, sealed, to reasoning items; the "
+        "others name outputs this proxy does not make."))
     truncation: Literal["auto", "disabled"] | None = Field(None, description="Accepted; context fitting always applies.")
-    prompt_cache_key: StrictStr | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_key: StrictStr | None = Field(
+        None, description="Accepted and ignored (llama.cpp reuses prompt prefixes by itself).")
+    prompt_cache_retention: StrictStr | None = Field(None, description="Accepted and ignored.")
     safety_identifier: StrictStr | None = Field(None, description="Accepted and ignored.")
     service_tier: StrictStr | None = Field(None, description="Accepted and ignored.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def only_function_tools(cls, data):
-        refuse_tool_types(data, ("function",), "this proxy runs only function tools")
-        return data
 
     @model_validator(mode="after")
     def is_answerable(self):
         if self.previous_response_id is not None:
             raise InvalidRequest("previous_response_id is not supported: this proxy stores no responses; "
                                  "send the whole conversation in input", param="previous_response_id")
+        if self.background:
+            raise InvalidRequest("background responses are not supported: this proxy generates a response while "
+                                 "the client waits (streamed or not) and keeps none to fetch later; send "
+                                 "background: false", param="background")
         if isinstance(self.input, list) and not self.input:
             raise InvalidRequest("input is an empty list", param="input")
         return self
 
+    def includes_encrypted_reasoning(self) -> bool:
+        return ENCRYPTED_REASONING in (self.include or ())
+
+    def toolbox(self) -> Toolbox:
+        """The functions offered for this request: its tools, and those its client's tool searches found."""
+        found = [] if isinstance(self.input, str) else [
+            (f"input.{n}.tools", item.tools) for n, item in enumerate(self.input) if item.type == "tool_search_output"]
+        return toolbox(self.tools, found)
+
 
 # --- translation -----------------------------------------------------------------------------
 
-def to_chat_request(request: ResponsesRequest) -> ChatCompletionRequest:
-    """The chat request `request` becomes: instructions and input, tools and tool choice, sampling."""
-    fields: dict[str, Any] = {"model": request.model, "messages": chat_messages(request),
+def to_chat_request(request: ResponsesRequest, seal: Seal | None = None) -> ChatCompletionRequest:
+    """The chat request `request` becomes: instructions and input, tools and tool choice, sampling.
+    `seal` opens the thoughts this installation handed out as encrypted_content."""
+    box = request.toolbox()
+    fields: dict[str, Any] = {"model": request.model, "messages": chat_messages(request, box, seal),
                               "stream": bool(request.stream)}
     if request.max_output_tokens is not None:
         fields["max_tokens"] = request.max_output_tokens
     fields |= given(request, ("temperature", "top_p", "parallel_tool_calls"))
-    if request.tools:
-        fields["tools"] = [function_tool(tool.name, tool.description, tool.parameters, tool.strict)
-                           for tool in request.tools]
-    if request.tool_choice is not None:
-        fields["tool_choice"] = request.tool_choice if isinstance(request.tool_choice, str) else \
-            named_tool_choice(request.tool_choice.name)
+    tool_fields, tool_params = _tool_fields(request, box)
+    fields |= tool_fields
     response_format = _response_format(request.text)
     if response_format:
         fields["response_format"] = response_format
     if request.reasoning is not None and request.reasoning.effort is not None:
         fields["reasoning_effort"] = request.reasoning.effort   # onto the template, as for chat
-    return chat_request(fields, [f"tools.{n}.parameters" for n in range(len(request.tools or ()))])
+    if request.text is not None and request.text.verbosity is not None:
+        fields["verbosity"] = request.text.verbosity
+    return chat_request(fields, tool_params)
 
 
-def chat_messages(request: ResponsesRequest) -> list[dict]:
+def _tool_fields(request: ResponsesRequest, box: Toolbox) -> tuple[dict, list[str]]:
+    """(the chat request's tools, tool_choice and parallel_tool_calls, where each tool's parameters came
+    from). "auto", "required" or "none" among tools that were all set aside is left out (the chat
+    schema refuses a choice without tools, as it should when the request has none, or names a function
+    that is not there); max_tool_calls 0 offers no tools, 1 allows no parallel calls."""
+    choice = plan_choice(request.tool_choice, box)
+    tools, tool_params = chat_tools(box, choice.allowed)
+    fields: dict[str, Any] = {"tools": tools} if tools else {}
+    if choice.chat_choice is not None and (tools or not box.set_aside or isinstance(choice.chat_choice, dict)):
+        fields["tool_choice"] = choice.chat_choice
+    if request.max_tool_calls == 0 and tools:
+        fields["tool_choice"] = "none"
+    elif request.max_tool_calls == 1:
+        fields["parallel_tool_calls"] = False
+    return fields, tool_params
+
+
+class _Turns:
+    """Chat messages built from input items in order. A recalled thought waits for the assistant turn
+    after it (as `reasoning_content`, which templates read); one followed by no assistant turn is dropped."""
+
+    def __init__(self, instructions: str | None):
+        self.messages: list[dict] = [{"role": "system", "content": instructions}] if instructions else []
+        self.thoughts: list[str] = []
+
+    def add_message(self, role: str, content: str) -> None:
+        messages = self.messages
+        if role == "system" and messages and all(message["role"] == "system" for message in messages):
+            messages[0]["content"] += "\n\n" + content
+            return
+        messages.append({"role": role, "content": content})
+        if role == "assistant":
+            self._assistant_turn(new=True)
+        else:
+            self.thoughts.clear()
+
+    def add_call(self, call_id: str, name: str, arguments: str) -> None:
+        call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        new = not self.messages or self.messages[-1]["role"] != "assistant"
+        if new:
+            self.messages.append({"role": "assistant", "content": None})
+        self.messages[-1].setdefault("tool_calls", []).append(call)
+        self._assistant_turn(new)
+
+    def add_output(self, call_id: str, content: str) -> None:
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        self.thoughts.clear()
+
+    def _assistant_turn(self, new: bool) -> None:
+        """The thoughts waiting go to the last (assistant) message, after any it already has."""
+        if not self.thoughts:
+            return
+        message = self.messages[-1]
+        earlier = [] if new or not message.get("reasoning_content") else [message["reasoning_content"]]
+        message["reasoning_content"] = "\n\n".join(earlier + self.thoughts)
+        self.thoughts.clear()
+
+
+def chat_messages(request: ResponsesRequest, box: Toolbox | None = None, seal: Seal | None = None) -> list[dict]:
     """Instructions as the system message, then the input items as chat turns: system and developer
     messages before the first turn join the instructions (many templates take one system message, first),
-    function calls join the assistant turn before them, their outputs become `tool` messages, reasoning
-    items are left out."""
-    messages = [{"role": "system", "content": request.instructions}] if request.instructions else []
+    calls join the assistant turn before them (under the names the model is offered), their outputs
+    become `tool` messages, recalled thoughts the next assistant turn's reasoning_content; items of
+    other kinds are set aside."""
+    turns = _Turns(request.instructions)
     if isinstance(request.input, str):
-        return [*messages, {"role": "user", "content": request.input}]
+        turns.add_message("user", request.input)
+        return turns.messages
+    box = box if box is not None else request.toolbox()
     for n, item in enumerate(request.input):
-        if item.type == "function_call":
-            _add_call(messages, item)
-        elif item.type == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": _text(item.output, f"input.{n}.output")})
-        elif item.type != "reasoning":
-            role = "system" if item.role == "developer" else item.role
-            _add_message(messages, role, _text(item.content, f"input.{n}.content"))
-    return messages
+        _add_item(turns, item, n, box, seal)
+    if request.reasoning is not None and request.reasoning.context == "current_turn":
+        _forget_earlier_thoughts(turns.messages)
+    return turns.messages
 
 
-def _add_message(messages: list[dict], role: str, content: str) -> None:
-    if role == "system" and messages and all(message["role"] == "system" for message in messages):
-        messages[0]["content"] += "\n\n" + content
-    else:
-        messages.append({"role": role, "content": content})
+def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> None:
+    kind = item.type or "message"
+    if kind == "function_call":
+        turns.add_call(item.call_id, box.name_for(FUNCTION, item.name, item.namespace), item.arguments)
+    elif kind == "custom_tool_call":
+        turns.add_call(item.call_id, box.name_for(CUSTOM, item.name, item.namespace), custom_arguments(item.input))
+    elif kind == "local_shell_call":
+        turns.add_call(item.call_id or item.id or f"call_{n}", box.name_for(LOCAL_SHELL, LOCAL_SHELL),
+                       local_shell_arguments(item.action.model_dump()))
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        turns.add_output(item.call_id, _text(item.output, f"input.{n}.output"))
+    elif kind == "local_shell_call_output":
+        turns.add_output(item.call_id or item.id, item.output)
+    elif kind == "tool_search_call":
+        turns.add_call(item.call_id or item.id or f"call_{n}", box.name_for(TOOL_SEARCH, TOOL_SEARCH),
+                       json.dumps(item.arguments, ensure_ascii=False))
+    elif kind == "tool_search_output":
+        names = box.names_of(item.tools)
+        turns.add_output(item.call_id or item.id or f"call_{n}",
+                         "Tools found, callable from now on: " + ", ".join(names) if names else "No tools found.")
+    elif kind == "reasoning":
+        thought = recalled_thought(item, seal)
+        if thought:
+            turns.thoughts.append(thought)
+    elif kind == "message":
+        turns.add_message("system" if item.role == "developer" else item.role, _text(item.content, f"input.{n}.content"))
 
 
-def _add_call(messages: list[dict], item: FunctionCallItem) -> None:
-    call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
-    if messages and messages[-1]["role"] == "assistant":
-        messages[-1].setdefault("tool_calls", []).append(call)
-    else:
-        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+def recalled_thought(item: ReasoningItem, seal: Seal | None) -> str | None:
+    """The thought a reasoning item carries back: its encrypted_content when this installation sealed
+    it, else its reasoning_text content; None when it has neither (it is set aside)."""
+    if seal is not None and item.encrypted_content:
+        thought = seal.unwrap(REASONING_PURPOSE, item.encrypted_content)
+        if thought is not None:
+            return thought
+    return "".join(part.text or "" for part in item.content or () if part.type == "reasoning_text") or None
+
+
+def _forget_earlier_thoughts(messages: list[dict]) -> None:
+    """reasoning.context "current_turn": thoughts only on the assistant turns after the last user message."""
+    last_user = max((n for n, message in enumerate(messages) if message["role"] == "user"), default=-1)
+    for message in messages[:last_user]:
+        message.pop("reasoning_content", None)
+
+
+def set_aside_headers(request: ResponsesRequest, seal: Seal | None = None) -> dict[str, str]:
+    """The response headers that name what of `request` was knowingly set aside: tools only OpenAI's
+    servers run, a tool_choice of one of them, input items that carry nothing the model can be given."""
+    box = request.toolbox()
+    headers = {SET_ASIDE_HEADER: ", ".join(box.set_aside)} if box.set_aside else {}
+    choice = plan_choice(request.tool_choice, box)
+    if choice.set_aside:
+        headers[CHOICE_SET_ASIDE_HEADER] = choice.set_aside
+    items = [] if isinstance(request.input, str) else [
+        item.type for item in request.input
+        if isinstance(item, SetAsideItem) or (item.type == "reasoning" and not recalled_thought(item, seal))]
+    if items:
+        headers[INPUT_SET_ASIDE_HEADER] = ", ".join(dict.fromkeys(items))
+    return headers
 
 
 def _text(content: str | list, param: str) -> str:
@@ -277,7 +518,57 @@ class OutputFunctionCall(BaseModel):
     status: Literal["in_progress", "completed", "incomplete"]
     call_id: str
     name: str
+    namespace: str | None = Field(None, description="The namespace tool the function belongs to; absent for "
+                                                    "a top-level function.")
     arguments: str = Field(description="The arguments as a JSON object's text.")
+
+
+class OutputCustomToolCall(BaseModel):
+    id: str
+    type: Literal["custom_tool_call"]
+    status: Literal["in_progress", "completed", "incomplete"]
+    call_id: str
+    name: str
+    namespace: str | None = None
+    input: str
+
+
+class OutputLocalShellCall(BaseModel):
+    id: str
+    type: Literal["local_shell_call"]
+    status: Literal["in_progress", "completed", "incomplete"]
+    call_id: str
+    action: dict[str, Any] = Field(description='{"type": "exec", "command": [...], "env": {...}, "timeout_ms", '
+                                               '"working_directory", "user"}')
+
+
+class OutputToolSearchCall(BaseModel):
+    id: str
+    type: Literal["tool_search_call"]
+    status: Literal["in_progress", "completed", "incomplete"]
+    call_id: str
+    execution: Literal["client"]
+    arguments: dict[str, Any] = Field(description="The search's arguments, as the model wrote them.")
+
+
+class ReasoningPart(BaseModel):
+    type: Literal["reasoning_text", "summary_text"]
+    text: str
+
+
+class OutputReasoning(BaseModel):
+    id: str
+    type: Literal["reasoning"]
+    status: Literal["in_progress", "completed", "incomplete"]
+    summary: list[ReasoningPart] = Field(description="The thought again, when reasoning.summary is set.")
+    content: list[ReasoningPart] = Field(description="The model's thought, split from its answer.")
+    encrypted_content: str | None = Field(
+        None, description="With include: [\"reasoning.encrypted_content\"]: the thought, sealed with this "
+                          "installation's key; sent back in input, it reaches the next turn's prompt.")
+
+
+OutputItem = Annotated[OutputReasoning | OutputMessage | OutputFunctionCall | OutputCustomToolCall
+                       | OutputLocalShellCall | OutputToolSearchCall, Field(discriminator="type")]
 
 
 class ResponseUsage(BaseModel):
@@ -311,7 +602,7 @@ class ResponseObject(BaseModel):
     instructions: str | None
     max_output_tokens: int | None
     model: str
-    output: list[Annotated[OutputMessage | OutputFunctionCall, Field(discriminator="type")]]
+    output: list[OutputItem]
     parallel_tool_calls: bool
     previous_response_id: None
     store: bool
@@ -323,3 +614,6 @@ class ResponseObject(BaseModel):
     usage: ResponseUsage | None
     user: str | None
     metadata: dict[str, str]
+    reasoning: dict[str, Any] = Field(description="The request's reasoning settings (effort, summary).")
+    max_tool_calls: int | None
+    background: Literal[False]

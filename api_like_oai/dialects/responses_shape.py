@@ -1,13 +1,22 @@
 """Generation events as the Responses API's `response` object, and as its stream of named events,
 each with a `sequence_number`: response.created, response.in_progress; per output item
-response.output_item.added, then for a message response.content_part.added, response.output_text.delta
-..., response.output_text.done, response.content_part.done, for a function call
-response.function_call_arguments.delta ..., response.function_call_arguments.done; then
-response.output_item.done; at the end response.completed (or response.incomplete when
+response.output_item.added, then
+- a reasoning item (the model's thought): response.content_part.added (reasoning_text),
+  response.reasoning_text.delta ..., response.reasoning_text.done, response.content_part.done, and
+  when reasoning.summary is set response.reasoning_summary_part.added,
+  response.reasoning_summary_text.delta, response.reasoning_summary_text.done,
+  response.reasoning_summary_part.done (the summary is the thought itself);
+- a message: response.content_part.added, response.output_text.delta ..., response.output_text.done,
+  response.content_part.done;
+- a function call: response.function_call_arguments.delta ..., response.function_call_arguments.done;
+- a custom tool call: response.custom_tool_call_input.delta ..., response.custom_tool_call_input.done;
+- a local shell call, a tool search call: nothing between;
+then response.output_item.done; at the end response.completed (or response.incomplete when
 max_output_tokens cut it, response.failed when the generation failed after the start).
 
-The same protocol as services/shapes.py, so generation.stream and generation.fold drive it. One
-choice; output items are cut by services/blocks.Blocks, as in the fold.
+The same protocol as dialects/openai_shape.py, so generation.stream and generation.fold drive it. One
+choice; output items are cut by services/blocks.Blocks, as in the fold. Calls are written as the
+Responses tool kind their offered function stands for (responses_tools.py).
 """
 
 from __future__ import annotations
@@ -18,16 +27,19 @@ import uuid
 from .. import sse
 from ..backends.events import GenerationEvent
 from ..errors import ProxyError
-from ..services.blocks import START, STOP, TEXT, Block, Blocks
-from .responses import ResponsesRequest
+from ..sealing import Seal
+from ..services.blocks import REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks
+from .responses import REASONING_PURPOSE, ResponsesRequest
+from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, TOOL_SEARCH, output_item, partial_custom_input
 
 _SEQUENCE = sse.NUMBER_HOLES[0]   # the sequence number's stand-in in a sample frame
+_ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOCAL_SHELL: "lsh", TOOL_SEARCH: "tsc"}
 
 
 class ResponsesShape:
     end = b""   # the stream ends with response.completed (or .incomplete / .failed), no [DONE]
 
-    def __init__(self, model: str, request: ResponsesRequest):
+    def __init__(self, model: str, request: ResponsesRequest, seal: Seal | None = None):
         self.hex = uuid.uuid4().hex
         self.id = f"resp_{self.hex}"
         self.created_at = int(time.time())
@@ -36,7 +48,11 @@ class ResponsesShape:
         self.blocks = Blocks()
         self.sequence_number = 0
         self.finish_reason: str | None = None
+        self.seal = seal if request.includes_encrypted_reasoning() else None   # seals thoughts handed out
+        self.summaries = request.reasoning is not None and request.reasoning.wants_summary()
+        self.toolbox = request.toolbox()
         self._text_patterns: dict[int, sse.FramePattern] = {}   # per output item
+        self._inputs_given: dict[int, str] = {}   # per custom tool call: the input streamed so far
 
     @staticmethod
     def frame(chunk: dict) -> bytes:
@@ -59,9 +75,10 @@ class ResponsesShape:
         return pattern.fill(sse.encode_string(event.text), str(self._next_number()).encode())
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
+        chunks = self._block_events(self.blocks.add(event))   # items it closes ended before the finish
         if event.finish_reason:
             self.finish_reason = event.finish_reason
-        return self._block_events(self.blocks.add(event))
+        return chunks
 
     def closings(self, usage: dict) -> list[dict]:
         chunks = self._block_events(self.blocks.close())
@@ -81,9 +98,13 @@ class ResponsesShape:
     # --- the response object ---------------------------------------------------------------------
 
     def _finished(self, blocks: list[Block], finish_reason: str | None, usage: dict) -> dict:
+        """The response at its end; when max_output_tokens cut it, its last item is the incomplete one."""
         incomplete = finish_reason == "length"
-        status = "incomplete" if incomplete else "completed"
-        response = self._response(status, [self._item(block, status) for block in blocks], _usage(usage))
+        statuses = ["completed"] * len(blocks)
+        if incomplete and blocks:
+            statuses[-1] = "incomplete"
+        output = [self._item(block, status) for block, status in zip(blocks, statuses, strict=True)]
+        response = self._response("incomplete" if incomplete else "completed", output, _usage(usage, blocks))
         if incomplete:
             response["incomplete_details"] = {"reason": "max_output_tokens"}
         return response
@@ -95,19 +116,43 @@ class ResponsesShape:
                 "max_output_tokens": request.max_output_tokens, "model": self.model, "output": output,
                 "parallel_tool_calls": request.parallel_tool_calls is not False, "previous_response_id": None,
                 "store": False, "temperature": request.temperature, "top_p": request.top_p,
-                "text": {"format": _text_format(request)}, "tool_choice": _tool_choice(request),
-                "tools": [tool.model_dump(by_alias=True) for tool in request.tools or ()],
-                "usage": usage, "user": request.user, "metadata": dict(request.metadata or {})}
+                "text": _text_config(request), "tool_choice": _tool_choice(request),
+                "tools": [tool.model_dump(by_alias=True, exclude_none=True) for tool in request.tools or ()],
+                "usage": usage, "user": request.user, "metadata": dict(request.metadata or {}),
+                "reasoning": _reasoning_config(request), "max_tool_calls": request.max_tool_calls, "background": False}
 
     def _item(self, block: Block, status: str) -> dict:
+        done = status != "in_progress"
         if block.kind == TEXT:
             return {"id": self._item_id(block), "type": "message", "status": status, "role": "assistant",
-                    "content": [_text_part(block.content)] if status != "in_progress" else []}
-        return {"id": self._item_id(block), "type": "function_call", "status": status, "call_id": block.call_id,
-                "name": block.name, "arguments": block.content if status != "in_progress" else ""}
+                    "content": [_text_part(block.content)] if done else []}
+        if block.kind == REASONING:
+            return self._reasoning_item(block, status)
+        item = output_item(self.toolbox.by_name(block.name), block.name, block.call_id, block.content if done else "")
+        return {"id": self._item_id(block), **item, "status": status}
+
+    def _reasoning_item(self, block: Block, status: str) -> dict:
+        """The thought as a reasoning item: in `content`, again in `summary` when summaries were asked
+        for, and sealed in `encrypted_content` when include asked for it (what the next turn sends back)."""
+        item = {"id": self._item_id(block), "type": "reasoning", "status": status, "summary": [], "content": []}
+        if status == "in_progress":
+            return item
+        thought = block.content
+        item["content"] = [_reasoning_part(thought)]
+        if self.summaries:
+            item["summary"] = [_summary_part(thought)]
+        if self.seal is not None:
+            item["encrypted_content"] = self.seal.wrap(REASONING_PURPOSE, thought)
+        return item
+
+    def _item_kind(self, block: Block) -> str:
+        if block.kind != TOOL_CALL:
+            return block.kind
+        offered = self.toolbox.by_name(block.name)
+        return offered.kind if offered else FUNCTION
 
     def _item_id(self, block: Block) -> str:
-        return f"{'msg' if block.kind == TEXT else 'fc'}_{self.hex}_{block.index}"
+        return f"{_ID_PREFIXES[self._item_kind(block)]}_{self.hex}_{block.index}"
 
     # --- stream events ---------------------------------------------------------------------------
 
@@ -119,10 +164,26 @@ class ResponsesShape:
             return self._started(block)
         if change == STOP:
             return self._stopped(block)
-        if block.kind == TEXT:
+        kind = self._item_kind(block)
+        where = {"item_id": self._item_id(block), "output_index": block.index}
+        if kind == TEXT:
             return [self._event("response.output_text.delta", **self._text_delta(block, piece))]
-        return [self._event("response.function_call_arguments.delta", item_id=self._item_id(block),
-                            output_index=block.index, delta=piece)]
+        if kind == REASONING:
+            return [self._event("response.reasoning_text.delta", **where, content_index=0, delta=piece)]
+        if kind == CUSTOM:
+            return self._input_delta(block, partial_custom_input(block.content))
+        if kind in (LOCAL_SHELL, TOOL_SEARCH):
+            return []   # its action (or search) is given whole, with the item
+        return [self._event("response.function_call_arguments.delta", **where, delta=piece)]
+
+    def _input_delta(self, block: Block, input_so_far: str) -> list[dict]:
+        """A custom call's input delta: what of its decoded input has not been given out yet."""
+        given = self._inputs_given.get(block.index, "")
+        if len(input_so_far) <= len(given) or not input_so_far.startswith(given):
+            return []
+        self._inputs_given[block.index] = input_so_far
+        return [self._event("response.custom_tool_call_input.delta", item_id=self._item_id(block),
+                            output_index=block.index, delta=input_so_far[len(given):])]
 
     def _text_delta(self, block: Block, piece: str) -> dict:
         return {"item_id": self._item_id(block), "output_index": block.index, "content_index": 0, "delta": piece,
@@ -130,20 +191,42 @@ class ResponsesShape:
 
     def _started(self, block: Block) -> list[dict]:
         added = self._event("response.output_item.added", output_index=block.index, item=self._item(block, "in_progress"))
-        if block.kind != TEXT:
+        part = _text_part("") if block.kind == TEXT else _reasoning_part("") if block.kind == REASONING else None
+        if part is None:
             return [added]
         return [added, self._event("response.content_part.added", item_id=self._item_id(block),
-                                   output_index=block.index, content_index=0, part=_text_part(""))]
+                                   output_index=block.index, content_index=0, part=part)]
 
     def _stopped(self, block: Block) -> list[dict]:
         status = "incomplete" if self.finish_reason == "length" else "completed"
-        item = {"item_id": self._item_id(block), "output_index": block.index}
-        if block.kind == TEXT:
-            done = [self._event("response.output_text.done", **item, content_index=0, text=block.content, logprobs=[]),
-                    self._event("response.content_part.done", **item, content_index=0, part=_text_part(block.content))]
+        item = self._item(block, status)
+        where = {"item_id": item["id"], "output_index": block.index}
+        kind = self._item_kind(block)
+        if kind == TEXT:
+            done = [self._event("response.output_text.done", **where, content_index=0, text=block.content, logprobs=[]),
+                    self._event("response.content_part.done", **where, content_index=0, part=_text_part(block.content))]
+        elif kind == REASONING:
+            done = self._thought_done(block, where)
+        elif kind == CUSTOM:
+            done = [*self._input_delta(block, item["input"]),
+                    self._event("response.custom_tool_call_input.done", **where, input=item["input"])]
+        elif kind in (LOCAL_SHELL, TOOL_SEARCH):
+            done = []
         else:
-            done = [self._event("response.function_call_arguments.done", **item, arguments=block.content)]
-        return [*done, self._event("response.output_item.done", output_index=block.index, item=self._item(block, status))]
+            done = [self._event("response.function_call_arguments.done", **where, arguments=block.content)]
+        return [*done, self._event("response.output_item.done", output_index=block.index, item=item)]
+
+    def _thought_done(self, block: Block, where: dict) -> list[dict]:
+        thought = block.content
+        done = [self._event("response.reasoning_text.done", **where, content_index=0, text=thought),
+                self._event("response.content_part.done", **where, content_index=0, part=_reasoning_part(thought))]
+        if not self.summaries:
+            return done
+        summary = {**where, "summary_index": 0}
+        return [*done, self._event("response.reasoning_summary_part.added", **summary, part=_summary_part("")),
+                self._event("response.reasoning_summary_text.delta", **summary, delta=thought),
+                self._event("response.reasoning_summary_text.done", **summary, text=thought),
+                self._event("response.reasoning_summary_part.done", **summary, part=_summary_part(thought))]
 
     def _event(self, kind: str, **fields) -> dict:
         return _envelope(kind, fields, self._next_number())
@@ -162,19 +245,40 @@ def _text_part(text: str) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _text_format(request: ResponsesRequest) -> dict:
-    text_format = request.text.format if request.text is not None else None
-    return text_format.model_dump(by_alias=True, exclude_none=True) if text_format else {"type": "text"}
+def _reasoning_part(text: str) -> dict:
+    return {"type": "reasoning_text", "text": text}
+
+
+def _summary_part(text: str) -> dict:
+    return {"type": "summary_text", "text": text}
+
+
+def _text_config(request: ResponsesRequest) -> dict:
+    text = request.text
+    text_format = text.format if text is not None else None
+    config = {"format": text_format.model_dump(by_alias=True, exclude_none=True) if text_format else {"type": "text"}}
+    if text is not None and text.verbosity is not None:
+        config["verbosity"] = text.verbosity
+    return config
+
+
+def _reasoning_config(request: ResponsesRequest) -> dict:
+    reasoning = request.reasoning
+    return {"effort": reasoning.effort if reasoning else None,
+            "summary": (reasoning.summary or reasoning.generate_summary) if reasoning else None}
 
 
 def _tool_choice(request: ResponsesRequest):
     choice = request.tool_choice
     if choice is None:
         return "auto"
-    return choice if isinstance(choice, str) else choice.model_dump()
+    return choice if isinstance(choice, str) else choice.model_dump(exclude_none=True)
 
 
-def _usage(usage: dict) -> dict:
+def _usage(usage: dict, blocks: list[Block]) -> dict:
+    """OpenAI's usage; reasoning_tokens is the answer's token count when its thought ended (0 without one)."""
+    reasoning_tokens = max((block.completion_tokens or 0 for block in blocks if block.kind == REASONING), default=0)
     return {"input_tokens": usage["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": usage["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": usage["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": min(reasoning_tokens, usage["completion_tokens"])},
             "total_tokens": usage["total_tokens"]}

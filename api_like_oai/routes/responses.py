@@ -3,27 +3,35 @@ response (GET or DELETE /v1/responses/{id}) is a 404, since none is kept."""
 
 from __future__ import annotations
 
+import functools
+
 from flask import Blueprint, jsonify
 
-from ..dialects.responses import ResponsesRequest, to_chat_request
+from ..dialects.responses import ResponsesRequest, set_aside_headers, to_chat_request
 from ..dialects.responses_shape import ResponsesShape
+from ..dialects.responses_tools import at_most
 from ..errors import NotFound
 from ..services.chat import count_prompt_tokens, dialect_answer
-from . import generation_context, parse_dialect, respond
+from . import generation_context, parse_dialect, respond, state
 
 bp = Blueprint("responses", __name__)
 
 
 @bp.post("/v1/responses")
 def create():
-    dialect = parse_dialect(ResponsesRequest, to_chat_request, "the Responses API")
-    shape = ResponsesShape(dialect.model_name, dialect.request)
-    return respond(*dialect_answer(shape, dialect.chat, dialect.model, generation_context()))
+    seal = state().seal
+    dialect = parse_dialect(ResponsesRequest, functools.partial(to_chat_request, seal=seal), "the Responses API")
+    request = dialect.request
+    shape = ResponsesShape(dialect.model_name, request, seal)
+    limit = at_most(request.max_tool_calls) if request.max_tool_calls else None
+    answer, headers = dialect_answer(shape, dialect.chat, dialect.model, generation_context(), limit)
+    return respond(answer, headers | set_aside_headers(request, seal))
 
 
 @bp.post("/v1/responses/input_tokens")
 def input_tokens():
-    dialect = parse_dialect(ResponsesRequest, to_chat_request, "the Responses API")
+    translate = functools.partial(to_chat_request, seal=state().seal)
+    dialect = parse_dialect(ResponsesRequest, translate, "the Responses API")
     return jsonify({"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})
 
 

@@ -24,6 +24,7 @@ class Block:
     pieces: list[str] = field(default_factory=list)   # the text, or the call's arguments, as they came
     call_id: str | None = None
     name: str | None = None
+    completion_tokens: int | None = None     # a thought's: the answer's token count at its last piece
 
     @property
     def content(self) -> str:
@@ -47,6 +48,8 @@ class Blocks:
     def add(self, event: GenerationEvent) -> list[tuple[str, Block, str]]:
         """(START | DELTA | STOP, block, piece) for what `event` changed, in order."""
         changes = self._add_run(REASONING, event.reasoning) if event.reasoning else []
+        if event.reasoning and event.completion_tokens is not None:
+            self.open.completion_tokens = event.completion_tokens   # so far: the reasoning tokens
         if event.text:
             changes += self._add_run(TEXT, event.text)
         for delta in event.tool_calls or ():

@@ -128,11 +128,14 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
         chat.headers
 
 
-def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context):
+def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context,
+                   transform: Callable | None = None):
     """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
-    dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit)."""
+    dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit).
+    `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits)."""
     chat = start_chat(chat_request, model, context, max_tokens_is_bound=True)
-    return generation.answer(chat.request, chat.events, shape, 1, context, transform=chat.transform), chat.headers
+    combined = chained([step for step in (chat.transform, transform) if step is not None])
+    return generation.answer(chat.request, chat.events, shape, 1, context, transform=combined), chat.headers
 
 
 def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel) -> int:
@@ -153,6 +156,11 @@ def event_transform(request: ChatCompletionRequest, model: ServedModel, prompt_t
     if tool_plan is not None:
         # With a grammar in force the calls cannot go astray, so their arguments may stream as written.
         steps.append(tool_calling.parse_tool_calls(tool_plan, grammar_in_force, choice_count))
+    return chained(steps)
+
+
+def chained(steps: list[Callable]) -> Callable | None:
+    """One event transformation applying `steps` in order; None for none."""
     if not steps:
         return None
     return functools.reduce(lambda inner, outer: lambda events: outer(inner(events)), steps)

@@ -85,11 +85,19 @@ def test_json_schema_text_format(client):
     jsonschema_rs.validate(schema, json.loads(response.output_text))
 
 
-def test_stored_responses_and_other_tools_are_clear_errors(client):
+def test_stored_responses_are_clear_errors(client):
     with pytest.raises(openai.NotFoundError, match="not stored"):
         client.responses.retrieve("resp_123")
     with pytest.raises(openai.BadRequestError, match="previous_response_id"):
         client.responses.create(input="Hi", previous_response_id="resp_123", **SAMPLING)
-    with pytest.raises(openai.BadRequestError, match="'web_search' is not supported") as caught:
-        client.responses.create(input="Hi", tools=[{"type": "web_search"}], **SAMPLING)
-    assert caught.value.body["param"] == "tools.0.type"
+
+
+def test_tools_only_openai_runs_are_set_aside_and_named(client):
+    raw = client.responses.with_raw_response.create(
+        input=QUESTION, tools=[{"type": "web_search"}, WEATHER, {"type": "code_interpreter", "container": "auto"}],
+        tool_choice={"type": "web_search_preview"}, **SAMPLING)
+    assert raw.headers["X-Tools-Set-Aside"] == "web_search, code_interpreter"
+    assert raw.headers["X-Tool-Choice-Set-Aside"] == "web_search_preview"
+    response = raw.parse()
+    assert response.status == "completed"
+    assert [tool.type for tool in response.tools] == ["web_search", "function", "code_interpreter"]

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
 
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.dialects.anthropic_shape import MessagesShape
-from api_like_oai.dialects.responses import ResponsesRequest
+from api_like_oai.dialects.responses import ResponseObject, ResponsesRequest
 from api_like_oai.dialects.responses_shape import ResponsesShape
+from api_like_oai.sealing import Seal
 from api_like_oai.services.blocks import DELTA, REASONING, START, STOP, TEXT, Blocks
 from api_like_oai.services.generation import ChoiceFold
 from api_like_oai.tools.parser import ToolCallDelta
@@ -80,16 +83,16 @@ def test_events_needing_more_than_text_take_the_general_path(name):
     assert shape.content_frame(GenerationEvent(text="")) is None
 
 
-def fold(shape) -> dict:
+def fold(shape, events=EVENTS) -> dict:
     folded = ChoiceFold(1)
-    for event in EVENTS:
+    for event in events:
         folded.add(event)
     return shape.response(folded.choices(), USAGE)
 
 
-def stream(shape) -> list[dict]:
+def stream(shape, events=EVENTS) -> list[dict]:
     chunks = list(shape.openings(0))
-    for event in EVENTS:
+    for event in events:
         frame = shape.content_frame(event)
         chunks += [json.loads(frame.split(b"\ndata: ")[1])] if frame else shape.chunks(event)
     return chunks + shape.closings(USAGE)
@@ -134,3 +137,145 @@ def test_anthropic_stop_reasons(finish_reason, stop_word, expected):
     choice = {"blocks": [], "finish_reason": finish_reason, "stop_word": stop_word}
     message = MessagesShape("claude", ["END"]).response([choice], USAGE)
     assert (message["stop_reason"], message["stop_sequence"]) == expected
+
+
+# --- Responses: reasoning items and the tool kinds (issue 16) ---------------------------------------
+
+SEAL = Seal(lambda: b"k" * 32)
+SDK_EVENT = TypeAdapter(ResponseStreamEvent)
+THOUGHT = [GenerationEvent(reasoning="Paris is", prompt_tokens=5, completion_tokens=2),
+           GenerationEvent(reasoning=" the capital.", completion_tokens=3),
+           GenerationEvent(text="Paris.", completion_tokens=4),
+           GenerationEvent(finish_reason="stop", prompt_tokens=5, completion_tokens=4)]
+
+
+def without_numbers(events: list[dict]) -> list[dict]:
+    return [{key: value for key, value in event.items() if key != "sequence_number"} for event in events]
+
+
+def responses_shape(**request) -> ResponsesShape:
+    return ResponsesShape("gpt", ResponsesRequest.model_validate({"input": "hi", **request}), SEAL)
+
+
+def streamed_and_folded(shape_of, events) -> tuple[list[dict], dict]:
+    """The stream of one shape and the fold of another (the same answer written twice), checked alike:
+    numbered in order, ending with the folded response, each item done as the response holds it."""
+    shape = shape_of()
+    streamed, folded = stream(shape, events), fold(shape_of(), events)
+    folded |= {"id": shape.id, "created_at": shape.created_at}
+    folded["output"] = [item | {"id": done["id"]} for item, done in
+                        zip(folded["output"], streamed[-1]["response"]["output"], strict=True)]
+    assert [e["sequence_number"] for e in streamed] == list(range(len(streamed)))
+    assert streamed[-1]["response"] == folded
+    assert [e["item"] for e in streamed if e["type"] == "response.output_item.done"] == folded["output"]
+    return streamed, folded
+
+
+@pytest.mark.parametrize("summary", [None, "auto"])
+def test_responses_thought_is_a_reasoning_item_before_the_message(summary):
+    request = {"reasoning": {"summary": summary}, "include": ["reasoning.encrypted_content"]}
+    streamed, folded = streamed_and_folded(lambda: responses_shape(**request), THOUGHT)
+    reasoning, message = folded["output"]
+    assert reasoning["type"] == "reasoning" and reasoning["id"].startswith("rs_") and message["type"] == "message"
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": "Paris is the capital."}]
+    assert reasoning["summary"] == ([{"type": "summary_text", "text": "Paris is the capital."}] if summary else [])
+    assert SEAL.unwrap("reasoning", reasoning["encrypted_content"]) == "Paris is the capital."
+    assert folded["usage"]["output_tokens_details"] == {"reasoning_tokens": 3}
+    where = {"item_id": reasoning["id"], "output_index": 0}
+    summary_events = [
+        {"type": "response.reasoning_summary_part.added", **where, "summary_index": 0,
+         "part": {"type": "summary_text", "text": ""}},
+        {"type": "response.reasoning_summary_text.delta", **where, "summary_index": 0, "delta": "Paris is the capital."},
+        {"type": "response.reasoning_summary_text.done", **where, "summary_index": 0, "text": "Paris is the capital."},
+        {"type": "response.reasoning_summary_part.done", **where, "summary_index": 0,
+         "part": {"type": "summary_text", "text": "Paris is the capital."}}] if summary else []
+    assert without_numbers(streamed[2:-7]) == [
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": {"id": reasoning["id"], "type": "reasoning", "status": "in_progress", "summary": [], "content": []}},
+        {"type": "response.content_part.added", **where, "content_index": 0, "part": {"type": "reasoning_text", "text": ""}},
+        {"type": "response.reasoning_text.delta", **where, "content_index": 0, "delta": "Paris is"},
+        {"type": "response.reasoning_text.delta", **where, "content_index": 0, "delta": " the capital."},
+        {"type": "response.reasoning_text.done", **where, "content_index": 0, "text": "Paris is the capital."},
+        {"type": "response.content_part.done", **where, "content_index": 0,
+         "part": {"type": "reasoning_text", "text": "Paris is the capital."}},
+        *summary_events,
+        {"type": "response.output_item.done", "output_index": 0, "item": reasoning}]
+    assert [e["type"] for e in streamed[-7:]] == [
+        "response.output_item.added", "response.content_part.added", "response.output_text.delta",
+        "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]
+
+
+def test_responses_thought_is_sealed_only_when_included():
+    reasoning, _ = fold(responses_shape(), THOUGHT)["output"]
+    assert "encrypted_content" not in reasoning and reasoning["summary"] == []
+
+
+def test_responses_only_the_item_cut_by_the_token_limit_is_incomplete():
+    events = [*THOUGHT[:3], GenerationEvent(text=" The", finish_reason="length", prompt_tokens=5, completion_tokens=5)]
+    streamed, folded = streamed_and_folded(responses_shape, events)
+    assert [item["status"] for item in folded["output"]] == ["completed", "incomplete"]
+    assert folded["status"] == "incomplete" and streamed[-1]["type"] == "response.incomplete"
+
+
+KIND_TOOLS = [
+    {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+        {"type": "function", "name": "close_agent", "parameters": {"type": "object", "properties": {}}}]},
+    {"type": "custom", "name": "apply_patch"}, {"type": "local_shell"}, {"type": "web_search"},
+    {"type": "tool_search", "execution": "client"}]
+PATCH = '*** Begin Patch\n+ "quoted" \\ é\n*** End Patch'
+PATCH_ARGUMENTS = json.dumps({"input": PATCH})
+
+
+def call_events(index: int, call_id: str, name: str, arguments: str, pieces: int) -> list[GenerationEvent]:
+    """A call as the parser gives it: the first delta with its id and name, the arguments in `pieces` parts."""
+    cuts = [len(arguments) * n // pieces for n in range(pieces + 1)]
+    return [GenerationEvent(tool_calls=(ToolCallDelta(index, call_id if n == 0 else None, name if n == 0 else None,
+                                                      arguments[cuts[n]:cuts[n + 1]]),)) for n in range(pieces)]
+
+
+KIND_CALLS = [GenerationEvent(text="On it.", prompt_tokens=5, completion_tokens=1),
+              *call_events(0, "call_1", "multi_agent_v1.close_agent", '{"target": "a1"}', 2),
+              *call_events(1, "call_2", "apply_patch", PATCH_ARGUMENTS, 7),
+              *call_events(2, "call_3", "local_shell", '{"command": ["ls", "-la"], "timeout_ms": 500}', 3),
+              *call_events(3, "call_4", "tool_search", '{"query": "agents"}', 2),
+              GenerationEvent(finish_reason="tool_calls", prompt_tokens=5, completion_tokens=40)]
+
+
+def test_responses_calls_are_items_of_their_tool_kinds():
+    streamed, folded = streamed_and_folded(lambda: responses_shape(tools=KIND_TOOLS), KIND_CALLS)
+    _, function_call, custom_call, shell_call, search_call = folded["output"]
+    assert function_call == {"id": function_call["id"], "type": "function_call", "status": "completed",
+                             "call_id": "call_1", "name": "close_agent", "namespace": "multi_agent_v1",
+                             "arguments": '{"target": "a1"}'}
+    assert custom_call == {"id": custom_call["id"], "type": "custom_tool_call", "status": "completed",
+                           "call_id": "call_2", "name": "apply_patch", "input": PATCH}
+    assert shell_call == {"id": shell_call["id"], "type": "local_shell_call", "status": "completed", "call_id": "call_3",
+                          "action": {"type": "exec", "command": ["ls", "-la"], "env": {}, "timeout_ms": 500,
+                                     "working_directory": None, "user": None}}
+    assert search_call == {"id": search_call["id"], "type": "tool_search_call", "status": "completed",
+                           "call_id": "call_4", "execution": "client", "arguments": {"query": "agents"}}
+    assert [item["id"].split("_")[0] for item in folded["output"]] == ["msg", "fc", "ctc", "lsh", "tsc"]
+    input_deltas = [e["delta"] for e in streamed if e["type"] == "response.custom_tool_call_input.delta"]
+    assert "".join(input_deltas) == PATCH and len(input_deltas) > 1
+    [input_done] = [e for e in streamed if e["type"] == "response.custom_tool_call_input.done"]
+    assert input_done["input"] == PATCH and input_done["item_id"] == custom_call["id"]
+    for output_index in (3, 4):   # a local shell call and a tool search call come whole
+        assert [e["type"] for e in streamed if e.get("output_index") == output_index] == [
+            "response.output_item.added", "response.output_item.done"]
+    added = [e["item"] for e in streamed if e["type"] == "response.output_item.added"]
+    assert added[2]["input"] == "" and added[3]["action"]["command"] == []
+
+
+@pytest.mark.parametrize("request_fields, events", [
+    ({"tools": KIND_TOOLS}, KIND_CALLS),
+    ({"reasoning": {"summary": "auto"}, "include": ["reasoning.encrypted_content"]}, THOUGHT),
+    ({}, EVENTS),
+])
+def test_responses_events_and_response_are_the_sdks_types(request_fields, events):
+    """Every streamed event, and the response, as the official SDK's models read them (their required
+    fields, their types, the event union's tags); the response also as /openapi.json documents it."""
+    for event in stream(responses_shape(**request_fields), events):
+        assert SDK_EVENT.validate_python(event).type == event["type"]
+    folded = fold(responses_shape(**request_fields), events)
+    Response.model_validate(folded)
+    ResponseObject.model_validate(folded)

@@ -3,13 +3,19 @@ goes through: exact messages, tools, choices and sampling; and what neither can 
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
+from openai.types.responses import ResponseIncludable
 from pydantic import ValidationError
 
 from api_like_oai import errors
-from api_like_oai.dialects import anthropic, responses
+from api_like_oai.backends.events import GenerationEvent
+from api_like_oai.dialects import anthropic, responses, responses_tools
 from api_like_oai.errors import InvalidRequest
+from api_like_oai.sealing import Seal
 from api_like_oai.services.context import ERROR, Policy, fit
+from api_like_oai.tools.parser import ToolCallDelta
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -193,9 +199,8 @@ def test_responses_content_the_proxy_cannot_read_is_refused(body, param):
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"tools": [{"type": "web_search"}]}, "tools.0.type"),
-    ({"tools": [{"type": "function", "name": "f"}, {"type": "file_search", "vector_store_ids": []}]}, "tools.1.type"),
     ({"previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"background": True}, "background"),
     ({"input": []}, "input"),
     ({"text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
 ])
@@ -209,6 +214,267 @@ def test_responses_unusable_tool_parameters_are_refused_naming_the_responses_fie
     body = {"input": "Hi", "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}},
                                      {"type": "function", "name": "g", "parameters": {"type": "array"}}]}
     assert refused(responses, body).param == "tools.1.parameters"
+
+
+# --- Responses tool kinds, fields and reasoning (issue 16) ---------------------------------------------
+
+SEAL = Seal(lambda: b"k" * 32)
+SHELL_SCHEMA = {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}
+TARGET = {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}
+PATCH_GRAMMAR = 'start: "*** Begin Patch" LF body "*** End Patch"'
+CODEX_TOOLS = [
+    {"type": "function", "name": "exec_command", "description": "Run a command.", "strict": False,
+     "parameters": SHELL_SCHEMA},
+    {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+        {"type": "function", "name": "close_agent", "description": "Close an agent.", "strict": False,
+         "parameters": TARGET},
+        {"type": "custom", "name": "note", "description": "Leave a note."}]},
+    {"type": "custom", "name": "apply_patch", "description": "Edit files.",
+     "format": {"type": "grammar", "syntax": "lark", "definition": PATCH_GRAMMAR}},
+    {"type": "local_shell"},
+    {"type": "web_search", "external_web_access": True},
+    {"type": "function", "name": "multi_agent_v1.close_agent", "parameters": TARGET},   # the name a namespaced one gets
+    {"type": "image_generation"}, {"type": "mcp", "server_label": "deepwiki", "server_url": "https://x"},
+]
+
+
+def offered(body: dict) -> list[dict]:
+    return [tool["function"] for tool in chat_of(responses, {"input": "Hi", **body}).get("tools", [])]
+
+
+def test_responses_tool_kinds_become_functions_whose_names_cannot_collide():
+    functions = offered({"tools": CODEX_TOOLS})
+    assert [function["name"] for function in functions] == [
+        "exec_command", "multi_agent_v1.close_agent_2", "multi_agent_v1.note", "apply_patch", "local_shell",
+        "multi_agent_v1.close_agent"]
+    assert functions[0] == {"name": "exec_command", "description": "Run a command.", "parameters": SHELL_SCHEMA,
+                            "strict": False}
+    assert functions[1] == {"name": "multi_agent_v1.close_agent_2", "parameters": TARGET, "strict": False,
+                            "description": "(multi_agent_v1: Sub-agents.) Close an agent."}
+    assert functions[2]["parameters"] == functions[3]["parameters"] == responses_tools.CUSTOM_PARAMETERS
+    assert functions[3]["description"] == ("Edit files.\nIts `input` is free text, sent to the tool as it is.\n"
+                                           f"The input must follow this lark grammar:\n{PATCH_GRAMMAR}")
+    assert functions[4]["parameters"] == responses_tools.LOCAL_SHELL_PARAMETERS
+    request = responses.ResponsesRequest.model_validate({"input": "Hi", "tools": CODEX_TOOLS})
+    assert responses.set_aside_headers(request) == {"X-Tools-Set-Aside": "web_search, image_generation, mcp"}
+
+
+@pytest.mark.parametrize("tool_choice, chat_choice, names", [
+    ("none", "none", None), ("auto", "auto", None), ("required", "required", None),
+    ({"type": "function", "name": "exec_command"}, {"type": "function", "function": {"name": "exec_command"}}, None),
+    ({"type": "function", "name": "close_agent", "namespace": "multi_agent_v1"},
+     {"type": "function", "function": {"name": "multi_agent_v1.close_agent_2"}}, None),
+    ({"type": "function", "name": "multi_agent_v1.close_agent"},   # the top-level function of that name
+     {"type": "function", "function": {"name": "multi_agent_v1.close_agent"}}, None),
+    ({"type": "custom", "name": "apply_patch"}, {"type": "function", "function": {"name": "apply_patch"}}, None),
+    ({"type": "custom", "name": "note"}, {"type": "function", "function": {"name": "multi_agent_v1.note"}}, None),
+    ({"type": "local_shell"}, {"type": "function", "function": {"name": "local_shell"}}, None),
+    ({"type": "allowed_tools", "mode": "required", "tools": [
+        {"type": "function", "name": "exec_command"}, {"type": "namespace", "name": "multi_agent_v1"},
+        {"type": "web_search"}]},
+     "required", ["exec_command", "multi_agent_v1.close_agent_2", "multi_agent_v1.note"]),
+    ({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "local_shell"}, {"type": "custom", "name": "apply_patch"}]},
+     "auto", ["apply_patch", "local_shell"]),
+    ({"type": "allowed_tools", "mode": "required", "tools": [{"type": "image_generation"}]}, None, []),
+    ({"type": "web_search_preview"}, "auto", None),
+    ({"type": "mcp", "server_label": "deepwiki", "name": "ask"}, "auto", None),
+    ({"type": "file_search"}, "auto", None),
+])
+def test_responses_tool_choice_in_every_form(tool_choice, chat_choice, names):
+    chat = chat_of(responses, {"input": "Hi", "tools": CODEX_TOOLS, "tool_choice": tool_choice})
+    assert chat.get("tool_choice") == chat_choice
+    all_names = [function["name"] for function in offered({"tools": CODEX_TOOLS})]
+    assert [tool["function"]["name"] for tool in chat.get("tools", [])] == (all_names if names is None else names)
+
+
+def test_responses_a_tool_choice_of_a_tool_set_aside_says_so():
+    request = responses.ResponsesRequest.model_validate(
+        {"input": "Hi", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}], "tool_choice": {"type": "file_search"}})
+    assert responses.set_aside_headers(request) == {"X-Tools-Set-Aside": "file_search",
+                                                    "X-Tool-Choice-Set-Aside": "file_search"}
+    assert "tools" not in chat_of(responses, {"input": "Hi", "tool_choice": {"type": "file_search"},
+                                              "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]})
+
+
+@pytest.mark.parametrize("body", [
+    {"tools": CODEX_TOOLS, "tool_choice": {"type": "function", "name": "nowhere"}},
+    {"tools": [{"type": "web_search"}], "tool_choice": {"type": "function", "name": "nowhere"}},
+    {"tool_choice": "required"},
+])
+def test_responses_a_tool_choice_among_no_tools_is_refused(body):
+    assert refused(responses, {"input": "Hi", **body}).param == "tool_choice"
+
+
+def test_responses_calls_of_every_kind_come_back_under_the_offered_names():
+    action = {"type": "exec", "command": ["ls", "-la"], "env": {}, "timeout_ms": None, "working_directory": "/w"}
+    body = {"tools": CODEX_TOOLS, "input": [
+        {"role": "user", "content": "Go."},
+        {"type": "function_call", "call_id": "c1", "name": "close_agent", "namespace": "multi_agent_v1",
+         "arguments": '{"target": "a"}', "status": "completed", "id": "fc_1"},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** Begin Patch\n\"x\""},
+        {"type": "custom_tool_call", "call_id": "c3", "name": "note", "namespace": "multi_agent_v1", "input": "hi"},
+        {"type": "local_shell_call", "id": "lsh_1", "call_id": "c4", "status": "completed", "action": action},
+        {"type": "function_call", "call_id": "c5", "name": "gone", "namespace": "old_ns", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "closed"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "patched"}]},
+        {"type": "custom_tool_call_output", "call_id": "c3", "output": "noted", "id": "ctco_1"},
+        {"type": "local_shell_call_output", "id": "c4", "output": '{"output": "a.txt"}', "status": "completed"},
+        {"type": "function_call_output", "call_id": "c5", "output": "unknown tool"}]}
+
+    def call(call_id, name, arguments):
+        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    assert messages_of(responses, body)[1:] == [
+        {"role": "assistant", "tool_calls": [
+            call("c1", "multi_agent_v1.close_agent_2", '{"target": "a"}'),
+            call("c2", "apply_patch", '{"input": "*** Begin Patch\\n\\"x\\""}'),
+            call("c3", "multi_agent_v1.note", '{"input": "hi"}'),
+            call("c4", "local_shell", '{"command": ["ls", "-la"], "env": {}, "working_directory": "/w"}'),
+            call("c5", "old_ns.gone", "{}")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "closed"},
+        {"role": "tool", "tool_call_id": "c2", "content": "patched"},
+        {"role": "tool", "tool_call_id": "c3", "content": "noted"},
+        {"role": "tool", "tool_call_id": "c4", "content": '{"output": "a.txt"}'},
+        {"role": "tool", "tool_call_id": "c5", "content": "unknown tool"}]
+
+
+@pytest.mark.parametrize("field, value", [
+    *[("include", [value]) for value in get_args(ResponseIncludable)],
+    ("client_metadata", {"thread_id": "t", "x-codex-turn-metadata": '{"sandbox": "none"}'}),
+    ("reasoning", {"summary": "auto"}), ("reasoning", {"summary": "detailed", "effort": "max", "context": "all_turns"}),
+    ("reasoning", {"generate_summary": "concise", "mode": "standard"}),
+    ("prompt_cache_key", "01a2323e-1f31"), ("prompt_cache_retention", "24h"), ("truncation", "auto"),
+    ("truncation", "disabled"), ("max_tool_calls", 3), ("parallel_tool_calls", True), ("background", False),
+    ("store", False), ("service_tier", "priority"), ("safety_identifier", "u1"),
+    ("stream_options", {"include_obfuscation": False}),
+    ("input", [{"type": "message", "role": "developer", "content": "Be terse."}, {"role": "user", "content": "Hi"},
+               {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Later."}]}]),
+    ("input", [{"role": "user", "content": "Hi"}, {"type": "web_search_call", "id": "ws_1", "status": "completed",
+                                                   "action": {"type": "search", "query": "q"}},
+               {"type": "item_reference", "id": "msg_0"}, {"type": "compaction", "encrypted_content": "x"}]),
+])
+def test_responses_fields_agents_send_are_never_refused(field, value):
+    chat_of(responses, {"input": "Hi", field: value})
+
+
+def test_responses_verbosity_and_effort_reach_the_template():
+    request = responses.ResponsesRequest.model_validate(
+        {"input": "Hi", "text": {"verbosity": "low"}, "reasoning": {"effort": "max"}})
+    assert responses.to_chat_request(request).template_variables() == {"reasoning_effort": "max", "verbosity": "low"}
+
+
+def test_responses_input_items_of_no_use_to_the_model_are_set_aside_and_named():
+    body = {"input": [{"role": "user", "content": "Hi"}, {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+                      {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "someone else's"},
+                      {"type": "item_reference", "id": "msg_0"}, {"type": "web_search_call", "id": "ws_2"}]}
+    assert messages_of(responses, body) == [{"role": "user", "content": "Hi"}]
+    request = responses.ResponsesRequest.model_validate(body)
+    assert responses.set_aside_headers(request, SEAL) == {
+        "X-Input-Items-Set-Aside": "web_search_call, reasoning, item_reference"}
+
+
+@pytest.mark.parametrize("max_tool_calls, expected", [
+    (0, {"tool_choice": "none"}), (1, {"parallel_tool_calls": False}), (2, {}), (None, {})])
+def test_responses_max_tool_calls_limits_what_the_model_is_offered(max_tool_calls, expected):
+    chat = chat_of(responses, {"input": "Hi", "tools": CODEX_TOOLS[:1], "max_tool_calls": max_tool_calls})
+    assert {key: chat[key] for key in ("tool_choice", "parallel_tool_calls") if key in chat} == expected
+
+
+def test_responses_max_tool_calls_ends_the_answer_at_the_call_past_it():
+    events = [GenerationEvent(text="Two calls.", completion_tokens=2),
+              GenerationEvent(tool_calls=(ToolCallDelta(0, "c1", "f", "{}"),), completion_tokens=5),
+              GenerationEvent(tool_calls=(ToolCallDelta(1, "c2", "g", "{}"), ToolCallDelta(2, "c3", "h", "{}")),
+                              completion_tokens=9),
+              GenerationEvent(finish_reason="tool_calls", completion_tokens=12)]
+    assert list(responses_tools.at_most(1)(iter(events))) == [
+        *events[:2], GenerationEvent(finish_reason="tool_calls", completion_tokens=9)]
+    kept = list(responses_tools.at_most(2)(iter(events)))
+    assert kept[2] == GenerationEvent(tool_calls=(ToolCallDelta(1, "c2", "g", "{}"),), completion_tokens=9)
+    assert kept[3:] == [GenerationEvent(finish_reason="tool_calls", completion_tokens=9)]
+    assert list(responses_tools.at_most(3)(iter(events))) == events
+
+
+@pytest.mark.parametrize("arguments, tool_input", [
+    ('{"input": "*** Begin Patch"}', "*** Begin Patch"), ('{"patch": "*** Begin Patch"}', "*** Begin Patch"),
+    ("{}", ""), ("", ""), ('{"a": "x", "b": "y"}', '{"a": "x", "b": "y"}'), ('{"input": 5}', '{"input": 5}'),
+])
+def test_responses_a_custom_calls_input_is_what_the_model_wrote(arguments, tool_input):
+    assert responses_tools.custom_input(arguments) == tool_input
+
+
+def thought_item(**fields) -> dict:
+    return {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "A summary."}], **fields}
+
+
+@pytest.mark.parametrize("item, recalled", [
+    (thought_item(encrypted_content=SEAL.wrap("reasoning", "Sealed thought.")), "Sealed thought."),
+    (thought_item(content=[{"type": "reasoning_text", "text": "Plain "}, {"type": "reasoning_text", "text": "thought."}]),
+     "Plain thought."),
+    (thought_item(encrypted_content=SEAL.wrap("reasoning", "Sealed."), content=[{"type": "reasoning_text", "text": "x"}]),
+     "Sealed."),
+    (thought_item(encrypted_content="gAAAAB-openai-s", content=[{"type": "reasoning_text", "text": "Codex's copy."}]),
+     "Codex's copy."),
+    (thought_item(encrypted_content=SEAL.wrap("thinking", "Another purpose.")), None),
+    (thought_item(encrypted_content=SEAL.wrap("reasoning", "Tampered.")[:-2] + "xx"), None),
+    (thought_item(encrypted_content="gAAAAB-openai-s"), None),
+    (thought_item(), None),
+])
+def test_responses_a_thought_handed_back_reaches_the_next_assistant_turn(item, recalled):
+    body = {"input": [{"role": "user", "content": "Hi"}, item,
+                      {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]}
+    request = responses.ResponsesRequest.model_validate(body)
+    [_, assistant] = responses.chat_messages(request, seal=SEAL)
+    assert assistant.get("reasoning_content") == recalled
+    assert responses.set_aside_headers(request, SEAL) == ({} if recalled else {"X-Input-Items-Set-Aside": "reasoning"})
+
+
+def test_responses_thoughts_join_the_turn_they_precede():
+    def thought(text):
+        return thought_item(encrypted_content=SEAL.wrap("reasoning", text))
+    body = {"input": [
+        {"role": "user", "content": "Hi"}, thought("First."),
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Checking."}]},
+        thought("Second."), {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"}, thought("Dropped: no turn follows."),
+        {"role": "user", "content": "And?"}, thought("Third."),
+        {"type": "message", "role": "assistant", "content": "Done."}]}
+    messages = responses.chat_messages(responses.ResponsesRequest.model_validate(body), seal=SEAL)
+    assert [(m["role"], m.get("reasoning_content")) for m in messages] == [
+        ("user", None), ("assistant", "First.\n\nSecond."), ("tool", None), ("user", None), ("assistant", "Third.")]
+    current = responses.ResponsesRequest.model_validate({**body, "reasoning": {"context": "current_turn"}})
+    assert [m.get("reasoning_content") for m in responses.chat_messages(current, seal=SEAL)] == \
+        [None, None, None, None, "Third."]
+
+
+SEARCH_TOOL = {"type": "tool_search", "execution": "client", "description": "Find deferred tools.",
+               "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "number"}},
+                              "required": ["query"]}}
+FOUND = [{"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+    {"type": "function", "name": "spawn_agent", "parameters": TARGET, "defer_loading": True}]},
+    {"type": "function", "name": "exec_command", "parameters": SHELL_SCHEMA}]   # already offered: not twice
+
+
+def test_responses_a_client_tool_search_offers_what_it_found_from_then_on():
+    body = {"tools": [CODEX_TOOLS[0], SEARCH_TOOL, {"type": "tool_search"}], "input": [
+        {"role": "user", "content": "Spawn a helper."},
+        {"type": "tool_search_call", "id": "tsc_1", "call_id": "c1", "execution": "client", "status": "completed",
+         "arguments": {"query": "agents", "limit": 2}},
+        {"type": "tool_search_output", "call_id": "c1", "execution": "client", "status": "completed", "tools": FOUND},
+        {"type": "function_call", "call_id": "c2", "name": "spawn_agent", "namespace": "multi_agent_v1",
+         "arguments": '{"target": "x"}'}]}
+    chat = chat_of(responses, body)
+    assert [tool["function"] for tool in chat["tools"]] == [
+        offered({"tools": CODEX_TOOLS[:1]})[0],
+        {"name": "tool_search", "description": "Find deferred tools.", "parameters": SEARCH_TOOL["parameters"]},
+        {"name": "multi_agent_v1.spawn_agent", "description": "(multi_agent_v1: Sub-agents.)", "parameters": TARGET}]
+    assert chat["messages"][1:] == [
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "tool_search", "arguments": '{"query": "agents", "limit": 2}'}}]},
+        {"role": "tool", "tool_call_id": "c1",
+         "content": "Tools found, callable from now on: exec_command, multi_agent_v1.spawn_agent"},
+        {"role": "assistant", "tool_calls": [{"id": "c2", "type": "function", "function": {
+            "name": "multi_agent_v1.spawn_agent", "arguments": '{"target": "x"}'}}]}]
+    request = responses.ResponsesRequest.model_validate(body)
+    assert responses.set_aside_headers(request) == {"X-Tools-Set-Aside": "tool_search"}   # the server-side one
 
 
 # --- max_tokens as an upper bound ----------------------------------------------------------------------
