@@ -40,7 +40,7 @@ def place_system_turns(messages: list[dict], capabilities: TemplateCapabilities)
     return _with_one_system(messages[:first_turn]) + _as_instructions(messages[first_turn:])
 
 
-def instruction_text(system_messages: list[dict]) -> str:
+def _instruction(system_messages: list[dict]) -> str:
     """The marked text that carries these system messages in a user-side turn ("" if they are empty)."""
     text = _joined_text(system_messages)
     return SYSTEM_INSTRUCTION.format(text) if text else ""
@@ -58,7 +58,7 @@ def _as_instructions(messages: list[dict]) -> list[dict]:
         end = position
         while end < len(messages) and _is_system(messages[end]):
             end += 1
-        position = _place(placed, instruction_text(messages[position:end]), messages, end)
+        position = _place(placed, _instruction(messages[position:end]), messages, end)
     return placed
 
 

@@ -56,13 +56,14 @@ class Session:
         return {"model": "m", "messages": messages, "tools": tools, "max_tokens": 100}
 
     def _anthropic(self) -> dict:
-        assert not self.instructions, "Anthropic's mid-conversation system turns come with the anthropic dialect"
         messages = [{"role": "user", "content": TASK}]
         for n, (command, result) in enumerate(self.rounds):
             messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": _call_id(n), "name": "run",
                                                             "input": {"command": command}}]},
                          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _call_id(n),
                                                        "content": result}]}]
+            if n + 1 in self.instructions:   # as Claude Code sends them
+                messages.append({"role": "system", "content": self.instructions[n + 1]})
         tools = [{"name": RUN["name"], "description": RUN["description"], "input_schema": RUN["schema"]}]
         return {"model": "m", "system": self.system, "messages": messages, "tools": tools, "max_tokens": 100}
 
@@ -101,9 +102,12 @@ def strict_proxy(fake, start_proxy, tmp_path_factory):
 
 LATE = "The user is watching: explain each command."
 INSTRUCTED = Session([("ls", "a.txt b.txt")], {1: LATE})
+# The Messages API joins these when its translation passes Claude Code's mid-conversation system turns
+# on (the anthropic dialect's part of issue 16); until then it refuses them before any prompt is made.
+WITH_LATE_INSTRUCTIONS = ["chat", "responses"]
 
 
-@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("api", WITH_LATE_INSTRUCTIONS)
 def test_a_late_instruction_keeps_its_place_where_the_template_refuses_it(fake, strict_proxy, api):
     _, prompt = send(strict_proxy, fake, api, INSTRUCTED)
     assert prompt.startswith("<|im_start|>system\nYou run shell commands for the user. Be careful.\n\n# Tools")
@@ -158,7 +162,7 @@ def session_turns(rounds: int, instructions: dict[int, str] | None = None) -> li
 def test_each_turn_extends_the_previous_turns_prompt(fake, template_proxies, name, api):
     """Turn N+1's prompt starts with turn N's, generation prompt included (the model's answer at turn N
     is the call turn N+1 renders after it), so llama.cpp re-reads only the new round."""
-    instructions = {} if api == "anthropic" else {2: LATE}
+    instructions = {2: LATE} if api in WITH_LATE_INSTRUCTIONS else {}
     prompts = [send(template_proxies[name], fake, api, turn)[1] for turn in session_turns(4, instructions)]
     for earlier, later in zip(prompts, prompts[1:], strict=False):
         assert later.startswith(earlier), (earlier, later)
