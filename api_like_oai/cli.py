@@ -131,6 +131,9 @@ def _add_limit_and_log_flags(add) -> None:
              "only to keep a reply reserve (truncate), or answer 400 as OpenAI does (error) (default: %(default)s)")
     add("--reply-reserve", type=float, default=0.25,
         help="share of the context kept for the reply before old turns are dropped (default: %(default)s)")
+    add("--drop-step", type=float, default=0.125,
+        help="old turns are dropped in steps of this share of the context, so that the next turns extend the "
+             "same prompt and llama.cpp reuses its cache; 0 drops the fewest (default: %(default)s)")
     add("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: none)")
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -231,7 +234,7 @@ def _context_policy(args: argparse.Namespace, model_config=None) -> Policy:
     def pick(name: str):
         own = getattr(model_config, name, None) if model_config is not None else None
         return own if own is not None else getattr(args, name)
-    return Policy(pick("context_overflow"), pick("reply_reserve"))
+    return Policy(pick("context_overflow"), pick("reply_reserve"), pick("drop_step"))
 
 
 def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoice:

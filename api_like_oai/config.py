@@ -41,6 +41,7 @@ class ModelConfig(BaseModel):
     reasoning_format: Literal["auto", "none", "deepseek"] | None = None
     context_overflow: Literal["truncate", "error"] | None = None
     reply_reserve: float | None = Field(None, gt=0, lt=1)
+    drop_step: float | None = Field(None, ge=0, lt=1)
     defaults: dict[str, Any] = {}
     overrides: dict[str, Any] = {}
     max_tokens: int | None = Field(None, ge=1)

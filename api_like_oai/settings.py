@@ -12,10 +12,12 @@ TRUNCATE, ERROR = "truncate", "error"
 @dataclass(frozen=True)
 class Policy:
     """How a conversation that does not fit the context is handled (--context-overflow,
-    --reply-reserve); services/context.py applies it. Here, so that settings import nothing above them."""
+    --reply-reserve, --drop-step); services/context.py applies it. Here, so that settings import
+    nothing above them."""
 
     overflow: str = TRUNCATE
     reply_share: float = 0.25   # of the context, kept free for the reply before history is dropped
+    drop_step: float = 0.125    # of the context: turns are dropped in steps of about this many tokens; 0: the fewest
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ from .jinja import compile_template
 _MARK = "Probe-7f3a9c"
 USER_TEXT = f"{_MARK}-user"
 SYSTEM_TEXT = f"{_MARK}-system"
+LATE_SYSTEM_TEXT = f"{_MARK}-late-system"
+ASSISTANT_TEXT = f"{_MARK}-assistant"
+NEXT_USER_TEXT = f"{_MARK}-next-user"
 RESPONSE_TEXT = f"{_MARK}-response"
 TOOL_NAME = "probe_7f3a9c_tool"
 CALL_NAMES = ("probe_7f3a9c_first", "probe_7f3a9c_second")
@@ -48,6 +51,9 @@ class TemplateCapabilities:
     requires_object_arguments: bool     # arguments must be a dict: a JSON string is double-encoded or fails
     requires_short_ids: bool            # tool call ids must be 9 alphanumerics (longer ones fail)
     tool_call_format: str | None        # "hermes", "mistral", "llama3", or None: read from the template text
+    # a system message after the first turn appears where it stands (not raised on, dropped or moved);
+    # a default, so that plug-ins declaring their capabilities before it existed still work
+    supports_late_system: bool = True
 
 
 @functools.lru_cache(maxsize=64)
@@ -65,6 +71,7 @@ def probe(template_source: str, bos_token: str = "", eos_token: str = "") -> Tem
         requires_object_arguments=supports_tool_calls and not isinstance(arguments, str),
         requires_short_ids=supports_tool_calls and _requires_short_ids(render, arguments),
         tool_call_format=detect_format(template_source),
+        supports_late_system=_places_late_system(render),
     )
 
 
@@ -79,6 +86,25 @@ def _render(template_source: str, bos_token: str, eos_token: str, messages: list
         return compile_template(template_source).render(variables)
     except Exception:  # noqa: BLE001 - a probe that fails only means "not supported"
         return ""
+
+
+def _places_late_system(render) -> bool:
+    """True if a system message after an answer, and one right after a user message, each appear
+    between the messages around it: Qwen3.5's template raises ("System message must be at the
+    beginning"), Llama 2's breaks its alternation, Alpaca's moves the last one to the top, Vicuna's
+    drops it."""
+    system = {"role": "system", "content": SYSTEM_TEXT}
+    late = {"role": "system", "content": LATE_SYSTEM_TEXT}
+    after_answer = render([system, _USER, {"role": "assistant", "content": ASSISTANT_TEXT}, late,
+                           {"role": "user", "content": NEXT_USER_TEXT}])
+    after_user = render([system, _USER, late])
+    return _in_order(after_answer, ASSISTANT_TEXT, LATE_SYSTEM_TEXT, NEXT_USER_TEXT) \
+        and _in_order(after_user, USER_TEXT, LATE_SYSTEM_TEXT)
+
+
+def _in_order(text: str, *markers: str) -> bool:
+    positions = [text.find(marker) for marker in markers]
+    return -1 not in positions and positions == sorted(positions)
 
 
 def _call(name: str, arguments, call_id: str) -> dict:

@@ -6,10 +6,12 @@ Its token ids are for the original HF tokenizer and are never sent to llama.cpp.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import InvalidRequest
 from .base import ChatPrompt
+from .capabilities import TemplateCapabilities
+from .tools import NO_CAPABILITIES
 
 # Styles whose prompt puts two consecutive user turns into one malformed [INST] block.
 _STRICT_ALTERNATION_STYLES = {"LLAMA2", "MISTRAL", "LLAMA3", "GEMMA"}
@@ -44,6 +46,10 @@ class FastChatFormatter:
 
     def describe(self) -> dict:
         return {"source": "chat_prompt_model", "name": f"fastchat:{self.template_name}"}
+
+    def tool_capabilities(self) -> TemplateCapabilities:
+        """No tools; one system message, which FastChat writes first: later ones would move there."""
+        return replace(NO_CAPABILITIES, supports_late_system=False)
 
     def render(self, messages, *, add_generation_prompt=True, continue_final_message=False,
                tools=None) -> ChatPrompt:

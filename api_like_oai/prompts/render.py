@@ -5,7 +5,8 @@ from __future__ import annotations
 from .base import ChatFormatter, ChatPrompt, FormatterOptions, normalise_messages
 from .jinja import JinjaFormatter
 from .resolve import TemplateChoice, resolve_formatter
-from .tools import formatter_capabilities, involves_tools, prepare
+from .system_turns import place_system_turns
+from .tools import NO_CAPABILITIES, formatter_capabilities, involves_tools, prepare
 
 
 def render_chat(messages: list[dict], *, chat_template: str | None = None,
@@ -29,13 +30,16 @@ def render_messages(formatter: ChatFormatter, messages: list[dict], tools: list[
                     template_variables: dict | None = None) -> ChatPrompt:
     """`formatter`'s prompt for `messages` (text content) and `tools`: tools, calls and results given
     natively where the formatter renders them and written into the messages where it does not
-    (prompts/tools.py); `developer` messages as `system` for templates that know no developer role;
+    (prompts/tools.py); `developer` messages as `system` for templates that know no developer role,
+    and system messages where the template takes them (prompts/system_turns.py);
     `template_variables` (chat_template_kwargs, reasoning_effort) for Jinja templates."""
+    capabilities = formatter_capabilities(formatter)
     if tools or any(involves_tools(message) for message in messages):
-        messages, tools = prepare(messages, tools, formatter_capabilities(formatter))
+        messages, tools = prepare(messages, tools, capabilities)
     is_jinja = isinstance(formatter, JinjaFormatter)
     if not (is_jinja and formatter.knows_role("developer")):
         messages = [{**m, "role": "system"} if m.get("role") == "developer" else m for m in messages]
+    messages = place_system_turns(messages, capabilities or NO_CAPABILITIES)
     options = {"template_variables": template_variables} if is_jinja and template_variables else {}
     return formatter.render(messages, add_generation_prompt=add_generation_prompt,
                             continue_final_message=continue_final_message, tools=tools, **options)

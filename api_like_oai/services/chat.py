@@ -104,6 +104,8 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     constraint = tool_constraint(request, model, tool_plan)
     payload = upstream_payload(request, fitted.prompt) | {"n_predict": fitted.n_predict} | constraint
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
+    if fitted.dropped_tool_rounds:
+        headers["X-Tool-Rounds-Dropped"] = str(fitted.dropped_tool_rounds)
     if fitted.n_predict >= 0:
         headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
     choice_count = request.n or 1

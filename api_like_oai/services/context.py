@@ -6,9 +6,15 @@ only when the prompt leaves less than a reply reserve (the smaller of max_tokens
 context), and the reply may use what the context leaves. `overflow="error"` is OpenAI's strict
 behaviour instead: prompt + max_tokens must fit as asked.
 
+What may be dropped (`droppable_turns`): the turns before the last user message, and the tool rounds
+after it but the latest, so that an agent's session of one task and hundreds of tool rounds keeps
+running; never a system message, the last user message, or half of a round. They are dropped in steps
+(`drop_points`): each step drops about `Policy.drop_step` of the context more, so that the turns after
+a drop extend the same prompt, and llama.cpp reuses its cache, until the next step.
+
 Counting tokens needs a round trip to llama.cpp's /tokenize, so it is skipped when the prompt's
 byte length already proves it fits (a token is never shorter than one byte), and the cut in a long
-history is found by bisection: a few counts, not one per dropped message.
+history is found by bisection over the steps: a few counts, not one per dropped message.
 """
 
 from __future__ import annotations
@@ -24,11 +30,15 @@ __all__ = ["ERROR", "TRUNCATE", "FittedPrompt", "Policy", "droppable_turns", "fi
 DEFAULT_POLICY = Policy()
 
 
+CHARACTERS_PER_TOKEN = 4      # to size drop steps without counting: about right for English and code
+
+
 @dataclass(frozen=True)
 class FittedPrompt:
     prompt: ChatPrompt
     n_predict: int            # tokens to generate; -1 only when the context length is unknown
     dropped_messages: int
+    dropped_tool_rounds: int = 0   # of the dropped turns, those that were an assistant's tool calls and their results
 
 
 def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None,
@@ -50,14 +60,15 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
     reserve = max(1, int(context_length * policy.reply_share))
     if max_tokens is not None:
         reserve = min(reserve, max(max_tokens, 1))
-    kept, prompt, prompt_tokens = _drop_oldest_turns(messages, render, count_tokens, context_length - reserve)
-    room = context_length - prompt_tokens
+    step_size = int(context_length * policy.drop_step * CHARACTERS_PER_TOKEN)
+    cut = _drop_oldest_turns(messages, render, count_tokens, context_length - reserve, step_size)
+    room = context_length - cut.prompt_tokens
     if room < 1:
         raise ContextLengthExceeded(
-            f"this model's context length is {context_length} tokens and the prompt needs {prompt_tokens} "
+            f"this model's context length is {context_length} tokens and the prompt needs {cut.prompt_tokens} "
             "after dropping every message that may be dropped", param="messages")
     n_predict = room if max_tokens is None else min(max_tokens, room)
-    return FittedPrompt(prompt, n_predict, len(messages) - len(kept))
+    return FittedPrompt(cut.prompt, n_predict, len(messages) - len(cut.kept), cut.tool_rounds(messages))
 
 
 def _fits_by_bytes(prompt_bytes: int, context_length: int, max_tokens: int | None, policy: Policy) -> bool:
@@ -80,50 +91,96 @@ def _fit_exactly(prompt: ChatPrompt, count_tokens, context_length: int, max_toke
     return FittedPrompt(prompt, max_tokens if max_tokens is not None else context_length - prompt_tokens, 0)
 
 
-def _drop_oldest_turns(messages: list, render, count_tokens, token_budget: int):
-    """(kept messages, their prompt, its tokens) after dropping the fewest oldest turns that bring the
-    prompt within `token_budget` (or every droppable turn), found by bisection."""
-    groups = droppable_turns(messages)
-    measured: dict[int, tuple] = {}
+@dataclass(frozen=True)
+class _Cut:
+    kept: list
+    prompt: ChatPrompt
+    prompt_tokens: int
+    dropped: list[range]    # the groups of droppable_turns left out
 
-    def measure(dropped: int):
-        if dropped not in measured:
-            removed = {index for group in groups[:dropped] for index in group}
+    def tool_rounds(self, messages: list) -> int:
+        return sum(1 for group in self.dropped if _calls_tools(messages[group.start]))
+
+
+def _drop_oldest_turns(messages: list, render, count_tokens, token_budget: int, step_size: int) -> _Cut:
+    """The prompt after dropping the fewest steps of oldest turns that bring it within `token_budget`
+    (or every droppable turn), found by bisection over the steps."""
+    groups = droppable_turns(messages)
+    points = drop_points(messages, groups, step_size)
+    measured: dict[int, _Cut] = {}
+
+    def measure(point: int) -> _Cut:
+        if point not in measured:
+            dropped = groups[:points[point]]
+            removed = {index for group in dropped for index in group}
             kept = [message for index, message in enumerate(messages) if index not in removed]
             prompt = render(kept)
-            measured[dropped] = (kept, prompt, count_tokens(prompt.text))
-        return measured[dropped]
+            measured[point] = _Cut(kept, prompt, count_tokens(prompt.text), dropped)
+        return measured[point]
 
-    if measure(0)[2] <= token_budget:
+    if len(points) == 1 or measure(0).prompt_tokens <= token_budget:
         return measure(0)
-    low, high = 1, len(groups)
+    low, high = 1, len(points) - 1
     while low < high:
         middle = (low + high) // 2
-        if measure(middle)[2] <= token_budget:
+        if measure(middle).prompt_tokens <= token_budget:
             high = middle
         else:
             low = middle + 1
     return measure(low)
 
 
+def drop_points(messages: list, groups: list[range], step_size: int) -> list[int]:
+    """How many of the oldest `groups` a fit may drop: 0, then each count at which the groups dropped
+    since the previous count reach `step_size` characters (every count when it is 0), and all of them.
+    The points depend only on the oldest turns, which the next turns of a conversation share, so the
+    next turn drops the same ones unless it needs another step."""
+    points, since_last = [0], 0
+    for count, group in enumerate(groups, 1):
+        since_last += sum(_size(messages[index]) for index in group)
+        if since_last >= step_size or count == len(groups):
+            points.append(count)
+            since_last = 0
+    return points
+
+
 def droppable_turns(messages: list) -> list[range]:
-    """The turns that may be dropped, oldest first: every message before the last user message but
-    the system messages; an assistant's tool calls go together with the results that answer them
-    (a template raises on an orphan call or result, and the model would be confused)."""
-    last_user = max((n for n, m in enumerate(messages) if _role(m) == "user"), default=len(messages))
-    turns, position = [], 0
-    while position < last_user:
+    """The turns that may be dropped, oldest first: the messages before the last user message, and the
+    tool rounds after it but the latest (what the model acts on next); never a system message. An
+    assistant's message goes together with the tool results that answer it: a template raises on an
+    orphan call or result, and the model would be confused."""
+    last_user = max((n for n, m in enumerate(messages) if _role(m) == "user"), default=None)
+    if last_user is None:
+        return _turns(messages, 0, len(messages))
+    return _turns(messages, 0, last_user) + _turns(messages, last_user + 1, len(messages))[:-1]
+
+
+def _turns(messages: list, start: int, end: int) -> list[range]:
+    """messages[start:end] as turns: each message alone, but an assistant's with the results after it."""
+    turns, position = [], start
+    while position < end:
         if _role(messages[position]) in ("system", "developer"):
             position += 1
             continue
-        end = position + 1
+        following = position + 1
         if _role(messages[position]) in ("assistant", "tool", "function"):
-            while end < last_user and _role(messages[end]) in ("tool", "function"):
-                end += 1
-        turns.append(range(position, end))
-        position = end
+            while following < end and _role(messages[following]) in ("tool", "function"):
+                following += 1
+        turns.append(range(position, following))
+        position = following
     return turns
 
 
-def _role(message) -> str:
-    return message["role"] if isinstance(message, dict) else message.role
+def _size(message: dict) -> int:
+    """A message's length in characters (content, called names and arguments), which sizes the drop steps."""
+    functions = [call.get("function") or {} for call in message.get("tool_calls") or ()]
+    return len(message.get("content") or "") + sum(len(str(f.get("name", ""))) + len(str(f.get("arguments", "")))
+                                                   for f in functions)
+
+
+def _calls_tools(message: dict) -> bool:
+    return _role(message) == "assistant" and bool(message.get("tool_calls") or message.get("function_call"))
+
+
+def _role(message: dict) -> str:
+    return message.get("role", "")

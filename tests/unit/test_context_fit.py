@@ -1,4 +1,5 @@
-"""Fitting a conversation into the context: keep it, shorten the reply, drop turns only for the reserve."""
+"""Fitting a conversation into the context: keep it, shorten the reply, drop turns only for the reserve,
+in steps, and in an agent's session the oldest tool rounds after the task."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from api_like_oai.errors import ContextLengthExceeded
 from api_like_oai.prompts import ChatPrompt
-from api_like_oai.services.context import ERROR, Policy, droppable_turns, fit
+from api_like_oai.services.context import ERROR, Policy, drop_points, droppable_turns, fit
 
 TOKENS_PER_MESSAGE = 10
 
@@ -41,18 +42,31 @@ def test_a_large_max_tokens_keeps_the_conversation_and_shortens_the_reply():
     assert (fitted.dropped_messages, fitted.n_predict) == (0, 120)
 
 
+FEWEST = Policy(drop_step=0)
+
+
 def test_turns_are_dropped_only_to_keep_the_reply_reserve():
     messages = conversation(10)                    # 22 messages, 220 tokens
-    fitted = fit(messages, render, Counter(), context_length=400, max_tokens=32000, policy=Policy(reply_share=0.5))
+    fitted = fit(messages, render, Counter(), context_length=400, max_tokens=32000,
+                 policy=Policy(reply_share=0.5, drop_step=0))
     prompt_tokens = len(fitted.prompt.text) // 4
     assert prompt_tokens <= 200 < prompt_tokens + 2 * TOKENS_PER_MESSAGE   # the fewest turns dropped
     assert fitted.n_predict == 400 - prompt_tokens
     assert fitted.prompt.text.startswith("s" * 40) and fitted.prompt.text.endswith("q" * 40)
 
 
+def test_turns_are_dropped_in_steps_of_an_eighth_of_the_context():
+    """400 tokens of context: steps of 50 tokens (200 characters), i.e. five 10-token messages; the
+    fewest steps that bring the prompt within the 200 tokens left by the reserve."""
+    messages = conversation(10)                    # 22 messages, 220 tokens
+    fitted = fit(messages, render, Counter(), context_length=400, max_tokens=32000, policy=Policy(reply_share=0.5))
+    assert fitted.dropped_messages == 5
+    assert fitted.prompt.text.startswith("s" * 40) and fitted.prompt.text.endswith("q" * 40)
+
+
 def test_a_small_max_tokens_is_the_reserve():
     messages = conversation(10)
-    fitted = fit(messages, render, Counter(), context_length=230, max_tokens=20)
+    fitted = fit(messages, render, Counter(), context_length=230, max_tokens=20, policy=FEWEST)
     assert len(fitted.prompt.text) // 4 + 20 <= 230
     assert fitted.n_predict == 20
 
@@ -97,8 +111,91 @@ def test_byte_length_that_proves_the_fit_needs_no_count():
     assert counter.calls == 0
 
 
-def test_droppable_turns_keep_calls_with_their_results_and_spare_system_and_the_last_question():
+def test_droppable_turns_keep_calls_with_their_results_and_spare_system_the_last_question_and_round():
     messages = [{"role": "system"}, {"role": "user"}, {"role": "assistant"}, {"role": "tool"},
                 {"role": "tool"}, {"role": "assistant"}, {"role": "developer"}, {"role": "user"},
-                {"role": "assistant"}, {"role": "tool"}]
-    assert droppable_turns(messages) == [range(1, 2), range(2, 5), range(5, 6)]
+                {"role": "assistant"}, {"role": "tool"}, {"role": "system"}, {"role": "assistant"}, {"role": "tool"},
+                {"role": "tool"}]
+    assert droppable_turns(messages) == [range(1, 2), range(2, 5), range(5, 6), range(8, 10)]
+
+
+# --- an agent's session: one task, then tool rounds ----------------------------------------------
+
+def call(n: int) -> dict:
+    return {"id": f"call_{n}", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+
+
+def session(rounds: int, results_per_round: int = 1) -> list[dict]:
+    """System, the task, then `rounds` rounds: an assistant's calls (10 tokens) and their results
+    (40 tokens in all), each round 200 characters."""
+    messages = [{"role": "system", "content": "s" * 40}, {"role": "user", "content": "t" * 40}]
+    for n in range(rounds):
+        calls = [call(n * 10 + m) for m in range(results_per_round)]
+        messages.append({"role": "assistant", "content": f"{n:04d}" + "a" * 36, "tool_calls": calls})
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "r" * (160 // results_per_round)}
+                     for c in calls]
+    return messages
+
+
+def render_session(messages: list[dict]) -> ChatPrompt:
+    """Each message's content; a result whose call is not in the prompt would be a template error."""
+    shown_calls = {c["id"] for m in messages for c in m.get("tool_calls", ())}
+    assert all(m["tool_call_id"] in shown_calls for m in messages if m["role"] == "tool"), "half a round"
+    return ChatPrompt("".join(m["content"] for m in messages))
+
+
+def test_an_agent_session_drops_its_oldest_tool_rounds_and_keeps_the_task():
+    messages = session(30)                          # 20 + 30 * 50 = 1520 tokens
+    fitted = fit(messages, render_session, Counter(), context_length=1000, max_tokens=100, policy=FEWEST)
+    assert fitted.prompt.text.startswith("s" * 40 + "t" * 40)           # the system prompt, the task
+    assert fitted.prompt.text.endswith("0029" + "a" * 36 + "r" * 160)   # the latest round
+    assert fitted.dropped_tool_rounds == 13 and fitted.dropped_messages == 26   # 20 + 17 * 50 = 870 <= 900
+    assert fitted.n_predict == 100
+
+
+def test_a_round_goes_with_all_its_results():
+    fitted = fit(session(30, results_per_round=4), render_session, Counter(), context_length=1000, max_tokens=100,
+                 policy=FEWEST)
+    assert fitted.dropped_tool_rounds == 13 and fitted.dropped_messages == 13 * 5
+
+
+def test_the_latest_round_is_never_dropped():
+    messages = session(3)
+    messages[-1]["content"] = "r" * 4000
+    with pytest.raises(ContextLengthExceeded, match="after dropping every message that may be dropped"):
+        fit(messages, render_session, Counter(), context_length=1000, max_tokens=100)
+
+
+def test_a_session_of_hundreds_of_rounds_costs_a_logarithmic_number_of_counts():
+    counter = Counter()
+    fitted = fit(session(400), render_session, counter, context_length=1000, max_tokens=100, policy=FEWEST)
+    assert fitted.dropped_tool_rounds == 383
+    assert counter.calls <= math.ceil(math.log2(400)) + 2
+
+
+def prompts_of_a_growing_session(policy: Policy, turns: range) -> list[str]:
+    return [fit(session(rounds), render_session, Counter(), context_length=1000, max_tokens=100, policy=policy)
+            .prompt.text for rounds in turns]
+
+
+def breaks(prompts: list[str]) -> int:
+    """How many turns' prompts do not start with the previous turn's (llama.cpp re-reads them past the task)."""
+    return sum(not later.startswith(earlier) for earlier, later in zip(prompts, prompts[1:], strict=False))
+
+
+def test_rounds_are_dropped_in_steps_so_that_the_next_turns_extend_the_same_prompt():
+    """A step is an eighth of the 1000-token context, 500 characters: three 200-character rounds. Once
+    the session outgrows the context, dropping the fewest rounds changes the prompt after the task at
+    every turn; dropping three at a time, at every third turn, the two between extend the prompt."""
+    turns = range(17, 47)        # the session outgrows the 900 tokens left by the reply at 18 rounds
+    assert breaks(prompts_of_a_growing_session(FEWEST, turns)) == 29
+    assert breaks(prompts_of_a_growing_session(Policy(), turns)) == 10
+
+
+def test_drop_points_follow_the_oldest_turns_so_later_turns_share_them():
+    messages = session(10)
+    groups = droppable_turns(messages)
+    points = drop_points(messages, groups, step_size=500)
+    assert points == [0, 3, 6, 9]                   # 9 rounds may go; the tenth is the latest
+    longer = session(14)
+    assert drop_points(longer, droppable_turns(longer), step_size=500)[:4] == points

@@ -12,10 +12,14 @@ from api_like_oai.prompts.resolve import UnknownTemplate
 
 
 def test_vicuna_prompt_and_system_messages_joined():
+    """The system messages before the first turn are one (joined by a blank line, as for every template
+    that takes one system message); a later one stays where it was, in the user turn after it."""
     prompt = render_chat([{"role": "system", "content": "Rule one."}, {"role": "system", "content": "Rule two."},
                           {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+                          {"role": "system", "content": "Rule three."},
                           {"role": "user", "content": "Bye"}], chat_prompt_model="vicuna_v1.1")
-    assert prompt.text == "Rule one.\nRule two. USER: Hi ASSISTANT: Hello</s>USER: Bye ASSISTANT:"
+    assert prompt.text == ("Rule one.\n\nRule two. USER: Hi ASSISTANT: Hello</s>"
+                           "USER: <system-instruction>\nRule three.\n</system-instruction>\n\nBye ASSISTANT:")
 
 
 def test_template_stop_str_is_returned():

@@ -15,7 +15,7 @@ import yaml
 
 from api_like_oai import render_chat
 from api_like_oai.errors import TemplateError
-from api_like_oai.prompts import JinjaFormatter, shipped
+from api_like_oai.prompts import FormatterOptions, JinjaFormatter, shipped
 from api_like_oai.prompts.fastchat import FastChatFormatter, fastchat_names
 
 SYSTEM = {"role": "system", "content": "You are a terse assistant."}
@@ -236,8 +236,17 @@ def test_renders_other_conversations_exactly(name, messages, expected):
 
 @pytest.mark.parametrize("name", sorted(NO_SYSTEM_ROLE))
 def test_a_system_message_is_refused_where_the_model_has_no_system_role(name):
+    bos, eos = TOKENS[name]
+    template = JinjaFormatter(shipped.load(name), FormatterOptions(bos_token=bos, eos_token=eos))
     with pytest.raises(TemplateError, match="System role not supported"):
-        render(name, WITH_SYSTEM)
+        template.render(WITH_SYSTEM)
+
+
+def test_gemma_gets_the_system_message_as_a_marked_instruction_in_the_first_user_turn():
+    """The template refuses it; the proxy keeps it (prompts/system_turns.py), where it stood."""
+    assert render("gemma", WITH_SYSTEM) == EXPECTED["gemma"].replace(
+        "user\nWhat is 2 + 2?", "user\n<system-instruction>\nYou are a terse assistant.\n</system-instruction>\n\n"
+                                 "What is 2 + 2?")
 
 
 @pytest.mark.parametrize("name", ["llama-2", "mistral", "gemma"])

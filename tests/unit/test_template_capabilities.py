@@ -1,4 +1,4 @@
-"""probe() tells what a chat template renders: tools, tool calls and results, the system role."""
+"""probe() tells what a chat template renders: tools, tool calls and results, the system role, late system messages."""
 
 from __future__ import annotations
 
@@ -14,19 +14,23 @@ from api_like_oai.tools.formats import detect as tool_call_format
 def caps(*flags: str, tool_call_format: str | None = None) -> TemplateCapabilities:
     """Capabilities with exactly `flags` true."""
     names = ["supports_tools", "supports_tool_calls", "supports_tool_responses", "supports_parallel_tool_calls",
-             "supports_system_role", "requires_object_arguments", "requires_short_ids"]
+             "supports_system_role", "requires_object_arguments", "requires_short_ids", "supports_late_system"]
     unknown = set(flags) - set(names)
     assert not unknown, unknown
     return TemplateCapabilities(**{name: name in flags for name in names}, tool_call_format=tool_call_format)
 
 
 PLAIN = caps("supports_system_role")
+# Templates that write every message where it stands, a system message after the first turn too.
+IN_PLACE = caps("supports_system_role", "supports_late_system")
 # Templates that write any role as a turn of its own also write role "tool" messages.
-PLAIN_ANY_ROLE = caps("supports_system_role", "supports_tool_responses")
+PLAIN_ANY_ROLE = caps("supports_system_role", "supports_tool_responses", "supports_late_system")
 FULL_TOOLS = ("supports_tools", "supports_tool_calls", "supports_tool_responses", "supports_system_role",
               "requires_object_arguments")
 
 SHIPPED = {
+    # Alpaca and Inkbot write the last system message first; Llama 2 and Mistral raise on a late one
+    # (their user/assistant alternation); Vicuna leaves it out.
     "alpaca": PLAIN,
     "chatml": PLAIN_ANY_ROLE,
     # Gemma refuses a system message; a tool message after the user is a turn like any other.
@@ -35,12 +39,13 @@ SHIPPED = {
     "llama-2": PLAIN,
     "llama-3": PLAIN_ANY_ROLE,
     "mistral": PLAIN,
-    "phi-3": PLAIN,
+    "phi-3": IN_PLACE,
     "vicuna": PLAIN,
-    "zephyr": PLAIN,
-    "qwen2.5": caps(*FULL_TOOLS, "supports_parallel_tool_calls", tool_call_format="hermes"),
+    "zephyr": IN_PLACE,
+    "qwen2.5": caps(*FULL_TOOLS, "supports_parallel_tool_calls", "supports_late_system", tool_call_format="hermes"),
     # One call per assistant message, or the template raises.
-    "llama-3.1": caps(*FULL_TOOLS, tool_call_format="llama3"),
+    "llama-3.1": caps(*FULL_TOOLS, "supports_late_system", tool_call_format="llama3"),
+    # A system message other than the first raises ("Only user and assistant roles are supported, ...").
     "mistral-v3": caps(*FULL_TOOLS, "supports_parallel_tool_calls", "requires_short_ids", tool_call_format="mistral"),
 }
 
@@ -82,27 +87,28 @@ def _calls_template(arguments: str, *, check_id: bool = False, first_call_only: 
 
 
 INLINE = [
-    ("plain roles only", _PLAIN_ROLES, PLAIN),
+    ("plain roles only", _PLAIN_ROLES, IN_PLACE),
     ("raises on a system message", _NO_SYSTEM, caps()),
     # Arguments written as given: OpenAI's JSON string reads right, so no object is needed.
     ("raw arguments", _calls_template("c.function.arguments"),
      caps("supports_tools", "supports_tool_calls", "supports_tool_responses", "supports_parallel_tool_calls",
-          "supports_system_role")),
+          "supports_system_role", "supports_late_system")),
     # `| tojson` double-encodes a JSON string: the template needs an object.
     ("tojson arguments", _calls_template("c.function.arguments | tojson"),
      caps("supports_tools", "supports_tool_calls", "supports_tool_responses", "supports_parallel_tool_calls",
-          "supports_system_role", "requires_object_arguments")),
+          "supports_system_role", "requires_object_arguments", "supports_late_system")),
     ("raises on ids that are not 9 characters", _calls_template("c.function.arguments | tojson", check_id=True),
      caps("supports_tools", "supports_tool_calls", "supports_tool_responses", "supports_parallel_tool_calls",
-          "supports_system_role", "requires_object_arguments", "requires_short_ids")),
+          "supports_system_role", "requires_object_arguments", "requires_short_ids", "supports_late_system")),
     ("raises on result ids that are not 9 characters",
      _calls_template("c.function.arguments").replace(
          "<{{ m.role }}>", "{% if m.tool_call_id is defined and m.tool_call_id | length != 9 %}"
                            "{{ raise_exception('bad id') }}{% endif %}<{{ m.role }}>"),
      caps("supports_tools", "supports_tool_calls", "supports_tool_responses", "supports_parallel_tool_calls",
-          "supports_system_role", "requires_short_ids")),
+          "supports_system_role", "requires_short_ids", "supports_late_system")),
     ("writes only the first call", _calls_template("c.function.arguments", first_call_only=True),
-     caps("supports_tools", "supports_tool_calls", "supports_tool_responses", "supports_system_role")),
+     caps("supports_tools", "supports_tool_calls", "supports_tool_responses", "supports_system_role",
+          "supports_late_system")),
     ("does not parse", "{% for m in messages %}", caps()),
     ("raises on everything", "{{ raise_exception('no') }}", caps()),
     ("unsafe", "{{ ''.__class__.__mro__ }}{% for m in messages %}{{ m.content }}{% endfor %}", caps()),

@@ -141,9 +141,9 @@ EXPECTED = {
     # JSON list with each call's 9-character id, closed by </s>; each result in [TOOL_RESULTS] with
     # its content written raw (so JSON content stays JSON, as mistral_common writes it) and the id.
     # Answers are " {answer}</s>"; there is no generation prompt (the prompt ends on the model's turn).
-    # The model's own template writes the system message only in front of a user message that is the
-    # LAST message, so here, with an answer after it, the system message is gone (mistral_common would
-    # put it in front of the last user message, "[INST] You are a weather assistant.\n\nWhat is ...").
+    # The system message is in front of the last user message, as mistral_common writes it (the model's
+    # own template wrote it only when that message was the last of all: here, with calls and an answer
+    # after it, it was gone; the shipped template follows mistral_common).
     "mistral-v3": (
         "<s>[AVAILABLE_TOOLS] ["
         '{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather in a city.", '
@@ -151,7 +151,7 @@ EXPECTED = {
         '"required": ["city"]}}}, '
         '{"type": "function", "function": {"name": "get_time", "description": "Get the current UTC time."}}'
         "][/AVAILABLE_TOOLS]"
-        "[INST] What is the weather in Paris, and what time is it?[/INST]"
+        "[INST] You are a weather assistant.\n\nWhat is the weather in Paris, and what time is it?[/INST]"
         '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "a1B2c3D4e"}, '
         '{"name": "get_time", "arguments": {}, "id": "f5G6h7J8k"}]</s>'
         '[TOOL_RESULTS] {"content": {"temperature": 22, "unit": "celsius"}, "call_id": "a1B2c3D4e"}[/TOOL_RESULTS]'
