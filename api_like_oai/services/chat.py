@@ -133,8 +133,9 @@ def event_transform(request: ChatCompletionRequest, model: ServedModel, prompt_t
     if markers is not None:
         steps.append(reasoning.split_reasoning(markers, reasoning.prompt_opens_thought(prompt_text, markers)))
     if tool_plan is not None:
-        # With a grammar in force the calls cannot go astray, so their arguments may stream as written.
-        steps.append(tool_calling.parse_tool_calls(tool_plan, grammar_in_force, choice_count))
+        # With a grammar in force the calls cannot go astray, so their arguments may stream as written;
+        # a fold has nothing to stream, so a call the end cuts short comes back as text there.
+        steps.append(tool_calling.parse_tool_calls(tool_plan, grammar_in_force and bool(request.stream), choice_count))
     if not steps:
         return None
     return functools.reduce(lambda inner, outer: lambda events: outer(inner(events)), steps)

@@ -141,8 +141,8 @@ def _regrouped(event: GenerationEvent, pieces: list, parser: ToolCallParser,
             runs.append(GenerationEvent(index=event.index, tool_calls=(piece,)))
         held_logprobs.clear()
     finish_reason = event.finish_reason
-    if finish_reason == "stop" and parser.calls_made:
-        finish_reason = "tool_calls"
+    if finish_reason == "stop" and parser.calls_made and not parser.call_cut:
+        finish_reason = "tool_calls"   # a call the end of the output cut short does not end the turn as one
     counts = {"finish_reason": finish_reason, "prompt_tokens": event.prompt_tokens,
               "completion_tokens": event.completion_tokens, "stop_word": event.stop_word}
     if finish_reason or not runs:
