@@ -85,6 +85,8 @@ def _loopback_address(text: str) -> bool:
 def log_start(app, settings: Settings) -> None:
     registry = app.extensions["api_like_oai"].registry
     for model in registry.models.values():
+        if model.openai is not None:
+            continue   # an OpenAI-compatible upstream formats chats itself
         try:
             model.formatter()  # logs the chosen template source
         except Exception as exc:  # noqa: BLE001 - the upstream may come up later; retried per request

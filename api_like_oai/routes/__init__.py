@@ -87,13 +87,13 @@ class DialectRequest:
     model_name: str
 
 
-def parse_dialect(request_model: type[BaseModel], translate, api: str) -> DialectRequest:
+def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:
     """The body validated as `request_model`, translated into the chat request, checked against the
     limits (its max_tokens an upper bound, lowered to --max-tokens-limit), its model looked up."""
     api_request = parse_body(request_model)
     chat_request = bounded_by_limits(translated(translate, api_request))
     check_limits(chat_request)
-    model, model_name = llama_model(api_request.model, api)
+    model, model_name = lookup_model(api_request.model)
     return DialectRequest(api_request, chat_request, model, model_name)
 
 
@@ -103,15 +103,6 @@ def translated(translate, dialect_request):
         return translate(dialect_request)
     except ValidationError as exc:  # a translation the chat schema refuses: still the client's request
         raise invalid_request(exc) from None
-
-
-def llama_model(requested: str | None, api: str):
-    """lookup_model, for APIs that only llama.cpp upstreams serve (they are generated, not passed on)."""
-    model, model_name = lookup_model(requested)
-    if model.settings.kind == "openai":
-        raise InvalidRequest(f"model {requested!r} is served by an OpenAI-compatible upstream, which this proxy "
-                             f"passes chat requests to unchanged; {api} needs a llama.cpp upstream", param="model")
-    return model, model_name
 
 
 def bounded_by_limits(chat_request):

@@ -16,14 +16,14 @@ bp = Blueprint("responses", __name__)
 
 @bp.post("/v1/responses")
 def create():
-    dialect = parse_dialect(ResponsesRequest, to_chat_request, "the Responses API")
+    dialect = parse_dialect(ResponsesRequest, to_chat_request)
     shape = ResponsesShape(dialect.model_name, dialect.request)
     return respond(*dialect_answer(shape, dialect.chat, dialect.model, generation_context()))
 
 
 @bp.post("/v1/responses/input_tokens")
 def input_tokens():
-    dialect = parse_dialect(ResponsesRequest, to_chat_request, "the Responses API")
+    dialect = parse_dialect(ResponsesRequest, to_chat_request)
     return jsonify({"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})
 
 

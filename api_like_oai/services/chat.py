@@ -13,7 +13,7 @@ from ..prompts import merge_stops, normalise_messages
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
 from . import context as context_fit
-from . import generation, tool_calling
+from . import generation, passthrough, tool_calling
 from .models import ServedModel
 from .shapes import ChatShape
 
@@ -93,6 +93,9 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
     Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit."""
     request = model.adjust(request)
+    if model.openai is not None:   # an OpenAI-compatible upstream renders, fits and parses on its own
+        events = generation.Primed(passthrough.chat_events(request, model, context.note_upstream))
+        return ChatGeneration(request, None, 1, events, None, {})
     tool_plan = plan_tools(request, model)
     fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound)
     if context.log_prompts:

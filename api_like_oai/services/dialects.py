@@ -8,6 +8,7 @@ from ..protocol import ChatCompletionRequest
 from . import generation
 from .chat import plan_tools, render_prompt, start_chat
 from .models import ServedModel
+from .passthrough import needs_llamacpp
 
 
 def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context):
@@ -19,6 +20,7 @@ def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedMode
 
 def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel) -> int:
     """The token count of the prompt `chat_request` renders to (tools included), from llama.cpp's /tokenize."""
+    needs_llamacpp(model, "count a prompt's tokens (it has no tokenizer endpoint)")
     chat_request = model.adjust(chat_request)
     prompt = render_prompt(chat_request, model, tool_plan=plan_tools(chat_request, model))
     return len(model.client.tokenize(prompt.text, add_special=True))
