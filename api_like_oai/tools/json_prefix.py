@@ -79,6 +79,10 @@ class JsonPrefix:
 
     def feed(self, text: str) -> None:
         self.length += len(text)
+        if self.state == IN_STRING and not self.escape and _STRING_RUN.fullmatch(text):
+            self.position += len(text)   # the common token: more of a string value, safe all along
+            self._safe('"')
+            return
         position = 0
         while position < len(text) and not self.broken:
             if self.state in _STRING_STATES and not self.escape:
