@@ -122,6 +122,12 @@ class SamplingFields(Request):
             raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
         return self
 
+    @model_validator(mode="after")
+    def json_schema_is_bounded(self):
+        if self.json_schema is not None:   # llama.cpp builds a grammar from it: bounded like any grammar input
+            check_bounded_schema(self.json_schema, "json_schema")
+        return self
+
     def include_usage(self) -> bool:
         """Whether a stream ends with a usage chunk (stream_options.include_usage)."""
         return bool(self.stream_options and self.stream_options.include_usage)
@@ -169,7 +175,7 @@ class ResponseFormat(BaseModel):
             if self.json_schema is None:
                 raise InvalidRequest("response_format of type json_schema needs a json_schema object",
                                      param="response_format.json_schema")
-            check_schema(self.json_schema.json_schema)
+            check_bounded_schema(self.json_schema.json_schema, "response_format.json_schema.schema")
         return self
 
     def to_llamacpp(self) -> dict:
@@ -325,10 +331,16 @@ def check_parameters(schema: dict | None, param: str) -> None:
     if schema.get("type", "object") != "object":
         raise InvalidRequest(f"parameters must be a JSON schema of type 'object', not {schema.get('type')!r}",
                              param=param)
+    check_bounded_schema(schema, param, "invalid parameters")
+
+
+def check_bounded_schema(schema, param: str, what: str = "invalid JSON schema") -> None:
+    """A 400 naming `param` for a schema past the bounds of every grammar input (size, nesting), or
+    one llama.cpp cannot follow."""
     try:
-        check_size(schema, param)   # a grammar may be built from it: bounded like any grammar input
+        check_size(schema, param)
     except SchemaError as exc:
-        raise InvalidRequest(f"invalid parameters: {exc.message}", param=param) from None
+        raise InvalidRequest(f"{what}: {exc.message}", param=param) from None
     check_schema(schema, param)
 
 

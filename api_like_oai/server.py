@@ -9,11 +9,13 @@ after that. So this module and the master import only the settings; `make_app` r
 from __future__ import annotations
 
 import gc
+import ipaddress
 import logging
 import os
 import resource
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 from collections.abc import Callable
@@ -29,6 +31,7 @@ EVENT_WORKER_CONNECTIONS = 10_000
 
 
 def serve(settings: Settings, make_app: Callable[..., object]) -> None:
+    warn_if_open_to_the_network(settings)
     if settings.debug:
         app = make_app()
         log_start(app, settings)
@@ -49,9 +52,41 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
+def warn_if_open_to_the_network(settings: Settings) -> None:
+    """Warn, once at start-up, when the proxy listens beyond this machine with no API key: anyone
+    who can reach the address can then use the models (LiteLLM's proxy refuses to start so; this
+    one starts, since a private network may be what the user means, but says so)."""
+    if settings.api_keys or is_loopback(settings.host):
+        return
+    log.warning("api-like-oai listens on %s port %d with no API key: anyone who can reach this address "
+                "can use the models. Set --api-key-file (or API_LIKE_OAI_API_KEY), or listen on 127.0.0.1.",
+                settings.host, settings.port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address, or a name resolved here) reaches only this machine."""
+    try:
+        return _loopback_address(host.strip("[]"))
+    except ValueError:   # a name: loopback only if every address it resolves to is
+        pass
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(_loopback_address(address.split("%")[0]) for address in addresses)
+
+
+def _loopback_address(text: str) -> bool:
+    address = ipaddress.ip_address(text)
+    mapped = getattr(address, "ipv4_mapped", None)   # ::ffff:127.0.0.1
+    return (mapped or address).is_loopback
+
+
 def log_start(app, settings: Settings) -> None:
     registry = app.extensions["api_like_oai"].registry
     for model in registry.models.values():
+        if model.openai is not None:
+            continue   # an OpenAI-compatible upstream formats chats itself
         try:
             model.formatter()  # logs the chosen template source
         except Exception as exc:  # noqa: BLE001 - the upstream may come up later; retried per request

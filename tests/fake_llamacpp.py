@@ -4,12 +4,18 @@
 BEHAVIOURS before a request, or `.script` to a function writing each answer from the request
 (tests/scripted_model.py plays an agent's model that way). Streams use chunked transfer encoding
 like llama-server.
+
+Under /v1 it is an OpenAI-compatible server too, as llama-server is (for `kind: openai` models):
+/v1/models, /v1/embeddings, and /v1/chat/completions answering `.openai_deltas` (the deltas of
+one choice, as vLLM streams them) with `.openai_finish` and `.openai_usage`, streamed or whole.
 """
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +33,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):  # noqa: N802 - http.server's naming
         self.fake.get_paths.append(self.path)
-        if self.path == "/health":
+        if self.path == "/v1/models":
+            self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
+        elif self.path == "/health":
             self._json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}) \
                 if self.fake.behaviour == "loading" else self._json(200, {"status": "ok"})
         elif self.path == "/props":
@@ -43,6 +51,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/tokenize":
             return self._json(200, {"tokens": list(range(len(body.get("content", "").split())))})
         behaviour = self.fake.behaviour
+        if self.path.startswith("/v1/") and behaviour in ("ok", "die_mid_stream"):
+            return self._openai(body)
         if behaviour == "hang":
             time.sleep(self.fake.hang_seconds)
             return self._json(200, {"content": "late", "stop": True, "stop_type": "eos"})
@@ -87,6 +97,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                      "tokens_predicted": len(tokens), "tokens_evaluated": 3})
         self._end()
 
+    # --- the OpenAI-compatible API under /v1 ---------------------------------------------------
+
+    def _openai(self, body: dict):
+        if self.path == "/v1/embeddings":
+            count = len(body["input"]) if isinstance(body["input"], list) else 1
+            vector = base64.b64encode(struct.pack("<2f", 0.5, -0.25)).decode() \
+                if body.get("encoding_format") == "base64" else [0.5, -0.25]
+            return self._json(200, {"object": "list", "model": body.get("model"), "usage": {
+                "prompt_tokens": 2 * count, "total_tokens": 2 * count}, "data": [
+                {"object": "embedding", "index": n, "embedding": vector} for n in range(count)]})
+        if self.path != "/v1/chat/completions":
+            return self._json(404, {"error": {"message": f"no {self.path} here", "type": "not_found_error"}})
+        if not body.get("stream"):
+            return self._json(200, self.fake.openai_completion(body.get("model")))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for n, chunk in enumerate(self.fake.openai_chunks(body)):
+            if self.fake.behaviour == "die_mid_stream" and n == 3:
+                self.wfile.flush()
+                self.connection.shutdown(2)
+                return
+            self._chunk(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        self._chunk(b"data: [DONE]\n\n")
+        self._end()
+
     def _event(self, payload: dict):
         self._chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
 
@@ -120,6 +157,10 @@ class FakeLlamaCpp:
     chat_template: str | None = None             # what /props reports
     props_extra: dict = field(default_factory=dict)
     script: Callable[[dict], Sequence[str]] | None = None  # the tokens to answer a request with, from its body
+    openai_deltas: list | None = None           # what /v1/chat/completions answers; None: `tokens` as content
+    openai_finish: str = "stop"
+    openai_stop_reason: str | None = None       # vLLM's `stop_reason`: the stop string that matched
+    openai_usage: dict = field(default_factory=lambda: {"prompt_tokens": 3, "completion_tokens": 4})
     requests: list = field(default_factory=list)
     get_paths: list = field(default_factory=list)
     streaming: int = 0                           # streams being sent now (ended when the client hangs up)
@@ -143,6 +184,39 @@ class FakeLlamaCpp:
     def count_stream(self, delta: int) -> None:
         with self._count_lock:
             self.streaming += delta
+
+    def deltas(self) -> list[dict]:
+        return self.openai_deltas if self.openai_deltas is not None else [{"content": t} for t in self.tokens]
+
+    def openai_chunks(self, body: dict) -> list[dict]:
+        """A chat completion stream's chunks: the role, each delta, the finish, and usage if asked for."""
+        def chunk(delta: dict | None, finish_reason: str | None = None, usage: dict | None = None) -> dict:
+            choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+            if finish_reason and self.openai_stop_reason:
+                choices[0]["stop_reason"] = self.openai_stop_reason
+            return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": body.get("model"),
+                    "choices": choices, **({"usage": usage} if usage else {})}
+        chunks = [chunk({"role": "assistant", "content": ""}), *map(chunk, self.deltas()), chunk({}, self.openai_finish)]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append(chunk(None, usage={**self.openai_usage, "total_tokens": sum(self.openai_usage.values())}))
+        return chunks
+
+    def openai_completion(self, model: str | None) -> dict:
+        """The deltas assembled into one chat completion, as a non-streamed answer."""
+        message, calls = {"role": "assistant", "content": None}, {}
+        for delta in self.deltas():
+            if delta.get("content"):
+                message["content"] = (message["content"] or "") + delta["content"]
+            for call in delta.get("tool_calls") or ():
+                whole = calls.setdefault(call["index"], {"id": call.get("id"), "type": "function",
+                                                         "function": {"name": "", "arguments": ""}})
+                whole["function"]["name"] += call.get("function", {}).get("name") or ""
+                whole["function"]["arguments"] += call.get("function", {}).get("arguments") or ""
+        if calls:
+            message["tool_calls"] = [calls[index] for index in sorted(calls)]
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": self.openai_finish}],
+                "usage": {**self.openai_usage, "total_tokens": sum(self.openai_usage.values())}}
 
     def stop(self) -> None:
         if self.server:

@@ -1,11 +1,21 @@
-"""OpenAIUpstream: any OpenAI-compatible server (vLLM, a remote llama-server's /v1), passed through."""
+"""OpenAIUpstream: any OpenAI-compatible server (vLLM, a remote llama-server's /v1), passed through.
+
+Chat and completions requests in OpenAI's own API are relayed as they are. Requests in the other
+APIs (Anthropic's Messages, the Responses API) become chat requests, streamed from the upstream,
+and its chat chunks become the proxy's GenerationEvents (`chat_events`), which the APIs' shapes
+write exactly as they write llama.cpp's.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+import orjson
+
 from ..errors import InvalidRequest, ModelNotFound, ProxyError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from ..tools.parser import ToolCallDelta, new_call_id
+from .events import GenerationEvent
 
 if TYPE_CHECKING:
     import requests
@@ -27,6 +37,25 @@ class OpenAIUpstream:
 
     def health(self) -> None:
         self._send("GET", "/models").close()
+
+    def stream_chat(self, body: dict) -> Iterator[GenerationEvent]:
+        """The events of the chat completion `body` asks for (it must ask for a stream): the request
+        is sent at the first next(), so an upstream that refuses it raises before any event."""
+        response = self.forward("/chat/completions", body)
+        try:
+            yield from chat_events(self._chunks(response))
+        finally:
+            response.close()   # also when the client went away: the upstream sees the connection drop
+
+    def _chunks(self, response: requests.Response) -> Iterator[dict]:
+        import requests
+
+        try:
+            yield from stream_chunks(sse_data(response.iter_content(chunk_size=None)), self.base_url)
+        except requests.exceptions.Timeout as exc:
+            raise UpstreamTimeout(f"{self.base_url} stopped sending for {self.timeouts[1]:g}s") from exc
+        except requests.exceptions.RequestException as exc:
+            raise UpstreamUnavailable(f"lost the connection to {self.base_url} in the middle of a generation") from exc
 
     def _send(self, method: str, path: str, **kwargs) -> requests.Response:
         import requests
@@ -56,6 +85,109 @@ def relay(response: requests.Response) -> Iterator[bytes]:
               b'"param": null, "code": "upstream_unavailable"}}\n\n'
     finally:
         response.close()
+
+
+# --- an OpenAI chat stream as generation events (pure) ------------------------------------------
+
+def sse_data(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The payload of each `data:` line of an event stream, as the bytes arrive (a line may be split
+    over pieces, or several lines come in one)."""
+    pending = b""
+    for piece in pieces:
+        *lines, pending = (pending + piece).split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip()
+    if pending.startswith(b"data:"):
+        yield pending[5:].strip()
+
+
+def stream_chunks(payloads: Iterable[bytes], base_url: str) -> Iterator[dict]:
+    """The JSON chunks of an OpenAI stream, up to `[DONE]`; an error sent in the stream is raised."""
+    for payload in payloads:
+        if payload == b"[DONE]":
+            return
+        try:
+            chunk = orjson.loads(payload)
+        except ValueError as exc:
+            raise UpstreamError(f"{base_url} sent a malformed stream") from exc
+        if isinstance(chunk, dict) and "error" in chunk:
+            error = chunk["error"]
+            raise UpstreamError(f"{base_url}: {error.get('message') if isinstance(error, dict) else error}")
+        if isinstance(chunk, dict):
+            yield chunk
+
+
+def chat_events(chunks: Iterable[dict], new_id=new_call_id) -> Iterator[GenerationEvent]:
+    """GenerationEvents of OpenAI chat completion chunks: `content` as text, `reasoning_content`
+    (or `reasoning`) as reasoning, `tool_calls` deltas as ToolCallDeltas (id and name on a call's
+    first delta only, as the parser gives them), and once the stream has ended, per choice, one final
+    event with the finish reason and the usage. A choice that called tools and says "stop" (or the
+    deprecated "function_call") finishes with "tool_calls", as the proxy's own parsing does."""
+    calls: dict[int, _Calls] = {}
+    finishes: dict[int, tuple[str, str | None]] = {}
+    usage: dict = {}
+    for chunk in chunks:
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or ():
+            index = choice.get("index") or 0
+            event = _choice_event(choice, index, calls.setdefault(index, _Calls(new_id)))
+            if event is not None:
+                yield event
+            if choice.get("finish_reason"):
+                finishes[index] = (choice["finish_reason"], _stop_word(choice))
+    if not finishes:
+        raise UpstreamError("the upstream ended its stream before the answer finished")
+    for index, (finish_reason, stop_word) in sorted(finishes.items()):
+        called = bool(calls[index].indexes)
+        yield GenerationEvent(index=index, finish_reason=_finish_reason(finish_reason, called), stop_word=stop_word,
+                              prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"))
+
+
+def _choice_event(choice: dict, index: int, calls: _Calls) -> GenerationEvent | None:
+    delta = choice.get("delta") or {}
+    text = delta.get("content") or ""
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+    tool_calls = tuple(piece for call in delta.get("tool_calls") or () if (piece := calls.delta(call)) is not None)
+    if not (text or reasoning or tool_calls):
+        return None
+    return GenerationEvent(text=text, reasoning=reasoning, tool_calls=tool_calls or None, index=index)
+
+
+class _Calls:
+    """The tool calls of one choice: the upstream's call index (or id) -> ours, in order of arrival.
+    A call starts once its name is known; arguments sent before that wait for it."""
+
+    def __init__(self, new_id):
+        self.new_id = new_id
+        self.indexes: dict = {}
+        self.waiting: dict = {}      # key -> (id, arguments) of a call whose name has not come yet
+
+    def delta(self, call: dict) -> ToolCallDelta | None:
+        key = call.get("index", call.get("id"))
+        function = call.get("function") or {}
+        arguments = function.get("arguments") or ""
+        if key in self.indexes:
+            return ToolCallDelta(self.indexes[key], arguments=arguments) if arguments else None
+        call_id, waiting_arguments = self.waiting.pop(key, (None, ""))
+        call_id = call.get("id") or call_id
+        if not function.get("name"):
+            self.waiting[key] = (call_id, waiting_arguments + arguments)
+            return None
+        self.indexes[key] = len(self.indexes)
+        return ToolCallDelta(self.indexes[key], call_id or self.new_id(), function["name"], waiting_arguments + arguments)
+
+
+def _finish_reason(upstream_reason: str, called: bool) -> str:
+    if upstream_reason == "length":
+        return "length"
+    return "tool_calls" if called or upstream_reason in ("tool_calls", "function_call") else "stop"
+
+
+def _stop_word(choice: dict) -> str | None:
+    """The stop string that ended the choice, where the upstream tells it (vLLM's `stop_reason`)."""
+    stop_reason = choice.get("stop_reason")
+    return stop_reason if isinstance(stop_reason, str) else None
 
 
 def _error_from(response: requests.Response, base_url: str) -> ProxyError:

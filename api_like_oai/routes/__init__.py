@@ -46,17 +46,13 @@ def admission() -> Admission:
     return Admission(state().settings.limits, state().registry, g.get("record"))
 
 
-def parse_dialect(request_model: type[BaseModel], translate, api: str) -> DialectRequest:
+def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:
     """The body validated as `request_model`, then admitted as services/admission.py says."""
-    return admission().dialect(parse_body(request_model), translate, api)
+    return admission().dialect(parse_body(request_model), translate)
 
 
 def lookup_model(requested: str | None):
     return admission().lookup_model(requested)
-
-
-def llama_model(requested: str | None, api: str):
-    return admission().llama_model(requested, api)
 
 
 def check_limits(api_request) -> None:

@@ -21,12 +21,12 @@ def speaks_anthropic(path: str) -> bool:
 
 @bp.post("/v1/messages")
 def create():
-    dialect = parse_dialect(MessagesRequest, to_chat_request, "the Messages API")
+    dialect = parse_dialect(MessagesRequest, to_chat_request)
     shape = MessagesShape(dialect.model_name, dialect.request.stop_sequences)
     return respond(*dialect_answer(shape, dialect.chat, dialect.model, generation_context()))
 
 
 @bp.post("/v1/messages/count_tokens")
 def count_tokens():
-    dialect = parse_dialect(CountTokensRequest, to_chat_request, "the Messages API")
+    dialect = parse_dialect(CountTokensRequest, to_chat_request)
     return jsonify({"input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})

@@ -6,7 +6,8 @@ import struct
 from flask import Blueprint, jsonify
 
 from ..protocol import EmbeddingRequest
-from . import lookup_model, parse_body
+from ..services.passthrough import passthrough
+from . import lookup_model, parse_body, respond
 
 bp = Blueprint("embeddings", __name__)
 
@@ -16,6 +17,8 @@ bp = Blueprint("embeddings", __name__)
 def create_embeddings():
     embedding_request = parse_body(EmbeddingRequest)
     model, model_name = lookup_model(embedding_request.model)
+    if model.settings.kind == "openai":
+        return respond(passthrough(embedding_request, model, model_name, "/embeddings"))
     inputs = embedding_request.input
     inputs = [inputs] if isinstance(inputs, str) or (inputs and isinstance(inputs[0], int)) else list(inputs)
     vectors = model.client.embeddings(inputs)

@@ -5,6 +5,7 @@ from flask import Blueprint, jsonify, request
 from ..errors import UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services import preview
+from ..services.passthrough import needs_llamacpp
 from . import parse_body, state
 
 bp = Blueprint("internal", __name__)
@@ -35,6 +36,7 @@ def chat_prompt():
     """The exact prompt a chat request would send upstream, without generating."""
     chat_request = parse_body(ChatCompletionRequest)
     model, _ = state().registry.lookup(chat_request.model)
+    needs_llamacpp(model, "show a chat's prompt (it renders chats itself)")
     return jsonify(preview.chat_prompt(chat_request, model))
 
 
@@ -42,6 +44,7 @@ def chat_prompt():
 def encode():
     encode_request = parse_body(EncodeRequest)
     model, _ = state().registry.lookup(encode_request.model)
+    needs_llamacpp(model, "tokenize text (it has no tokenizer endpoint)")
     tokens = model.client.tokenize(encode_request.text)
     return jsonify({"tokens": tokens, "length": len(tokens)})
 
@@ -50,6 +53,7 @@ def encode():
 def decode():
     decode_request = parse_body(DecodeRequest)
     model, _ = state().registry.lookup(decode_request.model)
+    needs_llamacpp(model, "turn tokens into text (it has no tokenizer endpoint)")
     return jsonify({"text": model.client.detokenize(decode_request.tokens)})
 
 
@@ -57,6 +61,7 @@ def decode():
 def token_count():
     encode_request = parse_body(EncodeRequest)
     model, _ = state().registry.lookup(encode_request.model)
+    needs_llamacpp(model, "count tokens (it has no tokenizer endpoint)")
     return jsonify({"length": len(model.client.tokenize(encode_request.text))})
 
 

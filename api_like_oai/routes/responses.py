@@ -20,7 +20,7 @@ bp = Blueprint("responses", __name__)
 @bp.post("/v1/responses")
 def create():
     seal = state().seal
-    dialect = parse_dialect(ResponsesRequest, functools.partial(to_chat_request, seal=seal), "the Responses API")
+    dialect = parse_dialect(ResponsesRequest, functools.partial(to_chat_request, seal=seal))
     request = dialect.request
     shape = ResponsesShape(dialect.model_name, request, seal)
     limit = at_most(request.max_tool_calls) if request.max_tool_calls else None
@@ -31,7 +31,7 @@ def create():
 @bp.post("/v1/responses/input_tokens")
 def input_tokens():
     translate = functools.partial(to_chat_request, seal=state().seal)
-    dialect = parse_dialect(ResponsesRequest, translate, "the Responses API")
+    dialect = parse_dialect(ResponsesRequest, translate)
     return jsonify({"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})
 
 

@@ -35,12 +35,13 @@ class Admission:
     registry: ModelRegistry
     record: RequestRecord | None = None
 
-    def dialect(self, api_request: BaseModel, translate, api: str) -> DialectRequest:
+    def dialect(self, api_request: BaseModel, translate) -> DialectRequest:
         """`api_request` translated into the chat request, checked against the limits (its max_tokens
-        an upper bound, lowered to --max-tokens-limit), its model looked up."""
+        an upper bound, lowered to --max-tokens-limit), its model looked up (a llama.cpp model, or an
+        OpenAI-compatible upstream the chat request is sent to: services/chat.start_chat)."""
         chat_request = self.bounded_by_limits(translated(translate, api_request))
         self.check_limits(chat_request)
-        model, model_name = self.llama_model(api_request.model, api)
+        model, model_name = self.lookup_model(api_request.model)
         return DialectRequest(api_request, chat_request, model, model_name)
 
     def lookup_model(self, requested: str | None) -> tuple[ServedModel, str]:
@@ -48,15 +49,6 @@ class Admission:
         model, model_name = self.registry.lookup(requested)
         if self.record is not None:
             self.record.model = model.name
-        return model, model_name
-
-    def llama_model(self, requested: str | None, api: str) -> tuple[ServedModel, str]:
-        """lookup_model, for APIs that only llama.cpp upstreams serve (they are generated, not passed on)."""
-        model, model_name = self.lookup_model(requested)
-        if model.settings.kind == "openai":
-            raise InvalidRequest(f"model {requested!r} is served by an OpenAI-compatible upstream, which this "
-                                 f"proxy passes chat requests to unchanged; {api} needs a llama.cpp upstream",
-                                 param="model")
         return model, model_name
 
     def bounded_by_limits(self, chat_request):

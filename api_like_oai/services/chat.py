@@ -18,7 +18,7 @@ from ..prompts import merge_stops, normalise_messages
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
 from . import context as context_fit
-from . import generation, tool_calling
+from . import generation, merge, passthrough, tool_calling
 from .models import ServedModel
 
 log = logging.getLogger("api_like_oai")
@@ -97,6 +97,9 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
     Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit."""
     request = model.adjust(request)
+    if model.openai is not None:   # an OpenAI-compatible upstream renders, fits and parses on its own
+        events = merge.Primed(passthrough.chat_events(request, model, context.note_upstream))
+        return ChatGeneration(request, None, 1, events, None, {})
     tool_plan = plan_tools(request, model)
     fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound)
     if context.log_prompts:
@@ -142,6 +145,7 @@ def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedMode
 
 def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel) -> int:
     """The token count of the prompt `chat_request` renders to (tools included), from llama.cpp's /tokenize."""
+    passthrough.needs_llamacpp(model, "count a prompt's tokens (it has no tokenizer endpoint)")
     chat_request = model.adjust(chat_request)
     prompt = render_prompt(chat_request, model, tool_plan=plan_tools(chat_request, model))
     return len(model.client.tokenize(prompt.text, add_special=True))
@@ -156,8 +160,9 @@ def event_transform(request: ChatCompletionRequest, model: ServedModel, prompt_t
     if markers is not None:
         steps.append(reasoning.split_reasoning(markers, reasoning.prompt_opens_thought(prompt_text, markers)))
     if tool_plan is not None:
-        # With a grammar in force the calls cannot go astray, so their arguments may stream as written.
-        steps.append(tool_calling.parse_tool_calls(tool_plan, grammar_in_force, choice_count))
+        # With a grammar in force the calls cannot go astray, so their arguments may stream as written;
+        # a fold has nothing to stream, so a call the end cuts short comes back as text there.
+        steps.append(tool_calling.parse_tool_calls(tool_plan, grammar_in_force and bool(request.stream), choice_count))
     return chained(steps)
 
 

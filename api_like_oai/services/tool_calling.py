@@ -66,15 +66,11 @@ def build_grammar(tool_plan: ToolPlan) -> str:
     builder = gbnf.GrammarBuilder()
     tool_format = tool_plan.format
     calls = []
-    for tool in tool_plan.tools:
+    for number, tool in enumerate(tool_plan.tools):
         function = tool["function"]
         if tool_plan.choice not in ("auto", "required") and function["name"] != tool_plan.choice:
             continue
-        parameters = function.get("parameters") or {"type": "object", "properties": {}}
-        try:
-            arguments_rule = builder.schema(_closed(parameters), f"{function['name']}-arguments")
-        except gbnf.SchemaError as exc:
-            raise InvalidRequest(f"function {function['name']!r}: {exc}", param="tools") from exc
+        arguments_rule = _arguments_rule(builder, function, _parameters_field(tool_plan, number))
         calls.append(builder.rule(f"{function['name']}-call", " ".join((
             '"{"', gbnf.WS, gbnf.json_literal("name"), gbnf.WS, '":"', gbnf.WS,
             gbnf.json_literal(function["name"]), gbnf.WS, '","', gbnf.WS,
@@ -82,6 +78,25 @@ def build_grammar(tool_plan: ToolPlan) -> str:
             arguments_rule, gbnf.WS, '"}"'))))
     call_rule = builder.rule("call", " | ".join(calls))
     return builder.render(tool_format.grammar_root(call_rule, tool_plan.parallel))
+
+
+def _arguments_rule(builder: gbnf.GrammarBuilder, function: dict, field: str) -> str:
+    """The grammar rule of a function's arguments; a 400 naming the field (down to the keyword) when
+    its schema cannot be followed or is past a bound."""
+    parameters = function.get("parameters") or {"type": "object", "properties": {}}
+    try:
+        return builder.schema(_closed(parameters), f"{function['name']}-arguments")
+    except gbnf.SchemaError as exc:
+        raise InvalidRequest(f"function {function['name']!r}: {exc.message}",
+                             param=f"{field}.{exc.path}" if exc.path else field) from exc
+    except RecursionError:   # the builder recurses only to MAX_DEPTH; a deeper stack must still not be a 500
+        raise InvalidRequest(f"function {function['name']!r}: the schema nests too deeply to compile",
+                             param=field) from None
+
+
+def _parameters_field(tool_plan: ToolPlan, number: int) -> str:
+    """Where the request held the tool's parameters (the deprecated functions had no `function` level)."""
+    return f"functions.{number}.parameters" if tool_plan.legacy_functions else f"tools.{number}.function.parameters"
 
 
 def _closed(parameters: dict) -> dict:
@@ -141,8 +156,8 @@ def _regrouped(event: GenerationEvent, pieces: list, parser: ToolCallParser,
             runs.append(GenerationEvent(index=event.index, tool_calls=(piece,)))
         held_logprobs.clear()
     finish_reason = event.finish_reason
-    if finish_reason == "stop" and parser.calls_made:
-        finish_reason = "tool_calls"
+    if finish_reason == "stop" and parser.calls_made and not parser.call_cut:
+        finish_reason = "tool_calls"   # a call the end of the output cut short does not end the turn as one
     counts = {"finish_reason": finish_reason, "prompt_tokens": event.prompt_tokens,
               "completion_tokens": event.completion_tokens, "stop_word": event.stop_word}
     if finish_reason or not runs:

@@ -28,7 +28,11 @@ and keywords beside `anyOf` are compiled where used, so a small schema could oth
 exponential work). maxItems and maxLength above MAX_REPEAT are lowered to it (what is
 written stays valid; llama.cpp expands a bounded repetition into one rule per step and refuses
 more than 2000); minItems and minLength above it are refused, since lowering them would allow
-invalid values. Numbers are written with at most 16 digits before and after the point.
+invalid values. A `prefixItems` list longer than MAX_REPEAT caps the array there too: each prefix
+element past minItems is an optional group nested in the one before. Long lists and chains
+(`prefixItems`, `allOf` merged member by member, `$ref` chains through `allOf`) are compiled by
+loops, not recursion, so only MAX_DEPTH bounds how deep the compiler recurses. Numbers are
+written with at most 16 digits before and after the point.
 
 Looser than the schema: besides the ignored keywords, an additional property's key may be any
 string, a declared key included (`{"a": 1}` passes the grammar of `{"properties": {"a":
@@ -379,6 +383,8 @@ class GrammarBuilder:
         if not isinstance(prefix, list):
             raise SchemaError("prefixItems must be a list of schemas", at.keyword("prefixItems"))
         low, high = _bounds(schema, "minItems", "maxItems", at)
+        if len(prefix) > MAX_REPEAT and high is None:
+            high = MAX_REPEAT   # each prefix element written is a group nested in the one before
         if items is False:
             high = len(prefix) if high is None else min(high, len(prefix))
             if low > high:
@@ -387,7 +393,7 @@ class GrammarBuilder:
                         for index, item in enumerate(prefix[:high])]
         item_rule = None if items is False else self._named(
             items, at.inner("items", f"{at.hint}-item", after_text=True))
-        return _seq('"["', WS, _elements(prefix_rules, item_rule, low, high, 0), '"]"')
+        return _seq('"["', WS, _elements(prefix_rules, item_rule, low, high), '"]"')
 
     # -- $ref and allOf --
 
@@ -431,12 +437,25 @@ class GrammarBuilder:
 
     def _merge_all_of(self, schema: dict, at: _At) -> dict:
         merged: dict = {}
-        for part in self._flatten(schema, at, ()):
+        for part in self._flatten(schema, at):
             merged = _merge(merged, part, at.keyword("allOf"))
         return merged
 
-    def _flatten(self, schema: Any, at: _At, refs_followed: tuple[str, ...]) -> list[dict]:
-        """The schemas that `schema` requires all of, with its $ref and allOf replaced by their parts."""
+    def _flatten(self, schema: Any, at: _At) -> list[dict]:
+        """The schemas that `schema` requires all of, in order, with its $ref and allOf replaced by
+        their parts. A stack, not recursion: merged allOf nest as deep as they have members."""
+        flat, pending = [], [(schema, frozenset())]
+        while pending:
+            node, refs_followed = pending.pop()
+            parts = self._parts(node, at, refs_followed)
+            if parts is None:
+                flat.append(node)
+            else:
+                pending += reversed(parts)
+        return flat
+
+    def _parts(self, schema: Any, at: _At, refs_followed: frozenset) -> list[tuple[Any, frozenset]] | None:
+        """What `schema` is all of, each with the $refs followed to reach it; None for a plain schema."""
         self._step(at)
         if schema is True:
             return []
@@ -447,14 +466,14 @@ class GrammarBuilder:
             if ref in refs_followed:
                 raise SchemaError(f"allOf includes $ref {ref!r} within itself", at.keyword("$ref"))
             rest = {key: value for key, value in schema.items() if key != "$ref"}
-            return self._flatten(self._resolve(ref, at)[0], at, (*refs_followed, ref)) + self._flatten(rest, at, refs_followed)
+            return [(self._resolve(ref, at)[0], refs_followed | {ref}), (rest, refs_followed)]
         if "allOf" in schema:
             parts = schema["allOf"]
             if not isinstance(parts, list):
                 raise SchemaError("allOf must be a list of schemas", at.keyword("allOf"))
             rest = {key: value for key, value in schema.items() if key != "allOf"}
-            return [flat for part in [*parts, rest] for flat in self._flatten(part, at, refs_followed)]
-        return [schema]
+            return [(part, refs_followed) for part in [*parts, rest]]
+        return None
 
     def _check_left_recursion(self) -> None:
         """SchemaError if some $ref's rule can begin with itself: llama.cpp refuses left recursion."""
@@ -494,15 +513,23 @@ def _repeat(item: str, low: int, high: int | None) -> str:
     return item + operator
 
 
-def _elements(prefix: list[str], item: str | None, low: int, high: int | None, index: int) -> str:
-    """Array elements from position `index` on: the prefix rules in order, then `item`, each followed
-    by ws, commas between them, between `low` and `high` of them in all."""
-    if high is not None and index >= high:
-        return ""
-    if index < len(prefix):
-        written = _seq(f"{prefix[index]} ws" if index == 0 else f'"," ws {prefix[index]} ws',
-                       _elements(prefix, item, low, high, index + 1))
-        return written if index < low else f"( {written} )?"
+def _elements(prefix: list[str], item: str | None, low: int, high: int | None) -> str:
+    """Array elements: the prefix rules in order, then `item`, each followed by ws, commas between
+    them, between `low` and `high` of them in all. Each prefix element past `low` opens an optional
+    group around all that follows; built in one pass, so a long prefix costs no recursion."""
+    parts, groups = [], 0
+    for index, rule in enumerate(prefix):
+        if index >= low:
+            parts.append("(")
+            groups += 1
+        parts.append(f"{rule} ws" if index == 0 else f'"," ws {rule} ws')
+    if high is None or len(prefix) < high:
+        parts.append(_items_after(item, len(prefix), low, high))
+    return _seq(*parts, *[")?"] * groups)
+
+
+def _items_after(item: str | None, index: int, low: int, high: int | None) -> str:
+    """The elements of `item` after the `index` prefix elements (see _elements)."""
     if item is None:
         return ""
     more = _repeat(f'( "," ws {item} ws )', max(low - index - 1, 0) if index == 0 else max(low - index, 0),

@@ -12,7 +12,9 @@ A call is given out only once it is known to be one: its name complete and among
 its JSON complete and valid, unless `stream_arguments` (the output is held to the call's shape by a
 grammar), when the first call's arguments are given out as they are written. What turns out not to
 be a call (broken JSON, an unknown name) comes back as content. The arguments are the model's own
-text of the arguments object, so what was streamed is always a prefix of the final arguments.
+text of the arguments object, so what was streamed is always a prefix of the final arguments; only
+what `JsonPrefix` can close is streamed, and a streamed call the output ends inside is closed with
+it (`call_cut`), since its start cannot be taken back: a call's arguments are always JSON.
 
 A call that repeats an earlier one of the same answer word for word is not given out: small models
 held to a grammar that allows parallel calls tend to write the same call again and again, and
@@ -27,6 +29,7 @@ import string
 from dataclasses import dataclass
 
 from .formats import ARGUMENT_KEYS, ToolFormat
+from .json_prefix import JsonPrefix
 from .scan import MATCH, PARTIAL, ObjectScan, match_sequence, partial_suffix
 
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -67,6 +70,8 @@ class ToolCallParser:
         self.calls_seen: set[tuple[str, str]] = set()
         self.started_call: ToolCallDelta | None = None   # the call given out while still being written
         self.streamed_arguments = ""
+        self.arguments_check = JsonPrefix()   # how much of the started call's arguments may be given out
+        self.call_cut = False       # a started call was closed by the end of the output, not by the model
         self.output_began = False   # start triggers count only before any other text
         self.after_call = False     # whitespace between and after calls is not content
         self.out: list = []
@@ -89,7 +94,10 @@ class ToolCallParser:
         """What is left once the output ended: held-back text, or a call the end cut short."""
         self.out = []
         self._advance(final=True)
-        if self.stage == OBJECT and self.started_call is None:
+        if self.stage == OBJECT and self.started_call is not None:
+            self._close_cut_call()
+            self.scan, self.attempt, self.attempt_trigger, self.stage = None, "", "", CONTENT
+        elif self.stage == OBJECT:
             self._fail()
             self._advance(final=True)
         elif self.stage == CONTENT and self.buffer and not (self.after_call and self.buffer.isspace()):
@@ -222,8 +230,7 @@ class ToolCallParser:
         self.attempt, self.attempt_trigger = "", ""
         self.buffer = rest
         if self.started_call is not None:
-            self.started_call = None   # a grammar-held call cannot be taken back; it ends here
-            self.streamed_arguments = ""
+            self._close_cut_call()     # a grammar-held call cannot be taken back; it ends here
         self.stage = CONTENT
         self.output_began = True
         if not trigger and rest:
@@ -244,7 +251,30 @@ class ToolCallParser:
         for key in ARGUMENT_KEYS:
             arguments = scan.open_value(key)
             if arguments is not None and arguments.startswith("{"):
-                self._stream_arguments(arguments)
+                self._stream_arguments(self._checked(arguments))
+
+    def _checked(self, arguments_so_far: str) -> str:
+        """The part of the arguments written so far that may be given out: valid JSON so far, ending
+        where closing it adds no key or value of its own (a member waits until its value begins)."""
+        check = self.arguments_check
+        check.feed(arguments_so_far[check.length:])
+        return arguments_so_far[:check.safe_end]
+
+    def _close_cut_call(self) -> None:
+        """End the started call the output stopped inside: what was given out cannot be taken back,
+        so its arguments are closed into a JSON object (a client's json.loads must read a finished
+        call), and the call is marked cut (its finish reason is never "tool_calls")."""
+        closing = self.arguments_check.closing() if self.streamed_arguments else "{}"
+        if closing:
+            self.out.append(ToolCallDelta(self.calls_made, arguments=closing))
+        self.calls_made += 1      # its index is taken
+        self.call_cut = True
+        self._end_started_call()
+
+    def _end_started_call(self) -> None:
+        self.started_call = None
+        self.streamed_arguments = ""
+        self.arguments_check = JsonPrefix()
 
     def _stream_arguments(self, arguments_so_far: str) -> None:
         new_text = arguments_so_far[len(self.streamed_arguments):]
@@ -271,8 +301,7 @@ class ToolCallParser:
         elif arguments.startswith(self.streamed_arguments):
             self._stream_arguments(arguments)
         self.calls_made += 1
-        self.started_call = None
-        self.streamed_arguments = ""
+        self._end_started_call()
         return True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from concurrent.futures import ThreadPoolExecutor
 
+import anthropic
 import openai
 import pytest
 import requests
@@ -163,3 +164,17 @@ def test_an_openai_compatible_upstream_is_passed_through(routed_proxy, llama_ser
     assert "".join(pieces)
     info = requests.get(routed_proxy.url + "/v1/internal/model/info", params={"model": "remote"}, timeout=30).json()
     assert info["kind"] == "openai" and info["upstreams"] == [{"url": llama_server.url + "/v1"}]
+
+
+def test_claude_code_and_codex_apis_work_in_front_of_an_openai_compatible_upstream(routed_proxy):
+    """The Messages and Responses APIs on a `kind: openai` model: chat requests streamed from
+    llama-server's own /v1 API, written in each API's shape."""
+    claude = anthropic.Anthropic(base_url=routed_proxy.url, api_key="k", max_retries=0)
+    message = claude.messages.create(model="remote", max_tokens=8, messages=HELLO)
+    with claude.messages.stream(model="remote", max_tokens=8, messages=HELLO) as stream:
+        streamed = stream.get_final_message()
+    for answer in (message, streamed):
+        assert answer.model == "remote" and answer.content[0].type == "text" and answer.content[0].text
+        assert answer.stop_reason in ("end_turn", "max_tokens") and answer.usage.output_tokens > 0
+    response = openai_client(routed_proxy.url).responses.create(model="remote", input="Say hello.", max_output_tokens=8)
+    assert response.output_text and response.usage.output_tokens > 0

@@ -91,7 +91,8 @@ def test_a_wrapped_tool_call_names_the_tool_and_its_arguments(llama_server, seed
     {"$defs": {"Tree": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}}}},
      "$ref": "#/$defs/Tree"},
     {},
-], ids=["longest-string", "most-items", "100-optional", "recursive", "any-value"])
+    {"type": "array", "prefixItems": [{"type": "integer"}] * 3000},   # MAX_REPEAT optional groups, nested
+], ids=["longest-string", "most-items", "100-optional", "recursive", "any-value", "longest-prefix"])
 def test_llama_server_accepts_the_largest_and_recursive_grammars(llama_server, schema):
     builder = GrammarBuilder()
     answer = complete(llama_server, "JSON:", builder.render(builder.schema(schema, "big")), seed=1, n_predict=8)

@@ -193,3 +193,21 @@ def test_upstream_loading_is_529_overloaded(replay, qwen_proxy, stream):
     assert response.headers.get("Retry-After")
     with pytest.raises(anthropic.OverloadedError):
         anthropic.Anthropic(base_url=qwen_proxy.url, api_key="k", max_retries=0).messages.create(**{**BODY, "max_tokens": 100})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_tool_use_cut_by_max_tokens_has_json_input_or_is_text(replay, qwen_proxy, stream):
+    """A grammar holds the call, so its arguments stream as written: cut by the token limit, the
+    stream closes them into JSON (Claude Code parses every input); the fold gives the text back."""
+    replay.tokens, replay.stop_type = HERMES_CALL[:12], "limit"
+    body = {**BODY, "stream": stream, "tools": [WEATHER], "tool_choice": {"type": "tool", "name": "get_weather"}}
+    if not stream:
+        message = post(qwen_proxy, body).json()
+        assert [block["type"] for block in message["content"]] == ["text"]
+        assert message["content"][0]["text"] == "".join(HERMES_CALL[:12]) and message["stop_reason"] == "max_tokens"
+        return
+    events = events_of(post(qwen_proxy, body))
+    pieces = [data["delta"]["partial_json"] for name, data in events
+              if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta"]
+    assert json.loads("".join(pieces)) == {"city": "Zür"}
+    assert events[-2][1]["delta"]["stop_reason"] == "max_tokens"

@@ -167,25 +167,60 @@ def test_what_is_not_a_valid_call_comes_back_as_text(fake, proxies, tokens, name
     assert (content, finish_reason) == ("".join(tokens), "stop"), name
 
 
-@pytest.mark.parametrize("tool_choice, expected", [
-    ("auto", ('<tool_call>{"name": "get_weather", "arguments": {"city": "Zür', [])),
-    ("required", (None, [("get_weather", '{"city": "Zür')])),
+def answers(client, request: dict, markup_is_text: bool) -> dict[str, tuple[str | None, list[dict], str]]:
+    """{"folded": ..., "streamed": ...}: (content, calls as (name, arguments), finish_reason) of each."""
+    choice = client.chat.completions.create(**request).choices[0]
+    folded = (choice.message.content, [(c.function.name, c.function.arguments) for c in choice.message.tool_calls or ()],
+              choice.finish_reason)
+    content, calls, finish_reason, _ = collect_stream(client.chat.completions.create(**request, stream=True),
+                                                      markup_is_text=markup_is_text)
+    return {"folded": folded,
+            "streamed": (content, [(c["function"]["name"], c["function"]["arguments"]) for c in calls], finish_reason)}
+
+
+CUT_REPLAYS = [(name, REPLAYS[name][:end]) for name in REPLAYS for end in range(1, len(REPLAYS[name]))]
+
+
+@pytest.mark.parametrize("format_name, tokens", CUT_REPLAYS,
+                         ids=[f"{name}-{len(tokens)}" for name, tokens in CUT_REPLAYS])
+@pytest.mark.parametrize("stop_type, finish_reason", [("limit", "length"), ("eos", "stop")])
+def test_a_call_cut_by_the_end_of_generation_never_has_broken_arguments(
+        fake, proxies, format_name, tokens, stop_type, finish_reason):
+    """The replay cut after each of its tokens, by the token limit or an end of generation. A call
+    given whole is the whole call; one the cut falls in comes back as text, except where its arguments
+    streamed (a grammar held it: tool_choice "required", streamed): closed into JSON, not "tool_calls"."""
+    fake.tokens, fake.stop_type = tokens, stop_type
+    client = openai_client(proxies[format_name].url)
+    text = "".join(tokens)
+    for tool_choice in ("auto", "required"):
+        request = {"model": "m", "messages": MESSAGES, "tools": [WEATHER], "tool_choice": tool_choice}
+        for mode, (content, calls, finish) in answers(client, request, markup_is_text=True).items():
+            context = (tool_choice, mode, text)
+            if not calls:
+                assert (content, finish) == (text, finish_reason), context
+            elif calls == [("get_weather", ARGUMENTS)]:
+                assert finish == {"length": "length", "stop": "tool_calls"}[finish_reason], context
+            else:
+                assert (tool_choice, mode) == ("required", "streamed"), context
+                [(name, arguments)] = calls
+                assert name == "get_weather" and isinstance(json.loads(arguments), dict), context
+                assert (content, finish) == (CONTENT_BEFORE[format_name], finish_reason), context
+
+
+@pytest.mark.parametrize("tool_choice, streamed_calls", [
+    ("auto", None),    # no grammar: the stream holds the call back as the fold does
+    ("required", [("get_weather", '{"city": "Zür"}')]),
 ])
-@pytest.mark.parametrize("stream", [False, True])
-def test_a_call_cut_by_the_token_limit_ends_with_length(fake, proxies, tool_choice, expected, stream):
-    """Without a grammar the cut call cannot be told from text; with one it is a call, cut short."""
-    fake.tokens, fake.stop_type = ['<tool_call>{"name": "get_weather", ', '"arguments": {"city": "Zür'], "limit"
+def test_a_call_cut_by_the_token_limit_ends_with_length(fake, proxies, tool_choice, streamed_calls):
+    """Without a grammar the cut call cannot be told from text; with one its arguments streamed as
+    written, so the stream closes them (the fold, which streamed nothing, gives the text back)."""
+    tokens = ['<tool_call>{"name": "get_weather", ', '"arguments": {"city": "Zür']
+    fake.tokens, fake.stop_type = tokens, "limit"
     client = openai_client(proxies["hermes"].url)
     request = {"model": "m", "messages": MESSAGES, "tools": [WEATHER], "tool_choice": tool_choice, "max_tokens": 9}
-    if stream:
-        content, calls, finish_reason, _ = collect_stream(client.chat.completions.create(**request, stream=True),
-                                                          markup_is_text=tool_choice == "auto")
-    else:
-        choice = client.chat.completions.create(**request).choices[0]
-        content, finish_reason = choice.message.content, choice.finish_reason
-        calls = [c.model_dump() for c in choice.message.tool_calls or ()]
-    assert finish_reason == "length"
-    assert (content, [(c["function"]["name"], c["function"]["arguments"]) for c in calls]) == expected
+    got = answers(client, request, markup_is_text=True)
+    assert got["folded"] == ("".join(tokens), [], "length")
+    assert got["streamed"] == (got["folded"] if streamed_calls is None else (None, streamed_calls, "length"))
 
 
 def test_n_choices_usage_and_logprobs_together(fake, proxies):

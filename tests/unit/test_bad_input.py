@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .test_tool_grammar import SCHEMAS
 
 CHAT = "/v1/chat/completions"
 OK_MESSAGES = [{"role": "user", "content": "hi"}]
@@ -73,3 +77,53 @@ def test_errors_are_json_never_html(app_client):
     response = app_client.post(CHAT, data=json.dumps({"messages": OK_MESSAGES, "n": "x"}),
                                content_type="text/plain")
     assert response.mimetype == "application/json"
+
+
+def _tool(parameters: dict) -> dict:
+    return {"type": "function", "function": {"name": "f", "parameters": parameters}}
+
+
+def _array_property(**array: object) -> dict:
+    return {"type": "object", "properties": {"a": {"type": "array", **array}}}
+
+
+def _ref_chain(length: int) -> dict:
+    defs = {str(n): {"type": "array", "items": {"$ref": f"#/$defs/{n + 1}"}} for n in range(length)}
+    return {"type": "object", "properties": {"a": {"$ref": "#/$defs/0"}}, "$defs": {**defs, str(length): {}}}
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"tools": [_tool(_array_property(minItems=5000))], "tool_choice": "required"},
+     "tools.0.function.parameters.properties.a.minItems"),
+    ({"functions": [_tool(_array_property(minItems=5000))["function"]], "function_call": {"name": "f"}},
+     "functions.0.parameters.properties.a.minItems"),
+    ({"tools": [_tool(_ref_chain(40))], "tool_choice": "required"}, "tools.0.function.parameters.$defs.15.items"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+        "type": "object", "description": "x" * 70_000}}}}, "response_format.json_schema.schema"),
+    ({"json_schema": {"type": "object", "description": "x" * 70_000}}, "json_schema"),
+])
+def test_a_grammar_input_past_a_bound_is_a_400_naming_the_field(app_client, body, param):
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": OK_MESSAGES, **body})
+    assert assert_openai_error(response, 400)["param"] == param
+
+
+def test_a_long_prefix_items_is_a_grammar_not_a_500(app_client):
+    """A RecursionError in the grammar builder once made this a 500."""
+    response = app_client.post("/v1/internal/chat-prompt", json={
+        "messages": OK_MESSAGES, "tools": [_tool(_array_property(prefixItems=[{}] * 5000))], "tool_choice": "required"})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.get_json()["grammar"].startswith("root ::= ")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(SCHEMAS, st.booleans())
+def test_fuzzed_tool_schemas_are_a_grammar_or_a_400(app_client, schema, legacy):
+    """Whatever a tool's schema, through the whole chat path: a grammar or a 400 naming the field."""
+    parameters = {"type": "object", "properties": {"a": schema}, "$defs": {"a": schema, "b": {}}}
+    body = {"functions": [{"name": "f", "parameters": parameters}], "function_call": {"name": "f"}} if legacy else \
+        {"tools": [_tool(parameters)], "tool_choice": "required"}
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": OK_MESSAGES, **body})
+    if response.status_code != 200:
+        error = assert_openai_error(response, 400)
+        assert error["param"].startswith("functions.0.parameters" if legacy else "tools.0.function.parameters")

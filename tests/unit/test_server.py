@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+
+import pytest
+
+from api_like_oai.cli import parse_settings
+from api_like_oai.server import is_loopback, warn_if_open_to_the_network
 
 PATCH_FIRST = ("urllib3", "requests", "flask", "werkzeug", "prometheus_client", "api_like_oai.app", "gevent")
 
@@ -15,3 +21,31 @@ def test_the_master_imports_nothing_the_worker_must_patch_first():
               f"print([m for m in {PATCH_FIRST!r} if m in sys.modules])")
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
+
+
+@pytest.mark.parametrize("host, loopback", [
+    ("127.0.0.1", True), ("127.8.0.1", True), ("::1", True), ("[::1]", True), ("::ffff:127.0.0.1", True),
+    ("localhost", True), ("0.0.0.0", False), ("::", False), ("192.168.1.10", False), ("10.1.2.3", False),
+    ("fe80::1", False), ("no-such-host.invalid", False),
+])
+def test_loopback_is_told_from_addresses_and_names(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize("argv, warned", [
+    (["--host", "0.0.0.0"], True),
+    (["--host", "192.168.1.10", "--port", "9000"], True),
+    (["--host", "0.0.0.0", "--api-key", "secret-key"], False),
+    (["--host", "127.0.0.1"], False),
+    ([], False),
+])
+def test_listening_beyond_loopback_without_a_key_is_a_warning_naming_the_address(caplog, argv, warned):
+    settings = parse_settings(argv)
+    with caplog.at_level(logging.WARNING, logger="api_like_oai"):
+        warn_if_open_to_the_network(settings)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    if not warned:
+        assert warnings == []
+        return
+    [warning] = warnings
+    assert f"listens on {settings.host} port {settings.port} with no API key" in warning

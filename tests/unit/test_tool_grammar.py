@@ -12,6 +12,8 @@ import json
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from api_like_oai.tools.grammar import (
     MAX_DEPTH,
@@ -449,3 +451,87 @@ def test_many_optional_properties_keep_the_grammar_linear():
     assert len(grammar) < 100 * 200
     assert Gbnf(grammar).accepts('{"p3": 3, "p50": 50, "p99": 99}')
     assert not Gbnf(grammar).accepts('{"p50": 50, "p3": 3}')
+
+
+# -- hostile shapes: long lists and chains compile without recursion, or are refused by a bound --
+
+def test_a_long_prefix_compiles_without_recursion_and_is_capped_at_the_repeat_bound():
+    """Each prefix element past minItems nests an optional group in the one before, so only the first
+    MAX_REPEAT are written (what is written stays valid); minItems above it is refused as before."""
+    grammar = grammar_for({"type": "array", "prefixItems": [{}] * 5000})
+    [array_rule] = [line for line in grammar.splitlines() if line.startswith("args ::= ")]
+    assert array_rule.count("value ws") == MAX_REPEAT
+    assert array_rule.count("( ") == array_rule.count(")?") == MAX_REPEAT
+    short = Gbnf(grammar_for({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]}))
+    assert short.accepts('[1, "a"]') and short.accepts("[1]") and not short.accepts('[1, 2]')
+
+
+def _chain(length: int, link) -> dict:
+    """A schema whose $defs refer to one another `length` deep, each through `link(next_ref)`."""
+    defs = {str(n): link(f"#/$defs/{n + 1}") for n in range(length)}
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/0"}}, "$defs": {**defs, str(length): {}}}
+
+
+@pytest.mark.parametrize("schema", [
+    _chain(1200, lambda ref: {"allOf": [{"$ref": ref}]}),
+    {"type": "array", "allOf": [{"items": {"description": str(n)}} for n in range(1500)]},
+    {"type": "object", "allOf": [{"properties": {"x": {"description": str(n)}}} for n in range(1000)]},
+    {"type": "array", "prefixItems": [{"type": ["string", "null"]}] * 1500},
+], ids=["allOf $ref chain", "allOf merging items", "allOf merging a property", "long prefix of alternatives"])
+def test_long_chains_and_merges_within_the_size_bound_compile(schema):
+    check_size(schema, "")
+    assert grammar_for(schema).startswith("root ::= args\n")
+
+
+@pytest.mark.parametrize("schema, message", [
+    (_chain(40, lambda ref: {"type": "array", "items": {"$ref": ref}}), f"nests deeper than {MAX_DEPTH} levels"),
+    ({"type": "object", "properties": {f"p{n}": {"enum": [n]} for n in range(2100)}}, "more than 2000 rules"),
+])
+def test_chains_past_a_bound_are_refused(schema, message):
+    with pytest.raises(SchemaError, match=message):
+        GrammarBuilder().schema(schema)
+
+
+_KEYS = st.sampled_from(["a", "b", "c"])
+_LEAVES = st.sampled_from([True, False, {}, {"type": "string"}, {"type": "integer"}, {"type": ["null", "number"]},
+                           {"$ref": "#"}, {"$ref": "#/$defs/a"}, {"$ref": "#/$defs/nothing"}, {"const": 1},
+                           {"enum": [1, "x", None]}, {"type": "strung"}, {"minLength": 2, "maxLength": 1},
+                           {"nullable": True}, {"pattern": "x", "format": "date"}])
+
+
+def _long(schemas):
+    """Lists of up to 1500 copies of a leaf (copies of anything larger would nest exponentially)."""
+    return st.tuples(_LEAVES, st.integers(1, 1500)).map(lambda pair: [pair[0]] * pair[1]) | schemas
+
+
+def _wrapped(inner):
+    """One more level of the keywords that combine schemas, some lists long."""
+    lists = st.lists(inner, min_size=1, max_size=3)
+    return st.one_of(
+        st.fixed_dictionaries({"type": st.just("object"), "properties": st.dictionaries(_KEYS, inner, max_size=3)},
+                              optional={"required": st.lists(_KEYS, max_size=3),
+                                        "additionalProperties": st.booleans() | inner}),
+        st.fixed_dictionaries({"type": st.just("array")}, optional={
+            "items": inner, "prefixItems": _long(lists),
+            "minItems": st.integers(0, 3), "maxItems": st.integers(0, 2000)}),
+        st.fixed_dictionaries({"anyOf": lists}), st.fixed_dictionaries({"oneOf": lists}),
+        st.fixed_dictionaries({"allOf": _long(lists)}),
+        st.fixed_dictionaries({"allOf": lists, "nullable": st.booleans()}),
+        st.fixed_dictionaries({"$ref": st.just("#/$defs/b"), "description": st.text(max_size=3)}, optional={"items": inner}),
+    )
+
+
+SCHEMAS = st.recursive(_LEAVES, _wrapped, max_leaves=20)   # tests/unit/test_bad_input.py fuzzes the API with them
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(SCHEMAS, st.dictionaries(_KEYS, SCHEMAS, max_size=3))
+def test_any_schema_compiles_or_is_a_schema_error(schema, defs):
+    """Fuzzed: whatever the shape, the builder gives a rule or a SchemaError, never another exception
+    (a RecursionError there was a 500)."""
+    if isinstance(schema, dict):
+        schema = {**schema, "$defs": defs}
+    try:
+        GrammarBuilder().schema(schema)
+    except SchemaError:
+        pass

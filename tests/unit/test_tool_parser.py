@@ -139,16 +139,66 @@ def test_held_arguments_arrive_once_the_call_is_complete():
     assert [p.arguments for p in parser.feed(text[-1])] == ["", WEATHER_ARGUMENTS]
 
 
-def test_unfinished_call_held_back_is_text():
-    text = 'A <tool_call>{"name": "get_weather", "arguments": {"city": "Pa'
-    for cut in range(1, len(text)):
-        assert folded(run("hermes", [text[:cut], text[cut:]])) == (text, [])
+def cut_runs(format_name: str, text: str, stream_arguments: bool):
+    """(cut text, folded answer, parser) for the output ending at every position of `text`, each fed
+    whole and a character at a time."""
+    for cut in range(1, len(text) + 1):
+        for pieces in ([text[:cut]], list(text[:cut])):
+            parser = ToolCallParser(FORMATS[format_name], TOOLS, stream_arguments=stream_arguments)
+            out = [piece for chunk in pieces for piece in parser.feed(chunk)] + parser.finish()
+            yield text[:cut], folded(out), parser
 
 
-def test_cut_call_streams_what_was_written():
-    text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Pa'
+@pytest.mark.parametrize("case", [CASES[name] for name in GRAMMATICAL], ids=GRAMMATICAL)
+def test_a_call_cut_anywhere_held_back_is_text_never_a_call(case):
+    """Without streamed arguments a call is given out whole or not at all: cut anywhere, the calls
+    given are the whole ones before the cut, and a call the cut falls in comes back as text."""
+    format_name, text, _, calls = case
+    for cut_text, (content, given), _ in cut_runs(format_name, text, stream_arguments=False):
+        assert [(call["name"], call["arguments"]) for call in given] == calls[:len(given)], cut_text
+        if not given:
+            assert content == cut_text
+
+
+@pytest.mark.parametrize("case", [CASES[name] for name in GRAMMATICAL], ids=GRAMMATICAL)
+def test_a_streamed_call_cut_anywhere_is_closed_into_a_json_object(case):
+    """Streamed arguments cannot be taken back: a call the cut falls in keeps what was streamed, a
+    prefix of what the model wrote, closed into a JSON object, and is marked cut."""
+    format_name, text, _, calls = case
+    for cut_text, (_, given), parser in cut_runs(format_name, text, stream_arguments=True):
+        for number, call in enumerate(given):
+            name, arguments = calls[number]
+            assert call["name"] == name, cut_text
+            assert isinstance(json.loads(call["arguments"]), dict), (cut_text, call["arguments"])
+            cut_here = parser.call_cut and number == len(given) - 1
+            assert call["arguments"] == arguments or cut_here, cut_text
+
+
+@pytest.mark.parametrize("written, closed", [
+    ('{"city": "Pa', '{"city": "Pa"}'),
+    ('{"city": "Pa\\', '{"city": "Pa"}'),          # an escape is given out whole, never cut
+    ('{"city": "Paris", "un', '{"city": "Paris"}'),  # a member waits until its value begins
+    ('{"city": "Paris", "unit": ', '{"city": "Paris"}'),
+    ('{"days": [1, 2', '{"days": [1, 2]}'),
+    ('{"days": [1, 2,', '{"days": [1, 2]}'),
+    ('{"n": -', '{"n": -0}'),
+    ('{"x": 1.5e', '{"x": 1.5e0}'),
+    ('{"on": tr', '{"on": true}'),
+    ('{"a": {"b": [{"c": nu', '{"a": {"b": [{"c": null}]}}'),
+    ('{"na', "{}"),
+])
+def test_a_cut_streamed_call_keeps_what_was_written_closed(written, closed):
+    text = '<tool_call>{"name": "get_weather", "arguments": ' + written
     out = run("hermes", list(text), stream_arguments=True)
-    assert folded(out) == ("", [{"id": "id0", "name": "get_weather", "arguments": '{"city": "Pa'}])
+    assert folded(out) == ("", [{"id": "id0", "name": "get_weather", "arguments": closed}])
+
+
+def test_a_started_call_that_breaks_is_closed_and_its_text_comes_back():
+    """Only an upstream that ignores the grammar can write this: the call given out stays valid JSON."""
+    text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo", ]}</tool_call>'
+    content, given = folded(run("hermes", list(text), stream_arguments=True))
+    assert given == [{"id": "id0", "name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+    assert content == text
 
 
 def test_plain_text_passes_straight_through():
