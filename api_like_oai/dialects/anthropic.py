@@ -1,19 +1,24 @@
 """Anthropic's Messages API: request and answer models, and the request's translation into the
-internal chat request (`to_chat_request`). The answer's shape is in anthropic_shape.py."""
+internal chat request (`to_chat_request`). The answer's shape is in anthropic_shape.py; the
+context editing a request may ask for is in anthropic_edits.py."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag
 
 from ..errors import InvalidRequest
-from ..protocol import STRICT, TOOL_NAME, ChatCompletionRequest, Request
-from .common import chat_request, function_tool, given, named_tool_choice, refuse_tool_types, text_only
+from ..protocol import STRICT, TOOL_NAME, ChatCompletionRequest, Request, check_schema
+from ..sealing import Seal
+from .anthropic_edits import ContextManagement
+from .common import chat_request, function_tool, given, named_tool_choice, text_only
 
 CacheControl = Annotated[dict[str, Any] | None,
                          Field(None, description="Prompt caching hint: accepted and ignored (llama.cpp caches prefixes itself).")]
+THINKING = "thinking"   # the seal's purpose for a thought handed out as a thinking block's signature
 
 
 class _Block(BaseModel):
@@ -34,6 +39,13 @@ class UnsupportedBlock(BaseModel):
     type: Literal["image", "document"]
 
 
+class ToolReferenceBlock(_Block):
+    """A tool search's result naming a tool to load: every tool is loaded here, so it is left out."""
+
+    type: Literal["tool_reference"]
+    tool_name: StrictStr
+
+
 class ToolUseBlock(_Block):
     type: Literal["tool_use"]
     id: StrictStr
@@ -46,14 +58,16 @@ class ToolUseBlock(_Block):
 class ToolResultBlock(_Block):
     type: Literal["tool_result"]
     tool_use_id: StrictStr
-    content: StrictStr | list[Annotated[TextBlock | UnsupportedBlock, Field(discriminator="type")]] | None = None
+    content: StrictStr | list[Annotated[TextBlock | ToolReferenceBlock | UnsupportedBlock,
+                                        Field(discriminator="type")]] | None = None
     is_error: bool | None = None
 
 
 class ThinkingBlock(_Block):
     type: Literal["thinking"]
     thinking: StrictStr
-    signature: StrictStr | None = None
+    signature: StrictStr | None = Field(None, description="This proxy's signature reaches the template as "
+                                                          "`reasoning_content`; a thought signed elsewhere is left out.")
 
 
 class RedactedThinkingBlock(_Block):
@@ -67,7 +81,8 @@ ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBl
 
 class InputMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"] = Field(
+        description="A `system` turn (text only) keeps its place in the conversation, as a chat system message.")
     content: StrictStr | list[ContentBlock]
 
 
@@ -78,6 +93,30 @@ class CustomTool(BaseModel):
     description: StrictStr | None = None
     input_schema: dict[str, Any] = Field(description="A JSON schema of type object.")
     cache_control: CacheControl = None
+    defer_loading: bool | None = Field(
+        None, description="Offered like the other tools: a local server has no tool search to load it later.")
+    strict: bool | None = Field(None, description="Accepted: a call is held to the schema whenever a grammar applies.")
+    eager_input_streaming: bool | None = Field(None, description="Accepted: arguments stream whenever a grammar holds the call.")
+    input_examples: list[dict[str, Any]] | None = Field(
+        None, max_length=64, description="Written into the tool's description for the model to read.")
+    allowed_callers: list[StrictStr] | None = Field(None, description="Accepted and ignored (the model calls directly).")
+
+
+class ServerTool(BaseModel):
+    """A tool Anthropic's servers run or define (web search, code execution, tool search, ...): set aside,
+    left out of the prompt and named in the X-Tools-Set-Aside response header."""
+
+    model_config = ConfigDict(extra="allow", **STRICT)
+    type: StrictStr
+    name: StrictStr | None = None
+
+
+def _tool_kind(tool) -> str:
+    kind = tool.get("type") if isinstance(tool, dict) else getattr(tool, "type", None)
+    return "custom" if kind in (None, "custom") else "server"
+
+
+Tool = Annotated[Annotated[CustomTool, Tag("custom")] | Annotated[ServerTool, Tag("server")], Discriminator(_tool_kind)]
 
 
 class _ToolChoice(BaseModel):
@@ -108,14 +147,30 @@ ToolChoice = Annotated[ToolChoiceAuto | ToolChoiceAny | ToolChoiceTool | ToolCho
 
 class ThinkingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
-    type: Literal["enabled", "disabled", "adaptive"]
-    budget_tokens: int | None = Field(None, ge=0)
-    display: Literal["summarized", "omitted"] | None = None
+    type: Literal["enabled", "disabled", "adaptive", "between_tools"] = Field(
+        description="enabled/disabled (and between_tools: off) reach the chat template as `enable_thinking`; "
+                    "adaptive leaves the template's default.")
+    budget_tokens: int | None = Field(None, ge=0, description="Accepted; the thought counts against max_tokens.")
+    display: Literal["summarized", "omitted"] | None = Field(
+        None, description="omitted: the thinking block's text is empty and its signature carries the thought.")
+
+
+class OutputFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    type: Literal["json_schema"]
+    json_schema: dict[str, Any] = Field(alias="schema", description="The answer is held to this JSON schema.")
+
+
+class OutputConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
+        None, description="Reaches the chat template as `reasoning_effort`.")
+    format: OutputFormat | None = None
 
 
 class MessagesMetadata(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
-    user_id: StrictStr | None = None
+    user_id: StrictStr | None = Field(None, description="Accepted and ignored.")
 
 
 class CountTokensRequest(Request):
@@ -123,20 +178,25 @@ class CountTokensRequest(Request):
 
     model: StrictStr = Field(description="A model name or alias; without a config file any name is served.")
     messages: list[InputMessage] = Field(min_length=1)
-    system: StrictStr | list[TextBlock] | None = None
-    tools: list[CustomTool] | None = Field(None, max_length=512)
+    system: StrictStr | list[TextBlock] | None = Field(
+        None, description="Claude Code's per-request `x-anthropic-billing-header` line is taken out (it is "
+                          "metadata, and would change the prompt's start on every request).")
+    tools: list[Tool] | None = Field(None, max_length=512)
     tool_choice: ToolChoice | None = None
-    thinking: ThinkingConfig | None = Field(
-        None, description="enabled/disabled reach the chat template as `enable_thinking` (Qwen3's switch).")
+    thinking: ThinkingConfig | None = None
     cache_control: CacheControl = None
-    context_management: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
-    output_config: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    context_management: ContextManagement | None = Field(
+        None, description="clear_tool_uses and clear_thinking edits are applied to the prompt as Anthropic defines them.")
+    output_config: OutputConfig | None = None
+    mcp_servers: list[dict[str, Any]] | None = Field(None, description="Set aside: a local server connects to no MCP server.")
+    container: StrictStr | dict[str, Any] | None = Field(None, description="Accepted and ignored (no code execution).")
 
-    @model_validator(mode="before")
-    @classmethod
-    def only_client_tools(cls, data):
-        refuse_tool_types(data, ("custom", None), "this proxy runs only client tools (name, description, input_schema)")
-        return data
+    def client_tools(self) -> list[CustomTool]:
+        return [tool for tool in self.tools or () if isinstance(tool, CustomTool)]
+
+    def set_aside_tools(self) -> list[str]:
+        """The tools only Anthropic's servers can run, by name (or type), left out of the prompt."""
+        return [tool.name or tool.type for tool in self.tools or () if isinstance(tool, ServerTool)]
 
 
 class MessagesRequest(CountTokensRequest):
@@ -150,34 +210,73 @@ class MessagesRequest(CountTokensRequest):
     service_tier: Literal["auto", "standard_only"] | None = Field(None, description="Accepted and ignored.")
     speed: Literal["standard", "fast"] | None = Field(None, description="Accepted and ignored.")
     inference_geo: StrictStr | None = Field(None, description="Accepted and ignored.")
+    diagnostics: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    user_profile_id: StrictStr | None = Field(None, description="Accepted and ignored.")
+    workspace_id: StrictStr | None = Field(None, description="Accepted and ignored.")
+
+    def thinking_display(self) -> str | None:
+        """How the model's thought is given back: "summarized" (as written), "omitted" (an empty
+        thinking block whose signature carries it), or None (no thinking block: thinking disabled)."""
+        if self.thinking is None:
+            return "summarized"
+        if self.thinking.type == "disabled":
+            return None
+        return self.thinking.display or "summarized"
 
 
 # --- translation -----------------------------------------------------------------------------
 
-def to_chat_request(request: CountTokensRequest) -> ChatCompletionRequest:
+def to_chat_request(request: CountTokensRequest, seal: Seal | None = None) -> ChatCompletionRequest:
     """The chat request `request` becomes: system and messages, tools and tool choice, sampling; the
-    chat schema checks the tools (a refusal names `tools.N.input_schema`)."""
-    messages = chat_messages(request)
+    chat schema checks the tools (a refusal names `tools.N.input_schema`). A thinking block reaches the
+    template only when `seal` verifies its signature."""
+    messages = chat_messages(request, seal)
     fields: dict[str, Any] = {"model": request.model, "messages": messages}
-    if request.tools:
-        fields["tools"] = [function_tool(tool.name, tool.description, tool.input_schema) for tool in request.tools]
+    tools = request.client_tools()
+    if tools:
+        fields["tools"] = [function_tool(tool.name, _described(tool), tool.input_schema) for tool in tools]
     fields |= _tool_choice_fields(request.tool_choice)
     if _continues_last_message(request):
         fields |= {"add_generation_prompt": False, "continue_final_message": True}
+    fields |= _template_fields(request)
     if isinstance(request, MessagesRequest):
         fields |= {"max_tokens": request.max_tokens, "stream": bool(request.stream)}
         fields |= given(request, ("temperature", "top_p", "top_k"))
         if request.stop_sequences:
             fields["stop"] = list(request.stop_sequences)
-        if request.thinking is not None and request.thinking.type != "adaptive":
-            # Qwen3's (and SmolLM3's) switch, as llama-server and vLLM users set it.
-            fields["chat_template_kwargs"] = {"enable_thinking": request.thinking.type == "enabled"}
-    return chat_request(fields, [f"tools.{n}.input_schema" for n in range(len(request.tools or ()))])
+    return chat_request(fields, [f"tools.{n}.input_schema" for n, tool in enumerate(request.tools or ())
+                                 if isinstance(tool, CustomTool)])
 
 
-def chat_messages(request: CountTokensRequest) -> list[dict]:
-    """The system prompt and the turns as chat messages: tool results become `tool` messages,
-    tool uses an assistant's `tool_calls`; thinking blocks are left out."""
+def _template_fields(request: CountTokensRequest) -> dict:
+    """thinking (Qwen3's `enable_thinking` switch, as llama-server and vLLM users set it) and the
+    effort (`reasoning_effort`) as template variables; output_config.format as the response format."""
+    variables: dict[str, Any] = {}
+    if request.thinking is not None and request.thinking.type != "adaptive":
+        variables["enable_thinking"] = request.thinking.type == "enabled"
+    output = request.output_config
+    if output is not None and output.effort is not None:
+        variables["reasoning_effort"] = output.effort   # "max" too: the template gets the value as sent
+    fields: dict[str, Any] = {"chat_template_kwargs": variables} if variables else {}
+    if output is not None and output.format is not None:
+        check_schema(output.format.json_schema, "output_config.format.schema")
+        fields["response_format"] = {"type": "json_schema",
+                                     "json_schema": {"name": "output", "schema": output.format.json_schema}}
+    return fields
+
+
+def _described(tool: CustomTool) -> str | None:
+    """The tool's description, with its input examples written after it for the model to read."""
+    if not tool.input_examples:
+        return tool.description
+    examples = "\n".join(json.dumps(example, ensure_ascii=False) for example in tool.input_examples)
+    return f"{tool.description or ''}\n\nInput examples:\n{examples}".lstrip()
+
+
+def chat_messages(request: CountTokensRequest, seal: Seal | None = None) -> list[dict]:
+    """The system prompt and the turns as chat messages: tool results become `tool` messages, tool
+    uses an assistant's `tool_calls`, this proxy's thoughts its `reasoning_content`; `system` turns
+    keep their place."""
     messages = []
     system = system_text(request.system)
     if system:
@@ -185,15 +284,31 @@ def chat_messages(request: CountTokensRequest) -> list[dict]:
     for n, message in enumerate(request.messages):
         if message.role == "user":
             messages += _user_turn(message, n)
+        elif message.role == "system":
+            messages.append({"role": "system", "content": _system_turn_text(message, n)})
         else:
-            messages.append(_assistant_turn(message, n))
+            messages.append(_assistant_turn(message, n, seal))
     return messages
 
 
+# Claude Code's first system block (2.1.36 on): `x-anthropic-billing-header: cc_version=...; cch=...;`,
+# whose cch changes with every request; at the prompt's start it would defeat llama.cpp's prefix cache.
+_BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:[^\n]*(\n|$)", re.IGNORECASE | re.MULTILINE)
+
+
 def system_text(system: str | list[TextBlock] | None) -> str:
-    if system is None or isinstance(system, str):
-        return system or ""
-    return "\n".join(block.text for block in system)
+    """The system prompt's text, without Claude Code's per-request billing header line."""
+    texts = [system or ""] if system is None or isinstance(system, str) else [block.text for block in system]
+    return "\n".join(kept for text in texts if (kept := _BILLING_HEADER.sub("", text)))
+
+
+def _system_turn_text(message: InputMessage, n: int) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    for m, block in enumerate(message.content):
+        if block.type != "text":
+            raise _unsupported(block.type, f"messages.{n}.content.{m}", "system")
+    return "\n".join(block.text for block in message.content)
 
 
 def _user_turn(message: InputMessage, n: int) -> list[dict]:
@@ -214,22 +329,38 @@ def _user_turn(message: InputMessage, n: int) -> list[dict]:
     return turns or [{"role": "user", "content": ""}]
 
 
-def _assistant_turn(message: InputMessage, n: int) -> dict:
+def _assistant_turn(message: InputMessage, n: int, seal: Seal | None) -> dict:
     if isinstance(message.content, str):
         return {"role": "assistant", "content": message.content}
-    texts, calls = [], []
+    texts, calls, thoughts = [], [], []
     for m, block in enumerate(message.content):
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
             calls.append({"id": block.id, "type": "function",
                           "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
-        elif block.type not in ("thinking", "redacted_thinking"):
+        elif block.type in ("thinking", "redacted_thinking"):
+            thoughts.append(thought_of(block, seal))
+        else:
             raise _unsupported(block.type, f"messages.{n}.content.{m}", "assistant")
     turn: dict = {"role": "assistant", "content": "\n".join(texts) if texts or not calls else None}
     if calls:
         turn["tool_calls"] = calls
+    if any(thoughts):
+        turn["reasoning_content"] = "\n\n".join(thought for thought in thoughts if thought)
     return turn
+
+
+def thought_of(block: ThinkingBlock | RedactedThinkingBlock, seal: Seal | None) -> str | None:
+    """The thought a thinking block carries back, if this installation signed it: the text its signature
+    verifies, or (display "omitted", redacted) the text its token wraps; None for another server's."""
+    if seal is None:
+        return None
+    if block.type == "redacted_thinking":
+        return seal.unwrap(THINKING, block.data)
+    if block.thinking:
+        return block.thinking if seal.verify(THINKING, block.thinking, block.signature) else None
+    return seal.unwrap(THINKING, block.signature)
 
 
 def _result_text(block: ToolResultBlock, param: str) -> str:
@@ -237,9 +368,9 @@ def _result_text(block: ToolResultBlock, param: str) -> str:
         text = block.content or ""
     else:
         for m, part in enumerate(block.content):
-            if part.type != "text":
+            if part.type not in ("text", "tool_reference"):
                 raise _unsupported(part.type, f"{param}.content.{m}", "tool_result")
-        text = "\n".join(part.text for part in block.content)
+        text = "\n".join(part.text for part in block.content if part.type == "text")
     return f"Error: {text}" if block.is_error else text
 
 
@@ -283,6 +414,13 @@ class ToolUseContent(BaseModel):
     input: dict[str, Any] = Field(description="The parsed arguments of the call.")
 
 
+class ThinkingContent(BaseModel):
+    type: Literal["thinking"]
+    thinking: str = Field(description="The model's thought; empty with display \"omitted\".")
+    signature: str = Field(description="This installation's signature (HMAC) of the thought; with display "
+                                       "\"omitted\", a token that carries the thought back.")
+
+
 class MessageUsage(BaseModel):
     input_tokens: int
     output_tokens: int
@@ -296,14 +434,18 @@ class MessageResponse(BaseModel):
     type: Literal["message"]
     role: Literal["assistant"]
     model: str
-    content: list[Annotated[TextContent | ToolUseContent, Field(discriminator="type")]]
+    content: list[Annotated[ThinkingContent | TextContent | ToolUseContent, Field(discriminator="type")]]
     stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"] | None
     stop_sequence: str | None
     usage: MessageUsage
+    context_management: dict[str, Any] | None = Field(
+        None, description="With context_management: {\"applied_edits\": [...]}, what each edit cleared.")
 
 
 class TokenCount(BaseModel):
-    input_tokens: int
+    input_tokens: int = Field(description="The prompt's tokens, after any context_management edits.")
+    context_management: dict[str, int] | None = Field(
+        None, description="With context_management: {\"original_input_tokens\": the count before the edits}.")
 
 
 class AnthropicErrorDetail(BaseModel):
