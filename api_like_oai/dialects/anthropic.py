@@ -75,15 +75,41 @@ class RedactedThinkingBlock(_Block):
     data: StrictStr
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
-                         | UnsupportedBlock, Field(discriminator="type")]
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock | UnsupportedBlock
+
+
+class ToolChangeBlock(_Block):
+    """A mid-conversation tool change (`mid-conversation-tool-changes` beta). Every declared tool is
+    offered from the start here, so the change is written in place, for the model to read."""
+
+    type: Literal["tool_addition", "tool_removal"]
+    tool: dict[str, Any] = Field(description="A tool_reference {name}, a tool_definition {definition}, or an "
+                                             "MCP reference (set aside: no MCP connector here).")
+
+    def note(self) -> str:
+        name = self.tool.get("name") or (self.tool.get("definition") or {}).get("name")
+        if self.tool.get("type") not in ("tool_reference", "tool_definition") or not isinstance(name, str):
+            return ""
+        return f"The tool {name} is available from here on." if self.type == "tool_addition" else \
+            f"The tool {name} is no longer available: do not call it."
+
+
+class SystemOutputConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
+        None, description="The effort from this turn on: reaches the chat template as `reasoning_effort`.")
 
 
 class InputMessage(BaseModel):
+    """A turn. A `system` turn (text and tool changes) keeps its place in the conversation, as a chat
+    system message; output_config and clear_at belong to system turns only."""
+
     model_config = ConfigDict(extra="forbid", **STRICT)
-    role: Literal["user", "assistant", "system"] = Field(
-        description="A `system` turn (text only) keeps its place in the conversation, as a chat system message.")
-    content: StrictStr | list[ContentBlock]
+    role: Literal["user", "assistant", "system"]
+    content: StrictStr | list[Annotated[ContentBlock | ToolChangeBlock, Field(discriminator="type")]]
+    output_config: SystemOutputConfig | None = None
+    clear_at: Literal["next_user_message", "never"] | None = Field(
+        None, description="next_user_message: left out of the prompt once a later user message exists.")
 
 
 class CustomTool(BaseModel):
@@ -191,8 +217,18 @@ class CountTokensRequest(Request):
     mcp_servers: list[dict[str, Any]] | None = Field(None, description="Set aside: a local server connects to no MCP server.")
     container: StrictStr | dict[str, Any] | None = Field(None, description="Accepted and ignored (no code execution).")
 
-    def client_tools(self) -> list[CustomTool]:
-        return [tool for tool in self.tools or () if isinstance(tool, CustomTool)]
+    def client_tools(self) -> list[tuple[int, CustomTool]]:
+        """(index in `tools`, tool) of the tools the model may call: deferred ones (defer_loading) after
+        the others, so that a client loading one more changes the prompt as late as possible."""
+        tools = [(n, tool) for n, tool in enumerate(self.tools or ()) if isinstance(tool, CustomTool)]
+        return sorted(tools, key=lambda numbered: bool(numbered[1].defer_loading))
+
+    def effort(self) -> str | None:
+        """The effort in force: the latest system turn's output_config, else the request's."""
+        for message in reversed(self.messages):
+            if message.output_config is not None and message.output_config.effort is not None:
+                return message.output_config.effort
+        return self.output_config.effort if self.output_config is not None else None
 
     def set_aside_tools(self) -> list[str]:
         """The tools only Anthropic's servers can run, by name (or type), left out of the prompt."""
@@ -234,7 +270,7 @@ def to_chat_request(request: CountTokensRequest, seal: Seal | None = None) -> Ch
     fields: dict[str, Any] = {"model": request.model, "messages": messages}
     tools = request.client_tools()
     if tools:
-        fields["tools"] = [function_tool(tool.name, _described(tool), tool.input_schema) for tool in tools]
+        fields["tools"] = [function_tool(tool.name, _described(tool), tool.input_schema) for _, tool in tools]
     fields |= _tool_choice_fields(request.tool_choice)
     if _continues_last_message(request):
         fields |= {"add_generation_prompt": False, "continue_final_message": True}
@@ -244,8 +280,7 @@ def to_chat_request(request: CountTokensRequest, seal: Seal | None = None) -> Ch
         fields |= given(request, ("temperature", "top_p", "top_k"))
         if request.stop_sequences:
             fields["stop"] = list(request.stop_sequences)
-    return chat_request(fields, [f"tools.{n}.input_schema" for n, tool in enumerate(request.tools or ())
-                                 if isinstance(tool, CustomTool)])
+    return chat_request(fields, [f"tools.{n}.input_schema" for n, _ in tools])
 
 
 def _template_fields(request: CountTokensRequest) -> dict:
@@ -254,10 +289,10 @@ def _template_fields(request: CountTokensRequest) -> dict:
     variables: dict[str, Any] = {}
     if request.thinking is not None and request.thinking.type != "adaptive":
         variables["enable_thinking"] = request.thinking.type == "enabled"
-    output = request.output_config
-    if output is not None and output.effort is not None:
-        variables["reasoning_effort"] = output.effort   # "max" too: the template gets the value as sent
+    if request.effort() is not None:
+        variables["reasoning_effort"] = request.effort()   # "max" too: the template gets the value as sent
     fields: dict[str, Any] = {"chat_template_kwargs": variables} if variables else {}
+    output = request.output_config
     if output is not None and output.format is not None:
         check_schema(output.format.json_schema, "output_config.format.schema")
         fields["response_format"] = {"type": "json_schema",
@@ -276,16 +311,19 @@ def _described(tool: CustomTool) -> str | None:
 def chat_messages(request: CountTokensRequest, seal: Seal | None = None) -> list[dict]:
     """The system prompt and the turns as chat messages: tool results become `tool` messages, tool
     uses an assistant's `tool_calls`, this proxy's thoughts its `reasoning_content`; `system` turns
-    keep their place."""
+    keep their place (one to be cleared at the next user message, until there is one)."""
     messages = []
     system = system_text(request.system)
     if system:
         messages.append({"role": "system", "content": system})
+    last_user = max((n for n, message in enumerate(request.messages) if message.role == "user"), default=-1)
     for n, message in enumerate(request.messages):
+        _check_system_only_fields(message, n)
         if message.role == "user":
             messages += _user_turn(message, n)
         elif message.role == "system":
-            messages.append({"role": "system", "content": _system_turn_text(message, n)})
+            if message.clear_at != "next_user_message" or n > last_user:
+                messages.append({"role": "system", "content": _system_turn_text(message, n)})
         else:
             messages.append(_assistant_turn(message, n, seal))
     return messages
@@ -302,13 +340,21 @@ def system_text(system: str | list[TextBlock] | None) -> str:
     return "\n".join(kept for text in texts if (kept := _BILLING_HEADER.sub("", text)))
 
 
+def _check_system_only_fields(message: InputMessage, n: int) -> None:
+    for name in ("output_config", "clear_at"):
+        if message.role != "system" and getattr(message, name) is not None:
+            raise InvalidRequest(f"{name} belongs to system messages only", param=f"messages.{n}.{name}")
+
+
 def _system_turn_text(message: InputMessage, n: int) -> str:
+    """A system turn's text, its tool changes written as notes in place."""
     if isinstance(message.content, str):
         return message.content
     for m, block in enumerate(message.content):
-        if block.type != "text":
+        if block.type not in ("text", "tool_addition", "tool_removal"):
             raise _unsupported(block.type, f"messages.{n}.content.{m}", "system")
-    return "\n".join(block.text for block in message.content)
+    texts = (block.text if block.type == "text" else block.note() for block in message.content)
+    return "\n".join(text for text in texts if text)
 
 
 def _user_turn(message: InputMessage, n: int) -> list[dict]:
@@ -370,7 +416,8 @@ def _result_text(block: ToolResultBlock, param: str) -> str:
         for m, part in enumerate(block.content):
             if part.type not in ("text", "tool_reference"):
                 raise _unsupported(part.type, f"{param}.content.{m}", "tool_result")
-        text = "\n".join(part.text for part in block.content if part.type == "text")
+        # A tool search's result names the tools it loaded; here every tool is offered from the start.
+        text = "\n".join(part.text if part.type == "text" else f"Tool loaded: {part.tool_name}" for part in block.content)
     return f"Error: {text}" if block.is_error else text
 
 

@@ -166,3 +166,64 @@ def test_claude_codes_other_request_fields_are_accepted():
             "service_tier": "auto", "speed": "standard", "stream": True}
     chat = chat_of(body)
     assert chat.messages[0].content == "Hi" and chat.stream is True
+
+
+def test_a_system_turns_effort_is_the_turns_from_there_on():
+    body = {"messages": [*HI, {"role": "system", "content": "Env.", "output_config": {"effort": "medium"}}],
+            "output_config": {"effort": "high"}}
+    assert chat_of(body).template_variables() == {"reasoning_effort": "medium"}
+    later = {"messages": [*body["messages"], {"role": "assistant", "content": "Ok."},
+                          {"role": "system", "content": "Think harder now.", "output_config": {"effort": "max"}},
+                          {"role": "user", "content": "Go."}]}
+    assert chat_of(later).template_variables() == {"reasoning_effort": "max"}
+
+
+@pytest.mark.parametrize("field, value", [("output_config", {"effort": "low"}), ("clear_at", "never")])
+def test_system_turn_fields_on_other_turns_are_refused(field, value):
+    with pytest.raises(InvalidRequest) as caught:
+        chat_of({"messages": [{**HI[0], field: value}]})
+    assert caught.value.param == f"messages.0.{field}"
+
+
+def test_a_system_turn_cleared_at_the_next_user_message_shows_until_there_is_one():
+    reminder = {"role": "system", "content": "Answer the question just asked.", "clear_at": "next_user_message"}
+    assert messages_of({"messages": [*HI, reminder]})[-1] == {"role": "system", "content": reminder["content"]}
+    later = messages_of({"messages": [*HI, reminder, {"role": "assistant", "content": "Hello."},
+                                      {"role": "user", "content": "Bye."}]})
+    assert [m["role"] for m in later] == ["user", "assistant", "user"]
+
+
+def test_tool_changes_in_a_system_turn_are_written_in_place():
+    changes = [{"type": "text", "text": "Tools changed."},
+               {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "WebFetch"}},
+               {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "Bash"}},
+               {"type": "tool_addition", "tool": {"type": "mcp_toolset_reference", "server_name": "github"}}]
+    assert messages_of({"messages": [*HI, {"role": "system", "content": changes}]})[-1] == {
+        "role": "system", "content": "Tools changed.\nThe tool WebFetch is available from here on.\n"
+                                     "The tool Bash is no longer available: do not call it."}
+
+
+def test_a_tool_searchs_result_names_the_tools_it_loaded():
+    body = {"messages": [*HI, {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "ToolSearch", "input": {"query": "fetch"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                    {"type": "tool_reference", "tool_name": "WebFetch"}, {"type": "tool_reference", "tool_name": "CronCreate"}]},
+                {"type": "text", "text": "Tool loaded.", "cache_control": {"type": "ephemeral"}}]}]}
+    assert messages_of(body)[-2:] == [
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "Tool loaded: WebFetch\nTool loaded: CronCreate"},
+        {"role": "user", "content": "Tool loaded."}]
+
+
+def test_deferred_tools_are_offered_after_the_others():
+    """Claude Code inserts the tools a search loads, deferred, in alphabetical order: offered last, they
+    change the prompt as late as possible. A refusal still names the tool's own index."""
+    tools = [{"name": "Agent", "input_schema": SCHEMA}, {"name": "CronCreate", "input_schema": SCHEMA, "defer_loading": True},
+             {"name": "Bash", "input_schema": SCHEMA}, {"name": "Placeholder", "input_schema": SCHEMA, "defer_loading": True},
+             {"name": "Write", "input_schema": SCHEMA}]
+    chat = chat_of({"messages": HI, "tools": tools})
+    assert [tool.function.name for tool in chat.tools] == ["Agent", "Bash", "Write", "CronCreate", "Placeholder"]
+    tools[1]["input_schema"] = {"type": "string"}
+    with pytest.raises(InvalidRequest) as caught:
+        chat_of({"messages": HI, "tools": tools})
+    assert caught.value.param == "tools.1.input_schema"
