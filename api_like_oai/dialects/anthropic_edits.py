@@ -12,7 +12,8 @@ prompt reaches Claude. They are what lets a long agent session fit a small conte
   the proxy's own context fitting drops the oldest turns instead.
 
 Pure: the messages are chat messages (assistant `tool_calls`, `tool` results, `reasoning_content`),
-and tokens are counted by the caller's `count_tokens(messages)`, only when an edit needs a count.
+and tokens are counted by the caller's `count_tokens(messages, at_most=None)` (services.chat.MessageEdit),
+only when an edit needs a count.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ DEFAULT_TRIGGER_TOKENS = 100_000                      # Anthropic's defaults
 DEFAULT_KEEP_TOOL_USES = 3
 DEFAULT_KEEP_THINKING_TURNS = 1
 
-TokenCounter = Callable[[list[dict]], int]
+TokenCounter = Callable[..., int]   # (messages, at_most=None) -> tokens; see services.chat.MessageEdit
 
 
 class _Strict(BaseModel):
@@ -133,21 +134,20 @@ def _without_thought(message: dict) -> dict:
 def clear_tool_uses(messages: list[dict], edit: ClearToolUses, count_tokens: TokenCounter) -> tuple[list[dict], dict | None]:
     """Old tool results (and inputs) cleared as `edit` says; None in the report when nothing was."""
     calls = tool_calls_in_order(messages)
-    before = None
     trigger = edit.trigger or InputTokens(type="input_tokens", value=DEFAULT_TRIGGER_TOKENS)
+    before = None   # the prompt's tokens, once counted
     if trigger.type == "tool_uses":
         if len(calls) <= trigger.value:
             return messages, None
     else:
-        before = count_tokens(messages)
+        before = count_tokens(messages, at_most=trigger.value)   # exact when above the trigger
         if before <= trigger.value:
             return messages, None
     cleared = _calls_to_clear(calls, edit)
     if not cleared:
         return messages, None
     edited = _cleared(messages, cleared, edit.clear_tool_inputs)
-    before = count_tokens(messages) if before is None else before
-    freed = max(0, before - count_tokens(edited))
+    freed = max(0, (count_tokens(messages) if before is None else before) - count_tokens(edited))
     if edit.clear_at_least is not None and freed < edit.clear_at_least.value:
         return messages, None
     return edited, {"type": edit.type, "cleared_tool_uses": len(cleared), "cleared_input_tokens": freed}

@@ -81,8 +81,10 @@ def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
 
 
 # A dialect's own edit of the conversation before it is fitted (Anthropic's context_management):
-# `edit(messages, count_tokens) -> messages`, where count_tokens(messages) is their prompt's token count.
-MessageEdit = Callable[[list[dict], Callable[[list[dict]], int]], list[dict]]
+# `edit(messages, count_tokens) -> messages`; count_tokens(messages, at_most=None) is their prompt's
+# token count, or, given `at_most`, the prompt's byte length when that is no more (a token is at
+# least a byte, so the prompt is within it without a count upstream).
+MessageEdit = Callable[[list[dict], Callable[..., int]], list[dict]]
 
 
 def edited_messages(request: ChatCompletionRequest, model: ServedModel, tool_plan, edit: MessageEdit | None) -> list[dict]:
@@ -91,8 +93,11 @@ def edited_messages(request: ChatCompletionRequest, model: ServedModel, tool_pla
     if edit is None:
         return messages
 
-    def count_tokens(edited: list[dict]) -> int:
-        return len(model.client.tokenize(render_prompt(request, model, edited, tool_plan).text, add_special=True))
+    def count_tokens(edited: list[dict], at_most: int | None = None) -> int:
+        text = render_prompt(request, model, edited, tool_plan).text
+        if at_most is not None and len(text.encode()) <= at_most:
+            return len(text.encode())
+        return len(model.client.tokenize(text, add_special=True))
 
     return edit(messages, count_tokens)
 

@@ -235,10 +235,14 @@ def test_context_editing_clears_old_tool_results_from_the_prompt(client, fake, s
 def test_context_editing_below_its_trigger_leaves_the_prompt_alone(client, fake):
     fake.tokens = ["Found", " it."]
     edit = {**CLEAR_TOOL_USES, "trigger": {"type": "input_tokens", "value": 100_000}}
-    message = client.beta.messages.create(**{**BODY, "tools": [BASH], "messages": tool_session(3)},
+    sent_before = len(fake.requests)
+    message = client.beta.messages.create(**{**BODY, "tools": [BASH], "messages": tool_session(3), "max_tokens": 50},
                                           context_management={"edits": [edit]})
     assert "output of step 0" in prompt_sent(fake)
     assert message.context_management.applied_edits == []
+    # A prompt of fewer bytes than the trigger's tokens is below it without a count upstream (and
+    # one that leaves room for max_tokens fits without one).
+    assert not [body for body in fake.requests[sent_before:] if "content" in body]   # no /tokenize
 
 
 def test_clear_thinking_keeps_the_latest_thoughts(client, fake):
