@@ -30,7 +30,8 @@ class Seal:
 
     def verify(self, purpose: str, text: str, signature: str | None) -> bool:
         """Whether `signature` is this installation's signature of `text` for `purpose`."""
-        return signature is not None and hmac.compare_digest(self.sign(purpose, text), signature)
+        # As bytes: compare_digest refuses str with non-ASCII characters, which a client may send.
+        return signature is not None and hmac.compare_digest(self.sign(purpose, text).encode(), signature.encode())
 
     def wrap(self, purpose: str, text: str) -> str:
         """An opaque token that carries `text` and its signature."""

@@ -1,19 +1,24 @@
 """Anthropic's Messages API: request and answer models, and the request's translation into the
-internal chat request (`to_chat_request`). The answer's shape is in anthropic_shape.py."""
+internal chat request (`to_chat_request`). The answer's shape is in anthropic_shape.py; the
+context editing a request may ask for is in anthropic_edits.py."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag
 
 from ..errors import InvalidRequest
-from ..protocol import STRICT, TOOL_NAME, ChatCompletionRequest, Request
-from .common import chat_request, function_tool, given, named_tool_choice, refuse_tool_types, text_only
+from ..protocol import STRICT, TOOL_NAME, ChatCompletionRequest, Request, check_schema
+from ..sealing import Seal
+from .anthropic_edits import ContextManagement
+from .common import chat_request, function_tool, given, named_tool_choice, text_only
 
 CacheControl = Annotated[dict[str, Any] | None,
                          Field(None, description="Prompt caching hint: accepted and ignored (llama.cpp caches prefixes itself).")]
+THINKING = "thinking"   # the seal's purpose for a thought handed out as a thinking block's signature
 
 
 class _Block(BaseModel):
@@ -34,6 +39,13 @@ class UnsupportedBlock(BaseModel):
     type: Literal["image", "document"]
 
 
+class ToolReferenceBlock(_Block):
+    """A tool search's result naming a tool to load: every tool is loaded here, so it is left out."""
+
+    type: Literal["tool_reference"]
+    tool_name: StrictStr
+
+
 class ToolUseBlock(_Block):
     type: Literal["tool_use"]
     id: StrictStr
@@ -46,14 +58,16 @@ class ToolUseBlock(_Block):
 class ToolResultBlock(_Block):
     type: Literal["tool_result"]
     tool_use_id: StrictStr
-    content: StrictStr | list[Annotated[TextBlock | UnsupportedBlock, Field(discriminator="type")]] | None = None
+    content: StrictStr | list[Annotated[TextBlock | ToolReferenceBlock | UnsupportedBlock,
+                                        Field(discriminator="type")]] | None = None
     is_error: bool | None = None
 
 
 class ThinkingBlock(_Block):
     type: Literal["thinking"]
     thinking: StrictStr
-    signature: StrictStr | None = None
+    signature: StrictStr | None = Field(None, description="This proxy's signature reaches the template as "
+                                                          "`reasoning_content`; a thought signed elsewhere is left out.")
 
 
 class RedactedThinkingBlock(_Block):
@@ -61,14 +75,41 @@ class RedactedThinkingBlock(_Block):
     data: StrictStr
 
 
-ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
-                         | UnsupportedBlock, Field(discriminator="type")]
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock | UnsupportedBlock
+
+
+class ToolChangeBlock(_Block):
+    """A mid-conversation tool change (`mid-conversation-tool-changes` beta). Every declared tool is
+    offered from the start here, so the change is written in place, for the model to read."""
+
+    type: Literal["tool_addition", "tool_removal"]
+    tool: dict[str, Any] = Field(description="A tool_reference {name}, a tool_definition {definition}, or an "
+                                             "MCP reference (set aside: no MCP connector here).")
+
+    def note(self) -> str:
+        name = self.tool.get("name") or (self.tool.get("definition") or {}).get("name")
+        if self.tool.get("type") not in ("tool_reference", "tool_definition") or not isinstance(name, str):
+            return ""
+        return f"The tool {name} is available from here on." if self.type == "tool_addition" else \
+            f"The tool {name} is no longer available: do not call it."
+
+
+class SystemOutputConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
+        None, description="The effort from this turn on: reaches the chat template as `reasoning_effort`.")
 
 
 class InputMessage(BaseModel):
+    """A turn. A `system` turn (text and tool changes) keeps its place in the conversation, as a chat
+    system message; output_config and clear_at belong to system turns only."""
+
     model_config = ConfigDict(extra="forbid", **STRICT)
-    role: Literal["user", "assistant"]
-    content: StrictStr | list[ContentBlock]
+    role: Literal["user", "assistant", "system"]
+    content: StrictStr | list[Annotated[ContentBlock | ToolChangeBlock, Field(discriminator="type")]]
+    output_config: SystemOutputConfig | None = None
+    clear_at: Literal["next_user_message", "never"] | None = Field(
+        None, description="next_user_message: left out of the prompt once a later user message exists.")
 
 
 class CustomTool(BaseModel):
@@ -78,6 +119,30 @@ class CustomTool(BaseModel):
     description: StrictStr | None = None
     input_schema: dict[str, Any] = Field(description="A JSON schema of type object.")
     cache_control: CacheControl = None
+    defer_loading: bool | None = Field(
+        None, description="Offered like the other tools: a local server has no tool search to load it later.")
+    strict: bool | None = Field(None, description="Accepted: a call is held to the schema whenever a grammar applies.")
+    eager_input_streaming: bool | None = Field(None, description="Accepted: arguments stream whenever a grammar holds the call.")
+    input_examples: list[dict[str, Any]] | None = Field(
+        None, max_length=64, description="Written into the tool's description for the model to read.")
+    allowed_callers: list[StrictStr] | None = Field(None, description="Accepted and ignored (the model calls directly).")
+
+
+class ServerTool(BaseModel):
+    """A tool Anthropic's servers run or define (web search, code execution, tool search, ...): set aside,
+    left out of the prompt and named in the X-Tools-Set-Aside response header."""
+
+    model_config = ConfigDict(extra="allow", **STRICT)
+    type: StrictStr
+    name: StrictStr | None = None
+
+
+def _tool_kind(tool) -> str:
+    kind = tool.get("type") if isinstance(tool, dict) else getattr(tool, "type", None)
+    return "custom" if kind in (None, "custom") else "server"
+
+
+Tool = Annotated[Annotated[CustomTool, Tag("custom")] | Annotated[ServerTool, Tag("server")], Discriminator(_tool_kind)]
 
 
 class _ToolChoice(BaseModel):
@@ -108,14 +173,30 @@ ToolChoice = Annotated[ToolChoiceAuto | ToolChoiceAny | ToolChoiceTool | ToolCho
 
 class ThinkingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
-    type: Literal["enabled", "disabled", "adaptive"]
-    budget_tokens: int | None = Field(None, ge=0)
-    display: Literal["summarized", "omitted"] | None = None
+    type: Literal["enabled", "disabled", "adaptive", "between_tools"] = Field(
+        description="enabled/disabled (and between_tools: off) reach the chat template as `enable_thinking`; "
+                    "adaptive leaves the template's default.")
+    budget_tokens: int | None = Field(None, ge=0, description="Accepted; the thought counts against max_tokens.")
+    display: Literal["summarized", "omitted"] | None = Field(
+        None, description="omitted: the thinking block's text is empty and its signature carries the thought.")
+
+
+class OutputFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    type: Literal["json_schema"]
+    json_schema: dict[str, Any] = Field(alias="schema", description="The answer is held to this JSON schema.")
+
+
+class OutputConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
+        None, description="Reaches the chat template as `reasoning_effort`.")
+    format: OutputFormat | None = None
 
 
 class MessagesMetadata(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
-    user_id: StrictStr | None = None
+    user_id: StrictStr | None = Field(None, description="Accepted and ignored.")
 
 
 class CountTokensRequest(Request):
@@ -123,20 +204,35 @@ class CountTokensRequest(Request):
 
     model: StrictStr = Field(description="A model name or alias; without a config file any name is served.")
     messages: list[InputMessage] = Field(min_length=1)
-    system: StrictStr | list[TextBlock] | None = None
-    tools: list[CustomTool] | None = Field(None, max_length=512)
+    system: StrictStr | list[TextBlock] | None = Field(
+        None, description="Claude Code's per-request `x-anthropic-billing-header` line is taken out (it is "
+                          "metadata, and would change the prompt's start on every request).")
+    tools: list[Tool] | None = Field(None, max_length=512)
     tool_choice: ToolChoice | None = None
-    thinking: ThinkingConfig | None = Field(
-        None, description="enabled/disabled reach the chat template as `enable_thinking` (Qwen3's switch).")
+    thinking: ThinkingConfig | None = None
     cache_control: CacheControl = None
-    context_management: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
-    output_config: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    context_management: ContextManagement | None = Field(
+        None, description="clear_tool_uses and clear_thinking edits are applied to the prompt as Anthropic defines them.")
+    output_config: OutputConfig | None = None
+    mcp_servers: list[dict[str, Any]] | None = Field(None, description="Set aside: a local server connects to no MCP server.")
+    container: StrictStr | dict[str, Any] | None = Field(None, description="Accepted and ignored (no code execution).")
 
-    @model_validator(mode="before")
-    @classmethod
-    def only_client_tools(cls, data):
-        refuse_tool_types(data, ("custom", None), "this proxy runs only client tools (name, description, input_schema)")
-        return data
+    def client_tools(self) -> list[tuple[int, CustomTool]]:
+        """(index in `tools`, tool) of the tools the model may call: deferred ones (defer_loading) after
+        the others, so that a client loading one more changes the prompt as late as possible."""
+        tools = [(n, tool) for n, tool in enumerate(self.tools or ()) if isinstance(tool, CustomTool)]
+        return sorted(tools, key=lambda numbered: bool(numbered[1].defer_loading))
+
+    def effort(self) -> str | None:
+        """The effort in force: the latest system turn's output_config, else the request's."""
+        for message in reversed(self.messages):
+            if message.output_config is not None and message.output_config.effort is not None:
+                return message.output_config.effort
+        return self.output_config.effort if self.output_config is not None else None
+
+    def set_aside_tools(self) -> list[str]:
+        """The tools only Anthropic's servers can run, by name (or type), left out of the prompt."""
+        return [tool.name or tool.type for tool in self.tools or () if isinstance(tool, ServerTool)]
 
 
 class MessagesRequest(CountTokensRequest):
@@ -150,50 +246,115 @@ class MessagesRequest(CountTokensRequest):
     service_tier: Literal["auto", "standard_only"] | None = Field(None, description="Accepted and ignored.")
     speed: Literal["standard", "fast"] | None = Field(None, description="Accepted and ignored.")
     inference_geo: StrictStr | None = Field(None, description="Accepted and ignored.")
+    diagnostics: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    user_profile_id: StrictStr | None = Field(None, description="Accepted and ignored.")
+    workspace_id: StrictStr | None = Field(None, description="Accepted and ignored.")
+
+    def thinking_display(self) -> str | None:
+        """How the model's thought is given back: "summarized" (as written), "omitted" (an empty
+        thinking block whose signature carries it), or None (no thinking block: thinking disabled)."""
+        if self.thinking is None:
+            return "summarized"
+        if self.thinking.type == "disabled":
+            return None
+        return self.thinking.display or "summarized"
 
 
 # --- translation -----------------------------------------------------------------------------
 
-def to_chat_request(request: CountTokensRequest) -> ChatCompletionRequest:
+def to_chat_request(request: CountTokensRequest, seal: Seal | None = None) -> ChatCompletionRequest:
     """The chat request `request` becomes: system and messages, tools and tool choice, sampling; the
-    chat schema checks the tools (a refusal names `tools.N.input_schema`)."""
-    messages = chat_messages(request)
+    chat schema checks the tools (a refusal names `tools.N.input_schema`). A thinking block reaches the
+    template only when `seal` verifies its signature."""
+    messages = chat_messages(request, seal)
     fields: dict[str, Any] = {"model": request.model, "messages": messages}
-    if request.tools:
-        fields["tools"] = [function_tool(tool.name, tool.description, tool.input_schema) for tool in request.tools]
+    tools = request.client_tools()
+    if tools:
+        fields["tools"] = [function_tool(tool.name, _described(tool), tool.input_schema) for _, tool in tools]
     fields |= _tool_choice_fields(request.tool_choice)
     if _continues_last_message(request):
         fields |= {"add_generation_prompt": False, "continue_final_message": True}
+    fields |= _template_fields(request)
     if isinstance(request, MessagesRequest):
         fields |= {"max_tokens": request.max_tokens, "stream": bool(request.stream)}
         fields |= given(request, ("temperature", "top_p", "top_k"))
         if request.stop_sequences:
             fields["stop"] = list(request.stop_sequences)
-        if request.thinking is not None and request.thinking.type != "adaptive":
-            # Qwen3's (and SmolLM3's) switch, as llama-server and vLLM users set it.
-            fields["chat_template_kwargs"] = {"enable_thinking": request.thinking.type == "enabled"}
-    return chat_request(fields, [f"tools.{n}.input_schema" for n in range(len(request.tools or ()))])
+    return chat_request(fields, [f"tools.{n}.input_schema" for n, _ in tools])
 
 
-def chat_messages(request: CountTokensRequest) -> list[dict]:
-    """The system prompt and the turns as chat messages: tool results become `tool` messages,
-    tool uses an assistant's `tool_calls`; thinking blocks are left out."""
+def _template_fields(request: CountTokensRequest) -> dict:
+    """thinking (Qwen3's `enable_thinking` switch, as llama-server and vLLM users set it) and the
+    effort (`reasoning_effort`) as template variables; output_config.format as the response format."""
+    variables: dict[str, Any] = {}
+    if request.thinking is not None and request.thinking.type != "adaptive":
+        variables["enable_thinking"] = request.thinking.type == "enabled"
+    if request.effort() is not None:
+        variables["reasoning_effort"] = request.effort()   # "max" too: the template gets the value as sent
+    fields: dict[str, Any] = {"chat_template_kwargs": variables} if variables else {}
+    output = request.output_config
+    if output is not None and output.format is not None:
+        check_schema(output.format.json_schema, "output_config.format.schema")
+        fields["response_format"] = {"type": "json_schema",
+                                     "json_schema": {"name": "output", "schema": output.format.json_schema}}
+    return fields
+
+
+def _described(tool: CustomTool) -> str | None:
+    """The tool's description, with its input examples written after it for the model to read."""
+    if not tool.input_examples:
+        return tool.description
+    examples = "\n".join(json.dumps(example, ensure_ascii=False) for example in tool.input_examples)
+    return f"{tool.description or ''}\n\nInput examples:\n{examples}".lstrip()
+
+
+def chat_messages(request: CountTokensRequest, seal: Seal | None = None) -> list[dict]:
+    """The system prompt and the turns as chat messages: tool results become `tool` messages, tool
+    uses an assistant's `tool_calls`, this proxy's thoughts its `reasoning_content`; `system` turns
+    keep their place (one to be cleared at the next user message, until there is one)."""
     messages = []
     system = system_text(request.system)
     if system:
         messages.append({"role": "system", "content": system})
+    last_user = max((n for n, message in enumerate(request.messages) if message.role == "user"), default=-1)
     for n, message in enumerate(request.messages):
+        _check_system_only_fields(message, n)
         if message.role == "user":
             messages += _user_turn(message, n)
+        elif message.role == "system":
+            if message.clear_at != "next_user_message" or n > last_user:
+                messages.append({"role": "system", "content": _system_turn_text(message, n)})
         else:
-            messages.append(_assistant_turn(message, n))
+            messages.append(_assistant_turn(message, n, seal))
     return messages
 
 
+# Claude Code's first system block (2.1.36 on): `x-anthropic-billing-header: cc_version=...; cch=...;`,
+# whose cch changes with every request; at the prompt's start it would defeat llama.cpp's prefix cache.
+_BILLING_HEADER = re.compile(r"^x-anthropic-billing-header:[^\n]*(\n|$)", re.IGNORECASE | re.MULTILINE)
+
+
 def system_text(system: str | list[TextBlock] | None) -> str:
-    if system is None or isinstance(system, str):
-        return system or ""
-    return "\n".join(block.text for block in system)
+    """The system prompt's text, without Claude Code's per-request billing header line."""
+    texts = [system or ""] if system is None or isinstance(system, str) else [block.text for block in system]
+    return "\n".join(kept for text in texts if (kept := _BILLING_HEADER.sub("", text)))
+
+
+def _check_system_only_fields(message: InputMessage, n: int) -> None:
+    for name in ("output_config", "clear_at"):
+        if message.role != "system" and getattr(message, name) is not None:
+            raise InvalidRequest(f"{name} belongs to system messages only", param=f"messages.{n}.{name}")
+
+
+def _system_turn_text(message: InputMessage, n: int) -> str:
+    """A system turn's text, its tool changes written as notes in place."""
+    if isinstance(message.content, str):
+        return message.content
+    for m, block in enumerate(message.content):
+        if block.type not in ("text", "tool_addition", "tool_removal"):
+            raise _unsupported(block.type, f"messages.{n}.content.{m}", "system")
+    texts = (block.text if block.type == "text" else block.note() for block in message.content)
+    return "\n".join(text for text in texts if text)
 
 
 def _user_turn(message: InputMessage, n: int) -> list[dict]:
@@ -214,22 +375,38 @@ def _user_turn(message: InputMessage, n: int) -> list[dict]:
     return turns or [{"role": "user", "content": ""}]
 
 
-def _assistant_turn(message: InputMessage, n: int) -> dict:
+def _assistant_turn(message: InputMessage, n: int, seal: Seal | None) -> dict:
     if isinstance(message.content, str):
         return {"role": "assistant", "content": message.content}
-    texts, calls = [], []
+    texts, calls, thoughts = [], [], []
     for m, block in enumerate(message.content):
         if block.type == "text":
             texts.append(block.text)
         elif block.type == "tool_use":
             calls.append({"id": block.id, "type": "function",
                           "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
-        elif block.type not in ("thinking", "redacted_thinking"):
+        elif block.type in ("thinking", "redacted_thinking"):
+            thoughts.append(thought_of(block, seal))
+        else:
             raise _unsupported(block.type, f"messages.{n}.content.{m}", "assistant")
     turn: dict = {"role": "assistant", "content": "\n".join(texts) if texts or not calls else None}
     if calls:
         turn["tool_calls"] = calls
+    if any(thoughts):
+        turn["reasoning_content"] = "\n\n".join(thought for thought in thoughts if thought)
     return turn
+
+
+def thought_of(block: ThinkingBlock | RedactedThinkingBlock, seal: Seal | None) -> str | None:
+    """The thought a thinking block carries back, if this installation signed it: the text its signature
+    verifies, or (display "omitted", redacted) the text its token wraps; None for another server's."""
+    if seal is None:
+        return None
+    if block.type == "redacted_thinking":
+        return seal.unwrap(THINKING, block.data)
+    if block.thinking:
+        return block.thinking if seal.verify(THINKING, block.thinking, block.signature) else None
+    return seal.unwrap(THINKING, block.signature)
 
 
 def _result_text(block: ToolResultBlock, param: str) -> str:
@@ -237,9 +414,10 @@ def _result_text(block: ToolResultBlock, param: str) -> str:
         text = block.content or ""
     else:
         for m, part in enumerate(block.content):
-            if part.type != "text":
+            if part.type not in ("text", "tool_reference"):
                 raise _unsupported(part.type, f"{param}.content.{m}", "tool_result")
-        text = "\n".join(part.text for part in block.content)
+        # A tool search's result names the tools it loaded; here every tool is offered from the start.
+        text = "\n".join(part.text if part.type == "text" else f"Tool loaded: {part.tool_name}" for part in block.content)
     return f"Error: {text}" if block.is_error else text
 
 
@@ -283,6 +461,13 @@ class ToolUseContent(BaseModel):
     input: dict[str, Any] = Field(description="The parsed arguments of the call.")
 
 
+class ThinkingContent(BaseModel):
+    type: Literal["thinking"]
+    thinking: str = Field(description="The model's thought; empty with display \"omitted\".")
+    signature: str = Field(description="This installation's signature (HMAC) of the thought; with display "
+                                       "\"omitted\", a token that carries the thought back.")
+
+
 class MessageUsage(BaseModel):
     input_tokens: int
     output_tokens: int
@@ -296,14 +481,18 @@ class MessageResponse(BaseModel):
     type: Literal["message"]
     role: Literal["assistant"]
     model: str
-    content: list[Annotated[TextContent | ToolUseContent, Field(discriminator="type")]]
+    content: list[Annotated[ThinkingContent | TextContent | ToolUseContent, Field(discriminator="type")]]
     stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"] | None
     stop_sequence: str | None
     usage: MessageUsage
+    context_management: dict[str, Any] | None = Field(
+        None, description="With context_management: {\"applied_edits\": [...]}, what each edit cleared.")
 
 
 class TokenCount(BaseModel):
-    input_tokens: int
+    input_tokens: int = Field(description="The prompt's tokens, after any context_management edits.")
+    context_management: dict[str, int] | None = Field(
+        None, description="With context_management: {\"original_input_tokens\": the count before the edits}.")
 
 
 class AnthropicErrorDetail(BaseModel):

@@ -2,6 +2,11 @@
 content block content_block_start / content_block_delta / content_block_stop, message_delta (the stop
 reason and usage), message_stop; an `error` event if the generation fails after the start.
 
+The model's thought comes first, as a `thinking` block signed with the installation's seal (its
+`signature_delta` just before the block stops, as Anthropic streams it), so that it reaches the
+template again when the client sends it back; with display "omitted" the block's text is empty and
+the signature carries the thought; with thinking disabled there is no thinking block.
+
 The same protocol as services/shapes.py, so generation.stream and generation.fold drive it. One
 choice only (the Messages API has no `n`); blocks are cut by services/blocks.Blocks, as in the fold.
 """
@@ -10,11 +15,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 
 from .. import sse
 from ..backends.events import GenerationEvent
 from ..errors import ProxyError
-from ..services.blocks import DELTA, START, STOP, TEXT, Block, Blocks
+from ..sealing import Seal
+from ..services.blocks import DELTA, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks
+from .anthropic import THINKING
+from .anthropic_edits import ContextEdits
 
 _BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
 
@@ -22,10 +31,16 @@ _BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
 class MessagesShape:
     end = b""   # the stream ends with message_stop, no [DONE]
 
-    def __init__(self, model: str, stop_sequences: list[str] | None = None):
+    def __init__(self, model: str, stop_sequences: list[str] | None = None, seal: Seal | None = None,
+                 thinking_display: str | None = "summarized", context_edits: ContextEdits | None = None):
+        """`thinking_display`: "summarized", "omitted" or None (see MessagesRequest.thinking_display);
+        `context_edits`: the request's context_management, whose applied edits the answer reports."""
         self.id = f"msg_{uuid.uuid4().hex}"
         self.model = model
         self.stop_sequences = stop_sequences or []
+        self.seal = seal
+        self.thinking_display = thinking_display if seal is not None else None
+        self.context_edits = context_edits
         self.blocks = Blocks()
         self.started = False
         self.finish_reason: str | None = None
@@ -45,36 +60,42 @@ class MessagesShape:
 
     def content_frame(self, event: GenerationEvent) -> bytes | None:
         """The frame of a text delta to the open text block, assembled around pre-encoded parts."""
-        if not self.started or event.finish_reason or event.tool_calls or not event.text \
+        if not self.started or event.finish_reason or event.tool_calls or event.reasoning or not event.text \
                 or not self.blocks.extend_text(event.text):
             return None
         if self._text_pattern is None:
-            sample = self.frame(_block_event(DELTA, Block(TEXT, _BLOCK), sse.TEXT_HOLE))
-            self._text_pattern = sse.FramePattern(sample, _BLOCK, sse.TEXT_HOLE)
+            (sample,) = self._block_events(DELTA, Block(TEXT, _BLOCK), sse.TEXT_HOLE)
+            self._text_pattern = sse.FramePattern(self.frame(sample), _BLOCK, sse.TEXT_HOLE)
         return self._text_pattern.fill(str(self.blocks.open.index).encode(), sse.encode_string(event.text))
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = [] if self.started else [self._message_start(event.prompt_tokens or 0)]
-        chunks += [_block_event(*change) for change in self.blocks.add(event)]
+        if event.reasoning and self.thinking_display is None:
+            event = replace(event, reasoning="")   # thinking disabled: no thinking block
+        for change in self.blocks.add(event):
+            chunks += self._block_events(*change)
         if event.finish_reason:
             self.finish_reason, self.stop_word = event.finish_reason, event.stop_word
         return chunks
 
     def closings(self, usage: dict) -> list[dict]:
         chunks = [] if self.started else [self._message_start(usage["prompt_tokens"])]
-        chunks += [_block_event(*change) for change in self.blocks.close()]
+        for change in self.blocks.close():
+            chunks += self._block_events(*change)
         stop_reason, stop_sequence = self._stop_reason(self.finish_reason, self.stop_word)
         return [*chunks,
                 {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                 "usage": _usage(usage)},
+                 "usage": _usage(usage), **self._context_management()},
                 {"type": "message_stop"}]
 
     def response(self, choices: list[dict], usage: dict) -> dict:
         """The message from the folded choice."""
         choice = choices[0]
         stop_reason, stop_sequence = self._stop_reason(choice["finish_reason"], choice["stop_word"])
-        return {**self._message([_content(block) for block in choice["blocks"]]),
-                "stop_reason": stop_reason, "stop_sequence": stop_sequence, "usage": _usage(usage)}
+        content = [self._content(block) for block in choice["blocks"]
+                   if block.kind != REASONING or self.thinking_display is not None]
+        return {**self._message(content), "stop_reason": stop_reason, "stop_sequence": stop_sequence,
+                "usage": _usage(usage), **self._context_management()}
 
     def _message(self, content: list) -> dict:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content}
@@ -84,6 +105,10 @@ class MessagesShape:
         return {"type": "message_start",
                 "message": {**self._message([]), "stop_reason": None, "stop_sequence": None,
                             "usage": {"input_tokens": input_tokens, "output_tokens": 0}}}
+
+    def _context_management(self) -> dict:
+        """What the request's context edits cleared (Anthropic reports it with the stop reason)."""
+        return {} if self.context_edits is None else {"context_management": self.context_edits.report()}
 
     def _stop_reason(self, finish_reason: str | None, stop_word: str | None) -> tuple[str, str | None]:
         """(stop_reason, stop_sequence): a stop string of the request's is a stop_sequence; the
@@ -96,23 +121,49 @@ class MessagesShape:
             return "stop_sequence", stop_word
         return "end_turn", None
 
+    def _block_events(self, change: str, block: Block, piece: str) -> list[dict]:
+        """The stream events of one change to a block: a thinking block's signature comes in a
+        signature_delta just before it stops; with display "omitted" its text is not streamed."""
+        if change == START:
+            return [{"type": "content_block_start", "index": block.index, "content_block": _opened(block)}]
+        stop = {"type": "content_block_stop", "index": block.index}
+        if block.kind != REASONING:
+            return [stop] if change == STOP else [{"type": "content_block_delta", "index": block.index,
+                                                   "delta": _delta(block, piece)}]
+        if change == STOP:
+            signature = {"type": "signature_delta", "signature": self._signature(block.content)}
+            return [{"type": "content_block_delta", "index": block.index, "delta": signature}, stop]
+        if self.thinking_display == "omitted":
+            return []
+        return [{"type": "content_block_delta", "index": block.index, "delta": {"type": "thinking_delta", "thinking": piece}}]
 
-def _block_event(change: str, block: Block, piece: str) -> dict:
-    if change == START:
-        return {"type": "content_block_start", "index": block.index, "content_block":
-                {"type": "text", "text": ""} if block.kind == TEXT else
-                {"type": "tool_use", "id": block.call_id, "name": block.name, "input": {}}}
-    if change == STOP:
-        return {"type": "content_block_stop", "index": block.index}
-    delta = {"type": "text_delta", "text": piece} if block.kind == TEXT else \
-        {"type": "input_json_delta", "partial_json": piece}
-    return {"type": "content_block_delta", "index": block.index, "delta": delta}
+    def _content(self, block: Block) -> dict:
+        if block.kind == TEXT:
+            return {"type": "text", "text": block.content}
+        if block.kind == REASONING:
+            return {"type": "thinking", "thinking": "" if self.thinking_display == "omitted" else block.content,
+                    "signature": self._signature(block.content)}
+        return {"type": "tool_use", "id": block.call_id, "name": block.name, "input": _arguments(block.content)}
+
+    def _signature(self, thought: str) -> str:
+        """The seal's signature of the thought; with display "omitted", a token carrying the thought."""
+        if self.thinking_display == "omitted":
+            return self.seal.wrap(THINKING, thought)
+        return self.seal.sign(THINKING, thought)
 
 
-def _content(block: Block) -> dict:
+def _opened(block: Block) -> dict:
     if block.kind == TEXT:
-        return {"type": "text", "text": block.content}
-    return {"type": "tool_use", "id": block.call_id, "name": block.name, "input": _arguments(block.content)}
+        return {"type": "text", "text": ""}
+    if block.kind == REASONING:
+        return {"type": "thinking", "thinking": "", "signature": ""}
+    return {"type": "tool_use", "id": block.call_id, "name": block.name, "input": {}}
+
+
+def _delta(block: Block, piece: str) -> dict:
+    if block.kind == TOOL_CALL:
+        return {"type": "input_json_delta", "partial_json": piece}
+    return {"type": "text_delta", "text": piece}
 
 
 def _arguments(arguments: str) -> dict:

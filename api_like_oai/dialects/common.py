@@ -70,3 +70,12 @@ def _dialect_param(param: str | None, tool_params: list[str]) -> str | None:
     if match is None or int(match[1]) >= len(tool_params):
         return param
     return tool_params[int(match[1])] + param[match.end():]
+
+
+SET_ASIDE_TOOLS_HEADER = "X-Tools-Set-Aside"
+
+
+def set_aside_header(tool_names: list[str]) -> dict[str, str]:
+    """The response header naming the tools left out of the prompt because only the API's own
+    servers run them (web search, code execution, ...), so nobody is misled; none when there are none."""
+    return {SET_ASIDE_TOOLS_HEADER: ", ".join(tool_names)} if tool_names else {}

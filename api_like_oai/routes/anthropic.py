@@ -1,14 +1,19 @@
-"""Anthropic's Messages API: /v1/messages and /v1/messages/count_tokens (`?beta=true` accepted).
-Errors on these paths are written in Anthropic's shape (app.py asks `speaks_anthropic`)."""
+"""Anthropic's Messages API: /v1/messages and /v1/messages/count_tokens (`?beta=true` accepted; no
+header, `anthropic-beta` values included, is refused). Errors on these paths are written in
+Anthropic's shape (app.py asks `speaks_anthropic`)."""
 
 from __future__ import annotations
+
+import functools
 
 from flask import Blueprint, jsonify
 
 from ..dialects.anthropic import CountTokensRequest, MessagesRequest, to_chat_request
+from ..dialects.anthropic_edits import ContextEdits
 from ..dialects.anthropic_shape import MessagesShape
+from ..dialects.common import set_aside_header
 from ..services.chat import count_prompt_tokens, dialect_answer
-from . import generation_context, parse_dialect, respond
+from . import generation_context, parse_dialect, respond, state
 
 bp = Blueprint("anthropic", __name__)
 
@@ -21,12 +26,32 @@ def speaks_anthropic(path: str) -> bool:
 
 @bp.post("/v1/messages")
 def create():
-    dialect = parse_dialect(MessagesRequest, to_chat_request)
-    shape = MessagesShape(dialect.model_name, dialect.request.stop_sequences)
-    return respond(*dialect_answer(shape, dialect.chat, dialect.model, generation_context()))
+    dialect = parse_dialect(MessagesRequest, _translation())
+    request = dialect.request
+    edits = _context_edits(request)
+    shape = MessagesShape(dialect.model_name, request.stop_sequences, state().seal, request.thinking_display(), edits)
+    answer, headers = dialect_answer(shape, dialect.chat, dialect.model, generation_context(),
+                                     edit_messages=edits.apply if edits else None)
+    return respond(answer, headers | set_aside_header(request.set_aside_tools()))
 
 
 @bp.post("/v1/messages/count_tokens")
 def count_tokens():
-    dialect = parse_dialect(CountTokensRequest, to_chat_request)
-    return jsonify({"input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})
+    dialect = parse_dialect(CountTokensRequest, _translation())
+    edits = _context_edits(dialect.request)
+    count = {"input_tokens": count_prompt_tokens(dialect.chat, dialect.model, edits.apply if edits else None)}
+    if edits:
+        count["context_management"] = {"original_input_tokens": count_prompt_tokens(dialect.chat, dialect.model)}
+    response = jsonify(count)
+    response.headers.update(set_aside_header(dialect.request.set_aside_tools()))
+    return response
+
+
+def _translation():
+    """The request's translation, checking thinking blocks with the installation's seal."""
+    return functools.partial(to_chat_request, seal=state().seal)
+
+
+def _context_edits(request: CountTokensRequest) -> ContextEdits | None:
+    management = request.context_management
+    return ContextEdits(management.edits) if management is not None and management.edits else None

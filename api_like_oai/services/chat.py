@@ -61,9 +61,10 @@ def request_messages(request: ChatCompletionRequest) -> list[dict]:
 
 def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
                    tool_plan: tool_calling.ToolPlan | None = None,
-                   max_tokens_is_bound: bool = False) -> context_fit.FittedPrompt:
-    """The prompt, with the oldest turns dropped if the conversation does not fit the context."""
-    return context_fit.fit(request_messages(request), lambda kept: render_prompt(request, model, kept, tool_plan),
+                   max_tokens_is_bound: bool = False, messages: list[dict] | None = None) -> context_fit.FittedPrompt:
+    """The prompt of `messages` (the request's), with the oldest turns dropped if it does not fit the context."""
+    messages = request_messages(request) if messages is None else messages
+    return context_fit.fit(messages, lambda kept: render_prompt(request, model, kept, tool_plan),
                            lambda text: len(model.client.tokenize(text, add_special=True)),
                            model.context_length(), request.token_limit(), model.settings.context_policy,
                            max_tokens_is_bound=max_tokens_is_bound)
@@ -77,6 +78,28 @@ def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
     if request.logprobs:
         payload["n_probs"] = max(request.top_logprobs or 0, 1)
     return payload
+
+
+# A dialect's own edit of the conversation before it is fitted (Anthropic's context_management):
+# `edit(messages, count_tokens) -> messages`; count_tokens(messages, at_most=None) is their prompt's
+# token count, or, given `at_most`, the prompt's byte length when that is no more (a token is at
+# least a byte, so the prompt is within it without a count upstream).
+MessageEdit = Callable[[list[dict], Callable[..., int]], list[dict]]
+
+
+def edited_messages(request: ChatCompletionRequest, model: ServedModel, tool_plan, edit: MessageEdit | None) -> list[dict]:
+    """The request's messages, edited by `edit` if given, tokens counted upstream only if it asks."""
+    messages = request_messages(request)
+    if edit is None:
+        return messages
+
+    def count_tokens(edited: list[dict], at_most: int | None = None) -> int:
+        text = render_prompt(request, model, edited, tool_plan).text
+        if at_most is not None and len(text.encode()) <= at_most:
+            return len(text.encode())
+        return len(model.client.tokenize(text, add_special=True))
+
+    return edit(messages, count_tokens)
 
 
 @dataclass
@@ -93,15 +116,17 @@ class ChatGeneration:
 
 
 def start_chat(request: ChatCompletionRequest, model: ServedModel, context: generation.Context, *,
-               max_tokens_is_bound: bool = False) -> ChatGeneration:
+               max_tokens_is_bound: bool = False, edit_messages: MessageEdit | None = None) -> ChatGeneration:
     """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
-    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit."""
+    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit;
+    `edit_messages`: see MessageEdit."""
     request = model.adjust(request)
     if model.openai is not None:   # an OpenAI-compatible upstream renders, fits and parses on its own
         events = merge.Primed(passthrough.chat_events(request, model, context.note_upstream))
         return ChatGeneration(request, None, 1, events, None, {})
     tool_plan = plan_tools(request, model)
-    fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound)
+    messages = edited_messages(request, model, tool_plan, edit_messages)
+    fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
@@ -134,20 +159,25 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
 
 
 def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context,
-                   transform: Callable | None = None):
+                   transform: Callable | None = None, *, edit_messages: MessageEdit | None = None):
     """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
     dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit).
-    `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits)."""
-    chat = start_chat(chat_request, model, context, max_tokens_is_bound=True)
+    `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
+    `edit_messages`: see MessageEdit."""
+    chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages)
     combined = chained([step for step in (chat.transform, transform) if step is not None])
     return generation.answer(chat.request, chat.events, shape, 1, context, transform=combined), chat.headers
 
 
-def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel) -> int:
-    """The token count of the prompt `chat_request` renders to (tools included), from llama.cpp's /tokenize."""
+def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel,
+                        edit_messages: MessageEdit | None = None) -> int:
+    """The token count of the prompt `chat_request` renders to (tools included; its messages edited by
+    `edit_messages` if given), from llama.cpp's /tokenize."""
     passthrough.needs_llamacpp(model, "count a prompt's tokens (it has no tokenizer endpoint)")
     chat_request = model.adjust(chat_request)
-    prompt = render_prompt(chat_request, model, tool_plan=plan_tools(chat_request, model))
+    tool_plan = plan_tools(chat_request, model)
+    messages = edited_messages(chat_request, model, tool_plan, edit_messages)
+    prompt = render_prompt(chat_request, model, messages, tool_plan)
     return len(model.client.tokenize(prompt.text, add_special=True))
 
 

@@ -15,9 +15,10 @@ FAKE_CONTEXT = 2048   # the fake's n_ctx; it counts a prompt's tokens as its wor
 
 
 @pytest.fixture(scope="module")
-def fake():
-    """A scripted fake llama.cpp for one test module, stopped after it."""
-    upstream = FakeLlamaCpp().start()
+def fake(request):
+    """A scripted fake llama.cpp for one test module, stopped after it; /props reports the module's
+    CHAT_TEMPLATE, if it has one."""
+    upstream = FakeLlamaCpp(chat_template=getattr(request.module, "CHAT_TEMPLATE", None)).start()
     yield upstream
     upstream.stop()
 

@@ -119,8 +119,9 @@ def test_anthropic_content_the_proxy_cannot_read_is_refused(content, param):
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0.type"),
     ({"tools": [{"name": "f", "input_schema": {"type": "string"}}]}, "tools.0.input_schema"),
+    ({"tools": [{"type": "web_search_20250305", "name": "web_search"}, {"name": "f", "input_schema": {"type": "string"}}]},
+     "tools.1.input_schema"),
     ({"tools": [{"name": "f", "input_schema": SCHEMA}], "tool_choice": {"type": "tool", "name": "g"}}, "tool_choice"),
     ({"tool_choice": {"type": "any"}}, "tool_choice"),
 ])
@@ -132,8 +133,11 @@ def test_anthropic_unusable_tools_are_refused(body, param):
     assert caught.value.param == param
 
 
-@pytest.mark.parametrize("field, value", [("max_tokens", 0), ("temperature", 1.5), ("container", "c1"),
-                                          ("messages", [{"role": "system", "content": "x"}])])
+@pytest.mark.parametrize("field, value", [("max_tokens", 0), ("temperature", 1.5), ("bogus", "c1"),
+                                          ("messages", [{"role": "developer", "content": "x"}]),
+                                          ("thinking", {"type": "sometimes"}),
+                                          ("output_config", {"effort": "extreme"}),
+                                          ("context_management", {"edits": [{"type": "clear_everything"}]})])
 def test_anthropic_schema_refusals(field, value):
     with pytest.raises(ValidationError):
         anthropic.MessagesRequest.model_validate({**CLAUDE, "messages": [{"role": "user", "content": "Hi"}], field: value})

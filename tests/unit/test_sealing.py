@@ -40,6 +40,7 @@ def test_a_signature_verifies_only_its_text_and_purpose():
     assert not seal.verify("reasoning", "Paris is in France.", signature)
     assert not seal.verify("thinking", "Paris is in France.", None)
     assert not Seal(lambda: b"other" * 8).verify("thinking", "Paris is in France.", signature)
+    assert not seal.verify("thinking", "Paris is in France.", "\u0080 not ASCII")   # refused, never an exception
 
 
 @pytest.mark.parametrize("text", ["", "a thought", "ünïcode ✓ and\nnewlines", "x" * 10_000])
@@ -48,7 +49,7 @@ def test_a_wrapped_text_comes_back_whole(text):
     assert seal.unwrap("reasoning", seal.wrap("reasoning", text)) == text
 
 
-@pytest.mark.parametrize("token", [None, "", "garbage", "!!!.???", "YQ.bad-signature"])
+@pytest.mark.parametrize("token", [None, "", "garbage", "!!!.???", "YQ.bad-signature", "YQ.\u0080", "\u00e9.x"])
 def test_tokens_this_installation_did_not_make_are_refused(token):
     assert Seal(lambda: b"k" * 32).unwrap("reasoning", token) is None
 
