@@ -169,6 +169,8 @@ def to_chat_request(request: CountTokensRequest) -> ChatCompletionRequest:
         fields |= given(request, ("temperature", "top_p", "top_k"))
         if request.stop_sequences:
             fields["stop"] = list(request.stop_sequences)
+        if request.metadata is not None and request.metadata.user_id:
+            fields["user"] = request.metadata.user_id   # a session key for routing (backends/routing.py)
         if request.thinking is not None and request.thinking.type != "adaptive":
             # Qwen3's (and SmolLM3's) switch, as llama-server and vLLM users set it.
             fields["chat_template_kwargs"] = {"enable_thinking": request.thinking.type == "enabled"}
@@ -284,7 +286,9 @@ class ToolUseContent(BaseModel):
 
 
 class MessageUsage(BaseModel):
-    input_tokens: int
+    input_tokens: int = Field(description="Prompt tokens llama.cpp computed (not read from its cache).")
+    cache_creation_input_tokens: int = Field(description="Always 0: llama.cpp caches every prompt by itself.")
+    cache_read_input_tokens: int = Field(description="Prompt tokens llama.cpp took from its cache.")
     output_tokens: int
 
 

@@ -156,7 +156,8 @@ class ResponsesRequest(Request):
     user: StrictStr | None = None
     include: list[StrictStr] | None = Field(None, description="Accepted and ignored.")
     truncation: Literal["auto", "disabled"] | None = Field(None, description="Accepted; context fitting always applies.")
-    prompt_cache_key: StrictStr | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_key: StrictStr | None = Field(
+        None, description="A conversation's key: with several upstreams, a new conversation is placed by it.")
     safety_identifier: StrictStr | None = Field(None, description="Accepted and ignored.")
     service_tier: StrictStr | None = Field(None, description="Accepted and ignored.")
 
@@ -184,7 +185,7 @@ def to_chat_request(request: ResponsesRequest) -> ChatCompletionRequest:
                               "stream": bool(request.stream)}
     if request.max_output_tokens is not None:
         fields["max_tokens"] = request.max_output_tokens
-    fields |= given(request, ("temperature", "top_p", "parallel_tool_calls"))
+    fields |= given(request, ("temperature", "top_p", "parallel_tool_calls", "prompt_cache_key", "user"))
     if request.tools:
         fields["tools"] = [function_tool(tool.name, tool.description, tool.parameters, tool.strict)
                            for tool in request.tools]

@@ -175,6 +175,8 @@ def _tool_choice(request: ResponsesRequest):
 
 
 def _usage(usage: dict) -> dict:
-    return {"input_tokens": usage["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+    return {"input_tokens": usage["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": usage["prompt_tokens_details"]["cached_tokens"],
+                                     "cache_write_tokens": 0},
             "output_tokens": usage["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": usage["total_tokens"]}

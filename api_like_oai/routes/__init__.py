@@ -73,7 +73,8 @@ def lookup_model(requested: str | None):
 
 def generation_context() -> Context:
     settings = state().settings
-    return Context(state().inflight, g.get("record"), settings.log_prompts)
+    return Context(state().inflight, g.get("record"), settings.log_prompts,
+                   session=request.headers.get("X-Claude-Code-Session-Id"))
 
 
 @dataclass

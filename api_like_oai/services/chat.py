@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .. import reasoning
+from ..backends import routing
 from ..dialects.openai_shape import ChatShape
 from ..errors import InvalidRequest
 from ..prompts import merge_stops, normalise_messages
@@ -93,9 +94,10 @@ class ChatGeneration:
 
 
 def start_chat(request: ChatCompletionRequest, model: ServedModel, context: generation.Context, *,
-               max_tokens_is_bound: bool = False) -> ChatGeneration:
+               max_tokens_is_bound: bool = False, cached_at_start: bool = False) -> ChatGeneration:
     """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
-    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit."""
+    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit;
+    `cached_at_start`: the first event must say how much of the prompt came from llama.cpp's cache."""
     request = model.adjust(request)
     tool_plan = plan_tools(request, model)
     fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound)
@@ -103,13 +105,24 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
     payload = upstream_payload(request, fitted.prompt) | {"n_predict": fitted.n_predict} | constraint
+    if cached_at_start:
+        payload["timings_per_token"] = True  # llama.cpp's counts come with the last event otherwise
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
     if fitted.n_predict >= 0:
         headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
     choice_count = request.n or 1
-    events = generation.start(model.pool.generate, [("/completion", payload)] * choice_count, context)
+    events = generation.start(routed(model, context, fitted.prompt.text, request.prompt_cache_key, context.session,
+                                     request.user, request.safety_identifier),
+                              [("/completion", payload)] * choice_count, context)
     transform = event_transform(request, model, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
     return ChatGeneration(request, tool_plan, choice_count, events, transform, headers)
+
+
+def routed(model: ServedModel, context: generation.Context, prompt, *session_keys: str | None):
+    """The model's pool.generate, routed by `prompt` and the first of `session_keys` the client sent,
+    the decision noted on the access record."""
+    affinity = routing.Affinity(prompt, routing.session_key(*session_keys))
+    return functools.partial(model.pool.generate, affinity=affinity, on_routed=context.note_route)
 
 
 def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
@@ -131,7 +144,8 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
 def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context):
     """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
     dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit)."""
-    chat = start_chat(chat_request, model, context, max_tokens_is_bound=True)
+    chat = start_chat(chat_request, model, context, max_tokens_is_bound=True,
+                      cached_at_start=bool(chat_request.stream) and getattr(shape, "usage_at_start", False))
     return generation.answer(chat.request, chat.events, shape, 1, context, transform=chat.transform), chat.headers
 
 
