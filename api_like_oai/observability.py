@@ -45,8 +45,9 @@ class Metrics:
                                             "Prompt tokens llama.cpp took from its cache instead of computing them",
                                             ["model"], registry=self.registry)
         self.routing = Counter("api_like_oai_routing", "Upstream choices by whether the upstream held the prompt's "
-                               "prefix (result hit/miss) and why it was chosen (reason: prefix, session, "
-                               "least-busy, overloaded)", ["model", "result", "reason"], registry=self.registry)
+                               "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
+                               "overloaded; failover when it failed to start the request)",
+                               ["model", "result", "reason"], registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
                                        registry=self.registry, multiprocess_mode="livesum")
 

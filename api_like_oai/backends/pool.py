@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 from ..errors import ProxyError, UpstreamUnavailable
 from .events import GenerationEvent
@@ -58,18 +59,19 @@ class UpstreamPool:
     def generate(self, path: str, payload: dict, *, index: int = 0, on_chosen=None,
                  affinity: Affinity | None = None, on_routed=None) -> Iterator[GenerationEvent]:
         """The events of one generation, from the first server that starts it; `on_chosen(url)` says which,
-        `on_routed(route)` why the first was tried first. `affinity` (the prompt, the client's session)
-        routes the request, and the server that answers is learned as the holder of its prompt."""
+        `on_routed(route)` why (its reason "failover" when the router's choice failed to start it).
+        `affinity` (the prompt, the client's session) routes the request, and the server that answers
+        is learned as the holder of its prompt."""
         def start(client: LlamaCppClient, last: bool):
             events = client.generate(path, payload, index=index)
             return events, next(events, None)  # a connection that fails before any token is retried elsewhere
 
         clients, route = self.route(affinity)
-        if on_routed:
-            on_routed(route)
         client, (events, first) = self._first_to_start(start, on_chosen, clients)
         with self._lock:
             self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
+        if on_routed:
+            on_routed(route if client is clients[0] else replace(route, reason="failover"))
         return self._relay(client, first, events)
 
     def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *,

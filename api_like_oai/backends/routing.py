@@ -58,7 +58,8 @@ class UpstreamLoad:
 @dataclass(frozen=True)
 class Route:
     """Where a request goes: `order` is every upstream, the choice first (the failover order);
-    `reason` why the first: "prefix" (a hit), "session", "least-busy" or "overloaded"."""
+    `reason` why the first: "prefix" (a hit), "session", "least-busy" or "overloaded" (and the pool's
+    "failover" when the first did not start it)."""
 
     order: tuple[str, ...]
     reason: str

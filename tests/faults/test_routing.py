@@ -87,7 +87,8 @@ def test_least_busy_routing_moves_the_conversation(fakes, tmp_path):
     assert served_by(fakes) == [3, 0]
 
 
-def test_a_dead_upstream_s_session_moves_and_nothing_is_refused(fakes, tmp_path):
+def test_a_dead_upstream_s_session_moves_and_nothing_is_refused(fakes, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
     client = app_over(fakes, tmp_path)
     key = key_ranking_first(fakes[1].url, [f.url for f in fakes], "doomed")
     assert client.post("/v1/chat/completions", json=conversation(1) | {"user": key}).status_code == 200
@@ -95,6 +96,9 @@ def test_a_dead_upstream_s_session_moves_and_nothing_is_refused(fakes, tmp_path)
     for turns in (2, 3):
         assert client.post("/v1/chat/completions", json=conversation(turns) | {"user": key}).status_code == 200
     assert served_by(fakes) == [2, 1]
+    access = [r.getMessage() for r in caplog.records if r.name == "api_like_oai.access"]
+    # the choice failed and the next one answered; from then on the conversation's prefix is there
+    assert [line.split(" route=")[1].split()[0] for line in access] == ["session", "failover", "prefix"]
 
 
 def test_the_access_log_and_metrics_tell_the_route_and_the_cached_tokens(fakes, tmp_path, caplog):
