@@ -151,10 +151,11 @@ def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Servic
     in_front.stop()
 
 
-def write_outputs(results: BenchmarkResults, output_dir: Path) -> str:
+def write_outputs(results: BenchmarkResults, output_dir: Path, chart: bool = True) -> str:
     text = report.markdown(results)
     (output_dir / "results.md").write_text(text)
-    report.chart(results, output_dir / "results.png")
+    if chart:  # the chart shows parts 1-3 only
+        report.chart(results, output_dir / "results.png")
     raw = {**dataclasses.asdict(results), "targets": [dataclasses.asdict(t) for t in results.targets()]}
     (output_dir / "results.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
     return text
@@ -181,7 +182,7 @@ def only_routing(args: argparse.Namespace) -> int:
     results = load(json.loads(previous.read_text())) if previous.exists() \
         else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
     measure_routing(results, args.quick)
-    print(write_outputs(results, args.output_dir))
+    print(write_outputs(results, args.output_dir, chart=False))
     return 0
 
 

@@ -79,6 +79,13 @@ def test_the_next_turn_follows_the_prompt_prefix_without_a_key(fakes, tmp_path):
     assert served_by(fakes) == [0, 3]
 
 
+def test_the_choices_of_one_request_share_the_upstream_that_read_the_prompt(fakes, tmp_path):
+    """The prompt is learned as soon as the first choice's upstream answers, so the next choice follows."""
+    client = app_over(fakes, tmp_path)
+    assert client.post("/v1/chat/completions", json=conversation(2) | {"n": 2}).status_code == 200
+    assert sorted(served_by(fakes)) == [0, 2]
+
+
 def test_least_busy_routing_moves_the_conversation(fakes, tmp_path):
     client = app_over(fakes, tmp_path, routing="least-busy")
     key = key_ranking_first(fakes[1].url, [f.url for f in fakes], "first-turn")
