@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .backends.routing import MODES, RoutingPolicy
 from .config import ConfigError, error_at, load_config
 from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
@@ -134,6 +135,12 @@ def _add_limit_and_log_flags(add) -> None:
     add("--drop-step", type=float, default=0.125,
         help="old turns are dropped in steps of this share of the context, so that the next turns extend the "
              "same prompt and llama.cpp reuses its cache; 0 drops the fewest (default: %(default)s)")
+    add("--routing", default="prefix", choices=list(MODES),
+        help="which of a model's upstreams a request goes to: the one holding the longest prefix of its "
+             "prompt, else its session's, else the least busy (prefix); or the least busy (default: %(default)s)")
+    add("--routing-load-margin", type=int, default=2,
+        help="with --routing prefix: how many more requests in flight than the least busy upstream the one "
+             "holding a prompt's prefix may have before the request goes to the least busy (default: %(default)s)")
     add("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: none)")
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -226,15 +233,22 @@ def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings,
                       model.max_tokens, model.context_length,
                       model.tool_call_format or args.tool_call_format,
                       model.reasoning_format or args.reasoning_format,
-                      _context_policy(args, model))
+                      _context_policy(args, model), _routing_policy(args, model))
         for name, model in config.models.items())
 
 
 def _context_policy(args: argparse.Namespace, model_config=None) -> Policy:
-    def pick(name: str):
-        own = getattr(model_config, name, None) if model_config is not None else None
-        return own if own is not None else getattr(args, name)
-    return Policy(pick("context_overflow"), pick("reply_reserve"), pick("drop_step"))
+    return Policy(*(_own_or_flag(args, model_config, name) for name in ("context_overflow", "reply_reserve", "drop_step")))
+
+
+def _own_or_flag(args: argparse.Namespace, model_config, name: str):
+    """A model's own setting in the config file, else the flag's value."""
+    own = getattr(model_config, name, None) if model_config is not None else None
+    return own if own is not None else getattr(args, name)
+
+
+def _routing_policy(args: argparse.Namespace, model_config=None) -> RoutingPolicy:
+    return RoutingPolicy(_own_or_flag(args, model_config, "routing"), _own_or_flag(args, model_config, "routing_load_margin"))
 
 
 def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoice:
@@ -251,7 +265,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
     else:
         models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
                                 tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format,
-                                context_policy=_context_policy(args)),)
+                                context_policy=_context_policy(args), routing=_routing_policy(args)),)
     return Settings(
         models=models, strict_model_names=config is not None and bool(config.models),
         default_model=getattr(config, "default_model", None),

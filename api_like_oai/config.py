@@ -12,6 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
+from .backends.routing import MODES
 from .protocol import ChatCompletionRequest
 from .tools.formats import FORMATS
 
@@ -46,6 +47,8 @@ class ModelConfig(BaseModel):
     overrides: dict[str, Any] = {}
     max_tokens: int | None = Field(None, ge=1)
     context_length: int | None = Field(None, ge=16)
+    routing: Literal[MODES] | None = None
+    routing_load_margin: int | None = Field(None, ge=0)
 
     @field_validator("upstreams", mode="before")
     @classmethod

@@ -41,6 +41,13 @@ class Metrics:
                                   ["endpoint", "model"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.upstream_errors = Counter("api_like_oai_upstream_errors", "Errors from upstream servers",
                                        ["upstream", "code"], registry=self.registry)
+        self.cached_prompt_tokens = Counter("api_like_oai_cached_prompt_tokens",
+                                            "Prompt tokens llama.cpp took from its cache instead of computing them",
+                                            ["model"], registry=self.registry)
+        self.routing = Counter("api_like_oai_routing", "Upstream choices by whether the upstream held the prompt's "
+                               "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
+                               "overloaded; failover when it failed to start the request)",
+                               ["model", "result", "reason"], registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
                                        registry=self.registry, multiprocess_mode="livesum")
 
@@ -63,9 +70,11 @@ class RequestRecord:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     model: str = "-"
     upstream: str = "-"
+    route: str = "-"              # why the upstream was chosen (routing.Route.reason)
     status: int = 200
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0        # of prompt_tokens, those llama.cpp took from its cache
     first_token: float | None = None
     error_code: str | None = None
     closed: bool = False
@@ -74,9 +83,15 @@ class RequestRecord:
         if self.first_token is None:
             self.first_token = time.perf_counter()
 
-    def count(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+    def count(self, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None = 0) -> None:
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
+        self.cached_tokens += cached_tokens or 0
+
+    def routed(self, reason: str, hit: bool) -> None:
+        """One upstream choice (a request with n choices makes n): counted now, the last one logged."""
+        self.route = reason
+        self.metrics.routing.labels(self.model, "hit" if hit else "miss", reason).inc()
 
     def fail(self, status: int, code: str | None) -> None:
         self.status, self.error_code = status, code
@@ -94,13 +109,15 @@ class RequestRecord:
             self.metrics.time_to_first_token.labels(self.model).observe(ttft)
         self.metrics.tokens.labels(self.model, "prompt").inc(self.prompt_tokens)
         self.metrics.tokens.labels(self.model, "completion").inc(self.completion_tokens)
+        self.metrics.cached_prompt_tokens.labels(self.model).inc(self.cached_tokens)
         if self.error_code and self.status >= 502:
             self.metrics.upstream_errors.labels(self.upstream, self.error_code).inc()
         access_log.info(self._line(total, ttft))
 
     def _line(self, total: float, ttft: float | None) -> str:
         fields = {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,
-                  "upstream": self.upstream, "status": self.status, "prompt_tokens": self.prompt_tokens,
+                  "upstream": self.upstream, "route": self.route, "status": self.status,
+                  "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
                   "completion_tokens": self.completion_tokens,
                   "ttft_ms": round(ttft * 1000, 1) if ttft is not None else None,
                   "total_ms": round(total * 1000, 1)}

@@ -255,7 +255,9 @@ class ChatCompletionRequest(SamplingFields):
         None, description="Reaches the chat template as the variable `reasoning_effort`.")
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = Field(
         None, description="Accepted; the answer reports the tier used, \"default\".")
-    prompt_cache_key: str | None = Field(None, description="Accepted and ignored (llama.cpp reuses prompt prefixes by itself).")
+    prompt_cache_key: str | None = Field(
+        None, description="A conversation's key: with several upstreams, a new conversation is placed by it, "
+                          "so its later turns find their prompt in the same server's cache.")
     prompt_cache_retention: str | None = Field(None, description="Accepted and ignored.")
     safety_identifier: str | None = Field(None, description="Accepted and ignored.")
     verbosity: Literal["low", "medium", "high"] | None = Field(
@@ -373,10 +375,15 @@ class DecodeRequest(Request):
 
 # --- responses ---------------------------------------------------------------------------
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(description="Prompt tokens llama.cpp took from its cache instead of computing them.")
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
 
 
 class ModelCard(BaseModel):

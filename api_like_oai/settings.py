@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .backends.routing import RoutingPolicy
 from .prompts import TemplateChoice
 
 TRUNCATE, ERROR = "truncate", "error"
@@ -37,6 +38,7 @@ class ModelSettings:
     tool_call_format: str = "auto"            # a name in tools.formats.FORMATS, or detected from the template
     reasoning_format: str = "auto"            # "deepseek": split <think> out, "none": inline, "auto": by template
     context_policy: Policy = field(default_factory=Policy)   # what a conversation too long for max_tokens gets
+    routing: RoutingPolicy = field(default_factory=RoutingPolicy)   # which of its upstreams a request goes to
 
 
 @dataclass(frozen=True)

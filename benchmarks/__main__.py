@@ -24,8 +24,9 @@ from importlib import metadata
 from pathlib import Path
 
 from . import report, scenarios
+from . import routing as routing_row
 from .processes import Service, free_port
-from .results import BenchmarkResults, Machine
+from .results import BenchmarkResults, Machine, load
 from .scenarios import CapacityRig, GenerationRig, Plan
 
 HERE = Path(__file__).resolve().parent
@@ -150,10 +151,11 @@ def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Servic
     in_front.stop()
 
 
-def write_outputs(results: BenchmarkResults, output_dir: Path) -> str:
+def write_outputs(results: BenchmarkResults, output_dir: Path, chart: bool = True) -> str:
     text = report.markdown(results)
     (output_dir / "results.md").write_text(text)
-    report.chart(results, output_dir / "results.png")
+    if chart:  # the chart shows parts 1-3 only
+        report.chart(results, output_dir / "results.png")
     raw = {**dataclasses.asdict(results), "targets": [dataclasses.asdict(t) for t in results.targets()]}
     (output_dir / "results.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
     return text
@@ -163,13 +165,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
+    parser.add_argument("--only", choices=["routing"],
+                        help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
+
+
+def measure_routing(results: BenchmarkResults, quick: bool) -> None:
+    """Part 5: least-busy vs prefix routing over two real llama-servers."""
+    plan = routing_row.RoutingPlan.quick() if quick else routing_row.RoutingPlan()
+    results.routing = routing_row.routing_row(os.environ["LLAMA_SERVER"], os.environ["MODEL"], plan, progress)
+
+
+def only_routing(args: argparse.Namespace) -> int:
+    """`--only routing`: this part measured now, the others' numbers kept from results.json."""
+    previous = args.output_dir / "results.json"
+    results = load(json.loads(previous.read_text())) if previous.exists() \
+        else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
+    measure_routing(results, args.quick)
+    print(write_outputs(results, args.output_dir, chart=False))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     plan = Plan.quick() if args.quick else Plan()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every started server is stopped
+    if args.only == "routing":
+        return only_routing(args)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a thousand streams need a thousand sockets here
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]
@@ -181,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         props_path = copy_props(llama)
         stack.callback(props_path.unlink)
         measure_real_generation(results, plan, llama, stack)
-        llama.stop()  # the rest runs against the fake upstream alone
+        llama.stop()  # the rest runs against the fake upstream alone, or starts its own servers
+        measure_routing(results, args.quick)
         measure_proxy_alone(results, plan, props_path, stack)
     results.duration_s = time.perf_counter() - STARTED
     args.output_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .results import BenchmarkResults, CapacityResult, GenerationResult
+from .results import BenchmarkResults, CapacityResult, GenerationResult, percentile
 from .scenarios import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
 
 
@@ -248,6 +248,41 @@ def tool_call_section(results: BenchmarkResults) -> str:
             ["extra for the tool call", f"{r.extra_share:+.0%}", ""]])])
 
 
+def routing_section(results: BenchmarkResults) -> str:
+    r = results.routing
+    if r is None:
+        return ""
+    header = ["turn", *(f"{mode}: {column}" for mode in ("least-busy", "prefix")
+                        for column in ("prompt tokens", "prefilled", "from cache", "TTFT p50 ms"))]
+    return "\n\n".join([
+        "## 5. Routing across upstreams: least-busy vs prefix (issue 20)",
+        f"Two llama-servers (`{r.upstream_flags}`, the bundled model) behind one proxy model, started afresh "
+        f"for each mode. {r.sessions} sessions at once, {r.turns} turns each, every session with its own system "
+        f"prompt of about {r.prefix_tokens:,} tokens; each turn sends the whole history with a new question, "
+        f"streamed, greedy, {r.reply_tokens} tokens, {r.pause_seconds[0]:g}–{r.pause_seconds[1]:g} s (seeded) after "
+        "the session's last answer, as an agent runs a tool in between. No session "
+        "keys are sent, so prefix routing places first turns by load and later turns by their prompt. "
+        "“Prefilled” is the prompt tokens llama.cpp computed (prompt − cached, from the answers' "
+        "`usage.prompt_tokens_details.cached_tokens`); “from cache” the share of the prompt it did not; "
+        "values are the means over the sessions, TTFT the median. "
+        f"The row took {r.seconds / 60:.1f} min; load average at its start: {r.load_average} (`scripts/bench "
+        "--only routing` measures this row alone and keeps the other parts' numbers).",
+        table(header, [_routing_turn_row(r, turn) for turn in range(1, r.turns + 1)] + [_routing_turn_row(r, None)])])
+
+
+def _routing_turn_row(r, turn: int | None) -> list[str]:
+    cells = [str(turn) if turn else f"**2–{r.turns}**"]
+    for mode in ("least-busy", "prefix"):
+        turns = [s for s in r.samples if s.routing == mode and (s.turn == turn if turn else s.turn > 1)]
+        cells += [number(_mean([s.prompt_tokens for s in turns]), 0), number(_mean([s.prefilled_tokens for s in turns]), 0),
+                  percent(_mean([s.cached_share for s in turns])), number(percentile([s.ttft_ms for s in turns], 0.5), 0)]
+    return cells
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
 def markdown(results: BenchmarkResults) -> str:
     sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
@@ -255,7 +290,8 @@ def markdown(results: BenchmarkResults) -> str:
                 capacity_section(results), paced_section(results), tool_call_section(results),
                 gateway_section(results),
                 comparison_section(results),
-                startup_section(results)]
+                startup_section(results), routing_section(results)]
+    sections = [section for section in sections if section]
     return "\n\n".join(sections) + "\n"
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import types
+import typing
 from dataclasses import dataclass, field
 
 
@@ -172,6 +175,45 @@ class StartupResult:
 
 
 @dataclass
+class RoutingTurn:
+    """One turn of one session in the routing row (issue 20): what the prompt cost the upstream."""
+
+    routing: str  # "least-busy" or "prefix"
+    session: int
+    turn: int  # from 1
+    prompt_tokens: int
+    cached_tokens: int  # of prompt_tokens, taken from llama.cpp's cache (the proxy's usage)
+    ttft_ms: float
+
+    @property
+    def prefilled_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_tokens
+
+    @property
+    def cached_share(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else math.nan
+
+
+@dataclass
+class RoutingResult:
+    """Multi-turn sessions over two real llama-servers, least-busy routing against prefix routing."""
+
+    sessions: int
+    turns: int
+    prefix_tokens: int  # each session's own prefix, tokens (the system prompt)
+    reply_tokens: int
+    pause_seconds: tuple[float, float]
+    upstream_flags: str
+    samples: list[RoutingTurn] = field(default_factory=list)
+    seconds: float = 0.0
+    load_average: str = ""  # at the start of the row: it may run apart from the rest (--only routing)
+
+    def later_turns(self, routing: str) -> list[RoutingTurn]:
+        """Turns 2 and on: where a session's earlier prompt could be in a cache."""
+        return [s for s in self.samples if s.routing == routing and s.turn > 1]
+
+
+@dataclass
 class TargetCheck:
     name: str
     goal: str
@@ -193,6 +235,7 @@ class BenchmarkResults:
     marginal_cpu_us_per_event: float = math.nan
     peak_rss_mb: float = math.nan
     startup: StartupResult | None = None
+    routing: RoutingResult | None = None
     duration_s: float = 0.0
 
     def generation_pairs(self) -> list[tuple[GenerationResult, GenerationResult]]:
@@ -203,7 +246,27 @@ class BenchmarkResults:
     def targets(self) -> list[TargetCheck]:
         return [self._ttft_target(), self._tokens_per_s_target(), self._paced_cpu_target(),
                 self._paced_share_target(), self._many_streams_target(), self._requests_per_s_target(),
-                self._idle_memory_target(), self._startup_target(), self._tool_call_target()]
+                self._idle_memory_target(), self._startup_target(), self._tool_call_target(),
+                *self._routing_targets()]
+
+    def _routing_targets(self) -> list[TargetCheck]:
+        """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy."""
+        cache_name, ttft_name = ("prefix routing: share of each prompt from cache, turns 2+ (issue 20)",
+                                 "prefix routing: TTFT p50 vs least-busy, turns 2+ (issue 20)")
+        r = self.routing
+        prefix, least_busy = (r.later_turns("prefix"), r.later_turns("least-busy")) if r else ([], [])
+        if not prefix or not least_busy:
+            return [TargetCheck(cache_name, "≥ 90%", "not measured", False),
+                    TargetCheck(ttft_name, "≥ 3x lower", "not measured", False)]
+        worst_share = min(s.cached_share for s in prefix)
+        shares = (f"lowest {worst_share:.1%}, median {percentile([s.cached_share for s in prefix], 0.5):.1%} "
+                  f"(least-busy: median {percentile([s.cached_share for s in least_busy], 0.5):.1%})")
+        ttft = {name: percentile([s.ttft_ms for s in turns], 0.5) for name, turns in (("prefix", prefix),
+                                                                                       ("least-busy", least_busy))}
+        ratio = ttft["least-busy"] / ttft["prefix"]
+        return [TargetCheck(cache_name, "≥ 90%", shares, worst_share >= 0.9),
+                TargetCheck(ttft_name, "≥ 3x lower", f"{ttft['prefix']:,.0f} vs {ttft['least-busy']:,.0f} ms "
+                            f"({ratio:.1f}x lower)", ratio >= 3)]
 
     def _tool_call_target(self) -> TargetCheck:
         name = "streamed tool call: proxy CPU per token over plain text (issue 10)"
@@ -277,3 +340,25 @@ def _judged(name: str, goal: str, values: dict[str, float], show, passes, worst_
         measured += ("; " if measured else "") + "not measured (no rounds in time): " + ", ".join(unmeasured)
     known = [value for value in values.values() if not math.isnan(value)]
     return TargetCheck(name, goal, measured, bool(known) and not unmeasured and passes(worst_of(known)))
+
+
+def load(raw: dict) -> BenchmarkResults:
+    """The results as results.json holds them, to add one part measured on its own (`--only`); the
+    targets it lists are left out: they are judged again."""
+    return _built(BenchmarkResults, raw)
+
+
+def _built(cls, raw: dict):
+    hints = typing.get_type_hints(cls)
+    return cls(**{f.name: _value(hints[f.name], raw[f.name]) for f in dataclasses.fields(cls) if f.name in raw})
+
+
+def _value(hint, raw):
+    if raw is None:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        return [_value(args[0], item) for item in raw]
+    if origin is types.UnionType:
+        return _value(next(arg for arg in args if arg is not type(None)), raw)
+    return _built(hint, raw) if dataclasses.is_dataclass(hint) else raw

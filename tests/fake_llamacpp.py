@@ -31,6 +31,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def setup(self):
+        super().setup()
+        self.fake.connections.append(self.connection)
+
     def do_GET(self):  # noqa: N802 - http.server's naming
         self.fake.get_paths.append(self.path)
         if self.path == "/v1/models":
@@ -82,6 +86,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if behaviour == "malformed":
             self._chunk(b"data: {not json\n\n")
             return self._end()
+        timings = {} if self.fake.cached_tokens is None else \
+            {"timings": {"cache_n": self.fake.cached_tokens, "prompt_n": 3 - self.fake.cached_tokens}}
+        per_token = timings if self.fake.requests[-1].get("timings_per_token") else {}
         for n, token in enumerate(tokens):
             if behaviour == "die_mid_stream" and n == 2:
                 self.wfile.flush()
@@ -91,10 +98,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(self.fake.hang_seconds)
             if behaviour == "slow_tokens":
                 time.sleep(self.fake.token_interval)
-            self._event({"content": token, "stop": False, "tokens_predicted": n + 1, "tokens_evaluated": 3})
+            self._event({"content": token, "stop": False, "tokens_predicted": n + 1, "tokens_evaluated": 3,
+                         **per_token})
         self._event({"content": "", "stop": True, "stop_type": self.fake.stop_type,
                      "stopping_word": self.fake.stopping_word if self.fake.stop_type == "word" else "",
-                     "tokens_predicted": len(tokens), "tokens_evaluated": 3})
+                     "tokens_predicted": len(tokens), "tokens_evaluated": 3, **timings})
         self._end()
 
     # --- the OpenAI-compatible API under /v1 ---------------------------------------------------
@@ -154,6 +162,7 @@ class FakeLlamaCpp:
     token_interval: float = 0.3
     stop_type: str = "eos"                       # how the stream ends: "eos", "word" or "limit"
     stopping_word: str = ""                      # the stop string reported with stop_type "word"
+    cached_tokens: int | None = None             # timings.cache_n on the final event (every event if asked)
     chat_template: str | None = None             # what /props reports
     props_extra: dict = field(default_factory=dict)
     script: Callable[[dict], Sequence[str]] | None = None  # the tokens to answer a request with, from its body
@@ -166,6 +175,7 @@ class FakeLlamaCpp:
     streaming: int = 0                           # streams being sent now (ended when the client hangs up)
     first_token_gate: threading.Barrier | None = None   # streams wait here for each other before answering
     gate_broken: int = 0                         # how many streams gave up waiting at the gate
+    connections: list = field(default_factory=list)
     server: http.server.ThreadingHTTPServer | None = None
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -222,3 +232,12 @@ class FakeLlamaCpp:
         if self.server:
             self.server.shutdown()
             self.server.server_close()
+
+    def kill(self) -> None:
+        """Gone as a killed process is: no listener, and every open connection reset."""
+        self.stop()
+        for connection in self.connections:
+            try:
+                connection.shutdown(2)
+            except OSError:
+                pass

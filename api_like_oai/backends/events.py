@@ -18,6 +18,7 @@ class GenerationEvent:
     tool_calls: tuple | None = None         # ToolCallDeltas parsed out of the text (tools/parser.py)
     reasoning: str = ""                     # the model's thought, split out of the text (reasoning.py)
     stop_word: str | None = None            # the stop string that ended the generation, if one did
+    cached_tokens: int | None = None        # of prompt_tokens, how many llama.cpp took from its cache
 
 
 @dataclass(frozen=True, slots=True)

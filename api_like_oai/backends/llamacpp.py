@@ -301,8 +301,10 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
     """One /completion JSON object (a stream event or the whole answer) as a GenerationEvent."""
     if type(body) is dict and body.get("stop") is False and "error" not in body \
             and not body.get("completion_probabilities"):
+        timings = body.get("timings")  # on every event only when asked for (timings_per_token)
         return GenerationEvent(text=body.get("content") or "", index=index,  # a plain token: most events
-                               prompt_tokens=body.get("tokens_evaluated"), completion_tokens=body.get("tokens_predicted"))
+                               prompt_tokens=body.get("tokens_evaluated"), completion_tokens=body.get("tokens_predicted"),
+                               cached_tokens=cached_tokens(body) if timings else None)
     if not isinstance(body, dict):
         raise UpstreamError("llama.cpp sent an event that is not a JSON object")
     if "error" in body:
@@ -316,7 +318,23 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
         logprobs=token_logprobs(body.get("completion_probabilities")),
         index=index,
         stop_word=_stop_word(body) if reason else None,
+        cached_tokens=cached_tokens(body),
     )
+
+
+def cached_tokens(body: dict) -> int | None:
+    """How many of the prompt's tokens llama.cpp took from its cache, where it says: `timings.cache_n`
+    (2025 on), else the prompt's tokens less those it evaluated (`timings.prompt_n`). Not `tokens_cached`:
+    that is what the slot holds after the answer, the generated tokens included."""
+    timings = body.get("timings")
+    if not isinstance(timings, dict):
+        return None
+    if isinstance(timings.get("cache_n"), int):
+        return timings["cache_n"]
+    prompt_tokens, evaluated = body.get("tokens_evaluated"), timings.get("prompt_n")
+    if isinstance(prompt_tokens, int) and isinstance(evaluated, int):
+        return max(prompt_tokens - evaluated, 0)
+    return None
 
 
 def _stop_word(body: dict) -> str | None:

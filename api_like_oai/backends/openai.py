@@ -141,7 +141,8 @@ def chat_events(chunks: Iterable[dict], new_id=new_call_id) -> Iterator[Generati
     for index, (finish_reason, stop_word) in sorted(finishes.items()):
         called = bool(calls[index].indexes)
         yield GenerationEvent(index=index, finish_reason=_finish_reason(finish_reason, called), stop_word=stop_word,
-                              prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"))
+                              prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+                              cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
 
 
 def _choice_event(choice: dict, index: int, calls: _Calls) -> GenerationEvent | None:

@@ -1,4 +1,5 @@
-"""UpstreamPool: several llama.cpp servers behind one model, chosen by fewest requests in flight.
+"""UpstreamPool: several llama.cpp servers behind one model, each request sent where routing.Router
+says (the server holding its prompt's prefix, else its session's, else the least busy one).
 
 A background thread polls each server's /health; a server that refuses connections or answers
 503 (loading the model) is skipped until it is healthy again. A request whose connection fails
@@ -11,10 +12,12 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 from ..errors import ProxyError, UpstreamUnavailable
 from .events import GenerationEvent
 from .llamacpp import LlamaCppClient, RawAnswer
+from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad
 
 log = logging.getLogger("api_like_oai")
 
@@ -22,8 +25,10 @@ RETRY_AFTER_SECONDS = 5
 
 
 class UpstreamPool:
-    def __init__(self, clients: list[LlamaCppClient], health_interval: float = 2.0):
+    def __init__(self, clients: list[LlamaCppClient], health_interval: float = 2.0,
+                 routing: RoutingPolicy | None = None):
         self.clients = clients
+        self.router = Router(routing)
         self.health_interval = health_interval
         self.healthy = {client.base_url: True for client in clients}
         self.in_flight = {client.base_url: 0 for client in clients}
@@ -32,24 +37,45 @@ class UpstreamPool:
 
     # --- choosing ---------------------------------------------------------------------------
 
-    def candidates(self) -> list[LlamaCppClient]:
-        """Healthy servers, fewest requests in flight first; then the others, as a last resort."""
+    def candidates(self, affinity: Affinity | None = None) -> list[LlamaCppClient]:
+        """Every server, in the order to try them: the router's choice, then healthy servers, fewest
+        requests in flight first; then the others, as a last resort."""
+        return self.route(affinity)[0]
+
+    def route(self, affinity: Affinity | None = None) -> tuple[list[LlamaCppClient], Route]:
         self._ensure_polling()
+        if affinity is not None and self.router.policy.mode == "prefix":
+            affinity.digests  # noqa: B018 - hashed before taking the lock
+        by_url = {client.base_url: client for client in self.clients}
         with self._lock:
-            order = sorted(self.clients, key=lambda c: (not self.healthy[c.base_url], self.in_flight[c.base_url]))
-        return order
+            route = self.router.route([UpstreamLoad(url, self.healthy[url], self.in_flight[url]) for url in by_url],
+                                      affinity)
+            if affinity is not None and route.order:
+                # Learned at once, not only when it answers: the n choices of one request start together
+                # and must meet the same server (generate learns again where a failover moved it).
+                self.router.learn(affinity, route.order[0])
+        return [by_url[url] for url in route.order], route
 
     def any_client(self) -> LlamaCppClient:
         """A server for requests that any of them can answer (tokenize, props, embeddings)."""
         return self.candidates()[0]
 
-    def generate(self, path: str, payload: dict, *, index: int = 0, on_chosen=None) -> Iterator[GenerationEvent]:
-        """The events of one generation, from the first server that starts it; `on_chosen(url)` says which."""
+    def generate(self, path: str, payload: dict, *, index: int = 0, on_chosen=None,
+                 affinity: Affinity | None = None, on_routed=None) -> Iterator[GenerationEvent]:
+        """The events of one generation, from the first server that starts it; `on_chosen(url)` says which,
+        `on_routed(route)` why (its reason "failover" when the router's choice failed to start it).
+        `affinity` (the prompt, the client's session) routes the request, and the server that answers
+        is learned as the holder of its prompt."""
         def start(client: LlamaCppClient, last: bool):
             events = client.generate(path, payload, index=index)
             return events, next(events, None)  # a connection that fails before any token is retried elsewhere
 
-        client, (events, first) = self._first_to_start(start, on_chosen)
+        clients, route = self.route(affinity)
+        client, (events, first) = self._first_to_start(start, on_chosen, clients)
+        with self._lock:
+            self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
+        if on_routed:
+            on_routed(route if client is clients[0] else replace(route, reason="failover"))
         return self._relay(client, first, events)
 
     def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *,
@@ -64,15 +90,14 @@ class UpstreamPool:
                 raise UpstreamUnavailable(f"llama.cpp at {client.base_url} answered 503")
             return answer
 
-        client, answer = self._first_to_start(start, on_chosen)
+        client, answer = self._first_to_start(start, on_chosen, self.candidates())
         answer.on_close(lambda: self._count(client, -1))
         return answer
 
-    def _first_to_start(self, start, on_chosen):
-        """(server, start(server, whether it is the last candidate)) for the first server whose start
-        does not raise UpstreamUnavailable; the server counts as in flight from its attempt on."""
+    def _first_to_start(self, start, on_chosen, clients: list[LlamaCppClient]):
+        """(server, start(server, whether it is the last candidate)) for the first of `clients` whose
+        start does not raise UpstreamUnavailable; the server counts as in flight from its attempt on."""
         failures = []
-        clients = self.candidates()
         for position, client in enumerate(clients):
             if on_chosen:
                 on_chosen(client.base_url)

@@ -280,6 +280,8 @@ def to_chat_request(request: CountTokensRequest, seal: Seal | None = None) -> Ch
         fields |= given(request, ("temperature", "top_p", "top_k"))
         if request.stop_sequences:
             fields["stop"] = list(request.stop_sequences)
+        if request.metadata is not None and request.metadata.user_id:
+            fields["user"] = request.metadata.user_id   # a session key for routing (backends/routing.py)
     return chat_request(fields, [f"tools.{n}.input_schema" for n, _ in tools])
 
 
@@ -469,7 +471,9 @@ class ThinkingContent(BaseModel):
 
 
 class MessageUsage(BaseModel):
-    input_tokens: int
+    input_tokens: int = Field(description="Prompt tokens llama.cpp computed (not read from its cache).")
+    cache_creation_input_tokens: int = Field(description="Always 0: llama.cpp caches every prompt by itself.")
+    cache_read_input_tokens: int = Field(description="Prompt tokens llama.cpp took from its cache.")
     output_tokens: int
 
 

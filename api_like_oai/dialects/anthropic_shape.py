@@ -30,6 +30,7 @@ _BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
 
 class MessagesShape:
     end = b""   # the stream ends with message_stop, no [DONE]
+    usage_at_start = True   # message_start says how much of the prompt was cached: the first event must know
 
     def __init__(self, model: str, stop_sequences: list[str] | None = None, seal: Seal | None = None,
                  thinking_display: str | None = "summarized", context_edits: ContextEdits | None = None):
@@ -69,7 +70,7 @@ class MessagesShape:
         return self._text_pattern.fill(str(self.blocks.open.index).encode(), sse.encode_string(event.text))
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
-        chunks = [] if self.started else [self._message_start(event.prompt_tokens or 0)]
+        chunks = [] if self.started else [self._message_start(event.prompt_tokens or 0, event.cached_tokens or 0)]
         if event.reasoning and self.thinking_display is None:
             event = replace(event, reasoning="")   # thinking disabled: no thinking block
         for change in self.blocks.add(event):
@@ -79,7 +80,8 @@ class MessagesShape:
         return chunks
 
     def closings(self, usage: dict) -> list[dict]:
-        chunks = [] if self.started else [self._message_start(usage["prompt_tokens"])]
+        chunks = [] if self.started else \
+            [self._message_start(usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"])]
         for change in self.blocks.close():
             chunks += self._block_events(*change)
         stop_reason, stop_sequence = self._stop_reason(self.finish_reason, self.stop_word)
@@ -100,11 +102,11 @@ class MessagesShape:
     def _message(self, content: list) -> dict:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content}
 
-    def _message_start(self, input_tokens: int) -> dict:
+    def _message_start(self, prompt_tokens: int, cached_tokens: int) -> dict:
         self.started = True
         return {"type": "message_start",
                 "message": {**self._message([]), "stop_reason": None, "stop_sequence": None,
-                            "usage": {"input_tokens": input_tokens, "output_tokens": 0}}}
+                            "usage": _anthropic_usage(prompt_tokens, cached_tokens, 0)}}
 
     def _context_management(self) -> dict:
         """What the request's context edits cleared (Anthropic reports it with the stop reason)."""
@@ -176,4 +178,13 @@ def _arguments(arguments: str) -> dict:
 
 
 def _usage(usage: dict) -> dict:
-    return {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+    return _anthropic_usage(usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"],
+                            usage["completion_tokens"])
+
+
+def _anthropic_usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict:
+    # Anthropic counts the prompt in three parts: read from the cache, written to it, and the rest.
+    # llama.cpp caches every prompt by itself, so nothing is reported as written (a write costs extra
+    # on Anthropic's bill, and here nothing was asked for).
+    return {"input_tokens": prompt_tokens - cached_tokens, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached_tokens, "output_tokens": output_tokens}

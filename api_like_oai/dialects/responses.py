@@ -286,7 +286,7 @@ class ResponsesRequest(Request):
         "others name outputs this proxy does not make."))
     truncation: Literal["auto", "disabled"] | None = Field(None, description="Accepted; context fitting always applies.")
     prompt_cache_key: StrictStr | None = Field(
-        None, description="Accepted and ignored (llama.cpp reuses prompt prefixes by itself).")
+        None, description="A conversation's key: with several upstreams, a new conversation is placed by it.")
     prompt_cache_retention: StrictStr | None = Field(None, description="Accepted and ignored.")
     safety_identifier: StrictStr | None = Field(None, description="Accepted and ignored.")
     service_tier: StrictStr | None = Field(None, description="Accepted and ignored.")
@@ -324,7 +324,7 @@ def to_chat_request(request: ResponsesRequest, seal: Seal | None = None) -> Chat
                               "stream": bool(request.stream)}
     if request.max_output_tokens is not None:
         fields["max_tokens"] = request.max_output_tokens
-    fields |= given(request, ("temperature", "top_p", "parallel_tool_calls"))
+    fields |= given(request, ("temperature", "top_p", "parallel_tool_calls", "prompt_cache_key", "user"))
     tool_fields, tool_params = _tool_fields(request, box)
     fields |= tool_fields
     response_format = _response_format(request.text)

@@ -38,7 +38,8 @@ def respond(answer, headers: dict | None = None) -> Response:
 
 def generation_context() -> Context:
     settings = state().settings
-    return Context(state().inflight, g.get("record"), settings.log_prompts)
+    return Context(state().inflight, g.get("record"), settings.log_prompts,
+                   session=request.headers.get("X-Claude-Code-Session-Id"))
 
 
 def admission() -> Admission:

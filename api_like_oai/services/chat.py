@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .. import reasoning
+from ..backends import routing
 from ..dialects.openai_shape import ChatShape
 from ..errors import InvalidRequest
 from ..prompts import merge_stops, normalise_messages
@@ -116,10 +117,12 @@ class ChatGeneration:
 
 
 def start_chat(request: ChatCompletionRequest, model: ServedModel, context: generation.Context, *,
-               max_tokens_is_bound: bool = False, edit_messages: MessageEdit | None = None) -> ChatGeneration:
+               max_tokens_is_bound: bool = False, edit_messages: MessageEdit | None = None,
+               cached_at_start: bool = False) -> ChatGeneration:
     """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
     Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit;
-    `edit_messages`: see MessageEdit."""
+    `edit_messages`: see MessageEdit; `cached_at_start`: the first event must say how much of the
+    prompt came from llama.cpp's cache."""
     request = model.adjust(request)
     if model.openai is not None:   # an OpenAI-compatible upstream renders, fits and parses on its own
         events = merge.Primed(passthrough.chat_events(request, model, context.note_upstream))
@@ -131,15 +134,26 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
     payload = upstream_payload(request, fitted.prompt) | {"n_predict": fitted.n_predict} | constraint
+    if cached_at_start:
+        payload["timings_per_token"] = True  # llama.cpp's counts come with the last event otherwise
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
     if fitted.dropped_tool_rounds:
         headers["X-Tool-Rounds-Dropped"] = str(fitted.dropped_tool_rounds)
     if fitted.n_predict >= 0:
         headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
     choice_count = request.n or 1
-    events = generation.start(model.pool.generate, [("/completion", payload)] * choice_count, context)
+    events = generation.start(routed(model, context, fitted.prompt.text, request.prompt_cache_key, context.session,
+                                     request.user, request.safety_identifier),
+                              [("/completion", payload)] * choice_count, context)
     transform = event_transform(request, model, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
     return ChatGeneration(request, tool_plan, choice_count, events, transform, headers)
+
+
+def routed(model: ServedModel, context: generation.Context, prompt, *session_keys: str | None):
+    """The model's pool.generate, routed by `prompt` and the first of `session_keys` the client sent,
+    the decision noted on the access record."""
+    affinity = routing.Affinity(prompt, routing.session_key(*session_keys))
+    return functools.partial(model.pool.generate, affinity=affinity, on_routed=context.note_route)
 
 
 def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
@@ -164,7 +178,8 @@ def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedMode
     dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit).
     `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
     `edit_messages`: see MessageEdit."""
-    chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages)
+    chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages,
+                      cached_at_start=bool(chat_request.stream) and getattr(shape, "usage_at_start", False))
     combined = chained([step for step in (chat.transform, transform) if step is not None])
     return generation.answer(chat.request, chat.events, shape, 1, context, transform=combined), chat.headers
 

@@ -6,6 +6,7 @@ from ..dialects.openai_shape import CompletionShape
 from ..errors import ContextLengthExceeded, InvalidRequest
 from ..protocol import CompletionRequest
 from . import generation
+from .chat import routed
 from .models import ServedModel
 
 
@@ -44,9 +45,19 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
     if request.token_limit() is None:  # use the rest of the context, not llama.cpp's endless -1
         request = request.model_copy(update={"max_tokens": _room_left(model, prompts)})
     shape = CompletionShape(model_name, request.logprobs, request.include_usage())
-    events = generation.start(model.pool.generate, [upstream_request(request, p) for p in prompts], context)
+    events = generation.start(_routed_by_prompt(model, context, request.user),
+                              [upstream_request(request, p) for p in prompts], context)
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     return generation.answer(request, events, shape, len(prompts), context, prefixes)
+
+
+def _routed_by_prompt(model: ServedModel, context: generation.Context, user: str | None):
+    """The model's pool.generate, each request routed by its own prompt (for /infill, the text before
+    the cursor: llama.cpp builds the prompt around it) and the client's session."""
+    def generate(path: str, payload: dict, **options):
+        prompt = payload["input_prefix"] if path == "/infill" else payload["prompt"]
+        return routed(model, context, prompt, context.session, user)(path, payload, **options)
+    return generate
 
 
 def _room_left(model: ServedModel, prompts: list) -> int | None:

@@ -20,7 +20,6 @@ __all__ = ["ChoiceFold", "Context", "InFlight", "answer", "fold", "start", "stre
 
 log = logging.getLogger("api_like_oai")
 
-
 def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
            prefixes: dict[int, str] | None = None, transform=None) -> Iterator[bytes]:
     """SSE bytes: the shape's openings, its chunks per event, its closings and end ([DONE] for
@@ -86,7 +85,7 @@ def _settle(events, context: Context, usage: UsageCounter, *, stream: bool) -> N
         close(events)
     finally:
         if record:
-            record.count(usage.prompt_tokens, usage.completion_tokens)
+            record.count(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
             if stream:
                 record.metrics.streams_in_flight.dec()
                 record.close()

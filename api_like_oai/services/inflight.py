@@ -52,10 +52,15 @@ class Context:
     inflight: InFlight
     record: RequestRecord | None = None
     log_prompts: bool = False
+    session: str | None = None        # the conversation's id from a request header (X-Claude-Code-Session-Id)
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:
             self.record.upstream = url
+
+    def note_route(self, route) -> None:
+        if self.record is not None:
+            self.record.routed(route.reason, route.hit)
 
 
 def until_stopped(events: Iterable[GenerationEvent], stop_event: threading.Event,
@@ -83,12 +88,15 @@ class UsageCounter:
     def __init__(self):
         self.prompt_by_choice: dict[int, int] = {}
         self.completion_by_choice: dict[int, int] = {}
+        self.cached_by_choice: dict[int, int] = {}
 
     def add(self, event: GenerationEvent) -> None:
         if event.completion_tokens is not None:
             self.completion_by_choice[event.index] = event.completion_tokens
         if event.prompt_tokens is not None:
             self.prompt_by_choice[event.index] = event.prompt_tokens
+        if event.cached_tokens is not None:
+            self.cached_by_choice[event.index] = event.cached_tokens
 
     @property
     def prompt_tokens(self) -> int:
@@ -98,6 +106,13 @@ class UsageCounter:
     def completion_tokens(self) -> int:
         return sum(self.completion_by_choice.values())
 
+    @property
+    def cached_tokens(self) -> int:
+        """Of the prompt tokens, those llama.cpp took from its cache (0 where it does not say)."""
+        return sum(self.cached_by_choice.values())
+
     def to_dict(self) -> dict:
+        """OpenAI's usage object; the other APIs' shapes write theirs from it."""
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens}
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .. import sse
-from ..backends.llamacpp import RawAnswer
+from ..backends.llamacpp import RawAnswer, cached_tokens
 from ..errors import InvalidRequest, ProxyError, UpstreamUnavailable
 from .inflight import Context
 from .models import ServedModel
@@ -101,16 +101,16 @@ class StreamRelay:
             record.close()
 
 
-def token_counts(body: bytes) -> tuple[int | None, int | None]:
-    """(prompt, completion) tokens from a /completion or /infill answer, or from the last event of
-    its stream; (None, None) for anything else."""
+def token_counts(body: bytes) -> tuple[int | None, int | None, int | None]:
+    """(prompt, completion, cached prompt) tokens from a /completion or /infill answer, or from the
+    last event of its stream; Nones for anything else."""
     if b'"tokens_predicted"' not in body:
-        return None, None
+        return None, None, None
     last = body.rstrip().rsplit(b"\n", 1)[-1]
     try:
         answer = json.loads(last[6:] if last.startswith(b"data: ") else body)
     except ValueError:
-        return None, None
+        return None, None, None
     if not isinstance(answer, dict):
-        return None, None
-    return answer.get("tokens_evaluated"), answer.get("tokens_predicted")
+        return None, None, None
+    return answer.get("tokens_evaluated"), answer.get("tokens_predicted"), cached_tokens(answer)

@@ -23,6 +23,15 @@ def fake(request):
     upstream.stop()
 
 
+@pytest.fixture
+def fakes():
+    """Two fake upstreams for one test: a model's pool."""
+    servers = [FakeLlamaCpp().start(), FakeLlamaCpp().start()]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def replaying_upstream(fake):
     return fake

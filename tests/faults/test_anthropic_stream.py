@@ -19,6 +19,12 @@ QUESTION = [{"role": "user", "content": "Weather in Zürich?"}]
 BODY = {"model": "claude-sonnet-4-5", "max_tokens": 32000, "messages": QUESTION}
 
 
+def usage(output_tokens: int) -> dict:
+    """Anthropic's usage for the fake's 3-token prompt, none of it from llama.cpp's cache."""
+    return {"input_tokens": 3, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+            "output_tokens": output_tokens}
+
+
 def events_of(response: requests.Response) -> list[tuple[str, dict]]:
     """(event name, data) of each event, checking each is exactly `event: NAME`, `data: JSON`, a blank line,
     and that the name is the data's type."""
@@ -46,14 +52,14 @@ def test_text_stream_is_anthropics_event_sequence(qwen_proxy):
     assert message["id"].startswith("msg_") and message["model"] == "claude-sonnet-4-5"
     assert message == {"id": message["id"], "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
                        "content": [], "stop_reason": None, "stop_sequence": None,
-                       "usage": {"input_tokens": 3, "output_tokens": 0}}
+                       "usage": usage(0)}
     assert events[1:] == [
         ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         *[("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})
           for t in (" Hello", ",", " world", "!")],
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                           "usage": {"input_tokens": 3, "output_tokens": 4}}),
+                           "usage": usage(4)}),
         ("message_stop", {"type": "message_stop"}),
     ]
 
@@ -85,7 +91,7 @@ def test_tool_use_stream_is_anthropics_event_sequence(replay, qwen_proxy, tool_c
                      "content_block_stop", "content_block_start", *["content_block_delta"] * len(pieces),
                      "content_block_stop", "message_delta", "message_stop"]
     assert events[-2][1]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
-    assert events[-2][1]["usage"] == {"input_tokens": 3, "output_tokens": len(HERMES_CALL)}
+    assert events[-2][1]["usage"] == usage(len(HERMES_CALL))
 
 
 def test_streamed_and_non_streamed_tool_use_agree(replay, qwen_proxy):
@@ -98,7 +104,7 @@ def test_streamed_and_non_streamed_tool_use_agree(replay, qwen_proxy):
                                    {"type": "tool_use", "id": call_id, "name": "get_weather",
                                     "input": {"city": "Zürich", "unit": "c"}}],
                        "stop_reason": "tool_use", "stop_sequence": None,
-                       "usage": {"input_tokens": 3, "output_tokens": len(HERMES_CALL)}}
+                       "usage": usage(len(HERMES_CALL))}
     client = anthropic.Anthropic(base_url=qwen_proxy.url, api_key="k", max_retries=0)
     with client.messages.stream(**body) as stream:
         streamed = stream.get_final_message()

@@ -8,18 +8,9 @@ from api_like_oai.backends.llamacpp import LlamaCppClient
 from api_like_oai.backends.pool import UpstreamPool
 from api_like_oai.errors import UpstreamUnavailable
 
-from ..fake_llamacpp import FakeLlamaCpp
 from ..servers import free_port
 
 PAYLOAD = {"prompt": "hi", "stream": True, "n_predict": 4}
-
-
-@pytest.fixture
-def fakes():
-    servers = [FakeLlamaCpp().start(), FakeLlamaCpp().start()]
-    yield servers
-    for server in servers:
-        server.stop()
 
 
 def text_of(events) -> str:

@@ -25,7 +25,7 @@ EVENTS = [GenerationEvent(reasoning="The user wants", prompt_tokens=5, completio
                           completion_tokens=4),
           GenerationEvent(tool_calls=(ToolCallDelta(index=0, id=None, name=None, arguments='"Oslo"}'),)),
           GenerationEvent(finish_reason="tool_calls", prompt_tokens=5, completion_tokens=6)]
-USAGE = {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}
+USAGE = {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11, "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def shape(display: str | None = "summarized", edits: ContextEdits | None = None) -> MessagesShape:

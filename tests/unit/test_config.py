@@ -68,6 +68,30 @@ def test_config_errors_name_file_line_and_key(tmp_path, capsys, text, expected):
         assert f"{path}{expected}" in error  # file:line: key
 
 
+def test_routing_is_prefix_by_default_and_settable_globally_and_per_model(tmp_path):
+    from api_like_oai.backends.routing import RoutingPolicy
+    config = write(tmp_path, """\
+        routing_load_margin: 4
+        models:
+          agents:
+            upstreams: [http://a, http://b]
+          batch:
+            upstreams: [http://a, http://b]
+            routing: least-busy
+            routing_load_margin: 0
+    """)
+    agents, batch = parse_settings(["--config", config]).models
+    assert (agents.routing, batch.routing) == (RoutingPolicy("prefix", 4), RoutingPolicy("least-busy", 0))
+    assert parse_settings(["--routing", "least-busy"]).models[0].routing == RoutingPolicy("least-busy", 2)
+    assert parse_settings([]).models[0].routing == RoutingPolicy("prefix", 2)
+
+
+def test_an_unknown_routing_mode_is_a_config_error(tmp_path, capsys):
+    path = write(tmp_path, "models:\n  a:\n    upstreams: [http://x]\n    routing: sticky\n")
+    assert main(["--config", path]) == 2
+    assert f"{path}:4: models.a.routing: " in capsys.readouterr().err
+
+
 def test_aliases_and_default_model_route_requests(tmp_path):
     from api_like_oai.app import build_registry
     settings = parse_settings(["--config", str(ROOT / "config.example.yaml")])

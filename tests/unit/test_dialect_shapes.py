@@ -25,7 +25,7 @@ EVENTS = [GenerationEvent(text="Let me", prompt_tokens=5, completion_tokens=1),
           GenerationEvent(tool_calls=(ToolCallDelta(index=0, id=None, name=None, arguments='"Oslo"}'),)),
           GenerationEvent(text=" Done.", completion_tokens=4),
           GenerationEvent(finish_reason="tool_calls", prompt_tokens=5, completion_tokens=4)]
-USAGE = {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+USAGE = {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9, "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def shapes():

@@ -78,7 +78,7 @@ def test_anthropic_sampling_tools_and_choices():
     chat = chat_of(anthropic, {**body, "tool_choice": {"type": "tool", "name": "get_weather"}})
     assert {key: value for key, value in chat.items() if key != "messages"} == {
         "model": "claude-sonnet-4-5", "max_tokens": 32000, "stream": True, "temperature": 0.2, "top_p": 0.9,
-        "top_k": 40, "stop": ["END"],
+        "top_k": 40, "stop": ["END"], "user": "u1",   # metadata.user_id: the session key routing spreads by
         "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": SCHEMA}}],
         "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
         "chat_template_kwargs": {"enable_thinking": True}}
@@ -181,7 +181,7 @@ def test_responses_sampling_tools_and_format():
     chat = chat_of(responses, body)
     assert {key: value for key, value in chat.items() if key != "messages"} == {
         "model": "gpt-5-codex", "stream": True, "max_tokens": 500, "temperature": 0.3, "top_p": 0.8,
-        "parallel_tool_calls": False,
+        "parallel_tool_calls": False, "prompt_cache_key": "k",   # a session key for routing
         "tools": [{"type": "function", "function": {"name": "shell", "description": "Run a command.",
                                                     "parameters": SCHEMA, "strict": True}}],
         "tool_choice": {"type": "function", "function": {"name": "shell"}},

@@ -52,3 +52,22 @@ def test_probabilities_old_and_new_format():
 def test_an_error_object_raises():
     with pytest.raises(UpstreamError, match="boom"):
         completion_event({"error": {"code": 500, "message": "boom"}})
+
+
+@pytest.mark.parametrize(("fields", "cached"), [
+    ({"timings": {"cache_n": 4000, "prompt_n": 96}, "tokens_cached": 4120}, 4000),    # 2025 on: cache_n
+    ({"timings": {"prompt_n": 96}}, 4000),          # before cache_n: the prompt less what was evaluated
+    ({"tokens_cached": 4120}, None),                 # the slot's whole cache, generated tokens included: not it
+    ({}, None),
+])
+def test_the_prompt_tokens_taken_from_the_cache(fields, cached):
+    final = {"content": "", "stop": True, "stop_type": "eos", "tokens_predicted": 24, "tokens_evaluated": 4096}
+    assert completion_event({**final, **fields}).cached_tokens == cached
+
+
+def test_a_token_event_tells_the_cached_tokens_when_timings_come_with_every_token():
+    """Asked for with timings_per_token: Anthropic's message_start needs the number before the end."""
+    event = completion_event({"content": " a", "stop": False, "tokens_predicted": 1, "tokens_evaluated": 50,
+                              "timings": {"cache_n": 42, "prompt_n": 8}})
+    assert (event.text, event.cached_tokens) == (" a", 42)
+    assert completion_event({"content": " a", "stop": False, "tokens_evaluated": 50}).cached_tokens is None
