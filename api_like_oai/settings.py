@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .prompts import TemplateChoice
 from .services.context import Policy
+from .store.settings import StoreSettings
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,4 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     grace_period: float = 30.0
     native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too
+    store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite
