@@ -16,10 +16,11 @@ from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import CollapseSlashes
 from .observability import Metrics, RequestRecord
-from .routes import anthropic, chat, completions, docs, embeddings, internal, models, native, responses
+from .routes import anthropic, chat, completions, conversations, docs, embeddings, internal, models, native, responses
 from .services.generation import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
+from .store import open_store
 
 log = logging.getLogger("api_like_oai")
 
@@ -35,9 +36,10 @@ def create_app(settings: Settings) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = SimpleNamespace(settings=settings, registry=build_registry(settings),
                                                      inflight=InFlight(), metrics=Metrics(),
-                                                     siblings=None)  # set by server.py with --workers > 1
+                                                     siblings=None,  # set by server.py with --workers > 1
+                                                     store=open_store(settings.store, settings.limits.max_body_bytes))
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp):
+                      responses.bp, conversations.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -80,7 +82,7 @@ def _cors_preflight(origins: tuple[str, ...]):
     def answer_preflight():
         if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
             response = Response(status=204)
-            response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+            response.headers["Access-Control-Allow-Methods"] = "GET, POST, DELETE, OPTIONS"
             response.headers["Access-Control-Allow-Headers"] = request.headers.get(
                 "Access-Control-Request-Headers", "Authorization, Content-Type")
             response.headers["Access-Control-Max-Age"] = "600"

@@ -1,8 +1,6 @@
-"""OpenAI's Responses API, stateless: request and answer models, and the request's translation into
-the internal chat request (`to_chat_request`). The answer's shape is in responses_shape.py.
-
-Nothing is stored: `store` is accepted and the answer says `"store": false`; `previous_response_id`
-is a 400 (send the whole conversation in `input`), and GET /v1/responses/{id} a 404.
+"""OpenAI's Responses API: request and answer models, and the request's translation into the
+internal chat request (`to_chat_request`). The answer's shape is in responses_shape.py; what is
+stored (`store`, `previous_response_id`, `conversation`) is services/stored_responses.py's.
 """
 
 from __future__ import annotations
@@ -134,6 +132,10 @@ class StreamOptions(_Strict):
     include_obfuscation: bool | None = Field(None, description="Accepted and ignored (no obfuscation is added).")
 
 
+class ConversationRef(_Strict):
+    id: StrictStr
+
+
 class ResponsesRequest(Request):
     model: StrictStr | None = None
     input: StrictStr | list[InputItem]
@@ -149,9 +151,11 @@ class ResponsesRequest(Request):
         None, description="`effort` reaches the chat template as `reasoning_effort`, as on chat completions.")
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    store: bool | None = Field(None, description="Accepted; nothing is stored (answers say store: false).")
+    store: bool | None = Field(None, description="Keep the response (default true; false with --store none).")
     previous_response_id: StrictStr | None = Field(
-        None, description="Refused unless null: nothing is stored, so send the whole conversation in input.")
+        None, description="Continue a stored response: its input and output come before this input.")
+    conversation: StrictStr | ConversationRef | None = Field(
+        None, description="A conversation (its id): its items come before this input, and this turn is added to it.")
     metadata: dict[str, StrictStr] | None = None
     user: StrictStr | None = None
     include: list[StrictStr] | None = Field(None, description="Accepted and ignored.")
@@ -168,9 +172,6 @@ class ResponsesRequest(Request):
 
     @model_validator(mode="after")
     def is_answerable(self):
-        if self.previous_response_id is not None:
-            raise InvalidRequest("previous_response_id is not supported: this proxy stores no responses; "
-                                 "send the whole conversation in input", param="previous_response_id")
         for n, tool in enumerate(self.tools or ()):
             check_parameters(tool.parameters, f"tools.{n}.parameters")
         if isinstance(self.input, list) and not self.input:
@@ -316,7 +317,7 @@ class ResponseObject(BaseModel):
     model: str
     output: list[Annotated[OutputMessage | OutputFunctionCall, Field(discriminator="type")]]
     parallel_tool_calls: bool
-    previous_response_id: None
+    previous_response_id: str | None
     store: bool
     temperature: float | None
     top_p: float | None
@@ -326,3 +327,4 @@ class ResponseObject(BaseModel):
     usage: ResponseUsage | None
     user: str | None
     metadata: dict[str, str]
+    conversation: ConversationRef | None = None

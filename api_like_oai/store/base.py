@@ -14,6 +14,7 @@ errors.StoreUnavailable when their storage fails, and make each write atomic.
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -68,18 +69,18 @@ class Store(abc.ABC):
         loaded = self._load(key)
         if loaded is None or not keys.same_owner(loaded[0], owner):
             return None
-        return orjson.loads(loaded[1])
+        return decode(loaded[1])
 
     def put(self, key: str, owner: str, document: dict, items: Sequence[dict] = ()) -> None:
         """Create (or replace) the object with these items; TooLarge, DuplicateItem."""
-        encoded_document, encoded_items = orjson.dumps(document), _encoded(items)
+        encoded_document, encoded_items = encode(document), _encoded(items)
         if len(encoded_document) + sum(len(item) for _, item in encoded_items) > self.max_bytes:
             raise TooLarge
         self._put(key, owner, encoded_document, encoded_items)
 
     def update(self, key: str, owner: str, document: dict) -> bool:
         """Replace the document, keeping the items; False if there is no such object; TooLarge."""
-        return self._owns(key, owner) and self._update(key, orjson.dumps(document))
+        return self._owns(key, owner) and self._update(key, encode(document))
 
     def delete(self, key: str, owner: str) -> bool:
         return self._owns(key, owner) and self._delete(key)
@@ -100,11 +101,11 @@ class Store(abc.ABC):
         if found is None:
             raise UnknownCursor(after)
         has_more = limit is not None and len(found) > limit
-        return Page([orjson.loads(item) for item in found[:limit]], has_more)
+        return Page([decode(item) for item in found[:limit]], has_more)
 
     def item(self, key: str, owner: str, item_id: str) -> dict | None:
         found = self._item(key, item_id) if self._owns(key, owner) else None
-        return orjson.loads(found) if found is not None else None
+        return decode(found) if found is not None else None
 
     def delete_item(self, key: str, owner: str, item_id: str) -> bool:
         return self._owns(key, owner) and self._delete_item(key, item_id)
@@ -159,5 +160,18 @@ def _encoded(items: Iterable[dict]) -> list[Encoded]:
         if item_id in seen:
             raise DuplicateItem(item_id)
         seen.add(item_id)
-        encoded.append((item_id, orjson.dumps(item)))
+        encoded.append((item_id, encode(item)))
     return encoded
+
+
+def encode(document) -> bytes:
+    """JSON bytes; orjson's, or for integers beyond 64 bits (which it refuses) the standard library's
+    after one space, so that `decode` knows to read them back exactly (orjson would read floats)."""
+    try:
+        return orjson.dumps(document)
+    except TypeError:
+        return b" " + json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def decode(encoded: bytes):
+    return json.loads(encoded) if encoded[:1] == b" " else orjson.loads(encoded)

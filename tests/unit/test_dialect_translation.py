@@ -193,12 +193,11 @@ def test_responses_content_the_proxy_cannot_read_is_refused(body, param):
 @pytest.mark.parametrize("body, param", [
     ({"tools": [{"type": "web_search"}]}, "tools.0.type"),
     ({"tools": [{"type": "function", "name": "f"}, {"type": "file_search", "vector_store_ids": []}]}, "tools.1.type"),
-    ({"previous_response_id": "resp_1"}, "previous_response_id"),
     ({"input": []}, "input"),
     ({"text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
     ({"tools": [{"type": "function", "name": "f", "parameters": {"type": "array"}}]}, "tools.0.parameters"),
 ])
-def test_responses_what_a_stateless_proxy_cannot_do_is_refused(body, param):
+def test_responses_what_the_proxy_cannot_do_is_refused(body, param):
     with pytest.raises(InvalidRequest) as caught:
         responses.ResponsesRequest.model_validate({"input": "Hi", **body})
     assert caught.value.param == param

@@ -233,3 +233,11 @@ def test_sqlite_file_is_created_on_first_use(tmp_path):
     assert not path.exists()
     store.put(new_id("resp"), SHARED_OWNER, {})
     assert path.exists() and os.path.exists(str(path) + "-wal")
+
+
+def test_integers_beyond_64_bits_come_back_exactly(store):
+    owner = store.owner(None)
+    key = new_id("conv")
+    item = {**message(1), "annotations": [{"index": 2**70}]}
+    store.put(key, owner, {"id": key, "big": -(2**80)}, [item])
+    assert store.get(key, owner)["big"] == -(2**80) and store.item(key, owner, "msg_1") == item
