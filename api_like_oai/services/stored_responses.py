@@ -5,9 +5,10 @@ and adds the turn to it; GET, DELETE and the input item list read them back.
 A response is stored as an object (store.base) whose document is the response JSON as answered and
 whose items are its whole input: the earlier turns' items and output, then its own input, as
 OpenAI's input_items lists them. Continuing it is one read, and deleting or losing an earlier
-response never breaks a later one. It is written twice: "in_progress" before generating (so a
-failing store is a 503 before any work), and as answered before the last event goes out (or, for a
-stream the client dropped, "incomplete" with what was generated).
+response never breaks a later one. A plain answer is written once, before it is returned; a stream
+twice: "in_progress" before generating (a failing store is a 503 before the stream starts), then as
+answered before the last event goes out (or, dropped by the client, "incomplete" with what was
+generated).
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ class Turn:
     # --- writes ----------------------------------------------------------------------------------
 
     def begin(self, in_progress: dict) -> None:
-        """Keep the response as in_progress with its input items, before generating."""
+        """Keep a stream's response as in_progress with its input items, before generating."""
         if not self.stores:
             return
         with refusals(self._history_param()):
@@ -154,8 +155,12 @@ class Turn:
             with refusals("conversation"):
                 if not self.scope.store.append(self.conversation, self.scope.owner, added):
                     raise conversation_not_found(self.conversation, "conversation")
-        if self.response_id is not None:
-            with refusals(self._history_param()):
+        if not self.stores:
+            return
+        with refusals(self._history_param()):
+            if self.response_id is None:   # not streamed: one write
+                self.scope.store.put(response["id"], self.scope.owner, response, self.history + self.input)
+            else:
                 self.scope.store.update(self.response_id, self.scope.owner, response)
 
     def keep_failure(self, response: dict) -> None:
@@ -251,7 +256,7 @@ class StoredResponsesShape(ResponsesShape):
 
 def answer(turn: Turn, shape: ResponsesShape, generate: Callable[[], tuple]):
     """(answer, headers) of `generate()` (dialect_answer), with the turn kept around it."""
-    if not isinstance(shape, StoredResponsesShape):
+    if not isinstance(shape, StoredResponsesShape) or not turn.request.stream:
         return generate()
     turn.begin(shape.in_progress())
     try:
