@@ -17,11 +17,12 @@ from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import CollapseSlashes
 from .observability import Metrics, RequestRecord
-from .routes import anthropic, chat, completions, docs, embeddings, internal, models, native, responses
+from .routes import anthropic, chat, completions, conversations, docs, embeddings, internal, models, native, responses
 from .sealing import Seal
 from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
+from .store import open_store
 
 log = logging.getLogger("api_like_oai")
 
@@ -38,6 +39,7 @@ class AppState:
     inflight: InFlight
     metrics: Metrics
     seal: Seal                       # signs thoughts handed out and checks them when they come back
+    store: object | None = None      # store.Store: stored responses and conversations (None: --store none)
     siblings: object | None = None   # siblings.Siblings: the other workers, with --workers > 1
 
 
@@ -50,7 +52,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = _app_state(settings, run_dir)
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp):
+                      responses.bp, conversations.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -75,7 +77,8 @@ def _app_state(settings: Settings, run_dir: str | None) -> AppState:
         from .siblings import Siblings  # only with several workers
 
         siblings = Siblings(run_dir, inflight.stop_all)
-    return AppState(settings, build_registry(settings), inflight, Metrics(), Seal(installation.secret), siblings)
+    store = open_store(settings.store, settings.limits.max_body_bytes)
+    return AppState(settings, build_registry(settings), inflight, Metrics(), Seal(installation.secret), store, siblings)
 
 
 def _metrics():
@@ -103,7 +106,7 @@ def _cors_preflight(origins: tuple[str, ...]):
     def answer_preflight():
         if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
             response = Response(status=204)
-            response.headers["Access-Control-Allow-Methods"] = "GET, POST, OPTIONS"
+            response.headers["Access-Control-Allow-Methods"] = "GET, POST, DELETE, OPTIONS"
             response.headers["Access-Control-Allow-Headers"] = request.headers.get(
                 "Access-Control-Request-Headers", "Authorization, Content-Type")
             response.headers["Access-Control-Max-Age"] = "600"

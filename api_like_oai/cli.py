@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import functools
+import importlib.util
 import logging
 import os
 import sys
@@ -22,6 +23,7 @@ from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
 from .settings import Limits, ModelSettings, Policy, Settings
+from .store.settings import DEFAULT_TTL_SECONDS, StoreSettings, duration, store_settings
 from .tools.formats import FORMATS
 
 ENV_PREFIX = "API_LIKE_OAI_"
@@ -149,6 +151,12 @@ def _add_limit_and_log_flags(add) -> None:
     add("--native-api", action=Switch, default=True, metavar="BOOL",
         help="serve llama.cpp's own API (/completion, /infill, /props, ...) for llama.cpp models "
              "(default: on; --no-native-api turns it off)")
+    add("--store", metavar="URL", help="where stored responses and conversations live: sqlite:///PATH, "
+        "redis://HOST:PORT/DB or none (default: sqlite under $XDG_DATA_HOME/api-like-oai/)")
+    add("--store-ttl", type=duration, default=DEFAULT_TTL_SECONDS, metavar="DURATION",
+        help="how long a stored object is kept after its last write: seconds, or 90m, 12h, 30d (default: 30d)")
+    add("--store-secret-file", metavar="PATH", help="the secret API keys are hashed with for the store "
+        "(created if missing; default: beside the SQLite file, or kept in Redis)")
 
 
 def flag_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -276,7 +284,17 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
         limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
                       max_tokens=args.max_tokens_limit),
-        grace_period=args.grace_period, native_api=args.native_api)
+        grace_period=args.grace_period, native_api=args.native_api, store=_store_settings(args))
+
+
+def _store_settings(args: argparse.Namespace) -> StoreSettings:
+    try:
+        settings = store_settings(args.store, args.store_ttl, args.store_secret_file)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    if settings.kind == "redis" and importlib.util.find_spec("redis") is None:
+        raise StartupError("--store redis://... needs the redis client: pip install 'api-like-oai[redis]'")
+    return settings
 
 
 def read_api_keys(keys: list[str] | None, key_file: str | None) -> tuple[str, ...]:

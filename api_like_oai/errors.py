@@ -8,6 +8,7 @@
     ├── NotFound                     404 invalid_request_error
     │   └── ModelNotFound            404 code=model_not_found
     ├── PayloadTooLarge              413 invalid_request_error
+    ├── StoreUnavailable             503 server_error (the response store failed: store/)
     └── UpstreamError                502 upstream_error (bad answer from llama.cpp)
         ├── UpstreamUnavailable      503 (refused, down, or loading the model)
         └── UpstreamTimeout          504
@@ -87,6 +88,13 @@ class PayloadTooLarge(ProxyError):
     type = "invalid_request_error"
     code = "request_too_large"
     anthropic_type = "request_too_large"
+
+
+class StoreUnavailable(ProxyError):
+    """The store of responses and conversations failed (Redis down, SQLite locked or unwritable)."""
+
+    status = 503
+    code = "store_unavailable"
 
 
 class UpstreamError(ProxyError):

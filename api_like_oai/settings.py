@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .backends.routing import RoutingPolicy
 from .prompts import TemplateChoice
+from .store.settings import StoreSettings
 
 TRUNCATE, ERROR = "truncate", "error"
 
@@ -72,3 +73,4 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     grace_period: float = 30.0
     native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too
+    store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,6 +101,7 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     results.chat_vs_completions = asyncio.run(scenarios.chat_vs_completions(rig))
     progress("a streamed tool call against plain text")
     results.tool_call = asyncio.run(scenarios.tool_call_row(rig, plan.reference_clients))
+    measure_store(results, plan, fake, stack)
     progress(f"gateway table: fixed rates {scenarios.GATEWAY_RATES} req/s")
     results.gateway = [asyncio.run(scenarios.gateway_row(loaded, fake, rate, plan)) for rate in scenarios.GATEWAY_RATES]
     results.peak_rss_mb = loaded.tree().peak_rss_mb()
@@ -107,6 +109,17 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     fake.stop()
     measure_paced(results, plan, props_path, stack)
     measure_many_streams(results, plan, props_path, stack)
+
+
+def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: ExitStack) -> None:
+    """Part 2e: a stored Responses answer against a stateless one, on a proxy with its own SQLite store."""
+    progress("a stored Responses answer against a stateless one (SQLite store)")
+    store_dir = tempfile.mkdtemp(prefix="api-like-oai-bench-store-")
+    stack.callback(shutil.rmtree, store_dir, ignore_errors=True)
+    stored = proxy(fake.url, "--store", f"sqlite://{store_dir}/store.sqlite3").start()
+    stack.callback(stored.stop)
+    results.store = asyncio.run(scenarios.store_row(CapacityRig(stored, fake, plan)))
+    stored.stop()
 
 
 def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:

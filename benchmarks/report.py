@@ -281,6 +281,22 @@ def _routing_turn_row(r, turn: int | None) -> list[str]:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
+def store_section(results: BenchmarkResults) -> str:
+    r = results.store
+    if r is None:
+        return ""
+    return "\n\n".join([
+        "### 2e. Storing a response (issue 17)",
+        f"The same non-streamed `/v1/responses` request ({GENERATED_TOKENS} tokens from the instant upstream), "
+        f"{r.clients} client, with `store: false` and with `store: true` on the default SQLite store (written "
+        "as in_progress before generating, then as answered); alternating windows. Latency p50 of every "
+        "sample, proxy CPU per request the median of the windows."
+        + ("" if r.retrievable else " The stored answer did NOT come back the same from GET."),
+        table(["request", "latency p50 ms", "proxy CPU µs per request", "errors"], [
+            ["store: false", number(r.stateless_p50_ms, 2), number(r.stateless_cpu_us_per_request, 0), "-"],
+            ["store: true (SQLite)", number(r.stored_p50_ms, 2), number(r.stored_cpu_us_per_request, 0), str(r.errors)],
+            ["added by storing", f"{r.added_p50_ms:+.2f}",
+             f"{r.stored_cpu_us_per_request - r.stateless_cpu_us_per_request:+.0f}", ""]])])
 
 
 def markdown(results: BenchmarkResults) -> str:
@@ -288,7 +304,7 @@ def markdown(results: BenchmarkResults) -> str:
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
                 machine_section(results), targets_section(results), generation_section(results),
                 capacity_section(results), paced_section(results), tool_call_section(results),
-                gateway_section(results),
+                store_section(results), gateway_section(results),
                 comparison_section(results),
                 startup_section(results), routing_section(results)]
     sections = [section for section in sections if section]

@@ -127,6 +127,23 @@ class ToolCallResult:
 
 
 @dataclass
+class StoreResult:
+    """Part 2e: the same non-streamed Responses request, stored on SQLite (store: true) and not."""
+
+    clients: int
+    stateless_p50_ms: float
+    stored_p50_ms: float
+    stateless_cpu_us_per_request: float
+    stored_cpu_us_per_request: float
+    retrievable: bool  # a stored answer came back the same from GET /v1/responses/{id}
+    errors: int
+
+    @property
+    def added_p50_ms(self) -> float:
+        return self.stored_p50_ms - self.stateless_p50_ms
+
+
+@dataclass
 class ManyStreamsResult:
     """Part 2c: many concurrent paced streams, each started once and read to its end."""
 
@@ -230,6 +247,7 @@ class BenchmarkResults:
     chat_vs_completions: list[CapacityResult] = field(default_factory=list)
     paced: list[PacedResult] = field(default_factory=list)  # upstream tokens paced like a real model
     tool_call: ToolCallResult | None = None
+    store: StoreResult | None = None
     many_streams: ManyStreamsResult | None = None
     gateway: list[GatewayResult] = field(default_factory=list)
     marginal_cpu_us_per_event: float = math.nan
@@ -247,7 +265,7 @@ class BenchmarkResults:
         return [self._ttft_target(), self._tokens_per_s_target(), self._paced_cpu_target(),
                 self._paced_share_target(), self._many_streams_target(), self._requests_per_s_target(),
                 self._idle_memory_target(), self._startup_target(), self._tool_call_target(),
-                *self._routing_targets()]
+                *self._routing_targets(), self._store_target()]
 
     def _routing_targets(self) -> list[TargetCheck]:
         """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy."""
@@ -267,6 +285,15 @@ class BenchmarkResults:
         return [TargetCheck(cache_name, "≥ 90%", shares, worst_share >= 0.9),
                 TargetCheck(ttft_name, "≥ 3x lower", f"{ttft['prefix']:,.0f} vs {ttft['least-busy']:,.0f} ms "
                             f"({ratio:.1f}x lower)", ratio >= 3)]
+
+    def _store_target(self) -> TargetCheck:
+        name = "storing a non-streamed response on SQLite: latency added, p50 (issue 17)"
+        r = self.store
+        if r is None:
+            return TargetCheck(name, "≤ 1 ms", "not measured", False)
+        measured = (f"{r.added_p50_ms:+.2f} ms ({r.stored_p50_ms:.2f} vs {r.stateless_p50_ms:.2f} ms, {r.clients} client"
+                    f"{'' if r.retrievable else ', NOT retrievable'})")
+        return TargetCheck(name, "≤ 1 ms", measured, r.retrievable and r.errors == 0 and r.added_p50_ms <= 1.0)
 
     def _tool_call_target(self) -> TargetCheck:
         name = "streamed tool call: proxy CPU per token over plain text (issue 10)"

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 from openai import OpenAI
 
-from .servers import LlamaServer, Proxy, provisioned_paths
+from .servers import LlamaServer, Proxy, RedisServer, provisioned_paths
+
+# The proxy's default store is a SQLite file under $XDG_DATA_HOME: the tests' proxies (in-process
+# and started as processes, which inherit this) keep theirs in a directory of the run, not the user's.
+_DATA_HOME = tempfile.TemporaryDirectory(prefix="api-like-oai-test-data-")
+os.environ["XDG_DATA_HOME"] = _DATA_HOME.name
 
 # SmolLM2 has no fill-in-the-middle tokens, so llama.cpp refuses /infill with it. Three of its
 # unused special tokens are named FIM tokens instead: the model is not trained for FIM, but the
@@ -35,6 +43,14 @@ def provisioned() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def llama_server(provisioned):
     server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], extra_args=FIM_TOKENS).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """A real redis-server for the run (scripts/setup installs the Debian package)."""
+    server = RedisServer().start()
     yield server
     server.stop()
 

@@ -131,3 +131,41 @@ class Proxy:
         if self.process:
             stop(self.process)
 
+
+
+@dataclass
+class RedisServer:
+    """A private redis-server (the Debian package) on a free port, its data in a temporary directory."""
+
+    binary: str = "redis-server"
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen | None = None
+    directory: tempfile.TemporaryDirectory | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def to_argv(self) -> list[str]:
+        return [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.directory.name,
+                "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"]
+
+    def start(self) -> RedisServer:
+        self.directory = tempfile.TemporaryDirectory(prefix="api-like-oai-redis-")
+        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self._answers, self.process, "redis-server", timeout=20)
+        return self
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as connection:
+                connection.sendall(b"PING\r\n")
+                return connection.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.process:
+            stop(self.process)
+        if self.directory:
+            self.directory.cleanup()

@@ -1,8 +1,6 @@
-"""OpenAI's Responses API, stateless: request and answer models, and the request's translation into
-the internal chat request (`to_chat_request`). The answer's shape is in responses_shape.py.
-
-Nothing is stored: `store` is accepted and the answer says `"store": false`; `previous_response_id`
-is a 400 (send the whole conversation in `input`), and GET /v1/responses/{id} a 404.
+"""OpenAI's Responses API: request and answer models, and the request's translation into the
+internal chat request (`to_chat_request`). The answer's shape is in responses_shape.py; what is
+stored (`store`, `previous_response_id`, `conversation`) is services/stored_responses.py's.
 """
 
 from __future__ import annotations
@@ -254,6 +252,10 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 REASONING_PURPOSE = "reasoning"   # the Seal's purpose for a thought handed out as encrypted_content
 
 
+class ConversationRef(_Strict):
+    id: StrictStr
+
+
 class ResponsesRequest(Request):
     model: StrictStr | None = None
     input: StrictStr | list[InputItem]
@@ -275,9 +277,11 @@ class ResponsesRequest(Request):
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     background: bool | None = Field(None, description="Only false: a response is generated while the client waits.")
-    store: bool | None = Field(None, description="Accepted; nothing is stored (answers say store: false).")
+    store: bool | None = Field(None, description="Keep the response (default true; false with --store none).")
     previous_response_id: StrictStr | None = Field(
-        None, description="Refused unless null: nothing is stored, so send the whole conversation in input.")
+        None, description="Continue a stored response: its input and output come before this input.")
+    conversation: StrictStr | ConversationRef | None = Field(
+        None, description="A conversation (its id): its items come before this input, and this turn is added to it.")
     metadata: dict[str, StrictStr] | None = None
     client_metadata: dict[str, Any] | None = Field(None, description="Accepted and ignored (Codex's).")
     user: StrictStr | None = None
@@ -293,9 +297,6 @@ class ResponsesRequest(Request):
 
     @model_validator(mode="after")
     def is_answerable(self):
-        if self.previous_response_id is not None:
-            raise InvalidRequest("previous_response_id is not supported: this proxy stores no responses; "
-                                 "send the whole conversation in input", param="previous_response_id")
         if self.background:
             raise InvalidRequest("background responses are not supported: this proxy generates a response while "
                                  "the client waits (streamed or not) and keeps none to fetch later; send "
@@ -604,7 +605,7 @@ class ResponseObject(BaseModel):
     model: str
     output: list[OutputItem]
     parallel_tool_calls: bool
-    previous_response_id: None
+    previous_response_id: str | None
     store: bool
     temperature: float | None
     top_p: float | None
@@ -617,3 +618,4 @@ class ResponseObject(BaseModel):
     reasoning: dict[str, Any] = Field(description="The request's reasoning settings (effort, summary).")
     max_tool_calls: int | None
     background: Literal[False]
+    conversation: ConversationRef | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 from flask import Blueprint, Response, jsonify, send_from_directory
 from openapi_ui_bundles import swagger_ui
@@ -12,6 +13,7 @@ from .. import __version__
 from .. import protocol as p
 from ..dialects import anthropic as a
 from ..dialects import responses as r
+from ..dialects import stored as s
 
 bp = Blueprint("docs", __name__)
 
@@ -34,11 +36,28 @@ ENDPOINTS = [
      a.MessagesRequest, a.MessageResponse),
     ("post", "/v1/messages/count_tokens", "Anthropic Messages API: the prompt's token count",
      a.CountTokensRequest, a.TokenCount),
-    ("post", "/v1/responses", "OpenAI Responses API, stateless (set stream for its named events)",
-     r.ResponsesRequest, r.ResponseObject),
+    ("post", "/v1/responses", "OpenAI Responses API (set stream for its named events; store, previous_response_id "
+     "and conversation keep and continue turns)", r.ResponsesRequest, r.ResponseObject),
     ("post", "/v1/responses/input_tokens", "OpenAI Responses API: the prompt's token count",
      r.ResponsesRequest, r.InputTokenCount),
+    ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, r.ResponseObject),
+    ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),
+    ("get", "/v1/responses/{response_id}/input_items", "A stored response's input items (with the turns it continued)",
+     None, s.ItemList),
+    ("post", "/v1/conversations", "Create a conversation", s.ConversationCreate, s.Conversation),
+    ("get", "/v1/conversations/{conversation_id}", "A conversation", None, s.Conversation),
+    ("post", "/v1/conversations/{conversation_id}", "Update a conversation's metadata", s.ConversationUpdate,
+     s.Conversation),
+    ("delete", "/v1/conversations/{conversation_id}", "Delete a conversation", None, s.ConversationDeleted),
+    ("get", "/v1/conversations/{conversation_id}/items", "A conversation's items", None, s.ItemList),
+    ("post", "/v1/conversations/{conversation_id}/items", "Add items to a conversation", s.ItemsCreate, s.ItemList),
+    ("get", "/v1/conversations/{conversation_id}/items/{item_id}", "One item of a conversation", None, s.Item),
+    ("delete", "/v1/conversations/{conversation_id}/items/{item_id}", "Delete an item (answers the conversation)",
+     None, s.Conversation),
 ]
+# The operations that take a list's query (limit, after, order), described by its model.
+QUERIES = {"/v1/responses/{response_id}/input_items": s.ItemListQuery, "/v1/conversations/{conversation_id}/items":
+           s.ItemListQuery}
 STREAM_MODELS = [p.ChatCompletionChunk]
 ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "404": "Unknown route or model",
                   "413": "Body too large", "500": "Internal error", "502": "Bad upstream answer",
@@ -79,9 +98,28 @@ def _operation(path: str, summary: str, request, response) -> dict:
                                **{code: {**error, "description": text} for code, text in statuses.items()}}}
     if request is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
-    if "{model_id}" in path:
-        operation["parameters"] = [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for name in re.findall(r"{(\w+)}", path)]
+    parameters += _query_parameters(QUERIES.get(path))
+    if parameters:
+        operation["parameters"] = parameters
     return operation
+
+
+def _query_parameters(query_model) -> list[dict]:
+    if query_model is None:
+        return []
+    schema = query_model.model_json_schema()
+    return [{"name": name, "in": "query", "required": False, "schema": _plain(field)}
+            for name, field in schema["properties"].items()]
+
+
+def _plain(field_schema: dict) -> dict:
+    """A query field's schema without its title, an optional string as a plain string."""
+    field_schema = {key: value for key, value in field_schema.items()
+                    if key != "title" and not (key == "default" and value is None)}
+    options = field_schema.pop("anyOf", None)
+    return field_schema | (next(o for o in options if o.get("type") != "null") if options else {})
 
 
 @bp.get("/openapi.json")

@@ -1,18 +1,17 @@
-"""OpenAI's Responses API, stateless: POST /v1/responses and /v1/responses/input_tokens; a stored
-response (GET or DELETE /v1/responses/{id}) is a 404, since none is kept."""
+"""OpenAI's Responses API: POST /v1/responses and /v1/responses/input_tokens, and the stored
+responses (GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items)."""
 
 from __future__ import annotations
 
-import functools
-
 from flask import Blueprint, jsonify
 
-from ..dialects.responses import ResponsesRequest, set_aside_headers, to_chat_request
-from ..dialects.responses_shape import ResponsesShape
+from ..dialects.responses import ResponsesRequest, set_aside_headers
 from ..dialects.responses_tools import at_most
-from ..errors import NotFound
+from ..services import stored_responses
 from ..services.chat import count_prompt_tokens, dialect_answer
+from ..services.stored_responses import Turn
 from . import generation_context, parse_dialect, respond, state
+from .scope import caller_scope, list_query
 
 bp = Blueprint("responses", __name__)
 
@@ -20,23 +19,34 @@ bp = Blueprint("responses", __name__)
 @bp.post("/v1/responses")
 def create():
     seal = state().seal
-    dialect = parse_dialect(ResponsesRequest, functools.partial(to_chat_request, seal=seal))
+    turn = Turn(caller_scope(), seal)
+    dialect = parse_dialect(ResponsesRequest, turn.translate)
     request = dialect.request
-    shape = ResponsesShape(dialect.model_name, request, seal)
+    shape = turn.shape(dialect.model_name)
     limit = at_most(request.max_tool_calls) if request.max_tool_calls else None
-    answer, headers = dialect_answer(shape, dialect.chat, dialect.model, generation_context(), limit)
+    answer, headers = stored_responses.answer(
+        turn, shape, lambda: dialect_answer(shape, dialect.chat, dialect.model, generation_context(), limit))
     return respond(answer, headers | set_aside_headers(request, seal))
 
 
 @bp.post("/v1/responses/input_tokens")
 def input_tokens():
-    translate = functools.partial(to_chat_request, seal=state().seal)
-    dialect = parse_dialect(ResponsesRequest, translate)
+    dialect = parse_dialect(ResponsesRequest, Turn(caller_scope(), state().seal).translate)
     return jsonify({"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})
 
 
 @bp.get("/v1/responses/<response_id>")
+def retrieve(response_id: str):
+    return jsonify(stored_responses.retrieve(caller_scope(), response_id))
+
+
 @bp.delete("/v1/responses/<response_id>")
-def stored(response_id: str):
-    raise NotFound(f"response {response_id!r} is not stored: this proxy keeps no responses (store is "
-                   "always false); send the whole conversation in input instead of previous_response_id")
+def delete(response_id: str):
+    return jsonify(stored_responses.delete(caller_scope(), response_id))
+
+
+@bp.get("/v1/responses/<response_id>/input_items")
+def input_items(response_id: str):
+    query = list_query()
+    return jsonify(stored_responses.list_input_items(caller_scope(), response_id, query.after, query.limit,
+                                                     query.order))

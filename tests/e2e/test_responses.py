@@ -85,10 +85,10 @@ def test_json_schema_text_format(client):
     jsonschema_rs.validate(schema, json.loads(response.output_text))
 
 
-def test_stored_responses_are_clear_errors(client):
-    with pytest.raises(openai.NotFoundError, match="not stored"):
+def test_unknown_responses_are_clear_errors(client):
+    with pytest.raises(openai.NotFoundError, match="Response with id 'resp_123' not found"):
         client.responses.retrieve("resp_123")
-    with pytest.raises(openai.BadRequestError, match="previous_response_id"):
+    with pytest.raises(openai.NotFoundError, match="previous_response_not_found"):
         client.responses.create(input="Hi", previous_response_id="resp_123", **SAMPLING)
 
 

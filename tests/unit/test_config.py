@@ -116,3 +116,26 @@ def test_defaults_overrides_and_cap_apply_to_requests():
 def test_the_readme_shows_the_shipped_example_verbatim():
     example = (ROOT / "config.example.yaml").read_text().rstrip()
     assert example in (ROOT / "README.md").read_text()
+
+
+def test_the_store_from_file_environment_and_flags(tmp_path, monkeypatch):
+    config = write(tmp_path, """\
+        store: redis://cache:6379/1
+        store_ttl: 12h
+        store_secret_file: /etc/api-like-oai/store.secret
+    """)
+    settings = parse_settings(["--config", config])
+    assert (settings.store.kind, settings.store.location) == ("redis", "redis://cache:6379/1")
+    assert settings.store.ttl_seconds == 12 * 3600 and settings.store.secret_file == "/etc/api-like-oai/store.secret"
+    monkeypatch.setenv("API_LIKE_OAI_STORE", "none")
+    assert parse_settings(["--config", config]).store.kind == "none"
+    flagged = parse_settings(["--config", config, "--store", f"sqlite://{tmp_path}/s.db", "--store-ttl", "90"])
+    assert (flagged.store.location, flagged.store.ttl_seconds) == (f"{tmp_path}/s.db", 90)
+
+
+def test_an_unusable_store_stops_start_up(capsys):
+    assert main(["--store", "postgres://db/x"]) == 2
+    assert "--store 'postgres://db/x': expected sqlite:///PATH" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--store-ttl", "soon"])
+    assert "argument --store-ttl: invalid duration value: 'soon'" in capsys.readouterr().err

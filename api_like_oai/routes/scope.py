@@ -1,0 +1,32 @@
+"""What the routes of stored objects share: the caller's scope in the store, and a list's query."""
+
+from __future__ import annotations
+
+from flask import request
+from pydantic import ValidationError
+
+from ..dialects.stored import ItemListQuery
+from ..services.stored_responses import Scope
+from . import invalid_request, state
+
+
+def caller_scope() -> Scope:
+    """The store as this request's caller sees it: by its API key, or the one shared scope when the
+    proxy asks for none (the key was already checked, in constant time, by the app)."""
+    app_state = state()
+    return Scope(app_state.store, _offered_key() if app_state.settings.api_keys else None)
+
+
+def _offered_key() -> str:
+    authorization = request.headers.get("Authorization", "")
+    if authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip()
+    return request.headers.get("x-api-key", "")
+
+
+def list_query() -> ItemListQuery:
+    """`limit`, `after` and `order` of a list request; 400 naming a bad one."""
+    try:
+        return ItemListQuery.model_validate(request.args.to_dict())
+    except ValidationError as exc:
+        raise invalid_request(exc) from None

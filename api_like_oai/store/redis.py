@@ -1,0 +1,175 @@
+"""The shared store: Redis, for several proxy instances behind one load balancer.
+
+An object is three keys: a hash (owner, document, items_size, next), a sorted set of its item ids
+scored by position, and a hash of the items by id; all three expire together (PEXPIRE, renewed by
+every write). Every write is one Lua script, so it is atomic and one round trip; reads are one
+round trip too. redis-py talks through the standard socket module, which the gevent worker patches:
+a wait for Redis is a switch to the event loop.
+
+Without --store-secret-file the key-hashing secret is kept in Redis itself (SET NX), so every
+instance sharing the Redis shares it.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import redis
+
+from ..errors import StoreUnavailable
+from .base import DuplicateItem, Encoded, Store, TooLarge
+
+PREFIX = "api-like-oai:"
+SECRET_KEY = PREFIX + "secret"
+TIMEOUT_SECONDS = 5.0
+
+# KEYS: object, positions, items. ARGV: owner, document, ttl ms, items size, then id, item pairs.
+PUT = """
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+local count = 0
+for i = 5, #ARGV, 2 do
+  count = count + 1
+  redis.call('ZADD', KEYS[2], count, ARGV[i])
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'document', ARGV[2], 'items_size', ARGV[4], 'next', count)
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[3]) end
+return 1
+"""
+# ARGV: ttl ms, max bytes, added size, then id, item pairs. 0: no object, -1: too large, else {-2, id}
+APPEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local size = tonumber(redis.call('HGET', KEYS[1], 'items_size')) + redis.call('HSTRLEN', KEYS[1], 'document')
+if size + tonumber(ARGV[3]) > tonumber(ARGV[2]) then return -1 end
+for i = 4, #ARGV, 2 do
+  if redis.call('ZSCORE', KEYS[2], ARGV[i]) then return {-2, ARGV[i]} end
+end
+local position = tonumber(redis.call('HGET', KEYS[1], 'next'))
+for i = 4, #ARGV, 2 do
+  position = position + 1
+  redis.call('ZADD', KEYS[2], position, ARGV[i])
+  redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+end
+redis.call('HSET', KEYS[1], 'next', position)
+redis.call('HINCRBY', KEYS[1], 'items_size', ARGV[3])
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[1]) end
+return 1
+"""
+# ARGV: document, ttl ms, max bytes. 0: no object, -1: too large.
+UPDATE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], 'items_size')) + string.len(ARGV[1]) > tonumber(ARGV[3]) then return -1 end
+redis.call('HSET', KEYS[1], 'document', ARGV[1])
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+return 1
+"""
+# ARGV: after ('' for none), count (-1 for all), descending ('1' or '0'). false: `after` not found.
+PAGE = """
+local start
+if ARGV[1] ~= '' then
+  start = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  if not start then return false end
+end
+local count = tonumber(ARGV[2])
+local ids
+if ARGV[3] == '1' then
+  ids = redis.call('ZREVRANGEBYSCORE', KEYS[2], start and '(' .. start or '+inf', '-inf', 'LIMIT', 0, count)
+else
+  ids = redis.call('ZRANGEBYSCORE', KEYS[2], start and '(' .. start or '-inf', '+inf', 'LIMIT', 0, count)
+end
+local items = {}
+for i, id in ipairs(ids) do items[i] = redis.call('HGET', KEYS[3], id) end
+return items
+"""
+# ARGV: item id, ttl ms.
+DELETE_ITEM = """
+local item = redis.call('HGET', KEYS[3], ARGV[1])
+if not item then return 0 end
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'items_size', -string.len(item))
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+return 1
+"""
+
+
+class RedisStore(Store):
+    def __init__(self, url: str, ttl_seconds: float, max_bytes: int, secret_file: str | None = None):
+        super().__init__(ttl_seconds, max_bytes, secret_file)
+        self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_SECONDS,
+                                           socket_connect_timeout=TIMEOUT_SECONDS, health_check_interval=30)
+        self.scripts = {name: self.client.register_script(source) for name, source in
+                        (("put", PUT), ("append", APPEND), ("update", UPDATE), ("page", PAGE),
+                         ("delete_item", DELETE_ITEM))}
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _call(self, command, *args):
+        try:
+            return command(*args)
+        except redis.RedisError as exc:
+            raise StoreUnavailable(f"the response store (Redis) failed: {exc}") from exc
+
+    def _script(self, name: str, key: str, args: list):
+        return self._call(lambda: self.scripts[name](keys=_keys(key), args=args))
+
+    def _ttl_ms(self) -> int:
+        return int(self.ttl_seconds * 1000)
+
+    def _default_secret(self) -> bytes:
+        self._call(lambda: self.client.set(SECRET_KEY, secrets.token_hex(32), nx=True))   # the first instance's
+        return self._call(self.client.get, SECRET_KEY)
+
+    # --- objects ---------------------------------------------------------------------------------
+
+    def _load(self, key: str) -> tuple[str, bytes] | None:
+        owner, document = self._call(self.client.hmget, _keys(key)[0], ["owner", "document"])
+        return (owner.decode(), document) if owner is not None and document is not None else None
+
+    def _owner(self, key: str) -> str | None:
+        owner = self._call(self.client.hget, _keys(key)[0], "owner")
+        return owner.decode() if owner is not None else None
+
+    def _put(self, key: str, owner: str, document: bytes, items: list[Encoded]) -> None:
+        size = sum(len(item) for _, item in items)
+        self._script("put", key, [owner, document, self._ttl_ms(), size, *_flat(items)])
+
+    def _update(self, key: str, document: bytes) -> bool:
+        outcome = self._script("update", key, [document, self._ttl_ms(), self.max_bytes])
+        if outcome == -1:
+            raise TooLarge
+        return outcome == 1
+
+    def _delete(self, key: str) -> bool:
+        return self._call(self.client.delete, *_keys(key)) > 0
+
+    # --- items -----------------------------------------------------------------------------------
+
+    def _append(self, key: str, items: list[Encoded]) -> bool:
+        size = sum(len(item) for _, item in items)
+        outcome = self._script("append", key, [self._ttl_ms(), self.max_bytes, size, *_flat(items)])
+        if isinstance(outcome, list):
+            raise DuplicateItem(outcome[1].decode())
+        if outcome == -1:
+            raise TooLarge
+        return outcome == 1
+
+    def _page(self, key: str, after: str | None, count: int | None, descending: bool) -> list[bytes] | None:
+        found = self._script("page", key, [after or "", -1 if count is None else count, "1" if descending else "0"])
+        return None if found is None else [item for item in found if item is not None]
+
+    def _item(self, key: str, item_id: str) -> bytes | None:
+        return self._call(self.client.hget, _keys(key)[2], item_id)
+
+    def _delete_item(self, key: str, item_id: str) -> bool:
+        return self._script("delete_item", key, [item_id, self._ttl_ms()]) == 1
+
+
+def _keys(key: str) -> list[str]:
+    """The object's three keys, in one hash slot ({key}) so a Redis Cluster can run the scripts."""
+    return [f"{PREFIX}{{{key}}}:object", f"{PREFIX}{{{key}}}:positions", f"{PREFIX}{{{key}}}:items"]
+
+
+def _flat(items: list[Encoded]) -> list:
+    return [part for pair in items for part in pair]
