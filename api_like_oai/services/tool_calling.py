@@ -108,12 +108,14 @@ def _closed(parameters: dict) -> dict:
 
 def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool, choice_count: int = 1):
     """The event transformation: each choice's text through its own ToolCallParser. A choice whose
-    model starts repeating its calls is finished there; once every choice is, the events stop (and
-    the upstream generation with them)."""
+    model starts repeating its calls is finished there; once every choice is finished and one of them
+    was cut short so, the events stop (and the upstream generation with them). Choices the upstream
+    finished itself are read to the end of its answer, so its connection is kept for the next request."""
     def transform(events: Iterator[GenerationEvent]) -> Iterator[GenerationEvent]:
         parsers: dict[int, ToolCallParser] = {}
         held_logprobs: dict[int, list] = {}
         finished: set[int] = set()
+        cut_short = False
         for event in events:
             if event.index in finished:
                 continue
@@ -129,12 +131,12 @@ def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool, choice_count: 
                 yield event   # plain text, as it came
                 continue
             if parser.repeating:
-                event = replace(event, finish_reason="stop")
+                event, cut_short = replace(event, finish_reason="stop"), True
             if event.finish_reason:
                 pieces += parser.finish()
                 finished.add(event.index)
             yield from _regrouped(event, pieces, parser, held_logprobs.setdefault(event.index, []))
-            if len(finished) == choice_count:
+            if cut_short and len(finished) == choice_count:
                 return
     return transform
 
