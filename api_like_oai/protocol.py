@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
+from .digests import DigestCache, digest
 from .errors import InvalidRequest
 from .tools.grammar import SchemaError, check_size
 
@@ -326,10 +327,17 @@ class ChatCompletionRequest(SamplingFields):
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
 
+_CHECKED_PARAMETERS = DigestCache(max_entries=512)   # per worker: agents resend the same tools every turn
+
+
 def check_parameters(schema: dict | None, param: str) -> None:
-    """A 400 for tool parameters that are not an object schema a grammar can follow."""
-    if schema is None:
-        return
+    """A 400 for tool parameters that are not an object schema a grammar can follow (a schema that
+    passed is found again by its digest, not checked again)."""
+    if schema is not None:
+        _CHECKED_PARAMETERS.get(digest(schema), lambda: _check_parameters(schema, param) or True)
+
+
+def _check_parameters(schema: dict, param: str) -> None:
     if schema.get("type", "object") != "object":
         raise InvalidRequest(f"parameters must be a JSON schema of type 'object', not {schema.get('type')!r}",
                              param=param)

@@ -27,6 +27,9 @@ from functools import partial
 from gunicorn.workers.base_async import AsyncWorker
 
 FLUSH_SECONDS = 2.0  # after the grace period, for the streams' error events to reach the clients
+# How long a thread of gevent's pool (a grammar built off the loop: offload.py) may hold the GIL
+# before the event loop's thread gets it back; Python's default, 5 ms, would stall every stream that long.
+SWITCH_INTERVAL_SECONDS = 0.001
 
 
 class EventWorker(AsyncWorker):
@@ -34,6 +37,7 @@ class EventWorker(AsyncWorker):
         from gevent import hub, monkey
 
         monkey.patch_all()  # first: the app and everything it imports come after this
+        sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
         from gevent import socket as gevent_socket
 
         self.gevent_socket = gevent_socket

@@ -16,11 +16,12 @@ import collections
 import functools
 import socket
 import ssl
-import sys
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 from greenlet import getcurrent
+
+from ..offload import event_loop_active
 
 MAX_LINE = 65536
 MAX_HEADERS = 100
@@ -150,7 +151,7 @@ class _Connection:
         self.sock = sock
         self.buffer = b""
         self.position = 0
-        self.readable = _LoopWait(sock, read_timeout) if _event_loop_active() else None
+        self.readable = _LoopWait(sock, read_timeout) if event_loop_active() else None
 
     def receive(self) -> None:
         """Wait for more bytes (one recv); ConnectionLost at the end of the stream."""
@@ -188,12 +189,6 @@ class _Connection:
         except OSError:
             pass
         self.sock.close()
-
-
-def _event_loop_active() -> bool:
-    """Whether gevent patched this process (the gevent worker; not gthread, not --debug)."""
-    monkey = sys.modules.get("gevent.monkey")
-    return monkey is not None and monkey.is_module_patched("socket")
 
 
 class _LoopWait:

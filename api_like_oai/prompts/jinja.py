@@ -18,6 +18,7 @@ import jinja2.nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from ..digests import DigestCache, digest
 from ..errors import TemplateError
 from .base import ChatPrompt, FormatterOptions
 
@@ -34,10 +35,19 @@ def _strftime_now(format_string):
     return datetime.now().strftime(format_string)
 
 
+_JSON_TEXTS = DigestCache(max_entries=256)   # per worker: the tools an agent resends, as templates write them
+
+
 def _tojson(value, indent=None, ensure_ascii=False, separators=None, sort_keys=False):
     # HF's tojson: unlike Jinja's built-in, it does not HTML-escape, which would corrupt prompts.
-    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii,
-                      separators=separators, sort_keys=sort_keys)
+    def write() -> str:
+        return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys)
+
+    if not isinstance(value, (dict, list)):
+        return write()   # scalars: writing them is cheaper than a digest
+    value_digest = digest(value)
+    key = None if value_digest is None else (value_digest, indent, ensure_ascii, str(separators), sort_keys)
+    return _JSON_TEXTS.get(key, write)
 
 
 class _StrictSandbox(ImmutableSandboxedEnvironment):

@@ -20,6 +20,7 @@ import hashlib
 import json
 import string
 
+from ..digests import DigestCache, digest
 from .base import ChatFormatter
 from .capabilities import TemplateCapabilities, probe
 from .jinja import JinjaFormatter
@@ -70,8 +71,15 @@ def prepare(messages: list[dict], tools: list[dict] | None,
     return prepared, (tools or None)
 
 
+_TOOLS_PROMPTS = DigestCache(max_entries=32)   # per worker: agents resend the same tools every turn
+
+
 def tools_prompt(tools: list[dict]) -> str:
-    """The text that describes `tools` to a model whose template cannot."""
+    """The text that describes `tools` to a model whose template cannot (written once per tool list)."""
+    return _TOOLS_PROMPTS.get(digest(tools), lambda: _write_tools_prompt(tools))
+
+
+def _write_tools_prompt(tools: list[dict]) -> str:
     return TOOLS_PROMPT.format(tools="\n".join(json.dumps(tool["function"], ensure_ascii=False) for tool in tools))
 
 

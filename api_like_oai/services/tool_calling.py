@@ -4,10 +4,12 @@ event transformation that turns the model's text into tool-call deltas (for stre
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..backends.events import GenerationEvent
+from ..digests import DigestCache, digest
 from ..errors import InvalidRequest
+from ..offload import off_the_loop
 from ..protocol import ChatCompletionRequest
 from ..tools import grammar as gbnf
 from ..tools.formats import FORMATS, ToolFormat
@@ -23,6 +25,7 @@ class ToolPlan:
     parallel: bool
     format: ToolFormat
     legacy_functions: bool      # the request used `functions`: answer with `function_call`
+    digest: bytes | None = field(default=None, compare=False)  # of what the grammar follows (digests.py)
 
     @property
     def names(self) -> frozenset[str]:
@@ -44,7 +47,10 @@ def plan(request: ChatCompletionRequest, format_name: str) -> ToolPlan | None:
                   for function in definitions)
     # A named function is called once, as OpenAI does; the deprecated functions never ran in parallel.
     parallel = choice in ("auto", "required") and not legacy and request.parallel_tool_calls is not False
-    return ToolPlan(tools, choice, parallel, FORMATS[format_name], legacy)
+    return ToolPlan(tools, choice, parallel, FORMATS[format_name], legacy, digest(tools, choice, parallel, format_name))
+
+
+GRAMMARS = DigestCache(max_entries=32)
 
 
 def constraint(tool_plan: ToolPlan, grammar_allowed: bool) -> dict:
@@ -55,7 +61,8 @@ def constraint(tool_plan: ToolPlan, grammar_allowed: bool) -> dict:
     fields = {"preserved_tokens": list(tool_plan.format.preserved_tokens)} if tool_plan.format.preserved_tokens else {}
     if not grammar_allowed:
         return fields
-    fields["grammar"] = build_grammar(tool_plan)
+    # Agents send the same tools every turn: built once per worker, and off the event loop.
+    fields["grammar"] = GRAMMARS.get(tool_plan.digest, lambda: off_the_loop(build_grammar, tool_plan))
     if not tool_plan.forces_call():
         fields |= {"grammar_lazy": True, "grammar_triggers": tool_plan.format.lazy_triggers()}
     return fields
