@@ -253,7 +253,7 @@ def routing_section(results: BenchmarkResults) -> str:
     if r is None:
         return ""
     header = ["turn", *(f"{mode}: {column}" for mode in ("least-busy", "prefix")
-                        for column in ("prompt tokens", "prefilled", "from cache", "TTFT p50 ms"))]
+                        for column in ("prompt tokens", "prefilled", "from cache", "TTFT mean ms", "TTFT p50 ms"))]
     return "\n\n".join([
         "## 5. Routing across upstreams: least-busy vs prefix (issue 20)",
         f"Two llama-servers (`{r.upstream_flags}`, the bundled model) behind one proxy model, started afresh "
@@ -264,10 +264,25 @@ def routing_section(results: BenchmarkResults) -> str:
         "keys are sent, so prefix routing places first turns by load and later turns by their prompt. "
         "“Prefilled” is the prompt tokens llama.cpp computed (prompt − cached, from the answers' "
         "`usage.prompt_tokens_details.cached_tokens`); “from cache” the share of the prompt it did not; "
-        "values are the means over the sessions, TTFT the median. "
+        "values are the means over the sessions (TTFT also the median). "
         f"The row took {r.seconds / 60:.1f} min; load average at its start: {r.load_average} (`scripts/bench "
         "--only routing` measures this row alone and keeps the other parts' numbers).",
-        table(header, [_routing_turn_row(r, turn) for turn in range(1, r.turns + 1)] + [_routing_turn_row(r, None)])])
+        table(header, [_routing_turn_row(r, turn) for turn in range(1, r.turns + 1)] + [_routing_turn_row(r, None)]),
+        f"Of the {len(r.later_turns('prefix'))} later turns, least-busy routing had llama.cpp read "
+        f"{r.read_again('least-busy')} prompts again from (nearly) the start, because the session had moved to the "
+        f"other server; prefix routing {r.read_again('prefix')}. Least-busy moves a session when, as its turn "
+        "begins, the other server has fewer requests in flight; a moved turn waits for the whole prompt, and so "
+        "do the turns queued behind it on that server, which is why the TTFT target is judged on the mean (the "
+        "median of turns hides a minority of moved turns). " + _routing_noise_note(r, results.machine.cores)])
+
+
+def _routing_noise_note(r, cores: int) -> str:
+    load = float(r.load_average.split(",")[0]) if r.load_average else 0.0
+    if load <= cores:
+        return ""
+    return (f"**Noise:** the load average was {load:.1f} on {cores} cores when this row started: other processes "
+            "took most of the CPU, so every time here is many times a quiet machine's (and the row took that much "
+            "longer); both modes ran under it.")
 
 
 def _routing_turn_row(r, turn: int | None) -> list[str]:
@@ -275,7 +290,8 @@ def _routing_turn_row(r, turn: int | None) -> list[str]:
     for mode in ("least-busy", "prefix"):
         turns = [s for s in r.samples if s.routing == mode and (s.turn == turn if turn else s.turn > 1)]
         cells += [number(_mean([s.prompt_tokens for s in turns]), 0), number(_mean([s.prefilled_tokens for s in turns]), 0),
-                  percent(_mean([s.cached_share for s in turns])), number(percentile([s.ttft_ms for s in turns], 0.5), 0)]
+                  percent(_mean([s.cached_share for s in turns])), number(_mean([s.ttft_ms for s in turns]), 0),
+                  number(percentile([s.ttft_ms for s in turns], 0.5), 0)]
     return cells
 
 

@@ -229,6 +229,10 @@ class RoutingResult:
         """Turns 2 and on: where a session's earlier prompt could be in a cache."""
         return [s for s in self.samples if s.routing == routing and s.turn > 1]
 
+    def read_again(self, routing: str) -> int:
+        """Later turns whose prompt was mostly computed again: the session had moved to the other server."""
+        return sum(s.cached_share < 0.5 for s in self.later_turns(routing))
+
 
 @dataclass
 class TargetCheck:
@@ -268,9 +272,11 @@ class BenchmarkResults:
                 *self._routing_targets(), self._store_target()]
 
     def _routing_targets(self) -> list[TargetCheck]:
-        """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy."""
+        """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy. TTFT
+        is judged on the mean: a move costs one turn a whole prompt's reading, which a median of the
+        turns hides once fewer than half of them moved; the median is shown beside it."""
         cache_name, ttft_name = ("prefix routing: share of each prompt from cache, turns 2+ (issue 20)",
-                                 "prefix routing: TTFT p50 vs least-busy, turns 2+ (issue 20)")
+                                 "prefix routing: mean TTFT vs least-busy, turns 2+ (issue 20)")
         r = self.routing
         prefix, least_busy = (r.later_turns("prefix"), r.later_turns("least-busy")) if r else ([], [])
         if not prefix or not least_busy:
@@ -278,13 +284,17 @@ class BenchmarkResults:
                     TargetCheck(ttft_name, "≥ 3x lower", "not measured", False)]
         worst_share = min(s.cached_share for s in prefix)
         shares = (f"lowest {worst_share:.1%}, median {percentile([s.cached_share for s in prefix], 0.5):.1%} "
-                  f"(least-busy: median {percentile([s.cached_share for s in least_busy], 0.5):.1%})")
-        ttft = {name: percentile([s.ttft_ms for s in turns], 0.5) for name, turns in (("prefix", prefix),
-                                                                                       ("least-busy", least_busy))}
-        ratio = ttft["least-busy"] / ttft["prefix"]
+                  f"(least-busy: lowest {min(s.cached_share for s in least_busy):.1%}, "
+                  f"median {percentile([s.cached_share for s in least_busy], 0.5):.1%})")
+        mean = {name: sum(s.ttft_ms for s in turns) / len(turns) for name, turns in (("prefix", prefix),
+                                                                                      ("least-busy", least_busy))}
+        median = {name: percentile([s.ttft_ms for s in turns], 0.5) for name, turns in (("prefix", prefix),
+                                                                                         ("least-busy", least_busy))}
+        ratio = mean["least-busy"] / mean["prefix"]
+        measured = (f"{mean['prefix']:,.0f} vs {mean['least-busy']:,.0f} ms ({ratio:.1f}x lower; medians "
+                    f"{median['prefix']:,.0f} vs {median['least-busy']:,.0f} ms)")
         return [TargetCheck(cache_name, "≥ 90%", shares, worst_share >= 0.9),
-                TargetCheck(ttft_name, "≥ 3x lower", f"{ttft['prefix']:,.0f} vs {ttft['least-busy']:,.0f} ms "
-                            f"({ratio:.1f}x lower)", ratio >= 3)]
+                TargetCheck(ttft_name, "≥ 3x lower", measured, ratio >= 3)]
 
     def _store_target(self) -> TargetCheck:
         name = "storing a non-streamed response on SQLite: latency added, p50 (issue 17)"

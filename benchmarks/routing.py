@@ -33,7 +33,7 @@ class RoutingPlan:
     turns: int = 8
     prefix_tokens: int = 3000
     reply_tokens: int = 16
-    pause_seconds: tuple[float, float] = (0.2, 2.0)   # between an answer and the next turn, uniform
+    pause_seconds: tuple[float, float] = (0.5, 5.0)   # between an answer and the next turn, uniform
     slots: int = 2       # --parallel of each llama-server
     context: int = 16384  # --ctx-size of each: 8192 per slot
 
