@@ -5,24 +5,37 @@ from __future__ import annotations
 
 import json
 
+import orjson
+
 DONE = b"data: [DONE]\n\n"
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _dumps(payload) -> bytes:
+    """Compact single-line JSON, UTF-8. orjson writes what json would (byte for byte but for the
+    exponent of small floats) about ten times faster: a Responses stream repeats the request's
+    tools, tens of kilobytes, in three of its events; json is left for what orjson cannot write
+    (integers past 64 bits)."""
+    try:
+        return orjson.dumps(payload)
+    except TypeError:
+        return _json_text(payload).encode()
 
 
 def frame(payload: dict) -> bytes:
-    """One event carrying `payload` as single-line JSON (json.dumps never emits raw newlines)."""
-    return b"data: " + _dumps(payload).encode() + b"\n\n"
+    """One event carrying `payload` as single-line JSON (control characters are always escaped)."""
+    return b"data: " + _dumps(payload) + b"\n\n"
 
 
 def named_frame(event_name: str, payload: dict) -> bytes:
     """One event named `event_name` (Anthropic's and the Responses API's streams name every event)."""
-    return b"event: " + event_name.encode() + b"\ndata: " + _dumps(payload).encode() + b"\n\n"
+    return b"event: " + event_name.encode() + b"\ndata: " + _dumps(payload) + b"\n\n"
 
 
 def encode_string(text: str) -> bytes:
     """`text` as a JSON string literal, as frame() would write it."""
-    return _dumps(text).encode()
+    return _dumps(text)
 
 
 # Stand-ins for the variable parts of a sample frame. A NUL in a string is escaped to \u0000, which no
