@@ -305,8 +305,7 @@ class ChatCompletionRequest(SamplingFields):
     def tools_are_usable(self):
         if self.tools and self.functions:
             raise InvalidRequest("give tools or the deprecated functions, not both", param="functions")
-        for param, function in self.function_definitions():
-            check_parameters(function.parameters, param + ".parameters")
+        check_parameters([(param + ".parameters", function.parameters) for param, function in self.function_definitions()])
         names = [function.name for _, function in self.function_definitions()]
         if len(set(names)) != len(names):
             raise InvalidRequest("two tools have the same name", param="tools")
@@ -327,14 +326,21 @@ class ChatCompletionRequest(SamplingFields):
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
 
-_CHECKED_PARAMETERS = DigestCache(max_entries=512)   # per worker: agents resend the same tools every turn
+_CHECKED_PARAMETERS = DigestCache(max_entries=64)   # per worker: agents resend the same tools every turn
 
 
-def check_parameters(schema: dict | None, param: str) -> None:
-    """A 400 for tool parameters that are not an object schema a grammar can follow (a schema that
-    passed is found again by its digest, not checked again)."""
-    if schema is not None:
-        _CHECKED_PARAMETERS.get(digest(schema), lambda: _check_parameters(schema, param) or True)
+def check_parameters(schemas: list[tuple[str, dict | None]]) -> None:
+    """A 400 naming the first (param path, tool parameters) that is not an object schema a grammar
+    can follow. A list that passed is found again by its digest, not checked again (no parameters
+    and `{}` pass alike, so they share a key)."""
+    key = digest([schema if schema is not None else {} for _, schema in schemas]) if schemas else None
+    _CHECKED_PARAMETERS.get(key, lambda: _check_each(schemas) or True)
+
+
+def _check_each(schemas: list[tuple[str, dict | None]]) -> None:
+    for param, schema in schemas:
+        if schema is not None:
+            _check_parameters(schema, param)
 
 
 def _check_parameters(schema: dict, param: str) -> None:

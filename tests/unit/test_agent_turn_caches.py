@@ -108,20 +108,22 @@ def test_a_template_writes_the_tools_as_json_dumps_does_cached_or_not():
     assert compile_template("{{ t | tojson }}").render(t=nan_tool) == '{"x": NaN}'
 
 
-def test_a_schema_that_passed_passes_again_and_a_refused_one_is_refused_every_time():
-    schema = claude_code_tools()[0]["function"]["parameters"]
-    check_parameters(schema, "tools.0.function.parameters")
-    check_parameters(json.loads(json.dumps(schema)), "tools.0.function.parameters")
+def test_schemas_that_passed_pass_again_and_a_refused_one_is_refused_every_time():
+    schemas = [(f"tools.{n}.function.parameters", tool["function"]["parameters"])
+               for n, tool in enumerate(claude_code_tools())]
+    check_parameters(schemas)
+    check_parameters(json.loads(json.dumps(schemas)))
+    bad = {"type": "object", "properties": {"x": {"type": "array", "items": "not a schema"}}}
     for _ in range(2):
-        with pytest.raises(InvalidRequest, match="not JSON") as refused:
-            check_parameters({"type": "object", "properties": {"x": {"enum": [math.nan]}}}, "tools.3.function.parameters")
-        assert refused.value.param == "tools.3.function.parameters"
+        with pytest.raises(InvalidRequest, match="a schema must be an object") as refused:
+            check_parameters([*schemas, ("tools.12.function.parameters", bad)])
+        assert refused.value.param == "tools.12.function.parameters.properties.x.items"
 
 
 def test_nan_is_refused_after_the_same_schema_with_null_passed():
-    check_parameters({"type": "object", "properties": {"x": {"enum": [None]}}}, "tools.0.function.parameters")
+    check_parameters([("tools.0.function.parameters", {"type": "object", "properties": {"x": {"enum": [None]}}})])
     with pytest.raises(InvalidRequest, match="not JSON"):
-        check_parameters({"type": "object", "properties": {"x": {"enum": [math.nan]}}}, "tools.0.function.parameters")
+        check_parameters([("tools.0.function.parameters", {"type": "object", "properties": {"x": {"enum": [math.nan]}}})])
 
 
 # --- the upstream's connection after a parsed answer ----------------------------------------
