@@ -17,7 +17,6 @@ from pathlib import Path
 
 from . import __version__
 from .backends.routing import MODES, RoutingPolicy
-from .config import ConfigError, error_at, load_config
 from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
@@ -199,6 +198,10 @@ def parse_settings(argv: list[str] | None) -> Settings:
     config_path = parser.parse_known_args(argv)[0].config
     config = None
     if config_path:
+        # Imported only for a config file: it brings pydantic, which gunicorn's master otherwise does
+        # without (every page the master holds is one the worker may copy: idle memory, PROFILE.md).
+        from .config import ConfigError, load_config
+
         try:
             config = load_config(config_path, [action.dest for action in flag_actions(parser)])
         except ConfigError as exc:
@@ -263,6 +266,8 @@ def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoic
     try:
         return template_choice(args, model)
     except StartupError as exc:
+        from .config import error_at
+
         key = next((k for k in ("chat_template", "chat_prompt_model", "chat_formatter") if getattr(model, k)), "template")
         raise StartupError(str(error_at(args.config, ("models", name, key), str(exc)))) from None
 

@@ -13,7 +13,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from .backends.routing import MODES
-from .protocol import ChatCompletionRequest
 from .tools.formats import FORMATS
 
 
@@ -58,6 +57,10 @@ class ModelConfig(BaseModel):
     @field_validator("defaults", "overrides")
     @classmethod
     def request_fields_only(cls, fields: dict) -> dict:
+        # Imported here: gunicorn's master reads the config, and the request models are the worker's
+        # (a module the master imports is copied into the worker page by page as it is used: idle memory).
+        from .protocol import ChatCompletionRequest
+
         unknown = sorted(set(fields) - set(ChatCompletionRequest.model_fields) - {"messages"})
         if unknown:
             raise ValueError(f"not request fields: {', '.join(unknown)}")

@@ -389,18 +389,26 @@ class DecodeRequest(Request):
 
 # --- responses ---------------------------------------------------------------------------
 
-class PromptTokensDetails(BaseModel):
+class Answer(BaseModel):
+    """The base of the answers' models. They document /openapi.json (and the tests check answers
+    against them) but never validate anything at run time, so pydantic builds their validators when
+    first asked (defer_build), not at start-up: idle memory (benchmarks/PROFILE.md)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class PromptTokensDetails(Answer):
     cached_tokens: int = Field(description="Prompt tokens llama.cpp took from its cache instead of computing them.")
 
 
-class Usage(BaseModel):
+class Usage(Answer):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: PromptTokensDetails
 
 
-class ModelCard(BaseModel):
+class ModelCard(Answer):
     id: str
     object: Literal["model"] = "model"
     created: int
@@ -416,23 +424,23 @@ class ModelCard(BaseModel):
                     "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings).")
 
 
-class ModelList(BaseModel):
+class ModelList(Answer):
     object: Literal["list"] = "list"
     data: list[ModelCard]
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(Answer):
     message: str
     type: str
     param: str | None = None
     code: str | None = None
 
 
-class ErrorResponse(BaseModel):
+class ErrorResponse(Answer):
     error: ErrorDetail
 
 
-class TopLogprob(BaseModel):
+class TopLogprob(Answer):
     token: str
     logprob: float
     bytes: list[int] | None
@@ -442,23 +450,23 @@ class TokenLogprobItem(TopLogprob):
     top_logprobs: list[TopLogprob]
 
 
-class ChoiceLogprobs(BaseModel):
+class ChoiceLogprobs(Answer):
     content: list[TokenLogprobItem] | None
     refusal: list[TokenLogprobItem] | None = None
 
 
-class ResponseFunctionCall(BaseModel):
+class ResponseFunctionCall(Answer):
     name: str
     arguments: str = Field(description="The arguments as a JSON object's text; \"{}\" when there are none.")
 
 
-class ResponseToolCall(BaseModel):
+class ResponseToolCall(Answer):
     id: str
     type: Literal["function"]
     function: ResponseFunctionCall
 
 
-class AssistantMessage(BaseModel):
+class AssistantMessage(Answer):
     role: str
     content: str | None
     refusal: str | None = None
@@ -467,14 +475,14 @@ class AssistantMessage(BaseModel):
     reasoning_content: str | None = Field(None, description="The model's thought, when split from the answer.")
 
 
-class ChatChoice(BaseModel):
+class ChatChoice(Answer):
     index: int
     message: AssistantMessage
     logprobs: ChoiceLogprobs | None
     finish_reason: Literal["stop", "length", "tool_calls", "function_call"] | None
 
 
-class ChatCompletion(BaseModel):
+class ChatCompletion(Answer):
     id: str
     object: Literal["chat.completion"]
     created: int
@@ -485,19 +493,19 @@ class ChatCompletion(BaseModel):
     usage: Usage
 
 
-class ChunkFunctionCall(BaseModel):
+class ChunkFunctionCall(Answer):
     name: str | None = None
     arguments: str | None = None
 
 
-class ChunkToolCall(BaseModel):
+class ChunkToolCall(Answer):
     index: int
     id: str | None = Field(None, description="On a call's first delta only, with type and function.name.")
     type: Literal["function"] | None = None
     function: ChunkFunctionCall
 
 
-class ChunkDelta(BaseModel):
+class ChunkDelta(Answer):
     role: str | None = None
     content: str | None = None
     tool_calls: list[ChunkToolCall] | None = None
@@ -505,14 +513,14 @@ class ChunkDelta(BaseModel):
     reasoning_content: str | None = None
 
 
-class ChunkChoice(BaseModel):
+class ChunkChoice(Answer):
     index: int
     delta: ChunkDelta
     logprobs: ChoiceLogprobs | None
     finish_reason: Literal["stop", "length", "tool_calls", "function_call"] | None
 
 
-class ChatCompletionChunk(BaseModel):
+class ChatCompletionChunk(Answer):
     """One `data:` event of a chat stream (text/event-stream), ended by `data: [DONE]`."""
 
     id: str
@@ -525,21 +533,21 @@ class ChatCompletionChunk(BaseModel):
     usage: Usage | None = None
 
 
-class CompletionLogprobs(BaseModel):
+class CompletionLogprobs(Answer):
     tokens: list[str]
     token_logprobs: list[float]
     top_logprobs: list[dict[str, float]]
     text_offset: list[int]
 
 
-class CompletionChoice(BaseModel):
+class CompletionChoice(Answer):
     index: int
     text: str
     logprobs: CompletionLogprobs | None
     finish_reason: Literal["stop", "length"] | None
 
 
-class Completion(BaseModel):
+class Completion(Answer):
     """A text completion; streamed, each `data:` event has this shape (object text_completion)."""
 
     id: str
@@ -551,33 +559,33 @@ class Completion(BaseModel):
     usage: Usage | None = None
 
 
-class Embedding(BaseModel):
+class Embedding(Answer):
     object: Literal["embedding"]
     index: int
     embedding: list[float] | str
 
 
-class EmbeddingList(BaseModel):
+class EmbeddingList(Answer):
     object: Literal["list"]
     model: str
     data: list[Embedding]
     usage: dict[str, int]
 
 
-class EncodeResponse(BaseModel):
+class EncodeResponse(Answer):
     tokens: list[int]
     length: int
 
 
-class DecodeResponse(BaseModel):
+class DecodeResponse(Answer):
     text: str
 
 
-class TokenCountResponse(BaseModel):
+class TokenCountResponse(Answer):
     length: int
 
 
-class ChatPromptResponse(BaseModel):
+class ChatPromptResponse(Answer):
     prompt: str
     stop: list[str]
     tool_call_format: str | None = Field(None, description="How tool calls are written and parsed, with tools.")
@@ -585,5 +593,5 @@ class ChatPromptResponse(BaseModel):
     grammar_lazy: bool | None = Field(None, description="Whether it applies only once a call begins.")
 
 
-class StopGenerationResponse(BaseModel):
+class StopGenerationResponse(Answer):
     stopped: int

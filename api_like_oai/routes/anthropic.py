@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import functools
 
+from typing import TYPE_CHECKING
+
 from flask import Blueprint, jsonify
 
-from ..dialects.anthropic import CountTokensRequest, MessagesRequest, to_chat_request
-from ..dialects.anthropic_edits import ContextEdits
-from ..dialects.anthropic_shape import MessagesShape
 from ..dialects.common import set_aside_header
 from ..services.chat import count_prompt_tokens, dialect_answer
 from . import generation_context, parse_dialect, respond, state
+
+if TYPE_CHECKING:
+    from ..dialects.anthropic import CountTokensRequest
+    from ..dialects.anthropic_edits import ContextEdits
+
+# The dialect's models and shape are imported by the first request that needs them, not at start-up:
+# a worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
 
 bp = Blueprint("anthropic", __name__)
 
@@ -26,6 +32,9 @@ def speaks_anthropic(path: str) -> bool:
 
 @bp.post("/v1/messages")
 def create():
+    from ..dialects.anthropic import MessagesRequest
+    from ..dialects.anthropic_shape import MessagesShape
+
     dialect = parse_dialect(MessagesRequest, _translation())
     request = dialect.request
     edits = _context_edits(request)
@@ -37,6 +46,8 @@ def create():
 
 @bp.post("/v1/messages/count_tokens")
 def count_tokens():
+    from ..dialects.anthropic import CountTokensRequest
+
     dialect = parse_dialect(CountTokensRequest, _translation())
     edits = _context_edits(dialect.request)
     count = {"input_tokens": count_prompt_tokens(dialect.chat, dialect.model, edits.apply if edits else None)}
@@ -49,9 +60,13 @@ def count_tokens():
 
 def _translation():
     """The request's translation, checking thinking blocks with the installation's seal."""
+    from ..dialects.anthropic import to_chat_request
+
     return functools.partial(to_chat_request, seal=state().seal)
 
 
 def _context_edits(request: CountTokensRequest) -> ContextEdits | None:
+    from ..dialects.anthropic_edits import ContextEdits
+
     management = request.context_management
     return ContextEdits(management.edits) if management is not None and management.edits else None

@@ -11,53 +11,66 @@ from pydantic.json_schema import models_json_schema
 
 from .. import __version__
 from .. import protocol as p
-from ..dialects import anthropic as a
-from ..dialects import responses as r
-from ..dialects import stored as s
 
 bp = Blueprint("docs", __name__)
 
-# (method, path, summary, request model, response model); the one list the document is made from.
-ENDPOINTS = [
-    ("post", "/v1/chat/completions", "Chat completion (set stream for server-sent events of ChatCompletionChunk)",
-     p.ChatCompletionRequest, p.ChatCompletion),
-    ("post", "/v1/completions", "Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
-     p.CompletionRequest, p.Completion),
-    ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, p.EmbeddingList),
-    ("get", "/v1/models", "The served models", None, p.ModelList),
-    ("get", "/v1/models/{model_id}", "One served model", None, p.ModelCard),
-    ("post", "/v1/internal/chat-prompt", "The prompt a chat request would send, without generating",
-     p.ChatCompletionRequest, p.ChatPromptResponse),
-    ("post", "/v1/internal/encode", "Tokenize text", p.EncodeRequest, p.EncodeResponse),
-    ("post", "/v1/internal/decode", "Detokenize token ids", p.DecodeRequest, p.DecodeResponse),
-    ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, p.TokenCountResponse),
-    ("post", "/v1/internal/stop-generation", "End every generation in flight", None, p.StopGenerationResponse),
-    ("post", "/v1/messages", "Anthropic Messages API (set stream for its named events; ?beta=true accepted)",
-     a.MessagesRequest, a.MessageResponse),
-    ("post", "/v1/messages/count_tokens", "Anthropic Messages API: the prompt's token count",
-     a.CountTokensRequest, a.TokenCount),
-    ("post", "/v1/responses", "OpenAI Responses API (set stream for its named events; store, previous_response_id "
-     "and conversation keep and continue turns)", r.ResponsesRequest, r.ResponseObject),
-    ("post", "/v1/responses/input_tokens", "OpenAI Responses API: the prompt's token count",
-     r.ResponsesRequest, r.InputTokenCount),
-    ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, r.ResponseObject),
-    ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),
-    ("get", "/v1/responses/{response_id}/input_items", "A stored response's input items (with the turns it continued)",
-     None, s.ItemList),
-    ("post", "/v1/conversations", "Create a conversation", s.ConversationCreate, s.Conversation),
-    ("get", "/v1/conversations/{conversation_id}", "A conversation", None, s.Conversation),
-    ("post", "/v1/conversations/{conversation_id}", "Update a conversation's metadata", s.ConversationUpdate,
-     s.Conversation),
-    ("delete", "/v1/conversations/{conversation_id}", "Delete a conversation", None, s.ConversationDeleted),
-    ("get", "/v1/conversations/{conversation_id}/items", "A conversation's items", None, s.ItemList),
-    ("post", "/v1/conversations/{conversation_id}/items", "Add items to a conversation", s.ItemsCreate, s.ItemList),
-    ("get", "/v1/conversations/{conversation_id}/items/{item_id}", "One item of a conversation", None, s.Item),
-    ("delete", "/v1/conversations/{conversation_id}/items/{item_id}", "Delete an item (answers the conversation)",
-     None, s.Conversation),
-]
-# The operations that take a list's query (limit, after, order), described by its model.
-QUERIES = {"/v1/responses/{response_id}/input_items": s.ItemListQuery, "/v1/conversations/{conversation_id}/items":
-           s.ItemListQuery}
+
+@functools.lru_cache(maxsize=1)
+def endpoints() -> list[tuple]:
+    """(method, path, summary, request model, response model); the one list the document is made from.
+    A function, so that the dialects' models are imported when the document is first asked for, not
+    when the app is built (idle memory, benchmarks/PROFILE.md)."""
+    from ..dialects import anthropic as a
+    from ..dialects import responses as r
+    from ..dialects import stored as s
+
+    return [
+        ("post", "/v1/chat/completions", "Chat completion (set stream for server-sent events of ChatCompletionChunk)",
+         p.ChatCompletionRequest, p.ChatCompletion),
+        ("post", "/v1/completions", "Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
+         p.CompletionRequest, p.Completion),
+        ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, p.EmbeddingList),
+        ("get", "/v1/models", "The served models", None, p.ModelList),
+        ("get", "/v1/models/{model_id}", "One served model", None, p.ModelCard),
+        ("post", "/v1/internal/chat-prompt", "The prompt a chat request would send, without generating",
+         p.ChatCompletionRequest, p.ChatPromptResponse),
+        ("post", "/v1/internal/encode", "Tokenize text", p.EncodeRequest, p.EncodeResponse),
+        ("post", "/v1/internal/decode", "Detokenize token ids", p.DecodeRequest, p.DecodeResponse),
+        ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, p.TokenCountResponse),
+        ("post", "/v1/internal/stop-generation", "End every generation in flight", None, p.StopGenerationResponse),
+        ("post", "/v1/messages", "Anthropic Messages API (set stream for its named events; ?beta=true accepted)",
+         a.MessagesRequest, a.MessageResponse),
+        ("post", "/v1/messages/count_tokens", "Anthropic Messages API: the prompt's token count",
+         a.CountTokensRequest, a.TokenCount),
+        ("post", "/v1/responses", "OpenAI Responses API (set stream for its named events; store, previous_response_id "
+         "and conversation keep and continue turns)", r.ResponsesRequest, r.ResponseObject),
+        ("post", "/v1/responses/input_tokens", "OpenAI Responses API: the prompt's token count",
+         r.ResponsesRequest, r.InputTokenCount),
+        ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, r.ResponseObject),
+        ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),
+        ("get", "/v1/responses/{response_id}/input_items", "A stored response's input items (with the turns it continued)",
+         None, s.ItemList),
+        ("post", "/v1/conversations", "Create a conversation", s.ConversationCreate, s.Conversation),
+        ("get", "/v1/conversations/{conversation_id}", "A conversation", None, s.Conversation),
+        ("post", "/v1/conversations/{conversation_id}", "Update a conversation's metadata", s.ConversationUpdate,
+         s.Conversation),
+        ("delete", "/v1/conversations/{conversation_id}", "Delete a conversation", None, s.ConversationDeleted),
+        ("get", "/v1/conversations/{conversation_id}/items", "A conversation's items", None, s.ItemList),
+        ("post", "/v1/conversations/{conversation_id}/items", "Add items to a conversation", s.ItemsCreate, s.ItemList),
+        ("get", "/v1/conversations/{conversation_id}/items/{item_id}", "One item of a conversation", None, s.Item),
+        ("delete", "/v1/conversations/{conversation_id}/items/{item_id}", "Delete an item (answers the conversation)",
+         None, s.Conversation),
+    ]
+
+
+def queries() -> dict:
+    """The operations that take a list's query (limit, after, order), described by its model."""
+    from ..dialects import stored as s
+
+    return {"/v1/responses/{response_id}/input_items": s.ItemListQuery,
+            "/v1/conversations/{conversation_id}/items": s.ItemListQuery}
+
+
 STREAM_MODELS = [p.ChatCompletionChunk]
 ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "404": "Unknown route or model",
                   "413": "Body too large", "500": "Internal error", "502": "Bad upstream answer",
@@ -69,12 +82,14 @@ ANTHROPIC_ERROR_STATUSES = {**{code: text for code, text in ERROR_STATUSES.items
 
 @functools.lru_cache(maxsize=1)
 def openapi_document() -> dict:
-    models = {m for _, _, _, request, response in ENDPOINTS for m in (request, response) if m}
-    models |= {p.ErrorResponse, a.AnthropicErrorResponse, *STREAM_MODELS}
+    from ..dialects.anthropic import AnthropicErrorResponse
+
+    models = {m for _, _, _, request, response in endpoints() for m in (request, response) if m}
+    models |= {p.ErrorResponse, AnthropicErrorResponse, *STREAM_MODELS}
     modes = [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)]
     _, schemas = models_json_schema(modes, ref_template="#/components/schemas/{model}")
     paths: dict = {}
-    for method, path, summary, request, response in ENDPOINTS:
+    for method, path, summary, request, response in endpoints():
         paths.setdefault(path, {})[method] = _operation(path, summary, request, response)
     return {"openapi": "3.1.0",
             "info": {"title": "api_like_oai", "version": __version__,
@@ -89,8 +104,10 @@ def _ref(model) -> dict:
 
 
 def _operation(path: str, summary: str, request, response) -> dict:
+    from ..dialects.anthropic import AnthropicErrorResponse
+
     anthropic = path.startswith("/v1/messages")
-    error_model, statuses = (a.AnthropicErrorResponse, ANTHROPIC_ERROR_STATUSES) if anthropic \
+    error_model, statuses = (AnthropicErrorResponse, ANTHROPIC_ERROR_STATUSES) if anthropic \
         else (p.ErrorResponse, ERROR_STATUSES)
     error = {"description": "", "content": {"application/json": {"schema": _ref(error_model)}}}
     operation = {"summary": summary,
@@ -100,7 +117,7 @@ def _operation(path: str, summary: str, request, response) -> dict:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
                   for name in re.findall(r"{(\w+)}", path)]
-    parameters += _query_parameters(QUERIES.get(path))
+    parameters += _query_parameters(queries().get(path))
     if parameters:
         operation["parameters"] = parameters
     return operation

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from ..dialects.responses import ResponsesRequest, set_aside_headers
-from ..dialects.responses_tools import at_most
-from ..services import stored_responses
 from ..services.chat import count_prompt_tokens, dialect_answer
-from ..services.stored_responses import Turn
 from . import generation_context, parse_dialect, respond, state
 from .scope import caller_scope, list_query
+
+# The dialect and the store's service are imported by the first request that needs them, not at
+# start-up: a worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
 
 bp = Blueprint("responses", __name__)
 
 
 @bp.post("/v1/responses")
 def create():
+    from ..dialects.responses import ResponsesRequest, set_aside_headers
+    from ..dialects.responses_tools import at_most
+    from ..services import stored_responses
+    from ..services.stored_responses import Turn
+
     seal = state().seal
     turn = Turn(caller_scope(), seal)
     dialect = parse_dialect(ResponsesRequest, turn.translate)
@@ -31,22 +35,31 @@ def create():
 
 @bp.post("/v1/responses/input_tokens")
 def input_tokens():
+    from ..dialects.responses import ResponsesRequest
+    from ..services.stored_responses import Turn
+
     dialect = parse_dialect(ResponsesRequest, Turn(caller_scope(), state().seal).translate)
     return jsonify({"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)})
 
 
 @bp.get("/v1/responses/<response_id>")
 def retrieve(response_id: str):
+    from ..services import stored_responses
+
     return jsonify(stored_responses.retrieve(caller_scope(), response_id))
 
 
 @bp.delete("/v1/responses/<response_id>")
 def delete(response_id: str):
+    from ..services import stored_responses
+
     return jsonify(stored_responses.delete(caller_scope(), response_id))
 
 
 @bp.get("/v1/responses/<response_id>/input_items")
 def input_items(response_id: str):
+    from ..services import stored_responses
+
     query = list_query()
     return jsonify(stored_responses.list_input_items(caller_scope(), response_id, query.after, query.limit,
                                                      query.order))

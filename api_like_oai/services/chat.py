@@ -10,6 +10,7 @@ import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import reasoning
 from ..backends import routing
@@ -19,8 +20,11 @@ from ..prompts import merge_stops, normalise_messages
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
 from . import context as context_fit
-from . import generation, merge, passthrough, tool_calling
+from . import generation, merge, passthrough
 from .models import ServedModel
+
+if TYPE_CHECKING:
+    from . import tool_calling  # imported by the first request with tools (idle memory, PROFILE.md)
 
 log = logging.getLogger("api_like_oai")
 
@@ -41,6 +45,10 @@ def render_prompt(request: ChatCompletionRequest, model: ServedModel, messages: 
 
 
 def plan_tools(request: ChatCompletionRequest, model: ServedModel) -> tool_calling.ToolPlan | None:
+    if not request.tools and not request.functions:
+        return None
+    from . import tool_calling
+
     return tool_calling.plan(request, model.tool_call_format())
 
 
@@ -52,6 +60,8 @@ def tool_constraint(request: ChatCompletionRequest, model: ServedModel, tool_pla
     brings_its_own = request.grammar is not None or request.json_schema is not None \
         or (request.response_format is not None and request.response_format.type != "text")
     grammar_allowed = not brings_its_own and (tool_plan.forces_call() or model.lazy_grammar())
+    from . import tool_calling
+
     return tool_calling.constraint(tool_plan, grammar_allowed)
 
 
@@ -205,6 +215,8 @@ def event_transform(request: ChatCompletionRequest, model: ServedModel, prompt_t
     if markers is not None:
         steps.append(reasoning.split_reasoning(markers, reasoning.prompt_opens_thought(prompt_text, markers)))
     if tool_plan is not None:
+        from . import tool_calling
+
         # With a grammar in force the calls cannot go astray, so their arguments may stream as written;
         # a fold has nothing to stream, so a call the end cuts short comes back as text there.
         steps.append(tool_calling.parse_tool_calls(tool_plan, grammar_in_force and bool(request.stream), choice_count))

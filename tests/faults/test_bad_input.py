@@ -22,7 +22,7 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.core.transport import Response
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
-from api_like_oai.routes.docs import ENDPOINTS
+from api_like_oai.routes.docs import endpoints
 
 from ..unit.conftest import make_app
 
@@ -128,7 +128,7 @@ def post_raw(client, endpoint: str, body: bytes):
 # --- 1. fuzzing every operation of /openapi.json ------------------------------------------------
 
 # The pydantic model each operation validates its body with (the models /openapi.json is made from).
-REQUEST_MODELS = {(method.upper(), path): request for method, path, _, request, _ in ENDPOINTS if request}
+REQUEST_MODELS = {(method.upper(), path): request for method, path, _, request, _ in endpoints() if request}
 
 
 @functools.lru_cache(maxsize=1)

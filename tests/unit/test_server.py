@@ -49,3 +49,29 @@ def test_listening_beyond_loopback_without_a_key_is_a_warning_naming_the_address
         return
     [warning] = warnings
     assert f"listens on {settings.host} port {settings.port} with no API key" in warning
+
+
+# What the master holds, the worker copies page by page as it uses it (idle memory): the master
+# imports pydantic and the request models only to read a config file.
+WORKER_ONLY = ("pydantic", "api_like_oai.protocol", "api_like_oai.config")
+# Imported by the first request that needs them, not when the app is built.
+ON_FIRST_USE = ("api_like_oai.dialects.anthropic", "api_like_oai.dialects.responses",
+                "api_like_oai.services.stored_responses", "api_like_oai.services.tool_calling")
+
+
+def test_the_master_without_a_config_file_imports_no_pydantic():
+    script = ("import sys, api_like_oai.cli, api_like_oai.server, api_like_oai.worker; "
+              "api_like_oai.cli.parse_settings(['--workers', '2']); "
+              f"print([m for m in {WORKER_ONLY!r} if m in sys.modules])")
+    output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert output.strip() == "[]"
+
+
+def test_the_app_imports_the_dialects_and_tool_calling_on_first_use_and_openapi_still_lists_them():
+    script = ("import sys; from api_like_oai import create_app; from api_like_oai.cli import parse_settings; "
+              "app = create_app(parse_settings(['--llama-api', 'http://127.0.0.1:9'])); "
+              f"print([m for m in {ON_FIRST_USE!r} if m in sys.modules]); "
+              "paths = app.test_client().get('/openapi.json').get_json()['paths']; "
+              "print('/v1/messages' in paths and '/v1/responses' in paths)")
+    output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert output.split("\n")[:2] == ["[]", "True"]
