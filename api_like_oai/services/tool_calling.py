@@ -93,7 +93,8 @@ def _arguments_rule(builder: gbnf.GrammarBuilder, function: dict, field: str) ->
     its schema cannot be followed or is past a bound."""
     parameters = function.get("parameters") or {"type": "object", "properties": {}}
     try:
-        return builder.schema(_closed(parameters), f"{function['name']}-arguments")
+        # The parameters passed check_size when the request was validated (protocol.check_parameters).
+        return builder.schema(_closed(parameters), f"{function['name']}-arguments", size_checked=True)
     except gbnf.SchemaError as exc:
         raise InvalidRequest(f"function {function['name']!r}: {exc.message}",
                              param=f"{field}.{exc.path}" if exc.path else field) from exc

@@ -184,10 +184,12 @@ class GrammarBuilder:
 
     # -- public API --
 
-    def schema(self, schema: dict | bool, name_hint: str = "value") -> str:
+    def schema(self, schema: dict | bool, name_hint: str = "value", *, size_checked: bool = False) -> str:
         """The name of a rule matching exactly the JSON texts valid for `schema` (within the module's
-        loosening); SchemaError if it cannot, and then the builder is left as it was."""
-        check_size(schema, "")
+        loosening); SchemaError if it cannot, and then the builder is left as it was. `size_checked`:
+        the caller checked it with check_size already (a request's tool parameters are, when validated)."""
+        if not size_checked:
+            check_size(schema, "")
         rules_before = list(self._rules)
         self._root, self._root_hint, self._ref_rules, self._left_refs, self._steps = schema, name_hint, {}, {}, 0
         try:
