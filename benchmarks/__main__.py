@@ -39,23 +39,28 @@ def progress(message: str) -> None:
     print(f"[bench {time.perf_counter() - STARTED:5.0f}s] {message}", file=sys.stderr, flush=True)
 
 
-def llama_server(binary: str, model: str) -> Service:
+def llama_server(binary: str, model: str, threads: int = 2) -> Service:
     port = free_port()
     return Service("llama-server", [binary, "--model", model, "--host", "127.0.0.1", "--port", str(port),
-                                    "--ctx-size", "4096", "--parallel", "4", "--threads", "2", "--seed", "42"], port)
+                                    "--ctx-size", "4096", "--parallel", "4", "--threads", str(threads), "--seed", "42"],
+                   port)
 
 
 def proxy(upstream_url: str, *flags: str) -> Service:
-    """The proxy as users start it: its CLI, default workers and worker class, no template flag."""
+    """The proxy as users start it: its CLI, default workers and worker class, no template flag. Run as
+    `python -m api_like_oai` from this checkout (the benchmark runs here), so that the code measured
+    is this tree's even when the environment's editable install points at another checkout."""
     port = free_port()
-    return Service("proxy", [str(BIN / "api-like-oai"), "--llama-api", upstream_url, "--port", str(port), *flags],
-                   port, ready_path="/v1/models")
+    return Service("proxy", [sys.executable, "-m", "api_like_oai", "--llama-api", upstream_url, "--port", str(port),
+                             *flags], port, ready_path="/v1/models")
 
 
-def fake_upstream(props_path: Path, token_interval_ms: float = 0.0) -> Service:
+def fake_upstream(props_path: Path, token_interval_ms: float = 0.0, answer_tokens: int | None = None) -> Service:
     port = free_port()
+    answer = ["--answer-tokens", str(answer_tokens)] if answer_tokens is not None else []
     return Service("fake-llamacpp", [sys.executable, str(HERE / "fake_llamacpp.py"), "--port", str(port),
-                                     "--props", str(props_path), "--token-interval-ms", str(token_interval_ms)], port)
+                                     "--props", str(props_path), "--token-interval-ms", str(token_interval_ms),
+                                     *answer], port)
 
 
 def copy_props(llama: Service) -> Path:
@@ -107,6 +112,7 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     results.peak_rss_mb = loaded.tree().peak_rss_mb()
     loaded.stop()
     fake.stop()
+    measure_agent_turns(results, plan, props_path, stack)
     measure_paced(results, plan, props_path, stack)
     measure_many_streams(results, plan, props_path, stack)
 
@@ -122,6 +128,34 @@ def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: E
     stored.stop()
 
 
+def measure_agent_turns(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
+    """Part 5: recorded agent turns, in-process; then beside 16 paced streams through one worker."""
+    turn_fake = fake_upstream(scenarios.agent_props(props_path), answer_tokens=2).start()
+    stack.callback(turn_fake.stop)
+    progress("agent turns: recorded Claude Code and Codex requests, cold and warm")
+    results.agent_turns = scenarios.agent_turns(turn_fake.url, plan.agent_turn_rounds)
+    paced = fake_upstream(props_path, scenarios.PACED_TOKEN_INTERVAL_MS).start()
+    stack.callback(paced.stop)
+    config = two_model_config(paced.url, turn_fake.url)
+    stack.callback(config.unlink)
+    both = proxy(paced.url, "--config", str(config)).start()
+    stack.callback(both.stop)
+    progress("no stalled streams: 16 paced streams beside Claude Code turns")
+    turn = scenarios.replayable_turn(both.url, scenarios.STALLED_TURN)
+    results.stalled_streams = asyncio.run(scenarios.stalled_streams(both, turn, plan))
+    for service in (both, paced, turn_fake):
+        service.stop()
+
+
+def two_model_config(paced_url: str, agent_url: str) -> Path:
+    """A config file: `bench` (the paced streams) on one upstream, the recorded agents' model names on another."""
+    names = sorted({scenarios.agent_turns_module.load(name)["body"]["model"] for name in scenarios.agent_turns_module.TURNS})
+    path = Path(tempfile.gettempdir()) / f"api-like-oai-bench-config-{os.getpid()}.yaml"
+    path.write_text(f"default_model: bench\nmodels:\n  bench:\n    upstreams: [{paced_url}]\n"
+                    f"  agent:\n    upstreams: [{agent_url}]\n    aliases: [{', '.join(names)}]\n")
+    return path
+
+
 def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
     """Part 2b: the proxy's CPU per token when tokens come one at a time, as a real model sends
     them, with the default worker and with gthread (the worker before issue 13)."""
@@ -133,9 +167,12 @@ def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack
             stack.callback(loaded.stop)
             rig = CapacityRig(loaded, fake, plan)
             for clients, interval in scenarios.PACED_LOADS:
-                if interval == interval_ms:
-                    progress(f"paced upstream, {worker_class}: {clients} streams @ {interval:g} ms")
-                    results.paced.append(asyncio.run(scenarios.paced_row(rig, worker_class, clients, interval)))
+                for new_connections in (False, True) if worker_class == "gevent" else (False,):
+                    if interval == interval_ms:
+                        progress(f"paced upstream, {worker_class}: {clients} streams @ {interval:g} ms"
+                                 f"{', a new connection per stream' if new_connections else ''}")
+                        results.paced.append(asyncio.run(
+                            scenarios.paced_row(rig, worker_class, clients, interval, new_connections)))
             loaded.stop()
             fake.stop()
 
@@ -153,15 +190,25 @@ def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path
     fake.stop()
 
 
-def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Service, stack: ExitStack) -> None:
+def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Service, stack: ExitStack,
+                            threads: int) -> None:
     """Part 1: the same requests to llama-server's own OpenAI API and through the proxy."""
     in_front = proxy(llama.url).start()
     stack.callback(in_front.stop)
-    results.output_checks = [scenarios.check_same_output(llama.url, in_front.url, endpoint)
-                             for endpoint in scenarios.PATHS]
+    if not results.output_checks:
+        results.output_checks = [scenarios.check_same_output(llama.url, in_front.url, endpoint)
+                                 for endpoint in scenarios.PATHS]
     rig = GenerationRig(llama, in_front, plan)
-    results.generation = asyncio.run(scenarios.generation_table(rig, progress))
+    measured = asyncio.run(scenarios.generation_table(rig, progress))
+    for result in measured:
+        result.llama_threads = threads
+    results.generation += measured
     in_front.stop()
+
+
+def llama_thread_variants() -> list[int]:
+    """llama-server's --threads as the benchmark always ran it (2), and one less than the cores."""
+    return sorted({2, max((os.cpu_count() or 2) - 1, 1)}, reverse=True)
 
 
 def write_outputs(results: BenchmarkResults, output_dir: Path, chart: bool = True) -> str:
@@ -210,13 +257,16 @@ def main(argv: list[str] | None = None) -> int:
     binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]
     results = BenchmarkResults(describe_machine(binary))
     with ExitStack() as stack:
-        progress("starting llama-server")
-        llama = llama_server(binary, model).start()
-        stack.callback(llama.stop)
-        props_path = copy_props(llama)
-        stack.callback(props_path.unlink)
-        measure_real_generation(results, plan, llama, stack)
-        llama.stop()  # the rest runs against the fake upstream alone, or starts its own servers
+        props_path = None
+        for threads in llama_thread_variants():
+            progress(f"starting llama-server --threads {threads}")
+            llama = llama_server(binary, model, threads).start()
+            stack.callback(llama.stop)
+            if props_path is None:
+                props_path = copy_props(llama)
+                stack.callback(props_path.unlink)
+            measure_real_generation(results, plan, llama, stack, threads)
+            llama.stop()  # the rest runs against the fake upstream alone
         measure_routing(results, args.quick)
         measure_proxy_alone(results, plan, props_path, stack)
     results.duration_s = time.perf_counter() - STARTED

@@ -104,12 +104,14 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def send(self, request: bytes, *, watch_text: bool = False, keep_body: bool = False) -> Sample:
-        """Send one encoded request and read its whole response."""
+    async def send(self, request: bytes, *, watch_text: bool = False, keep_body: bool = False,
+                   arrivals: list[float] | None = None) -> Sample:
+        """Send one encoded request and read its whole response; `arrivals`, if given, gets the time
+        each chunk of a chunked answer arrived."""
         started, head = await self._send_head(request)
         status, length, chunked, closes = parse_response_head(head)
         watch = FirstTextWatch() if watch_text else None
-        body = await self._read_body(length, chunked, watch)
+        body = await self._read_body(length, chunked, watch, arrivals)
         finished = time.perf_counter()
         if closes or length is None and not chunked:
             self.close()
@@ -135,14 +137,15 @@ class Connection:
         self.writer.write(request)
         return started, await self.reader.readuntil(b"\r\n\r\n")
 
-    async def _read_body(self, length: int | None, chunked: bool, watch: FirstTextWatch | None) -> bytes:
+    async def _read_body(self, length: int | None, chunked: bool, watch: FirstTextWatch | None,
+                         arrivals: list[float] | None = None) -> bytes:
         if chunked:
-            return await self._read_chunks(watch)
+            return await self._read_chunks(watch, arrivals)
         if length is None:
             return await self.reader.read()
         return await self.reader.readexactly(length)
 
-    async def _read_chunks(self, watch: FirstTextWatch | None) -> bytes:
+    async def _read_chunks(self, watch: FirstTextWatch | None, arrivals: list[float] | None = None) -> bytes:
         parts = []
         while True:
             size = int((await self.reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
@@ -150,6 +153,8 @@ class Connection:
                 await self.reader.readuntil(b"\r\n")  # the end of the (empty) trailer section
                 return b"".join(parts)
             data = (await self.reader.readexactly(size + 2))[:-2]
+            if arrivals is not None:
+                arrivals.append(time.perf_counter())
             parts.append(data)
             if self.counter:
                 self.counter.frames += data.count(b"data: ")
@@ -176,11 +181,13 @@ class LoadWindow:
 
 
 async def closed_loop(port: int, request: bytes, clients: int, seconds: float, warmup: float,
-                      snapshot: Callable[[], dict[str, float]], stagger: float = 0.0) -> LoadWindow:
+                      snapshot: Callable[[], dict[str, float]], stagger: float = 0.0,
+                      new_connections: bool = False) -> LoadWindow:
     """`clients` connections each sending `request` back to back; the samples that finished in
     the `seconds` after a `warmup`, with `snapshot()` (e.g. CPU times) and the SSE frames received
     so far ("frames") taken at both ends. Client i starts i * stagger / clients seconds late, so
-    that paced streams do not all deliver their tokens at the same instants."""
+    that paced streams do not all deliver their tokens at the same instants. With `new_connections`
+    each request goes on a connection of its own, closed after it (as curl and many SDKs do)."""
     samples: list[Sample] = []
     running = True
     counter = FrameCounter()
@@ -191,6 +198,8 @@ async def closed_loop(port: int, request: bytes, clients: int, seconds: float, w
         try:
             while running:
                 samples.append(await connection.send(request))
+                if new_connections:
+                    connection.close()
         finally:
             connection.close()
 

@@ -90,9 +90,10 @@ def json_response(status: int, payload) -> bytes:
 
 
 class FakeLlamaCpp:
-    def __init__(self, props: dict, token_interval: float = 0.0):
+    def __init__(self, props: dict, token_interval: float = 0.0, answer_tokens: int | None = None):
         self.props = props
         self.token_interval = token_interval  # seconds between streamed events; 0 sends them at once
+        self.answer_tokens = answer_tokens  # every generation this long, whatever n_predict asks
 
     def answer(self, method: str, path: str, body: bytes) -> list[bytes]:
         """The HTTP response to one request, as the parts to send (one per event when streamed)."""
@@ -104,7 +105,10 @@ class FakeLlamaCpp:
             content = json.loads(body or b"{}").get("content", "")
             return [json_response(200, {"tokens": list(range(max(1, len(content.split()))))})]
         if method == "POST" and path == "/completion":
-            return self.completion(json.loads(body or b"{}"))
+            request = json.loads(body or b"{}")
+            if self.answer_tokens is not None:
+                request["n_predict"] = self.answer_tokens
+            return self.completion(request)
         return [json_response(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})]
 
     @staticmethod
@@ -160,8 +164,8 @@ def parse_head(request_head: bytes) -> tuple[str, str, int]:
     return method, target.split("?", 1)[0], length
 
 
-async def serve(host: str, port: int, props: dict, token_interval: float) -> None:
-    fake = FakeLlamaCpp(props, token_interval)
+async def serve(host: str, port: int, props: dict, token_interval: float, answer_tokens: int | None) -> None:
+    fake = FakeLlamaCpp(props, token_interval, answer_tokens)
     server = await asyncio.start_server(fake.serve_connection, host, port, backlog=1024)
     async with server:
         await server.serve_forever()
@@ -174,10 +178,12 @@ def main() -> None:
     parser.add_argument("--props", type=Path, help="JSON file to answer GET /props with (e.g. a real server's)")
     parser.add_argument("--token-interval-ms", type=float, default=0.0,
                         help="pause before each streamed event, as a real model paces tokens (default: none)")
+    parser.add_argument("--answer-tokens", type=int, help="answer every generation with this many tokens, "
+                        "whatever n_predict asks (an agent's turn asks for the whole context)")
     args = parser.parse_args()
     props = json.loads(args.props.read_text()) if args.props else DEFAULT_PROPS
     try:
-        asyncio.run(serve(args.host, args.port, props, args.token_interval_ms / 1000))
+        asyncio.run(serve(args.host, args.port, props, args.token_interval_ms / 1000, args.answer_tokens))
     except KeyboardInterrupt:
         pass
 

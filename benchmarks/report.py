@@ -61,7 +61,7 @@ def generation_row(r: GenerationResult) -> list[str]:
     ttft = [number(r.ttft_p50_ms), number(r.ttft_p95_ms)] if r.streamed else ["–", "–"]
     cpu = number(r.proxy_cpu_ms_per_request, 2) if r.proxy_cpu_ms_per_request is not None else "–"
     count = f"{r.requests}*" if r.cut_short else str(r.requests)
-    return [r.endpoint, mode_name(r.streamed), str(r.clients), r.target, count, *ttft,
+    return [str(r.llama_threads), r.endpoint, mode_name(r.streamed), str(r.clients), r.target, count, *ttft,
             number(r.total_p50_ms), number(r.total_p95_ms), number(r.tokens_per_s), cpu]
 
 
@@ -74,20 +74,21 @@ def cut_short_note(results: BenchmarkResults) -> str:
 
 def difference_row(direct: GenerationResult, proxy: GenerationResult) -> list[str]:
     ttft = number(proxy.ttft_p50_ms - direct.ttft_p50_ms, 2) if direct.streamed else "–"
-    return [direct.endpoint, mode_name(direct.streamed), str(direct.clients), ttft,
+    return [str(direct.llama_threads), direct.endpoint, mode_name(direct.streamed), str(direct.clients), ttft,
             number(proxy.total_p50_ms - direct.total_p50_ms, 2), percent(proxy.tokens_per_s / direct.tokens_per_s, 1),
             number(direct.other_cpu_share, 2)]
 
 
 def generation_section(results: BenchmarkResults) -> str:
     checks = "; ".join(check.describe() for check in results.output_checks)
-    header = ["endpoint", "mode", "clients", "target", "n", "TTFT p50 ms", "TTFT p95 ms", "total p50 ms",
+    header = ["llama threads", "endpoint", "mode", "clients", "target", "n", "TTFT p50 ms", "TTFT p95 ms", "total p50 ms",
               "total p95 ms", "tokens/s", "proxy CPU ms/req"]
     rows = [generation_row(r) for pair in results.generation_pairs() for r in pair]
     differences = [difference_row(d, p) for d, p in results.generation_pairs()]
     return "\n\n".join([
         "## 1. Real generation: llama-server's own OpenAI API vs the proxy",
-        "llama-server runs with `--ctx-size 4096 --parallel 4 --threads 2 --seed 42`; the proxy in front of it "
+        "llama-server runs with `--ctx-size 4096 --parallel 4 --seed 42`, once with `--threads 2` (as before) and "
+        "once with `--threads` one less than the cores (“llama threads”); the proxy in front of it "
         "with no template flag (the model's own template, as llama-server uses). "
         f"Same request to both: completion prompt {PROMPT!r}, chat messages {CHAT_MESSAGES}; temperature 0, "
         f"seed {SEED}, max_tokens {GENERATED_TOKENS}. Both run {GENERATED_TOKENS} tokens without `ignore_eos` "
@@ -97,7 +98,7 @@ def generation_section(results: BenchmarkResults) -> str:
         table(header, rows) + cut_short_note(results),
         "What the proxy adds (proxy − direct at p50; tokens/s as a share of direct), and how many cores other "
         "processes on the machine kept busy meanwhile (not the benchmark's; noise that hits both targets):",
-        table(["endpoint", "mode", "clients", "TTFT added ms", "total added ms", "tokens/s vs direct",
+        table(["llama threads", "endpoint", "mode", "clients", "TTFT added ms", "total added ms", "tokens/s vs direct",
                "other CPU, cores"], differences)])
 
 
@@ -145,13 +146,14 @@ def client_note(results: BenchmarkResults) -> str:
 
 
 def paced_row(r) -> list[str]:
-    return [r.worker_class, str(r.clients), f"{r.interval_ms:g}", number(r.tokens_per_s, 0),
+    return [r.worker_class, r.connections, str(r.clients), f"{r.interval_ms:g}", number(r.tokens_per_s, 0),
             number(r.carried_share, 2), number(r.proxy_cpu_us_per_token, 1),
             f"{r.proxy_cpu_share:.2f} / {r.other_cpu_share:.2f}", str(r.errors)]
 
 
 def paced_section(results: BenchmarkResults) -> str:
-    header = ["worker", "streams", "ms between tokens", "tokens/s relayed", "share of what the streams carry",
+    header = ["worker", "client connections", "streams", "ms between tokens", "tokens/s relayed",
+              "share of what the streams carry",
               "proxy CPU µs per token (all-in)", "CPU cores: proxy / other", "errors"]
     parts = [
         "### 2b. Streams paced like a real model: CPU per token and queueing, gevent vs gthread",
@@ -163,7 +165,8 @@ def paced_section(results: BenchmarkResults) -> str:
         "relayed / (streams × tokens per stream / the stream's length at the upstream's pace): 1.0 means the "
         "proxy made no stream wait. CPU per token is all the proxy's CPU in the window (requests, role and "
         "finish frames included) divided by the tokens relayed. `gthread` is the worker before issue 13 "
-        "(`--worker-class gthread`, 32 threads): a stream beyond the 32nd waits for a thread.",
+        "(`--worker-class gthread`, 32 threads): a stream beyond the 32nd waits for a thread. “new per stream”: "
+        "each stream on a client connection of its own, closed after it (curl, many SDKs, agents' side requests).",
         table(header, [paced_row(r) for r in results.paced])]
     m = results.many_streams
     if m is not None:
@@ -297,6 +300,8 @@ def _routing_turn_row(r, turn: int | None) -> list[str]:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
+
+
 def store_section(results: BenchmarkResults) -> str:
     r = results.store
     if r is None:
@@ -315,6 +320,43 @@ def store_section(results: BenchmarkResults) -> str:
              f"{r.stored_cpu_us_per_request - r.stateless_cpu_us_per_request:+.0f}", ""]])])
 
 
+def agent_turns_section(results: BenchmarkResults) -> str:
+    if not results.agent_turns:
+        return ""
+    rows = [[t.name, f"{t.bytes / 1000:.0f} KB", str(t.tools), number(t.cold_cpu_ms, 2), number(t.warm_cpu_ms, 2),
+             number(t.cold_hold_max_ms, 2), number(t.warm_hold_max_ms, 2), ", ".join(t.removed) or "none"]
+            for t in results.agent_turns]
+    parts = [
+        "## 6. Agent turns: requests recorded from Claude Code and Codex CLI",
+        "`benchmarks/fixtures/` holds requests as the real programs sent them. `benchmarks/agent_turns.py` replays "
+        "each to the app in a process of its own built as the gevent worker builds it (patched first), called as "
+        "gunicorn calls it, in front of the fake upstream serving Qwen2.5's template (the fixtures' model: native "
+        "tools, Hermes calls, a lazy grammar) and answering with two tokens. Cold: every tool's schema and the "
+        f"system prompt changed, so nothing derived from them is cached; warm: the same turn again. CPU is the "
+        f"whole process's per turn (the grammar built in a pool thread included), median of {results.agent_turns[0].rounds} "
+        "turns; the hold is the longest CPU stretch one turn ran without a switch to gevent's hub (the event loop "
+        "relays nothing meanwhile), the maximum over the turns. “Taken out”: parts the proxy still refused, so "
+        "the turn was replayed without them (benchmarks/agent_turns.py, REFUSED_PARTS).",
+        table(["turn", "body", "tools", "cold CPU ms", "warm CPU ms", "cold hold max ms", "warm hold max ms",
+               "taken out"], rows)]
+    r = results.stalled_streams
+    if r is not None:
+        parts += [
+            "### 6b. No stalled streams",
+            f"{r.clients} chat streams paced at one token every {r.interval_ms:g} ms through the default single worker, "
+            f"alone, and for as long beside `{r.turn}` replayed back to back on one more connection (through "
+            "the same worker, to a second upstream answering two tokens), in alternating windows. The gap between "
+            "two tokens of one stream, as the client sees it (the client, both fakes and the proxy share the cores: "
+            "the gaps alone show how much the machine itself delays a token).",
+            table(["", "gaps", "p99 ms", "max ms"],
+                  [["streams alone", str(r.gaps_alone), number(r.p99_alone_ms, 2), number(r.max_alone_ms, 2)],
+                   ["beside the turns", str(r.gaps_with_turns), number(r.p99_with_turns_ms, 2),
+                    number(r.max_with_turns_ms, 2)]]),
+            f"Turns answered meanwhile: {r.turns} ({r.turn_errors} refused); the proxy's CPU per turn from /proc "
+            f"(the run beside the turns minus the run alone): {number(r.proxy_cpu_ms_per_turn, 2)} ms."]
+    return "\n\n".join(parts)
+
+
 def markdown(results: BenchmarkResults) -> str:
     sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
@@ -322,7 +364,7 @@ def markdown(results: BenchmarkResults) -> str:
                 capacity_section(results), paced_section(results), tool_call_section(results),
                 store_section(results), gateway_section(results),
                 comparison_section(results),
-                startup_section(results), routing_section(results)]
+                startup_section(results), routing_section(results), agent_turns_section(results)]
     sections = [section for section in sections if section]
     return "\n\n".join(sections) + "\n"
 
@@ -347,14 +389,14 @@ def chart(results: BenchmarkResults, path: Path) -> None:
 
 def ttft_panel(axis, results: BenchmarkResults) -> None:
     pairs = [(d, p) for d, p in results.generation_pairs() if d.streamed]
-    grouped_bars(axis, [f"{d.endpoint}\n{d.clients}c" for d, _ in pairs],
+    grouped_bars(axis, [f"{d.endpoint}\n{d.clients}c t{d.llama_threads}" for d, _ in pairs],
                  {"direct": [d.ttft_p50_ms for d, _ in pairs], "proxy": [p.ttft_p50_ms for _, p in pairs]},
                  "time to first token, p50 (ms, streamed)")
 
 
 def tokens_panel(axis, results: BenchmarkResults) -> None:
     pairs = results.generation_pairs()
-    grouped_bars(axis, [f"{d.endpoint}\n{mode_name(d.streamed)} {d.clients}c" for d, _ in pairs],
+    grouped_bars(axis, [f"{d.endpoint}\n{mode_name(d.streamed)} {d.clients}c t{d.llama_threads}" for d, _ in pairs],
                  {"direct": [d.tokens_per_s for d, _ in pairs], "proxy": [p.tokens_per_s for _, p in pairs]},
                  f"tokens/s per request ({GENERATED_TOKENS} tokens, median)")
 
@@ -367,10 +409,11 @@ def capacity_panel(axis, results: BenchmarkResults) -> None:
 
 
 def event_cpu_panel(axis, results: BenchmarkResults) -> None:
-    labels = [f"{r.clients}@{r.interval_ms:g}ms" for r in results.paced if r.worker_class == "gevent"]
-    series = {worker: [r.proxy_cpu_us_per_token for r in results.paced if r.worker_class == worker]
-              for worker in ("gevent", "gthread")}
-    grouped_bars(axis, labels, series, "proxy CPU µs per token, paced upstream (all-in)", target=50)
+    labels = [f"{r.clients}@{r.interval_ms:g}ms" for r in results.paced if r.worker_class == "gthread"]
+    series = {f"{worker} {connections}": [r.proxy_cpu_us_per_token for r in results.paced
+                                          if r.worker_class == worker and r.connections == connections]
+              for worker, connections in (("gevent", "keep-alive"), ("gevent", "new per stream"), ("gthread", "keep-alive"))}
+    grouped_bars(axis, labels, series, "proxy CPU µs per token, paced upstream (all-in)", target=40)
 
 
 def grouped_bars(axis, labels: list[str], series: dict[str, list[float]], title: str, target: float | None = None):

@@ -10,20 +10,26 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from . import agent_turns as agent_turns_module
 from .client import Connection, FrameCounter, LoadWindow, Sample, closed_loop, encode_post, open_loop
 from .processes import Service, system_busy_seconds
 from .results import (
+    AgentTurnResult,
     CapacityResult,
     GatewayResult,
     GenerationResult,
     ManyStreamsResult,
     OutputCheck,
     PacedResult,
+    StalledStreamsResult,
     StartupResult,
     StoreResult,
     ToolCallResult,
@@ -40,6 +46,7 @@ PACED_LOADS = ((16, 8.0), (64, 8.0), (256, 40.0))
 MANY_STREAMS, MANY_STREAMS_INTERVAL_MS, MANY_STREAMS_TOKENS = 1000, 100.0, 32
 GATEWAY_RATES = (100, 500)  # requests per second, open loop
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -52,17 +59,21 @@ class Plan:
     capacity_seconds: float = 3.0
     warmup_seconds: float = 0.5
     repeats: int = 3  # measurement windows per capacity cell, spread over passes
-    generation_budget_seconds: float = 330.0  # all real-generation workloads together, at most
+    generation_budget_seconds: float = 240.0  # all real-generation workloads of one llama-server variant, at most
     startup_runs: int = 3
     paced_seconds: float = 5.0  # one window per paced row
     gateway_seconds: float = 4.0  # per rate and target, `repeats` times
     many_streams: int = MANY_STREAMS
+    agent_turn_rounds: int = 40  # cold and warm replays per recorded turn
+    stalled_seconds: float = 12.0  # paced streams alone, and as long beside agent turns
+    stalled_rounds: int = 4  # alternating windows of each
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(rounds_per_clients=((1, 2), (4, 1)), capacity_seconds=0.5, warmup_seconds=0.2,
-                   repeats=1, startup_runs=1, generation_budget_seconds=60.0, paced_seconds=1.0,
-                   gateway_seconds=0.5, many_streams=100)
+                   repeats=1, startup_runs=1, generation_budget_seconds=30.0, paced_seconds=1.0,
+                   gateway_seconds=0.5, many_streams=100, agent_turn_rounds=5, stalled_seconds=2.0,
+                   stalled_rounds=2)
 
 
 def mode_name(streamed: bool) -> str:
@@ -292,13 +303,15 @@ async def capacity_table(rig: CapacityRig, progress: Callable[[str], None] | Non
     return results
 
 
-async def paced_row(rig: CapacityRig, worker_class: str, clients: int, interval_ms: float) -> PacedResult:
+async def paced_row(rig: CapacityRig, worker_class: str, clients: int, interval_ms: float,
+                    new_connections: bool = False) -> PacedResult:
     """`clients` chat streams back to back against an upstream sending a token every `interval_ms`
     (as a real model does; every token wakes the proxy): CPU per relayed frame, and the frames
-    relayed as a share of what the streams would carry if the proxy added no wait at all."""
+    relayed as a share of what the streams would carry if the proxy added no wait at all. With
+    `new_connections`, each stream on a connection of its own (curl, many SDKs, agents' side requests)."""
     request = encode_post(rig.proxy.port, PATHS["chat"], generation_body("chat", True))
     window = await closed_loop(rig.proxy.port, request, clients, rig.plan.paced_seconds, rig.plan.warmup_seconds,
-                               rig.snapshot, stagger=interval_ms / 1000)
+                               rig.snapshot, stagger=interval_ms / 1000, new_connections=new_connections)
     # A chat stream of T tokens is T + 2 frames (the role first, the finish last) and takes T + 1
     # intervals upstream (the final event is paced too); only the T text frames count as tokens.
     tokens = window.spent("frames") * GENERATED_TOKENS / (GENERATED_TOKENS + 2)
@@ -309,7 +322,8 @@ async def paced_row(rig: CapacityRig, worker_class: str, clients: int, interval_
                        tokens / window.seconds / would_carry,
                        spent["proxy"] * 1e6 / tokens if tokens else math.nan,
                        spent["proxy"] / window.seconds, other / window.seconds,
-                       sum(s.status != 200 for s in window.samples))
+                       sum(s.status != 200 for s in window.samples),
+                       "new per stream" if new_connections else "keep-alive")
 
 
 TOOLS = [{"type": "function", "function": {
@@ -485,3 +499,113 @@ def measure_startup(make_proxy: Callable[[], Service], runs: int) -> StartupResu
         finally:
             proxy.stop()
     return StartupResult(seconds, idle_rss, idle_pss, per_process)
+
+
+# --- agent turns: recorded Claude Code and Codex requests (agent_turns.py) ------------------------
+
+STALLED_TURN = "claude_code_turn"  # replayed back to back beside the paced streams
+
+
+def agent_props(props_path: Path) -> Path:
+    """The upstream's /props with the fixtures' model: Qwen2.5's template (Hermes tool calls), a
+    context an agent's prompt fits in, a build that takes lazy grammars."""
+    props = json.loads(props_path.read_text())
+    props.update({"chat_template": (ROOT / "conversation_templates" / "qwen2.5.jinja").read_text(),
+                  "bos_token": "", "eos_token": "<|im_end|>", "build_info": "b7000-bench"})
+    props.setdefault("default_generation_settings", {})["n_ctx"] = 262144
+    path = props_path.with_name(props_path.stem + "-agent.json")
+    path.write_text(json.dumps(props))
+    return path
+
+
+def agent_turns(upstream_url: str, rounds: int) -> list[AgentTurnResult]:
+    """Each recorded turn replayed in a process of its own, as a gevent worker runs the app."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks.agent_turns", "--upstream", upstream_url,
+                           "--rounds", str(rounds)], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"agent turns failed: {done.stderr[-2000:]}")
+    return [AgentTurnResult(**json.loads(line)) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def replayable_turn(proxy_url: str, name: str) -> bytes:
+    """The recorded turn as an encoded POST the proxy accepts (agent_turns.replayable)."""
+    fixture = agent_turns_module.load(name)
+
+    def accepted(body: dict) -> bool:
+        request = urllib.request.Request(proxy_url + fixture["path"], data=json.dumps(body).encode(),  # noqa: S310
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback only
+                response.read()
+                return response.status == 200
+        except urllib.error.HTTPError:
+            return False
+
+    body, _ = agent_turns_module.replayable(fixture["body"], accepted)
+    return encode_post(int(proxy_url.rsplit(":", 1)[1]), fixture["path"], body)
+
+
+def inter_token_gaps(arrivals: list[float]) -> list[float]:
+    """The gaps between a stream's token chunks, in ms (not the wait for the first one)."""
+    return [(later - earlier) * 1000 for earlier, later in zip(arrivals[1:], arrivals[2:], strict=False)]
+
+
+async def paced_gaps(port: int, request: bytes, clients: int, seconds: float, interval_ms: float,
+                     stop: asyncio.Event) -> list[float]:
+    """Inter-token gaps of `clients` paced streams, back to back, for `seconds` (streams started after it are not)."""
+    gaps: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def one_client(position: int) -> None:
+        await asyncio.sleep(position * interval_ms / 1000 / clients)
+        connection = Connection(port)
+        try:
+            while time.perf_counter() < deadline:
+                arrivals: list[float] = []
+                await connection.send(request, arrivals=arrivals)
+                gaps.extend(inter_token_gaps(arrivals))
+        finally:
+            connection.close()
+
+    await asyncio.gather(*(one_client(position) for position in range(clients)))
+    stop.set()
+    return gaps
+
+
+async def turns_back_to_back(port: int, turn: bytes, stop: asyncio.Event) -> tuple[int, int]:
+    """(turns answered, turns refused) sent one after the other on one connection until `stop`."""
+    connection, answered, refused = Connection(port), 0, 0
+    try:
+        while not stop.is_set():
+            sample = await connection.send(turn)
+            answered += sample.status == 200
+            refused += sample.status != 200
+    finally:
+        connection.close()
+    return answered, refused
+
+
+async def stalled_streams(proxy: Service, turn: bytes, plan: Plan, clients: int = 16,
+                          interval_ms: float = 8.0) -> StalledStreamsResult:
+    """Paced streams alone, then beside recorded turns replayed back to back, in alternating windows
+    (`plan.stalled_rounds` of each, so that the machine's other load hits both): the gap between tokens."""
+    request = encode_post(proxy.port, PATHS["chat"], generation_body("chat", True))
+    window = plan.stalled_seconds / plan.stalled_rounds
+    alone: list[float] = []
+    beside: list[float] = []
+    cpu = {"alone": 0.0, "beside": 0.0}
+    answered = refused = 0
+    for _ in range(plan.stalled_rounds):
+        before = proxy.tree().cpu_seconds()
+        alone += await paced_gaps(proxy.port, request, clients, window, interval_ms, asyncio.Event())
+        cpu["alone"] += proxy.tree().cpu_seconds() - before
+        stop = asyncio.Event()
+        before = proxy.tree().cpu_seconds()
+        gaps, (done, failed) = await asyncio.gather(paced_gaps(proxy.port, request, clients, window, interval_ms, stop),
+                                                    turns_back_to_back(proxy.port, turn, stop))
+        cpu["beside"] += proxy.tree().cpu_seconds() - before
+        beside, answered, refused = beside + gaps, answered + done, refused + failed
+    return StalledStreamsResult(
+        clients, interval_ms, STALLED_TURN, len(alone), len(beside), percentile(alone, 0.99), percentile(beside, 0.99),
+        max(alone, default=math.nan), max(beside, default=math.nan), answered, refused,
+        (cpu["beside"] - cpu["alone"]) * 1000 / answered if answered else math.nan)
