@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from .digests import DigestCache, digest
 from .errors import InvalidRequest
@@ -280,6 +280,13 @@ class ChatCompletionRequest(SamplingFields):
     # Deprecated by OpenAI in favour of tools/tool_choice, onto which they are mapped.
     functions: list[FunctionDefinition] | None = Field(None, max_length=512, description="Deprecated: use tools.")
     function_call: Literal["none", "auto"] | FunctionName | None = Field(None, description="Deprecated: use tool_choice.")
+    # The digest of the tools' parameters (digests.py), taken when they are checked: with the names and
+    # the choice, what the grammar is cached under (services/tool_calling.py), without a second digest.
+    _parameters_digest: bytes | None = PrivateAttr(None)
+
+    @property
+    def parameters_digest(self) -> bytes | None:
+        return self._parameters_digest
 
     @model_validator(mode="after")
     def asks_only_for_what_can_be_honoured(self):
@@ -305,7 +312,8 @@ class ChatCompletionRequest(SamplingFields):
     def tools_are_usable(self):
         if self.tools and self.functions:
             raise InvalidRequest("give tools or the deprecated functions, not both", param="functions")
-        check_parameters([(param + ".parameters", function.parameters) for param, function in self.function_definitions()])
+        self._parameters_digest = check_parameters(
+            [(param + ".parameters", function.parameters) for param, function in self.function_definitions()])
         names = [function.name for _, function in self.function_definitions()]
         if len(set(names)) != len(names):
             raise InvalidRequest("two tools have the same name", param="tools")
@@ -329,12 +337,13 @@ class ChatCompletionRequest(SamplingFields):
 _CHECKED_PARAMETERS = DigestCache(max_entries=64)   # per worker: agents resend the same tools every turn
 
 
-def check_parameters(schemas: list[tuple[str, dict | None]]) -> None:
+def check_parameters(schemas: list[tuple[str, dict | None]]) -> bytes | None:
     """A 400 naming the first (param path, tool parameters) that is not an object schema a grammar
-    can follow. A list that passed is found again by its digest, not checked again (no parameters
-    and `{}` pass alike, so they share a key)."""
+    can follow; else the digest of the list (None if it has none). A list that passed is found again
+    by its digest, not checked again (no parameters and `{}` pass alike, so they share a key)."""
     key = digest([schema if schema is not None else {} for _, schema in schemas]) if schemas else None
     _CHECKED_PARAMETERS.get(key, lambda: _check_each(schemas) or True)
+    return key
 
 
 def _check_each(schemas: list[tuple[str, dict | None]]) -> None:

@@ -48,7 +48,11 @@ def plan(request: ChatCompletionRequest, format_name: str) -> ToolPlan | None:
                   for function in definitions)
     # A named function is called once, as OpenAI does; the deprecated functions never ran in parallel.
     parallel = choice in ("auto", "required") and not legacy and request.parallel_tool_calls is not False
-    return ToolPlan(tools, choice, parallel, FORMATS[format_name], legacy, digest(tools, choice, parallel, format_name))
+    # What the grammar follows: the names and parameters (the latter digested when they were checked).
+    names = [function.name for function in definitions]
+    key = digest(names, request.parameters_digest.hex(), choice, parallel, format_name) \
+        if request.parameters_digest is not None else None
+    return ToolPlan(tools, choice, parallel, FORMATS[format_name], legacy, key)
 
 
 GRAMMARS = DigestCache(max_entries=32)

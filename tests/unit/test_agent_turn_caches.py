@@ -87,6 +87,18 @@ def test_the_cached_grammar_is_the_one_built_afresh_and_a_changed_tool_list_gets
     assert tool_calling.constraint(named, grammar_allowed=True)["grammar"] == tool_calling.build_grammar(named) != grammar
 
 
+def test_a_renamed_tool_gets_its_own_grammar_and_a_new_description_the_same():
+    tools = claude_code_tools()
+    grammar = tool_calling.constraint(tool_plan(tools), grammar_allowed=True)["grammar"]
+    renamed = json.loads(json.dumps(tools))
+    renamed[0]["function"]["name"] = "Renamed"
+    plan = tool_plan(renamed)
+    assert tool_calling.constraint(plan, grammar_allowed=True)["grammar"] == tool_calling.build_grammar(plan) != grammar
+    described = json.loads(json.dumps(tools))
+    described[0]["function"]["description"] = "Another description."
+    assert tool_calling.constraint(tool_plan(described), grammar_allowed=True)["grammar"] is grammar
+
+
 def test_the_cached_tool_prompt_is_the_one_written_afresh():
     tools = [tool for tool in claude_code_tools()]
     text = tool_prompts.tools_prompt(tools)
