@@ -5,7 +5,6 @@ Anthropic's shape (app.py asks `speaks_anthropic`)."""
 from __future__ import annotations
 
 import functools
-
 from typing import TYPE_CHECKING
 
 from flask import Blueprint, jsonify
