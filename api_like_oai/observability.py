@@ -46,7 +46,7 @@ class Metrics:
                                             ["model"], registry=self.registry)
         self.routing = Counter("api_like_oai_routing", "Upstream choices by whether the upstream held the prompt's "
                                "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
-                               "overloaded; failover when it failed to start the request)",
+                               "overloaded; failover when it failed to start the request; only for a model with one upstream)",
                                ["model", "result", "reason"], registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
                                        registry=self.registry, multiprocess_mode="livesum")

@@ -44,6 +44,9 @@ class UpstreamPool:
 
     def route(self, affinity: Affinity | None = None) -> tuple[list[LlamaCppClient], Route]:
         self._ensure_polling()
+        if len(self.clients) == 1:
+            # Nothing to choose: no prompt is hashed or learned (an agent's prompt is tens of kilobytes).
+            return list(self.clients), Route((self.clients[0].base_url,), "only")
         if affinity is not None and self.router.policy.mode == "prefix":
             affinity.digests  # noqa: B018 - hashed before taking the lock
         by_url = {client.base_url: client for client in self.clients}
@@ -72,8 +75,9 @@ class UpstreamPool:
 
         clients, route = self.route(affinity)
         client, (events, first) = self._first_to_start(start, on_chosen, clients)
-        with self._lock:
-            self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
+        if client is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
+            with self._lock:
+                self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
         if on_routed:
             on_routed(route if client is clients[0] else replace(route, reason="failover"))
         return self._relay(client, first, events)

@@ -5,6 +5,8 @@ stored (`store`, `previous_response_id`, `conversation`) is services/stored_resp
 
 from __future__ import annotations
 
+import functools
+
 import json
 from typing import Annotated, Any, Literal
 
@@ -309,7 +311,12 @@ class ResponsesRequest(Request):
         return ENCRYPTED_REASONING in (self.include or ())
 
     def toolbox(self) -> Toolbox:
-        """The functions offered for this request: its tools, and those its client's tool searches found."""
+        """The functions offered for this request: its tools, and those its client's tool searches found
+        (made once: the translation, the answer's shape and the headers each ask for it)."""
+        return self._toolbox
+
+    @functools.cached_property
+    def _toolbox(self) -> Toolbox:
         found = [] if isinstance(self.input, str) else [
             (f"input.{n}.tools", item.tools) for n, item in enumerate(self.input) if item.type == "tool_search_output"]
         return toolbox(self.tools, found)
