@@ -6,7 +6,6 @@ stored (`store`, `previous_response_id`, `conversation`) is services/stored_resp
 from __future__ import annotations
 
 import functools
-
 import json
 from typing import Annotated, Any, Literal
 
