@@ -26,8 +26,8 @@ from .store import open_store
 
 log = logging.getLogger("api_like_oai")
 
-PUBLIC_PATHS = frozenset({"/health", "/docs", "/openapi.json"})
-UNRECORDED_PATHS = frozenset({"/health", "/metrics", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json"})
+UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", "/openapi.json"})
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,10 @@ def create_app(settings: Settings, *, run_dir: str | None = None) -> Flask:
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
         app.after_request(_cors_headers(settings.cors_origins))
+    # The record opens before the key check, so a refused key is in the access log and the metrics.
+    app.before_request(_open_record)
     if settings.api_keys:
         app.before_request(_require_key(settings.api_keys))
-    app.before_request(_open_record)
     app.after_request(_close_record)
     _register_error_handlers(app)
     app.wsgi_app = CollapseSlashes(app.wsgi_app)

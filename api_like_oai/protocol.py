@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model
 
 from .digests import DigestCache, digest
 from .errors import InvalidRequest
-from .tools.grammar import SchemaError, check_size
+from .tools.grammar import SchemaError, check_grammar, check_size
 
 Stop = Annotated[str | list[StrictStr] | None,
                  Field(description="Up to any number of strings at which generation stops.")]
@@ -121,6 +121,15 @@ class SamplingFields(Request):
     def stream_options_need_stream(self):
         if self.stream_options is not None and not self.stream:
             raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
+        return self
+
+    @model_validator(mode="after")
+    def grammar_is_bounded(self):
+        if self.grammar is not None:   # input to llama.cpp's GBNF parser: bounded before it meets it
+            try:
+                check_grammar(self.grammar)
+            except SchemaError as exc:
+                raise InvalidRequest(f"invalid grammar: {exc.message}", param="grammar") from None
         return self
 
     @model_validator(mode="after")

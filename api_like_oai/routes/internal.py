@@ -25,6 +25,13 @@ def health():
     return jsonify(body), 200 if healthy else 503
 
 
+@bp.route("/api/hello", methods=["GET", "HEAD"])
+def hello():
+    """Claude Code's connectivity probe (HEAD before its first request, unless its non-essential
+    traffic is off): the proxy is reachable. It says nothing of the upstreams; /health does."""
+    return jsonify({"status": "ok"})
+
+
 @bp.get("/v1/internal/model/info")
 def model_info():
     model, _ = state().registry.lookup(request.args.get("model"))

@@ -53,6 +53,12 @@ MAX_SCHEMA_BYTES = 64 * 1024
 MAX_DEPTH = 32
 MAX_REPEAT = 1000
 MAX_STEPS = 20_000  # subschemas compiled per schema() call, inlined allOf members included
+# A request's own GBNF text: as long as a schema may be; its groups nested no deeper than a schema
+# (llama.cpp's parser recurses once per parenthesis, and old builds crash on deep nesting); its
+# repetitions no larger than llama.cpp's own MAX_REPETITION_THRESHOLD (each count is a copy of the item).
+MAX_GRAMMAR_BYTES = MAX_SCHEMA_BYTES
+MAX_GRAMMAR_NESTING = MAX_DEPTH
+MAX_GRAMMAR_REPEAT = 2000
 
 # The shared rules, in the order render() writes them. DEL (U+007F) is kept out of unescaped
 # characters like the other control characters; 16 digits keep a small model from looping on them.
@@ -119,6 +125,30 @@ def check_size(schema: Any, path: str = "") -> None:
         raise SchemaError("the schema is not JSON (NaN, infinity or a value of no JSON type)", path) from None
     if size > MAX_SCHEMA_BYTES:
         raise SchemaError(f"the schema is {size} bytes of JSON, more than {MAX_SCHEMA_BYTES}", path)
+
+
+def check_grammar(text: str) -> None:
+    """SchemaError for a GBNF text past the bounds above: its size, the nesting of its groups, the
+    counts of its `{m,n}` repetitions. Whether it parses is llama.cpp's to say (a 400 from it)."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_GRAMMAR_BYTES:
+        raise SchemaError(f"the grammar is {size} bytes, more than {MAX_GRAMMAR_BYTES}")
+    depth = 0
+    for token in _GBNF_TOKENS.finditer(text):
+        kind = token.lastgroup
+        if kind == "open":
+            depth += 1
+            if depth > MAX_GRAMMAR_NESTING:
+                raise SchemaError(f"the grammar nests groups deeper than {MAX_GRAMMAR_NESTING} levels")
+        elif kind == "close":
+            depth = max(depth - 1, 0)
+        elif kind == "repeat" and any(int(n) > MAX_GRAMMAR_REPEAT for n in re.findall(r"\d+", token.group())):
+            raise SchemaError(f"the grammar repeats an item more than {MAX_GRAMMAR_REPEAT} times: {token.group()}")
+
+
+# What check_grammar looks at, skipping what may hold any character: literals, classes, comments.
+_GBNF_TOKENS = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|#[^\n]*'
+                          r"|(?P<open>\()|(?P<close>\))|(?P<repeat>\{\s*\d*\s*(?:,\s*\d*\s*)?\})", re.S)
 
 
 def _nests_deeper_than(value: Any, limit: int) -> bool:

@@ -104,6 +104,24 @@ def test_access_log_line_without_prompt_or_key(keyed_client, caplog):
     assert "secret prompt" not in everything and "key-one" not in everything
 
 
+def test_a_refused_key_is_in_the_access_log_without_the_key(keyed_client, caplog):
+    caplog.set_level(logging.INFO)
+    keyed_client.post("/v1/messages", json={"messages": []}, headers={"x-api-key": "wrong-key"})
+    access = [r.getMessage() for r in caplog.records if r.name == "api_like_oai.access"]
+    assert len(access) == 1 and "status=401" in access[0] and "endpoint=/v1/messages" in access[0]
+    assert "wrong-key" not in "\n".join(r.getMessage() for r in caplog.records)
+    metrics = keyed_client.get("/metrics", headers={"x-api-key": "key-one"}).get_data(as_text=True)
+    assert 'endpoint="/v1/messages"' in metrics and 'status="401"' in metrics
+
+
+@pytest.mark.parametrize("method", ["HEAD", "GET"])
+def test_claude_codes_connectivity_probe_is_answered_without_a_key_and_not_logged(keyed_client, caplog, method):
+    caplog.set_level(logging.INFO)
+    response = keyed_client.open("/api/hello", method=method)
+    assert response.status_code == 200
+    assert not [r for r in caplog.records if r.name == "api_like_oai.access"]
+
+
 def test_json_access_log_and_prompt_logging_on_request(caplog):
     import json
 

@@ -101,10 +101,23 @@ def _ref_chain(length: int) -> dict:
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
         "type": "object", "description": "x" * 70_000}}}}, "response_format.json_schema.schema"),
     ({"json_schema": {"type": "object", "description": "x" * 70_000}}, "json_schema"),
+    ({"grammar": 'root ::= "' + "x" * 70_000 + '"'}, "grammar"),
+    ({"grammar": "root ::= " + "(" * 40 + '"a"' + ")" * 40}, "grammar"),
+    ({"grammar": 'root ::= "a"{0,100000}'}, "grammar"),
+    ({"grammar": 'root ::= [a-z]{5001}'}, "grammar"),
 ])
 def test_a_grammar_input_past_a_bound_is_a_400_naming_the_field(app_client, body, param):
     response = app_client.post("/v1/internal/chat-prompt", json={"messages": OK_MESSAGES, **body})
     assert assert_openai_error(response, 400)["param"] == param
+
+
+@pytest.mark.parametrize("grammar", [
+    'root ::= "((((((((((((((((((((((((((((((((((((((((" [)(]{0,3} # )))))))))\n',   # brackets as characters
+    'root ::= ("a") "{99999}" item{1,2000}\nitem ::= [0-9]',
+])
+def test_a_grammar_within_the_bounds_is_accepted(app_client, grammar):
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": OK_MESSAGES, "grammar": grammar})
+    assert response.status_code == 200, response.get_data(as_text=True)
 
 
 def test_a_long_prefix_items_is_a_grammar_not_a_500(app_client):
