@@ -225,7 +225,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing"],
+    parser.add_argument("--only", choices=["routing", "agents"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -236,22 +236,38 @@ def measure_routing(results: BenchmarkResults, quick: bool) -> None:
     results.routing = routing_row.routing_row(os.environ["LLAMA_SERVER"], os.environ["MODEL"], plan, progress)
 
 
-def only_routing(args: argparse.Namespace) -> int:
-    """`--only routing`: this part measured now, the others' numbers kept from results.json."""
+def only_part(args: argparse.Namespace, plan: Plan) -> int:
+    """`--only PART`: this part measured now, the others' numbers kept from results.json."""
     previous = args.output_dir / "results.json"
     results = load(json.loads(previous.read_text())) if previous.exists() \
         else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
-    measure_routing(results, args.quick)
+    if args.only == "routing":
+        measure_routing(results, args.quick)
+    else:
+        results.measured_alone["agents"] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+                                            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
+        with ExitStack() as stack:
+            measure_agent_turns(results, plan, real_props(stack), stack)
     print(write_outputs(results, args.output_dir, chart=False))
     return 0
+
+
+def real_props(stack: ExitStack) -> Path:
+    """llama-server's /props for the bundled model, in a file (the server stopped again)."""
+    llama = llama_server(os.environ["LLAMA_SERVER"], os.environ["MODEL"]).start()
+    stack.callback(llama.stop)
+    props_path = copy_props(llama)
+    stack.callback(props_path.unlink)
+    llama.stop()
+    return props_path
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     plan = Plan.quick() if args.quick else Plan()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every started server is stopped
-    if args.only == "routing":
-        return only_routing(args)
+    if args.only:
+        return only_part(args, plan)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a thousand streams need a thousand sockets here
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]

@@ -336,7 +336,10 @@ def agent_turns_section(results: BenchmarkResults) -> str:
         f"whole process's per turn (the grammar built in a pool thread included), median of {results.agent_turns[0].rounds} "
         "turns; the hold is the longest CPU stretch one turn ran without a switch to gevent's hub (the event loop "
         "relays nothing meanwhile), the maximum over the turns. “Taken out”: parts the proxy still refused, so "
-        "the turn was replayed without them (benchmarks/agent_turns.py, REFUSED_PARTS).",
+        "the turn was replayed without them (benchmarks/agent_turns.py, REFUSED_PARTS)."
+        + (f" This part (6 and 6b) was measured again on its own after the whole run (`scripts/bench --only agents`, "
+           f"{results.measured_alone['agents']}); the other parts are the whole run's."
+           if "agents" in results.measured_alone else ""),
         table(["turn", "body", "tools", "cold CPU ms", "warm CPU ms", "cold hold max ms", "warm hold max ms",
                "taken out"], rows)]
     r = results.stalled_streams

@@ -300,6 +300,8 @@ class BenchmarkResults:
     startup: StartupResult | None = None
     routing: RoutingResult | None = None
     duration_s: float = 0.0
+    # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
+    measured_alone: dict[str, str] = field(default_factory=dict)
 
     def generation_pairs(self) -> list[tuple[GenerationResult, GenerationResult]]:
         """(direct, proxy) for each workload, in measurement order."""

@@ -6,6 +6,7 @@ import orjson
 from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 
+from ..offload import let_others_run
 from ..services.admission import Admission, DialectRequest, invalid_request
 from ..services.inflight import Context
 
@@ -59,7 +60,9 @@ def admission() -> Admission:
 
 def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:
     """The body validated as `request_model`, then admitted as services/admission.py says."""
-    return admission().dialect(parse_body(request_model), translate)
+    dialect_request = parse_body(request_model)
+    let_others_run()  # an agent's body is tens of kilobytes: other streams go on between parsing and translating
+    return admission().dialect(dialect_request, translate)
 
 
 def lookup_model(requested: str | None):

@@ -16,6 +16,7 @@ from .. import reasoning
 from ..backends import routing
 from ..dialects.openai_shape import ChatShape
 from ..errors import InvalidRequest
+from ..offload import let_others_run
 from ..prompts import merge_stops, normalise_messages
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
@@ -140,6 +141,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     tool_plan = plan_tools(request, model)
     messages = edited_messages(request, model, tool_plan, edit_messages)
     fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
+    let_others_run()  # rendering an agent's prompt is the longest stage of its turn: other streams go on
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
