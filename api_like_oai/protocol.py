@@ -292,10 +292,17 @@ class ChatCompletionRequest(SamplingFields):
     # The digest of the tools' parameters (digests.py), taken when they are checked: with the names and
     # the choice, what the grammar is cached under (services/tool_calling.py), without a second digest.
     _parameters_digest: bytes | None = PrivateAttr(None)
+    # A translated request's: where its tool n's parameters were in the client's own API
+    # (dialects/common.chat_request), so a refusal found later, by the grammar, names that field.
+    _dialect_tool_params: tuple[str, ...] = PrivateAttr(())
 
     @property
     def parameters_digest(self) -> bytes | None:
         return self._parameters_digest
+
+    @property
+    def dialect_tool_params(self) -> tuple[str, ...]:
+        return self._dialect_tool_params
 
     @model_validator(mode="after")
     def asks_only_for_what_can_be_honoured(self):

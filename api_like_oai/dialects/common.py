@@ -54,12 +54,18 @@ def chat_request(fields: dict, tool_params: list[str]) -> ChatCompletionRequest:
     grammar can follow, unique names, a tool_choice among them) are the only ones; a refusal names the
     dialect's field: `tool_params[n]` is where the parameters of the chat request's tool n came from."""
     try:
-        return ChatCompletionRequest.model_validate(fields)
+        request = ChatCompletionRequest.model_validate(fields)
     except InvalidRequest as exc:
-        param = _dialect_param(exc.param, tool_params)
-        if param == exc.param:
-            raise
-        raise InvalidRequest(exc.message, param=param, code=exc.code) from None
+        raise as_sent(exc, tool_params) from None
+    request._dialect_tool_params = tuple(tool_params)
+    return request
+
+
+def as_sent(error: InvalidRequest, tool_params) -> InvalidRequest:
+    """`error` naming the client's own field where it names a chat request's tool parameters
+    (`tool_params[n]`: where tool n's came from); else `error` itself."""
+    param = _dialect_param(error.param, list(tool_params))
+    return error if param == error.param else InvalidRequest(error.message, param=param, code=error.code)
 
 
 _TOOL_PARAMETERS = re.compile(r"^tools\.(\d+)\.function\.parameters")

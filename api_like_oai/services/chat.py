@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import reasoning
 from ..backends import routing
+from ..dialects.common import as_sent
 from ..dialects.openai_shape import ChatShape
 from ..errors import InvalidRequest
 from ..offload import let_others_run
@@ -190,8 +191,11 @@ def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedMode
     dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit).
     `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
     `edit_messages`: see MessageEdit."""
-    chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages,
-                      cached_at_start=bool(chat_request.stream) and getattr(shape, "usage_at_start", False))
+    try:
+        chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages,
+                          cached_at_start=bool(chat_request.stream) and getattr(shape, "usage_at_start", False))
+    except InvalidRequest as exc:  # a tool schema the grammar refuses: named as the client sent it
+        raise as_sent(exc, chat_request.dialect_tool_params) from None
     combined = chained([step for step in (chat.transform, transform) if step is not None])
     return generation.answer(chat.request, chat.events, shape, 1, context, transform=combined), chat.headers
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from .conftest import make_app
 from .test_tool_grammar import SCHEMAS
 
 CHAT = "/v1/chat/completions"
@@ -118,6 +119,30 @@ def test_a_grammar_input_past_a_bound_is_a_400_naming_the_field(app_client, body
 def test_a_grammar_within_the_bounds_is_accepted(app_client, grammar):
     response = app_client.post("/v1/internal/chat-prompt", json={"messages": OK_MESSAGES, "grammar": grammar})
     assert response.status_code == 200, response.get_data(as_text=True)
+
+
+def test_a_tool_schema_the_grammar_refuses_is_named_as_the_client_sent_it():
+    """Refused when its grammar is built, after translation: Anthropic's and the Responses API's own
+    fields are named, not the chat request's they were translated into."""
+    from ..fake_llamacpp import FakeLlamaCpp
+
+    fake = FakeLlamaCpp().start()
+    try:
+        _refused_as_sent(make_app("--llama-api", fake.url, "--chat-prompt-model", "chatml").test_client())
+    finally:
+        fake.stop()
+
+
+def _refused_as_sent(app_client) -> None:
+    messages = app_client.post("/v1/messages", json={
+        "model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "Hi"}],
+        "tools": [{"name": "f", "input_schema": _ref_chain(40)}], "tool_choice": {"type": "any"}})
+    assert messages.status_code == 400
+    assert messages.get_json()["error"]["message"].startswith("tools.0.input_schema.$defs.15.items: ")
+    responses = app_client.post("/v1/responses", json={
+        "model": "m", "input": "Hi", "store": False, "tool_choice": "required",
+        "tools": [{"type": "function", "name": "f", "parameters": _ref_chain(40)}]})
+    assert assert_openai_error(responses, 400)["param"] == "tools.0.parameters.$defs.15.items"
 
 
 def test_a_long_prefix_items_is_a_grammar_not_a_500(app_client):
