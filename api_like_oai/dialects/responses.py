@@ -14,13 +14,12 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag
 from ..errors import InvalidRequest
 from ..protocol import STRICT, ChatCompletionRequest, Request, check_schema
 from ..sealing import Seal
-from .common import chat_request, given, text_only
+from .common import SET_ASIDE_TOOLS_HEADER, chat_request, given, text_only
 from .responses_tools import (
     CHOICE_SET_ASIDE_HEADER,
     CUSTOM,
     FUNCTION,
     LOCAL_SHELL,
-    SET_ASIDE_HEADER,
     TOOL_SEARCH,
     Tool,
     Toolbox,
@@ -469,7 +468,7 @@ def set_aside_headers(request: ResponsesRequest, seal: Seal | None = None) -> di
     """The response headers that name what of `request` was knowingly set aside: tools only OpenAI's
     servers run, a tool_choice of one of them, input items that carry nothing the model can be given."""
     box = request.toolbox()
-    headers = {SET_ASIDE_HEADER: ", ".join(box.set_aside)} if box.set_aside else {}
+    headers = {SET_ASIDE_TOOLS_HEADER: ", ".join(box.set_aside)} if box.set_aside else {}
     choice = plan_choice(request.tool_choice, box)
     if choice.set_aside:
         headers[CHOICE_SET_ASIDE_HEADER] = choice.set_aside

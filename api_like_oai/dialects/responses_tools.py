@@ -18,8 +18,8 @@ reaches the prompt under the name the model was offered.
   needs its own call protocol: it is set aside (left out of the prompt, named in the
   `X-Tools-Set-Aside` response header), never a 400, so an agent that lists it still works.
 
-Pure: no I/O; `Toolbox` is a function of the request's `tools`, built alike by the translation and
-by the shape.
+Pure: no I/O; `Toolbox` is a function of the request's `tools`, made once per request
+(`ResponsesRequest.toolbox()`) for the translation, the shape and the headers.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from .common import function_tool, named_tool_choice
 
 FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE, TOOL_SEARCH = "function", "custom", "local_shell", "namespace", "tool_search"
 RUN_HERE = (FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE)
-SET_ASIDE_HEADER, CHOICE_SET_ASIDE_HEADER = "X-Tools-Set-Aside", "X-Tool-Choice-Set-Aside"
+CHOICE_SET_ASIDE_HEADER = "X-Tool-Choice-Set-Aside"
 INPUT_KEY = "input"   # a custom tool's one parameter
 CUSTOM_PARAMETERS = {"type": "object", "required": [INPUT_KEY], "additionalProperties": False,
                      "properties": {INPUT_KEY: {"type": "string", "description": "The tool's input, as free text."}}}
