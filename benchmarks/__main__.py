@@ -104,8 +104,7 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     results.marginal_cpu_us_per_event = asyncio.run(scenarios.marginal_cpu_per_event(rig, long_stream))
     progress("chat vs completions for the same prompt")
     results.chat_vs_completions = asyncio.run(scenarios.chat_vs_completions(rig))
-    progress("a streamed tool call against plain text")
-    results.tool_call = asyncio.run(scenarios.tool_call_row(rig, plan.reference_clients))
+    measure_tool_call(results, plan, props_path, stack, rig)
     measure_store(results, plan, fake, stack)
     progress(f"gateway table: fixed rates {scenarios.GATEWAY_RATES} req/s")
     results.gateway = [asyncio.run(scenarios.gateway_row(loaded, fake, rate, plan)) for rate in scenarios.GATEWAY_RATES]
@@ -115,6 +114,19 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     measure_agent_turns(results, plan, props_path, stack)
     measure_paced(results, plan, props_path, stack)
     measure_many_streams(results, plan, props_path, stack)
+
+
+def measure_tool_call(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack,
+                      rig: CapacityRig | None = None) -> None:
+    """Part 2d: a streamed tool call against plain text, on `rig` or on a proxy and fake of its own."""
+    if rig is None:
+        fake = fake_upstream(props_path).start()
+        stack.callback(fake.stop)
+        loaded = proxy(fake.url).start()
+        stack.callback(loaded.stop)
+        rig = CapacityRig(loaded, fake, plan)
+    progress("a streamed tool call against plain text")
+    results.tool_call = asyncio.run(scenarios.tool_call_row(rig, plan.reference_clients))
 
 
 def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: ExitStack) -> None:
@@ -225,7 +237,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -244,10 +256,14 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
     if args.only == "routing":
         measure_routing(results, args.quick)
     else:
-        results.measured_alone["agents"] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
-                                            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
+        results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+                                             f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
         with ExitStack() as stack:
-            measure_agent_turns(results, plan, real_props(stack), stack)
+            props_path = real_props(stack)
+            if args.only == "agents":
+                measure_agent_turns(results, plan, props_path, stack)
+            else:
+                measure_tool_call(results, plan, props_path, stack)
     print(write_outputs(results, args.output_dir, chart=False))
     return 0
 

@@ -243,7 +243,10 @@ def tool_call_section(results: BenchmarkResults) -> str:
         f"The same streamed chat of {r.tokens} tokens from the instant upstream, {r.clients} clients: once as plain "
         "text, once with `tools`, which the fake answers with a `<tool_call>{...}</tool_call>` the proxy parses "
         "into `tool_calls` deltas (markers held back, the call's head checked, the arguments streamed). The "
-        "proxy's CPU per upstream token, median of alternating windows.",
+        "proxy's CPU per upstream token, median of alternating windows."
+        + (f" Measured again on its own after the whole run (`scripts/bench --only tool-call`, "
+           f"{results.measured_alone['tool-call']}); the other parts are the whole run's."
+           if "tool-call" in results.measured_alone else ""),
         table(["answer", "proxy CPU µs per token", "errors"], [
             ["plain text", number(r.plain_cpu_us_per_token, 1), "-"],
             ["tool call" + ("" if r.calls_parsed else " (NOT parsed)"), number(r.tool_call_cpu_us_per_token, 1),

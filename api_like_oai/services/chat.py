@@ -139,6 +139,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     if model.openai is not None:   # an OpenAI-compatible upstream renders, fits and parses on its own
         events = merge.Primed(passthrough.chat_events(request, model, context.note_upstream))
         return ChatGeneration(request, None, 1, events, None, {})
+    let_others_run()  # between the request's validation (and a dialect's translation) and its rendering
     tool_plan = plan_tools(request, model)
     messages = edited_messages(request, model, tool_plan, edit_messages)
     fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
