@@ -78,7 +78,7 @@ class JsonPrefix:
         self.safe_depth = 0             # how many containers are open at safe_end
 
     def feed(self, text: str) -> None:
-        if self.state == IN_STRING and not self.escape and STRING_RUN.fullmatch(text):
+        if self.state == IN_STRING and not self.escape and not self.broken and STRING_RUN.fullmatch(text):
             self.string_run(len(text))   # the common token: more of a string value, safe all along
             return
         self.length += len(text)
