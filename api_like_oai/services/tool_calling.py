@@ -13,7 +13,7 @@ from ..offload import off_the_loop
 from ..protocol import ChatCompletionRequest
 from ..tools import grammar as gbnf
 from ..tools.formats import FORMATS, ToolFormat
-from ..tools.parser import ToolCallParser
+from ..tools.parser import ToolCallDelta, ToolCallParser
 
 
 @dataclass(frozen=True)
@@ -140,9 +140,17 @@ def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool, choice_count: 
                 parser = parsers[event.index] = ToolCallParser(
                     tool_plan.format, tool_plan.names, stream_arguments=stream_arguments)
             pieces = parser.feed(event.text) if event.text else []
-            if not event.finish_reason and len(pieces) == 1 and pieces[0] is event.text:
-                yield event   # plain text, as it came
-                continue
+            if not event.finish_reason and len(pieces) == 1:
+                piece = pieces[0]
+                if piece is event.text:
+                    yield event   # plain text, as it came
+                    continue
+                if piece.__class__ is ToolCallDelta and piece.id is None and not parser.repeating:
+                    # More of a call's arguments (most tokens of a streamed call): _regrouped's one event.
+                    held_logprobs.pop(event.index, None)
+                    yield GenerationEvent(index=event.index, tool_calls=(piece,), prompt_tokens=event.prompt_tokens,
+                                          completion_tokens=event.completion_tokens, stop_word=event.stop_word)
+                    continue
             if parser.repeating:
                 event, cut_short = replace(event, finish_reason="stop"), True
             if event.finish_reason:

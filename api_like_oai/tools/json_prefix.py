@@ -27,7 +27,7 @@ IN_STRING, IN_NUMBER, IN_LITERAL = "in_string", "in_number", "in_literal"
 AFTER = "after"                 # "," or the end of the container (or nothing, at the top)
 
 _STRING_STATES = frozenset((IN_STRING, IN_KEY))
-_STRING_RUN = re.compile(r'[^"\\\x00-\x1f]+')
+STRING_RUN = re.compile(r'[^"\\\x00-\x1f]+')   # inside a string: nothing to follow but its length
 _SPACE = frozenset(" \t\r\n")
 _LITERALS = {"t": "rue", "f": "alse", "n": "ull"}
 _ESCAPES = frozenset('"\\/bfnrt')
@@ -78,15 +78,14 @@ class JsonPrefix:
         self.safe_depth = 0             # how many containers are open at safe_end
 
     def feed(self, text: str) -> None:
-        self.length += len(text)
-        if self.state == IN_STRING and not self.escape and _STRING_RUN.fullmatch(text):
-            self.position += len(text)   # the common token: more of a string value, safe all along
-            self._safe('"')
+        if self.state == IN_STRING and not self.escape and not self.broken and STRING_RUN.fullmatch(text):
+            self.string_run(len(text))   # the common token: more of a string value, safe all along
             return
+        self.length += len(text)
         position = 0
         while position < len(text) and not self.broken:
             if self.state in _STRING_STATES and not self.escape:
-                run = _STRING_RUN.match(text, position)
+                run = STRING_RUN.match(text, position)
                 if run:
                     self.position += run.end() - position
                     position = run.end()
@@ -96,6 +95,13 @@ class JsonPrefix:
             self.position += 1
             self.broken = not getattr(self, "_" + self.state)(text[position])
             position += 1
+
+    def string_run(self, count: int) -> None:
+        """`count` more characters inside a string value (IN_STRING, no escape open), none of them a
+        quote, a backslash or a control character (STRING_RUN): all of them may be given out."""
+        self.length += count
+        self.position += count
+        self.safe_end, self.safe_tail, self.safe_depth = self.position, '"', len(self.stack)
 
     def closing(self) -> str:
         """The text that makes the first `safe_end` characters a whole JSON value ("" when nothing was safe)."""

@@ -80,6 +80,12 @@ class ObjectScan:
         while self.position < len(self.text) and self.end is None and not self.broken:
             self._step()
 
+    def string_run(self, text: str) -> None:
+        """As feed(text), for text inside a string (in_string, no escape open) holding no quote and
+        no backslash: nothing in it to follow, so it is only taken in (a streamed call's common token)."""
+        self.text += text
+        self.position += len(text)
+
     def _step(self) -> None:
         text, position = self.text, self.position
         if self.in_string:

@@ -40,6 +40,16 @@ def test_what_cannot_be_json_is_broken_and_what_was_safe_still_closes(text):
         json.loads(text[:check.safe_end] + check.closing())
 
 
+def test_nothing_after_a_break_is_safe():
+    """A raw newline in a string (an upstream ignoring the grammar) breaks the JSON: the plain text
+    after it must not move safe_end past the break, or a streamed call would give the newline out."""
+    check = JsonPrefix()
+    check.feed('{"city": "Os\nlo')
+    safe = check.safe_end
+    check.feed(" more words")
+    assert check.broken and check.safe_end == safe == len('{"city": "Os')
+
+
 @pytest.mark.parametrize("text, safe, closing", [
     ('{"city": "Pa', '{"city": "Pa', '"}'),
     ('{"city": "P\\u00', '{"city": "P', '"}'),

@@ -41,10 +41,17 @@ def folded(out: list) -> tuple[str, list[dict]]:
 WEATHER = '{"name": "get_weather", "arguments": {"city": "Zürich", "note": "a \\"quoted\\" } brace"}}'
 WEATHER_ARGUMENTS = '{"city": "Zürich", "note": "a \\"quoted\\" } brace"}'
 
+# Escapes whose second character is a letter: a token may end on the backslash and the next begin
+# with plain letters (which the streamed call's fast path must not take for more of the string).
+ESCAPED_ARGUMENTS = '{"city": "Z\\u00fcrich\\nCH", "path": "C:\\\\tmp\\\\", "tab": "a\\tb"}'
+
 CASES = {
     "hermes call after text": (
         "hermes", f"Let me check. <tool_call>\n{WEATHER}\n</tool_call>",
         "Let me check. ", [("get_weather", WEATHER_ARGUMENTS)]),
+    "hermes escapes in arguments": (
+        "hermes", f'<tool_call>{{"name": "get_weather", "arguments": {ESCAPED_ARGUMENTS}}}</tool_call>',
+        "", [("get_weather", ESCAPED_ARGUMENTS)]),
     "hermes parallel calls": (
         "hermes", f'<tool_call>\n{WEATHER}\n</tool_call>\n<tool_call>\n{{"name": "get_time"}}\n</tool_call>\n',
         "", [("get_weather", WEATHER_ARGUMENTS), ("get_time", "{}")]),
