@@ -65,6 +65,7 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
     env = {**os.environ, "LLAMA_PORT": str(llama_port), "PORT": str(port), **provisioned}
     script = subprocess.Popen([str(ROOT / "scripts" / "run")], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
+    started: list[int] = []
     try:
         wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).ok, script,
                    "scripts/run", timeout=120)
@@ -72,13 +73,13 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
         assert len(started) == 2
         script.send_signal(getattr(signal, signal_name))
         assert script.wait(timeout=30) != 0
-    finally:
+        deadline = time.monotonic() + 5
+        while any(Path(f"/proc/{pid}").exists() for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in started if Path(f"/proc/{pid}").exists()] == []
+    finally:  # whatever failed, nothing it started is left running for the rest of the suite
         if script.poll() is None:
             script.kill()
-    deadline = time.monotonic() + 5
-    while any(Path(f"/proc/{pid}").exists() for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    orphans = [pid for pid in started if Path(f"/proc/{pid}").exists()]
-    for pid in orphans:  # do not leave them running for the rest of the suite
-        os.kill(pid, signal.SIGKILL)
-    assert orphans == []
+        for pid in started:
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
