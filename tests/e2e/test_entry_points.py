@@ -63,8 +63,12 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
 
     llama_port, port = free_port(), free_port()
     env = {**os.environ, "LLAMA_PORT": str(llama_port), "PORT": str(port), **provisioned}
+    # Started as a terminal starts it, with SIGINT at its default: a suite run in the background
+    # (`scripts/test &`) ignores SIGINT, every child inherits that, and a shell cannot trap a signal
+    # ignored when it started.
     script = subprocess.Popen([str(ROOT / "scripts" / "run")], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              stderr=subprocess.DEVNULL,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     started: list[int] = []
     try:
         wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).ok, script,
