@@ -1,5 +1,6 @@
 """Server-sent event framing: one `data:` line per event (after an `event:` line for APIs that name
-their events), a blank line after it."""
+their events), a blank line after it; and the compact JSON the frames carry (`json_bytes`, which the
+llama.cpp client writes its request bodies with too)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ DONE = b"data: [DONE]\n\n"
 _json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def _dumps(payload) -> bytes:
-    """Compact single-line JSON, UTF-8. orjson writes what json would (byte for byte but for the
-    exponent of small floats) about ten times faster: a Responses stream repeats the request's
-    tools, tens of kilobytes, in three of its events; json is left for what orjson cannot write
-    (integers past 64 bits)."""
+def json_bytes(payload) -> bytes:
+    """Compact single-line JSON, UTF-8: what frames carry (and the bodies sent upstream). orjson
+    writes what json would (byte for byte but for the exponent of small floats) about ten times
+    faster: a Responses stream repeats the request's tools, tens of kilobytes, in three of its
+    events; json is left for what orjson cannot write (integers past 64 bits)."""
     try:
         return orjson.dumps(payload)
     except TypeError:
@@ -25,17 +26,17 @@ def _dumps(payload) -> bytes:
 
 def frame(payload: dict) -> bytes:
     """One event carrying `payload` as single-line JSON (control characters are always escaped)."""
-    return b"data: " + _dumps(payload) + b"\n\n"
+    return b"data: " + json_bytes(payload) + b"\n\n"
 
 
 def named_frame(event_name: str, payload: dict) -> bytes:
     """One event named `event_name` (Anthropic's and the Responses API's streams name every event)."""
-    return b"event: " + event_name.encode() + b"\ndata: " + _dumps(payload) + b"\n\n"
+    return b"event: " + event_name.encode() + b"\ndata: " + json_bytes(payload) + b"\n\n"
 
 
 def encode_string(text: str) -> bytes:
     """`text` as a JSON string literal, as frame() would write it."""
-    return _dumps(text)
+    return json_bytes(text)
 
 
 # Stand-ins for the variable parts of a sample frame. A NUL in a string is escaped to \u0000, which no

@@ -234,6 +234,15 @@ def startup_section(results: BenchmarkResults) -> str:
             ["idle PSS (shared pages counted once)", f"{s.idle_pss_mb:.1f} MB"]])])
 
 
+def _measured_alone_note(results: BenchmarkResults, part: str, what: str) -> str:
+    """A sentence saying that `part` was measured again alone (`--only PART`), or nothing."""
+    when = results.measured_alone.get(part)
+    if when is None:
+        return ""
+    return (f" {what} was measured again on its own after the whole run (`scripts/bench --only {part}`, {when}); "
+            "the other parts are the whole run's.")
+
+
 def tool_call_section(results: BenchmarkResults) -> str:
     r = results.tool_call
     if r is None:
@@ -244,9 +253,7 @@ def tool_call_section(results: BenchmarkResults) -> str:
         "text, once with `tools`, which the fake answers with a `<tool_call>{...}</tool_call>` the proxy parses "
         "into `tool_calls` deltas (markers held back, the call's head checked, the arguments streamed). The "
         "proxy's CPU per upstream token, median of alternating windows."
-        + (f" Measured again on its own after the whole run (`scripts/bench --only tool-call`, "
-           f"{results.measured_alone['tool-call']}); the other parts are the whole run's."
-           if "tool-call" in results.measured_alone else ""),
+        + _measured_alone_note(results, "tool-call", "This row"),
         table(["answer", "proxy CPU µs per token", "errors"], [
             ["plain text", number(r.plain_cpu_us_per_token, 1), "-"],
             ["tool call" + ("" if r.calls_parsed else " (NOT parsed)"), number(r.tool_call_cpu_us_per_token, 1),
@@ -340,9 +347,7 @@ def agent_turns_section(results: BenchmarkResults) -> str:
         "turns; the hold is the longest CPU stretch one turn ran without a switch to gevent's hub (the event loop "
         "relays nothing meanwhile), the maximum over the turns. “Taken out”: parts the proxy still refused, so "
         "the turn was replayed without them (benchmarks/agent_turns.py, REFUSED_PARTS)."
-        + (f" This part (6 and 6b) was measured again on its own after the whole run (`scripts/bench --only agents`, "
-           f"{results.measured_alone['agents']}); the other parts are the whole run's."
-           if "agents" in results.measured_alone else ""),
+        + _measured_alone_note(results, "agents", "This part (6 and 6b)"),
         table(["turn", "body", "tools", "cold CPU ms", "warm CPU ms", "cold hold max ms", "warm hold max ms",
                "taken out"], rows)]
     r = results.stalled_streams

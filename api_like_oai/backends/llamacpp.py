@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import orjson
 
 from ..errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from ..sse import json_bytes
 from . import http
 from .events import GenerationEvent, TokenLogprob
 
@@ -136,7 +137,7 @@ class LlamaCppClient:
 
     def _request(self, method: str, path: str, payload: dict | None = None) -> http.Response:
         """The response, its body unread; the upstream's errors raised as ours."""
-        body = None if payload is None else _json_body(payload)
+        body = None if payload is None else json_bytes(payload)  # an agent's prompt and grammar: tens of KB
         response = self._send(method, path, body)
         if response.status >= 400:
             raise _status_error(response, self.base_url)
@@ -172,15 +173,6 @@ class LlamaCppClient:
         except (http.TransportError, OSError) as exc:
             response.close()
             raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url}") from exc
-
-
-def _json_body(payload: dict) -> bytes:
-    """The request body: orjson (an agent's prompt and grammar are tens of kilobytes, which json
-    took ten times longer to write), json for what orjson cannot write (integers past 64 bits)."""
-    try:
-        return orjson.dumps(payload)
-    except TypeError:
-        return json.dumps(payload).encode()
 
 
 RELAYED_HEADERS = ("Content-Type", "Retry-After")  # not its CORS headers, nor hop-by-hop ones
