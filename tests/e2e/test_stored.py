@@ -129,11 +129,14 @@ def test_two_workers_add_turns_to_one_conversation_at_once(llama_server, start_p
     answers: dict[int, object] = {}
 
     def turn(n: int) -> None:
-        answers[n] = client.responses.create(input=f"Say the number {n}.", conversation=conversation.id,
-                                             stream=False, **{**SAMPLING, "max_output_tokens": 8})
+        # A client, so a connection, of its own per turn: a kept-alive connection stays with the
+        # worker that accepted it, and a shared client would send every later round to that worker.
+        with client_of(proxy) as own:
+            answers[n] = own.responses.create(input=f"Say the number {n}.", conversation=conversation.id,
+                                              stream=False, **{**SAMPLING, "max_output_tokens": 8})
 
-    # Twelve turns at once, again until both workers have written: which worker accepts a connection
-    # is the kernel's choice, and one worker may take all twelve.
+    # Twelve turns at once, again until both workers have written: which worker accepts a new
+    # connection is the kernel's choice, and one worker may take all twelve.
     for first in range(0, 60, 12):
         threads = [threading.Thread(target=turn, args=(n,)) for n in range(first, first + 12)]
         for thread in threads:
