@@ -79,7 +79,8 @@ def _app_state(settings: Settings, run_dir: str | None) -> AppState:
 
         siblings = Siblings(run_dir, inflight.stop_all)
     store = open_store(settings.store, settings.limits.max_body_bytes)
-    return AppState(settings, build_registry(settings), inflight, Metrics(), Seal(installation.secret), store, siblings)
+    seal = Seal(*installation.seal_key_sources(store))
+    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings)
 
 
 def _metrics():

@@ -2,15 +2,28 @@
 
 The key signs what the proxy hands out and must recognise when it comes back (a thought's
 `signature`, a reasoning item's `encrypted_content`), so no server state is needed for it. Every
-worker and every restart must use the same key: it is read from API_LIKE_OAI_SECRET (give the same
-value to several instances behind one load balancer) or from a file in the data directory, created
-once with 32 random bytes, readable by its owner only."""
+worker and every restart must use the same key, and so must every instance behind one load
+balancer: it is read from API_LIKE_OAI_SECRET; else, when the instances share a store (Redis), it is
+derived from the store's secret, which they share already; else it is a file in the data directory,
+created once with 32 random bytes, readable by its owner only."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import logging
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from .store.base import Store
+
+log = logging.getLogger("api_like_oai")
 
 SECRET_ENV = "API_LIKE_OAI_SECRET"  # noqa: S105 - the variable's name, not a key
 
@@ -31,6 +44,25 @@ def secret() -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         return _create(path)
+
+
+def seal_key_sources(store: Store | None) -> tuple[Callable[[], bytes | None], ...]:
+    """Where the key thoughts are signed under comes from, preferred first (sealing.Seal): the
+    environment's key if one is given; else, with a store several instances share, a key derived
+    from its secret, then this installation's own while that store cannot be reached."""
+    if os.environ.get(SECRET_ENV) or store is None or not store.shared_by_instances:
+        return (secret,)
+
+    def from_the_shared_store() -> bytes | None:
+        try:
+            return hmac.new(store.secret(), b"api-like-oai: the key thoughts are signed under",
+                            hashlib.sha256).digest()
+        except StoreUnavailable as exc:
+            log.warning("thoughts are signed with this instance's own key for now (%s): other instances "
+                        "will not recognise them; give every instance API_LIKE_OAI_SECRET to avoid this", exc)
+            return None
+
+    return (from_the_shared_store, secret)
 
 
 def _create(path: Path) -> bytes:

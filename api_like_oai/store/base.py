@@ -49,6 +49,10 @@ Encoded = tuple[str, bytes]   # an item's id and its JSON
 
 
 class Store(abc.ABC):
+    # Whether several proxy instances share this store (Redis): then what one instance signs must be
+    # recognised by the others too, and the key it is signed under comes from here (installation.py).
+    shared_by_instances = False
+
     def __init__(self, ttl_seconds: float, max_bytes: int, secret_file: str | None = None):
         self.ttl_seconds = ttl_seconds
         self.max_bytes = max_bytes
@@ -59,9 +63,13 @@ class Store(abc.ABC):
         """The owner digest of a caller with `api_key` (None: the proxy asks for no key)."""
         if api_key is None:
             return keys.SHARED_OWNER
+        return keys.owner_digest(self.secret(), api_key)
+
+    def secret(self) -> bytes:
+        """The store's secret (--store-secret-file, else the backend's own), loaded on first use."""
         if self._secret is None:
             self._secret = keys.file_secret(self.secret_file) if self.secret_file else self._default_secret()
-        return keys.owner_digest(self._secret, api_key)
+        return self._secret
 
     # --- objects ---------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ round trip too. redis-py talks through the standard socket module, which the gev
 a wait for Redis is a switch to the event loop.
 
 Without --store-secret-file the key-hashing secret is kept in Redis itself (SET NX), so every
-instance sharing the Redis shares it.
+instance sharing the Redis shares it; so does the key thoughts are signed under (installation.py).
 """
 
 from __future__ import annotations
@@ -94,6 +94,8 @@ return 1
 
 
 class RedisStore(Store):
+    shared_by_instances = True
+
     def __init__(self, url: str, ttl_seconds: float, max_bytes: int, secret_file: str | None = None):
         super().__init__(ttl_seconds, max_bytes, secret_file)
         self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_SECONDS,

@@ -132,6 +132,21 @@ def test_an_omitted_thought_travels_in_its_signature(client, fake):
     assert f"<think>\n{THOUGHT}\n</think>" in prompt_sent(fake)
 
 
+@pytest.mark.parametrize("shared", ["redis", "nothing"])
+def test_a_thought_from_one_instance_is_recognised_by_another_sharing_its_store(fake, start_proxy, redis_server,
+                                                                                 tmp_path, shared):
+    """Two instances behind one address, on machines of their own (data directories apart), no
+    API_LIKE_OAI_SECRET: sharing a Redis store, a thought one signed reaches the other's template."""
+    store = ["--store", redis_server.url.rsplit("/", 1)[0] + "/4"] if shared == "redis" else []
+    first, second = (start_proxy("--llama-api", fake.url, *store, env={"XDG_DATA_HOME": str(tmp_path / name)})
+                     for name in ("first", "second"))
+    answered = anthropic.Anthropic(base_url=first.url, api_key="k", max_retries=0).messages.create(**BODY)
+    content = [block.model_dump(exclude_none=True) for block in answered.content]
+    anthropic.Anthropic(base_url=second.url, api_key="k", max_retries=0).messages.create(
+        **{**BODY, "messages": next_turn(content)})
+    assert (f"<think>\n{THOUGHT}\n</think>" in prompt_sent(fake)) == (shared == "redis")
+
+
 @pytest.mark.parametrize("thinking, prompt_end, thinking_block", [
     ({"type": "disabled"}, "<|im_start|>assistant\n<think>\n\n</think>\n\n", False),
     ({"type": "enabled", "budget_tokens": 2048}, "<|im_start|>assistant\n", True),

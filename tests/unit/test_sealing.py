@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 import pytest
 
-from api_like_oai import installation
+from api_like_oai import installation, sealing
 from api_like_oai.sealing import Seal
+from api_like_oai.store import open_store
+from api_like_oai.store.settings import StoreSettings
+
+from ..servers import free_port
 
 
 @pytest.fixture
@@ -66,3 +71,58 @@ def test_the_key_is_read_only_when_first_needed():
     def no_key():
         raise AssertionError("read at construction")
     Seal(no_key)   # building the app must not touch the data directory
+
+
+# --- several instances: the key comes from the store they share --------------------------------
+
+def open_store_at(kind: str, place: str):
+    return open_store(StoreSettings(kind, place, 60.0, None), 4096)
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    return redis_server.url.rsplit("/", 1)[0] + "/3"   # a database of its own: its secret is made here
+
+
+def test_instances_sharing_redis_sign_alike_without_a_shared_environment(data_dir, redis_url, tmp_path, monkeypatch):
+    first = Seal(*installation.seal_key_sources(open_store_at("redis", redis_url)))
+    signature = first.sign("thinking", "Paris is in France.")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "another machine"))   # another installation's own key
+    second = Seal(*installation.seal_key_sources(open_store_at("redis", redis_url)))
+    assert second.verify("thinking", "Paris is in France.", signature)
+    assert second.key != installation.secret()   # not this installation's file key
+
+
+def test_instances_with_their_own_stores_sign_with_their_own_keys(data_dir, tmp_path, monkeypatch):
+    first = Seal(*installation.seal_key_sources(open_store_at("sqlite", str(tmp_path / "a.sqlite3"))))
+    signature = first.sign("thinking", "Paris is in France.")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "another machine"))
+    second = Seal(*installation.seal_key_sources(open_store_at("sqlite", str(tmp_path / "a.sqlite3"))))
+    assert not second.verify("thinking", "Paris is in France.", signature)
+    assert not Seal(*installation.seal_key_sources(None)).verify("thinking", "Paris is in France.", signature)
+
+
+def test_the_environment_key_wins_over_the_shared_store(data_dir, redis_url, monkeypatch):
+    monkeypatch.setenv(installation.SECRET_ENV, "shared by every instance")
+    seal = Seal(*installation.seal_key_sources(open_store_at("redis", redis_url)))
+    assert seal.key == b"shared by every instance"
+
+
+def test_while_the_shared_store_is_down_this_installation_signs_and_recognises_its_own(data_dir, monkeypatch):
+    down = open_store_at("redis", f"redis://127.0.0.1:{free_port()}/0")
+    seal = Seal(*installation.seal_key_sources(down))
+    signature = seal.sign("thinking", "Paris is in France.")   # no exception: the request goes on
+    assert seal.key == installation.secret()
+    assert Seal(installation.secret).verify("thinking", "Paris is in France.", signature)
+
+
+def test_a_key_source_that_failed_is_asked_again_later_and_old_signatures_still_verify(monkeypatch):
+    answers = iter([None, b"shared" * 6])
+    seal = Seal(lambda: next(answers), lambda: b"own" * 11)
+    during_outage = seal.sign("thinking", "a thought")
+    assert seal.sign("thinking", "a thought") == during_outage   # not asked again at once
+    clock = time.monotonic() + sealing.RETRY_SECONDS + 1
+    monkeypatch.setattr(sealing.time, "monotonic", lambda: clock)
+    assert seal.key == b"shared" * 6
+    assert seal.sign("thinking", "a thought") != during_outage
+    assert seal.verify("thinking", "a thought", during_outage)
