@@ -8,7 +8,7 @@ import tempfile
 import pytest
 from openai import OpenAI
 
-from .servers import LlamaServer, Proxy, RedisServer, provisioned_paths
+from .servers import LlamaServer, Proxy, RedisServer, provisioned_paths, stop
 
 # The proxy's default store is a SQLite file under $XDG_DATA_HOME: the tests' proxies (in-process
 # and started as processes, which inherit this) keep theirs in a directory of the run, not the user's.
@@ -66,8 +66,7 @@ def start_proxy():
         return proxy
 
     yield start
-    for proxy in started:
-        proxy.stop()
+    stop(*(proxy.process for proxy in started if proxy.process))
 
 
 @pytest.fixture(scope="session")

@@ -46,9 +46,13 @@ def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 60.
     raise TimeoutError(f"{what} not ready after {timeout}s")
 
 
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
+def stop(*processes: subprocess.Popen) -> None:
+    """Stop `processes` at once (each is asked to end, then each is waited for), killing those that
+    have not ended within 10 seconds."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
         process.terminate()
+    for process in running:
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
