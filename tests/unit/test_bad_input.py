@@ -165,3 +165,58 @@ def test_fuzzed_tool_schemas_are_a_grammar_or_a_400(app_client, schema, legacy):
     if response.status_code != 200:
         error = assert_openai_error(response, 400)
         assert error["param"].startswith("functions.0.parameters" if legacy else "tools.0.function.parameters")
+
+
+BIG = 18446744073709551616   # 2**64: past every 64-bit integer
+
+
+def test_integers_past_64_bits_keep_their_value(app_client):
+    """The body's integers are read exactly, however large (as pydantic's own parser reads them): a
+    schema's enum reaches the prompt and the grammar as written, and a seed is not refused."""
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "enum": [BIG, -BIG]}}}}}
+    body = json.dumps({"messages": OK_MESSAGES, "tools": [tool], "tool_choice": "required", "seed": BIG})
+    response = app_client.post("/v1/internal/chat-prompt", data=body, content_type="application/json")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    answer = response.get_data(as_text=True)
+    assert str(BIG) in answer and f"-{BIG}" in answer and "e+19" not in answer and "e19" not in answer
+
+
+@pytest.mark.parametrize("depth", [300, 1000])
+def test_a_body_nesting_too_deep_is_a_400_in_each_apis_shape(app_client, depth):
+    """A tool call's input nested hundreds deep: refused where the body is parsed, never a 500 later."""
+    nested = "[" * depth + "]" * depth
+    messages = ('[{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "tool_use", '
+                '"id": "t1", "name": "f", "input": {"a": ' + nested + '}}]}, {"role": "user", "content": '
+                '[{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}]')
+    anthropic = app_client.post("/v1/messages", content_type="application/json",
+                                data='{"model": "m", "max_tokens": 10, "messages": ' + messages + '}')
+    assert anthropic.status_code == 400, anthropic.get_data(as_text=True)
+    assert anthropic.get_json()["type"] == "error" and anthropic.get_json()["error"]["type"] == "invalid_request_error"
+    chat = app_client.post(CHAT, content_type="application/json",
+                           data='{"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"a": '
+                                + nested + '}}')
+    assert_openai_error(chat, 400)
+
+
+@pytest.mark.parametrize("grammar", [
+    'root ::= "a" # a comment ended by a CR\rx ::= ' + "(" * 40 + '"b"' + ")" * 40,   # CR ends a comment too
+    'root ::= <"> ' + "(" * 40 + '"b"' + ")" * 40,   # a token (<...>) holding a quote
+    'root ::= "a"{' + "9" * 5000 + "}",   # more digits than int() reads
+    'root ::= "a"{ 1 # a comment\n , 5000 }',   # blanks and comments inside the braces
+])
+def test_a_grammar_past_a_bound_is_found_wherever_llama_cpp_reads_it(app_client, grammar):
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": OK_MESSAGES, "grammar": grammar})
+    assert assert_openai_error(response, 400)["param"] == "grammar"
+
+
+@pytest.mark.parametrize("grammar", [
+    "root ::= " + "[" * 65_000,                       # a class that never ends
+    'root ::= "a"{' + " " * 65_000,                   # a repetition that never ends
+    'root ::= "' + "\\\\" * 32_000,                   # a literal that never ends
+])
+def test_a_grammar_that_never_ends_is_read_once_and_left_to_llama_cpp(app_client, grammar):
+    """Each of these took minutes of CPU (on the event loop) when the check searched a regular
+    expression from every position; read once, they are within the bounds, and llama.cpp refuses them."""
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": OK_MESSAGES, "grammar": grammar})
+    assert response.status_code == 200, response.get_data(as_text=True)
