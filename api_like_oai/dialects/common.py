@@ -4,6 +4,7 @@ chat request's, and that request validated once, its errors naming the dialect's
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidRequest
@@ -61,17 +62,17 @@ def chat_request(fields: dict, tool_params: list[str]) -> ChatCompletionRequest:
     return request
 
 
-def as_sent(error: InvalidRequest, tool_params) -> InvalidRequest:
+def as_sent(error: InvalidRequest, tool_params: Sequence[str]) -> InvalidRequest:
     """`error` naming the client's own field where it names a chat request's tool parameters
     (`tool_params[n]`: where tool n's came from); else `error` itself."""
-    param = _dialect_param(error.param, list(tool_params))
+    param = _dialect_param(error.param, tool_params)
     return error if param == error.param else InvalidRequest(error.message, param=param, code=error.code)
 
 
 _TOOL_PARAMETERS = re.compile(r"^tools\.(\d+)\.function\.parameters")
 
 
-def _dialect_param(param: str | None, tool_params: list[str]) -> str | None:
+def _dialect_param(param: str | None, tool_params: Sequence[str]) -> str | None:
     match = _TOOL_PARAMETERS.match(param or "")
     if match is None or int(match[1]) >= len(tool_params):
         return param

@@ -172,13 +172,14 @@ def _check_repeat(repeat: re.Match) -> None:
 # What may hold any character, skipped whole (escapes as llama.cpp's parse_char reads them: a
 # backslash and the next character): literals, character classes, tokens (`<...>`, `!<...>`) and
 # comments, which end at a CR or an LF.
+_GBNF_COMMENT = r"#[^\r\n\x00]*+"
 _GBNF_SKIPPED = (r'"(?:[^"\\\x00]|\\[^\x00])*+"', r"\[(?:[^\]\\\x00]|\\[^\x00])*+\]", r"<[^>\x00]*+>",
-                 r"#[^\r\n\x00]*+")
+                 _GBNF_COMMENT)
 # One step of check_grammar: whatever it need not look at, then what it must (possessive throughout,
 # so a construct that never ends is read once, to the end, and the step stops before it).
 _GBNF_STEP = re.compile(r"(?:[^()\{\"\[<#\x00]++|" + "|".join(_GBNF_SKIPPED) + r")*+"
                         r"(?:(?P<open>\()|(?P<close>\))|(?P<brace>\{)|(?P<stop>[\"\[<\x00]|\Z))")
-_GBNF_SPACE = r"(?:[ \t\r\n]|#[^\r\n\x00]*+)*+"   # llama.cpp's parse_space: blanks and comments
+_GBNF_SPACE = rf"(?:[ \t\r\n]|{_GBNF_COMMENT})*+"   # llama.cpp's parse_space: blanks and comments
 _GBNF_REPEAT = re.compile(rf"\{{{_GBNF_SPACE}([0-9]++){_GBNF_SPACE}(?:,{_GBNF_SPACE}([0-9]*+){_GBNF_SPACE})?\}}")
 
 

@@ -101,7 +101,7 @@ class JsonPrefix:
         quote, a backslash or a control character (STRING_RUN): all of them may be given out."""
         self.length += count
         self.position += count
-        self.safe_end, self.safe_tail, self.safe_depth = self.position, '"', len(self.stack)
+        self._safe('"')
 
     def closing(self) -> str:
         """The text that makes the first `safe_end` characters a whole JSON value ("" when nothing was safe)."""

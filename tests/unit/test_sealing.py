@@ -10,10 +10,9 @@ import pytest
 
 from api_like_oai import installation, sealing
 from api_like_oai.sealing import Seal
-from api_like_oai.store import open_store
-from api_like_oai.store.settings import StoreSettings
 
 from ..servers import free_port
+from .test_store import make_store
 
 
 @pytest.fixture
@@ -75,41 +74,37 @@ def test_the_key_is_read_only_when_first_needed():
 
 # --- several instances: the key comes from the store they share --------------------------------
 
-def open_store_at(kind: str, place: str):
-    return open_store(StoreSettings(kind, place, 60.0, None), 4096)
-
-
 @pytest.fixture
 def redis_url(redis_server):
     return redis_server.url.rsplit("/", 1)[0] + "/3"   # a database of its own: its secret is made here
 
 
 def test_instances_sharing_redis_sign_alike_without_a_shared_environment(data_dir, redis_url, tmp_path, monkeypatch):
-    first = Seal(*installation.seal_key_sources(open_store_at("redis", redis_url)))
+    first = Seal(*installation.seal_key_sources(make_store("redis", redis_url)))
     signature = first.sign("thinking", "Paris is in France.")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "another machine"))   # another installation's own key
-    second = Seal(*installation.seal_key_sources(open_store_at("redis", redis_url)))
+    second = Seal(*installation.seal_key_sources(make_store("redis", redis_url)))
     assert second.verify("thinking", "Paris is in France.", signature)
     assert second.key != installation.secret()   # not this installation's file key
 
 
 def test_instances_with_their_own_stores_sign_with_their_own_keys(data_dir, tmp_path, monkeypatch):
-    first = Seal(*installation.seal_key_sources(open_store_at("sqlite", str(tmp_path / "a.sqlite3"))))
+    first = Seal(*installation.seal_key_sources(make_store("sqlite", str(tmp_path / "a.sqlite3"))))
     signature = first.sign("thinking", "Paris is in France.")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "another machine"))
-    second = Seal(*installation.seal_key_sources(open_store_at("sqlite", str(tmp_path / "a.sqlite3"))))
+    second = Seal(*installation.seal_key_sources(make_store("sqlite", str(tmp_path / "a.sqlite3"))))
     assert not second.verify("thinking", "Paris is in France.", signature)
     assert not Seal(*installation.seal_key_sources(None)).verify("thinking", "Paris is in France.", signature)
 
 
 def test_the_environment_key_wins_over_the_shared_store(data_dir, redis_url, monkeypatch):
     monkeypatch.setenv(installation.SECRET_ENV, "shared by every instance")
-    seal = Seal(*installation.seal_key_sources(open_store_at("redis", redis_url)))
+    seal = Seal(*installation.seal_key_sources(make_store("redis", redis_url)))
     assert seal.key == b"shared by every instance"
 
 
 def test_while_the_shared_store_is_down_this_installation_signs_and_recognises_its_own(data_dir, monkeypatch):
-    down = open_store_at("redis", f"redis://127.0.0.1:{free_port()}/0")
+    down = make_store("redis", f"redis://127.0.0.1:{free_port()}/0")
     seal = Seal(*installation.seal_key_sources(down))
     signature = seal.sign("thinking", "Paris is in France.")   # no exception: the request goes on
     assert seal.key == installation.secret()
