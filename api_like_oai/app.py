@@ -15,9 +15,9 @@ from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
-from .middleware import CollapseSlashes
-from .observability import Metrics, RequestRecord
-from .routes import anthropic, chat, completions, conversations, docs, embeddings, internal, models, native, responses
+from .middleware import CollapseSlashes, OnClose
+from .observability import Metrics, RequestRecord, lifecycle_metrics
+from .routes import anthropic, chat, completions, conversations, docs, embeddings, internal, lifecycle, models, native, responses
 from .sealing import Seal
 from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
@@ -41,18 +41,20 @@ class AppState:
     seal: Seal                       # signs thoughts handed out and checks them when they come back
     store: object | None = None      # store.Store: stored responses and conversations (None: --store none)
     siblings: object | None = None   # siblings.Siblings: the other workers, with --workers > 1
+    supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
 
 
-def create_app(settings: Settings, *, run_dir: str | None = None) -> Flask:
-    """The app; `run_dir` (server.py's, with several workers) is where this worker meets the others."""
+def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
+    """The app; `run_dir` (server.py's, with several workers) is where this worker meets the others;
+    `supervisor_socket` where it asks the supervisor for the models the proxy starts (server.py's too)."""
     app = Flask(__name__)
     app.json.sort_keys = False
     app.json.ensure_ascii = False
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
-    app.extensions["api_like_oai"] = _app_state(settings, run_dir)
+    app.extensions["api_like_oai"] = _app_state(settings, run_dir, supervisor_socket)
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp):
+                      responses.bp, conversations.bp, lifecycle.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -67,11 +69,11 @@ def create_app(settings: Settings, *, run_dir: str | None = None) -> Flask:
         app.before_request(_require_key(settings.api_keys))
     app.after_request(_close_record)
     _register_error_handlers(app)
-    app.wsgi_app = CollapseSlashes(app.wsgi_app)
+    app.wsgi_app = CollapseSlashes(OnClose(app.wsgi_app))
     return app
 
 
-def _app_state(settings: Settings, run_dir: str | None) -> AppState:
+def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str | None = None) -> AppState:
     inflight = InFlight()
     siblings = None
     if run_dir is not None:
@@ -80,12 +82,20 @@ def _app_state(settings: Settings, run_dir: str | None) -> AppState:
         siblings = Siblings(run_dir, inflight.stop_all)
     store = open_store(settings.store, settings.limits.max_body_bytes)
     seal = Seal(*installation.seal_key_sources(store))
-    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings)
+    supervisor = None
+    if supervisor_socket is not None:
+        from .supervisor.client import SupervisorClient
+
+        supervisor = SupervisorClient(supervisor_socket)
+    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, supervisor)
 
 
 def _metrics():
-    return Response(generate_latest(current_app.extensions["api_like_oai"].metrics.collected()),
-                    mimetype=CONTENT_TYPE_LATEST)
+    state = current_app.extensions["api_like_oai"]
+    text = generate_latest(state.metrics.collected())
+    if state.supervisor is not None:
+        text += lifecycle_metrics(state.supervisor.ask("status"))
+    return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
 
 def _open_record():

@@ -23,6 +23,7 @@ from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
 from .settings import Limits, ModelSettings, Policy, Settings
 from .store.settings import DEFAULT_TTL_SECONDS, StoreSettings, duration, store_settings
+from .supervisor.configure import discover, find_llama_server, launch_spec, supervisor_settings
 from .tools.formats import FORMATS
 
 ENV_PREFIX = "API_LIKE_OAI_"
@@ -66,10 +67,11 @@ def _switch_value(parser: argparse.ArgumentParser, option_string: str, value) ->
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="api-like-oai",
+        prog="api-like-oai", allow_abbrev=False,  # --model is not --model-name: a mistyped flag is an error
         description="An OpenAI-compatible API for llama.cpp's server. A literal \\n in a prompt "
                     "flag means a newline. Every flag may also be set as API_LIKE_OAI_<FLAG>.")
-    for add_flags in (_add_original_flags, _add_template_flags, _add_server_flags, _add_limit_and_log_flags):
+    for add_flags in (_add_original_flags, _add_template_flags, _add_server_flags, _add_limit_and_log_flags,
+                      _add_launch_flags):
         add_flags(parser.add_argument)
     parser.add_argument("--version", action="version", version=f"api-like-oai {__version__}")
     for name, default in LEGACY_DEFAULTS.items():
@@ -158,6 +160,29 @@ def _add_limit_and_log_flags(add) -> None:
         "(created if missing; default: beside the SQLite file, or kept in Redis)")
 
 
+def _add_launch_flags(add) -> None:
+    """Models on demand: llama-servers the proxy starts, swaps and stops itself."""
+    add("--model", metavar="PATH.gguf", help="run llama-server with this model (no --llama-api needed); "
+        "named by the file's stem unless --model-name is given")
+    add("--models-dir", metavar="DIR", help="serve every *.gguf under DIR, each named by its file's stem and "
+        "started on its first request (an mmproj-* beside it is its projector)")
+    add("--llama-server", metavar="PATH", help="the llama-server binary (default: on PATH, else the one "
+        "scripts/provision built)")
+    add("--llama-args", metavar="ARGS", help="llama-server flags for the models of --model and --models-dir, "
+        "as one shell-quoted string (e.g. '--ctx-size 8192 --parallel 4')")
+    add("--memory-budget", type=int, metavar="MIB", help="memory the started models may use together, in MiB "
+        "(default: the memory available at start-up less 1 GiB)")
+    add("--max-loaded", type=int, metavar="N", help="most models loaded at once (default: no limit)")
+    add("--model-ttl", type=_ttl, metavar="DURATION", default=None,
+        help="idle time before a started model is unloaded: seconds, or 90m, 12h; 0 never (default: 15m)")
+    add("--slot-save-dir", metavar="DIR", help="where models with slot_save keep their KV caches across "
+        "swaps (default: a temporary directory)")
+
+
+def _ttl(value: str) -> float:
+    return 0.0 if str(value).strip() == "0" else duration(value)
+
+
 def flag_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [action for action in parser._actions
             if action.option_strings and action.dest not in ("help", "version")]
@@ -238,14 +263,51 @@ def template_choice(args: argparse.Namespace, model_config=None) -> TemplateChoi
 
 
 def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings, ...]:
-    return tuple(
-        ModelSettings(name, tuple(model.upstreams), _model_template(args, name, model), tuple(model.aliases),
-                      model.kind, model.upstream_model, dict(model.defaults), dict(model.overrides),
-                      model.max_tokens, model.context_length,
-                      model.tool_call_format or args.tool_call_format,
-                      model.reasoning_format or args.reasoning_format,
-                      _context_policy(args, model), _routing_policy(args, model))
-        for name, model in config.models.items())
+    return tuple(_model_settings(args, name, model) for name, model in config.models.items())
+
+
+def _model_settings(args: argparse.Namespace, name: str, model) -> ModelSettings:
+    launch = None
+    if model.model is not None:
+        launch = launch_spec(name, model.model, replicas=model.replicas, args=model.args,
+                             **_launch_options(args, model))
+    return ModelSettings(name, launch.urls if launch else tuple(model.upstreams), _model_template(args, name, model),
+                         tuple(model.aliases), model.kind, model.upstream_model, dict(model.defaults),
+                         dict(model.overrides), model.max_tokens, model.context_length,
+                         model.tool_call_format or args.tool_call_format,
+                         model.reasoning_format or args.reasoning_format,
+                         _context_policy(args, model), _routing_policy(args, model), launch)
+
+
+def _launch_options(args: argparse.Namespace, model_config=None) -> dict:
+    """A started model's lifecycle settings: its own keys in the config file, else the flags'."""
+    def own(name: str):
+        return getattr(model_config, name, None) if model_config is not None else None
+
+    return {"mmproj": own("mmproj"), "env": dict(own("env") or {}), "memory_mib": own("memory"),
+            "ttl": own("ttl") if own("ttl") is not None else args.model_ttl,
+            "preload": own("preload"), "pinned": own("pinned"), "slot_save": own("slot_save"),
+            "load_timeout": own("load_timeout"), "queue_limit": own("queue_limit")}
+
+
+def models_from_flags(args: argparse.Namespace, known: set[str]) -> tuple[ModelSettings, ...]:
+    """The models --model and --models-dir say to start (those named in the config file already left out)."""
+    files = discover(args.models_dir) if args.models_dir else {}
+    if args.model:
+        name = args.model_name if args.model_name != "llama.cpp" else Path(args.model).stem
+        files = {name: (args.model, None), **files}
+    first = next(iter(files), None)
+    return tuple(_flag_model(args, name, path, mmproj, preload=bool(args.model) and name == first)
+                 for name, (path, mmproj) in files.items() if name not in known)
+
+
+def _flag_model(args: argparse.Namespace, name: str, path: str, mmproj: str | None, *, preload: bool) -> ModelSettings:
+    """A model --model (preloaded) or --models-dir (started on its first request) names."""
+    spec = launch_spec(name, path, args=args.llama_args or (), **{**_launch_options(args), "mmproj": mmproj,
+                                                                   "preload": preload})
+    return ModelSettings(name, spec.urls, template_choice(args), tool_call_format=args.tool_call_format,
+                         reasoning_format=args.reasoning_format, context_policy=_context_policy(args),
+                         routing=_routing_policy(args), launch=spec)
 
 
 def _context_policy(args: argparse.Namespace, model_config=None) -> Policy:
@@ -273,16 +335,16 @@ def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoic
 
 
 def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
-    if config is not None and config.models:
-        models = models_from_config(args, config)
-    else:
+    models = models_from_config(args, config) if config is not None and config.models else ()
+    models += models_from_flags(args, {model.name for model in models})
+    if not models:
         models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
                                 tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format,
                                 context_policy=_context_policy(args), routing=_routing_policy(args)),)
     return Settings(
-        models=models, strict_model_names=config is not None and bool(config.models),
+        models=models, strict_model_names=(config is not None and bool(config.models)) or bool(args.models_dir),
         default_model=getattr(config, "default_model", None),
-        api_keys=read_api_keys(args.api_key, args.api_key_file),
+        api_keys=read_api_keys(args.api_key, args.api_key_file), supervisor=_supervisor(args, models),
         host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,
@@ -290,6 +352,17 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
                       max_tokens=args.max_tokens_limit),
         grace_period=args.grace_period, native_api=args.native_api, store=_store_settings(args))
+
+
+def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
+    specs = [model.launch for model in models if model.launch is not None]
+    if not specs:
+        return None
+    binary = find_llama_server(args.llama_server)
+    if binary is None:
+        raise StartupError("no llama-server to start the models with: give --llama-server PATH, put it on PATH, "
+                           "or run scripts/provision")
+    return supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir)
 
 
 def _store_settings(args: argparse.Namespace) -> StoreSettings:
@@ -362,12 +435,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from .server import serve
+    from .supervisor.launch import SupervisorStartFailed
 
-    serve(settings, functools.partial(_create_app, settings))
+    try:
+        serve(settings, functools.partial(_create_app, settings))
+    except SupervisorStartFailed as exc:
+        print(f"api-like-oai: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
-def _create_app(settings: Settings, run_dir: str | None = None):
+def _create_app(settings: Settings, run_dir: str | None = None, supervisor_socket: str | None = None):
     from .app import create_app  # in the worker, after gevent patched it (server.py)
 
-    return create_app(settings, run_dir=run_dir)
+    return create_app(settings, run_dir=run_dir, supervisor_socket=supervisor_socket)

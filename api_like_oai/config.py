@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from .backends.routing import MODES
 from .tools.formats import FORMATS
@@ -24,7 +24,20 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     aliases: list[str] = []
-    upstreams: list[str] = Field(min_length=1)
+    upstreams: list[str] | None = Field(None, min_length=1)
+    # models on demand (README "Models on demand"): what to run instead of upstreams
+    model: str | None = None
+    mmproj: str | None = None
+    args: list[str] | str = []
+    env: dict[str, str] = {}
+    replicas: int = Field(1, ge=1, le=64)
+    ttl: float | str | None = None
+    memory: int | None = Field(None, ge=1)
+    preload: bool = False
+    pinned: bool = False
+    slot_save: bool = False
+    load_timeout: float | str | None = None
+    queue_limit: int | None = Field(None, ge=1)
     kind: Literal["llamacpp", "openai"] = "llamacpp"
     upstream_model: str | None = None
     template: Literal["auto"] | None = None
@@ -53,6 +66,23 @@ class ModelConfig(BaseModel):
     @classmethod
     def one_or_many(cls, value):
         return [value] if isinstance(value, str) else value
+
+    @field_validator("ttl", "load_timeout")
+    @classmethod
+    def a_duration(cls, value):
+        from .store.settings import duration
+
+        if value is None or str(value).strip() == "0":   # ttl 0: never unloaded
+            return None if value is None else 0.0
+        return duration(str(value))
+
+    @model_validator(mode="after")
+    def runs_somewhere(self):
+        if (self.upstreams is None) == (self.model is None):
+            raise ValueError("give either upstreams (servers already running) or model (a GGUF file to run)")
+        if self.model is not None and self.kind != "llamacpp":
+            raise ValueError("model: runs llama-server; kind openai needs upstreams")
+        return self
 
     @field_validator("defaults", "overrides")
     @classmethod

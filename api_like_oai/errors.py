@@ -8,6 +8,7 @@
     ├── NotFound                     404 invalid_request_error
     │   └── ModelNotFound            404 code=model_not_found
     ├── PayloadTooLarge              413 invalid_request_error
+    ├── TooManyRequests              429 rate_limit_error (a model's queue is full: Retry-After)
     ├── StoreUnavailable             503 server_error (the response store failed: store/)
     └── UpstreamError                502 upstream_error (bad answer from llama.cpp)
         ├── UpstreamUnavailable      503 (refused, down, or loading the model)
@@ -88,6 +89,13 @@ class PayloadTooLarge(ProxyError):
     type = "invalid_request_error"
     code = "request_too_large"
     anthropic_type = "request_too_large"
+
+
+class TooManyRequests(ProxyError):
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+    anthropic_type = "rate_limit_error"
 
 
 class StoreUnavailable(ProxyError):

@@ -124,3 +124,31 @@ class RequestRecord:
         if self.log_format == "json":
             return json.dumps(fields)
         return " ".join(f"{key}={value}" for key, value in fields.items())
+
+
+def lifecycle_metrics(status: dict) -> bytes:
+    """The supervisor's numbers (models the proxy starts) in Prometheus' text format, from its status."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.exposition import generate_latest
+
+    models = status["models"]
+    families = [GaugeMetricFamily("api_like_oai_model_loaded", "1 if the started model is loaded", labels=["model"]),
+                GaugeMetricFamily("api_like_oai_model_memory_mib", "A started model's memory estimate", labels=["model"]),
+                CounterMetricFamily("api_like_oai_model_loads", "Loads of a started model", labels=["model"]),
+                CounterMetricFamily("api_like_oai_model_load_seconds", "Seconds spent loading", labels=["model"]),
+                CounterMetricFamily("api_like_oai_model_evictions", "Unloads to make room for another model",
+                                    labels=["model"]),
+                CounterMetricFamily("api_like_oai_model_failures", "Failed starts and crashes", labels=["model"])]
+    for name, model in models.items():
+        values = (model["value"] == "loaded", model["memory_mib"], model["loads"], model["load_seconds"],
+                  model["evictions"], model["failures"])
+        for family, value in zip(families, values, strict=True):
+            family.add_metric([name], float(value))
+    budget = GaugeMetricFamily("api_like_oai_memory_budget_mib", "The started models' memory budget")
+    budget.add_metric([], status["memory_budget_mib"])
+
+    class Families:
+        def collect(self):
+            return [*families, budget]
+
+    return generate_latest(Families())

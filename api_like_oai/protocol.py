@@ -412,6 +412,18 @@ class DecodeRequest(Request):
     model: str | None = None
 
 
+class ModelLoadRequest(Request):
+    """Load or unload a model the proxy starts (text-generation-webui's `model_name`, llama.cpp router's `model`)."""
+
+    model_name: str | None = None
+    model: str | None = None
+    args: list[str] | None = Field(None, description="llama-server flags for this load, beside the model's own; "
+                                   "a model loaded with other flags is restarted")
+
+    def named(self) -> str | None:
+        return self.model_name or self.model
+
+
 # --- responses ---------------------------------------------------------------------------
 
 class Answer(BaseModel):
@@ -447,11 +459,30 @@ class ModelCard(Answer):
     capabilities: list[Literal["completion", "chat", "tools", "embeddings"]] = Field(
         description="What the model can be asked for: completion (/v1/completions), chat "
                     "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings).")
+    status: ModelStatus | None = Field(None, description="For a model the proxy starts itself: where it is in "
+                                       "its life, as llama.cpp's router mode and llama-swap report it.")
+
+
+class ModelStatus(Answer):
+    model_config = ConfigDict(defer_build=True, extra="allow")   # and in_flight, queued, loads, evictions, ...
+
+    value: Literal["loaded", "loading", "unloaded", "failed"]
+    memory_mib: int = Field(description="The memory it needs (all replicas), estimated from its GGUF file or "
+                                        "its config's memory:, in MiB.")
+    stage: str | None = Field(None, description="What a load or unload is doing now.")
+    exit_code: int | None = Field(None, description="How its llama-server last exited, when it failed.")
+    error: str | None = Field(None, description="Why it failed, with its llama-server's last log lines.")
 
 
 class ModelList(Answer):
     object: Literal["list"] = "list"
     data: list[ModelCard]
+
+
+class ModelLoadResponse(Answer):
+    success: bool = True
+    model: str
+    status: ModelStatus
 
 
 class ErrorDetail(Answer):

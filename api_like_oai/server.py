@@ -8,6 +8,7 @@ after that. So this module and the master import only the settings; `make_app` r
 
 from __future__ import annotations
 
+import functools
 import gc
 import ipaddress
 import logging
@@ -32,24 +33,36 @@ EVENT_WORKER_CONNECTIONS = 10_000
 
 def serve(settings: Settings, make_app: Callable[..., object]) -> None:
     warn_if_open_to_the_network(settings)
+    run_dir = tempfile.mkdtemp(prefix="api-like-oai-")
+    owner = os.getpid()
+    supervisor = None
+    try:
+        if settings.supervisor is not None:
+            from .supervisor import launch
+
+            supervisor, socket_path = launch.start(settings.supervisor, run_dir, settings.log_level)
+            make_app = functools.partial(make_app, supervisor_socket=socket_path)
+        _serve(settings, make_app, run_dir)
+    finally:
+        if os.getpid() == owner:  # a worker leaves through here too (SystemExit), and must not do this
+            if supervisor is not None:
+                launch.stop(supervisor, settings.supervisor.stop_timeout + 5)
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _serve(settings: Settings, make_app: Callable[..., object], run_dir: str) -> None:
     if settings.debug:
         app = make_app()
         log_start(app, settings)
         app.run(host=settings.host, port=settings.port, threaded=True, debug=True, use_reloader=False)
         return
-    run_dir = tempfile.mkdtemp(prefix="api-like-oai-")
-    owner = os.getpid()
     if settings.workers > 1:
         # prometheus_client's multiprocess mode: each worker writes its metrics to files here and
         # /metrics sums them. Read when prometheus_client is imported, i.e. in the workers.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = run_dir
     application = _gunicorn_application()(settings, make_app, run_dir)
     gc.freeze()  # what the master loaded stays shared with the workers: their GC never writes to it
-    try:
-        application.run()
-    finally:
-        if os.getpid() == owner:  # a worker leaves through here too (SystemExit), and must not remove it
-            shutil.rmtree(run_dir, ignore_errors=True)
+    application.run()
 
 
 def warn_if_open_to_the_network(settings: Settings) -> None:
@@ -85,8 +98,8 @@ def _loopback_address(text: str) -> bool:
 def log_start(app, settings: Settings) -> None:
     registry = app.extensions["api_like_oai"].registry
     for model in registry.models.values():
-        if model.openai is not None:
-            continue   # an OpenAI-compatible upstream formats chats itself
+        if model.openai is not None or model.settings.launch is not None:
+            continue   # an OpenAI-compatible upstream formats chats itself; a started model may not be loaded
         try:
             model.formatter()  # logs the chosen template source
         except Exception as exc:  # noqa: BLE001 - the upstream may come up later; retried per request

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from .backends.routing import RoutingPolicy
 from .prompts import TemplateChoice
 from .store.settings import StoreSettings
+from .supervisor.spec import LaunchSpec, SupervisorSettings
 
 TRUNCATE, ERROR = "truncate", "error"
 
@@ -40,6 +41,7 @@ class ModelSettings:
     reasoning_format: str = "auto"            # "deepseek": split <think> out, "none": inline, "auto": by template
     context_policy: Policy = field(default_factory=Policy)   # what a conversation too long for max_tokens gets
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)   # which of its upstreams a request goes to
+    launch: LaunchSpec | None = None          # a model the proxy starts itself (its upstreams are its replicas)
 
 
 @dataclass(frozen=True)
@@ -74,3 +76,4 @@ class Settings:
     grace_period: float = 30.0
     native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too
     store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite
+    supervisor: SupervisorSettings | None = None   # models on demand: what the supervisor process runs

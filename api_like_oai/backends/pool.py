@@ -132,6 +132,12 @@ class UpstreamPool:
 
     # --- health -----------------------------------------------------------------------------
 
+    def serve_only(self, urls: list[str]) -> None:
+        """Of a started model's replicas, these are ready (the supervisor said so): the others are skipped."""
+        ready = set(urls)
+        for client in self.clients:   # not mark(): a replica unloaded by design is not "down"
+            self.healthy[client.base_url] = client.base_url in ready
+
     def mark(self, client: LlamaCppClient, *, healthy: bool) -> None:
         if self.healthy[client.base_url] != healthy:
             log.warning("upstream %s is %s", client.base_url, "healthy again" if healthy else "down")

@@ -6,6 +6,7 @@ from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
+from ..middleware import ON_CLOSE
 from ..offload import let_others_run
 from ..services.admission import Admission, DialectRequest, invalid_request
 from ..services.inflight import Context
@@ -59,7 +60,15 @@ def generation_context() -> Context:
 
 def admission() -> Admission:
     """This request's admission checks, bound to the app's limits and models and the access record."""
-    return Admission(state().settings.limits, state().registry, g.get("record"))
+    return Admission(state().settings.limits, state().registry, g.get("record"), hold_model)
+
+
+def hold_model(model) -> None:
+    """A model the proxy starts itself is loaded (or swapped in) for this request, and kept until its
+    response is closed: the lease's release is the last thing the response does."""
+    lease = state().supervisor.acquire(model.name)
+    request.environ[ON_CLOSE].append(lease.release)
+    model.pool.serve_only(lease.urls)
 
 
 def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:

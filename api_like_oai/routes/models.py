@@ -9,18 +9,26 @@ from . import state
 bp = Blueprint("models", __name__)
 
 
-def _card(name: str, model) -> ModelCard:
+def _card(name: str, model, statuses: dict) -> dict:
     context_length = model.known_context_length()
-    return ModelCard(id=name, created=model.created, context_length=context_length, max_model_len=context_length,
-                     capabilities=model.capabilities())
+    card = ModelCard(id=name, created=model.created, context_length=context_length, max_model_len=context_length,
+                     capabilities=model.capabilities(), status=statuses.get(model.name))
+    return card.model_dump(exclude={"status"} if card.status is None else None)
+
+
+def _statuses() -> dict:
+    """The started models' statuses by name (one question to the supervisor); {} without one."""
+    supervisor = state().supervisor
+    return supervisor.ask("status")["models"] if supervisor is not None else {}
 
 
 @bp.get("/v1/models")
 @bp.get("/models")
 def list_models():
     """Every name a client may send: each model and each of its aliases."""
-    names = state().registry.by_name
-    return jsonify(ModelList(data=[_card(name, model) for name, model in names.items()]).model_dump())
+    names, statuses = state().registry.by_name, _statuses()
+    return jsonify({"object": ModelList.model_fields["object"].default,
+                    "data": [_card(name, model, statuses) for name, model in names.items()]})
 
 
 @bp.get("/v1/models/<path:model_id>")
@@ -29,4 +37,4 @@ def get_model(model_id: str):
     model = state().registry.by_name.get(model_id)
     if model is None:
         raise ModelNotFound(f"model {model_id!r} does not exist", param="model")
-    return jsonify(_card(model_id, model).model_dump())
+    return jsonify(_card(model_id, model, _statuses()))

@@ -4,6 +4,7 @@ routes/ hands in the app's limits, its registry and the request's access record.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
@@ -34,6 +35,7 @@ class Admission:
     limits: Limits
     registry: ModelRegistry
     record: RequestRecord | None = None
+    hold: Callable[[ServedModel], None] | None = None   # keeps a model the proxy starts loaded for the request
 
     def dialect(self, api_request: BaseModel, translate) -> DialectRequest:
         """`api_request` translated into the chat request, checked against the limits (its max_tokens
@@ -49,6 +51,8 @@ class Admission:
         model, model_name = self.registry.lookup(requested)
         if self.record is not None:
             self.record.model = model.name
+        if model.settings.launch is not None and self.hold is not None:
+            self.hold(model)
         return model, model_name
 
     def bounded_by_limits(self, chat_request):

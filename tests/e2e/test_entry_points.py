@@ -39,15 +39,28 @@ def test_legacy_flags_format_the_prompt_as_the_original_script(llama_server, sta
     assert "\n" not in reply.choices[0].message.content  # the --stop marker ends the answer
 
 
-def _children(pid: int) -> list[int]:
-    children = []
+def _descendants(pid: int) -> list[int]:
+    """Every process under `pid` (children, theirs, ...), however they left its session."""
+    parents = {}
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                children.append(int(entry.name))
+            if entry.name.isdigit():
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, IndexError):
             continue
-    return children
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
@@ -61,8 +74,8 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
 
     from ..servers import free_port, wait_until
 
-    llama_port, port = free_port(), free_port()
-    env = {**os.environ, "LLAMA_PORT": str(llama_port), "PORT": str(port), **provisioned}
+    port = free_port()
+    env = {**os.environ, "PORT": str(port), **provisioned}
     # Started as a terminal starts it, with SIGINT at its default: a suite run in the background
     # (`scripts/test &`) ignores SIGINT, every child inherits that, and a shell cannot trap a signal
     # ignored when it started.
@@ -73,8 +86,11 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
     try:
         wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).ok, script,
                    "scripts/run", timeout=120)
-        started = _children(script.pid)  # llama-server and the proxy (and their children)
-        assert len(started) == 2
+        reply = requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120,
+                              json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+        assert reply.status_code == 200, reply.text
+        started = _descendants(script.pid)  # the proxy, its workers, its supervisor and the llama-server it started
+        assert sum("llama-server" in _command(pid) for pid in started) == 1
         script.send_signal(getattr(signal, signal_name))
         assert script.wait(timeout=30) != 0
         deadline = time.monotonic() + 5

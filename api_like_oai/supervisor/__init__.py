@@ -1,0 +1,13 @@
+"""Models on demand: the only code that starts or stops processes.
+
+The supervisor is one process per proxy instance (started by server.serve before gunicorn's workers,
+and ended with it). It owns every llama-server child and the scheduling state; the workers ask it over
+a Unix socket for a lease on a ready model (client.py) and hold the lease while they use the model.
+
+    spec.py       what to run for a model: its llama-server command lines, budget settings (pure data)
+    footprint.py  a model's memory estimate from its GGUF file
+    plan.py       which models to start, drain or stop, given the budget (pure: state in, actions out)
+    process.py    one llama-server child: spawn (parent-death signal), health while starting, stop, logs
+    service.py    the supervisor process: the run loop, the socket, leases, queues, events
+    client.py     the workers' side of the socket: acquire a lease, status, load, unload, events, logs
+"""

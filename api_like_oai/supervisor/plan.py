@@ -1,0 +1,119 @@
+"""Which models to start, drain or stop (pure: the supervisor's state in, actions out; no I/O, no clock).
+
+The rules, llama-swap's and more:
+- a model with a request in flight is never stopped: to make room it is *drained* (it takes no new
+  requests; they queue behind the swap) and stopped once its last request ended;
+- the waiting models are served in the order of their oldest waiting request, and all of a model's
+  waiting requests go together when it is ready (A B A B arriving is served A A B B: swaps collated);
+- room is made by evicting loaded, unpinned models, idle ones first, least recently used first; only
+  as many as the budget (memory in MiB, and the count of loaded models) needs;
+- a model that can never fit (more than the budget, or more than what pinned models leave) is refused;
+- an idle model past its TTL is stopped;
+- one swap at a time: while models are being stopped to make room, nothing else starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Where a model is in its life. "stopping" and "loading" hold their memory like "loaded" does.
+UNLOADED, LOADING, LOADED, STOPPING, FAILED = "unloaded", "loading", "loaded", "stopping", "failed"
+HOLDING_MEMORY = (LOADING, LOADED, STOPPING)
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """One launched model as the planner sees it."""
+
+    name: str
+    footprint_mib: int                 # all replicas
+    status: str = UNLOADED
+    in_flight: int = 0                 # leases held
+    last_used: float = 0.0             # when its last request ended (or started, while in flight)
+    waiting_since: float | None = None  # its oldest queued request's arrival, if any wait
+    draining: bool = False             # to be stopped once idle; takes no new requests
+    pinned: bool = False
+    ttl: float = 0.0                   # idle seconds before it is stopped; 0: never
+    retry_at: float = 0.0              # a failed start is not retried before this
+
+
+@dataclass(frozen=True)
+class Budget:
+    memory_mib: int
+    max_loaded: int | None = None
+
+
+@dataclass
+class Actions:
+    """What to do now: start these, stop these (idle), drain these (busy), refuse their waiters."""
+
+    start: list[str] = field(default_factory=list)
+    stop: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)       # of those stopped or drained: to make room
+    drain: list[str] = field(default_factory=list)
+    refuse: dict[str, str] = field(default_factory=dict)   # model -> why
+
+
+def decide(models: list[ModelState], budget: Budget, now: float) -> Actions:
+    """The actions that bring `models` closer to serving every waiting request within `budget`."""
+    actions = Actions()
+    by_name = {model.name: model for model in models}
+    for model in models:
+        if model.status == LOADED and model.in_flight == 0 and (model.draining or _expired(model, now)):
+            actions.stop.append(model.name)
+    if actions.stop or any(m.status == STOPPING or (m.draining and m.in_flight) for m in models):
+        return actions   # a swap is under way: memory is free only once its processes are gone
+    holding = [m for m in models if m.status in HOLDING_MEMORY]
+    for waiting in sorted((m for m in models if _needs_start(m, now)), key=lambda m: m.waiting_since):
+        why_never = _never_fits(waiting, models, budget)
+        if why_never:
+            actions.refuse[waiting.name] = why_never
+            continue
+        evict = _evictions(waiting, holding, budget)
+        if evict is None:
+            break                       # it fits only once models now loading are done: wait
+        if not evict:
+            actions.start.append(waiting.name)
+            holding.append(waiting)
+            continue
+        for name in evict:
+            (actions.drain if by_name[name].in_flight else actions.stop).append(name)
+        actions.evicted.extend(evict)
+        break
+    return actions
+
+
+def _expired(model: ModelState, now: float) -> bool:
+    return model.ttl > 0 and now - model.last_used >= model.ttl
+
+
+def _needs_start(model: ModelState, now: float) -> bool:
+    return model.waiting_since is not None and model.status in (UNLOADED, FAILED) and now >= model.retry_at
+
+
+def _never_fits(model: ModelState, models: list[ModelState], budget: Budget) -> str | None:
+    if model.footprint_mib > budget.memory_mib:
+        return (f"model {model.name!r} needs about {model.footprint_mib} MiB, more than the whole memory "
+                f"budget of {budget.memory_mib} MiB (--memory-budget; or set its memory: by hand)")
+    pinned = [m for m in models if m.pinned and m.status in HOLDING_MEMORY and m.name != model.name]
+    if not model.pinned and model.footprint_mib + sum(m.footprint_mib for m in pinned) > budget.memory_mib:
+        return (f"model {model.name!r} needs about {model.footprint_mib} MiB and the pinned models "
+                f"{', '.join(m.name for m in pinned)} hold {sum(m.footprint_mib for m in pinned)} MiB "
+                f"of the {budget.memory_mib} MiB budget")
+    return None
+
+
+def _evictions(model: ModelState, holding: list[ModelState], budget: Budget) -> list[str] | None:
+    """The fewest models to evict (idle first, least recently used first) for `model` to fit; None
+    when even evicting every evictable one is not enough (models still loading hold the rest)."""
+    candidates = sorted((m for m in holding if m.status == LOADED and not m.pinned),
+                        key=lambda m: (m.in_flight > 0, m.last_used))
+    used, count = sum(m.footprint_mib for m in holding), len(holding)
+    evict: list[str] = []
+    for candidate in [None, *candidates]:
+        if candidate is not None:
+            evict.append(candidate.name)
+            used, count = used - candidate.footprint_mib, count - 1
+        if used + model.footprint_mib <= budget.memory_mib and (budget.max_loaded is None or count < budget.max_loaded):
+            return evict
+    return None

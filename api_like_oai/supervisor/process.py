@@ -1,0 +1,143 @@
+"""One llama-server child of the supervisor: spawned so that it dies with the supervisor (a parent-death
+signal, and a session of its own so a terminal's Ctrl-C reaches the proxy, not it), health-checked
+while it starts, stopped with SIGTERM then SIGKILL; its output logged with its name and its last
+lines kept for error messages and /v1/internal/model/logs."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import time
+from collections import deque
+
+log = logging.getLogger("api_like_oai.supervisor")
+
+LOG_LINES_KEPT = 200
+HEALTH_POLL_SECONDS = 0.02   # llama-server answers /health in microseconds: poll often, start sooner
+PR_SET_PDEATHSIG = 1
+
+
+class StartFailed(Exception):
+    """A child that exited or timed out while starting; the message carries its last log lines."""
+
+
+class Child:
+    """One replica's llama-server process."""
+
+    def __init__(self, label: str, argv: list[str], env: dict[str, str], port: int):
+        self.label, self.argv, self.env, self.port = label, argv, env, port
+        self.lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self.process: asyncio.subprocess.Process | None = None
+        self.stopping = False
+        self._reader: asyncio.Task | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.process.returncode if self.process else None
+
+    async def spawn(self) -> None:
+        parent = os.getpid()
+        self.process = await asyncio.create_subprocess_exec(
+            *self.argv, env={**os.environ, **self.env}, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            preexec_fn=lambda: _die_with(parent), start_new_session=True)
+        self._reader = asyncio.create_task(self._read_output())
+        log.info("[%s] started (pid %d): %s", self.label, self.process.pid, " ".join(self.argv))
+
+    async def wait_ready(self, timeout: float, on_stage=None) -> None:
+        """Until /health answers 200; StartFailed if the process exits first or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        stage = None
+        while time.monotonic() < deadline:
+            if self.process.returncode is not None:
+                await self._drain_output()
+                raise StartFailed(f"llama-server for {self.label} exited with code {self.process.returncode} "
+                                  f"while starting; its last lines:\n{self.tail(20)}")
+            status, body = await http_request(self.port, "GET", "/health")
+            if status == 200:
+                return
+            now_stage = "loading model" if status == 503 else "starting"
+            if on_stage and now_stage != stage:
+                stage = now_stage
+                on_stage(stage)
+            await asyncio.sleep(HEALTH_POLL_SECONDS)
+        raise StartFailed(f"llama-server for {self.label} was not ready after {timeout:g} s (load_timeout); "
+                          f"its last lines:\n{self.tail(20)}")
+
+    async def stop(self, timeout: float) -> None:
+        """SIGTERM, then SIGKILL after `timeout` seconds; returns once the process is gone."""
+        self.stopping = True
+        if self.process is None or self.process.returncode is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.process.wait(), timeout)
+        except asyncio.TimeoutError:
+            log.warning("[%s] did not stop within %g s of SIGTERM: killed", self.label, timeout)
+            self.process.kill()
+            await self.process.wait()
+        await self._drain_output()
+
+    def kill_now(self) -> None:
+        """SIGKILL without waiting: the supervisor itself is going away."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+
+    def tail(self, count: int) -> str:
+        return "\n".join(list(self.lines)[-count:])
+
+    async def _read_output(self) -> None:
+        stream = self.process.stdout
+        while True:
+            line = await stream.readline()
+            if not line:
+                return
+            text = line.decode("utf-8", "replace").rstrip()
+            self.lines.append(text)
+            log.info("[%s] %s", self.label, text)
+
+    async def _drain_output(self) -> None:
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._reader), 2)
+            except asyncio.TimeoutError:
+                pass
+
+
+def _die_with(parent: int) -> None:
+    """In the child before exec: be killed when the supervisor dies, however it dies (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:   # the supervisor died before prctl took effect
+        os._exit(1)
+
+
+async def http_request(port: int, method: str, path: str, body: bytes = b"", timeout: float = 5.0) -> tuple[int, bytes]:
+    """(status, body) of one HTTP/1.1 request to 127.0.0.1:`port`; (0, b"") if it cannot connect."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return 0, b""
+    try:
+        head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        writer.write(head.encode() + body)
+        answer = await asyncio.wait_for(reader.read(), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return 0, b""
+    finally:
+        writer.close()
+    status_line, _, rest = answer.partition(b"\r\n")
+    parts = status_line.split()
+    status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    return status, rest.partition(b"\r\n\r\n")[2]

@@ -1,0 +1,444 @@
+"""The supervisor process: one asyncio run loop owns every launched model's state and children (no
+locks: every change happens on the loop, and after each one `reconsider` asks plan.decide what to do).
+
+Workers talk to it over a Unix socket, one JSON line per request on a connection of its own:
+    {"op": "acquire", "model": m}  -> {"wait": stage}* then {"ok": true, "urls": [...]} or
+                                      {"error": msg, "status": 503|429|404, "retry_after": s};
+                                      the connection is then the lease: its end releases it
+    {"op": "load", "model": m, "args": [...]?}, {"op": "unload", "model": m}  -> {"status": ...}
+    {"op": "status"} -> {"models": {name: status}}; {"op": "logs", "model": m} -> {"lines": [...]}
+    {"op": "events"} -> one {"event": ...} line per change, until the worker closes it
+
+A lease is a live connection, so a worker that dies or a client that goes away can never strand a
+model's in-flight count (llama-swap's rule: count only a caller that holds the handler).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import string
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from . import plan
+from .process import Child, StartFailed, http_request
+from .spec import LaunchSpec, SupervisorSettings
+
+log = logging.getLogger("api_like_oai.supervisor")
+
+TICK_SECONDS = 1.0           # TTLs and retry times are looked at this often
+MAX_BACKOFF_SECONDS = 60.0
+RETRY_AFTER_FULL_SECONDS = 5
+
+
+@dataclass
+class Waiter:
+    arrived: float
+    granted: asyncio.Future
+
+
+@dataclass
+class Managed:
+    """One launched model's state, owned by the run loop."""
+
+    spec: LaunchSpec
+    footprint_mib: int
+    status: str = plan.UNLOADED
+    stage: str | None = None              # what a load is doing now
+    children: list[Child | None] = field(default_factory=list)
+    in_flight: int = 0
+    last_used: float = 0.0
+    waiters: deque = field(default_factory=deque)
+    draining: bool = False
+    failures: int = 0
+    retry_at: float = 0.0
+    error: str | None = None
+    exit_code: int | None = None
+    extra_args: tuple[str, ...] = ()      # from a load request's "args"
+    loads: int = 0
+    load_seconds: float = 0.0
+    evictions: int = 0
+
+    def ready_urls(self) -> list[str]:
+        return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
+
+    def view(self) -> plan.ModelState:
+        return plan.ModelState(self.spec.name, self.footprint_mib, self.status, self.in_flight, self.last_used,
+                               self.waiters[0].arrived if self.waiters else None, self.draining,
+                               self.spec.pinned, self.spec.ttl, self.retry_at)
+
+    def status_dict(self) -> dict:
+        status = {"value": self.status if self.status != plan.STOPPING else plan.LOADED,
+                  "memory_mib": self.footprint_mib, "replicas": len(self.spec.ports), "upstreams": list(self.spec.urls),
+                  "ready": len(self.ready_urls()) if self.status == plan.LOADED else 0,
+                  "in_flight": self.in_flight, "queued": len(self.waiters), "pinned": self.spec.pinned,
+                  "ttl": self.spec.ttl, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
+                  "evictions": self.evictions, "failures": self.failures}
+        if self.status == plan.STOPPING:
+            status["stopping"] = True
+        if self.stage:
+            status["stage"] = self.stage
+        if self.status == plan.FAILED:
+            status |= {"failed": True, "exit_code": self.exit_code, "error": self.error}
+        if self.extra_args:
+            status["args"] = list(self.extra_args)
+        return status
+
+
+class Supervisor:
+    def __init__(self, settings: SupervisorSettings, footprints: dict[str, int]):
+        self.settings = settings
+        self.budget = plan.Budget(settings.memory_budget_mib, settings.max_loaded)
+        self.models = {spec.name: Managed(spec, footprints[spec.name]) for spec in settings.models}
+        self.subscribers: list[asyncio.Queue] = []
+        # llama-server reads its image marker from here (LLAMA_MEDIA_MARKER) instead of drawing one per start
+        alphabet = string.ascii_letters + string.digits
+        self.media_marker = "<__media_" + "".join(secrets.choice(alphabet) for _ in range(32)) + "__>"
+
+    # --- the decisions -----------------------------------------------------------------------
+
+    def reconsider(self) -> None:
+        actions = plan.decide([m.view() for m in self.models.values()], self.budget, time.monotonic())
+        for name, why in actions.refuse.items():
+            self._fail_waiters(self.models[name], why, 503)
+        for name in actions.drain:
+            self.models[name].draining = True
+            self.models[name].evictions += 1
+            log.info("model %s: draining to make room (%d in flight)", name, self.models[name].in_flight)
+        for name in actions.stop:
+            model = self.models[name]
+            model.evictions += name in actions.evicted
+            model.status = plan.STOPPING
+            asyncio.get_running_loop().create_task(self._stop(model))
+        for name in actions.start:
+            model = self.models[name]
+            model.status, model.stage = plan.LOADING, "starting"
+            self.emit(model)
+            asyncio.get_running_loop().create_task(self._start(model))
+
+    # --- leases ------------------------------------------------------------------------------
+
+    async def acquire(self, name: str, say) -> list[str]:
+        """The ready URLs of model `name` once it is loaded; the caller then holds a lease (in_flight)."""
+        model = self._model(name)
+        if model.status == plan.LOADED and not model.draining and model.ready_urls():
+            return self._grant(model)
+        if model.status == plan.FAILED and time.monotonic() < model.retry_at:
+            raise SupervisorError(model.error or "the model failed", 503, max(1, round(model.retry_at - time.monotonic())))
+        if len(model.waiters) >= model.spec.queue_limit:
+            raise SupervisorError(f"too many requests are waiting for model {name!r} "
+                                  f"({model.spec.queue_limit}, its queue_limit)", 429, RETRY_AFTER_FULL_SECONDS)
+        waiter = Waiter(time.monotonic(), asyncio.get_running_loop().create_future())
+        model.waiters.append(waiter)
+        await say({"wait": model.stage or "queued"})
+        self.reconsider()
+        try:
+            return await waiter.granted
+        except asyncio.CancelledError:
+            if waiter in model.waiters:
+                model.waiters.remove(waiter)
+            if waiter.granted.done() and not waiter.granted.cancelled() and waiter.granted.exception() is None:
+                self.release(name)   # granted just as the caller went away
+            raise
+
+    def _grant(self, model: Managed) -> list[str]:
+        model.in_flight += 1
+        model.last_used = time.monotonic()
+        return model.ready_urls()
+
+    def release(self, name: str) -> None:
+        model = self.models[name]
+        model.in_flight -= 1
+        model.last_used = time.monotonic()
+        if model.in_flight == 0:
+            self.reconsider()
+
+    def _grant_waiters(self, model: Managed) -> None:
+        while model.waiters:
+            waiter = model.waiters.popleft()
+            if not waiter.granted.done():
+                waiter.granted.set_result(self._grant(model))
+
+    def _fail_waiters(self, model: Managed, message: str, status: int, retry_after: int | None = None) -> None:
+        while model.waiters:
+            waiter = model.waiters.popleft()
+            if not waiter.granted.done():
+                waiter.granted.set_exception(SupervisorError(message, status, retry_after))
+
+    def _model(self, name: str) -> Managed:
+        if name not in self.models:
+            raise SupervisorError(f"model {name!r} is not one the proxy starts; known: {', '.join(sorted(self.models))}", 404)
+        return self.models[name]
+
+    # --- load and unload on request -----------------------------------------------------------
+
+    async def load(self, name: str, args: list[str] | None, say) -> dict:
+        model = self._model(name)
+        if args is not None and tuple(args) != model.extra_args:
+            await self.unload(name)
+            model.extra_args = tuple(args)
+        await self.acquire(name, say)
+        self.release(name)
+        return model.status_dict()
+
+    async def unload(self, name: str) -> dict:
+        model = self._model(name)
+        if model.status in (plan.LOADING, plan.LOADED) and not model.draining:
+            model.draining = True
+            self.reconsider()
+        while model.status in (plan.LOADING, plan.LOADED, plan.STOPPING):
+            await self._next_change()
+        return model.status_dict()
+
+    async def _next_change(self) -> None:
+        queue: asyncio.Queue = asyncio.Queue()
+        self.subscribers.append(queue)
+        try:
+            await queue.get()
+        finally:
+            self.subscribers.remove(queue)
+
+    # --- starting and stopping ----------------------------------------------------------------
+
+    async def _start(self, model: Managed) -> None:
+        spec, began = model.spec, time.monotonic()
+        slot_dir = self.settings.slot_dir if spec.slot_save else None
+        env = {"LLAMA_MEDIA_MARKER": self.media_marker, **spec.env}
+        model.children = [Child(f"{spec.name}/{replica}", spec.argv(self.settings.llama_server, replica, slot_dir,
+                                                                   model.extra_args), env, spec.ports[replica])
+                          for replica in range(len(spec.ports))]
+        try:
+            for child in model.children:
+                await child.spawn()
+            await asyncio.gather(*(child.wait_ready(spec.load_timeout, lambda stage: self._stage(model, stage))
+                                   for child in model.children))
+            if slot_dir:
+                self._stage(model, "restoring slots")
+                await asyncio.gather(*(self._slots(child, "restore", spec.name, n) for n, child in enumerate(model.children)))
+        except (StartFailed, OSError) as exc:
+            await self._failed_start(model, str(exc))
+            return
+        for child in model.children:
+            asyncio.get_running_loop().create_task(self._watch(model, child))
+        model.status, model.stage, model.error, model.failures = plan.LOADED, None, None, 0
+        model.loads += 1
+        model.load_seconds += time.monotonic() - began
+        log.info("model %s: loaded in %.2f s", spec.name, time.monotonic() - began)
+        self.emit(model)
+        self._grant_waiters(model)
+        self.reconsider()
+
+    async def _failed_start(self, model: Managed, message: str) -> None:
+        for child in model.children:
+            await child.stop(self.settings.stop_timeout)
+        model.exit_code = next((c.exit_code for c in model.children if c.exit_code not in (None, 0, -15)), None)
+        self._mark_failed(model, message)
+        self._fail_waiters(model, message, 503, round(model.retry_at - time.monotonic()))
+        self.reconsider()
+
+    def _mark_failed(self, model: Managed, message: str) -> None:
+        model.failures += 1
+        model.status, model.stage, model.error, model.draining = plan.FAILED, None, message, False
+        # the first failure is retried by the next request at once; then 1, 2, 4 ... 60 s apart
+        model.retry_at = time.monotonic() + (min(2 ** (model.failures - 2), MAX_BACKOFF_SECONDS) if model.failures > 1 else 0)
+        log.warning("model %s failed: %s", model.spec.name, message)
+        self.emit(model)
+
+    async def _watch(self, model: Managed, child: Child) -> None:
+        """A replica that exits without being asked to: the model is failed once no replica is left
+        (restarted by the next request, after a backoff); its leases fail on their own connections."""
+        await child.process.wait()
+        if child.stopping:
+            return
+        log.warning("[%s] exited unexpectedly with code %s", child.label, child.exit_code)
+        if model.status == plan.LOADED and not model.ready_urls():
+            model.exit_code = child.exit_code
+            self._mark_failed(model, f"llama-server for {child.label} exited with code {child.exit_code}; "
+                                     f"its last lines:\n{child.tail(20)}")
+            self.reconsider()
+        else:
+            self.emit(model)
+
+    async def _stop(self, model: Managed) -> None:
+        self._stage(model, "stopping")
+        if model.spec.slot_save and self.settings.slot_dir:
+            await asyncio.gather(*(self._slots(child, "save", model.spec.name, n)
+                                   for n, child in enumerate(model.children) if child))
+        await asyncio.gather(*(child.stop(self.settings.stop_timeout) for child in model.children if child))
+        model.status, model.stage, model.draining = plan.UNLOADED, None, False
+        log.info("model %s: unloaded", model.spec.name)
+        self.emit(model)
+        self.reconsider()
+
+    async def _slots(self, child: Child, action: str, name: str, replica: int) -> None:
+        """Save or restore every slot's KV cache of one replica (llama-server's --slot-save-path)."""
+        status, body = await http_request(child.port, "GET", "/slots")
+        slots = json.loads(body) if status == 200 else []
+        for slot in slots:
+            filename = f"{name}-{replica}-{slot['id']}.bin"
+            if action == "restore" and not os.path.exists(os.path.join(self.settings.slot_dir, filename)):
+                continue
+            status, body = await http_request(child.port, "POST", f"/slots/{slot['id']}?action={action}",
+                                              json.dumps({"filename": filename}).encode(), timeout=60)
+            if status != 200:
+                log.warning("[%s] slot %s %s: %d %s", child.label, slot["id"], action, status, body[:200])
+
+    def _stage(self, model: Managed, stage: str) -> None:
+        model.stage = stage
+        self.emit(model)
+
+    async def stop_all(self) -> None:
+        await asyncio.gather(*(child.stop(self.settings.stop_timeout)
+                               for model in self.models.values() for child in model.children if child))
+
+    # --- what is going on ----------------------------------------------------------------------
+
+    def emit(self, model: Managed) -> None:
+        event = {"model": model.spec.name, "status": model.status_dict(), "time": time.time()}
+        for queue in self.subscribers:
+            queue.put_nowait(event)
+
+    def status(self) -> dict:
+        return {"models": {name: model.status_dict() for name, model in self.models.items()},
+                "memory_budget_mib": self.budget.memory_mib, "max_loaded": self.budget.max_loaded}
+
+    def logs(self, name: str) -> list[str]:
+        model = self._model(name)
+        return [line for child in model.children if child for line in child.lines]
+
+
+class SupervisorError(Exception):
+    def __init__(self, message: str, status: int, retry_after: int | None = None):
+        super().__init__(message)
+        self.message, self.status, self.retry_after = message, status, retry_after
+
+    def to_dict(self) -> dict:
+        return {"error": self.message, "status": self.status, "retry_after": self.retry_after}
+
+
+# --- the socket -------------------------------------------------------------------------------
+
+
+class Connection:
+    """One worker's connection: a request line in, answer lines out. Its end (EOF) is watched from the
+    first line on: a worker that hangs up cancels what it waited for, or releases what it held."""
+
+    def __init__(self, supervisor: Supervisor, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.supervisor, self.reader, self.writer = supervisor, reader, writer
+        self.hung_up: asyncio.Future | None = None
+
+    async def say(self, message: dict) -> None:
+        self.writer.write(json.dumps(message).encode() + b"\n")
+        await self.writer.drain()
+
+    async def serve(self) -> None:
+        try:
+            request = json.loads(await self.reader.readline() or b"{}")
+            self.hung_up = asyncio.ensure_future(self.reader.read())   # the one reader from here on
+            await self._answer(request)
+        except SupervisorError as exc:
+            await self._say_quietly(exc.to_dict())
+        except (ConnectionError, json.JSONDecodeError):
+            pass
+        finally:
+            if self.hung_up is not None:
+                self.hung_up.cancel()
+            self.writer.close()
+
+    async def _say_quietly(self, message: dict) -> None:
+        try:
+            await self.say(message)
+        except ConnectionError:
+            pass
+
+    async def _answer(self, request: dict) -> None:
+        op, name, supervisor = request.get("op"), request.get("model"), self.supervisor
+        if op == "acquire":
+            await self._lease(name)
+        elif op == "status":
+            await self.say(supervisor.status())
+        elif op == "logs":
+            await self.say({"lines": supervisor.logs(name)})
+        elif op == "load":
+            await self.say({"status": await self._until_gone(supervisor.load(name, request.get("args"), self.say))})
+        elif op == "unload":
+            await self.say({"status": await self._until_gone(supervisor.unload(name))})
+        elif op == "events":
+            await self._events()
+
+    async def _until_gone(self, work):
+        """`work`'s result, or cancelled if the worker hangs up first (a client that went away)."""
+        task = asyncio.ensure_future(work)
+        done, _ = await asyncio.wait({task, self.hung_up}, return_when=asyncio.FIRST_COMPLETED)
+        if task not in done:
+            task.cancel()
+            raise ConnectionError("the worker hung up")
+        return task.result()
+
+    async def _lease(self, name: str) -> None:
+        urls = await self._until_gone(self.supervisor.acquire(name, self.say))
+        try:
+            await self.say({"ok": True, "urls": urls})
+            await self.hung_up   # the lease lasts as long as the connection
+        finally:
+            self.supervisor.release(name)
+
+    async def _events(self) -> None:
+        queue: asyncio.Queue = asyncio.Queue()
+        self.supervisor.subscribers.append(queue)
+        try:
+            await self.say({"event": self.supervisor.status()})
+            while True:
+                await self.say({"event": await self._until_gone(queue.get())})
+        finally:
+            self.supervisor.subscribers.remove(queue)
+
+
+async def run(settings: SupervisorSettings, socket_path: str, footprints: dict[str, int]) -> None:
+    supervisor = Supervisor(settings, footprints)
+    server = await asyncio.start_unix_server(
+        lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=socket_path)
+    loop = asyncio.get_running_loop()
+    ended = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, ended.set)
+    loop.add_reader(sys.stdin.fileno(), lambda: _parent_gone(ended))
+    for spec in settings.models:
+        if spec.preload:
+            loop.create_task(_preload(supervisor, spec.name))
+    ticker = loop.create_task(_tick(supervisor))
+    print("ready", flush=True)   # the parent waits for this line before it starts the workers
+    await ended.wait()
+    ticker.cancel()
+    server.close()
+    await supervisor.stop_all()
+
+
+def _parent_gone(ended: asyncio.Event) -> None:
+    """stdin is the parent's pipe: its end (EOF) means the proxy is gone, however it went."""
+    if not os.read(sys.stdin.fileno(), 4096):
+        asyncio.get_running_loop().remove_reader(sys.stdin.fileno())
+        ended.set()
+
+
+async def _preload(supervisor: Supervisor, name: str) -> None:
+    async def quiet(_message):
+        return None
+
+    try:
+        await supervisor.load(name, None, quiet)
+    except SupervisorError as exc:
+        log.warning("model %s: preload failed: %s", name, exc.message)
+
+
+async def _tick(supervisor: Supervisor) -> None:
+    while True:
+        await asyncio.sleep(TICK_SECONDS)
+        supervisor.reconsider()

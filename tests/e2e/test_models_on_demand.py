@@ -1,0 +1,272 @@
+"""Models on demand against real llama-server processes the proxy starts itself: SmolLM2 under
+several names with different contexts, and budgets too small for two of them at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from ..conftest import openai_client
+from ..servers import Proxy, stop, wait_until
+
+HELLO = [{"role": "user", "content": "Say hello."}]
+
+
+def llama_servers_on(port: int) -> list[int]:
+    """The pids of llama-server processes listening on `port` (by their command line)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"llama-server") and b"--port" in argv \
+                and argv[argv.index(b"--port") + 1] == str(port).encode():
+            found.append(int(entry.name))
+    return found
+
+
+def status(proxy: Proxy, model: str) -> dict:
+    return requests.get(f"{proxy.url}/v1/models/{model}", timeout=10).json()["status"]
+
+
+def wait_for_status(proxy: Proxy, model: str, value: str, timeout: float = 60) -> dict:
+    wait_until(lambda: status(proxy, model)["value"] == value, proxy.process, f"{model} {value}", timeout)
+    return status(proxy, model)
+
+
+def chat(proxy: Proxy, model: str, stream: bool = False, **fields) -> requests.Response:
+    body = {"model": model, "messages": HELLO, "max_tokens": 8, "stream": stream, **fields}
+    return requests.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=180)
+
+
+@pytest.fixture
+def launch(provisioned, tmp_path):
+    """Start the proxy with `config` (YAML text, $MODEL standing for the bundled model) and flags; every
+    proxy is stopped after the test, and the test fails if a llama-server it started outlives it."""
+    started: list[Proxy] = []
+
+    def start(config: str, *flags: str) -> Proxy:
+        path = tmp_path / f"config-{len(started)}.yaml"
+        path.write_text(config.replace("$MODEL", provisioned["MODEL"]))
+        proxy = Proxy(["--config", str(path), "--llama-server", provisioned["LLAMA_SERVER"], *flags]).start()
+        started.append(proxy)
+        return proxy
+
+    yield start
+    ports = [port for proxy in started for port in _ports(proxy)]
+    stop(*(proxy.process for proxy in started if proxy.process))
+    deadline = time.monotonic() + 10
+    while any(llama_servers_on(port) for port in ports) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [port for port in ports if llama_servers_on(port)] == [], "a llama-server outlived the proxy"
+
+
+def _ports(proxy: Proxy) -> list[int]:
+    """The ports of every replica of every model `proxy` starts."""
+    try:
+        cards = requests.get(f"{proxy.url}/v1/models", timeout=5).json()["data"]
+    except (requests.RequestException, ValueError, KeyError):
+        return []
+    return [port_of(url) for card in cards if "status" in card for url in card["status"]["upstreams"]]
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def model_port(proxy: Proxy, model: str) -> int:
+    return port_of(status(proxy, model)["upstreams"][0])
+
+
+TWO_MODELS = """
+models:
+  smol-a:
+    model: $MODEL
+    args: [--ctx-size, "2048", --parallel, "2", --threads, "1"]
+    memory: 300
+  smol-b:
+    model: $MODEL
+    args: [--ctx-size, "1024", --parallel, "1", --threads, "1"]
+    memory: 300
+"""
+
+
+def test_concurrent_first_requests_start_exactly_one_process(launch):
+    proxy = launch(TWO_MODELS, "--memory-budget", "1000")
+    assert status(proxy, "smol-a")["value"] == "unloaded"
+    with ThreadPoolExecutor(20) as pool:
+        replies = list(pool.map(lambda _: chat(proxy, "smol-a"), range(20)))
+    assert [reply.status_code for reply in replies] == [200] * 20
+    loaded = status(proxy, "smol-a")
+    assert loaded["value"] == "loaded" and loaded["loads"] == 1
+    port = model_port(proxy, "smol-a")
+    assert len(llama_servers_on(port)) == 1
+
+
+def test_alternating_models_under_a_budget_for_one_are_all_answered_and_swaps_collated(launch):
+    proxy = launch(TWO_MODELS, "--memory-budget", "400")
+    client = openai_client(proxy.url)
+
+    def streamed(model: str) -> str:
+        chunks = list(client.chat.completions.create(model=model, messages=HELLO, max_tokens=8, stream=True))
+        return next(c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason)
+
+    order = ["smol-a", "smol-b"] * 8
+    with ThreadPoolExecutor(8) as pool:
+        finishes = list(pool.map(streamed, order))
+    assert all(finish in ("stop", "length") for finish in finishes)   # every stream ended whole
+    a, b = status(proxy, "smol-a"), status(proxy, "smol-b")
+    assert a["evictions"] + b["evictions"] >= 1
+    assert a["loads"] + b["loads"] < len(order)       # collated: far fewer loads than requests
+    assert [a["value"], b["value"]].count("loaded") <= 1   # never both in a budget for one
+
+
+def test_idle_model_is_unloaded_after_its_ttl(launch):
+    proxy = launch(TWO_MODELS.replace("memory: 300\n  smol-b", "memory: 300\n    ttl: 2\n  smol-b"))
+    assert chat(proxy, "smol-a").status_code == 200
+    assert status(proxy, "smol-a")["value"] == "loaded"
+    wait_for_status(proxy, "smol-a", "unloaded", timeout=15)
+
+
+def test_a_killed_child_is_restarted_by_the_next_request(launch):
+    proxy = launch(TWO_MODELS)
+    assert chat(proxy, "smol-b").status_code == 200
+    port = model_port(proxy, "smol-b")
+    [pid] = llama_servers_on(port)
+    os.kill(pid, signal.SIGKILL)
+    failed = wait_for_status(proxy, "smol-b", "failed", timeout=15)
+    assert failed["exit_code"] == -9
+    reply = chat(proxy, "smol-b")
+    assert reply.status_code == 200, reply.text
+    assert status(proxy, "smol-b")["loads"] == 2
+
+
+def test_sigkill_of_the_proxy_leaves_no_llama_server(launch):
+    proxy = launch(TWO_MODELS)
+    assert chat(proxy, "smol-a").status_code == 200
+    port = model_port(proxy, "smol-a")
+    assert llama_servers_on(port)
+    proxy.process.send_signal(signal.SIGKILL)
+    proxy.process.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while llama_servers_on(port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert llama_servers_on(port) == []
+
+
+@pytest.mark.parametrize(("setting", "in_message"), [
+    ("model: /nonexistent/model.gguf\n    memory: 100", "exited with code"),
+    ("model: $MODEL\n    args: [--no-such-flag]", "--no-such-flag"),
+])
+def test_a_model_that_cannot_start_is_a_503_with_its_log_lines(launch, setting, in_message):
+    proxy = launch(f"models:\n  broken:\n    {setting}\n")
+    reply = chat(proxy, "broken")
+    assert reply.status_code == 503
+    message = reply.json()["error"]["message"]
+    assert in_message in message and "last lines" in message
+    assert status(proxy, "broken")["value"] == "failed"
+    logs = requests.get(f"{proxy.url}/v1/internal/model/logs", params={"model": "broken"}, timeout=10).json()
+    assert logs["lines"]
+
+
+def test_a_model_larger_than_the_budget_is_refused_at_once_naming_both(launch):
+    proxy = launch(TWO_MODELS.replace("memory: 300\n  smol-b", "memory: 90000\n  smol-b"), "--memory-budget", "1000")
+    started = time.monotonic()
+    reply = chat(proxy, "smol-a")
+    assert reply.status_code == 503 and time.monotonic() - started < 5
+    assert "90000 MiB" in reply.json()["error"]["message"] and "1000 MiB" in reply.json()["error"]["message"]
+    anthropic_reply = requests.post(f"{proxy.url}/v1/messages", timeout=30, json={
+        "model": "smol-a", "max_tokens": 8, "messages": HELLO})
+    assert anthropic_reply.status_code == 529 and anthropic_reply.json()["type"] == "error"
+
+
+def test_load_and_unload_api_and_model_status(launch):
+    proxy = launch(TWO_MODELS, "--memory-budget", "1000")
+    listed = {card["id"]: card for card in requests.get(f"{proxy.url}/v1/models", timeout=10).json()["data"]}
+    assert {name: card["status"]["value"] for name, card in listed.items()} == {"smol-a": "unloaded", "smol-b": "unloaded"}
+    assert listed["smol-a"]["status"]["memory_mib"] == 300
+    loaded = requests.post(f"{proxy.url}/models/load", json={"model": "smol-a"}, timeout=120).json()
+    assert loaded["success"] and loaded["status"]["value"] == "loaded"
+    assert status(proxy, "smol-a")["value"] == "loaded"
+    unloaded = requests.post(f"{proxy.url}/v1/internal/model/unload", json={"model_name": "smol-a"}, timeout=60).json()
+    assert unloaded["status"]["value"] == "unloaded"
+    metrics = requests.get(f"{proxy.url}/metrics", timeout=10).text
+    assert 'api_like_oai_model_loads_total{model="smol-a"} 1.0' in metrics
+
+
+def test_status_events_stream_a_load_through_its_stages(launch):
+    proxy = launch(TWO_MODELS)
+    values = []
+    with requests.get(f"{proxy.url}/v1/internal/models/events", stream=True, timeout=60) as events:
+        lines = events.iter_lines()
+        first = json.loads(next(line for line in lines if line)[len(b"data: "):])
+        assert set(first["models"]) == {"smol-a", "smol-b"}
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(chat, proxy, "smol-a")
+            for line in lines:
+                if line.startswith(b"data: "):
+                    event = json.loads(line[len(b"data: "):])
+                    values.append((event["status"]["value"], event["status"].get("stage")))
+                    if event["status"]["value"] == "loaded":
+                        break
+            assert pending.result().status_code == 200
+    assert values[0] == ("loading", "starting") and values[-1] == ("loaded", None)
+
+
+def test_models_dir_discovers_each_gguf_by_its_stem(provisioned, tmp_path, start_proxy):
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    for name in ("smol-one", "smol-two"):
+        (models_dir / f"{name}.gguf").symlink_to(provisioned["MODEL"])
+    proxy = start_proxy("--models-dir", str(models_dir), "--llama-server", provisioned["LLAMA_SERVER"],
+                        "--llama-args", "--ctx-size 1024 --parallel 1 --threads 1")
+    try:
+        cards = requests.get(f"{proxy.url}/v1/models", timeout=10).json()["data"]
+        listed = {card["id"]: card["status"]["value"] for card in cards}
+        assert listed == {"smol-one": "unloaded", "smol-two": "unloaded"}
+        assert chat(proxy, "smol-two").status_code == 200
+        assert chat(proxy, "no-such-model").status_code == 404
+    finally:
+        proxy.stop()
+
+
+def test_a_full_queue_is_a_429_with_retry_after(launch):
+    proxy = launch(TWO_MODELS.replace("memory: 300\n  smol-b", "memory: 300\n    queue_limit: 1\n  smol-b"))
+    with ThreadPoolExecutor(6) as pool:
+        replies = list(pool.map(lambda _: chat(proxy, "smol-a"), range(6)))
+    statuses = sorted(reply.status_code for reply in replies)
+    assert 200 in statuses and 429 in statuses
+    refused = next(reply for reply in replies if reply.status_code == 429)
+    assert refused.headers["Retry-After"] and refused.json()["error"]["code"] == "model_queue_full"
+
+
+SLOT_SAVE = """
+models:
+  kept:
+    model: $MODEL
+    args: [--ctx-size, "2048", --parallel, "1", --threads, "1"]
+    slot_save: true
+"""
+
+
+def test_the_kv_cache_is_kept_across_an_unload_with_slot_save(launch, tmp_path):
+    proxy = launch(SLOT_SAVE, "--slot-save-dir", str(tmp_path))
+    long_prompt = [{"role": "user", "content": "Remember these words: " + " ".join(f"w{n}" for n in range(300))}]
+
+    def cached_tokens() -> int:
+        reply = chat(proxy, "kept", messages=long_prompt, max_tokens=1, temperature=0)
+        assert reply.status_code == 200, reply.text
+        return reply.json()["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
+
+    cached_tokens()
+    requests.post(f"{proxy.url}/models/unload", json={"model": "kept"}, timeout=60).raise_for_status()
+    assert list(tmp_path.glob("kept-0-*.bin"))
+    assert cached_tokens() > 300   # read back from the saved slot, not computed again
