@@ -65,9 +65,16 @@ def admission() -> Admission:
 
 def hold_model(model) -> None:
     """A model the proxy starts itself is loaded (or swapped in) for this request, and kept until its
-    response is closed: the lease's release is the last thing the response does."""
-    lease = state().supervisor.acquire(model.name)
-    request.environ[ON_CLOSE].append(lease.release)
+    response is closed: the lease's release is the last thing the response does. A streamed request
+    that would wait raises waiting.ModelLoading: its view's wrapper sends keep-alives meanwhile."""
+    from ..supervisor.client import PendingLease
+    from .waiting import GRANTED, WANTS_STREAM, ModelLoading
+
+    environ = request.environ
+    lease = environ.pop(GRANTED, None) or state().supervisor.acquire(model.name, wait=not environ.get(WANTS_STREAM))
+    environ[ON_CLOSE].append(lease.release)
+    if isinstance(lease, PendingLease):
+        raise ModelLoading(lease)
     model.pool.serve_only(lease.urls)
 
 

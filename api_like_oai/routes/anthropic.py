@@ -12,6 +12,7 @@ from flask import Blueprint, jsonify
 from ..dialects.common import set_aside_header
 from ..services.chat import count_prompt_tokens, dialect_answer
 from . import generation_context, parse_dialect, respond, state
+from .waiting import keeps_alive_while_loading
 
 if TYPE_CHECKING:
     from ..dialects.anthropic import CountTokensRequest
@@ -30,6 +31,7 @@ def speaks_anthropic(path: str) -> bool:
 
 
 @bp.post("/v1/messages")
+@keeps_alive_while_loading("anthropic")
 def create():
     from ..dialects.anthropic import MessagesRequest
     from ..dialects.anthropic_shape import MessagesShape

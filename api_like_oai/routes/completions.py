@@ -6,12 +6,14 @@ from ..protocol import CompletionRequest
 from ..services.completions import completion
 from ..services.passthrough import passthrough
 from . import check_limits, generation_context, lookup_model, parse_body, respond
+from .waiting import keeps_alive_while_loading
 
 bp = Blueprint("completions", __name__)
 
 
 @bp.post("/v1/completions")
 @bp.post("/completions")
+@keeps_alive_while_loading("openai")
 def create_completion():
     completion_request = parse_body(CompletionRequest)
     check_limits(completion_request)

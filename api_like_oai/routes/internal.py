@@ -15,14 +15,22 @@ bp = Blueprint("internal", __name__)
 def health():
     """200 when every upstream answers its health check, else 503 saying which does not."""
     upstreams = {}
+    started = state().supervisor.ask("status")["models"] if state().supervisor is not None else {}
     for model in state().registry.models.values():
-        upstreams |= model.check_health()
+        upstreams |= _started_health(started[model.name]) if model.name in started else model.check_health()
     healthy = all(status == "ok" for status in upstreams.values())
     body = {"status": "ok" if healthy else "unavailable", "upstreams": upstreams}
     if not healthy:
         body |= UpstreamUnavailable("upstream not ready: " + "; ".join(
             f"{url}: {status}" for url, status in upstreams.items() if status != "ok")).to_dict()
     return jsonify(body), 200 if healthy else 503
+
+
+def _started_health(status: dict) -> dict[str, str]:
+    """A model the proxy starts is healthy unless it failed: unloaded is its resting state, and loading
+    is what the next request waits for."""
+    state_now = "ok" if status["value"] != "failed" else status.get("error") or "failed"
+    return {url: state_now for url in status["upstreams"]}
 
 
 @bp.route("/api/hello", methods=["GET", "HEAD"])

@@ -8,6 +8,7 @@ from flask import Blueprint, jsonify
 from ..services.chat import count_prompt_tokens, dialect_answer
 from . import generation_context, parse_dialect, respond, state
 from .scope import caller_scope, list_query
+from .waiting import keeps_alive_while_loading
 
 # The dialect and the store's service are imported by the first request that needs them, not at
 # start-up: a worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
@@ -16,6 +17,7 @@ bp = Blueprint("responses", __name__)
 
 
 @bp.post("/v1/responses")
+@keeps_alive_while_loading("responses")
 def create():
     from ..dialects.responses import ResponsesRequest, set_aside_headers
     from ..dialects.responses_tools import at_most

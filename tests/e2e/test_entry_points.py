@@ -90,7 +90,7 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
                               json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
         assert reply.status_code == 200, reply.text
         started = _descendants(script.pid)  # the proxy, its workers, its supervisor and the llama-server it started
-        assert sum("llama-server" in _command(pid) for pid in started) == 1
+        assert sum(_command(pid).split(" ")[0].endswith("llama-server") for pid in started) == 1
         script.send_signal(getattr(signal, signal_name))
         assert script.wait(timeout=30) != 0
         deadline = time.monotonic() + 5

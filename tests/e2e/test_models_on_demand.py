@@ -173,6 +173,7 @@ def test_a_model_that_cannot_start_is_a_503_with_its_log_lines(launch, setting, 
     message = reply.json()["error"]["message"]
     assert in_message in message and "last lines" in message
     assert status(proxy, "broken")["value"] == "failed"
+    assert requests.get(f"{proxy.url}/health", timeout=10).status_code == 503
     logs = requests.get(f"{proxy.url}/v1/internal/model/logs", params={"model": "broken"}, timeout=10).json()
     assert logs["lines"]
 
@@ -193,6 +194,7 @@ def test_load_and_unload_api_and_model_status(launch):
     listed = {card["id"]: card for card in requests.get(f"{proxy.url}/v1/models", timeout=10).json()["data"]}
     assert {name: card["status"]["value"] for name, card in listed.items()} == {"smol-a": "unloaded", "smol-b": "unloaded"}
     assert listed["smol-a"]["status"]["memory_mib"] == 300
+    assert requests.get(f"{proxy.url}/health", timeout=10).status_code == 200   # unloaded is not unhealthy
     loaded = requests.post(f"{proxy.url}/models/load", json={"model": "smol-a"}, timeout=120).json()
     assert loaded["success"] and loaded["status"]["value"] == "loaded"
     assert status(proxy, "smol-a")["value"] == "loaded"
@@ -270,3 +272,33 @@ def test_the_kv_cache_is_kept_across_an_unload_with_slot_save(launch, tmp_path):
     requests.post(f"{proxy.url}/models/unload", json={"model": "kept"}, timeout=60).raise_for_status()
     assert list(tmp_path.glob("kept-0-*.bin"))
     assert cached_tokens() > 300   # read back from the saved slot, not computed again
+
+
+def test_the_memory_estimate_is_the_file_plus_the_kv_cache_for_the_context(provisioned):
+    from api_like_oai.supervisor.configure import launch_spec
+    from api_like_oai.supervisor.footprint import COMPUTE_RESERVE_MIB, estimate_mib
+
+    model = provisioned["MODEL"]
+    small, large = (estimate_mib(launch_spec("m", model, args=["--ctx-size", str(size)])) for size in (1024, 9216))
+    # SmolLM2-135M: 30 layers x 3 KV heads x (64 + 64) x 2 bytes per token of context
+    assert large - small == 8192 * 30 * 3 * 128 * 2 // (1024 * 1024)
+    assert small >= os.path.getsize(model) // (1024 * 1024) + COMPUTE_RESERVE_MIB
+    assert estimate_mib(launch_spec("m", model)) == estimate_mib(launch_spec("m", model, args=["-c", "8192"]))  # trained
+
+
+def test_streams_waiting_for_a_swap_get_keep_alives_then_their_answer(launch):
+    proxy = launch(TWO_MODELS, "--memory-budget", "400")
+    with ThreadPoolExecutor(3) as pool:
+        # smol-a busy for longer than a keep-alive interval: smol-b has to wait for it to drain
+        busy = pool.submit(chat, proxy, "smol-a", max_tokens=400, ignore_eos=True)
+        wait_until(lambda: status(proxy, "smol-a")["in_flight"] == 1, proxy.process, "smol-a busy", 60)
+        openai_stream = pool.submit(requests.post, f"{proxy.url}/v1/chat/completions", timeout=180, json={
+            "model": "smol-b", "messages": HELLO, "max_tokens": 4, "stream": True})
+        anthropic_stream = pool.submit(requests.post, f"{proxy.url}/v1/messages", timeout=180, json={
+            "model": "smol-b", "messages": HELLO, "max_tokens": 4, "stream": True})
+        assert busy.result().json()["usage"]["completion_tokens"] == 400   # not cut by the swap
+        openai_body, anthropic_body = openai_stream.result().text, anthropic_stream.result().text
+    assert openai_body.startswith(": keep-alive\n\n") and openai_body.rstrip().endswith("data: [DONE]")
+    assert '"finish_reason"' in openai_body
+    assert anthropic_body.startswith('event: ping\ndata: {"type": "ping"}\n\n')
+    assert "event: message_stop" in anthropic_body
