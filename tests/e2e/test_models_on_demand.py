@@ -302,3 +302,51 @@ def test_streams_waiting_for_a_swap_get_keep_alives_then_their_answer(launch):
     assert '"finish_reason"' in openai_body
     assert anthropic_body.startswith('event: ping\ndata: {"type": "ping"}\n\n')
     assert "event: message_stop" in anthropic_body
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return children
+
+
+def test_replicas_run_side_by_side_and_a_recycled_worker_restarts_nothing(launch):
+    proxy = launch(TWO_MODELS.replace("memory: 300\n  smol-b", "memory: 300\n    replicas: 2\n  smol-b"),
+                   "--workers", "2")
+    with ThreadPoolExecutor(4) as pool:
+        assert [r.status_code for r in pool.map(lambda _: chat(proxy, "smol-a"), range(4))] == [200] * 4
+    ports = [port_of(url) for url in status(proxy, "smol-a")["upstreams"]]
+    children = {port: llama_servers_on(port) for port in ports}
+    assert len(ports) == 2 and all(len(pids) == 1 for pids in children.values())
+    workers = [pid for pid in _children_of(proxy.process.pid) if "api_like_oai.supervisor" not in _cmdline(pid)]
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGKILL)   # gunicorn's master starts another worker
+    wait_until(lambda: len([p for p in _children_of(proxy.process.pid) if p not in workers]) >= 2,
+               proxy.process, "a new worker", 30)
+    with ThreadPoolExecutor(4) as pool:
+        assert [r.status_code for r in pool.map(lambda _: chat(proxy, "smol-a"), range(4))] == [200] * 4
+    assert {port: llama_servers_on(port) for port in ports} == children   # the same processes
+    assert status(proxy, "smol-a")["loads"] == 1
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_a_load_with_other_args_restarts_the_model_with_them(launch):
+    proxy = launch(TWO_MODELS)
+    first = requests.post(f"{proxy.url}/v1/internal/model/load", json={"model_name": "smol-b"}, timeout=120).json()
+    assert first["status"]["value"] == "loaded" and "args" not in first["status"]
+    again = requests.post(f"{proxy.url}/v1/internal/model/load", timeout=120,
+                          json={"model_name": "smol-b", "args": ["--ctx-size", "512"]}).json()
+    assert again["status"]["args"] == ["--ctx-size", "512"] and again["status"]["loads"] == 2
+    [pid] = llama_servers_on(model_port(proxy, "smol-b"))
+    assert "--ctx-size 512" in _cmdline(pid)
