@@ -26,7 +26,9 @@ def create():
     turn = Turn(caller_scope(), seal)
     dialect = parse_dialect(ResponsesRequest, turn.translate)
     request = dialect.request
-    shape = turn.shape(dialect.model_name)
+    # Asked by the first event, once rendering has asked the upstream for its defaults (a stored stream's
+    # in_progress copy comes before that, and on a first request uses llama.cpp's built-in ones).
+    shape = turn.shape(dialect.model_name, lambda: dialect.model.sampling_used(dialect.chat))
     limit = at_most(request.max_tool_calls) if request.max_tool_calls else None
     answer, headers = stored_responses.answer(
         turn, shape, lambda: dialect_answer(shape, dialect.chat, dialect.model, generation_context(), limit))
