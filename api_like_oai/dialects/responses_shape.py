@@ -50,6 +50,7 @@ class ResponsesShape:
         self.hex = uuid.uuid4().hex
         self.id = f"resp_{self.hex}"
         self.created_at = int(time.time())
+        self.completed_at: int | None = None
         self.model = model
         self.request = request
         self.blocks = Blocks()
@@ -120,9 +121,15 @@ class ResponsesShape:
     def _response(self, status: str, output: list, usage: dict | None) -> dict:
         """The response object: every field of Open Responses' ResponseResource (and of OpenAI's Response)."""
         return {"id": self.id, "object": "response", "created_at": self.created_at,
-                "completed_at": int(time.time()) if status == "completed" else None, "status": status,
+                "completed_at": self._completed_at() if status == "completed" else None, "status": status,
                 "error": None, "incomplete_details": None, "model": self.model, "output": output, "usage": usage,
                 **self._settings}
+
+    def _completed_at(self) -> int:
+        """When the answer completed: the first time it was written as completed (a stream's last event)."""
+        if self.completed_at is None:
+            self.completed_at = int(time.time())
+        return self.completed_at
 
     @functools.cached_property
     def _settings(self) -> dict:

@@ -26,8 +26,8 @@ def create():
     turn = Turn(caller_scope(), seal)
     dialect = parse_dialect(ResponsesRequest, turn.translate)
     request = dialect.request
-    # Asked by the first event, once rendering has asked the upstream for its defaults (a stored stream's
-    # in_progress copy comes before that, and on a first request uses llama.cpp's built-in ones).
+    # The sampling values are asked for by the first event, when the upstream's defaults are known (the
+    # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
     shape = turn.shape(dialect.model_name, lambda: dialect.model.sampling_used(dialect.chat))
     limit = at_most(request.max_tool_calls) if request.max_tool_calls else None
     answer, headers = stored_responses.answer(

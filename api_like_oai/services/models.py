@@ -151,8 +151,8 @@ class ServedModel:
     def sampling_used(self, api_request) -> dict[str, float]:
         """The values of SAMPLING_ECHOED `api_request` (a chat request) is generated with, as `adjust`
         sets them: this model's overrides, else the request's, else this model's defaults, else the
-        upstream's own (llama.cpp's /props once some server told it, without asking; its built-in
-        defaults before that; OpenAI's documented ones for an OpenAI-compatible upstream)."""
+        upstream's own (llama.cpp's /props, asked once; its built-in defaults while no server answers
+        it; OpenAI's documented ones for an OpenAI-compatible upstream)."""
         upstream = OPENAI_SAMPLING if self.openai is not None else self._upstream_sampling()
         used = {}
         for key in SAMPLING_ECHOED:
@@ -162,7 +162,7 @@ class ServedModel:
         return used
 
     def _upstream_sampling(self) -> dict[str, float]:
-        known = self.facts.known()
+        known = self.facts.known_soon()
         return LLAMA_CPP_SAMPLING | (known.sampling if known else {})
 
     def info(self) -> dict:
