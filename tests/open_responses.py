@@ -1,7 +1,7 @@
 """The Open Responses compliance suite's requests, the spec's own types to check answers with, and a
 scripted upstream that answers the suite as a Hermes-format model would.
 
-The suite is `src/lib/compliance-tests.ts` of github.com/openresponses/openresponses (Apache-2.0). Its
+The suite is `src/lib/compliance-tests.ts` of the openresponses/openresponses repository on GitHub (Apache-2.0). Its
 cases are repeated here as data (the requests it sends and what it checks of each answer); its code
 is not copied. Its Zod schemas are generated from the spec's OpenAPI document, and so are the pydantic
 models of the `openresponses-types` package (pinned in setup.cfg), which check the answers here: every
@@ -12,12 +12,15 @@ response object with ResponseResource, every streamed event with its event type'
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from openresponses_types import types as spec
 from pydantic import BaseModel
 
 from .fake_llamacpp import FakeLlamaCpp
 from .scripted_model import QWEN_TEMPLATE, offered_tools
+from .servers import Proxy
 
 # The suite's version its cases here follow: the last commit before it grew WebSocket mode and
 # /responses/compact (2026-03-10), where it sends the requests below.
@@ -96,3 +99,22 @@ def spec_event(event: dict) -> BaseModel | None:
     """`event` read as its type's model in the spec, strictly; None for a type the spec does not define."""
     model = SPEC_EVENTS.get(event["type"])
     return None if model is None else model.model_validate_json(json.dumps(event), strict=True)
+
+
+# --- the suite itself (scripts/open-responses-suite) ---------------------------------------------
+
+def run_suite(suite_dir: str, options: list[str]) -> int:
+    """The suite's runner in `suite_dir` (set up by scripts/open-responses-suite) against a proxy in front
+    of the scripted upstream; its exit status."""
+    upstream = scripted_weather_upstream()
+    proxy = Proxy(["--llama-api", upstream.url]).start()
+    try:
+        command = ["npx", "tsx", "bin/compliance-test.ts", "--base-url", proxy.url + "/v1", "--api-key", "unused"]
+        return subprocess.run([*command, *options], cwd=suite_dir, check=False).returncode
+    finally:
+        proxy.stop()
+        upstream.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(run_suite(sys.argv[1], sys.argv[2:]))
