@@ -235,10 +235,11 @@ class RawAnswer:
 
 def _default_sampling(settings: dict) -> dict[str, float]:
     """The server's default sampling values of SAMPLING_ECHOED: under `params` since 2025, at the top
-    of default_generation_settings before; those it does not report are left out."""
+    of default_generation_settings before; those it does not report are left out. llama.cpp holds them
+    as 32-bit floats (0.800000011920929): written back with that precision, they read as set (0.8)."""
     params = settings.get("params")
     params = params if isinstance(params, dict) else settings
-    return {key: float(params[key]) for key in SAMPLING_ECHOED
+    return {key: float(f"{params[key]:.7g}") for key in SAMPLING_ECHOED
             if isinstance(params.get(key), int | float) and not isinstance(params.get(key), bool)}
 
 

@@ -169,8 +169,9 @@ def test_sampling_used_falls_back_to_llama_cpps_or_openais_defaults():
 
 
 @pytest.mark.parametrize("settings, sampling", [
-    ({"n_ctx": 4096, "params": {"temperature": 0.6, "top_p": 0.9, "presence_penalty": 0, "top_k": 40}},
-     {"temperature": 0.6, "top_p": 0.9, "presence_penalty": 0.0}),
+    ({"n_ctx": 4096, "params": {"temperature": 0.800000011920929, "top_p": 0.949999988079071, "presence_penalty": 0,
+                                "top_k": 40}},
+     {"temperature": 0.8, "top_p": 0.95, "presence_penalty": 0.0}),
     ({"n_ctx": 4096, "temperature": 0.7, "frequency_penalty": 0.1, "top_p": True},
      {"temperature": 0.7, "frequency_penalty": 0.1}),
     ({"n_ctx": 4096}, {}),
