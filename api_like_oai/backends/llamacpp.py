@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -32,6 +32,13 @@ class UpstreamProps:
     model_path: str | None
     total_slots: int | None
     lazy_grammar: bool = False   # takes grammar_lazy + grammar_triggers (else it would apply the grammar at once)
+    sampling: dict[str, float] = field(default_factory=dict)   # its defaults of SAMPLING_ECHOED it reports
+
+
+# The sampling values the Responses API's answer echoes, and llama-server's own defaults of them
+# (common/common.h), for a server whose /props does not tell.
+SAMPLING_ECHOED = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+LLAMA_CPP_SAMPLING = {"temperature": 0.8, "top_p": 0.95, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
 class LlamaCppClient:
@@ -103,6 +110,7 @@ class LlamaCppClient:
             model_path=body.get("model_path"),
             total_slots=body.get("total_slots"),
             lazy_grammar=_knows_lazy_grammars(body),
+            sampling=_default_sampling(settings),
         )
 
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
@@ -223,6 +231,16 @@ class RawAnswer:
             self._response.close()
         for callback in self._callbacks:
             callback()
+
+
+def _default_sampling(settings: dict) -> dict[str, float]:
+    """The server's default sampling values of SAMPLING_ECHOED: under `params` since 2025, at the top
+    of default_generation_settings before; those it does not report are left out. llama.cpp holds them
+    as 32-bit floats (0.800000011920929): written back with that precision, they read as set (0.8)."""
+    params = settings.get("params")
+    params = params if isinstance(params, dict) else settings
+    return {key: float(f"{params[key]:.7g}") for key in SAMPLING_ECHOED
+            if isinstance(params.get(key), int | float) and not isinstance(params.get(key), bool)}
 
 
 def _knows_lazy_grammars(props: dict) -> bool:

@@ -594,14 +594,28 @@ class IncompleteDetails(BaseModel):
     reason: Literal["max_output_tokens"]
 
 
+class EchoedFunctionTool(BaseModel):
+    """A function tool as the answer repeats it (other tool kinds are repeated as sent)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["function"]
+    name: str
+    description: str | None
+    parameters: dict[str, Any] | None
+    strict: bool = Field(description="As sent; false when left out.")
+
+
 class ResponseObject(BaseModel):
     """A response; streamed (`stream: true`), the named events response.created, response.in_progress,
     response.output_item.added, response.content_part.added, response.output_text.delta, ...,
-    response.completed (or response.incomplete, response.failed), each with a sequence_number."""
+    response.completed (or response.incomplete, response.failed), each with a sequence_number. Every
+    field of Open Responses' ResponseResource is there, with the values used where the request left
+    one out."""
 
     id: str
     object: Literal["response"]
     created_at: int
+    completed_at: int | None = Field(description="When it completed; null unless status is completed.")
     status: Literal["completed", "incomplete", "in_progress", "failed"]
     error: dict[str, Any] | None
     incomplete_details: IncompleteDetails | None
@@ -612,15 +626,26 @@ class ResponseObject(BaseModel):
     parallel_tool_calls: bool
     previous_response_id: str | None
     store: bool
-    temperature: float | None
-    top_p: float | None
+    temperature: float = Field(description="The temperature used: the request's, else the model's default "
+                                           "(configured, else the upstream's own).")
+    top_p: float = Field(description="The top_p used, as temperature.")
+    presence_penalty: float = Field(description="The presence penalty used (the model's configured default or "
+                                                "override, else the upstream's own).")
+    frequency_penalty: float = Field(description="The frequency penalty used, as presence_penalty.")
+    top_logprobs: int = Field(description="Always 0: no log probabilities are returned.")
     text: dict[str, Any]
     tool_choice: str | dict[str, Any]
-    tools: list[dict[str, Any]]
+    tools: list[EchoedFunctionTool | dict[str, Any]]
+    truncation: Literal["auto", "disabled"] = Field(description="As sent (default disabled); either way, a "
+                                                                "prompt is fitted to the context as the model's "
+                                                                "context_overflow setting says.")
     usage: ResponseUsage | None
     user: str | None
     metadata: dict[str, str]
     reasoning: dict[str, Any] = Field(description="The request's reasoning settings (effort, summary).")
     max_tool_calls: int | None
     background: Literal[False]
+    service_tier: Literal["default"]
+    safety_identifier: str | None = Field(description="As sent.")
+    prompt_cache_key: str | None = Field(description="As sent.")
     conversation: ConversationRef | None = None

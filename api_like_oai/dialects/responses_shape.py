@@ -21,14 +21,18 @@ Responses tool kind their offered function stands for (responses_tools.py).
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
+from collections.abc import Callable
 
 from .. import sse
 from ..backends.events import GenerationEvent
+from ..backends.llamacpp import LLAMA_CPP_SAMPLING
 from ..errors import ProxyError
 from ..sealing import Seal
 from ..services.blocks import REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks
+from .common import given
 from .responses import REASONING_PURPOSE, ResponsesRequest
 from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, TOOL_SEARCH, output_item, partial_custom_input
 
@@ -39,10 +43,14 @@ _ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOC
 class ResponsesShape:
     end = b""   # the stream ends with response.completed (or .incomplete / .failed), no [DONE]
 
-    def __init__(self, model: str, request: ResponsesRequest, seal: Seal | None = None):
+    def __init__(self, model: str, request: ResponsesRequest, seal: Seal | None = None,
+                 sampling: Callable[[], dict[str, float]] | None = None):
+        """`sampling` gives the sampling values the request is generated with (ServedModel.sampling_used),
+        asked once, by the first event; without it, llama.cpp's defaults under the request's own values."""
         self.hex = uuid.uuid4().hex
         self.id = f"resp_{self.hex}"
         self.created_at = int(time.time())
+        self.completed_at: int | None = None
         self.model = model
         self.request = request
         self.blocks = Blocks()
@@ -51,6 +59,7 @@ class ResponsesShape:
         self.seal = seal if request.includes_encrypted_reasoning() else None   # seals thoughts handed out
         self.summaries = request.reasoning is not None and request.reasoning.wants_summary()
         self.toolbox = request.toolbox()
+        self._sampling = sampling or (lambda: LLAMA_CPP_SAMPLING | given(request, ("temperature", "top_p")))
         self._text_patterns: dict[int, sse.FramePattern] = {}   # per output item
         self._inputs_given: dict[int, str] = {}   # per custom tool call: the input streamed so far
 
@@ -110,16 +119,32 @@ class ResponsesShape:
         return response
 
     def _response(self, status: str, output: list, usage: dict | None) -> dict:
+        """The response object: every field of Open Responses' ResponseResource (and of OpenAI's Response)."""
+        return {"id": self.id, "object": "response", "created_at": self.created_at,
+                "completed_at": self._completed_at() if status == "completed" else None, "status": status,
+                "error": None, "incomplete_details": None, "model": self.model, "output": output, "usage": usage,
+                **self._settings}
+
+    def _completed_at(self) -> int:
+        """When the answer completed: the first time it was written as completed (a stream's last event)."""
+        if self.completed_at is None:
+            self.completed_at = int(time.time())
+        return self.completed_at
+
+    @functools.cached_property
+    def _settings(self) -> dict:
+        """What the response says of how it was made, the same in every event: the request's fields as
+        sent, or the value used where it left one out (sampling: see __init__)."""
         request = self.request
-        return {"id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-                "error": None, "incomplete_details": None, "instructions": request.instructions,
-                "max_output_tokens": request.max_output_tokens, "model": self.model, "output": output,
-                "parallel_tool_calls": request.parallel_tool_calls is not False, "previous_response_id": None,
-                "store": False, "temperature": request.temperature, "top_p": request.top_p,
+        return {"instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
+                "max_tool_calls": request.max_tool_calls, "parallel_tool_calls": request.parallel_tool_calls is not False,
+                "previous_response_id": None, "store": False, "background": False,
                 "text": _text_config(request), "tool_choice": _tool_choice(request),
-                "tools": [tool.model_dump(by_alias=True, exclude_none=True) for tool in request.tools or ()],
-                "usage": usage, "user": request.user, "metadata": dict(request.metadata or {}),
-                "reasoning": _reasoning_config(request), "max_tool_calls": request.max_tool_calls, "background": False}
+                "tools": [_echoed_tool(tool) for tool in request.tools or ()], "truncation": request.truncation or "disabled",
+                **{key: float(value) for key, value in self._sampling().items()}, "top_logprobs": 0,
+                "reasoning": _reasoning_config(request), "service_tier": "default", "user": request.user,
+                "safety_identifier": request.safety_identifier, "prompt_cache_key": request.prompt_cache_key,
+                "metadata": dict(request.metadata or {})}
 
     def _item(self, block: Block, status: str) -> dict:
         done = status != "in_progress"
@@ -253,13 +278,35 @@ def _summary_part(text: str) -> dict:
     return {"type": "summary_text", "text": text}
 
 
+_FUNCTION_ECHO = {"description": None, "parameters": None, "strict": False}
+
+
+def _echoed_tool(tool) -> dict:
+    """A tool as the answer repeats it; a function tool whole (its description and parameters null when
+    left out; strict false unless asked for: arguments are held to their schema when llama.cpp's lazy
+    grammars allow, whatever strict says)."""
+    echoed = tool.model_dump(by_alias=True, exclude_none=True)
+    if echoed.get("type") != FUNCTION:
+        return echoed
+    return echoed | {key: value for key, value in _FUNCTION_ECHO.items() if key not in echoed}
+
+
 def _text_config(request: ResponsesRequest) -> dict:
     text = request.text
     text_format = text.format if text is not None else None
-    config = {"format": text_format.model_dump(by_alias=True, exclude_none=True) if text_format else {"type": "text"}}
+    config = {"format": _echoed_format(text_format) if text_format else {"type": "text"}}
     if text is not None and text.verbosity is not None:
         config["verbosity"] = text.verbosity
     return config
+
+
+def _echoed_format(text_format) -> dict:
+    """text.format as the answer repeats it; a JSON schema whole: its name as the grammar is built
+    ("response" unless named), strict true unless sent false (llama.cpp holds the output to the schema)."""
+    echoed = text_format.model_dump(by_alias=True, exclude_none=True)
+    if text_format.type != "json_schema":
+        return echoed
+    return {"name": "response", "description": None, "strict": True} | echoed
 
 
 def _reasoning_config(request: ResponsesRequest) -> dict:

@@ -28,7 +28,9 @@ def create():
     turn = Turn(caller_scope(), seal)
     dialect = parse_dialect(ResponsesRequest, turn.translate)
     request = dialect.request
-    shape = turn.shape(dialect.model_name)
+    # The sampling values are asked for by the first event, when the upstream's defaults are known (the
+    # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
+    shape = turn.shape(dialect.model_name, lambda: dialect.model.sampling_used(dialect.chat))
     limit = at_most(request.max_tool_calls) if request.max_tool_calls else None
     answer, headers = stored_responses.answer(
         turn, shape, lambda: dialect_answer(shape, dialect.chat, dialect.model, generation_context(), limit))

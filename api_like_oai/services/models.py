@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from ..backends.llamacpp import LlamaCppClient, UpstreamProps
+from ..backends.llamacpp import LLAMA_CPP_SAMPLING, SAMPLING_ECHOED, LlamaCppClient, UpstreamProps
 from ..backends.openai import OpenAIUpstream
 from ..backends.pool import UpstreamPool
 from ..backends.upstream_facts import UpstreamFacts
@@ -18,6 +18,9 @@ from ..reasoning import detect as detect_reasoning
 from ..settings import ModelSettings
 
 log = logging.getLogger("api_like_oai")
+
+# OpenAI's documented defaults: what an OpenAI-compatible upstream is assumed to use when not told.
+OPENAI_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
 class ServedModel:
@@ -144,6 +147,23 @@ class ServedModel:
             return api_request
         # Not strict: config values come from YAML, not from a client's JSON.
         return type(api_request).model_validate({**api_request.model_dump(exclude_unset=True), **update}, strict=False)
+
+    def sampling_used(self, api_request) -> dict[str, float]:
+        """The values of SAMPLING_ECHOED `api_request` (a chat request) is generated with, as `adjust`
+        sets them: this model's overrides, else the request's, else this model's defaults, else the
+        upstream's own (llama.cpp's /props, asked once; its built-in defaults while no server answers
+        it; OpenAI's documented ones for an OpenAI-compatible upstream)."""
+        upstream = OPENAI_SAMPLING if self.openai is not None else self._upstream_sampling()
+        used = {}
+        for key in SAMPLING_ECHOED:
+            value = self.settings.overrides.get(key, getattr(api_request, key, None))
+            value = self.settings.defaults.get(key) if value is None else value
+            used[key] = float(upstream[key] if value is None else value)
+        return used
+
+    def _upstream_sampling(self) -> dict[str, float]:
+        known = self.facts.known_soon()
+        return LLAMA_CPP_SAMPLING | (known.sampling if known else {})
 
     def info(self) -> dict:
         """What /v1/internal/model/info reports."""

@@ -126,10 +126,11 @@ class Turn:
             raise conversation_not_found(conversation, "conversation")
         return page.items
 
-    def shape(self, model_name: str) -> ResponsesShape:
+    def shape(self, model_name: str, sampling: Callable[[], dict[str, float]] | None = None) -> ResponsesShape:
+        """The answer's shape; `sampling`: see ResponsesShape."""
         if not self.stateful:
-            return ResponsesShape(model_name, self.request, self.seal)
-        return StoredResponsesShape(model_name, self.request, self)
+            return ResponsesShape(model_name, self.request, self.seal, sampling)
+        return StoredResponsesShape(model_name, self.request, self, sampling)
 
     def response_fields(self) -> dict:
         """What a stored or continued response says of itself, over the stateless shape's answer."""
@@ -203,8 +204,9 @@ class StoredResponsesShape(ResponsesShape):
     `previous_response_id`, `conversation`), its id has 128 random bits, and the response is kept
     before its last event or returned answer; a stream the client drops is kept as incomplete."""
 
-    def __init__(self, model: str, request: ResponsesRequest, turn: Turn):
-        super().__init__(model, request, turn.seal)
+    def __init__(self, model: str, request: ResponsesRequest, turn: Turn,
+                 sampling: Callable[[], dict[str, float]] | None = None):
+        super().__init__(model, request, turn.seal, sampling)
         self.hex = secrets.token_hex(16)
         self.id = f"resp_{self.hex}"
         self.turn = turn
@@ -247,7 +249,7 @@ class StoredResponsesShape(ResponsesShape):
             return
         self.blocks.close()
         response = self._finished(self.blocks.blocks, None, self.usage.to_dict())
-        response["status"] = "incomplete"
+        response["status"], response["completed_at"] = "incomplete", None
         for item in response["output"]:
             item["status"] = "incomplete"
         _best_effort(lambda: self._keep(response))

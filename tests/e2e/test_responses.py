@@ -8,6 +8,9 @@ import json
 import jsonschema_rs
 import openai
 import pytest
+import requests
+
+from ..open_responses import resource, spec_event
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "Get the current weather in a city.",
            "parameters": {"type": "object",
@@ -102,3 +105,19 @@ def test_tools_only_openai_runs_are_set_aside_and_named(client):
     response = raw.parse()
     assert response.status in ("completed", "incomplete")   # SmolLM2 may talk on past max_output_tokens
     assert [tool.type for tool in response.tools] == ["web_search", "function", "code_interpreter"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_answer_is_open_responses_resource_with_llama_servers_own_sampling(proxy, stream):
+    """Left out, the sampling values are those llama-server says it uses (its /props: 0.8 and 0.95 unless
+    started otherwise); every response object, streamed or not, is the spec's ResponseResource."""
+    body = {"model": "gpt-5-codex", "input": "Say hello.", "max_output_tokens": 8, "stream": stream}
+    reply = requests.post(proxy.url + "/v1/responses", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    events = [json.loads(line[6:]) for line in reply.text.splitlines() if line.startswith("data: ")]
+    responses = [event["response"] for event in events if "response" in event] if stream else [reply.json()]
+    for response in responses:
+        resource(response)
+        assert (response["temperature"], response["top_p"], response["presence_penalty"],
+                response["frequency_penalty"]) == (0.8, 0.95, 0.0, 0.0)
+    assert all(spec_event(event) is not None for event in events)

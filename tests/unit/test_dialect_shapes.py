@@ -162,7 +162,7 @@ def streamed_and_folded(shape_of, events) -> tuple[list[dict], dict]:
     numbered in order, ending with the folded response, each item done as the response holds it."""
     shape = shape_of()
     streamed, folded = stream(shape, events), fold(shape_of(), events)
-    folded |= {"id": shape.id, "created_at": shape.created_at}
+    folded |= {"id": shape.id, "created_at": shape.created_at, "completed_at": shape.completed_at}
     folded["output"] = [item | {"id": done["id"]} for item, done in
                         zip(folded["output"], streamed[-1]["response"]["output"], strict=True)]
     assert [e["sequence_number"] for e in streamed] == list(range(len(streamed)))
