@@ -78,6 +78,7 @@ class RequestRecord:
     first_token: float | None = None
     error_code: str | None = None
     closed: bool = False
+    on_close: list = field(default_factory=list)   # called with the record once it is closed (access/: usage)
 
     def token_arrived(self) -> None:
         if self.first_token is None:
@@ -113,6 +114,8 @@ class RequestRecord:
         if self.error_code and self.status >= 502:
             self.metrics.upstream_errors.labels(self.upstream, self.error_code).inc()
         access_log.info(self._line(total, ttft))
+        for finish in self.on_close:
+            finish(self)
 
     def _line(self, total: float, ttft: float | None) -> str:
         fields = {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,

@@ -6,7 +6,7 @@ from ..errors import UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services import preview
 from ..services.passthrough import needs_llamacpp
-from . import parse_body, state
+from . import lookup_model, parse_body, state
 
 bp = Blueprint("internal", __name__)
 
@@ -34,7 +34,7 @@ def hello():
 
 @bp.get("/v1/internal/model/info")
 def model_info():
-    model, _ = state().registry.lookup(request.args.get("model"))
+    model, _ = lookup_model(request.args.get("model"))
     return jsonify(model.info())
 
 
@@ -42,7 +42,7 @@ def model_info():
 def chat_prompt():
     """The exact prompt a chat request would send upstream, without generating."""
     chat_request = parse_body(ChatCompletionRequest)
-    model, _ = state().registry.lookup(chat_request.model)
+    model, _ = lookup_model(chat_request.model)
     needs_llamacpp(model, "show a chat's prompt (it renders chats itself)")
     return jsonify(preview.chat_prompt(chat_request, model))
 
@@ -50,7 +50,7 @@ def chat_prompt():
 @bp.post("/v1/internal/encode")
 def encode():
     encode_request = parse_body(EncodeRequest)
-    model, _ = state().registry.lookup(encode_request.model)
+    model, _ = lookup_model(encode_request.model)
     needs_llamacpp(model, "tokenize text (it has no tokenizer endpoint)")
     tokens = model.client.tokenize(encode_request.text)
     return jsonify({"tokens": tokens, "length": len(tokens)})
@@ -59,7 +59,7 @@ def encode():
 @bp.post("/v1/internal/decode")
 def decode():
     decode_request = parse_body(DecodeRequest)
-    model, _ = state().registry.lookup(decode_request.model)
+    model, _ = lookup_model(decode_request.model)
     needs_llamacpp(model, "turn tokens into text (it has no tokenizer endpoint)")
     return jsonify({"text": model.client.detokenize(decode_request.tokens)})
 
@@ -67,7 +67,7 @@ def decode():
 @bp.post("/v1/internal/token-count")
 def token_count():
     encode_request = parse_body(EncodeRequest)
-    model, _ = state().registry.lookup(encode_request.model)
+    model, _ = lookup_model(encode_request.model)
     needs_llamacpp(model, "count tokens (it has no tokenizer endpoint)")
     return jsonify({"length": len(model.client.tokenize(encode_request.text))})
 

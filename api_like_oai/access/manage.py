@@ -1,0 +1,84 @@
+"""Managing keys: create, update, revoke, list, and usage; the same operations for the CLI
+(`api-like-oai keys ...`) and the HTTP API (/v1/internal/keys), on one schema of what may change."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..store.settings import duration
+from .book import KeyBook
+from .keys import KeyRecord, NameTaken, UnknownKey, check_name, new_key, updated
+from .limits import DAY_SECONDS, day_of
+from .usage import UsageEntry
+
+
+class KeyChanges(BaseModel):
+    """What a key may use: its models (None: every model) and limits (0 clears one on an update)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[str] | None = None
+    rpm: int | None = Field(None, ge=0)
+    tpm: int | None = Field(None, ge=0)
+    tokens_per_day: int | None = Field(None, ge=0)
+    max_parallel: int | None = Field(None, ge=0)
+    expires: str | None = Field(None, description="a duration from now: seconds, or 90m, 12h, 30d; '' or 'never' clears it")
+
+    @field_validator("expires")
+    @classmethod
+    def a_duration(cls, value: str | None) -> str | None:
+        if value not in (None, "", "never"):
+            duration(value)
+        return value
+
+    def record_fields(self, now: float) -> dict:
+        """The changes as KeyRecord fields: only those set."""
+        fields = self.model_dump(exclude_unset=True, exclude={"expires"})
+        if "models" in fields and fields["models"] is not None:
+            fields["models"] = tuple(fields["models"]) or None
+        if "expires" in self.model_fields_set:
+            fields["expires_at"] = now + duration(self.expires) if self.expires not in (None, "", "never") else None
+        return fields
+
+
+class NewKey(KeyChanges):
+    name: str
+
+
+def create_key(book: KeyBook, name: str, changes: KeyChanges) -> tuple[str, KeyRecord]:
+    """(the new key, its record); KeyProblem if the name is bad or taken. The key is not kept."""
+    key = new_key()
+    now = time.time()
+    record = updated(KeyRecord(check_name(name), book.digest(key), created_at=now), changes.record_fields(now))
+    if not book.create(record):
+        raise NameTaken(f"a key named {name!r} exists already")
+    return key, record
+
+
+def update_key(book: KeyBook, name: str, changes: KeyChanges) -> KeyRecord:
+    record = updated(existing(book, name), changes.record_fields(time.time()))
+    book.save(record)
+    return record
+
+
+def revoke_key(book: KeyBook, name: str) -> KeyRecord:
+    """The key refused from now on, by every instance reading the store (its usage kept)."""
+    record = replace(existing(book, name), revoked=True)
+    book.save(record)
+    return record
+
+
+def existing(book: KeyBook, name: str) -> KeyRecord:
+    record = book.by_name(name)
+    if record is None:
+        raise UnknownKey(f"no key named {name!r}")
+    return record
+
+
+def usage_since(book: KeyBook, since_seconds: float, key_name: str | None = None) -> list[UsageEntry]:
+    """The usage rows of the last `since_seconds` (whole UTC days), of one key or of all."""
+    since_day = day_of(time.time() - max(since_seconds - DAY_SECONDS, 0))
+    return [entry for entry in book.usage(since_day) if key_name is None or entry.key == key_name]
