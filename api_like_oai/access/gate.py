@@ -51,17 +51,20 @@ class Gate:
 
 @dataclass
 class Ticket:
-    """One request's passage: its caller's limits checked once (`admit`), its usage written when it
-    ends (`finish`, called by the access record as it closes)."""
+    """One request's passage: its caller's limits checked once (`admit`, when it names a model), its
+    usage written when it ends (`finish`, called by the access record as it closes) if it was admitted:
+    usage is of the requests for a model, not of listing models or reading usage."""
 
     caller: Caller
     book: KeyBook | None = None
     on_store_error: str = CLOSED
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     decision: Decision | None = None
+    for_model: bool = False          # admission looked a model up for it: its usage is recorded
 
     def admit(self, max_tokens: int | None = None) -> None:
         """Count the request against its key's limits; RateLimited if it is over one. Once per request."""
+        self.for_model = True
         if not self.caller.limited or self.decision is not None:
             return
         try:
@@ -80,7 +83,7 @@ class Ticket:
     def finish(self, record) -> None:
         """Free the request's place and write its usage (tokens from llama.cpp's numbers on `record`,
         an observability.RequestRecord); a store failure is logged, never raised into the answer."""
-        if self.caller.record is None or self.book is None:
+        if self.caller.record is None or self.book is None or not self.for_model:
             return
         now = time.time()
         admitted = self.decision is not None and self.decision.allowed
