@@ -79,6 +79,20 @@ def test_a_cli_key_uses_only_its_models_and_its_usage_matches_the_answers(proxy,
                                                  + message.output_tokens)
 
 
+def test_keys_changed_and_revoked_with_the_cli_hold_at_once_on_the_running_proxy(proxy, config):
+    key = cli("keys", "create", "--config", config, "--name", "short-lived", "--models", "smol", "--rpm", "60",
+              "--tpm", "20000", "--tokens-per-day", "500000", "--max-parallel", "2", "--expires", "30d").strip()
+    client = openai_client(proxy.url, api_key=key)
+    answer = client.chat.completions.with_raw_response.create(model="smol", messages=HELLO, **SAMPLING)
+    assert answer.headers["x-ratelimit-limit-requests"] == "60"
+    cli("keys", "update", "short-lived", "--config", config, "--rpm", "0", "--models", "")
+    assert "short-lived\tmodels=*\ttpm=20000 tokens_per_day=500000 max_parallel=2" in cli("keys", "list", "--config", config)
+    assert [model.id for model in client.models.list()] == ["smol", "other"]
+    cli("keys", "revoke", "short-lived", "--config", config)
+    with pytest.raises(openai.AuthenticationError):
+        client.models.list()
+
+
 def test_tokens_per_minute_are_counted_from_llamacpps_usage(proxy):
     created = requests.post(proxy.url + "/v1/internal/keys", json={"name": "counted", "tpm": 400},
                             headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10).json()
