@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -45,7 +46,75 @@ class KeyChanges(BaseModel):
 
 
 class NewKey(KeyChanges):
+    name: str = Field(description="unique; shown in usage and logs (1-64 letters, digits, '.', '_', '@', '-')")
+
+
+class KeyView(BaseModel):
+    """A managed key as the HTTP API shows it: never the key, never its digest."""
+
     name: str
+    models: list[str] | None
+    rpm: int | None
+    tpm: int | None
+    tokens_per_day: int | None
+    max_parallel: int | None
+    expires_at: float | None
+    revoked: bool
+    created_at: float
+
+
+class CreatedKey(KeyView):
+    key: str = Field(description="the key; shown only in this answer")
+
+
+class KeyList(BaseModel):
+    object: str = "list"
+    data: list[KeyView]
+
+
+class UsageRow(BaseModel):
+    day: str
+    key: str
+    model: str
+    api: str
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    errors: int
+    seconds: float
+    total_tokens: int
+
+
+class UsageList(BaseModel):
+    object: str = "list"
+    data: list[UsageRow]
+
+
+class OpenAIUsageQuery(BaseModel):
+    """The query of GET /v1/organization/usage/completions (OpenAI's usage API; daily buckets only)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    start_time: int = Field(ge=0, description="Unix seconds; the bucket of its UTC day is the first")
+    end_time: int | None = Field(None, ge=0, description="Unix seconds, exclusive (default: now)")
+    bucket_width: Literal["1d"] = "1d"
+    group_by: list[Literal["api_key_id", "model"]] = []
+    limit: int = Field(7, ge=1, le=31)
+
+    def days(self, now: float) -> list[str]:
+        """The UTC days of the buckets, at most `limit`."""
+        end = self.end_time if self.end_time is not None else now
+        first = self.start_time - self.start_time % DAY_SECONDS
+        return [day_of(start) for start in range(first, int(end), DAY_SECONDS)][:self.limit]
+
+
+class UsageQuery(BaseModel):
+    """The query of GET /v1/internal/usage."""
+
+    since: str = Field("7d", description="how far back: seconds, or 12h, 7d")
+    by: str | None = Field(None, description="sum by these, comma-separated, of key, model, api, day")
+    key: str | None = Field(None, description="an admin key: only this key's usage")
 
 
 def create_key(book: KeyBook, name: str, changes: KeyChanges) -> tuple[str, KeyRecord]:
@@ -76,6 +145,14 @@ def existing(book: KeyBook, name: str) -> KeyRecord:
     if record is None:
         raise UnknownKey(f"no key named {name!r}")
     return record
+
+
+def usage_of_days(book: KeyBook, days: list[str], key_name: str | None = None) -> list[UsageEntry]:
+    """The usage rows of `days` (UTC, YYYY-MM-DD, in order), of one key or of all."""
+    if not days:
+        return []
+    return [entry for entry in book.usage(days[0])
+            if entry.day <= days[-1] and (key_name is None or entry.key == key_name)]
 
 
 def usage_since(book: KeyBook, since_seconds: float, key_name: str | None = None) -> list[UsageEntry]:

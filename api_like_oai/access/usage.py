@@ -11,6 +11,7 @@ import csv
 import io
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
 
 from .limits import day_of
 
@@ -73,3 +74,27 @@ def astuple_row(entry: UsageEntry) -> list:
 
 def as_json(entry: UsageEntry) -> dict:
     return asdict(entry) | {"total_tokens": entry.tokens}
+
+
+def openai_buckets(entries: Iterable[UsageEntry], days: list[str], group_by: tuple[str, ...]) -> list[dict]:
+    """OpenAI's usage API page data: a daily bucket per day of `days` (UTC, YYYY-MM-DD), each with one
+    result per distinct value of `group_by` ("api_key_id": the key's name; "model")."""
+    by = tuple({"api_key_id": "key"}.get(name, name) for name in group_by)
+    per_day: dict[str, list[UsageEntry]] = {day: [] for day in days}
+    for entry in entries:
+        if entry.day in per_day:
+            per_day[entry.day].append(entry)
+    return [{"object": "bucket", "start_time": _epoch(day), "end_time": _epoch(day) + 86400,
+             "results": [_openai_result(row, by) for row in summed(per_day[day], by)]} for day in days]
+
+
+def _openai_result(row: UsageEntry, by: tuple[str, ...]) -> dict:
+    return {"object": "organization.usage.completions.result", "input_tokens": row.prompt_tokens,
+            "output_tokens": row.completion_tokens, "input_cached_tokens": row.cached_tokens,
+            "input_audio_tokens": 0, "output_audio_tokens": 0, "num_model_requests": row.requests,
+            "project_id": None, "user_id": None, "api_key_id": row.key if "key" in by else None,
+            "model": row.model if "model" in by else None, "batch": None, "service_tier": None}
+
+
+def _epoch(day: str) -> int:
+    return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp())

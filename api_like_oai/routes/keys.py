@@ -1,16 +1,20 @@
-"""Managed keys over HTTP, for an admin key only (/v1/internal/keys), and usage (/v1/internal/usage):
-an admin key sees every key's, a managed key its own."""
+"""Managed keys over HTTP, for an admin key only (/v1/internal/keys), and usage (/v1/internal/usage,
+and OpenAI's usage API /v1/organization/usage/completions): an admin key sees every key's, a managed
+key its own."""
 
 from __future__ import annotations
 
+import time
+
 from flask import Blueprint, jsonify, request
+from pydantic import ValidationError
 
 from ..access import manage
 from ..access.keys import KeyProblem, NameTaken, UnknownKey
-from ..access.usage import GROUPS, as_json, summed
+from ..access.usage import GROUPS, as_json, openai_buckets, summed
 from ..errors import InvalidRequest, NotFound, PermissionDenied
 from ..store.settings import duration
-from . import current_caller, parse_body, require_admin, state
+from . import current_caller, invalid_request, parse_body, require_admin, state
 
 bp = Blueprint("keys", __name__)
 
@@ -71,14 +75,35 @@ def revoke_key(name: str):
     return jsonify(_checked(manage.revoke_key, name).public())
 
 
+@bp.get("/v1/organization/usage/completions")
+def openai_usage():
+    """OpenAI's usage API for completions: daily buckets from `start_time`, `group_by` api_key_id (the
+    key's name) and model; an admin key sees every key's, a managed key only its own."""
+    key_name = _usage_scope()
+    try:
+        query = manage.OpenAIUsageQuery.model_validate(request.args.to_dict(flat=True) | {
+            "group_by": request.args.getlist("group_by") or request.args.getlist("group_by[]")})
+    except ValidationError as exc:
+        raise invalid_request(exc) from None
+    days = query.days(time.time())
+    buckets = openai_buckets(manage.usage_of_days(_book(), days, key_name), days, tuple(query.group_by))
+    return jsonify({"object": "page", "data": buckets, "has_more": False, "next_page": None})
+
+
+def _usage_scope() -> str | None:
+    """Whose usage the caller may read: every key's for an admin key (None, or `?key=NAME`), its own for
+    a managed key; 403 for others (usage is kept for managed keys only)."""
+    caller = current_caller()
+    if not caller.admin and caller.record is None:
+        raise PermissionDenied("usage is kept for managed keys; ask with one, or with an admin key")
+    return request.args.get("key") if caller.admin else caller.name
+
+
 @bp.get("/v1/internal/usage")
 def usage():
     """Usage rows, `?since=7d` (default), `?by=key,model` (of key, model, api, day; default: every row);
     an admin key sees every key's (or `?key=NAME`'s), a managed key only its own."""
-    caller = current_caller()
-    if not caller.admin and caller.record is None:
-        raise PermissionDenied("usage is kept for managed keys; ask with one, or with an admin key")
-    key_name = request.args.get("key") if caller.admin else caller.name
+    key_name = _usage_scope()
     entries = manage.usage_since(_book(), _since(), key_name)
     by = _group_by()
     return jsonify({"object": "list", "data": [as_json(entry) for entry in (summed(entries, by) if by else entries)]})

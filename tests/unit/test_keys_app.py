@@ -4,6 +4,8 @@ seen by another instance on the same store, and usage readable per key."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from api_like_oai import create_app
@@ -146,3 +148,23 @@ def test_usage_is_read_by_an_admin_for_all_and_by_a_key_for_itself(client):
     assert [(row["key"], row["requests"]) for row in everyone] == [("ops", 1), ("team", 3)]
     assert client.get("/v1/internal/usage", headers=PLAIN).status_code == 403
     assert client.get("/v1/internal/usage?by=colour", headers=ADMIN).status_code == 400
+
+
+def test_usage_reads_in_openais_usage_api_shape(client):
+    key = new_key(client)
+    for model in ("smol", "smol", "other"):
+        client.post("/v1/chat/completions", json={**CHAT, "model": model}, headers=bearer(key))
+    today = int(time.time()) // 86400 * 86400
+    page = client.get(f"/v1/organization/usage/completions?start_time={today - 86400}&group_by=model",
+                      headers=bearer(key)).get_json()
+    assert page["object"] == "page" and [bucket["start_time"] for bucket in page["data"]] == [today - 86400, today]
+    assert page["data"][0]["results"] == []
+    results = page["data"][1]["results"]
+    assert [(r["model"], r["num_model_requests"], r["api_key_id"]) for r in results] == [("other", 1, None),
+                                                                                          ("smol", 2, None)]
+    assert results[0]["object"] == "organization.usage.completions.result"
+    by_key = client.get(f"/v1/organization/usage/completions?start_time={today}&group_by=api_key_id",
+                        headers=ADMIN).get_json()["data"][0]["results"]
+    assert [(r["api_key_id"], r["num_model_requests"]) for r in by_key] == [("team", 3)]
+    bad = client.get("/v1/organization/usage/completions?start_time=0&bucket_width=1h", headers=ADMIN)
+    assert bad.status_code == 400 and bad.get_json()["error"]["param"] == "bucket_width"
