@@ -96,7 +96,8 @@ def _app_state(settings: Settings, run_dir: str | None) -> AppState:
         siblings = Siblings(run_dir, inflight.stop_all)
     store = open_store(settings.store, settings.limits.max_body_bytes)
     seal = Seal(*installation.seal_key_sources(store))
-    gate = Gate(settings.api_keys, settings.admin_keys, open_book(store))
+    gate = Gate(settings.api_keys, settings.admin_keys, open_book(store), settings.limits_on_store_error,
+                settings.metrics_per_key)
     return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate)
 
 
@@ -169,7 +170,7 @@ def _identify_caller():
     if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/"):
         return
     state = current_app.extensions["api_like_oai"]
-    ticket = Ticket(state.gate.identify(offered_key()), state.gate.book, state.settings.limits_on_store_error)
+    ticket = Ticket(state.gate.identify(offered_key()), state.gate, state.metrics)
     g.ticket = ticket
     record = g.get("record")
     if record is not None and ticket.caller.record is not None:

@@ -149,6 +149,8 @@ def _add_limit_and_log_flags(add) -> None:
         help="with --routing prefix: how many more requests in flight than the least busy upstream the one "
              "holding a prompt's prefix may have before the request goes to the least busy (default: %(default)s)")
     add("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: none)")
+    add("--metrics-per-key", action="store_true",
+        help="/metrics counts requests and tokens per managed key, labelled by its name (one series per key)")
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add("--log-format", default="text", choices=["text", "json"], help="access log format (default: %(default)s)")
@@ -295,6 +297,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         default_model=getattr(config, "default_model", None),
         api_keys=read_api_keys(args.api_key, args.api_key_file),
         admin_keys=tuple(key for key in args.admin_key or () if key), limits_on_store_error=args.limits_on_store_error,
+        metrics_per_key=args.metrics_per_key,
         host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,

@@ -10,6 +10,7 @@ import pytest
 
 from api_like_oai import create_app
 from api_like_oai.cli import parse_settings
+from api_like_oai.errors import StoreUnavailable
 
 from ..servers import free_port
 
@@ -28,7 +29,7 @@ def make_client(tmp_path):
                       f"    aliases: [smol-alias]\n  other:\n    upstreams: [{down}]\n    chat_prompt_model: chatml\n")
     argv = ["--config", str(config), "--admin-key", "admin-secret", "--api-key", "plain-key",
             "--store", f"sqlite:///{tmp_path}/store.sqlite3"]
-    return lambda: create_app(parse_settings(argv)).test_client()
+    return lambda *flags: create_app(parse_settings([*argv, *flags])).test_client()
 
 
 @pytest.fixture
@@ -168,3 +169,49 @@ def test_usage_reads_in_openais_usage_api_shape(client):
     assert [(r["api_key_id"], r["num_model_requests"]) for r in by_key] == [("team", 3)]
     bad = client.get("/v1/organization/usage/completions?start_time=0&bucket_width=1h", headers=ADMIN)
     assert bad.status_code == 400 and bad.get_json()["error"]["param"] == "bucket_width"
+
+
+@pytest.fixture
+def failing_store(monkeypatch):
+    """Make the key book of `client` fail as an unreachable store does."""
+    def fail(client) -> None:
+        book = client.application.extensions["api_like_oai"].gate.book
+
+        def unreachable(*args, **kwargs):
+            raise StoreUnavailable("the key store (Redis) failed: Connection refused")
+
+        for method in ("by_digest", "admit", "finish"):
+            monkeypatch.setattr(book, method, unreachable)
+
+    return fail
+
+
+def test_with_the_store_down_a_limited_key_is_refused_by_default(client, failing_store):
+    key = new_key(client, rpm=100)
+    failing_store(client)
+    refused = client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))
+    assert refused.status_code == 503 and refused.get_json()["error"]["code"] == "store_unavailable"
+    assert client.get("/v1/models", headers=PLAIN).status_code == 200   # keys from the config still work
+
+
+def test_with_limits_open_on_store_errors_a_known_key_runs_unchecked_and_metrics_say_so(make_client, failing_store,
+                                                                                         caplog):
+    client = make_client("--limits-on-store-error", "open", "--metrics-per-key")
+    key = new_key(client, rpm=100)
+    client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))   # read while up
+    failing_store(client)
+    let_run = client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))
+    assert let_run.status_code == 503 and let_run.get_json()["error"]["code"] == "upstream_unavailable"
+    assert "limits of key 'team' not checked" in caplog.text and key["key"] not in caplog.text
+    metrics = client.get("/metrics", headers=ADMIN).text
+    assert 'api_like_oai_limits_unchecked_total{outcome="open"} 1.0' in metrics
+    assert 'api_like_oai_key_requests_total{key="team",model="smol",status="error"} 2.0' in metrics
+
+
+def test_refusals_are_counted_by_limit(client):
+    key = new_key(client, max_parallel=1, rpm=1)
+    for _ in range(3):
+        client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))
+    metrics = client.get("/metrics", headers=ADMIN).text
+    assert 'api_like_oai_limit_refusals_total{limit="rpm"} 2.0' in metrics
+    assert "api_like_oai_key_requests_total{" not in metrics   # per key only with --metrics-per-key
