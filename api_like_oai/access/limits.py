@@ -1,8 +1,8 @@
 """Per-key limits (pure: no I/O): what a key has used, whether a request fits, and the headers that say so.
 
-Requests and tokens per minute are counted over a sliding window of the last 60 seconds (each
-request and each answer's tokens an event with its time), so a burst at a minute's edge gets no
-more than the limit; tokens per day over the UTC day; requests in flight as leases that end with the
+Requests and tokens per minute are counted over a sliding window of the last 60 seconds, in
+one-second buckets (a few dozen rows or fields per key, however many requests), so a burst at a
+minute's edge gets no more than the limit; tokens per day over the UTC day; requests in flight as leases that end with the
 request (or when the lease runs out, if its worker was killed). The backends (sqlite.py, redis.py)
 read the counts and apply `decide` in one atomic step, so no two requests take the same last place.
 """

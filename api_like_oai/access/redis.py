@@ -24,19 +24,29 @@ if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return 1
 """
-# KEYS: requests, tokens, day, leases. ARGV: now, window, request id, lease until, need, then the
-# limits max_parallel, rpm, tpm, tokens_per_day ('' for none): the comparisons of limits.decide.
-# Answers {admitted, requests, tokens, today, in flight, oldest request, oldest tokens}.
+# KEYS: requests, tokens (hashes: second -> count), day, leases. ARGV: now, window, request id, lease
+# until, need, then the limits max_parallel, rpm, tpm, tokens_per_day ('' for none): the comparisons
+# of limits.decide. Answers {admitted, requests, tokens, today, in flight, oldest request, oldest tokens}.
 ADMIT = """
 local now = tonumber(ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - tonumber(ARGV[2]))
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-local requests = redis.call('ZCARD', KEYS[1])
-local tokens = 0
-for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  tokens = tokens + tonumber(string.match(member, ':(%d+)$'))
+local last_gone = math.floor(now - tonumber(ARGV[2]))
+local function window(key)
+  local sum, oldest = 0, ''
+  local seconds = redis.call('HGETALL', key)
+  for i = 1, #seconds, 2 do
+    local second = tonumber(seconds[i])
+    if second <= last_gone then
+      redis.call('HDEL', key, seconds[i])
+    else
+      sum = sum + tonumber(seconds[i + 1])
+      if oldest == '' or second < oldest then oldest = second end
+    end
+  end
+  return sum, oldest
 end
+local requests, oldest_request = window(KEYS[1])
+local tokens, oldest_tokens = window(KEYS[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 local today = tonumber(redis.call('GET', KEYS[3]) or '0')
 local in_flight = redis.call('ZCARD', KEYS[4])
 local need = math.max(tonumber(ARGV[5]), 1)
@@ -46,14 +56,12 @@ for i = 1, 4 do
   if ARGV[5 + i] ~= '' and wanted[i] > tonumber(ARGV[5 + i]) then admitted = 0 end
 end
 if admitted == 1 then
-  redis.call('ZADD', KEYS[1], now, ARGV[3])
-  redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
+  redis.call('HINCRBY', KEYS[1], math.floor(now), 1)
   redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 2000))
+  redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
   redis.call('PEXPIREAT', KEYS[4], math.ceil(tonumber(ARGV[4]) * 1000))
 end
-local oldest_request = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2] or ''
-local oldest_tokens = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2] or ''
-return {admitted, requests, tokens, today, in_flight, oldest_request, oldest_tokens}
+return {admitted, requests, tokens, today, in_flight, tostring(oldest_request), tostring(oldest_tokens)}
 """
 
 
@@ -111,7 +119,7 @@ class RedisKeyBook(KeyBook):
             if request_id is not None:
                 transaction.zrem(leases_key, request_id)
             if entry.tokens and (record.tpm is not None or record.tokens_per_day is not None):
-                transaction.zadd(tokens_key, {f"{request_id or now}:{entry.tokens}": now})
+                transaction.hincrby(tokens_key, str(int(now)), entry.tokens)
                 transaction.pexpire(tokens_key, int(WINDOW_SECONDS * 2000))
                 transaction.incrby(day_key, entry.tokens)
                 transaction.expire(day_key, 2 * DAY_SECONDS)

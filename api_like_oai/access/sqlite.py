@@ -15,9 +15,9 @@ from .usage import UsageEntry
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS access_keys (
     digest TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, record BLOB NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS access_events (
-    key_name TEXT NOT NULL, kind TEXT NOT NULL, at REAL NOT NULL, amount INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS access_events_by_key ON access_events (key_name, kind, at);
+CREATE TABLE IF NOT EXISTS access_seconds (
+    key_name TEXT NOT NULL, kind TEXT NOT NULL, second INTEGER NOT NULL, amount INTEGER NOT NULL,
+    PRIMARY KEY (key_name, kind, second)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS access_days (
     key_name TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (key_name, day)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS access_leases (
@@ -28,6 +28,10 @@ CREATE TABLE IF NOT EXISTS access_usage (
     requests INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL, errors INTEGER NOT NULL, seconds REAL NOT NULL,
     PRIMARY KEY (day, key_name, model, api)) WITHOUT ROWID;
+"""
+ADD_TO_SECOND = """
+INSERT INTO access_seconds VALUES (?, ?, ?, ?)
+ON CONFLICT (key_name, kind, second) DO UPDATE SET amount = amount + excluded.amount
 """
 ADD_USAGE = """
 INSERT INTO access_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -84,7 +88,7 @@ class SQLiteKeyBook(KeyBook):
         def admit(db: sqlite3.Connection) -> Decision:
             decision = decide(record, _counts(db, record.name, now), now, max_tokens)
             if decision.allowed:
-                db.execute("INSERT INTO access_events VALUES (?, 'r', ?, 1)", (record.name, now))
+                db.execute(ADD_TO_SECOND, (record.name, "r", int(now), 1))
                 db.execute("INSERT OR REPLACE INTO access_leases VALUES (?, ?, ?)",
                            (request_id, record.name, now + LEASE_SECONDS))
             return decision
@@ -96,7 +100,7 @@ class SQLiteKeyBook(KeyBook):
             if request_id is not None:
                 db.execute("DELETE FROM access_leases WHERE request_id = ?", (request_id,))
             if entry.tokens and (record.tpm is not None or record.tokens_per_day is not None):
-                db.execute("INSERT INTO access_events VALUES (?, 't', ?, ?)", (record.name, now, entry.tokens))
+                db.execute(ADD_TO_SECOND, (record.name, "t", int(now), entry.tokens))
                 db.execute("INSERT INTO access_days VALUES (?, ?, ?) ON CONFLICT (key_name, day) "
                            "DO UPDATE SET tokens = tokens + excluded.tokens", (record.name, day_of(now), entry.tokens))
             db.execute(ADD_USAGE, (entry.day, entry.key, entry.model, entry.api, *entry.counters()))
@@ -111,13 +115,16 @@ class SQLiteKeyBook(KeyBook):
 
 def _counts(db: sqlite3.Connection, name: str, now: float) -> Counts:
     """The key's counts now, after dropping the events that left the window and the leases that ran out."""
-    db.execute("DELETE FROM access_events WHERE key_name = ? AND at <= ?", (name, now - WINDOW_SECONDS))
+    db.execute("DELETE FROM access_seconds WHERE key_name = ? AND second <= ?", (name, int(now - WINDOW_SECONDS)))
     db.execute("DELETE FROM access_leases WHERE key_name = ? AND expires_at <= ?", (name, now))
-    requests, oldest_request = db.execute("SELECT count(*), min(at) FROM access_events WHERE key_name = ? "
-                                          "AND kind = 'r'", (name,)).fetchone()
-    tokens, oldest_tokens = db.execute("SELECT coalesce(sum(amount), 0), min(at) FROM access_events "
-                                       "WHERE key_name = ? AND kind = 't'", (name,)).fetchone()
+    requests, oldest_request = _window(db, name, "r")
+    tokens, oldest_tokens = _window(db, name, "t")
     today = db.execute("SELECT tokens FROM access_days WHERE key_name = ? AND day = ?", (name, day_of(now))).fetchone()
     in_flight = db.execute("SELECT count(*) FROM access_leases WHERE key_name = ?", (name,)).fetchone()[0]
     return Counts(requests, tokens, today[0] if today else 0, in_flight, oldest_request, oldest_tokens)
 
+
+def _window(db: sqlite3.Connection, name: str, kind: str) -> tuple[int, float | None]:
+    """(the sum of the window's seconds of one kind, the oldest second that has any)."""
+    return db.execute("SELECT coalesce(sum(amount), 0), min(second) FROM access_seconds WHERE key_name = ? AND kind = ?",
+                      (name, kind)).fetchone()
