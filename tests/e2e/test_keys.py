@@ -115,10 +115,10 @@ def test_the_sdks_retry_after_a_429_when_retry_after_says(proxy, config, sdk):
 
     def ask() -> None:
         if sdk == "openai":
-            retrying = openai.OpenAI(base_url=proxy.url + "/v1", api_key=key, max_retries=5, http_client=statuses_of(seen))
+            retrying = openai.OpenAI(base_url=proxy.url + "/v1", api_key=key, max_retries=10, http_client=statuses_of(seen))
             retrying.chat.completions.create(model="smol", messages=HELLO, **SAMPLING)
         else:
-            retrying = anthropic.Anthropic(base_url=proxy.url, api_key=key, max_retries=5,
+            retrying = anthropic.Anthropic(base_url=proxy.url, api_key=key, max_retries=10,
                                            http_client=statuses_of(seen, httpx2))
             retrying.messages.create(model="smol", messages=HELLO, max_tokens=8)
         answered.set()
@@ -133,7 +133,7 @@ def test_the_sdks_retry_after_a_429_when_retry_after_says(proxy, config, sdk):
         answered.wait(0.05)
     list(lines)                                   # the stream ends: the place is free for the retry
     asker.join(30)
-    assert answered.is_set() and seen[0] == 429 and seen[-1] == 200
+    assert answered.is_set() and seen[0] == 429 and seen[-1] == 200, seen
 
 
 @pytest.fixture(scope="module")
