@@ -10,6 +10,7 @@ import io
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import anthropic
@@ -158,3 +159,24 @@ def test_two_instances_on_one_redis_share_the_limits_and_revocation(redis_proxie
     requests.delete(second.url + "/v1/internal/keys/burst", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
     refused = requests.get(first.url + "/v1/models", headers={"Authorization": f"Bearer {created['key']}"}, timeout=10)
     assert refused.status_code == 401
+
+
+def test_a_stream_the_client_dropped_is_counted_with_what_was_generated(proxy):
+    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": "dropper"},
+                            headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10).json()
+    key = {"Authorization": f"Bearer {created['key']}"}
+    stream = requests.post(proxy.url + "/v1/chat/completions", stream=True, timeout=60, headers=key, json={
+        "model": "smol", "messages": [{"role": "user", "content": "Count from 1 to 100, one number a line."}],
+        "stream": True, "temperature": 0, "max_tokens": 200})
+    lines = stream.iter_lines()
+    for _ in range(4):
+        next(lines)   # the role, then a few tokens
+    stream.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = requests.get(proxy.url + "/v1/internal/usage", headers=key, timeout=10).json()["data"]
+        if rows:
+            break
+        time.sleep(0.2)
+    assert [(row["key"], row["requests"]) for row in rows] == [("dropper", 1)]
+    assert 3 <= rows[0]["completion_tokens"] < 200 and rows[0]["prompt_tokens"] > 0

@@ -520,6 +520,8 @@ ANTHROPIC_ERRORS = [
     (errors.UpstreamUnavailable("down"), 529, "overloaded_error"),
     (errors.UpstreamTimeout("slow"), 504, "timeout_error"),
     (errors.StoreUnavailable("store down"), 503, "api_error"),   # Anthropic's API stores nothing; mapped all the same
+    (errors.PermissionDenied("admin only"), 403, "permission_error"),
+    (errors.RateLimited("over rpm", retry_after="3"), 429, "rate_limit_error"),
 ]
 
 
