@@ -24,7 +24,7 @@ from ..conftest import openai_client
 from ..servers import ROOT
 
 ADMIN = "admin-e2e-secret"
-SAMPLING = {"temperature": 0, "max_tokens": 8}
+SAMPLING = {"temperature": 0, "max_tokens": 4}
 HELLO = [{"role": "user", "content": "Say hello."}]
 
 
@@ -58,7 +58,6 @@ def statuses_of(seen: list[int], http=httpx):
 
 def test_a_cli_key_uses_only_its_models_and_its_usage_matches_the_answers(proxy, config):
     key = cli("keys", "create", "--config", config, "--name", "writer", "--models", "smol").strip()
-    assert "writer" in cli("keys", "list", "--config", config)
     client = openai_client(proxy.url, api_key=key)
     claude = anthropic.Anthropic(base_url=proxy.url, api_key=key, max_retries=0, timeout=120)
     assert [model.id for model in client.models.list()] == ["smol"]
@@ -69,7 +68,7 @@ def test_a_cli_key_uses_only_its_models_and_its_usage_matches_the_answers(proxy,
     plain = client.chat.completions.create(model="smol", messages=HELLO, **SAMPLING).usage
     streamed = [chunk.usage for chunk in client.chat.completions.create(
         model="smol", messages=HELLO, stream=True, stream_options={"include_usage": True}, **SAMPLING) if chunk.usage]
-    message = claude.messages.create(model="smol", messages=HELLO, max_tokens=8).usage
+    message = claude.messages.create(model="smol", messages=HELLO, max_tokens=4).usage
     rows = list(csv.DictReader(io.StringIO(cli("usage", "--config", config, "--key", "writer", "--by", "key", "--csv"))))
     assert len(rows) == 1 and (rows[0]["requests"], rows[0]["errors"]) == ("3", "0")   # not the refused ones
     message_prompt = message.input_tokens + message.cache_read_input_tokens   # Anthropic's input excludes the cache's
@@ -121,7 +120,7 @@ def test_the_sdks_retry_after_a_429_when_retry_after_says(proxy, config, sdk):
         else:
             retrying = anthropic.Anthropic(base_url=proxy.url, api_key=key, max_retries=10,
                                            http_client=statuses_of(seen, httpx2))
-            retrying.messages.create(model="smol", messages=HELLO, max_tokens=8)
+            retrying.messages.create(model="smol", messages=HELLO, max_tokens=4)
         answered.set()
 
     holding = requests.post(proxy.url + "/v1/chat/completions", stream=True, timeout=60, headers={
