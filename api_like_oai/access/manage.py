@@ -91,6 +91,38 @@ class UsageList(BaseModel):
     data: list[UsageRow]
 
 
+class OpenAIUsageResult(BaseModel):
+    object: Literal["organization.usage.completions.result"]
+    input_tokens: int
+    output_tokens: int
+    input_cached_tokens: int
+    input_audio_tokens: int
+    output_audio_tokens: int
+    num_model_requests: int
+    project_id: str | None
+    user_id: str | None
+    api_key_id: str | None
+    model: str | None
+    batch: bool | None
+    service_tier: str | None
+
+
+class OpenAIUsageBucket(BaseModel):
+    object: Literal["bucket"]
+    start_time: int
+    end_time: int
+    results: list[OpenAIUsageResult]
+
+
+class OpenAIUsagePage(BaseModel):
+    """OpenAI's usage API answer: daily buckets, all in one page."""
+
+    object: Literal["page"]
+    data: list[OpenAIUsageBucket]
+    has_more: bool
+    next_page: str | None
+
+
 class OpenAIUsageQuery(BaseModel):
     """The query of GET /v1/organization/usage/completions (OpenAI's usage API; daily buckets only)."""
 

@@ -70,6 +70,8 @@ def endpoints() -> list[tuple]:
         ("delete", "/v1/internal/keys/{name}", "Revoke a key, on every instance (admin key only)", None, k.KeyView),
         ("get", "/v1/internal/usage", "Usage per key, model, API and day (an admin key: all; a managed key: its own)",
          None, k.UsageList),
+        ("get", "/v1/organization/usage/completions", "OpenAI's usage API for completions: daily buckets from "
+         "start_time, group_by api_key_id (the key's name) and model", None, k.OpenAIUsagePage),
     ]
 
 
@@ -79,7 +81,8 @@ def queries() -> dict:
     from ..dialects import stored as s
 
     return {"/v1/responses/{response_id}/input_items": s.ItemListQuery,
-            "/v1/conversations/{conversation_id}/items": s.ItemListQuery, "/v1/internal/usage": k.UsageQuery}
+            "/v1/conversations/{conversation_id}/items": s.ItemListQuery, "/v1/internal/usage": k.UsageQuery,
+            "/v1/organization/usage/completions": k.OpenAIUsageQuery}
 
 
 STREAM_MODELS = [p.ChatCompletionChunk]

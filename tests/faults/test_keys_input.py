@@ -20,7 +20,7 @@ ADMIN = {"Authorization": "Bearer fuzzing-admin-key"}
 STORE = tempfile.TemporaryDirectory(prefix="api-like-oai-keys-fuzz-")
 APP = create_app(parse_settings(["--llama-api", f"http://127.0.0.1:{free_port()}", "--admin-key", "fuzzing-admin-key",
                                  "--store", f"sqlite:///{STORE.name}/store.sqlite3"]))
-KEY_ROUTES = "^/v1/internal/(keys|usage)"
+KEY_ROUTES = "^/v1/(internal/(keys|usage)|organization/usage)"
 
 
 def load_schema(mode: str, **only):
