@@ -215,3 +215,9 @@ def test_refusals_are_counted_by_limit(client):
     metrics = client.get("/metrics", headers=ADMIN).text
     assert 'api_like_oai_limit_refusals_total{limit="rpm"} 2.0' in metrics
     assert "api_like_oai_key_requests_total{" not in metrics   # per key only with --metrics-per-key
+
+
+def test_admin_keys_come_from_the_flag_and_the_environment(monkeypatch):
+    monkeypatch.setenv("API_LIKE_OAI_ADMIN_KEY", "env-admin,other-admin")
+    assert parse_settings([]).admin_keys == ("env-admin", "other-admin")
+    assert parse_settings(["--admin-key", "flag-admin"]).admin_keys == ("env-admin", "other-admin", "flag-admin")
