@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import logging
 from dataclasses import dataclass
 
@@ -11,13 +10,29 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
 from . import installation
+from .access.book import open_book
+from .access.gate import Gate, Ticket
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
-from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
+from .errors import InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
-from .routes import anthropic, chat, completions, conversations, docs, embeddings, internal, lifecycle, models, native, responses
+from .routes import (
+    anthropic,
+    chat,
+    completions,
+    conversations,
+    docs,
+    embeddings,
+    internal,
+    keys,
+    lifecycle,
+    models,
+    native,
+    offered_key,
+    responses,
+)
 from .sealing import Seal
 from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
@@ -41,6 +56,7 @@ class AppState:
     seal: Seal                       # signs thoughts handed out and checks them when they come back
     store: object | None = None      # store.Store: stored responses and conversations (None: --store none)
     siblings: object | None = None   # siblings.Siblings: the other workers, with --workers > 1
+    gate: Gate = Gate()              # the keys requests may bring, managed ones in the store's key book
     supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
 
 
@@ -54,7 +70,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = _app_state(settings, run_dir, supervisor_socket)
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp, lifecycle.bp):
+                      responses.bp, conversations.bp, keys.bp, lifecycle.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -65,8 +81,9 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
         app.after_request(_cors_headers(settings.cors_origins))
     # The record opens before the key check, so a refused key is in the access log and the metrics.
     app.before_request(_open_record)
-    if settings.api_keys:
-        app.before_request(_require_key(settings.api_keys))
+    if app.extensions["api_like_oai"].gate.required:
+        app.before_request(_identify_caller)
+        app.after_request(_rate_limit_headers)
     app.after_request(_close_record)
     _register_error_handlers(app)
     app.wsgi_app = CollapseSlashes(OnClose(app.wsgi_app))
@@ -82,12 +99,14 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         siblings = Siblings(run_dir, inflight.stop_all)
     store = open_store(settings.store, settings.limits.max_body_bytes)
     seal = Seal(*installation.seal_key_sources(store))
+    gate = Gate(settings.api_keys, settings.admin_keys, open_book(store), settings.limits_on_store_error,
+                settings.metrics_per_key)
     supervisor = None
     if supervisor_socket is not None:
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, supervisor)
+    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate, supervisor)
 
 
 def _metrics():
@@ -156,27 +175,25 @@ def build_registry(settings: Settings) -> ModelRegistry:
     return ModelRegistry(served, strict=settings.strict_model_names, default=settings.default_model)
 
 
-def _require_key(api_keys: tuple[str, ...]):
-    encoded_keys = [key.encode() for key in api_keys]
-
-    def check_key():
-        if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/"):
-            return None
-        offered = _offered_key().encode()
-        # Compare against every key, in constant time, so timing says nothing about which matched.
-        matches = [hmac.compare_digest(offered, key) for key in encoded_keys]
-        if not any(matches):
-            raise AuthenticationFailed("missing or invalid API key; send 'Authorization: Bearer <key>'")
-        return None
-
-    return check_key
+def _identify_caller():
+    """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
+    request's passage through its key's limits, finished (usage written) when its record closes."""
+    if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/"):
+        return
+    state = current_app.extensions["api_like_oai"]
+    ticket = Ticket(state.gate.identify(offered_key()), state.gate, state.metrics)
+    g.ticket = ticket
+    record = g.get("record")
+    if record is not None and ticket.caller.record is not None:
+        record.on_close.append(ticket.finish)
 
 
-def _offered_key() -> str:
-    authorization = request.headers.get("Authorization", "")
-    if authorization[:7].lower() == "bearer ":
-        return authorization[7:].strip()
-    return request.headers.get("x-api-key", "")
+def _rate_limit_headers(response: Response) -> Response:
+    """Every answer to a key with limits says what is left (OpenAI's headers, Anthropic's on its API)."""
+    ticket = g.get("ticket")
+    if ticket is not None:
+        response.headers.update(ticket.headers(anthropic.speaks_anthropic(request.path)))
+    return response
 
 
 def _register_error_handlers(app: Flask) -> None:

@@ -92,6 +92,12 @@ def _add_original_flags(add) -> None:
     add("--api-key", action="append", default=None,
         help="require this API key (repeat for several; default: no key needed)")
     add("--api-key-file", help="file with one API key per line (keeps keys out of `ps`)")
+    add("--admin-key", action="append", default=None,
+        help="an admin key (repeat for several): any API, plus managing keys under /v1/internal/keys; "
+             "with it (or --api-key), the store's managed keys are accepted too (`api-like-oai keys --help`)")
+    add("--limits-on-store-error", default="closed", choices=["open", "closed"],
+        help="a key with limits while the store cannot be reached: refuse its requests (closed, 503) "
+             "or let them run unchecked (open) (default: %(default)s)")
     add("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     add("--port", type=int, default=8081, help="port to listen on (default: %(default)s)")
 
@@ -145,6 +151,8 @@ def _add_limit_and_log_flags(add) -> None:
         help="with --routing prefix: how many more requests in flight than the least busy upstream the one "
              "holding a prompt's prefix may have before the request goes to the least busy (default: %(default)s)")
     add("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: none)")
+    add("--metrics-per-key", action="store_true",
+        help="/metrics counts requests and tokens per managed key, labelled by its name (one series per key)")
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")
     add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add("--log-format", default="text", choices=["text", "json"], help="access log format (default: %(default)s)")
@@ -219,6 +227,11 @@ def _defaults_from_config(parser: argparse.ArgumentParser, config) -> None:
 
 def parse_settings(argv: list[str] | None) -> Settings:
     """Settings from the command line, over the environment, over the config file."""
+    return settings_from_args(*parse_arguments(argv))
+
+
+def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, object]:
+    """(the flags' values, the config file or None): the command line over the environment over the file."""
     parser = build_parser()
     config_path = parser.parse_known_args(argv)[0].config
     config = None
@@ -234,7 +247,7 @@ def parse_settings(argv: list[str] | None) -> Settings:
         parser.set_defaults(config=config_path)
         _defaults_from_config(parser, config)
         _defaults_from_environment(parser)  # the environment wins over the file
-    return settings_from_args(parser.parse_args(argv), config)
+    return parser.parse_args(argv), config
 
 
 def unescape_newlines(value: str) -> str:
@@ -345,13 +358,15 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         models=models, strict_model_names=(config is not None and bool(config.models)) or bool(args.models_dir),
         default_model=getattr(config, "default_model", None),
         api_keys=read_api_keys(args.api_key, args.api_key_file), supervisor=_supervisor(args, models),
+        admin_keys=tuple(key for key in args.admin_key or () if key), limits_on_store_error=args.limits_on_store_error,
+        metrics_per_key=args.metrics_per_key,
         host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
         limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
                       max_tokens=args.max_tokens_limit),
-        grace_period=args.grace_period, native_api=args.native_api, store=_store_settings(args))
+        grace_period=args.grace_period, native_api=args.native_api, store=store_settings_of(args))
 
 
 def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
@@ -365,7 +380,7 @@ def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
     return supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir)
 
 
-def _store_settings(args: argparse.Namespace) -> StoreSettings:
+def store_settings_of(args: argparse.Namespace) -> StoreSettings:
     try:
         settings = store_settings(args.store, args.store_ttl, args.store_secret_file)
     except ValueError as exc:
@@ -428,6 +443,11 @@ def check_template_choice(choice: TemplateChoice) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["keys"], ["usage"]):
+        from .access.commands import keys_main  # managing keys: no server
+
+        return keys_main(argv[1:] if argv[0] == "keys" else argv)
     try:
         settings = parse_settings(argv)
     except StartupError as exc:

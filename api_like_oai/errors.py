@@ -5,10 +5,12 @@
     │   ├── TemplateError            400 (a chat template refused the conversation)
     │   └── ContextLengthExceeded    400 code=context_length_exceeded
     ├── AuthenticationFailed         401 authentication_error
+    ├── PermissionDenied             403 permission_error (a plain key on an admin route)
     ├── NotFound                     404 invalid_request_error
     │   └── ModelNotFound            404 code=model_not_found
     ├── PayloadTooLarge              413 invalid_request_error
-    ├── TooManyRequests              429 rate_limit_error (a model's queue is full: Retry-After)
+    ├── RateLimited                  429 requests|tokens, code=rate_limit_exceeded (a key's limit: access/;
+    │                                    model_queue_full: too many wait for a model's load)
     ├── StoreUnavailable             503 server_error (the response store failed: store/)
     └── UpstreamError                502 upstream_error (bad answer from llama.cpp)
         ├── UpstreamUnavailable      503 (refused, down, or loading the model)
@@ -73,6 +75,28 @@ class AuthenticationFailed(ProxyError):
     anthropic_type = "authentication_error"
 
 
+class PermissionDenied(ProxyError):
+    status = 403
+    type = "permission_error"
+    code = "permission_denied"
+    anthropic_type = "permission_error"
+
+
+class RateLimited(ProxyError):
+    """A key over one of its limits; `retry_after` seconds until it may try again (Retry-After)."""
+
+    status = 429
+    type = "requests"            # OpenAI's: "requests" or "tokens", by the limit that was hit
+    code = "rate_limit_exceeded"
+    anthropic_type = "rate_limit_error"
+
+    def __init__(self, message: str, *, retry_after: str, of_tokens: bool = False):
+        super().__init__(message)
+        self.headers = {"Retry-After": retry_after, "retry-after-ms": str(int(retry_after) * 1000)}
+        if of_tokens:
+            self.type = "tokens"
+
+
 class NotFound(ProxyError):
     status = 404
     type = "invalid_request_error"
@@ -89,13 +113,6 @@ class PayloadTooLarge(ProxyError):
     type = "invalid_request_error"
     code = "request_too_large"
     anthropic_type = "request_too_large"
-
-
-class TooManyRequests(ProxyError):
-    status = 429
-    type = "rate_limit_error"
-    code = "rate_limit_exceeded"
-    anthropic_type = "rate_limit_error"
 
 
 class StoreUnavailable(ProxyError):

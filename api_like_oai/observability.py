@@ -48,8 +48,24 @@ class Metrics:
                                "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
                                "overloaded; failover when it failed to start the request; only for a model with one upstream)",
                                ["model", "result", "reason"], registry=self.registry)
+        self.limit_refusals = Counter("api_like_oai_limit_refusals", "Requests refused with a 429 by the key "
+                                      "limit they were over (max_parallel, rpm, tpm, tokens_per_day)", ["limit"],
+                                      registry=self.registry)
+        self.limits_unchecked = Counter("api_like_oai_limits_unchecked", "Requests whose key limits could not be "
+                                        "checked, the store failing; outcome: refused (closed) or let run (open)",
+                                        ["outcome"], registry=self.registry)
+        self.key_requests = Counter("api_like_oai_key_requests", "Requests per managed key (--metrics-per-key)",
+                                    ["key", "model", "status"], registry=self.registry)
+        self.key_tokens = Counter("api_like_oai_key_tokens", "Tokens per managed key and kind (--metrics-per-key)",
+                                  ["key", "kind"], registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
                                        registry=self.registry, multiprocess_mode="livesum")
+
+    def count_key(self, entry) -> None:
+        """One finished request of a managed key (access.usage.UsageEntry), labelled by the key's name."""
+        self.key_requests.labels(entry.key, entry.model, "error" if entry.errors else "ok").inc()
+        self.key_tokens.labels(entry.key, "prompt").inc(entry.prompt_tokens)
+        self.key_tokens.labels(entry.key, "completion").inc(entry.completion_tokens)
 
     def collected(self) -> CollectorRegistry:
         """The registry to serve: this process's, or every worker's summed in multiprocess mode."""
@@ -78,6 +94,7 @@ class RequestRecord:
     first_token: float | None = None
     error_code: str | None = None
     closed: bool = False
+    on_close: list = field(default_factory=list)   # called with the record once it is closed (access/: usage)
 
     def token_arrived(self) -> None:
         if self.first_token is None:
@@ -113,6 +130,8 @@ class RequestRecord:
         if self.error_code and self.status >= 502:
             self.metrics.upstream_errors.labels(self.upstream, self.error_code).inc()
         access_log.info(self._line(total, ttft))
+        for finish in self.on_close:
+            finish(self)
 
     def _line(self, total: float, ttft: float | None) -> str:
         fields = {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,

@@ -60,6 +60,9 @@ class Settings:
     strict_model_names: bool = False          # a config file names the models: unknown ones are a 404
     default_model: str | None = None          # for requests without `model`; else the first model
     api_keys: tuple[str, ...] = ()
+    admin_keys: tuple[str, ...] = ()          # --admin-key: also /v1/internal/keys and what require_admin guards
+    limits_on_store_error: str = "closed"     # a key's limits when the store is unreachable: "open" lets it run
+    metrics_per_key: bool = False             # /metrics counts requests and tokens per managed key (by name)
     host: str = "127.0.0.1"
     port: int = 8081
     connect_timeout: float = 5.0

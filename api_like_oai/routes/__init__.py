@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 from flask import Response, current_app, g, jsonify, request
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
+from ..access.keys import ANONYMOUS, Caller
+from ..errors import PermissionDenied
 from ..middleware import ON_CLOSE
 from ..offload import let_others_run
 from ..services.admission import Admission, DialectRequest, invalid_request
@@ -58,9 +62,47 @@ def generation_context() -> Context:
                    session=request.headers.get("X-Claude-Code-Session-Id"))
 
 
+def offered_key() -> str:
+    """The API key the request brings: `Authorization: Bearer <key>` (OpenAI's), else `x-api-key` (Anthropic's)."""
+    authorization = request.headers.get("Authorization", "")
+    if authorization[:7].lower() == "bearer ":
+        return authorization[7:].strip()
+    return request.headers.get("x-api-key", "")
+
+
+def current_caller() -> Caller:
+    """Who sent this request (app._identify_caller); ANONYMOUS when the proxy asks for no key."""
+    ticket = g.get("ticket")
+    return ticket.caller if ticket is not None else ANONYMOUS
+
+
+def require_admin(view):
+    """A view only an admin key (--admin-key) may call; any other caller gets a 403 in the API's shape."""
+    @functools.wraps(view)
+    def admin_only(*args, **kwargs):
+        if not current_caller().admin:
+            raise PermissionDenied("this route needs an admin key (--admin-key)")
+        return view(*args, **kwargs)
+
+    return admin_only
+
+
+def admin_once_configured(view):
+    """A view for the admin key once one is configured (--admin-key); until then for any key the proxy
+    takes (model load and unload, stop-generation: actions on what every caller shares)."""
+    guarded = require_admin(view)
+
+    @functools.wraps(view)
+    def guard(*args, **kwargs):
+        return (guarded if state().settings.admin_keys else view)(*args, **kwargs)
+
+    return guard
+
+
 def admission() -> Admission:
-    """This request's admission checks, bound to the app's limits and models and the access record."""
-    return Admission(state().settings.limits, state().registry, g.get("record"), hold_model)
+    """This request's admission checks, bound to the app's limits and models, the access record and
+    the caller's ticket (its models and limits)."""
+    return Admission(state().settings.limits, state().registry, g.get("record"), g.get("ticket"), hold_model)
 
 
 def hold_model(model) -> None:
@@ -85,8 +127,9 @@ def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:
     return admission().dialect(dialect_request, translate)
 
 
-def lookup_model(requested: str | None):
-    return admission().lookup_model(requested)
+def lookup_model(requested: str | None, max_tokens: int | None = None):
+    """(model, name to answer with) if the caller may use it (404 otherwise), admitted by its key's limits."""
+    return admission().lookup_model(requested, max_tokens)
 
 
 def check_limits(api_request) -> None:

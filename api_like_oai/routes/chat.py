@@ -17,7 +17,7 @@ bp = Blueprint("chat", __name__)
 def create_chat_completion():
     chat_request = parse_body(ChatCompletionRequest)
     check_limits(chat_request)
-    model, model_name = lookup_model(chat_request.model)
+    model, model_name = lookup_model(chat_request.model, chat_request.token_limit())
     if model.settings.kind == "openai":
         return respond(passthrough(chat_request, model, model_name, "/chat/completions"))
     return respond(*chat_completion(chat_request, model, model_name, generation_context()))

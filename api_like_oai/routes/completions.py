@@ -17,7 +17,7 @@ bp = Blueprint("completions", __name__)
 def create_completion():
     completion_request = parse_body(CompletionRequest)
     check_limits(completion_request)
-    model, model_name = lookup_model(completion_request.model)
+    model, model_name = lookup_model(completion_request.model, completion_request.token_limit())
     if model.settings.kind == "openai":
         return respond(passthrough(completion_request, model, model_name, "/completions"))
     return respond(completion(completion_request, model, model_name, generation_context()))

@@ -20,6 +20,7 @@ def endpoints() -> list[tuple]:
     """(method, path, summary, request model, response model); the one list the document is made from.
     A function, so that the dialects' models are imported when the document is first asked for, not
     when the app is built (idle memory, benchmarks/PROFILE.md)."""
+    from ..access import manage as k
     from ..dialects import anthropic as a
     from ..dialects import responses as r
     from ..dialects import stored as s
@@ -66,20 +67,34 @@ def endpoints() -> list[tuple]:
         ("get", "/v1/conversations/{conversation_id}/items/{item_id}", "One item of a conversation", None, s.Item),
         ("delete", "/v1/conversations/{conversation_id}/items/{item_id}", "Delete an item (answers the conversation)",
          None, s.Conversation),
+        ("get", "/v1/internal/keys", "Managed keys (admin key only)", None, k.KeyList),
+        ("post", "/v1/internal/keys", "Create a managed key; the answer shows it once (admin key only)",
+         k.NewKey, k.CreatedKey),
+        ("get", "/v1/internal/keys/{name}", "One managed key (admin key only)", None, k.KeyView),
+        ("patch", "/v1/internal/keys/{name}", "Change a key's models, limits or expiry (admin key only)",
+         k.KeyChanges, k.KeyView),
+        ("delete", "/v1/internal/keys/{name}", "Revoke a key, on every instance (admin key only)", None, k.KeyView),
+        ("get", "/v1/internal/usage", "Usage per key, model, API and day (an admin key: all; a managed key: its own)",
+         None, k.UsageList),
+        ("get", "/v1/organization/usage/completions", "OpenAI's usage API for completions: daily buckets from "
+         "start_time, group_by api_key_id (the key's name) and model", None, k.OpenAIUsagePage),
     ]
 
 
 def queries() -> dict:
     """The operations that take a list's query (limit, after, order), described by its model."""
+    from ..access import manage as k
     from ..dialects import stored as s
 
     return {"/v1/responses/{response_id}/input_items": s.ItemListQuery,
-            "/v1/conversations/{conversation_id}/items": s.ItemListQuery}
+            "/v1/conversations/{conversation_id}/items": s.ItemListQuery, "/v1/internal/usage": k.UsageQuery,
+            "/v1/organization/usage/completions": k.OpenAIUsageQuery}
 
 
 STREAM_MODELS = [p.ChatCompletionChunk]
-ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "404": "Unknown route or model",
-                  "413": "Body too large", "500": "Internal error", "502": "Bad upstream answer",
+ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "403": "A route the key may not use",
+                  "404": "Unknown route or model", "413": "Body too large",
+                  "429": "A key over one of its limits (Retry-After)", "500": "Internal error", "502": "Bad upstream answer",
                   "503": "Upstream unavailable or loading", "504": "Upstream timeout"}
 # Anthropic's paths answer errors in Anthropic's shape, an upstream that is down with its 529.
 ANTHROPIC_ERROR_STATUSES = {**{code: text for code, text in ERROR_STATUSES.items() if code != "503"},

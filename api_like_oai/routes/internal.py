@@ -6,7 +6,7 @@ from ..errors import UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services import preview
 from ..services.passthrough import needs_llamacpp
-from . import lookup_model, parse_body, state
+from . import admin_once_configured, lookup_model, parse_body, state
 
 bp = Blueprint("internal", __name__)
 
@@ -81,6 +81,7 @@ def token_count():
 
 
 @bp.post("/v1/internal/stop-generation")
+@admin_once_configured
 def stop_generation():
     """End every generation in flight, in every worker; each finishes with finish_reason "stop"."""
     stopped = state().inflight.stop_all()

@@ -8,7 +8,7 @@ from flask import Blueprint, Response, jsonify, request
 from ..errors import InvalidRequest
 from ..protocol import ModelLoadRequest
 from ..sse import json_bytes
-from . import SSE_HEADERS, parse_body, state
+from . import SSE_HEADERS, admin_once_configured, parse_body, state
 
 bp = Blueprint("lifecycle", __name__)
 
@@ -30,6 +30,7 @@ def _started_model(name: str | None) -> str:
 
 @bp.post("/v1/internal/model/load")
 @bp.post("/models/load")
+@admin_once_configured
 def load():
     load_request = parse_body(ModelLoadRequest)
     supervisor, name = _supervisor(), _started_model(load_request.named())
@@ -39,6 +40,7 @@ def load():
 
 @bp.post("/v1/internal/model/unload")
 @bp.post("/models/unload")
+@admin_once_configured
 def unload():
     unload_request = parse_body(ModelLoadRequest)
     supervisor, name = _supervisor(), _started_model(unload_request.named())

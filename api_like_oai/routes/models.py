@@ -4,7 +4,7 @@ from flask import Blueprint, jsonify
 
 from ..errors import ModelNotFound
 from ..protocol import ModelCard, ModelList
-from . import state
+from . import current_caller, state
 
 bp = Blueprint("models", __name__)
 
@@ -25,16 +25,16 @@ def _statuses() -> dict:
 @bp.get("/v1/models")
 @bp.get("/models")
 def list_models():
-    """Every name a client may send: each model and each of its aliases."""
-    names, statuses = state().registry.by_name, _statuses()
+    """Every name the caller may send: each model and each of its aliases (those of its key's models)."""
+    caller, names, statuses = current_caller(), state().registry.by_name, _statuses()
     return jsonify({"object": ModelList.model_fields["object"].default,
-                    "data": [_card(name, model, statuses) for name, model in names.items()]})
+                    "data": [_card(name, model, statuses) for name, model in names.items() if caller.allows(model.name, name)]})
 
 
 @bp.get("/v1/models/<path:model_id>")
 @bp.get("/models/<path:model_id>")
 def get_model(model_id: str):
     model = state().registry.by_name.get(model_id)
-    if model is None:
+    if model is None or not current_caller().allows(model.name, model_id):
         raise ModelNotFound(f"model {model_id!r} does not exist", param="model")
     return jsonify(_card(model_id, model, _statuses()))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from flask import request
 from pydantic import ValidationError
 
-from . import invalid_request, state
+from . import invalid_request, offered_key, state
 
 if TYPE_CHECKING:
     from ..dialects.stored import ItemListQuery
@@ -23,14 +23,7 @@ def caller_scope() -> Scope:
     from ..services.stored_responses import Scope
 
     app_state = state()
-    return Scope(app_state.store, _offered_key() if app_state.settings.api_keys else None)
-
-
-def _offered_key() -> str:
-    authorization = request.headers.get("Authorization", "")
-    if authorization[:7].lower() == "bearer ":
-        return authorization[7:].strip()
-    return request.headers.get("x-api-key", "")
+    return Scope(app_state.store, offered_key() if app_state.gate.required else None)
 
 
 def list_query() -> ItemListQuery:

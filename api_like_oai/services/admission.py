@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import InvalidRequest
+from ..access.gate import Ticket
+from ..errors import InvalidRequest, ModelNotFound
 from ..observability import RequestRecord
 from ..protocol import ChatCompletionRequest
 from ..settings import Limits
@@ -30,11 +31,13 @@ class DialectRequest:
 
 @dataclass(frozen=True)
 class Admission:
-    """The checks for one request: the app's limits and models, and the request's access record."""
+    """The checks for one request: the app's limits and models, the request's access record, and its
+    caller's ticket (None when the proxy asks for no key): the key's models and limits."""
 
     limits: Limits
     registry: ModelRegistry
     record: RequestRecord | None = None
+    ticket: Ticket | None = None
     hold: Callable[[ServedModel], None] | None = None   # keeps a model the proxy starts loaded for the request
 
     def dialect(self, api_request: BaseModel, translate) -> DialectRequest:
@@ -43,14 +46,24 @@ class Admission:
         OpenAI-compatible upstream the chat request is sent to: services/chat.start_chat)."""
         chat_request = self.bounded_by_limits(translated(translate, api_request))
         self.check_limits(chat_request)
-        model, model_name = self.lookup_model(api_request.model)
+        model, model_name = self.lookup_model(api_request.model, chat_request.token_limit())
         return DialectRequest(api_request, chat_request, model, model_name)
 
-    def lookup_model(self, requested: str | None) -> tuple[ServedModel, str]:
-        """(model, name to answer with) for the request's `model`, noted on the access record."""
+    def lookup_model(self, requested: str | None, max_tokens: int | None = None) -> tuple[ServedModel, str]:
+        """(model, name to answer with) for the request's `model`, noted on the access record: a 404 as
+        for an unknown model if the caller's key may not use it; then the request is counted against
+        the key's limits (429 over one), `max_tokens` the tokens it must find left. No upstream work
+        happens before this."""
         model, model_name = self.registry.lookup(requested)
+        if self.ticket is not None and not self.ticket.caller.allows(model.name, model_name):
+            visible = sorted(name for name, known in self.registry.by_name.items()
+                             if self.ticket.caller.allows(known.name, name))
+            raise ModelNotFound(f"model {model_name!r} does not exist; known models: {', '.join(visible)}",
+                                param="model")
         if self.record is not None:
             self.record.model = model.name
+        if self.ticket is not None:
+            self.ticket.admit(max_tokens)
         if model.settings.launch is not None and self.hold is not None:
             self.hold(model)
         return model, model_name

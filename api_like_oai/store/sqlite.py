@@ -60,6 +60,11 @@ class SQLiteStore(Store):
 
     # --- connection, retries, transactions -------------------------------------------------------
 
+    def run(self, operation, write: bool = False):
+        """`operation(connection)` on this process's connection, in one transaction if `write`, with the
+        store's retries and errors: for the other tables kept in the same file (access/sqlite.py)."""
+        return self._run(operation, write)
+
     def _connect(self) -> sqlite3.Connection:
         """This process's connection, opened on first use (a forked worker opens its own)."""
         if self._connection is None or self._pid != os.getpid():

@@ -8,7 +8,7 @@ import select
 import socket
 from collections.abc import Iterator
 
-from ..errors import ModelNotFound, ProxyError, TooManyRequests, UpstreamUnavailable
+from ..errors import ModelNotFound, ProxyError, RateLimited, UpstreamUnavailable
 
 
 class Lease:
@@ -127,7 +127,11 @@ def as_proxy_error(message: dict) -> ProxyError:
     status, text = message.get("status", 503), message["error"]
     if status == 404:
         return ModelNotFound(text, param="model")
-    error = TooManyRequests(text, code="model_queue_full") if status == 429 else UpstreamUnavailable(text)
+    if status == 429:
+        error = RateLimited(text, retry_after=str(message.get("retry_after") or 1))
+        error.code = "model_queue_full"
+        return error
+    error = UpstreamUnavailable(text)
     if message.get("retry_after"):
         error.headers = {"Retry-After": str(message["retry_after"])}
     return error

@@ -515,12 +515,13 @@ ANTHROPIC_ERRORS = [
     (errors.AuthenticationFailed("no key"), 401, "authentication_error"),
     (errors.ModelNotFound("no model"), 404, "not_found_error"),
     (errors.PayloadTooLarge("too big"), 413, "request_too_large"),
-    (errors.TooManyRequests("queue full"), 429, "rate_limit_error"),
     (errors.ProxyError("bug"), 500, "api_error"),
     (errors.UpstreamError("garbage"), 502, "api_error"),
     (errors.UpstreamUnavailable("down"), 529, "overloaded_error"),
     (errors.UpstreamTimeout("slow"), 504, "timeout_error"),
     (errors.StoreUnavailable("store down"), 503, "api_error"),   # Anthropic's API stores nothing; mapped all the same
+    (errors.PermissionDenied("admin only"), 403, "permission_error"),
+    (errors.RateLimited("over rpm", retry_after="3"), 429, "rate_limit_error"),
 ]
 
 

@@ -1,0 +1,158 @@
+"""The key book in the proxy's Redis (store/redis.py): every instance sharing the Redis shares the
+keys, the counts and the usage. An admission is one Lua script (read the counts, decide, count the
+request: atomic, one round trip); the end of a request is one MULTI transaction."""
+
+from __future__ import annotations
+
+import redis
+
+from ..errors import StoreUnavailable
+from ..store.redis import PREFIX
+from .book import LEASE_SECONDS, KeyBook
+from .keys import KeyRecord
+from .limits import DAY_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, needed_tokens
+from .usage import COUNTERS, UsageEntry
+
+RECORDS = PREFIX + "access:keys"      # hash: digest -> record
+NAMES = PREFIX + "access:names"       # hash: name -> digest
+USAGE_KEEP_SECONDS = 400 * DAY_SECONDS
+SEPARATOR = "\x1f"
+
+# KEYS: names, records. ARGV: name, digest, record. 0: the name is taken.
+CREATE = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return 1
+"""
+# KEYS: requests, tokens (hashes: second -> count), day, leases. ARGV: now, window, request id, lease
+# until, need, then the limits max_parallel, rpm, tpm, tokens_per_day ('' for none): the comparisons
+# of limits.decide. Answers {admitted, requests, tokens, today, in flight, oldest request, oldest tokens}.
+ADMIT = """
+local now = tonumber(ARGV[1])
+local last_gone = math.floor(now - tonumber(ARGV[2]))
+local function window(key)
+  local sum, oldest = 0, ''
+  local seconds = redis.call('HGETALL', key)
+  for i = 1, #seconds, 2 do
+    local second = tonumber(seconds[i])
+    if second <= last_gone then
+      redis.call('HDEL', key, seconds[i])
+    else
+      sum = sum + tonumber(seconds[i + 1])
+      if oldest == '' or second < oldest then oldest = second end
+    end
+  end
+  return sum, oldest
+end
+local requests, oldest_request = window(KEYS[1])
+local tokens, oldest_tokens = window(KEYS[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+local today = tonumber(redis.call('GET', KEYS[3]) or '0')
+local in_flight = redis.call('ZCARD', KEYS[4])
+local need = math.max(tonumber(ARGV[5]), 1)
+local wanted = {in_flight + 1, requests + 1, tokens + need, today + need}
+local admitted = 1
+for i = 1, 4 do
+  if ARGV[5 + i] ~= '' and wanted[i] > tonumber(ARGV[5 + i]) then admitted = 0 end
+end
+if admitted == 1 then
+  redis.call('HINCRBY', KEYS[1], math.floor(now), 1)
+  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 2000))
+  redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
+  redis.call('PEXPIREAT', KEYS[4], math.ceil(tonumber(ARGV[4]) * 1000))
+end
+return {admitted, requests, tokens, today, in_flight, tostring(oldest_request), tostring(oldest_tokens)}
+"""
+
+
+class RedisKeyBook(KeyBook):
+    def __init__(self, store):
+        super().__init__(store)
+        self.client = store.client
+        self.create_script = self.client.register_script(CREATE)
+        self.admit_script = self.client.register_script(ADMIT)
+
+    def _call(self, command, *args):
+        try:
+            return command(*args)
+        except redis.RedisError as exc:
+            raise StoreUnavailable(f"the key store (Redis) failed: {exc}") from exc
+
+    # --- keys ------------------------------------------------------------------------------------
+
+    def create(self, record: KeyRecord) -> bool:
+        return self._call(lambda: self.create_script(keys=[NAMES, RECORDS],
+                                                     args=[record.name, record.digest, record.encode()])) == 1
+
+    def save(self, record: KeyRecord) -> None:
+        self._call(self.client.hset, RECORDS, record.digest, record.encode())
+
+    def by_digest(self, digest: str) -> KeyRecord | None:
+        stored = self._call(self.client.hget, RECORDS, digest)
+        return KeyRecord.decode(stored) if stored is not None else None
+
+    def by_name(self, name: str) -> KeyRecord | None:
+        digest = self._call(self.client.hget, NAMES, name)
+        return self.by_digest(digest.decode()) if digest is not None else None
+
+    def records(self) -> list[KeyRecord]:
+        stored = self._call(self.client.hvals, RECORDS)
+        return sorted((KeyRecord.decode(record) for record in stored), key=lambda record: record.name)
+
+    # --- limits and usage ------------------------------------------------------------------------
+
+    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None) -> Decision:
+        limits = ["" if getattr(record, name) is None else getattr(record, name)
+                  for name in ("max_parallel", "rpm", "tpm", "tokens_per_day")]
+        args = [repr(now), WINDOW_SECONDS, request_id, repr(now + LEASE_SECONDS),
+                needed_tokens(record, max_tokens), *limits]
+        answer = self._call(lambda: self.admit_script(keys=_limit_keys(record.name, now), args=args))
+        _admitted, *numbers = answer
+        counts = Counts(*(int(number) for number in numbers[:4]), *(_time(number) for number in numbers[4:]))
+        return decide(record, counts, now, max_tokens)   # the script's comparisons: the same verdict as `admitted`
+
+    def finish(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
+        requests_key, tokens_key, day_key, leases_key = _limit_keys(record.name, now)
+        usage_key = f"{PREFIX}usage:{entry.day}"
+        group = SEPARATOR.join((entry.key, entry.model, entry.api))
+        with self.client.pipeline(transaction=True) as transaction:
+            if request_id is not None:
+                transaction.zrem(leases_key, request_id)
+            if entry.tokens and (record.tpm is not None or record.tokens_per_day is not None):
+                transaction.hincrby(tokens_key, str(int(now)), entry.tokens)
+                transaction.pexpire(tokens_key, int(WINDOW_SECONDS * 2000))
+                transaction.incrby(day_key, entry.tokens)
+                transaction.expire(day_key, 2 * DAY_SECONDS)
+            for name, value in zip(COUNTERS, entry.counters(), strict=True):
+                add = transaction.hincrbyfloat if isinstance(value, float) else transaction.hincrby
+                add(usage_key, group + SEPARATOR + name, value)
+            transaction.expire(usage_key, USAGE_KEEP_SECONDS)
+            self._call(transaction.execute)
+
+    def usage(self, since_day: str) -> list[UsageEntry]:
+        days = self._call(lambda: sorted(key.decode() for key in self.client.scan_iter(f"{PREFIX}usage:*")))
+        entries = []
+        for usage_key in days:
+            day = usage_key.rsplit(":", 1)[1]
+            if day >= since_day:
+                entries += _entries(day, self._call(self.client.hgetall, usage_key))
+        return entries
+
+
+def _limit_keys(name: str, now: float) -> list[str]:
+    """The key's requests, tokens, today's tokens and leases, in one hash slot ({name})."""
+    base = f"{PREFIX}access:{{{name}}}:"
+    return [base + "requests", base + "tokens", base + "day:" + day_of(now), base + "leases"]
+
+
+def _entries(day: str, fields: dict[bytes, bytes]) -> list[UsageEntry]:
+    groups: dict[tuple, dict] = {}
+    for field, value in fields.items():
+        key, model, api, name = field.decode().split(SEPARATOR)
+        groups.setdefault((key, model, api), {})[name] = float(value) if name == "seconds" else int(value)
+    return [UsageEntry(day, *group, **counters) for group, counters in sorted(groups.items())]
+
+
+def _time(number) -> float | None:
+    return float(number) if number not in (b"", "", None) else None
+

@@ -1,0 +1,130 @@
+"""The key book in the proxy's SQLite file (store/sqlite.py): its own tables, the same connection
+and the same retries. Each admission is one write transaction (BEGIN IMMEDIATE): every worker of
+the instance sees the counts the others wrote, and no two take the same last place."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from .book import LEASE_SECONDS, KeyBook
+from .keys import KeyRecord
+from .limits import WINDOW_SECONDS, Counts, Decision, day_of, decide
+from .usage import UsageEntry
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS access_keys (
+    digest TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, record BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS access_seconds (
+    key_name TEXT NOT NULL, kind TEXT NOT NULL, second INTEGER NOT NULL, amount INTEGER NOT NULL,
+    PRIMARY KEY (key_name, kind, second)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS access_days (
+    key_name TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (key_name, day)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS access_leases (
+    request_id TEXT PRIMARY KEY, key_name TEXT NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS access_leases_by_key ON access_leases (key_name, expires_at);
+CREATE TABLE IF NOT EXISTS access_usage (
+    day TEXT NOT NULL, key_name TEXT NOT NULL, model TEXT NOT NULL, api TEXT NOT NULL,
+    requests INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL, errors INTEGER NOT NULL, seconds REAL NOT NULL,
+    PRIMARY KEY (day, key_name, model, api)) WITHOUT ROWID;
+"""
+ADD_TO_SECOND = """
+INSERT INTO access_seconds VALUES (?, ?, ?, ?)
+ON CONFLICT (key_name, kind, second) DO UPDATE SET amount = amount + excluded.amount
+"""
+ADD_USAGE = """
+INSERT INTO access_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (day, key_name, model, api) DO UPDATE SET
+requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+cached_tokens = cached_tokens + excluded.cached_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
+errors = errors + excluded.errors, seconds = seconds + excluded.seconds
+"""
+
+
+class SQLiteKeyBook(KeyBook):
+    def __init__(self, store):
+        super().__init__(store)
+        self._schema_pid = 0
+
+    def _run(self, operation, write: bool = False):
+        """`operation(connection)` through the store (its lock, retries and errors), the tables made
+        once per process."""
+        if self._schema_pid != os.getpid():
+            self.store.run(lambda db: db.executescript(SCHEMA))
+            self._schema_pid = os.getpid()
+        return self.store.run(operation, write)
+
+    # --- keys ------------------------------------------------------------------------------------
+
+    def create(self, record: KeyRecord) -> bool:
+        def create(db: sqlite3.Connection) -> bool:
+            if db.execute("SELECT 1 FROM access_keys WHERE name = ?", (record.name,)).fetchone():
+                return False
+            db.execute("INSERT INTO access_keys VALUES (?, ?, ?)", (record.digest, record.name, record.encode()))
+            return True
+
+        return self._run(create, write=True)
+
+    def save(self, record: KeyRecord) -> None:
+        self._run(lambda db: db.execute("UPDATE access_keys SET record = ? WHERE name = ? AND digest = ?",
+                                        (record.encode(), record.name, record.digest)), write=True)
+
+    def by_digest(self, digest: str) -> KeyRecord | None:
+        row = self._run(lambda db: db.execute("SELECT record FROM access_keys WHERE digest = ?", (digest,)).fetchone())
+        return KeyRecord.decode(row[0]) if row else None
+
+    def by_name(self, name: str) -> KeyRecord | None:
+        row = self._run(lambda db: db.execute("SELECT record FROM access_keys WHERE name = ?", (name,)).fetchone())
+        return KeyRecord.decode(row[0]) if row else None
+
+    def records(self) -> list[KeyRecord]:
+        rows = self._run(lambda db: db.execute("SELECT record FROM access_keys ORDER BY name").fetchall())
+        return [KeyRecord.decode(row[0]) for row in rows]
+
+    # --- limits and usage ------------------------------------------------------------------------
+
+    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None) -> Decision:
+        def admit(db: sqlite3.Connection) -> Decision:
+            decision = decide(record, _counts(db, record.name, now), now, max_tokens)
+            if decision.allowed:
+                db.execute(ADD_TO_SECOND, (record.name, "r", int(now), 1))
+                db.execute("INSERT OR REPLACE INTO access_leases VALUES (?, ?, ?)",
+                           (request_id, record.name, now + LEASE_SECONDS))
+            return decision
+
+        return self._run(admit, write=True)
+
+    def finish(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
+        def finish(db: sqlite3.Connection) -> None:
+            if request_id is not None:
+                db.execute("DELETE FROM access_leases WHERE request_id = ?", (request_id,))
+            if entry.tokens and (record.tpm is not None or record.tokens_per_day is not None):
+                db.execute(ADD_TO_SECOND, (record.name, "t", int(now), entry.tokens))
+                db.execute("INSERT INTO access_days VALUES (?, ?, ?) ON CONFLICT (key_name, day) "
+                           "DO UPDATE SET tokens = tokens + excluded.tokens", (record.name, day_of(now), entry.tokens))
+            db.execute(ADD_USAGE, (entry.day, entry.key, entry.model, entry.api, *entry.counters()))
+
+        self._run(finish, write=True)
+
+    def usage(self, since_day: str) -> list[UsageEntry]:
+        rows = self._run(lambda db: db.execute(
+            "SELECT * FROM access_usage WHERE day >= ? ORDER BY day, key_name, model, api", (since_day,)).fetchall())
+        return [UsageEntry(*row) for row in rows]
+
+
+def _counts(db: sqlite3.Connection, name: str, now: float) -> Counts:
+    """The key's counts now, after dropping the events that left the window and the leases that ran out."""
+    db.execute("DELETE FROM access_seconds WHERE key_name = ? AND second <= ?", (name, int(now - WINDOW_SECONDS)))
+    db.execute("DELETE FROM access_leases WHERE key_name = ? AND expires_at <= ?", (name, now))
+    requests, oldest_request = _window(db, name, "r")
+    tokens, oldest_tokens = _window(db, name, "t")
+    today = db.execute("SELECT tokens FROM access_days WHERE key_name = ? AND day = ?", (name, day_of(now))).fetchone()
+    in_flight = db.execute("SELECT count(*) FROM access_leases WHERE key_name = ?", (name,)).fetchone()[0]
+    return Counts(requests, tokens, today[0] if today else 0, in_flight, oldest_request, oldest_tokens)
+
+
+def _window(db: sqlite3.Connection, name: str, kind: str) -> tuple[int, float | None]:
+    """(the sum of the window's seconds of one kind, the oldest second that has any)."""
+    return db.execute("SELECT coalesce(sum(amount), 0), min(second) FROM access_seconds WHERE key_name = ? AND kind = ?",
+                      (name, kind)).fetchone()

@@ -1,0 +1,100 @@
+"""Usage per key (pure: no I/O): what one answered request cost, and sums of it for reading.
+
+A request's entry is made when the request ends (its record closes), from the token numbers
+llama.cpp sent with the answer (a stream the client dropped counts what was generated until then),
+and the backend adds it to the key's row for (day, model, API) in the same write.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+
+from .limits import day_of
+
+COUNTERS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "errors", "seconds")
+GROUPS = ("key", "model", "api", "day")
+
+
+@dataclass(frozen=True)
+class UsageEntry:
+    """One row of usage: a key's requests on one model and API on one UTC day."""
+
+    day: str
+    key: str
+    model: str
+    api: str
+    requests: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def counters(self) -> tuple:
+        return tuple(getattr(self, name) for name in COUNTERS)
+
+
+def entry_of(record, key_name: str, now: float, seconds: float) -> UsageEntry:
+    """The entry of one finished request from its access record (observability.RequestRecord)."""
+    return UsageEntry(day_of(now), key_name, record.model, record.endpoint, 1, record.prompt_tokens,
+                      record.cached_tokens, record.completion_tokens, 1 if record.status >= 400 else 0,
+                      round(seconds, 6))
+
+
+def summed(entries: Iterable[UsageEntry], by: tuple[str, ...] = ("key",)) -> list[UsageEntry]:
+    """The entries summed per distinct value of the `by` fields (the others shown as "*"), sorted."""
+    sums: dict[tuple, list] = {}
+    for entry in entries:
+        group = tuple(getattr(entry, name) if name in by else "*" for name in ("day", "key", "model", "api"))
+        totals = sums.setdefault(group, [0] * len(COUNTERS))
+        for index, value in enumerate(entry.counters()):
+            totals[index] += value
+    return [UsageEntry(*group, *totals) for group, totals in sorted(sums.items())]
+
+
+def as_csv(entries: Iterable[UsageEntry]) -> str:
+    output = io.StringIO()
+    writer = csv.writer(output, lineterminator="\n")
+    writer.writerow([f.name for f in fields(UsageEntry)])
+    writer.writerows([astuple_row(entry) for entry in entries])
+    return output.getvalue()
+
+
+def astuple_row(entry: UsageEntry) -> list:
+    return list(asdict(entry).values())
+
+
+def as_json(entry: UsageEntry) -> dict:
+    return asdict(entry) | {"total_tokens": entry.tokens}
+
+
+def openai_buckets(entries: Iterable[UsageEntry], days: list[str], group_by: tuple[str, ...]) -> list[dict]:
+    """OpenAI's usage API page data: a daily bucket per day of `days` (UTC, YYYY-MM-DD), each with one
+    result per distinct value of `group_by` ("api_key_id": the key's name; "model")."""
+    by = tuple({"api_key_id": "key"}.get(name, name) for name in group_by)
+    per_day: dict[str, list[UsageEntry]] = {day: [] for day in days}
+    for entry in entries:
+        if entry.day in per_day:
+            per_day[entry.day].append(entry)
+    return [{"object": "bucket", "start_time": _epoch(day), "end_time": _epoch(day) + 86400,
+             "results": [_openai_result(row, by) for row in summed(per_day[day], by)]} for day in days]
+
+
+def _openai_result(row: UsageEntry, by: tuple[str, ...]) -> dict:
+    return {"object": "organization.usage.completions.result", "input_tokens": row.prompt_tokens,
+            "output_tokens": row.completion_tokens, "input_cached_tokens": row.cached_tokens,
+            "input_audio_tokens": 0, "output_audio_tokens": 0, "num_model_requests": row.requests,
+            "project_id": None, "user_id": None, "api_key_id": row.key if "key" in by else None,
+            "model": row.model if "model" in by else None, "batch": None, "service_tier": None}
+
+
+def _epoch(day: str) -> int:
+    return int(datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp())

@@ -1,0 +1,200 @@
+"""Managed keys, limits and usage: the pure parts (access/keys, limits, usage, manage's schema) and the
+key book on both stores (SQLite, a real redis-server), including limits counted atomically by
+concurrent instances."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from api_like_oai.access import limits, manage
+from api_like_oai.access.book import open_book
+from api_like_oai.access.keys import KEY_PREFIX, Caller, KeyProblem, KeyRecord, NameTaken, UnknownKey, check_name, matching
+from api_like_oai.access.limits import Counts, day_of, decide, openai_headers
+from api_like_oai.access.usage import UsageEntry, as_csv, summed
+
+from .test_store import backend, make_store  # noqa: F401 - the store fixture of each backend
+
+NOON = datetime(2026, 12, 1, 12, 20, tzinfo=UTC).timestamp()   # far from a day's edge
+
+
+def record(**given) -> KeyRecord:
+    return KeyRecord("team", "digest", created_at=NOON, **given)
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+def test_a_key_matches_only_a_whole_configured_key():
+    assert matching("key-one", ("key-two", "key-one"))
+    assert not matching("key-on", ("key-one",)) and not matching("", ("key-one",)) and not matching("x", ())
+
+
+def test_a_caller_may_use_the_models_of_its_key_by_name_or_alias():
+    limited = Caller("team", record(models=("smol",)))
+    assert limited.allows("smol", "smol-alias") and not limited.allows("other", "other")
+    assert Caller("config-key").allows("anything")
+
+
+def test_revoked_and_expired_keys_are_not_usable():
+    assert record(expires_at=NOON + 1).usable(NOON) and not record(expires_at=NOON).usable(NOON)
+    assert not record(revoked=True).usable(NOON)
+
+
+@pytest.mark.parametrize("name", ["", "-dash", "has space", "x" * 65, "semi;colon"])
+def test_key_names_are_plain(name):
+    with pytest.raises(KeyProblem):
+        check_name(name)
+
+
+def test_a_record_round_trips_through_its_stored_form_and_shows_no_digest():
+    original = record(models=("a", "b"), rpm=5, expires_at=NOON)
+    assert KeyRecord.decode(original.encode()) == original
+    assert "digest" not in original.public() and original.public()["models"] == ["a", "b"]
+
+
+def test_changes_set_only_what_is_given_and_zero_clears_a_limit():
+    changes = manage.KeyChanges(rpm=0, tpm=500, expires="1h")
+    fields = changes.record_fields(NOON)
+    assert fields == {"rpm": 0, "tpm": 500, "expires_at": NOON + 3600}
+    assert manage.updated(record(rpm=3, tokens_per_day=9), fields) == record(tpm=500, tokens_per_day=9, expires_at=NOON + 3600)
+
+
+def test_changes_refuse_negative_limits_and_bad_durations():
+    with pytest.raises(ValueError):
+        manage.KeyChanges(rpm=-1)
+    with pytest.raises(ValueError):
+        manage.KeyChanges(expires="soon")
+
+
+# --- limits -------------------------------------------------------------------------------------
+
+def test_requests_per_minute_refuse_the_request_past_the_limit_until_the_oldest_leaves_the_window():
+    assert decide(record(rpm=3), Counts(requests=2, oldest_request_at=NOON - 50), NOON).allowed
+    refused = decide(record(rpm=3), Counts(requests=3, oldest_request_at=NOON - 50), NOON)
+    assert refused.refused_by == "rpm" and refused.retry_after == pytest.approx(10)
+    assert "requests per minute (rpm) limit 3" in refused.message()
+
+
+def test_token_limits_need_room_for_max_tokens_before_the_request_runs():
+    assert decide(record(tpm=100), Counts(tokens=40, oldest_tokens_at=NOON - 1), NOON, max_tokens=60).allowed
+    assert decide(record(tpm=100), Counts(tokens=41, oldest_tokens_at=NOON - 1), NOON, max_tokens=60).refused_by == "tpm"
+    assert decide(record(tpm=100), Counts(tokens=100), NOON).refused_by == "tpm"   # nothing left at all
+    day = decide(record(tokens_per_day=1000), Counts(tokens_today=990), NOON, max_tokens=20)
+    assert day.refused_by == "tokens_per_day" and day.retry_after == limits.seconds_to_midnight(NOON)
+
+
+def test_a_max_tokens_larger_than_the_whole_limit_runs_when_nothing_is_used():
+    assert limits.needed_tokens(record(tpm=100, tokens_per_day=50), 32000) == 50
+    assert decide(record(tpm=100), Counts(), NOON, max_tokens=32000).allowed
+
+
+def test_requests_in_flight_are_checked_first():
+    refused = decide(record(max_parallel=2, rpm=1), Counts(requests=5, in_flight=2), NOON)
+    assert refused.refused_by == "max_parallel" and refused.retry_after == 1.0
+
+
+def test_the_headers_say_what_is_left_in_each_apis_words():
+    decision = decide(record(rpm=10, tpm=1000), Counts(requests=3, tokens=250, oldest_request_at=NOON - 30,
+                                                       oldest_tokens_at=NOON - 59.5), NOON)
+    assert openai_headers(decision) == {
+        "x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "6", "x-ratelimit-reset-requests": "30s",
+        "x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "750", "x-ratelimit-reset-tokens": "500ms"}
+    assert limits.anthropic_headers(decision)["anthropic-ratelimit-requests-remaining"] == "6"
+    assert limits.anthropic_headers(decision)["anthropic-ratelimit-requests-reset"] == "2026-12-01T12:20:30Z"
+    assert openai_headers(decide(record(), Counts(), NOON)) == {}
+
+
+def test_reset_durations_read_as_openais():
+    assert [limits.duration_text(s) for s in (0.2, 1, 59.2, 90)] == ["200ms", "1s", "1m0s", "1m30s"]
+    assert day_of(NOON) == "2026-12-01"
+
+
+# --- usage --------------------------------------------------------------------------------------
+
+def entry(key="team", model="smol", prompt=10, completion=5, day="2026-12-01") -> UsageEntry:
+    return UsageEntry(day, key, model, "/v1/chat/completions", 1, prompt, 0, completion, 0, 0.5)
+
+
+def test_usage_sums_by_the_groups_asked_for():
+    rows = [entry(), entry(model="other"), entry(key="ops", prompt=1, completion=1)]
+    by_key = summed(rows, ("key",))
+    assert [(row.key, row.model, row.requests, row.tokens) for row in by_key] == [("ops", "*", 1, 2), ("team", "*", 2, 30)]
+    header = "day,key,model,api,requests,prompt_tokens,cached_tokens,completion_tokens,errors,seconds"
+    assert as_csv(by_key).splitlines()[0] == header
+
+
+# --- the key book on each store ---------------------------------------------------------------
+
+@pytest.fixture
+def book(backend):  # noqa: F811
+    store = make_store(*backend)
+    yield open_book(store)
+    store.close()
+
+
+def test_a_created_key_is_found_by_its_digest_only_and_a_name_is_taken_once(book):
+    key, created = manage.create_key(book, "team", manage.KeyChanges(models=["smol"], rpm=5))
+    assert key.startswith(KEY_PREFIX) and created.digest == book.digest(key) and key not in created.digest
+    assert book.by_digest(book.digest(key)) == created and book.by_name("team") == created
+    with pytest.raises(NameTaken):
+        manage.create_key(book, "team", manage.KeyChanges())
+    with pytest.raises(UnknownKey):
+        manage.revoke_key(book, "nobody")
+
+
+def test_revoking_and_updating_are_seen_by_another_instance_at_once(backend):  # noqa: F811
+    first, second = open_book(make_store(*backend)), open_book(make_store(*backend))
+    key, _ = manage.create_key(first, "team", manage.KeyChanges())
+    assert second.by_digest(second.digest(key)).revoked is False
+    manage.update_key(second, "team", manage.KeyChanges(tpm=7))
+    manage.revoke_key(second, "team")
+    seen = first.by_digest(first.digest(key))
+    assert seen.revoked and seen.tpm == 7 and [r.name for r in first.records()] == ["team"]
+
+
+def test_a_burst_across_instances_gets_exactly_the_requests_per_minute(backend):  # noqa: F811
+    books = [open_book(make_store(*backend)) for _ in range(5)]
+    limited = record(rpm=20)
+    outcomes: list[bool] = []
+
+    def ask(index: int) -> None:
+        outcomes.append(books[index % 5].admit(limited, f"request-{index}", time.time(), None).allowed)
+
+    threads = [threading.Thread(target=ask, args=(index,)) for index in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count(True) == 20 and outcomes.count(False) == 30
+
+
+def test_places_in_flight_are_freed_when_the_request_finishes(book):
+    limited, now = record(max_parallel=1), time.time()   # Redis expires keys by its own clock
+    assert book.admit(limited, "first", now, None).allowed
+    assert book.admit(limited, "second", now, None).refused_by == "max_parallel"
+    book.finish(limited, "first", now + 1, entry())
+    assert book.admit(limited, "third", now + 1, None).allowed
+
+
+def test_tokens_finished_count_against_the_minute_and_the_day_and_leave_the_window(book):
+    limited, now = record(tpm=20, tokens_per_day=40), time.time()
+    assert book.admit(limited, "one", now, 5).allowed
+    book.finish(limited, "one", now, entry(prompt=12, completion=6))
+    refused = book.admit(limited, "two", now + 1, 5)
+    assert refused.refused_by == "tpm" and refused.counts.tokens == 18 and refused.counts.tokens_today == 18
+    assert book.admit(limited, "three", now + 61, 5).allowed   # the minute's tokens left the window
+
+
+def test_usage_adds_up_per_key_model_api_and_day(book):
+    limited, now = replace(record(), name="team"), time.time()
+    for _ in range(3):
+        book.finish(limited, None, now, entry(day=day_of(now)))
+    book.finish(limited, None, now, entry(model="other", prompt=1, completion=2, day=day_of(now)))
+    rows = book.usage(day_of(now))
+    assert [(row.model, row.requests, row.prompt_tokens, row.completion_tokens, row.seconds) for row in rows] == [
+        ("other", 1, 1, 2, 0.5), ("smol", 3, 30, 15, 1.5)]
+    assert book.usage("2999-01-01") == []
