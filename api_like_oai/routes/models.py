@@ -12,7 +12,7 @@ bp = Blueprint("models", __name__)
 def _card(name: str, model) -> ModelCard:
     context_length = model.known_context_length()
     return ModelCard(id=name, created=model.created, context_length=context_length, max_model_len=context_length,
-                     capabilities=model.capabilities())
+                     capabilities=model.capabilities(), input_modalities=model.input_modalities())
 
 
 @bp.get("/v1/models")
