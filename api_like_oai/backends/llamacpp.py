@@ -69,15 +69,16 @@ class LlamaCppClient:
 
     def _request_with_media(self, path: str, payload: dict, upstream_prompt) -> http.Response:
         """`payload` sent with its images, `upstream_prompt(marker)` giving the prompt object for this server's
-        media marker. A server restarted since its marker was read has a new one, which makes the old
-        marker plain text and the request a 400 ("number of media markers ... does not match"): the
-        marker is read again and the request sent once more."""
+        media marker. A server restarted since its marker was read has a new one, which leaves the old one
+        plain text and the request a 400 ("Failed to tokenize prompt": mtmd found fewer markers than
+        images): then the marker is read again and, if it changed, the request sent once more."""
+        marker = self.media_marker()
         try:
-            return self._request("POST", path, {**payload, "prompt": upstream_prompt(self.media_marker())})
-        except InvalidRequest as exc:
-            if "media marker" not in exc.message:
-                raise
+            return self._request("POST", path, {**payload, "prompt": upstream_prompt(marker)})
+        except InvalidRequest:
             self._media_marker = None
+            if self.media_marker() == marker:
+                raise
             return self._request("POST", path, {**payload, "prompt": upstream_prompt(self.media_marker())})
 
     def media_marker(self) -> str:
