@@ -41,22 +41,31 @@ def resolve_images(request: ChatCompletionRequest, model) -> tuple[ChatCompletio
     if not found:
         return request, {}
     params = [request.image_param(ordinal, f"messages.{n}.content.{m}") for ordinal, (n, m, _) in enumerate(found)]
+    # a malformed part is the client's mistake whatever the model: said first, without asking the upstream
+    given = [_inline_or_url(part, param) for param, (_, _, part) in zip(params, found, strict=True)]
     if not model.takes_images():
         raise InvalidRequest(f"model {model.name!r} does not take images: its llama-server was started "
                              "without a vision projector (--mmproj)", param=params[0], code="image_not_supported")
-    limits = model.image_limits
-    images: dict[str, Image] = {}
-    placed: dict[tuple[int, int], str] = {}
+    images = [_checked(data, param, model.image_limits) for param, data in zip(params, given, strict=True)]
+    _check_total(images, params, model.image_limits.max_request_bytes)
+    placed = {(n, m): image.placeholder for image, (n, m, _) in zip(images, found, strict=True)}
+    return _with_placeholders(request, placed), {image.digest: image for image in images}
+
+
+def _checked(data: bytes | str, param: str, limits: ImageLimits) -> Image:
+    """The image of inline bytes, or fetched from a URL, checked against the limits."""
+    if isinstance(data, str):
+        data = fetch_image(data, param + ".image_url.url", limits)
+    return checked_image(data, param, limits.max_image_bytes)
+
+
+def _check_total(images: list[Image], params: list[str], max_bytes: int) -> None:
     total = 0
-    for param, (n, m, part) in zip(params, found, strict=True):
-        image = checked_image(_image_bytes(part, param, limits), param, limits.max_image_bytes)
+    for image, param in zip(images, params, strict=True):
         total += len(image.data)
-        if total > limits.max_request_bytes:
-            raise InvalidRequest(f"the request's images are more than {limits.max_request_bytes} bytes "
+        if total > max_bytes:
+            raise InvalidRequest(f"the request's images are more than {max_bytes} bytes "
                                  "(--max-request-image-bytes)", param=param, code="image_too_large")
-        images[image.digest] = image
-        placed[(n, m)] = image.placeholder
-    return _with_placeholders(request, placed), images
 
 
 def _with_placeholders(request: ChatCompletionRequest, placed: dict[tuple[int, int], str]) -> ChatCompletionRequest:
@@ -68,10 +77,11 @@ def _with_placeholders(request: ChatCompletionRequest, placed: dict[tuple[int, i
     return request.model_copy(update={"messages": messages})
 
 
-def _image_bytes(part: ContentPart, param: str, limits: ImageLimits) -> bytes:
+def _inline_or_url(part: ContentPart, param: str) -> bytes | str:
+    """The part's image bytes when given inline (base64), else its http(s) URL, to fetch."""
     url = _part_url(part, param)
     data = inline_image_bytes(url, param + ".image_url.url")
-    return data if data is not None else fetch_image(url, param + ".image_url.url", limits)
+    return url if data is None else data
 
 
 def _part_url(part: ContentPart, param: str) -> str:
