@@ -188,6 +188,14 @@ def test_an_image_in_a_function_call_output_reaches_llama_server(gpt):
     assert IMAGE_TOKENS <= with_image - text_only <= IMAGE_TOKENS + 2
 
 
+def test_a_resent_image_comes_from_llama_cpps_cache(claude):
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Remember this picture."},
+                                             anthropic_image("PNG")]}]
+    claude.messages.create(messages=messages, **CLAUDE)
+    again = claude.messages.create(messages=messages, **CLAUDE).usage
+    assert again.cache_read_input_tokens >= IMAGE_TOKENS   # llama.cpp matched the image by its bytes' hash
+
+
 # --- markers ------------------------------------------------------------------------------------------
 
 def test_marker_text_in_the_users_message_does_not_break_the_request(gpt, llama_vision):
