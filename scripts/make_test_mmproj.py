@@ -8,10 +8,11 @@ real: media marker, multimodal_data, stb_image decoding, 16 image tokens per ima
 
 The tensor names and metadata keys are those tools/mtmd/clip.cpp reads for PROJECTOR_TYPE_MLP (llava):
 v.patch_embd.weight, v.position_embd.weight, v.blk.N.{attn_q,attn_k,attn_v,attn_out,ln1,ln2,ffn_up,ffn_down},
-mm.0 and mm.2. Deterministic (fixed seed), about 1.4 MB.
+mm.0 and mm.2. Deterministic (fixed seed), about 1.5 MB.
 
 Usage: make_test_mmproj.py OUTPUT.gguf
 """
+import os
 import sys
 
 import gguf
@@ -72,7 +73,6 @@ def write(path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    import os
     os.replace(path + ".tmp", path)
 
 
