@@ -141,3 +141,9 @@ def test_images_too_large_or_in_formats_llama_cpp_does_not_read_are_refused(data
 def test_two_prompts_with_different_images_differ_in_the_text_routing_digests():
     assert FIRST.placeholder != SECOND.placeholder
     assert rendered(CHATML, FIRST.placeholder) != rendered(CHATML, SECOND.placeholder)
+
+
+@pytest.mark.parametrize(("data", "image_format"), [(png(), "png"), (b"\xff\xd8\xff\xe0rest", "jpeg"),
+                                                    (b"GIF89a...", "gif"), (b"BM....", "bmp")])
+def test_the_formats_stb_image_reads_are_taken(data, image_format):
+    assert checked_image(data, "p", max_bytes=1000).format == image_format
