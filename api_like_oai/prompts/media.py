@@ -102,6 +102,11 @@ def inline_image_bytes(url: str, param: str) -> bytes | None:
     return decode_base64(url, param)
 
 
+def has_placeholder(text: str) -> bool:
+    """Whether `text` holds an image placeholder (a substring test: every prompt an agent sends is asked)."""
+    return "\x00image:" in text
+
+
 def placeholders_in(text: str) -> list[str]:
     """The image digests that `text`'s placeholders name, in order."""
     return PLACEHOLDER.findall(text)

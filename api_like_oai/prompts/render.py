@@ -6,7 +6,7 @@ import functools
 
 from .base import ChatFormatter, ChatPrompt, FormatterOptions, normalise_messages
 from .jinja import JinjaFormatter
-from .media import image_markup, markup_to_placeholders, placeholders_in, with_image_parts
+from .media import has_placeholder, image_markup, markup_to_placeholders, with_image_parts
 from .resolve import TemplateChoice, resolve_formatter
 from .system_turns import place_system_turns
 from .tools import NO_CAPABILITIES, formatter_capabilities, involves_tools, prepare
@@ -46,7 +46,7 @@ def render_messages(formatter: ChatFormatter, messages: list[dict], tools: list[
     options = {"template_variables": template_variables} if is_jinja and template_variables else {}
     options |= {"add_generation_prompt": add_generation_prompt, "continue_final_message": continue_final_message,
                 "tools": tools}
-    has_images = any(isinstance(m.get("content"), str) and placeholders_in(m["content"]) for m in messages)
+    has_images = any(isinstance(m.get("content"), str) and has_placeholder(m["content"]) for m in messages)
     if is_jinja and has_images and not continue_final_message:
         return _render_with_images(formatter, messages, options)
     return formatter.render(messages, **options)
