@@ -168,8 +168,9 @@ def build_registry(settings: Settings) -> ModelRegistry:
         if model.kind == "openai":
             upstream = OpenAIUpstream(model.upstreams[0], connect_timeout=settings.connect_timeout,
                                       read_timeout=settings.read_timeout)
-            return ServedModel(model, UpstreamPool([]), upstream)
-        return ServedModel(model, UpstreamPool([client(url) for url in model.upstreams], routing=model.routing))
+            return ServedModel(model, UpstreamPool([]), upstream, settings.images)
+        return ServedModel(model, UpstreamPool([client(url) for url in model.upstreams], routing=model.routing),
+                           image_limits=settings.images)
 
     served = [served(model) for model in settings.models]
     return ModelRegistry(served, strict=settings.strict_model_names, default=settings.default_model)

@@ -21,7 +21,7 @@ from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
-from .settings import Limits, ModelSettings, Policy, Settings
+from .settings import ImageLimits, Limits, ModelSettings, Policy, Settings
 from .store.settings import DEFAULT_TTL_SECONDS, StoreSettings, duration, store_settings
 from .supervisor.configure import discover, find_llama_server, launch_spec, supervisor_settings
 from .tools.formats import FORMATS
@@ -136,6 +136,14 @@ def _add_limit_and_log_flags(add) -> None:
     add("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default: %(default)s)")
     add("--max-messages", type=int, default=2048, help="most messages in a chat request (default: %(default)s)")
     add("--max-n", type=int, default=16, help="largest n (choices per request) (default: %(default)s)")
+    add("--max-image-bytes", type=int, default=20 * 1024 * 1024,
+        help="largest image, decoded, in a request (default: %(default)s)")
+    add("--max-request-image-bytes", type=int, default=50 * 1024 * 1024,
+        help="most bytes of images, decoded, in one request (default: %(default)s)")
+    add("--image-fetch-timeout", type=float, default=10.0,
+        help="seconds to fetch an image a request names by URL, redirects included (default: %(default)s)")
+    add("--allow-private-image-urls", action="store_true",
+        help="fetch images from private, loopback and link-local addresses too (default: public ones only)")
     add("--context-overflow", default="truncate", choices=["truncate", "error"],
         help="a conversation too long for max_tokens: keep it and shorten the reply, dropping old turns "
              "only to keep a reply reserve (truncate), or answer 400 as OpenAI does (error) (default: %(default)s)")
@@ -366,7 +374,9 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
         limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
                       max_tokens=args.max_tokens_limit),
-        grace_period=args.grace_period, native_api=args.native_api, store=store_settings_of(args))
+        grace_period=args.grace_period, native_api=args.native_api, store=store_settings_of(args),
+        images=ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
+                           fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls))
 
 
 def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):

@@ -295,6 +295,13 @@ class ChatCompletionRequest(SamplingFields):
     # A translated request's: where its tool n's parameters were in the client's own API
     # (dialects/common.chat_request), so a refusal found later, by the grammar, names that field.
     _dialect_tool_params: tuple[str, ...] = PrivateAttr(())
+    # A translated request's: where its image n was in the client's own API, so a refused image is named so.
+    _dialect_image_params: tuple[str, ...] = PrivateAttr(())
+
+    def image_param(self, ordinal: int, chat_param: str) -> str:
+        """Where the request's image number `ordinal` (at `chat_param` in the chat request) was sent."""
+        params = self._dialect_image_params
+        return params[ordinal] if ordinal < len(params) else chat_param
 
     @property
     def parameters_digest(self) -> bytes | None:
@@ -456,9 +463,13 @@ class ModelCard(Answer):
                     "llama.cpp's context per slot; null while the upstream has not answered. As OpenRouter "
                     "and LM Studio name it.")
     max_model_len: int | None = Field(description="The same number, as vLLM names it.")
-    capabilities: list[Literal["completion", "chat", "tools", "embeddings"]] = Field(
+    capabilities: list[Literal["completion", "chat", "tools", "embeddings", "vision"]] = Field(
         description="What the model can be asked for: completion (/v1/completions), chat "
-                    "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings).")
+                    "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings), vision "
+                    "(images in chat).")
+    input_modalities: list[Literal["text", "image"]] = Field(
+        ["text"], description="What the model reads: image when its llama-server has a vision projector "
+                              "(--mmproj), as its /props says (text only until the upstream has answered).")
     status: ModelStatus | None = Field(None, description="For a model the proxy starts itself: where it is in "
                                        "its life, as llama.cpp's router mode and llama-swap report it.")
 

@@ -55,6 +55,17 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ImageLimits:
+    """What a request's images may be (services/media.py): --max-image-bytes, --max-request-image-bytes,
+    --image-fetch-timeout, --allow-private-image-urls."""
+
+    max_image_bytes: int = 20 * 1024 * 1024
+    max_request_bytes: int = 50 * 1024 * 1024
+    fetch_timeout: float = 10.0
+    allow_private_urls: bool = False
+
+
+@dataclass(frozen=True)
 class Settings:
     models: tuple[ModelSettings, ...]
     strict_model_names: bool = False          # a config file names the models: unknown ones are a 404
@@ -76,6 +87,7 @@ class Settings:
     log_format: str = "text"
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    images: ImageLimits = field(default_factory=ImageLimits)
     grace_period: float = 30.0
     native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too
     store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite

@@ -55,6 +55,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/tokenize":
             return self._json(200, {"tokens": list(range(len(body.get("content", "").split())))})
         behaviour = self.fake.behaviour
+        if isinstance(body.get("prompt"), dict) and (refusal := self.fake.media_refusal(body["prompt"])):
+            return self._json(400, {"error": {"code": 400, "message": refusal, "type": "invalid_request_error"}})
         if self.path.startswith("/v1/") and behaviour in ("ok", "die_mid_stream"):
             return self._openai(body)
         if behaviour == "hang":
@@ -190,6 +192,21 @@ class FakeLlamaCpp:
         self.server.handle_error = lambda request, client_address: None  # clients that hang up are expected
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
+
+    def media_refusal(self, prompt: dict) -> str | None:
+        """llama-server's refusal of a prompt object with images (tools/mtmd/mtmd.cpp), or None: markers
+        (/props' media_marker) not one per image, or an image that is not base64."""
+        images = prompt.get("multimodal_data") or []
+        if not (self.props_extra.get("modalities") or {}).get("vision"):
+            return "Multimodal data provided, but model does not support multimodal requests."
+        markers = prompt.get("prompt_string", "").count(self.props_extra.get("media_marker", "<__media__>"))
+        if markers != len(images):
+            return f"number of media markers in text ({markers}) does not match number of bitmaps ({len(images)})"
+        try:
+            [base64.b64decode(image, validate=True) for image in images]
+        except ValueError:
+            return "Failed to load image or audio file"
+        return None
 
     def count_stream(self, delta: int) -> None:
         with self._count_lock:

@@ -70,6 +70,7 @@ class LlamaServer:
     context_size: int = 4096
     slots: int = 4
     extra_args: tuple[str, ...] = ()
+    env: dict = field(default_factory=dict)   # LLAMA_MEDIA_MARKER, for one
     process: subprocess.Popen | None = None
     log_path: Path | None = None
 
@@ -86,8 +87,8 @@ class LlamaServer:
         # Its log goes to a file: a pipe nobody reads fills up (64 KiB of log lines) and then
         # llama-server blocks on its next write, every request with it.
         self.log_path = Path(tempfile.gettempdir()) / f"llama-server-test-{self.port}.log"
-        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL,
-                                        stderr=self.log_path.open("wb"))
+        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"),
+                                        env={**os.environ, **self.env})
         try:
             wait_until(lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
                        self.process, "llama-server", timeout=120)

@@ -33,12 +33,15 @@ class UpstreamProps:
     total_slots: int | None
     lazy_grammar: bool = False   # takes grammar_lazy + grammar_triggers (else it would apply the grammar at once)
     sampling: dict[str, float] = field(default_factory=dict)   # its defaults of SAMPLING_ECHOED it reports
+    vision: bool = False         # loaded with --mmproj: takes images (`modalities.vision`)
+    media_marker: str = ""       # what stands for an image in a prompt (changes at each start: PR #21962)
 
 
 # The sampling values the Responses API's answer echoes, and llama-server's own defaults of them
 # (common/common.h), for a server whose /props does not tell.
 SAMPLING_ECHOED = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
 LLAMA_CPP_SAMPLING = {"temperature": 0.8, "top_p": 0.95, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+DEFAULT_MEDIA_MARKER = "<__media__>"   # llama.cpp's before PR #21962, whose /props names none
 
 
 class LlamaCppClient:
@@ -50,6 +53,8 @@ class LlamaCppClient:
         self.base_url = base_url.rstrip("/")
         self.timeouts = (connect_timeout, read_timeout)
         self.http = http.HTTPClient(self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout)
+        self._media_marker: str | None = None   # read from /props when a prompt first carries images
+
 
     # --- generation -------------------------------------------------------------------------
 
@@ -58,10 +63,35 @@ class LlamaCppClient:
         payload["stream"]. The request is sent before this returns, so a refused connection or an
         error status raises here, before any event, and the caller can still answer with a plain
         HTTP error."""
-        response = self._request("POST", path, payload)
+        upstream_prompt = getattr(payload.get("prompt"), "upstream", None)   # prompts.media.MediaPrompt
+        if upstream_prompt is not None:
+            response = self._request_with_media(path, payload, upstream_prompt)
+        else:
+            response = self._request("POST", path, payload)
         if payload.get("stream"):
             return self._stream_events(response, index)
         return iter((completion_event(self._json(response), index),))
+
+    def _request_with_media(self, path: str, payload: dict, upstream_prompt) -> http.Response:
+        """`payload` sent with its images, `upstream_prompt(marker)` giving the prompt object for this server's
+        media marker. A server restarted since its marker was read has a new one, which leaves the old one
+        plain text and the request a 400 ("Failed to tokenize prompt": mtmd found fewer markers than
+        images): then the marker is read again and, if it changed, the request sent once more."""
+        marker = self.media_marker()
+        try:
+            return self._request("POST", path, {**payload, "prompt": upstream_prompt(marker)})
+        except InvalidRequest:
+            self._media_marker = None
+            if self.media_marker() == marker:
+                raise
+            return self._request("POST", path, {**payload, "prompt": upstream_prompt(self.media_marker())})
+
+    def media_marker(self) -> str:
+        """The text that stands for an image in this server's prompts, as its /props says (read once, and
+        again after a request shows it changed)."""
+        if self._media_marker is None:
+            self._media_marker = self.props().media_marker or DEFAULT_MEDIA_MARKER
+        return self._media_marker
 
     def _stream_events(self, response: http.Response, index: int) -> Iterator[GenerationEvent]:
         """One event per `data:` line; llama.cpp sends one per HTTP chunk, but a line split over
@@ -111,6 +141,8 @@ class LlamaCppClient:
             total_slots=body.get("total_slots"),
             lazy_grammar=_knows_lazy_grammars(body),
             sampling=_default_sampling(settings),
+            vision=bool((body.get("modalities") or {}).get("vision")),
+            media_marker=body.get("media_marker") or "",
         )
 
     def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:

@@ -14,7 +14,7 @@ from ..errors import InvalidRequest
 from ..protocol import STRICT, TOOL_NAME, ChatCompletionRequest, Request, check_schema
 from ..sealing import Seal
 from .anthropic_edits import ContextManagement
-from .common import chat_request, function_tool, given, named_tool_choice, text_only
+from .common import chat_request, function_tool, given, image_part, named_tool_choice, text_only
 
 CacheControl = Annotated[dict[str, Any] | None,
                          Field(None, description="Prompt caching hint: accepted and ignored (llama.cpp caches prefixes itself).")]
@@ -33,10 +33,25 @@ class TextBlock(_Block):
 
 
 class UnsupportedBlock(BaseModel):
-    """Images and documents: recognised so that the answer is a 400 saying so, not a schema error."""
+    """Documents: recognised so that the answer is a 400 saying so, not a schema error."""
 
     model_config = ConfigDict(extra="allow", **STRICT)
-    type: Literal["image", "document"]
+    type: Literal["document"]
+
+
+class ImageSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", **STRICT)
+    type: Literal["base64", "url", "file"]
+    media_type: StrictStr | None = Field(None, description="base64: image/png, image/jpeg, image/gif (or image/webp, "
+                                                           "which llama.cpp does not read).")
+    data: StrictStr | None = Field(None, description="base64: the image's bytes, base64 encoded.")
+    url: StrictStr | None = Field(None, description="url: an http(s) URL the proxy fetches.")
+    file_id: StrictStr | None = Field(None, description="file: refused (no Files API here).")
+
+
+class ImageBlock(_Block):
+    type: Literal["image"]
+    source: ImageSource
 
 
 class ToolReferenceBlock(_Block):
@@ -58,7 +73,7 @@ class ToolUseBlock(_Block):
 class ToolResultBlock(_Block):
     type: Literal["tool_result"]
     tool_use_id: StrictStr
-    content: StrictStr | list[Annotated[TextBlock | ToolReferenceBlock | UnsupportedBlock,
+    content: StrictStr | list[Annotated[TextBlock | ToolReferenceBlock | ImageBlock | UnsupportedBlock,
                                         Field(discriminator="type")]] | None = None
     is_error: bool | None = None
 
@@ -75,7 +90,8 @@ class RedactedThinkingBlock(_Block):
     data: StrictStr
 
 
-ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock | UnsupportedBlock
+ContentBlock = (TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock | ImageBlock
+                | UnsupportedBlock)
 
 
 class ToolChangeBlock(_Block):
@@ -364,17 +380,42 @@ def _user_turn(message: InputMessage, n: int) -> list[dict]:
         return [{"role": "user", "content": message.content}]
     turns: list[dict] = []
     for m, block in enumerate(message.content):
+        param = f"messages.{n}.content.{m}"
         if block.type == "tool_result":
-            turns.append({"role": "tool", "tool_call_id": block.tool_use_id,
-                          "content": _result_text(block, f"messages.{n}.content.{m}")})
-        elif block.type == "text":
-            if turns and turns[-1]["role"] == "user":
-                turns[-1]["content"] += "\n" + block.text
-            else:
-                turns.append({"role": "user", "content": block.text})
+            turns.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": _result_content(block, param)})
+        elif block.type in ("text", "image"):
+            if not turns or turns[-1]["role"] != "user":
+                turns.append({"role": "user", "content": []})
+            turns[-1]["content"].append(_user_part(block, param, follows_text=bool(turns[-1]["content"])))
         elif block.type not in ("thinking", "redacted_thinking"):
-            raise _unsupported(block.type, f"messages.{n}.content.{m}", "user")
-    return turns or [{"role": "user", "content": ""}]
+            raise _unsupported(block.type, param, "user")
+    return [_joined(turn) for turn in turns] or [{"role": "user", "content": ""}]
+
+
+def _user_part(block, param: str, follows_text: bool) -> dict:
+    """A text or image block as a chat content part; a text block after another part starts a new line."""
+    if block.type == "image":
+        return _image_part(block, param)
+    return {"type": "text", "text": ("\n" if follows_text else "") + block.text}
+
+
+def _joined(turn: dict) -> dict:
+    """A user turn of text parts only as one string, as before images were taken."""
+    parts = turn["content"]
+    if isinstance(parts, list) and all(part["type"] == "text" for part in parts):
+        return {**turn, "content": "".join(part["text"] for part in parts)}
+    return turn
+
+
+def _image_part(block: ImageBlock, param: str) -> dict:
+    """An image block as the chat request's image_url part (a data URL for base64, the URL for url)."""
+    source = block.source
+    if source.type == "file" or (source.type == "base64" and not source.data) or (source.type == "url" and not source.url):
+        what = "file sources (the Files API) are not supported" if source.type == "file" else \
+            f"a {source.type} source needs its {'data' if source.type == 'base64' else 'url'}"
+        raise InvalidRequest(f"image: {what}; send a base64 or a url source", param=f"{param}.source")
+    url = source.url if source.type == "url" else f"data:{source.media_type or 'image/png'};base64,{source.data}"
+    return image_part(url, param)
 
 
 def _assistant_turn(message: InputMessage, n: int, seal: Seal | None) -> dict:
@@ -411,20 +452,26 @@ def thought_of(block: ThinkingBlock | RedactedThinkingBlock, seal: Seal | None) 
     return seal.unwrap(THINKING, block.signature)
 
 
-def _result_text(block: ToolResultBlock, param: str) -> str:
+def _result_content(block: ToolResultBlock, param: str) -> str | list[dict]:
+    """A tool result's content: its text, or text and image parts when it holds images."""
+    prefix = "Error: " if block.is_error else ""
     if block.content is None or isinstance(block.content, str):
-        text = block.content or ""
-    else:
-        for m, part in enumerate(block.content):
-            if part.type not in ("text", "tool_reference"):
-                raise _unsupported(part.type, f"{param}.content.{m}", "tool_result")
-        # A tool search's result names the tools it loaded; here every tool is offered from the start.
-        text = "\n".join(part.text if part.type == "text" else f"Tool loaded: {part.tool_name}" for part in block.content)
-    return f"Error: {text}" if block.is_error else text
+        return prefix + (block.content or "")
+    parts = [{"type": "text", "text": prefix}] if prefix else []
+    for m, part in enumerate(block.content):
+        if part.type == "image":
+            parts.append(_image_part(part, f"{param}.content.{m}"))
+        elif part.type in ("text", "tool_reference"):
+            # A tool search's result names the tools it loaded; here every tool is offered from the start.
+            text = part.text if part.type == "text" else f"Tool loaded: {part.tool_name}"
+            parts.append({"type": "text", "text": ("\n" if len(parts) > bool(prefix) else "") + text})
+        else:
+            raise _unsupported(part.type, f"{param}.content.{m}", "tool_result")
+    return _joined({"content": parts})["content"]
 
 
 def _unsupported(kind: str, param: str, where: str) -> InvalidRequest:
-    if kind in ("image", "document"):
+    if kind == "document":
         return text_only(kind, param)
     return InvalidRequest(f"a {kind!r} block cannot be in a {where} message", param=param)
 

@@ -54,12 +54,29 @@ def chat_request(fields: dict, tool_params: list[str]) -> ChatCompletionRequest:
     """`fields` validated as the chat request. The chat schema's own checks of the tools (parameters a
     grammar can follow, unique names, a tool_choice among them) are the only ones; a refusal names the
     dialect's field: `tool_params[n]` is where the parameters of the chat request's tool n came from."""
+    image_params = _take_image_params(fields.get("messages") or ())
     try:
         request = ChatCompletionRequest.model_validate(fields)
     except InvalidRequest as exc:
         raise as_sent(exc, tool_params) from None
     request._dialect_tool_params = tuple(tool_params)
+    request._dialect_image_params = tuple(image_params)
     return request
+
+
+def image_part(url: str, sent_as: str) -> dict:
+    """The chat request's part for a dialect's image at `url` (a data URL or an http(s) URL), which the
+    client sent at `sent_as` (named so if the image is refused)."""
+    return {"type": "image_url", "image_url": {"url": url}, SENT_AS: sent_as}
+
+
+SENT_AS = "sent_as"
+
+
+def _take_image_params(messages) -> list[str]:
+    """Where each image part of the translated `messages` was sent, in order, taken out of the parts."""
+    return [part.pop(SENT_AS) for message in messages if isinstance(message.get("content"), list)
+            for part in message["content"] if isinstance(part, dict) and SENT_AS in part]
 
 
 def as_sent(error: InvalidRequest, tool_params: Sequence[str]) -> InvalidRequest:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag
 from ..errors import InvalidRequest
 from ..protocol import STRICT, ChatCompletionRequest, Request, check_schema
 from ..sealing import Seal
-from .common import SET_ASIDE_TOOLS_HEADER, chat_request, given, text_only
+from .common import SET_ASIDE_TOOLS_HEADER, chat_request, given, image_part, text_only
 from .responses_tools import (
     CHOICE_SET_ASIDE_HEADER,
     CUSTOM,
@@ -57,13 +57,21 @@ class Refusal(_Strict):
 
 
 class UnsupportedContent(BaseModel):
-    """Images, files and audio: recognised so that the answer is a 400 saying so."""
+    """Files and audio: recognised so that the answer is a 400 saying so."""
 
     model_config = ConfigDict(extra="allow", **STRICT)
-    type: Literal["input_image", "input_file", "input_audio"]
+    type: Literal["input_file", "input_audio"]
 
 
-ContentPart = Annotated[InputText | OutputText | Refusal | UnsupportedContent, Field(discriminator="type")]
+class InputImage(_Strict):
+    type: Literal["input_image"]
+    image_url: StrictStr | None = Field(None, description="An http(s) URL the proxy fetches, or a base64 data URL.")
+    file_id: StrictStr | None = Field(None, description="Refused: there is no Files API here.")
+    detail: Literal["low", "high", "auto", "original"] | None = Field(
+        None, description="Accepted and ignored: the model's projector decides the resolution.")
+
+
+ContentPart = Annotated[InputText | OutputText | Refusal | InputImage | UnsupportedContent, Field(discriminator="type")]
 
 
 class MessageItem(_Strict):
@@ -429,7 +437,7 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
         turns.add_call(item.call_id or item.id or f"call_{n}", box.name_for(LOCAL_SHELL, LOCAL_SHELL),
                        local_shell_arguments(item.action.model_dump()))
     elif kind in ("function_call_output", "custom_tool_call_output"):
-        turns.add_output(item.call_id, _text(item.output, f"input.{n}.output"))
+        turns.add_output(item.call_id, _content(item.output, f"input.{n}.output"))
     elif kind == "local_shell_call_output":
         turns.add_output(item.call_id or item.id, item.output)
     elif kind == "tool_search_call":
@@ -444,7 +452,9 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
         if thought:
             turns.thoughts.append(thought)
     elif kind == "message":
-        turns.add_message("system" if item.role == "developer" else item.role, _text(item.content, f"input.{n}.content"))
+        role = "system" if item.role == "developer" else item.role
+        turns.add_message(role, _content(item.content, f"input.{n}.content") if role == "user"
+                          else _text(item.content, f"input.{n}.content"))
 
 
 def recalled_thought(item: ReasoningItem, seal: Seal | None) -> str | None:
@@ -483,12 +493,31 @@ def set_aside_headers(request: ResponsesRequest, seal: Seal | None = None) -> di
 def _text(content: str | list, param: str) -> str:
     if isinstance(content, str):
         return content
-    texts = []
-    for m, part in enumerate(content):
-        if part.type in ("input_image", "input_file", "input_audio"):
-            raise text_only(part.type, f"{param}.{m}")
-        texts.append(part.refusal if part.type == "refusal" else part.text)
-    return "".join(texts)
+    return "".join(_part_text(part, f"{param}.{m}") for m, part in enumerate(content))
+
+
+def _part_text(part, param: str) -> str:
+    if part.type == "input_image":
+        raise InvalidRequest("input_image belongs in user messages and function call outputs", param=param)
+    if part.type in ("input_file", "input_audio"):
+        raise text_only(part.type, param)
+    return part.refusal if part.type == "refusal" else part.text
+
+
+def _content(content: str | list, param: str) -> str | list[dict]:
+    """A user message's or a call output's content: its text, or text and image parts when it holds images."""
+    if isinstance(content, str) or all(part.type != "input_image" for part in content):
+        return _text(content, param)
+    return [_image_part(part, f"{param}.{m}") if part.type == "input_image"
+            else {"type": "text", "text": _part_text(part, f"{param}.{m}")} for m, part in enumerate(content)]
+
+
+def _image_part(part: InputImage, param: str) -> dict:
+    if not part.image_url:
+        what = "file_id images need OpenAI's Files API, which this server does not have" if part.file_id \
+            else "an input_image needs image_url"
+        raise InvalidRequest(f"{what}; send image_url (an http(s) URL or a base64 data URL)", param=param)
+    return image_part(part.image_url, param)
 
 
 def _response_format(text: TextConfig | None) -> dict | None:

@@ -58,7 +58,7 @@ def _part_text(part, index: int, part_index: int) -> str:
     where = f"messages[{index}].content[{part_index}]"
     if not isinstance(part, dict) or part.get("type") != "text":
         kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-        raise InvalidRequest(f"{where} is a {kind!r} part; only 'text' parts are supported",
+        raise InvalidRequest(f"{where} is a {kind!r} part; only 'text' and 'image_url' parts are supported",
                              param=f"messages.{index}.content.{part_index}")
     if not isinstance(part.get("text"), str):
         raise InvalidRequest(f"{where}.text must be a string", param=f"messages.{index}.content")

@@ -12,7 +12,8 @@ bp = Blueprint("models", __name__)
 def _card(name: str, model, statuses: dict) -> dict:
     context_length = model.known_context_length()
     card = ModelCard(id=name, created=model.created, context_length=context_length, max_model_len=context_length,
-                     capabilities=model.capabilities(), status=statuses.get(model.name))
+                     capabilities=model.capabilities(), input_modalities=model.input_modalities(),
+                     status=statuses.get(model.name))
     return card.model_dump(exclude={"status"} if card.status is None else None)
 
 

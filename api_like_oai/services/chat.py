@@ -19,10 +19,12 @@ from ..dialects.openai_shape import ChatShape
 from ..errors import InvalidRequest
 from ..offload import let_others_run
 from ..prompts import merge_stops, normalise_messages
+from ..prompts.media import media_prompt
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
 from . import context as context_fit
 from . import generation, merge, passthrough
+from .media import resolve_images
 from .models import ServedModel
 
 if TYPE_CHECKING:
@@ -83,9 +85,10 @@ def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
                            max_tokens_is_bound=max_tokens_is_bound)
 
 
-def upstream_payload(request: ChatCompletionRequest, prompt) -> dict:
-    payload = {"prompt": prompt.text, "stop": merge_stops(prompt.stop, request.stop_list()),
-               "stream": True, **request.sampling_payload()}
+def upstream_payload(request: ChatCompletionRequest, prompt, images: dict | None = None) -> dict:
+    """/completion's fields for `prompt`; with `images` (by digest), the prompt carries those it names."""
+    payload = {"prompt": media_prompt(prompt.text, images) if images else prompt.text,
+               "stop": merge_stops(prompt.stop, request.stop_list()), "stream": True, **request.sampling_payload()}
     if request.response_format is not None:
         payload |= request.response_format.to_llamacpp()
     if request.logprobs:
@@ -140,6 +143,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
         events = merge.Primed(passthrough.chat_events(request, model, context.note_upstream))
         return ChatGeneration(request, None, 1, events, None, {})
     let_others_run()  # between the request's validation (and a dialect's translation) and its rendering
+    request, images = resolve_images(request, model)
     tool_plan = plan_tools(request, model)
     messages = edited_messages(request, model, tool_plan, edit_messages)
     fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
@@ -147,7 +151,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
-    payload = upstream_payload(request, fitted.prompt) | {"n_predict": fitted.n_predict} | constraint
+    payload = upstream_payload(request, fitted.prompt, images) | {"n_predict": fitted.n_predict} | constraint
     if cached_at_start:
         payload["timings_per_token"] = True  # llama.cpp's counts come with the last event otherwise
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
@@ -206,7 +210,8 @@ def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel,
     """The token count of the prompt `chat_request` renders to (tools included; its messages edited by
     `edit_messages` if given), from llama.cpp's /tokenize."""
     passthrough.needs_llamacpp(model, "count a prompt's tokens (it has no tokenizer endpoint)")
-    chat_request = model.adjust(chat_request)
+    # an image counts as its placeholder's text: llama.cpp's /tokenize knows no images
+    chat_request, _ = resolve_images(model.adjust(chat_request), model)
     tool_plan = plan_tools(chat_request, model)
     messages = edited_messages(chat_request, model, tool_plan, edit_messages)
     prompt = render_prompt(chat_request, model, messages, tool_plan)

@@ -15,7 +15,7 @@ from ..prompts.capabilities import TemplateCapabilities
 from ..prompts.tools import formatter_capabilities
 from ..reasoning import THINK, ReasoningMarkers
 from ..reasoning import detect as detect_reasoning
-from ..settings import ModelSettings
+from ..settings import ImageLimits, ModelSettings
 
 log = logging.getLogger("api_like_oai")
 
@@ -24,8 +24,10 @@ OPENAI_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "f
 
 
 class ServedModel:
-    def __init__(self, settings: ModelSettings, pool: UpstreamPool, openai: OpenAIUpstream | None = None):
+    def __init__(self, settings: ModelSettings, pool: UpstreamPool, openai: OpenAIUpstream | None = None,
+                 image_limits: ImageLimits | None = None):
         self.settings = settings
+        self.image_limits = image_limits or ImageLimits()
         self.name = settings.name
         self.pool = pool
         self.openai = openai  # set for kind "openai": requests pass through to it
@@ -130,7 +132,17 @@ class ServedModel:
         llama.cpp model; an OpenAI-compatible upstream gets chat and completions passed through."""
         if self.openai is not None:
             return ["completion", "chat"]
-        return ["completion", "chat", "tools"]
+        return ["completion", "chat", "tools", *(["vision"] if "image" in self.input_modalities() else [])]
+
+    def input_modalities(self) -> list[str]:
+        """What /v1/models says the model reads: text, and images when its llama-server has a projector
+        (as far as /props has told; an OpenAI-compatible upstream's are not known)."""
+        props = self.facts.known_soon() if self.openai is None else None
+        return ["text", "image"] if props is not None and props.vision else ["text"]
+
+    def takes_images(self) -> bool:
+        """Whether the model's llama-server reads images (started with --mmproj), asking /props if need be."""
+        return self.props().vision
 
     def adjust(self, api_request):
         """The request with this model's defaults filled in, overrides applied, max_tokens capped."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from ..protocol import ChatCompletionRequest
 from .chat import plan_tools, render_prompt, tool_constraint
+from .media import resolve_images
 from .models import ServedModel
 
 
 def chat_prompt(chat_request: ChatCompletionRequest, model: ServedModel) -> dict:
     """The prompt text and stop strings; with tools, their format and the grammar that would hold them."""
-    chat_request = model.adjust(chat_request)
+    chat_request, _ = resolve_images(model.adjust(chat_request), model)   # images shown as their placeholders
     tool_plan = plan_tools(chat_request, model)
     prompt = render_prompt(chat_request, model, tool_plan=tool_plan)
     answer = {"prompt": prompt.text, "stop": list(prompt.stop)}

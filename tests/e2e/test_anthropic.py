@@ -104,14 +104,15 @@ def test_count_tokens_is_the_prompt_the_model_reads(claude):
     assert with_tools.input_tokens > counted.input_tokens
 
 
-def test_images_are_refused_in_anthropics_error_shape(claude):
+def test_images_to_a_text_only_model_are_refused_in_anthropics_error_shape(claude):
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
     with pytest.raises(anthropic.BadRequestError) as caught:
-        claude.messages.create(messages=[{"role": "user", "content": [image, {"type": "text", "text": "What is it?"}]}],
+        claude.messages.create(messages=[{"role": "user", "content": [{"type": "text", "text": "What is it?"}, image]}],
                                **SAMPLING)
     assert caught.value.body == {"type": "error", "error": {
         "type": "invalid_request_error",
-        "message": "messages.0.content.0: image content is not supported by this proxy (text only)"}}
+        "message": "messages.0.content.1: model 'llama.cpp' does not take images: its llama-server was started "
+                   "without a vision projector (--mmproj)"}}
 
 
 def test_keys_by_x_api_key_or_bearer_token(llama_server, start_proxy):

@@ -1,7 +1,7 @@
 """The Open Responses compliance suite's cases against the proxy in front of a scripted Hermes-format
 model (tests/open_responses.py): every answer, streamed and not, is the spec's ResponseResource and
-every event its event type, and each means what the suite checks. The image case is refused until
-images land (issue 27): exactly that case, for that reason. Stored responses read back, failed and
+every event its event type, and each means what the suite checks, the image case too (the scripted
+server says it has a vision projector). Stored responses read back, failed and
 incomplete ones, and the sampling values the answer reports are checked the same way."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ UPSTREAM_SAMPLING = {"temperature": 0.6, "top_p": 0.9, "presence_penalty": 0.25,
 
 @pytest.fixture(scope="module")
 def upstream():
-    server = scripted_weather_upstream(default_generation_settings={"n_ctx": 8192, "params": UPSTREAM_SAMPLING})
+    server = scripted_weather_upstream(default_generation_settings={"n_ctx": 8192, "params": UPSTREAM_SAMPLING},
+                                       modalities={"vision": True}, media_marker="<__media_scripted__>")
     yield server
     server.stop()
 
@@ -84,12 +85,14 @@ def test_a_function_call_is_the_one_the_model_wrote_with_its_tool_echoed_whole(p
     assert WEATHER_ARGUMENTS["location"] in call["arguments"]
 
 
-def test_the_image_case_is_the_one_refused_until_images_land(proxy):
-    for streamed in (False, True):
-        reply = post(proxy, request_of(IMAGE_CASE, streamed))
-        assert reply.status_code == 400
-        assert reply.json()["error"]["param"] == "input.0.content.1"
-        assert "input_image" in reply.json()["error"]["message"]
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_image_case_is_answered_with_the_image_sent_upstream(proxy, upstream, streamed):
+    response, events = answer_of(proxy, request_of(IMAGE_CASE, streamed))
+    resource(response)
+    assert response["status"] == "completed" and "message" in [item["type"] for item in response["output"]]
+    assert all(spec_event(event) is not None for event in events)
+    sent = upstream.requests[-1]["prompt"]
+    assert sent["prompt_string"].count("<__media_scripted__>") == len(sent["multimodal_data"]) == 1
 
 
 def test_every_response_object_of_a_stream_is_a_resource(proxy):

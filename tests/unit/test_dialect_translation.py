@@ -106,11 +106,44 @@ def test_anthropic_prefill_continues_the_last_assistant_message():
     assert chat["messages"][-1] == {"role": "assistant", "content": "The color is"}
 
 
+def test_anthropic_images_become_image_url_parts_in_user_turns_and_tool_results():
+    body = {**CLAUDE, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "Compare"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "AAAA"}},
+        {"type": "tool_result", "tool_use_id": "t", "content": [
+            {"type": "text", "text": "screenshot:"}, {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]},
+    ]}]}
+    request = anthropic.to_chat_request(anthropic.MessagesRequest.model_validate(body))
+    messages = request.model_dump(exclude_none=True)["messages"]
+    assert messages[0]["content"] == [{"type": "text", "text": "Compare"},
+                                      {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}}]
+    assert messages[1] == {"role": "tool", "tool_call_id": "t", "content": [
+        {"type": "text", "text": "screenshot:"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}
+    # a refused image is named where the client sent it
+    assert [request.image_param(n, "chat") for n in range(2)] == ["messages.0.content.1",
+                                                                  "messages.0.content.2.content.1"]
+
+
+def test_responses_input_images_become_image_url_parts_in_user_messages_and_call_outputs():
+    body = {"input": [{"role": "user", "content": [{"type": "input_text", "text": "What is it?"},
+                                                   {"type": "input_image", "image_url": "data:image/png;base64,AAAA",
+                                                    "detail": "auto"}]},
+                      {"type": "function_call", "call_id": "c", "name": "shot", "arguments": "{}"},
+                      {"type": "function_call_output", "call_id": "c",
+                       "output": [{"type": "input_image", "image_url": "https://x/y.png"}]}],
+            "tools": [{"type": "function", "name": "shot", "parameters": {"type": "object"}}]}
+    request = responses.to_chat_request(responses.ResponsesRequest.model_validate(body))
+    messages = request.model_dump(exclude_none=True)["messages"]
+    assert messages[0]["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    assert messages[2]["content"] == [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]
+    assert [request.image_param(n, "chat") for n in range(2)] == ["input.0.content.1", "input.2.output.0"]
+
+
 @pytest.mark.parametrize("content, param", [
-    ([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}], "messages.0.content.0"),
+    ([{"type": "image", "source": {"type": "file", "file_id": "f"}}], "messages.0.content.0.source"),
     ([{"type": "text", "text": "x"}, {"type": "document", "source": {}}], "messages.0.content.1"),
-    ([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image", "source": {}}]}],
-     "messages.0.content.0.content.0"),
+    ([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image", "source": {"type": "url"}}]}],
+     "messages.0.content.0.content.0.source"),
     ([{"type": "tool_use", "id": "t", "name": "f", "input": {}}], "messages.0.content.0"),
 ])
 def test_anthropic_content_the_proxy_cannot_read_is_refused(content, param):
@@ -193,7 +226,9 @@ def test_responses_sampling_tools_and_format():
 
 
 @pytest.mark.parametrize("body, param", [
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://x/y.png"}]}]},
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]},
+     "input.0.content.0"),
+    ({"input": [{"role": "assistant", "content": [{"type": "input_image", "image_url": "https://x/y.png"}]}]},
      "input.0.content.0"),
     ({"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_file", "file_id": "f"}]}]},
      "input.0.output.0"),

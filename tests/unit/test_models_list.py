@@ -18,8 +18,20 @@ def served_model(app):
 
 def test_openai_fields_come_first_then_context_and_capabilities(app_client):
     card = app_client.get("/v1/models").get_json()["data"][0]
-    assert list(card) == [*OPENAI_FIELDS, "context_length", "max_model_len", "capabilities"]
+    assert list(card) == [*OPENAI_FIELDS, "context_length", "max_model_len", "capabilities", "input_modalities"]
     assert card["capabilities"] == ["completion", "chat", "tools"]
+    assert card["input_modalities"] == ["text"]
+
+
+def test_a_model_whose_llama_server_has_a_projector_lists_images():
+    fake = FakeLlamaCpp(props_extra={"modalities": {"vision": True, "audio": False}}).start()
+    try:
+        card = make_app("--llama-api", fake.url, "--chat-prompt-model", "chatml").test_client() \
+            .get("/v1/models").get_json()["data"][0]
+        assert card["input_modalities"] == ["text", "image"]
+        assert card["capabilities"] == ["completion", "chat", "tools", "vision"]
+    finally:
+        fake.stop()
 
 
 def test_an_upstream_that_is_down_gives_null_not_an_error(app_client):

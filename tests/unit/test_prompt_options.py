@@ -38,10 +38,10 @@ def test_continue_final_message_with_add_generation_prompt_is_a_400(app_client):
 def test_text_parts_are_joined_and_other_parts_refused(app_client):
     parts = [{"role": "user", "content": [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]}]
     assert "user\nHello<|im_end|>" in app_client.post("/v1/internal/chat-prompt", json={"messages": parts}).get_json()["prompt"]
-    image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]
-    response = app_client.post("/v1/internal/chat-prompt", json={"messages": image})
+    audio = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": audio})
     assert response.status_code == 400
-    assert "image_url" in response.get_json()["error"]["message"]
+    assert "input_audio" in response.get_json()["error"]["message"]
     assert response.get_json()["error"]["param"] == "messages.0.content.0"
 
 
