@@ -106,7 +106,7 @@ def spec_event(event: dict) -> BaseModel | None:
 def run_suite(suite_dir: str, options: list[str]) -> int:
     """The suite's runner in `suite_dir` (set up by scripts/open-responses-suite) against a proxy in front
     of the scripted upstream; its exit status."""
-    upstream = scripted_weather_upstream()
+    upstream = scripted_weather_upstream(modalities={"vision": True}, media_marker="<__media_scripted__>")
     proxy = Proxy(["--llama-api", upstream.url]).start()
     try:
         command = ["npx", "tsx", "bin/compliance-test.ts", "--base-url", proxy.url + "/v1", "--api-key", "unused"]
