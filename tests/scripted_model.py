@@ -81,12 +81,15 @@ def scripted_agent_upstream() -> FakeLlamaCpp:
 
 # --- a model that thinks before each call -----------------------------------------------------------
 
-# Qwen3's template in miniature: tools in the system turn, an assistant's reasoning_content written back
-# as <think>, Hermes tool calls and responses. The proxy splits <think> out because the template shows it.
+# Qwen3's template in miniature: tools and the effort in the system turn, an assistant's
+# reasoning_content as <think>, Hermes tool calls and responses, system turns anywhere, and the
+# empty thought that enable_thinking=false writes.
 THINKING_TEMPLATE = (
     "{%- if tools %}<|im_start|>system\n"
     "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
-    "# Tools\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools><|im_end|>\n"
+    "{% if reasoning_effort is defined %}Effort: {{ reasoning_effort }}\n\n{% endif %}"
+    "# Tools\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools>\n"
+    "Call a tool as <tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
     "{% endif %}"
     "{% for m in messages %}"
     "{% if m.role == 'system' and loop.first and tools %}"
@@ -98,7 +101,8 @@ THINKING_TEMPLATE = (
     "{% elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
     "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
     "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
 THOUGHTS = ("The file a.txt comes first.", "Now b.txt, from what a.txt holds.")   # before the first and second call
 LOST_THOUGHT_ANSWER = "My earlier thoughts never came back to me."
 
