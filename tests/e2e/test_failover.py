@@ -7,11 +7,12 @@ the generation)."""
 from __future__ import annotations
 
 import signal
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+
+from api_like_oai.backends.routing import rendezvous
 
 from ..conftest import openai_client
 from ..servers import LlamaServer, free_port, wait_until
@@ -110,20 +111,21 @@ def test_an_upstream_killed_between_rounds_loses_no_request_and_is_used_again_on
     assert all(round_of(proxy, prompts))      # both serve; routes are learned for both
     assert doomed.url in {line["upstream"] for line in access_lines(proxy)}
 
-    killed = threading.Event()
-    def kill_when_half_are_answered(n: int, prompt: str) -> str:
-        if n == len(prompts) // 2 and not killed.is_set():
-            killed.set()
+    for n, prompt in enumerate(prompts):      # one client: the kill falls between two requests
+        if n == len(prompts) // 2:
             doomed.process.send_signal(signal.SIGKILL)
             doomed.process.wait()
-        return ask(proxy, *job(n, prompt))
-    with ThreadPoolExecutor(1) as executor:   # the kill falls between two requests of a learned route
-        assert all(executor.map(kill_when_half_are_answered, range(len(prompts)), prompts))
+        assert ask(proxy, *job(n, prompt))
     assert all(round_of(proxy, prompts))      # eight clients, the learned routes of the dead one moved
 
     revived = LlamaServer(doomed.binary, doomed.model, port=doomed.port, context_size=2048, slots=4).start()
     doomed.process = revived.process          # stopped with the fixture
     wait_until(lambda: upstreams_of(proxy)[doomed.url], proxy.process, "the health poller", timeout=60)
+    # Sessions whose key hashes to it come back to it (the others stay where they are).
+    homing = [key for key in (f"home-{n}" for n in range(100))
+              if rendezvous(key, [doomed.url, llama_server.url])[0] == doomed.url][:len(KINDS)]
     served_before = len(access_lines(proxy))
-    assert all(round_of(proxy, different("Spell the number", 12)))
-    assert doomed.url in {line["upstream"] for line in access_lines(proxy)[served_before:]}
+    for n, (kind, key) in enumerate(zip(KINDS, homing, strict=True)):
+        assert ask(proxy, *kind, f"Spell the number {n}.", key)
+    assert {(line["upstream"], line["route"]) for line in access_lines(proxy)[served_before:]
+            if line["model"] == MODEL} == {(doomed.url, "session")}
