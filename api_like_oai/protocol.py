@@ -34,7 +34,7 @@ LLAMA_CPP_FIELDS = ("top_k", "min_p", "typical_p", "tfs_z", "repeat_penalty", "r
 STRICT = {"strict": True, "allow_inf_nan": False}
 
 
-OFF_THE_LOOP_GRAMMAR_CHARS = 1024   # from this size a raw grammar is checked off the event loop (up to ~0.5 ms)
+OFF_THE_LOOP_GRAMMAR_CHARS = 1024   # a raw grammar longer than this is checked off the event loop (shorter: < 1 ms)
 
 
 class Request(BaseModel):
@@ -131,7 +131,7 @@ class SamplingFields(Request):
     def grammar_is_bounded(self):
         if self.grammar is not None:   # input to llama.cpp's GBNF parser: bounded before it meets it
             try:
-                # A 64 KiB grammar is ~20 ms of Python: the event loop's other streams go on meanwhile.
+                # A 64 KiB grammar is tens of ms of Python: the event loop's other streams go on meanwhile.
                 if len(self.grammar) > OFF_THE_LOOP_GRAMMAR_CHARS:
                     off_the_loop(check_grammar, self.grammar)
                 else:
