@@ -93,7 +93,8 @@ def test_an_upstream_dead_from_the_start_loses_no_request(llama_server, start_pr
     answers = [line for line in access_lines(proxy) if line["model"] == MODEL]
     assert len(answers) == 14 and {line["status"] for line in answers} == {"200"}
     assert {line["route"] for line in answers} >= {"prefix", "session"}
-    assert upstreams_of(proxy) == {llama_server.url: True, dead: False}
+    # Marked down by a request that tried it, or else by the health poller within its 2 s.
+    wait_until(lambda: upstreams_of(proxy) == {llama_server.url: True, dead: False}, proxy.process, "the dead mark")
 
 
 @pytest.fixture(scope="module")
