@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model
 
 from .digests import DigestCache, digest
 from .errors import InvalidRequest
+from .offload import off_the_loop
 from .tools.grammar import SchemaError, check_grammar, check_size
 
 Stop = Annotated[str | list[StrictStr] | None,
@@ -31,6 +32,9 @@ LLAMA_CPP_FIELDS = ("top_k", "min_p", "typical_p", "tfs_z", "repeat_penalty", "r
 
 
 STRICT = {"strict": True, "allow_inf_nan": False}
+
+
+OFF_THE_LOOP_GRAMMAR_CHARS = 1024   # a raw grammar longer than this is checked off the event loop (shorter: < 1 ms)
 
 
 class Request(BaseModel):
@@ -127,7 +131,11 @@ class SamplingFields(Request):
     def grammar_is_bounded(self):
         if self.grammar is not None:   # input to llama.cpp's GBNF parser: bounded before it meets it
             try:
-                check_grammar(self.grammar)
+                # A 64 KiB grammar is tens of ms of Python: the event loop's other streams go on meanwhile.
+                if len(self.grammar) > OFF_THE_LOOP_GRAMMAR_CHARS:
+                    off_the_loop(check_grammar, self.grammar)
+                else:
+                    check_grammar(self.grammar)
             except SchemaError as exc:
                 raise InvalidRequest(f"invalid grammar: {exc.message}", param="grammar") from None
         return self

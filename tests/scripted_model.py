@@ -77,3 +77,53 @@ def scripted_agent_upstream() -> FakeLlamaCpp:
     """A started fake llama-server with Qwen2.5's template that answers with `agent_turn`."""
     props = {"default_generation_settings": {"n_ctx": 262144}, "build_info": "b7000-scripted"}
     return FakeLlamaCpp(chat_template=QWEN_TEMPLATE, props_extra=props, script=agent_turn).start()
+
+
+# --- a model that thinks before each call -----------------------------------------------------------
+
+# Qwen3's template in miniature: tools and the effort in the system turn, an assistant's
+# reasoning_content as <think>, Hermes tool calls and responses, system turns anywhere, and the
+# empty thought that enable_thinking=false writes.
+THINKING_TEMPLATE = (
+    "{%- if tools %}<|im_start|>system\n"
+    "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
+    "{% if reasoning_effort is defined %}Effort: {{ reasoning_effort }}\n\n{% endif %}"
+    "# Tools\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools>\n"
+    "Call a tool as <tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+    "{% endif %}"
+    "{% for m in messages %}"
+    "{% if m.role == 'system' and loop.first and tools %}"
+    "{% elif m.role == 'assistant' %}<|im_start|>assistant\n"
+    "{% if m.reasoning_content %}<think>\n{{ m.reasoning_content }}\n</think>\n\n{% endif %}"
+    "{{ m.content or '' }}"
+    "{% for c in m.tool_calls or [] %}\n<tool_call>\n{\"name\": \"{{ c.function.name }}\", \"arguments\": "
+    "{{ c.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>\n"
+    "{% elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
+    "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+THOUGHTS = ("The file a.txt comes first.", "Now b.txt, from what a.txt holds.")   # before the first and second call
+LOST_THOUGHT_ANSWER = "My earlier thoughts never came back to me."
+
+
+def thinking_agent_turn(body: dict) -> list[str]:
+    """agent_turn, with a thought (<think>...</think>) before each tool call; the final answer only if
+    every earlier thought came back into the prompt as the template writes it, else LOST_THOUGHT_ANSWER."""
+    prompt = body.get("prompt", "") if isinstance(body.get("prompt"), str) else ""
+    tokens = agent_turn(body)
+    step = len(_LAST_RESPONSE.findall(prompt))
+    if shell_tool(prompt) is None:
+        return tokens
+    if not all(f"<think>\n{thought}\n</think>" in prompt for thought in THOUGHTS[:step]):
+        return [LOST_THOUGHT_ANSWER]
+    if step >= len(THOUGHTS):
+        return tokens
+    # Written without the template's newlines: text that came back as text, not as a thought, does not count.
+    return ["<th", "ink>", THOUGHTS[step][:8], THOUGHTS[step][8:], "</think>", "\n\n", *tokens]
+
+
+def scripted_thinking_upstream() -> FakeLlamaCpp:
+    """A started fake llama-server with a thinking template that answers with `thinking_agent_turn`."""
+    props = {"default_generation_settings": {"n_ctx": 262144}, "build_info": "b7000-scripted"}
+    return FakeLlamaCpp(chat_template=THINKING_TEMPLATE, props_extra=props, script=thinking_agent_turn).start()

@@ -2,8 +2,11 @@
 says (the server holding its prompt's prefix, else its session's, else the least busy one).
 
 A background thread polls each server's /health; a server that refuses connections or answers
-503 (loading the model) is skipped until it is healthy again. A request whose connection fails
-before any token was produced is retried on the next server. With none left: 503 + Retry-After.
+503 (loading the model) is skipped until it is healthy again. Every request to a server goes through
+one failover loop (`_first_to_start`): generations, relayed native requests, and the requests any
+server can answer (`ask`: tokenize, /props, embeddings). A server whose connection fails before any
+answer arrived is marked down, the routes learned for it are forgotten, and the request is retried
+on the next server. With none left: 503 + Retry-After, naming every server and why it failed.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import TypeVar
 
 from ..errors import ProxyError, UpstreamUnavailable
 from .events import GenerationEvent
@@ -22,6 +26,8 @@ from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad
 log = logging.getLogger("api_like_oai")
 
 RETRY_AFTER_SECONDS = 5
+
+Answer = TypeVar("Answer")
 
 
 class UpstreamPool:
@@ -59,9 +65,12 @@ class UpstreamPool:
                 self.router.learn(affinity, route.order[0])
         return [by_url[url] for url in route.order], route
 
-    def any_client(self) -> LlamaCppClient:
-        """A server for requests that any of them can answer (tokenize, props, embeddings)."""
-        return self.candidates()[0]
+    def ask(self, call: Callable[[LlamaCppClient], Answer]) -> Answer:
+        """`call(server)` for a request any server can answer (tokenize, /props, embeddings), on the
+        first server that answers it: one that fails to is marked down and the next one is asked."""
+        client, answer = self._first_to_start(lambda client, last: call(client), None, self.candidates())
+        self._count(client, -1)
+        return answer
 
     def generate(self, path: str, payload: dict, *, index: int = 0, on_chosen=None,
                  affinity: Affinity | None = None, on_routed=None) -> Iterator[GenerationEvent]:
@@ -135,13 +144,20 @@ class UpstreamPool:
     def serve_only(self, urls: list[str]) -> None:
         """Of a started model's replicas, these are ready (the supervisor said so): the others are skipped."""
         ready = set(urls)
-        for client in self.clients:   # not mark(): a replica unloaded by design is not "down"
-            self.healthy[client.base_url] = client.base_url in ready
+        with self._lock:   # not mark(): a replica unloaded by design is not "down", and with slot_save
+            for client in self.clients:   # its routes lead to a cache restored when it is back
+                self.healthy[client.base_url] = client.base_url in ready
 
     def mark(self, client: LlamaCppClient, *, healthy: bool) -> None:
-        if self.healthy[client.base_url] != healthy:
+        """Record a server's health. One going down loses the prompts it held: the routes to it are
+        forgotten, so that the prompts it served settle on the servers that answer them now."""
+        with self._lock:
+            changed = self.healthy[client.base_url] != healthy
+            self.healthy[client.base_url] = healthy
+            if changed and not healthy:
+                self.router.forget(client.base_url)
+        if changed:
             log.warning("upstream %s is %s", client.base_url, "healthy again" if healthy else "down")
-        self.healthy[client.base_url] = healthy
 
     def check(self) -> dict[str, str]:
         """Each server's state now ("ok" or why not), polling them all once."""
@@ -169,6 +185,23 @@ class UpstreamPool:
         stop = threading.Event()
         while not stop.wait(self.health_interval):
             self.check()
+
+
+class AnyServer:
+    """LlamaCppClient's requests that any server of a pool can answer, each sent with the pool's
+    failover (`UpstreamPool.ask`): a dead server never fails a tokenize while another one is up."""
+
+    def __init__(self, pool: UpstreamPool):
+        self.pool = pool
+
+    def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
+        return self.pool.ask(lambda client: client.tokenize(text, add_special=add_special))
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self.pool.ask(lambda client: client.detokenize(tokens))
+
+    def embeddings(self, inputs: list) -> list[list[float]]:
+        return self.pool.ask(lambda client: client.embeddings(inputs))
 
 
 def _none_left(failures: list[str]) -> UpstreamUnavailable:

@@ -145,6 +145,11 @@ class PrefixTable:
         while len(entries) > self.capacity:
             entries.popitem(last=False)
 
+    def forget(self, url: str) -> None:
+        """Every prefix learned for `url` (a server gone down: its cache went with it)."""
+        for digest in [digest for digest, holder in self.entries.items() if holder == url]:
+            del self.entries[digest]
+
 
 class Router:
     """One model's routing: `route` decides, `learn` records which upstream answered a prompt."""
@@ -177,6 +182,10 @@ class Router:
     def learn(self, affinity: Affinity | None, url: str) -> None:
         if self.policy.mode == "prefix" and affinity is not None:
             self.table.learn(affinity.digests, url)
+
+    def forget(self, url: str) -> None:
+        """What was learned of `url`: a request is never sent to it for a prefix it held before."""
+        self.table.forget(url)
 
 
 def least_busy(upstreams: Sequence[UpstreamLoad], spread: str | None = None) -> tuple[str, ...]:

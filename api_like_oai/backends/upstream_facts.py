@@ -30,8 +30,9 @@ class UpstreamFacts:
         self.mismatches: dict[str, str] = {}         # server URL -> how its model differs from the pool's
 
     def props(self) -> UpstreamProps:
-        """/props of a server that takes requests now; ProxyError when none answers."""
-        return self.props_of(self.pool.any_client())
+        """/props of a server that takes requests now (failing over as generations do); ProxyError
+        when none answers."""
+        return self.pool.ask(self.props_of)
 
     def props_of(self, client: LlamaCppClient) -> UpstreamProps:
         props = self._props.get(client.base_url)
@@ -64,7 +65,7 @@ class UpstreamFacts:
     def adds_bos(self) -> bool:
         """Whether llama.cpp prepends BOS to a prompt itself (then a template's BOS is one too many)."""
         if self._adds_bos is None:
-            self._adds_bos = self.pool.any_client().adds_bos()
+            self._adds_bos = self.pool.ask(LlamaCppClient.adds_bos)
         return self._adds_bos
 
     def check(self, states: dict[str, str]) -> dict[str, str]:

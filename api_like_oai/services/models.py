@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import time
 
-from ..backends.llamacpp import LLAMA_CPP_SAMPLING, SAMPLING_ECHOED, LlamaCppClient, UpstreamProps
+from ..backends.llamacpp import LLAMA_CPP_SAMPLING, SAMPLING_ECHOED, UpstreamProps
 from ..backends.openai import OpenAIUpstream
-from ..backends.pool import UpstreamPool
+from ..backends.pool import AnyServer, UpstreamPool
 from ..backends.upstream_facts import UpstreamFacts
 from ..errors import ModelNotFound, ProxyError, UpstreamError
 from ..prompts import ChatFormatter, FormatterOptions, resolve_formatter
@@ -34,12 +34,8 @@ class ServedModel:
         self.template_choice = settings.template
         self.created = int(time.time())
         self.facts = UpstreamFacts(pool)  # what the upstreams say about the model
+        self.client = AnyServer(pool)     # tokenize, embeddings: any upstream that answers
         self._formatter: ChatFormatter | None = None
-
-    @property
-    def client(self) -> LlamaCppClient:
-        """An upstream for requests any of them can answer: tokenize, props, embeddings."""
-        return self.pool.any_client()
 
     def formatter(self) -> ChatFormatter:
         """The chat formatter, resolved on first use (the upstream may start after the proxy). No lock

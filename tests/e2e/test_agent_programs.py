@@ -23,7 +23,7 @@ from langgraph.prebuilt import create_react_agent
 from openai import AsyncOpenAI
 
 from ..agent_programs import API_KEY, access_statuses, run_claude_code, run_codex
-from ..scripted_model import FILES_WRITTEN, FINAL_ANSWER, scripted_agent_upstream
+from ..scripted_model import FILES_WRITTEN, FINAL_ANSWER, THOUGHTS, scripted_agent_upstream, scripted_thinking_upstream
 
 TASK = "Write alpha into a.txt, then write its upper case into b.txt."
 
@@ -72,6 +72,30 @@ def test_claude_code_finishes_a_shell_task(agent_proxy, workdir, refusals, setti
     run = run_claude_code(agent_proxy.url, TASK, workdir, workdir.parent / "home", settings)
     assert run.returncode == 0, run.output[-3000:]
     assert_task_done(workdir, run.answer, refusals, run.output)
+
+
+@pytest.fixture(scope="module")
+def thinking_proxy(start_proxy):
+    upstream = scripted_thinking_upstream()
+    yield start_proxy("--llama-api", upstream.url, "--api-key", API_KEY), upstream
+    upstream.stop()
+
+
+def test_claude_code_hands_back_signed_thoughts_which_reach_the_prompt(thinking_proxy, workdir):
+    """The model thinks (<think>) before each tool call: the proxy streams the thought as a signed thinking
+    block, Claude Code sends it back with its signature in the next turn, and the proxy accepts it (no
+    4xx) and renders it where the template writes an assistant's reasoning; the scripted model answers
+    the task only when every earlier thought is in its prompt."""
+    proxy, upstream = thinking_proxy
+    start = len(proxy.log())
+    run = run_claude_code(proxy.url, TASK, workdir, workdir.parent / "home", {})
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.answer == FINAL_ANSWER, run.output[-3000:]
+    assert {name: (workdir / name).read_text() for name in FILES_WRITTEN} == FILES_WRITTEN
+    refused = [line for line in access_statuses(proxy.log()[start:]) if 400 <= line[1] < 500]
+    assert refused == [], f"requests answered 4xx (endpoint, status): {refused}"
+    last_prompt = next(body["prompt"] for body in reversed(upstream.requests) if THOUGHTS[0] in body.get("prompt", ""))
+    assert all(f"<think>\n{thought}\n</think>" in last_prompt for thought in THOUGHTS)
 
 
 def test_codex_finishes_a_shell_task(agent_proxy, workdir, refusals):

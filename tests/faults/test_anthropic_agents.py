@@ -14,30 +14,10 @@ import anthropic
 import pytest
 import requests
 
+from ..scripted_model import THINKING_TEMPLATE
 from .conftest import HERMES_ARGUMENTS, HERMES_CALL
 
-# Qwen3's template in miniature: tools and the effort in the system turn, an assistant's
-# reasoning_content as <think>, Hermes tool calls and responses, system turns anywhere, and the
-# empty thought that enable_thinking=false writes.
-CHAT_TEMPLATE = (
-    "{%- if tools %}<|im_start|>system\n"
-    "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
-    "{% if reasoning_effort is defined %}Effort: {{ reasoning_effort }}\n\n{% endif %}"
-    "# Tools\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools>\n"
-    "Call a tool as <tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
-    "{% endif %}"
-    "{% for m in messages %}"
-    "{% if m.role == 'system' and loop.first and tools %}"
-    "{% elif m.role == 'assistant' %}<|im_start|>assistant\n"
-    "{% if m.reasoning_content %}<think>\n{{ m.reasoning_content }}\n</think>\n\n{% endif %}"
-    "{{ m.content or '' }}"
-    "{% for c in m.tool_calls or [] %}\n<tool_call>\n{\"name\": \"{{ c.function.name }}\", \"arguments\": "
-    "{{ c.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>\n"
-    "{% elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
-    "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n"
-    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
+CHAT_TEMPLATE = THINKING_TEMPLATE   # Qwen3's in miniature (tests/scripted_model.py): /props reports it
 THOUGHT = "I need the weather."
 THINKING_CALL = ["<th", "ink>", "\nI need", " the weather.", "\n</th", "ink>", "\n\n", *HERMES_CALL]
 BASH = {"name": "Bash", "description": "Run a shell command.",

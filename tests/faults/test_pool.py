@@ -78,3 +78,25 @@ def test_a_pool_serving_one_model_from_different_directories_is_healthy(tmp_path
     fakes[1].props_extra = {"model_path": "/srv/qwen2.5-7b.gguf"}
     assert pool_app(tmp_path, fakes).test_client().get("/health").status_code == 200
     assert [f.get_paths.count("/props") for f in fakes] == [1, 1]   # asked once per server
+
+
+@pytest.mark.parametrize("dead_first", [True, False], ids=["dead-first", "dead-last"])
+def test_every_call_of_a_request_fails_over_from_a_dead_upstream(tmp_path, fakes, dead_first):
+    """Not only the generation: /props (the template), /tokenize (the count) and the native API too."""
+    from api_like_oai import create_app
+    from api_like_oai.cli import parse_settings
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    upstreams = [dead, fakes[0].url] if dead_first else [fakes[0].url, dead]
+    config = tmp_path / "config.yaml"
+    config.write_text(f"models:\n  m:\n    upstreams: [{', '.join(upstreams)}]\n    chat_prompt_model: chatml\n")
+    client = create_app(parse_settings(["--config", str(config)])).test_client()
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for _ in range(3):
+        assert client.post("/v1/chat/completions", json=chat).status_code == 200
+        assert client.post("/v1/internal/encode", json={"model": "m", "text": "a b c"}).get_json()["tokens"] == [0, 1, 2]
+        assert client.post("/v1/messages/count_tokens", json=chat).status_code == 200
+        assert client.get("/props", query_string={"model": "m"}).status_code == 200
+    if dead_first:   # tried first, then marked down (last, it may never be tried: nothing needs it)
+        assert client.get("/v1/internal/model/info", query_string={"model": "m"}).get_json()["upstreams"] == [
+            {"url": url, "healthy": url != dead} for url in upstreams]

@@ -196,3 +196,34 @@ except ValueError:
                           cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.strip() == "ok", done.stderr
     assert "Traceback" not in done.stderr   # the pool does not print what the work raised
+
+
+def test_a_large_raw_grammar_is_checked_off_the_loop_and_a_small_one_on_it_both_refused_alike():
+    # Under gevent, the check of a 64 KiB grammar (tens of ms of Python) runs in a pool thread: the
+    # thread that checked each grammar is recorded; a grammar past the bounds is the same 400 either way.
+    script = """
+from gevent import monkey; monkey.patch_all()
+from gevent.monkey import get_original
+from api_like_oai import protocol
+from api_like_oai.errors import InvalidRequest
+get_ident, checked_in = get_original("threading", "get_ident"), []
+def recording(text, check=protocol.check_grammar):
+    checked_in.append(get_ident())
+    return check(text)
+protocol.check_grammar = recording
+def request(grammar):
+    return protocol.ChatCompletionRequest.model_validate(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "grammar": grammar})
+large, small = "root ::= " + '("a" | "b") ' * 5000, 'root ::= "a"'
+request(large), request(small)
+assert checked_in[0] != get_ident() and checked_in[1] == get_ident(), checked_in
+for deep in ("root ::= " + "(" * 40 + '"a"' + ")" * 40 + " " * 2000, "root ::= " + "(" * 40):
+    try:
+        request(deep)
+    except InvalidRequest as exc:
+        assert exc.param == "grammar" and "nests groups deeper" in exc.message
+        print("refused")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["refused", "refused"], done.stderr

@@ -175,3 +175,39 @@ def test_a_forgotten_prefix_is_no_longer_a_hit():
     router.learn(Affinity(CONVERSATION[:4000]), B)
     router.learn(Affinity("other " * 200), A)
     assert router.route(loads(a=0, b=0), Affinity(CONVERSATION)).reason == "least-busy"
+
+
+# --- health: a route never puts an unhealthy upstream before a healthy one -----------------------
+
+def _session_hashing_to(url: str) -> str:
+    return next(s for s in (f"s{n}" for n in range(200)) if rendezvous(s, [A, B, C])[0] == url)
+
+
+# Each reason's would-be choice is B: (router, affinity, in flight of a, b, c when all are healthy).
+REASONS = {
+    "prefix": lambda: (learned(Router(), CONVERSATION[:4000], B), Affinity(CONVERSATION), (0, 0, 0)),
+    "session": lambda: (Router(), Affinity("a new prompt", _session_hashing_to(B)), (0, 0, 0)),
+    "least-busy": lambda: (Router(), Affinity("a prompt nobody has seen"), (2, 0, 1)),
+    "overloaded": lambda: (learned(Router(RoutingPolicy(load_margin=0)), CONVERSATION[:4000], A),
+                           Affinity(CONVERSATION), (3, 0, 1)),
+    "least-busy mode": lambda: (Router(RoutingPolicy(mode="least-busy")), Affinity(CONVERSATION, "s"), (2, 0, 1)),
+    "no affinity": lambda: (Router(), None, (2, 0, 1)),
+}
+
+
+@pytest.mark.parametrize("reason", REASONS)
+def test_every_reason_names_its_choice_first_while_it_is_healthy_and_a_healthy_one_once_it_is_not(reason):
+    router, affinity, (a, b, c) = REASONS[reason]()
+    assert router.route(loads(a=a, b=b, c=c), affinity).order[0] == B
+    for down in ({B}, {A, B}, {B, C}):
+        upstreams = [UpstreamLoad(u.url, u.url not in down, u.in_flight) for u in loads(a=a, b=b, c=c)]
+        order = router.route(upstreams, affinity).order
+        assert set(order[:3 - len(down)]).isdisjoint(down) and set(order) == {A, B, C}, (down, order)
+
+
+def test_forgetting_an_upstream_drops_only_its_prefixes():
+    router = learned(learned(Router(), CONVERSATION[:4000], B), "other " * 200, A)
+    router.forget(B)
+    assert router.route(loads(a=0, b=0), Affinity(CONVERSATION)).reason == "least-busy"
+    assert router.route(loads(a=0, b=0), Affinity("other " * 200)).order[0] == A
+    assert set(router.table.entries.values()) == {A}
