@@ -8,6 +8,7 @@ import os
 import shlex
 import shutil
 import socket
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -59,7 +60,12 @@ def find_llama_server(given: str | None) -> str | None:
 
 
 def default_budget_mib() -> int:
-    """The memory available now (/proc/meminfo's MemAvailable) less a reserve."""
+    """On a machine with NVIDIA GPUs, their memory (nvidia-smi: free now, summed) less a reserve, which is
+    where llama-server puts the model and its KV cache; else the memory available now (/proc/meminfo's
+    MemAvailable) less a reserve."""
+    gpus = gpu_free_mib()
+    if gpus:
+        return max(sum(gpus) - RESERVE_MIB, 0)
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -67,6 +73,19 @@ def default_budget_mib() -> int:
     except OSError:
         pass
     return 8 * 1024
+
+
+def gpu_free_mib() -> list[int]:
+    """Each NVIDIA GPU's free memory in MiB, per nvidia-smi; [] without one (or without nvidia-smi)."""
+    binary = shutil.which("nvidia-smi")
+    if binary is None:
+        return []
+    try:
+        answer = subprocess.run([binary, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+        return [int(float(line)) for line in answer.split() if line.strip()]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
 
 
 def supervisor_settings(specs: list[LaunchSpec], llama_server: str, budget_mib: int | None,
