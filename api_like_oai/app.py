@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, ProxyError
-from .middleware import CollapseSlashes, OnClose
+from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import anthropic, chat, completions, conversations, docs, embeddings, internal, lifecycle, models, native, responses
 from .sealing import Seal
@@ -103,7 +104,10 @@ def _open_record():
         return
     state = current_app.extensions["api_like_oai"]
     endpoint = request.url_rule.rule if request.url_rule else "unmatched"
-    g.record = RequestRecord(endpoint, state.metrics, state.settings.log_format)
+    g.record = RequestRecord(endpoint, state.metrics, state.settings.log_format,
+                             live_requests=state.inflight.requests)
+    # A record leaves the live requests when it closes; a stream never iterated never closes its record.
+    request.environ[ON_CLOSE].append(functools.partial(state.inflight.requests.discard, g.record))
 
 
 def _close_record(response: Response) -> Response:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -48,6 +49,10 @@ class Metrics:
                                "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
                                "overloaded; failover when it failed to start the request; only for a model with one upstream)",
                                ["model", "result", "reason"], registry=self.registry)
+        self.prefill_seconds = Histogram("api_like_oai_prefill_seconds", "Seconds llama.cpp took to read a "
+                                         "prompt (its own prompt_progress.time_ms), from prefill start to the "
+                                         "first token, queueing excluded", ["model"], buckets=LATENCY_BUCKETS,
+                                         registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
                                        registry=self.registry, multiprocess_mode="livesum")
 
@@ -59,6 +64,39 @@ class Metrics:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, directory)
         return registry
+
+
+class LiveRequests:
+    """The requests of this process not yet closed, by request id: what a live view (the dashboard)
+    reads. A record adds itself when it opens and leaves when it closes; reading takes a snapshot."""
+
+    def __init__(self):
+        self._records: dict[str, RequestRecord] = {}
+        self._lock = threading.Lock()
+
+    def add(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._records[record.request_id] = record
+
+    def discard(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._records.pop(record.request_id, None)
+
+    def get(self, request_id: str) -> RequestRecord | None:
+        with self._lock:
+            return self._records.get(request_id)
+
+    def snapshot(self) -> list[dict]:
+        """RequestRecord.live() of every open request, oldest first."""
+        with self._lock:
+            records = list(self._records.values())
+        return [record.live() for record in records]
+
+
+# A request's phases, in order (RequestRecord.phase): waiting for the upstream to take it (parsing,
+# rendering, the upstream's queue), waiting for a model the proxy loads, llama.cpp reading the prompt
+# (RequestRecord.prefill says how far), tokens coming.
+QUEUED, LOADING_MODEL, PREFILL, GENERATING = "queued", "loading model", "prefill", "generating"
 
 
 @dataclass
@@ -78,10 +116,53 @@ class RequestRecord:
     first_token: float | None = None
     error_code: str | None = None
     closed: bool = False
+    # The live view (LiveRequests): where the request is now; how far its prompt was read (a
+    # backends.events.PromptProgress); its UsageCounter while it generates (counts read, not copied,
+    # so the token path pays nothing); the switch that stops it (inflight.InFlight.track's).
+    live_requests: LiveRequests | None = None
+    phase: str = QUEUED
+    prefill: object | None = None
+    usage: object | None = None
+    stop_switch: threading.Event | None = None
+
+    def __post_init__(self):
+        if self.live_requests is not None:
+            self.live_requests.add(self)
 
     def token_arrived(self) -> None:
         if self.first_token is None:
             self.first_token = time.perf_counter()
+            self.phase = GENERATING
+
+    def prompt_progress(self, progress) -> None:
+        """llama.cpp read more of the prompt (a PromptProgress)."""
+        self.phase, self.prefill = PREFILL, progress
+
+    def prompt_read(self) -> None:
+        """The prompt is read (the answer's first event came): its prefill time goes to the metrics."""
+        if self.prefill is not None and self.phase == PREFILL:
+            self.phase = GENERATING
+            self.metrics.prefill_seconds.labels(self.model).observe(self.prefill.elapsed_ms / 1000)
+
+    def live(self) -> dict:
+        """Where the request is now, as the dashboard shows it (no prompt, no key)."""
+        now = time.perf_counter()
+        generated = self.usage.completion_tokens if self.usage is not None else 0
+        generating_for = now - self.first_token if self.first_token is not None else 0.0
+        return {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,
+                "upstream": self.upstream, "phase": self.phase, "elapsed_seconds": round(now - self.started, 3),
+                "prefill_percent": round(self.prefill.fraction * 100, 1) if self.prefill is not None else None,
+                "prompt_tokens": self.prefill.total if self.prefill is not None else None,
+                "generated_tokens": generated,
+                "tokens_per_second": round(generated / generating_for, 2) if generating_for > 0 else None,
+                "stoppable": self.stop_switch is not None}
+
+    def stop(self) -> bool:
+        """End this request's generation now (as stop-generation does); whether it was generating."""
+        if self.stop_switch is None:
+            return False
+        self.stop_switch.set()
+        return True
 
     def count(self, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None = 0) -> None:
         self.prompt_tokens += prompt_tokens or 0
@@ -101,6 +182,8 @@ class RequestRecord:
         if self.closed:
             return
         self.closed = True
+        if self.live_requests is not None:
+            self.live_requests.discard(self)
         total = time.perf_counter() - self.started
         ttft = self.first_token - self.started if self.first_token else None
         self.metrics.requests.labels(self.endpoint, self.model, str(self.status)).inc()

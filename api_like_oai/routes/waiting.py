@@ -15,11 +15,11 @@ from .. import sse
 from ..errors import ProxyError
 from . import SSE_HEADERS, state
 
-KEEPALIVE_SECONDS = 5.0
+KEEPALIVE_SECONDS = sse.KEEPALIVE_SECONDS
 WANTS_STREAM = "api_like_oai.wants_stream"
 GRANTED = "api_like_oai.granted_lease"
 
-KEEPALIVES = {"openai": b": keep-alive\n\n", "anthropic": b'event: ping\ndata: {"type": "ping"}\n\n'}
+KEEPALIVES = {"openai": sse.KEEPALIVE_COMMENT, "anthropic": sse.KEEPALIVE_PING}
 
 
 class ModelLoading(Exception):
@@ -58,6 +58,9 @@ def _asks_to_stream() -> bool:
 
 def _after_load(pending, api: str, view):
     keepalive = KEEPALIVES.get(api, KEEPALIVES["openai"])
+    record = g.get("record")
+    if record is not None:
+        record.phase = "loading model"
     try:
         lease = pending.wait(KEEPALIVE_SECONDS)
         while lease is None:

@@ -156,6 +156,8 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     if fitted.n_predict >= 0:
         headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
     choice_count = request.n or 1
+    if choice_count == 1:  # progress events come before the first token (so generation.py reads them off
+        payload["return_progress"] = True  # the front); n > 1 interleaves choices, which would break that
     events = generation.start(routed(model, context, fitted.prompt.text, request.prompt_cache_key, context.session,
                                      request.user, request.safety_identifier),
                               [("/completion", payload)] * choice_count, context)
