@@ -96,6 +96,11 @@ def _metrics():
     text = generate_latest(state.metrics.collected())
     if state.supervisor is not None:
         text += lifecycle_metrics(state.supervisor.ask("status"))
+    if state.settings.upstream_metrics:
+        from .upstream_metrics import upstream_metrics
+
+        text += upstream_metrics([(model.name, client.base_url) for model in state.registry.models.values()
+                                  if model.openai is None for client in model.pool.clients])
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
 

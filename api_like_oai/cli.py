@@ -152,6 +152,12 @@ def _add_limit_and_log_flags(add) -> None:
     add("--native-api", action=Switch, default=True, metavar="BOOL",
         help="serve llama.cpp's own API (/completion, /infill, /props, ...) for llama.cpp models "
              "(default: on; --no-native-api turns it off)")
+    add("--upstream-metrics", action="store_true",
+        help="/metrics also carries each llama-server's own metrics (start them with --metrics), labelled "
+             "with model and upstream, scraped when /metrics is")
+    add("--otlp-endpoint", metavar="URL",
+        help="send a trace of each request over OTLP/HTTP to URL (needs api-like-oai[otel]; default: "
+             "$OTEL_EXPORTER_OTLP_ENDPOINT, else no traces)")
     add("--store", metavar="URL", help="where stored responses and conversations live: sqlite:///PATH, "
         "redis://HOST:PORT/DB or none (default: sqlite under $XDG_DATA_HOME/api-like-oai/)")
     add("--store-ttl", type=duration, default=DEFAULT_TTL_SECONDS, metavar="DURATION",
@@ -351,7 +357,9 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
         limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
                       max_tokens=args.max_tokens_limit),
-        grace_period=args.grace_period, native_api=args.native_api, store=_store_settings(args))
+        grace_period=args.grace_period, native_api=args.native_api, store=_store_settings(args),
+        upstream_metrics=args.upstream_metrics,
+        otlp_endpoint=args.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None)
 
 
 def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):

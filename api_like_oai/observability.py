@@ -229,9 +229,14 @@ def lifecycle_metrics(status: dict) -> bytes:
             family.add_metric([name], float(value))
     budget = GaugeMetricFamily("api_like_oai_memory_budget_mib", "The started models' memory budget")
     budget.add_metric([], status["memory_budget_mib"])
+    return generate_latest(MadeFamilies([*families, budget]))
 
-    class Families:
-        def collect(self):
-            return [*families, budget]
 
-    return generate_latest(Families())
+class MadeFamilies:
+    """A collector of metric families already made (what prometheus_client's generate_latest takes)."""
+
+    def __init__(self, families: list):
+        self.families = families
+
+    def collect(self) -> list:
+        return self.families
