@@ -43,6 +43,7 @@ class AppState:
     store: object | None = None      # store.Store: stored responses and conversations (None: --store none)
     siblings: object | None = None   # siblings.Siblings: the other workers, with --workers > 1
     supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
+    tracing: object | None = None     # tracing.Tracing with --otlp-endpoint (opentelemetry imported only then)
 
 
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
@@ -88,7 +89,16 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, supervisor)
+    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, supervisor,
+                    _tracing(settings))
+
+
+def _tracing(settings: Settings):
+    if settings.otlp_endpoint is None:
+        return None
+    from .tracing import Tracing  # only with traces on: the `otel` extra (cli.py checked it is installed)
+
+    return Tracing(settings.otlp_endpoint)
 
 
 def _metrics():
@@ -111,6 +121,8 @@ def _open_record():
     endpoint = request.url_rule.rule if request.url_rule else "unmatched"
     g.record = RequestRecord(endpoint, state.metrics, state.settings.log_format,
                              live_requests=state.inflight.requests)
+    if state.tracing is not None:
+        g.record.tracing, g.record.traceparent = state.tracing, request.headers.get("traceparent")
     # A record leaves the live requests when it closes; a stream never iterated never closes its record.
     request.environ[ON_CLOSE].append(functools.partial(state.inflight.requests.discard, g.record))
 

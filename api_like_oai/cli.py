@@ -359,7 +359,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
                       max_tokens=args.max_tokens_limit),
         grace_period=args.grace_period, native_api=args.native_api, store=_store_settings(args),
         upstream_metrics=args.upstream_metrics,
-        otlp_endpoint=args.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None)
+        otlp_endpoint=_otlp_endpoint(args))
 
 
 def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
@@ -381,6 +381,14 @@ def _store_settings(args: argparse.Namespace) -> StoreSettings:
     if settings.kind == "redis" and importlib.util.find_spec("redis") is None:
         raise StartupError("--store redis://... needs the redis client: pip install 'api-like-oai[redis]'")
     return settings
+
+
+def _otlp_endpoint(args: argparse.Namespace) -> str | None:
+    """Where traces go: --otlp-endpoint, else OpenTelemetry's own variable; None for no traces."""
+    endpoint = args.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+    if endpoint and importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
+        raise StartupError("--otlp-endpoint needs OpenTelemetry: pip install 'api-like-oai[otel]'")
+    return endpoint
 
 
 def read_api_keys(keys: list[str] | None, key_file: str | None) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ completions and keys never reach it; with --log-prompts the prompt is logged sep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -64,6 +65,34 @@ class Metrics:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, directory)
         return registry
+
+
+_UNTRACED = contextlib.nullcontext()
+
+
+ONE_SPAN_STAGES = frozenset({"admission"})   # timed in several steps before the generation, traced as one
+
+
+def stage(record: RequestRecord | None, name: str):
+    """A context manager timing the stage `name` of the request (admission, render, store) for its
+    trace: a span each time, but one for all of the ONE_SPAN_STAGES (from the first start to the last
+    end). Nothing is timed without traces."""
+    if record is None or record.tracing is None:
+        return _UNTRACED
+    return _timed(record.stages, name)
+
+
+@contextlib.contextmanager
+def _timed(stages: list[list], name: str):
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        earlier = next((entry for entry in stages if entry[0] == name), None) if name in ONE_SPAN_STAGES else None
+        if earlier is None:
+            stages.append([name, started, time.perf_counter()])
+        else:
+            earlier[2] = time.perf_counter()
 
 
 class LiveRequests:
@@ -124,6 +153,15 @@ class RequestRecord:
     prefill: object | None = None
     usage: object | None = None
     stop_switch: threading.Event | None = None
+    # Traces (tracing.Tracing, None when off): when each stage ran (perf_counter), exported at close.
+    tracing: object | None = None
+    traceparent: str | None = None        # the client's W3C trace context, continued
+    requested_model: str | None = None    # the name the client asked for (model is the one served)
+    stages: list[list] = field(default_factory=list)   # [name, start, end] in the order they ended
+    upstream_at: float | None = None      # the request went to its upstream
+    prefill_at: float | None = None       # the upstream started reading the prompt (its first progress)
+    prompt_read_at: float | None = None   # the answer's first event arrived
+    generated_at: float | None = None     # the generation ended (counted)
 
     def __post_init__(self):
         if self.live_requests is not None:
@@ -136,10 +174,18 @@ class RequestRecord:
 
     def prompt_progress(self, progress) -> None:
         """llama.cpp read more of the prompt (a PromptProgress)."""
+        if self.prefill_at is None:
+            self.prefill_at = time.perf_counter()
         self.phase, self.prefill = PREFILL, progress
+
+    def sent_upstream(self, url: str) -> None:
+        self.upstream = url
+        if self.upstream_at is None:
+            self.upstream_at = time.perf_counter()
 
     def prompt_read(self) -> None:
         """The prompt is read (the answer's first event came): its prefill time goes to the metrics."""
+        self.prompt_read_at = time.perf_counter()
         if self.prefill is not None and self.phase == PREFILL:
             self.phase = GENERATING
             self.metrics.prefill_seconds.labels(self.model).observe(self.prefill.elapsed_ms / 1000)
@@ -165,6 +211,8 @@ class RequestRecord:
         return True
 
     def count(self, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None = 0) -> None:
+        """The generation's token counts, once it ended."""
+        self.generated_at = time.perf_counter()
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
         self.cached_tokens += cached_tokens or 0
@@ -196,6 +244,8 @@ class RequestRecord:
         if self.error_code and self.status >= 502:
             self.metrics.upstream_errors.labels(self.upstream, self.error_code).inc()
         access_log.info(self._line(total, ttft))
+        if self.tracing is not None:
+            self.tracing.export(self, time.perf_counter())
 
     def _line(self, total: float, ttft: float | None) -> str:
         fields = {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,

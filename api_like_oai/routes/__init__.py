@@ -7,6 +7,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
 from ..middleware import ON_CLOSE
+from ..observability import stage
 from ..offload import let_others_run
 from ..services.admission import Admission, DialectRequest, invalid_request
 from ..services.inflight import Context
@@ -30,14 +31,15 @@ def parse_body(model: type[BaseModel]):
     deeper, into a RecursionError later). What it refuses (NaN, malformed JSON, nesting past its
     limit) goes to `model_validate_json`, which names the error as before."""
     body = request.get_data(cache=False) or b""
-    try:
+    with stage(g.get("record"), "admission"):
         try:
-            parsed = from_json(body, allow_inf_nan=False, cache_strings="keys")
-        except ValueError:
-            return model.model_validate_json(body)
-        return model.model_validate(parsed)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
+            try:
+                parsed = from_json(body, allow_inf_nan=False, cache_strings="keys")
+            except ValueError:
+                return model.model_validate_json(body)
+            return model.model_validate(parsed)
+        except ValidationError as exc:
+            raise invalid_request(exc) from None
 
 
 def respond(answer, headers: dict | None = None) -> Response:
@@ -82,12 +84,15 @@ def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:
     """The body validated as `request_model`, then admitted as services/admission.py says."""
     dialect_request = parse_body(request_model)
     let_others_run()  # an agent's body is tens of kilobytes: other streams go on between parsing and translating
-    return admission().dialect(dialect_request, translate)
+    with stage(g.get("record"), "admission"):
+        return admission().dialect(dialect_request, translate)
 
 
 def lookup_model(requested: str | None):
-    return admission().lookup_model(requested)
+    with stage(g.get("record"), "admission"):
+        return admission().lookup_model(requested)
 
 
 def check_limits(api_request) -> None:
-    admission().check_limits(api_request)
+    with stage(g.get("record"), "admission"):
+        admission().check_limits(api_request)

@@ -50,7 +50,7 @@ class Admission:
         """(model, name to answer with) for the request's `model`, noted on the access record."""
         model, model_name = self.registry.lookup(requested)
         if self.record is not None:
-            self.record.model = model.name
+            self.record.model, self.record.requested_model = model.name, requested
         if model.settings.launch is not None and self.hold is not None:
             self.hold(model)
         return model, model_name

@@ -17,6 +17,7 @@ from ..backends import routing
 from ..dialects.common import as_sent
 from ..dialects.openai_shape import ChatShape
 from ..errors import InvalidRequest
+from ..observability import stage
 from ..offload import let_others_run
 from ..prompts import merge_stops, normalise_messages
 from ..prompts.render import render_messages
@@ -140,9 +141,10 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
         events = merge.Primed(passthrough.chat_events(request, model, context.note_upstream))
         return ChatGeneration(request, None, 1, events, None, {})
     let_others_run()  # between the request's validation (and a dialect's translation) and its rendering
-    tool_plan = plan_tools(request, model)
-    messages = edited_messages(request, model, tool_plan, edit_messages)
-    fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
+    with stage(context.record, "render"):
+        tool_plan = plan_tools(request, model)
+        messages = edited_messages(request, model, tool_plan, edit_messages)
+        fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
     let_others_run()  # rendering an agent's prompt is the longest stage of its turn: other streams go on
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)

@@ -32,27 +32,31 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
     if record:
         record.metrics.streams_in_flight.inc()
     try:
-        with context.inflight.track(record) as stop_event:
-            yield from _openings(shape, choice_count, prefixes)
-            stoppable = until_stopped(events, stop_event, choice_count, context.inflight)
-            first = yield from _prompt_read(stoppable, context, getattr(shape, "keepalive", sse.KEEPALIVE_COMMENT))
-            for event in _delivered(_resumed(first, stoppable), context, transform, usage):
-                frame = shape.content_frame(event)
-                if frame is not None:
-                    yield frame
-                    continue
-                yield from map(shape.frame, shape.chunks(event))
-    except Exception as exc:  # noqa: BLE001 - every failure ends the stream with the API's error event
-        error = _as_proxy_error(exc)
-        if record:
-            record.fail(error.status, error.code)
-        yield shape.frame(shape.error_chunk(error))
-        return
+        try:
+            with context.inflight.track(record) as stop_event:
+                yield from _openings(shape, choice_count, prefixes)
+                stoppable = until_stopped(events, stop_event, choice_count, context.inflight)
+                first = yield from _prompt_read(stoppable, context, getattr(shape, "keepalive", sse.KEEPALIVE_COMMENT))
+                for event in _delivered(_resumed(first, stoppable), context, transform, usage):
+                    frame = shape.content_frame(event)
+                    if frame is not None:
+                        yield frame
+                        continue
+                    yield from map(shape.frame, shape.chunks(event))
+        except Exception as exc:  # noqa: BLE001 - every failure ends the stream with the API's error event
+            error = _as_proxy_error(exc)
+            if record:
+                record.fail(error.status, error.code)
+            yield shape.frame(shape.error_chunk(error))
+            return
+        finally:
+            _settle(events, context, usage, stream=True)
+        yield from map(shape.frame, shape.closings(usage.to_dict()))
+        if shape.end:
+            yield shape.end
     finally:
-        _settle(events, context, usage, stream=True)
-    yield from map(shape.frame, shape.closings(usage.to_dict()))
-    if shape.end:
-        yield shape.end
+        if record:
+            record.close()   # after the closing events: what the shape does for them (a store write) is traced
 
 
 def _openings(shape, choice_count: int, prefixes: dict[int, str] | None) -> Iterator[bytes]:
@@ -126,7 +130,6 @@ def _settle(events, context: Context, usage: UsageCounter, *, stream: bool) -> N
             record.count(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
             if stream:
                 record.metrics.streams_in_flight.dec()
-                record.close()
 
 
 class ChoiceFold:

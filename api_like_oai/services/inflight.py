@@ -63,7 +63,7 @@ class Context:
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:
-            self.record.upstream = url
+            self.record.sent_upstream(url)
 
     def note_route(self, route) -> None:
         if self.record is not None:
