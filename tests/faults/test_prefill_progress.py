@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from api_like_oai import sse
+from api_like_oai.protocol import LiveRequest
 
 # 100 tokens, 20 of them cached: the second event is half of the work, the third all of it.
 PROGRESS = ({"total": 100, "cache": 20, "processed": 20, "time_ms": 0},
@@ -64,6 +65,7 @@ def test_openai_stream_is_kept_alive_while_the_prompt_is_read(qwen_proxy, slow_p
     deltas = [json.loads(frame[6:])["choices"][0]["delta"] for frame in frames[2:] if frame.startswith(b"data: {")]
     assert "".join(delta.get("content", "") for delta in deltas) == " Hello, world!"
     [request] = seen
+    LiveRequest.model_validate(request)   # as /openapi.json documents it
     assert (request["endpoint"], request["phase"], request["prefill_percent"], request["prompt_tokens"]) \
         == ("/v1/chat/completions", "prefill", 50.0, 100)
     assert prefill_count(qwen_proxy) == before + 1
