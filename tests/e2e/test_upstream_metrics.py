@@ -63,6 +63,13 @@ def test_upstream_series_carry_model_and_upstream(metered_proxy, metered_server)
     assert any(sample.name == "api_like_oai_requests_total" for sample in samples)   # the proxy's own are still there
 
 
+def test_the_real_llama_servers_prefill_progress_is_counted(metered_proxy):
+    """Both chats asked llama-server for its prompt progress and got it: each prefill is in the histogram."""
+    [count] = [sample.value for family in scraped(metered_proxy) for sample in family.samples
+               if sample.name == "api_like_oai_prefill_seconds_count" and sample.labels["model"] == "smollm"]
+    assert count == 2
+
+
 def test_every_dashboard_query_names_series_that_exist(metered_proxy):
     series = {name for family in scraped(metered_proxy) for name in series_names(family)}
     queries = dashboard_queries(json.loads(DASHBOARD.read_text()))
