@@ -10,6 +10,7 @@ import re
 import threading
 import time
 
+import anthropic
 import pytest
 import requests
 
@@ -95,3 +96,10 @@ def test_a_quick_prompt_gets_no_keepalive_and_the_same_answer(qwen_proxy, replay
 def test_finished_requests_leave_the_live_list(qwen_proxy, replay):
     requests.post(qwen_proxy.url + "/v1/chat/completions", json={**CHAT, "stream": True}, timeout=30).close()
     assert requests.get(qwen_proxy.url + "/v1/internal/requests", timeout=10).json() == {"object": "list", "data": []}
+
+
+def test_anthropics_sdk_reads_through_the_pings(qwen_proxy, slow_prompt):
+    client = anthropic.Anthropic(base_url=qwen_proxy.url, api_key="unused")
+    with client.messages.stream(**MESSAGES) as stream:
+        assert "".join(stream.text_stream) == " Hello, world!"
+        assert stream.get_final_message().stop_reason == "end_turn"
