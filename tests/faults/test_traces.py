@@ -4,6 +4,8 @@ each checked span by span (names, nesting, order, GenAI attributes)."""
 
 from __future__ import annotations
 
+import time
+
 import anthropic
 import pytest
 import requests
@@ -36,9 +38,17 @@ def replay(fake):
     fake.tokens, fake.behaviour, fake.prompt_progress = (" Hello", ",", " world", "!"), "ok", ()
 
 
-def request_id(traced_proxy) -> str:
-    """The request id of the proxy's last generation, from its access log."""
-    return traced_proxy.log().rsplit("request_id=", 1)[1].split()[0]
+def logged(traced_proxy) -> int:
+    return traced_proxy.log().count("request_id=")
+
+
+def request_id(traced_proxy, logged_before: int) -> str:
+    """The request id of the proxy's next access-log line after the first `logged_before` (a stream's
+    is written once the server finished writing it, which may be after the client read it)."""
+    deadline = time.monotonic() + 10
+    while logged(traced_proxy) <= logged_before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return traced_proxy.log().split("request_id=")[logged_before + 1].split()[0]
 
 
 def check_tree(spans: list[dict], children: list[str]) -> dict:
@@ -57,10 +67,11 @@ def check_tree(spans: list[dict], children: list[str]) -> dict:
 def test_streamed_chat_is_a_trace_continuing_the_callers(traced_proxy, receiver, replay):
     replay.prompt_progress = ({"total": 3, "cache": 0, "processed": 0, "time_ms": 0},
                               {"total": 3, "cache": 0, "processed": 3, "time_ms": 5})
+    before = logged(traced_proxy)
     response = requests.post(traced_proxy.url + "/v1/chat/completions", json={**CHAT, "stream": True}, timeout=30,
                              headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
     assert response.status_code == 200 and b"[DONE]" in response.content
-    spans = receiver.trace_of(request_id(traced_proxy))
+    spans = receiver.trace_of(request_id(traced_proxy, before))
     root = check_tree(spans, ["admission", "render", "upstream queue", "prefill", "generation"])
     assert (root["name"], root["kind"], root["trace_id"], root["parent_span_id"], root["error"]) \
         == ("chat m", "server", TRACE_ID, PARENT_ID, False)
@@ -79,10 +90,11 @@ def test_streamed_chat_is_a_trace_continuing_the_callers(traced_proxy, receiver,
 def test_messages_tool_turn_is_traced(traced_proxy, receiver, replay):
     replay.tokens = HERMES_CALL
     client = anthropic.Anthropic(base_url=traced_proxy.url, api_key="unused")
+    before = logged(traced_proxy)
     message = client.messages.create(model="claude-sonnet-4-5", max_tokens=256, tools=[WEATHER],
                                      messages=[{"role": "user", "content": "Weather in Zürich?"}])
     assert message.stop_reason == "tool_use"
-    root = check_tree(receiver.trace_of(request_id(traced_proxy)), ["admission", "render", "prefill", "generation"])
+    root = check_tree(receiver.trace_of(request_id(traced_proxy, before)), ["admission", "render", "prefill", "generation"])
     assert root["name"] == "chat claude-sonnet-4-5" and not root["error"]
     assert root["trace_id"] != TRACE_ID and root["parent_span_id"] == ""   # no traceparent: a trace of its own
     assert {key: root["attributes"][key] for key in ("gen_ai.request.model", "gen_ai.response.model",
@@ -93,9 +105,10 @@ def test_messages_tool_turn_is_traced(traced_proxy, receiver, replay):
 
 def test_failed_request_is_an_error_span(traced_proxy, receiver, replay):
     replay.behaviour = "status_500"
+    before = logged(traced_proxy)
     response = requests.post(traced_proxy.url + "/v1/chat/completions", json=CHAT, timeout=30)
     assert response.status_code == 502
-    root = check_tree(receiver.trace_of(request_id(traced_proxy)), ["admission", "render"])
+    root = check_tree(receiver.trace_of(request_id(traced_proxy, before)), ["admission", "render"])
     assert root["error"] and root["name"] == "chat m"
     assert (root["attributes"]["error.type"], root["attributes"]["http.response.status_code"]) \
         == (response.json()["error"]["code"] or "502", 502)
@@ -104,9 +117,10 @@ def test_failed_request_is_an_error_span(traced_proxy, receiver, replay):
 
 def test_stored_response_traces_its_store_reads_and_writes(traced_proxy, receiver, replay):
     first = requests.post(traced_proxy.url + "/v1/responses", json={"model": "m", "input": "Hi"}, timeout=30).json()
+    before = logged(traced_proxy)
     response = requests.post(traced_proxy.url + "/v1/responses", timeout=30, json={
         "model": "m", "input": "Again", "previous_response_id": first["id"], "stream": True})
     assert response.status_code == 200 and b"response.completed" in response.content
-    root = check_tree(receiver.trace_of(request_id(traced_proxy)),
+    root = check_tree(receiver.trace_of(request_id(traced_proxy, before)),
                       ["admission", "store", "store", "render", "prefill", "generation", "store"])
     assert root["name"] == "chat m" and root["attributes"]["http.route"] == "/v1/responses"
