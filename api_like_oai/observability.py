@@ -182,7 +182,6 @@ class RequestRecord:
         self.upstream = url
         if self.upstream_at is None:
             self.upstream_at = time.perf_counter()
-            self.phase = QUEUED   # after a model load: now in the upstream's queue
 
     def prompt_read(self) -> None:
         """The prompt is read (the answer's first event came): its prefill time goes to the metrics."""

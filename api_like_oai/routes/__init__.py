@@ -7,7 +7,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
 from ..middleware import ON_CLOSE
-from ..observability import stage
+from ..observability import LOADING_MODEL, QUEUED, stage
 from ..offload import let_others_run
 from ..services.admission import Admission, DialectRequest, invalid_request
 from ..services.inflight import Context
@@ -73,7 +73,12 @@ def hold_model(model) -> None:
     from .waiting import GRANTED, WANTS_STREAM, ModelLoading
 
     environ = request.environ
+    record = g.get("record")
+    if record is not None:
+        record.phase = LOADING_MODEL   # while the supervisor makes the model ready (at once if it is)
     lease = environ.pop(GRANTED, None) or state().supervisor.acquire(model.name, wait=not environ.get(WANTS_STREAM))
+    if record is not None and not isinstance(lease, PendingLease):
+        record.phase = QUEUED
     environ[ON_CLOSE].append(lease.release)
     if isinstance(lease, PendingLease):
         raise ModelLoading(lease)

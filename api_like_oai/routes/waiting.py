@@ -58,9 +58,6 @@ def _asks_to_stream() -> bool:
 
 def _after_load(pending, api: str, view):
     keepalive = KEEPALIVES.get(api, KEEPALIVES["openai"])
-    record = g.get("record")
-    if record is not None:
-        record.phase = "loading model"
     try:
         lease = pending.wait(KEEPALIVE_SECONDS)
         while lease is None:
