@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .errors import InvalidRequest, NotFound, PayloadTooLarge, ProxyError
-from .middleware import CollapseSlashes, OnClose
+from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
     anthropic,
@@ -58,6 +59,7 @@ class AppState:
     siblings: object | None = None   # siblings.Siblings: the other workers, with --workers > 1
     gate: Gate = Gate()              # the keys requests may bring, managed ones in the store's key book
     supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
+    tracing: object | None = None     # tracing.Tracing with --otlp-endpoint (opentelemetry imported only then)
 
 
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
@@ -106,7 +108,16 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate, supervisor)
+    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate, supervisor,
+                    _tracing(settings))
+
+
+def _tracing(settings: Settings):
+    if settings.otlp_endpoint is None:
+        return None
+    from .tracing import Tracing  # only with traces on: the `otel` extra (cli.py checked it is installed)
+
+    return Tracing(settings.otlp_endpoint)
 
 
 def _metrics():
@@ -114,6 +125,11 @@ def _metrics():
     text = generate_latest(state.metrics.collected())
     if state.supervisor is not None:
         text += lifecycle_metrics(state.supervisor.ask("status"))
+    if state.settings.upstream_metrics:
+        from .upstream_metrics import upstream_metrics
+
+        text += upstream_metrics([(model.name, client.base_url) for model in state.registry.models.values()
+                                  if model.openai is None for client in model.pool.clients])
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
 
@@ -122,7 +138,12 @@ def _open_record():
         return
     state = current_app.extensions["api_like_oai"]
     endpoint = request.url_rule.rule if request.url_rule else "unmatched"
-    g.record = RequestRecord(endpoint, state.metrics, state.settings.log_format)
+    g.record = RequestRecord(endpoint, state.metrics, state.settings.log_format,
+                             live_requests=state.inflight.requests)
+    if state.tracing is not None:
+        g.record.tracing, g.record.traceparent = state.tracing, request.headers.get("traceparent")
+    # A record leaves the live requests when it closes; a stream never iterated never closes its record.
+    request.environ[ON_CLOSE].append(functools.partial(state.inflight.requests.discard, g.record))
 
 
 def _close_record(response: Response) -> Response:

@@ -168,6 +168,12 @@ def _add_limit_and_log_flags(add) -> None:
     add("--native-api", action=Switch, default=True, metavar="BOOL",
         help="serve llama.cpp's own API (/completion, /infill, /props, ...) for llama.cpp models "
              "(default: on; --no-native-api turns it off)")
+    add("--upstream-metrics", action="store_true",
+        help="/metrics also carries each llama-server's own metrics (start them with --metrics), labelled "
+             "with model and upstream, scraped when /metrics is")
+    add("--otlp-endpoint", metavar="URL",
+        help="send a trace of each request over OTLP/HTTP to URL (needs api-like-oai[otel]; default: "
+             "$OTEL_EXPORTER_OTLP_ENDPOINT, else no traces)")
     add("--store", metavar="URL", help="where stored responses and conversations live: sqlite:///PATH, "
         "redis://HOST:PORT/DB or none (default: sqlite under $XDG_DATA_HOME/api-like-oai/)")
     add("--store-ttl", type=duration, default=DEFAULT_TTL_SECONDS, metavar="DURATION",
@@ -376,7 +382,8 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
                       max_tokens=args.max_tokens_limit),
         grace_period=args.grace_period, native_api=args.native_api, store=store_settings_of(args),
         images=ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
-                           fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls))
+                           fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls),
+        upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args))
 
 
 def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
@@ -398,6 +405,14 @@ def store_settings_of(args: argparse.Namespace) -> StoreSettings:
     if settings.kind == "redis" and importlib.util.find_spec("redis") is None:
         raise StartupError("--store redis://... needs the redis client: pip install 'api-like-oai[redis]'")
     return settings
+
+
+def _otlp_endpoint(args: argparse.Namespace) -> str | None:
+    """Where traces go: --otlp-endpoint, else OpenTelemetry's own variable; None for no traces."""
+    endpoint = args.otlp_endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+    if endpoint and importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
+        raise StartupError("--otlp-endpoint needs OpenTelemetry: pip install 'api-like-oai[otel]'")
+    return endpoint
 
 
 def read_api_keys(keys: list[str] | None, key_file: str | None) -> tuple[str, ...]:

@@ -7,9 +7,11 @@ completions and keys never reach it; with --log-prompts the prompt is logged sep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -58,6 +60,10 @@ class Metrics:
                                     ["key", "model", "status"], registry=self.registry)
         self.key_tokens = Counter("api_like_oai_key_tokens", "Tokens per managed key and kind (--metrics-per-key)",
                                   ["key", "kind"], registry=self.registry)
+        self.prefill_seconds = Histogram("api_like_oai_prefill_seconds", "Seconds llama.cpp took to read a "
+                                         "prompt (its own prompt_progress.time_ms), from prefill start to the "
+                                         "first token, queueing excluded", ["model"], buckets=LATENCY_BUCKETS,
+                                         registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
                                        registry=self.registry, multiprocess_mode="livesum")
 
@@ -75,6 +81,67 @@ class Metrics:
         registry = CollectorRegistry()
         MultiProcessCollector(registry, directory)
         return registry
+
+
+_UNTRACED = contextlib.nullcontext()
+
+
+ONE_SPAN_STAGES = frozenset({"admission"})   # timed in several steps before the generation, traced as one
+
+
+def stage(record: RequestRecord | None, name: str):
+    """A context manager timing the stage `name` of the request (admission, render, store) for its
+    trace: a span each time, but one for all of the ONE_SPAN_STAGES (from the first start to the last
+    end). Nothing is timed without traces."""
+    if record is None or record.tracing is None:
+        return _UNTRACED
+    return _timed(record.stages, name)
+
+
+@contextlib.contextmanager
+def _timed(stages: list[list], name: str):
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        earlier = next((entry for entry in stages if entry[0] == name), None) if name in ONE_SPAN_STAGES else None
+        if earlier is None:
+            stages.append([name, started, time.perf_counter()])
+        else:
+            earlier[2] = time.perf_counter()
+
+
+class LiveRequests:
+    """The requests of this process not yet closed, by request id: what a live view (the dashboard)
+    reads. A record adds itself when it opens and leaves when it closes; reading takes a snapshot."""
+
+    def __init__(self):
+        self._records: dict[str, RequestRecord] = {}
+        self._lock = threading.Lock()
+
+    def add(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._records[record.request_id] = record
+
+    def discard(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._records.pop(record.request_id, None)
+
+    def get(self, request_id: str) -> RequestRecord | None:
+        with self._lock:
+            return self._records.get(request_id)
+
+    def snapshot(self) -> list[dict]:
+        """RequestRecord.live() of every open request, oldest first."""
+        with self._lock:
+            records = list(self._records.values())
+        return [record.live() for record in records]
+
+
+# A request's phases, in order (RequestRecord.phase): waiting for the upstream to take it (parsing,
+# rendering, the upstream's queue), waiting for a model the proxy loads, llama.cpp reading the prompt
+# (RequestRecord.prefill says how far), tokens coming.
+QUEUED, LOADING_MODEL, PREFILL, GENERATING = "queued", "loading model", "prefill", "generating"
 
 
 @dataclass
@@ -95,12 +162,74 @@ class RequestRecord:
     error_code: str | None = None
     closed: bool = False
     on_close: list = field(default_factory=list)   # called with the record once it is closed (access/: usage)
+    # The live view (LiveRequests): where the request is now; how far its prompt was read (a
+    # backends.events.PromptProgress); its UsageCounter while it generates (counts read, not copied,
+    # so the token path pays nothing); the switch that stops it (inflight.InFlight.track's).
+    live_requests: LiveRequests | None = None
+    phase: str = QUEUED
+    prefill: object | None = None
+    usage: object | None = None
+    stop_switch: threading.Event | None = None
+    # Traces (tracing.Tracing, None when off): when each stage ran (perf_counter), exported at close.
+    tracing: object | None = None
+    traceparent: str | None = None        # the client's W3C trace context, continued
+    requested_model: str | None = None    # the name the client asked for (model is the one served)
+    stages: list[list] = field(default_factory=list)   # [name, start, end] in the order they ended
+    upstream_at: float | None = None      # the request went to its upstream
+    prefill_at: float | None = None       # the upstream started reading the prompt (its first progress)
+    prompt_read_at: float | None = None   # the answer's first event arrived
+    generated_at: float | None = None     # the generation ended (counted)
+
+    def __post_init__(self):
+        if self.live_requests is not None:
+            self.live_requests.add(self)
 
     def token_arrived(self) -> None:
         if self.first_token is None:
             self.first_token = time.perf_counter()
+            self.phase = GENERATING
+
+    def prompt_progress(self, progress) -> None:
+        """llama.cpp read more of the prompt (a PromptProgress)."""
+        if self.prefill_at is None:
+            self.prefill_at = time.perf_counter()
+        self.phase, self.prefill = PREFILL, progress
+
+    def sent_upstream(self, url: str) -> None:
+        self.upstream = url
+        if self.upstream_at is None:
+            self.upstream_at = time.perf_counter()
+
+    def prompt_read(self) -> None:
+        """The prompt is read (the answer's first event came): its prefill time goes to the metrics."""
+        self.prompt_read_at = time.perf_counter()
+        if self.prefill is not None and self.phase == PREFILL:
+            self.phase = GENERATING
+            self.metrics.prefill_seconds.labels(self.model).observe(self.prefill.elapsed_ms / 1000)
+
+    def live(self) -> dict:
+        """Where the request is now, as the dashboard shows it (no prompt, no key)."""
+        now = time.perf_counter()
+        generated = self.usage.completion_tokens if self.usage is not None else 0
+        generating_for = now - self.first_token if self.first_token is not None else 0.0
+        return {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,
+                "upstream": self.upstream, "phase": self.phase, "elapsed_seconds": round(now - self.started, 3),
+                "prefill_percent": round(self.prefill.fraction * 100, 1) if self.prefill is not None else None,
+                "prompt_tokens": self.prefill.total if self.prefill is not None else None,
+                "generated_tokens": generated,
+                "tokens_per_second": round(generated / generating_for, 2) if generating_for > 0 else None,
+                "stoppable": self.stop_switch is not None}
+
+    def stop(self) -> bool:
+        """End this request's generation now (as stop-generation does); whether it was generating."""
+        if self.stop_switch is None:
+            return False
+        self.stop_switch.set()
+        return True
 
     def count(self, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None = 0) -> None:
+        """The generation's token counts, once it ended."""
+        self.generated_at = time.perf_counter()
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
         self.cached_tokens += cached_tokens or 0
@@ -118,6 +247,8 @@ class RequestRecord:
         if self.closed:
             return
         self.closed = True
+        if self.live_requests is not None:
+            self.live_requests.discard(self)
         total = time.perf_counter() - self.started
         ttft = self.first_token - self.started if self.first_token else None
         self.metrics.requests.labels(self.endpoint, self.model, str(self.status)).inc()
@@ -132,6 +263,8 @@ class RequestRecord:
         access_log.info(self._line(total, ttft))
         for finish in self.on_close:
             finish(self)
+        if self.tracing is not None:
+            self.tracing.export(self, time.perf_counter())
 
     def _line(self, total: float, ttft: float | None) -> str:
         fields = {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,
@@ -165,9 +298,14 @@ def lifecycle_metrics(status: dict) -> bytes:
             family.add_metric([name], float(value))
     budget = GaugeMetricFamily("api_like_oai_memory_budget_mib", "The started models' memory budget")
     budget.add_metric([], status["memory_budget_mib"])
+    return generate_latest(MadeFamilies([*families, budget]))
 
-    class Families:
-        def collect(self):
-            return [*families, budget]
 
-    return generate_latest(Families())
+class MadeFamilies:
+    """A collector of metric families already made (what prometheus_client's generate_latest takes)."""
+
+    def __init__(self, families: list):
+        self.families = families
+
+    def collect(self) -> list:
+        return self.families

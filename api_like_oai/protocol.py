@@ -670,3 +670,25 @@ class ChatPromptResponse(Answer):
 
 class StopGenerationResponse(Answer):
     stopped: int
+
+
+class LiveRequest(Answer):
+    """A request in flight as /v1/internal/requests lists it (observability.RequestRecord.live)."""
+
+    request_id: str
+    endpoint: str
+    model: str
+    upstream: str
+    phase: Literal["queued", "loading model", "prefill", "generating"]
+    elapsed_seconds: float
+    prefill_percent: float | None = Field(None, description="How much of the prompt's uncached part llama.cpp "
+                                          "has read (with phase prefill and after).")
+    prompt_tokens: int | None = Field(None, description="The prompt's tokens, once llama.cpp reported progress.")
+    generated_tokens: int
+    tokens_per_second: float | None = Field(None, description="Generated tokens per second since the first token.")
+    stoppable: bool = Field(description="Whether it is generating (stop-generation would end it).")
+
+
+class LiveRequestList(Answer):
+    object: Literal["list"] = "list"
+    data: list[LiveRequest]

@@ -90,5 +90,7 @@ class Settings:
     images: ImageLimits = field(default_factory=ImageLimits)
     grace_period: float = 30.0
     native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too
+    upstream_metrics: bool = False            # /metrics carries each llama-server's own (upstream_metrics.py)
+    otlp_endpoint: str | None = None          # traces sent there over OTLP/HTTP (tracing.py); None: no tracing
     store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite
     supervisor: SupervisorSettings | None = None   # models on demand: what the supervisor process runs

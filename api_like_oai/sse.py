@@ -10,6 +10,13 @@ import orjson
 
 DONE = b"data: [DONE]\n\n"
 
+# What a stream sends while the client waits (a model loading, a long prompt being read), so that
+# clients with a read timeout do not give up: a comment for OpenAI's APIs, which their SDKs skip, and
+# the `ping` event Anthropic's API sends while it waits (Claude Code expects it).
+KEEPALIVE_COMMENT = b": keep-alive\n\n"
+KEEPALIVE_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
+KEEPALIVE_SECONDS = 5.0   # the longest silence before one is sent
+
 _json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 

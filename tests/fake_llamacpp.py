@@ -91,6 +91,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         timings = {} if self.fake.cached_tokens is None else \
             {"timings": {"cache_n": self.fake.cached_tokens, "prompt_n": 3 - self.fake.cached_tokens}}
         per_token = timings if self.fake.requests[-1].get("timings_per_token") else {}
+        if self.fake.requests[-1].get("return_progress"):
+            self._prompt_progress()
         for n, token in enumerate(tokens):
             if behaviour == "die_mid_stream" and n == 2:
                 self.wfile.flush()
@@ -106,6 +108,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                      "stopping_word": self.fake.stopping_word if self.fake.stop_type == "word" else "",
                      "tokens_predicted": len(tokens), "tokens_evaluated": 3, **timings})
         self._end()
+
+    def _prompt_progress(self):
+        """llama-server's progress events while it reads the prompt, `progress_pause` seconds apart."""
+        for n, progress in enumerate(self.fake.prompt_progress):
+            if n:
+                time.sleep(self.fake.progress_pause)
+            self._event({"index": 0, "content": "", "tokens": [0], "stop": False, "id_slot": -1,
+                         "tokens_predicted": 0, "tokens_evaluated": progress["total"], "prompt_progress": progress})
 
     # --- the OpenAI-compatible API under /v1 ---------------------------------------------------
 
@@ -172,6 +182,8 @@ class FakeLlamaCpp:
     openai_finish: str = "stop"
     openai_stop_reason: str | None = None       # vLLM's `stop_reason`: the stop string that matched
     openai_usage: dict = field(default_factory=lambda: {"prompt_tokens": 3, "completion_tokens": 4})
+    prompt_progress: tuple = ()                  # `prompt_progress` objects sent first when asked (return_progress)
+    progress_pause: float = 0.0                  # seconds between them
     requests: list = field(default_factory=list)
     get_paths: list = field(default_factory=list)
     streaming: int = 0                           # streams being sent now (ended when the client hangs up)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,32 @@ class GenerationEvent:
     reasoning: str = ""                     # the model's thought, split out of the text (reasoning.py)
     stop_word: str | None = None            # the stop string that ended the generation, if one did
     cached_tokens: int | None = None        # of prompt_tokens, how many llama.cpp took from its cache
+
+
+@dataclass(frozen=True, slots=True)
+class PromptProgress:
+    """How far the upstream is in reading a prompt (llama.cpp's `prompt_progress`, asked for with
+    `return_progress`): sent before the first token only, it says nothing of the answer, so it goes
+    no further than generation.py, which turns it into the request's phase, keep-alives and the
+    prefill metric. `finish_reason` is there so the code between the backend and there (the pool,
+    merge, until_stopped) passes it like any event."""
+
+    total: int                  # the prompt's tokens
+    cached: int                 # of them, those taken from the cache (not computed)
+    processed: int              # of them, those in the slot so far (the cached ones included)
+    elapsed_ms: float           # since the prompt's processing started
+    index: int = 0
+    finish_reason: ClassVar[None] = None
+
+    @property
+    def fraction(self) -> float:
+        """How much of the work of reading the prompt is done, 0 to 1 (the cached part is no work)."""
+        to_compute = self.total - self.cached
+        return 1.0 if to_compute <= 0 else min(max(self.processed - self.cached, 0) / to_compute, 1.0)
+
+    @property
+    def done(self) -> bool:
+        return self.processed >= self.total
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import orjson
 from ..errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from ..sse import json_bytes
 from . import http
-from .events import GenerationEvent, TokenLogprob
+from .events import GenerationEvent, PromptProgress, TokenLogprob
 
 
 @dataclass(frozen=True)
@@ -353,7 +353,10 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
     if type(body) is dict and body.get("stop") is False and "error" not in body \
             and not body.get("completion_probabilities"):
         timings = body.get("timings")  # on every event only when asked for (timings_per_token)
-        return GenerationEvent(text=body.get("content") or "", index=index,  # a plain token: most events
+        content = body.get("content")
+        if not content and "prompt_progress" in body:  # looked for on empty events only, not on every token
+            return prompt_progress(body["prompt_progress"], index)
+        return GenerationEvent(text=content or "", index=index,  # a plain token: most events
                                prompt_tokens=body.get("tokens_evaluated"), completion_tokens=body.get("tokens_predicted"),
                                cached_tokens=cached_tokens(body) if timings else None)
     if not isinstance(body, dict):
@@ -371,6 +374,20 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
         stop_word=_stop_word(body) if reason else None,
         cached_tokens=cached_tokens(body),
     )
+
+
+def prompt_progress(progress, index: int = 0) -> PromptProgress:
+    """llama.cpp's `prompt_progress` object ({total, cache, processed, time_ms}: tools/server/server-task.cpp)."""
+    if not isinstance(progress, dict):
+        raise UpstreamError("llama.cpp sent a prompt_progress that is not a JSON object")
+    return PromptProgress(total=_count(progress, "total"), cached=_count(progress, "cache"),
+                          processed=_count(progress, "processed"), elapsed_ms=float(_count(progress, "time_ms")),
+                          index=index)
+
+
+def _count(progress: dict, key: str) -> int:
+    value = progress.get(key, 0)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def cached_tokens(body: dict) -> int | None:

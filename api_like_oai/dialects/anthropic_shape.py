@@ -30,6 +30,7 @@ _BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
 
 class MessagesShape:
     end = b""   # the stream ends with message_stop, no [DONE]
+    keepalive = sse.KEEPALIVE_PING   # sent while the prompt is read (generation.py)
     usage_at_start = True   # message_start says how much of the prompt was cached: the first event must know
 
     def __init__(self, model: str, stop_sequences: list[str] | None = None, seal: Seal | None = None,

@@ -11,6 +11,7 @@ from pydantic_core import from_json
 from ..access.keys import ANONYMOUS, Caller
 from ..errors import PermissionDenied
 from ..middleware import ON_CLOSE
+from ..observability import LOADING_MODEL, QUEUED, stage
 from ..offload import let_others_run
 from ..services.admission import Admission, DialectRequest, invalid_request
 from ..services.inflight import Context
@@ -34,14 +35,15 @@ def parse_body(model: type[BaseModel]):
     deeper, into a RecursionError later). What it refuses (NaN, malformed JSON, nesting past its
     limit) goes to `model_validate_json`, which names the error as before."""
     body = request.get_data(cache=False) or b""
-    try:
+    with stage(g.get("record"), "admission"):
         try:
-            parsed = from_json(body, allow_inf_nan=False, cache_strings="keys")
-        except ValueError:
-            return model.model_validate_json(body)
-        return model.model_validate(parsed)
-    except ValidationError as exc:
-        raise invalid_request(exc) from None
+            try:
+                parsed = from_json(body, allow_inf_nan=False, cache_strings="keys")
+            except ValueError:
+                return model.model_validate_json(body)
+            return model.model_validate(parsed)
+        except ValidationError as exc:
+            raise invalid_request(exc) from None
 
 
 def respond(answer, headers: dict | None = None) -> Response:
@@ -113,7 +115,12 @@ def hold_model(model) -> None:
     from .waiting import GRANTED, WANTS_STREAM, ModelLoading
 
     environ = request.environ
+    record = g.get("record")
+    if record is not None:
+        record.phase = LOADING_MODEL   # while the supervisor makes the model ready (at once if it is)
     lease = environ.pop(GRANTED, None) or state().supervisor.acquire(model.name, wait=not environ.get(WANTS_STREAM))
+    if record is not None and not isinstance(lease, PendingLease):
+        record.phase = QUEUED
     environ[ON_CLOSE].append(lease.release)
     if isinstance(lease, PendingLease):
         raise ModelLoading(lease)
@@ -124,13 +131,16 @@ def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:
     """The body validated as `request_model`, then admitted as services/admission.py says."""
     dialect_request = parse_body(request_model)
     let_others_run()  # an agent's body is tens of kilobytes: other streams go on between parsing and translating
-    return admission().dialect(dialect_request, translate)
+    with stage(g.get("record"), "admission"):
+        return admission().dialect(dialect_request, translate)
 
 
 def lookup_model(requested: str | None, max_tokens: int | None = None):
     """(model, name to answer with) if the caller may use it (404 otherwise), admitted by its key's limits."""
-    return admission().lookup_model(requested, max_tokens)
+    with stage(g.get("record"), "admission"):
+        return admission().lookup_model(requested, max_tokens)
 
 
 def check_limits(api_request) -> None:
-    admission().check_limits(api_request)
+    with stage(g.get("record"), "admission"):
+        admission().check_limits(api_request)

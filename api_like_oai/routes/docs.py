@@ -39,6 +39,7 @@ def endpoints() -> list[tuple]:
         ("post", "/v1/internal/decode", "Detokenize token ids", p.DecodeRequest, p.DecodeResponse),
         ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, p.TokenCountResponse),
         ("post", "/v1/internal/stop-generation", "End every generation in flight", None, p.StopGenerationResponse),
+        ("get", "/v1/internal/requests", "This worker's requests in flight and their phase", None, p.LiveRequestList),
         ("post", "/v1/internal/model/load", "Load a model the proxy starts (waits until loaded)",
          p.ModelLoadRequest, p.ModelLoadResponse),
         ("post", "/v1/internal/model/unload", "Unload a model the proxy starts (waits for its requests, then stops it)",

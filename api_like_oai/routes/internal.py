@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, g, jsonify, request
 
 from ..errors import UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
@@ -88,3 +88,13 @@ def stop_generation():
     if state().siblings is not None:
         stopped += state().siblings.stop_all()
     return jsonify({"stopped": stopped})
+
+
+@bp.get("/v1/internal/requests")
+def requests_in_flight():
+    """This worker's requests not yet answered, with their live phase (RequestRecord.live): queued,
+    loading model, prefill (with its percentage) or generating (tokens so far, tokens per second).
+    Nothing of a prompt or a key. With several workers, each answers for its own requests."""
+    own_id = g.record.request_id if g.get("record") else None
+    live = [entry for entry in state().inflight.requests.snapshot() if entry["request_id"] != own_id]
+    return jsonify({"object": "list", "data": live})

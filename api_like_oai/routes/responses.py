@@ -3,7 +3,7 @@ responses (GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, g, jsonify
 
 from ..services.chat import count_prompt_tokens, dialect_answer
 from . import generation_context, parse_dialect, respond, state
@@ -25,7 +25,7 @@ def create():
     from ..services.stored_responses import Turn
 
     seal = state().seal
-    turn = Turn(caller_scope(), seal)
+    turn = Turn(caller_scope(), seal, g.get("record"))
     dialect = parse_dialect(ResponsesRequest, turn.translate)
     request = dialect.request
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the

@@ -15,11 +15,11 @@ from .. import sse
 from ..errors import ProxyError
 from . import SSE_HEADERS, state
 
-KEEPALIVE_SECONDS = 5.0
+KEEPALIVE_SECONDS = sse.KEEPALIVE_SECONDS
 WANTS_STREAM = "api_like_oai.wants_stream"
 GRANTED = "api_like_oai.granted_lease"
 
-KEEPALIVES = {"openai": b": keep-alive\n\n", "anthropic": b'event: ping\ndata: {"type": "ping"}\n\n'}
+KEEPALIVES = {"openai": sse.KEEPALIVE_COMMENT, "anthropic": sse.KEEPALIVE_PING}
 
 
 class ModelLoading(Exception):

@@ -61,7 +61,7 @@ class Admission:
             raise ModelNotFound(f"model {model_name!r} does not exist; known models: {', '.join(visible)}",
                                 param="model")
         if self.record is not None:
-            self.record.model = model.name
+            self.record.model, self.record.requested_model = model.name, requested
         if self.ticket is not None:
             self.ticket.admit(max_tokens)
         if model.settings.launch is not None and self.hold is not None:

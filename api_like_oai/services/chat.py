@@ -17,6 +17,7 @@ from ..backends import routing
 from ..dialects.common import as_sent
 from ..dialects.openai_shape import ChatShape
 from ..errors import InvalidRequest
+from ..observability import stage
 from ..offload import let_others_run
 from ..prompts import merge_stops, normalise_messages
 from ..prompts.media import media_prompt
@@ -144,9 +145,10 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
         return ChatGeneration(request, None, 1, events, None, {})
     let_others_run()  # between the request's validation (and a dialect's translation) and its rendering
     request, images = resolve_images(request, model)
-    tool_plan = plan_tools(request, model)
-    messages = edited_messages(request, model, tool_plan, edit_messages)
-    fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
+    with stage(context.record, "render"):
+        tool_plan = plan_tools(request, model)
+        messages = edited_messages(request, model, tool_plan, edit_messages)
+        fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
     let_others_run()  # rendering an agent's prompt is the longest stage of its turn: other streams go on
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
@@ -160,6 +162,8 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     if fitted.n_predict >= 0:
         headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
     choice_count = request.n or 1
+    if choice_count == 1:  # progress events come before the first token (so generation.py reads them off
+        payload["return_progress"] = True  # the front); n > 1 interleaves choices, which would break that
     events = generation.start(routed(model, context, fitted.prompt.text, request.prompt_cache_key, context.session,
                                      request.user, request.safety_identifier),
                               [("/completion", payload)] * choice_count, context)

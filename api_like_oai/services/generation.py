@@ -6,11 +6,13 @@ generations in merge.py."""
 
 from __future__ import annotations
 
+import itertools
 import logging
-import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Iterator
 
-from ..backends.events import GenerationEvent
+from .. import sse
+from ..backends.events import GenerationEvent, PromptProgress
 from ..errors import ProxyError
 from .blocks import Blocks
 from .inflight import Context, InFlight, UsageCounter, until_stopped
@@ -30,25 +32,31 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
     if record:
         record.metrics.streams_in_flight.inc()
     try:
-        with context.inflight.track() as stop_event:
-            yield from _openings(shape, choice_count, prefixes)
-            for event in _delivered(events, stop_event, choice_count, context, transform, usage):
-                frame = shape.content_frame(event)
-                if frame is not None:
-                    yield frame
-                    continue
-                yield from map(shape.frame, shape.chunks(event))
-    except Exception as exc:  # noqa: BLE001 - every failure ends the stream with the API's error event
-        error = _as_proxy_error(exc)
-        if record:
-            record.fail(error.status, error.code)
-        yield shape.frame(shape.error_chunk(error))
-        return
+        try:
+            with context.inflight.track(record) as stop_event:
+                yield from _openings(shape, choice_count, prefixes)
+                stoppable = until_stopped(events, stop_event, choice_count, context.inflight)
+                first = yield from _prompt_read(stoppable, context, getattr(shape, "keepalive", sse.KEEPALIVE_COMMENT))
+                for event in _delivered(_resumed(first, stoppable), context, transform, usage):
+                    frame = shape.content_frame(event)
+                    if frame is not None:
+                        yield frame
+                        continue
+                    yield from map(shape.frame, shape.chunks(event))
+        except Exception as exc:  # noqa: BLE001 - every failure ends the stream with the API's error event
+            error = _as_proxy_error(exc)
+            if record:
+                record.fail(error.status, error.code)
+            yield shape.frame(shape.error_chunk(error))
+            return
+        finally:
+            _settle(events, context, usage, stream=True)
+        yield from map(shape.frame, shape.closings(usage.to_dict()))
+        if shape.end:
+            yield shape.end
     finally:
-        _settle(events, context, usage, stream=True)
-    yield from map(shape.frame, shape.closings(usage.to_dict()))
-    if shape.end:
-        yield shape.end
+        if record:
+            record.close()   # after the closing events: what the shape does for them (a store write) is traced
 
 
 def _openings(shape, choice_count: int, prefixes: dict[int, str] | None) -> Iterator[bytes]:
@@ -58,13 +66,47 @@ def _openings(shape, choice_count: int, prefixes: dict[int, str] | None) -> Iter
             yield from map(shape.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
 
 
-def _delivered(events: Iterator[GenerationEvent], stop_event: threading.Event, choice_count: int,
-               context: Context, transform, usage: UsageCounter) -> Iterator[GenerationEvent]:
-    """The events as the client gets them, streamed or folded: ended early by stop-generation,
-    transformed (reasoning, tool calls), counted into `usage` and the access record."""
+def _prompt_read(events: Iterator, context: Context, keepalive: bytes | None) -> Generator[bytes, None, object]:
+    """Reads llama.cpp's progress events off the front of `events` (they all come before the first
+    token) into the request's record, yielding `keepalive` after each one that ends a silence of
+    sse.KEEPALIVE_SECONDS (a client waiting on a long prompt does not time out); returns the answer's
+    first event, None if there is none. Nothing of the progress reaches the answer."""
     record = context.record
-    delivered = until_stopped(events, stop_event, choice_count, context.inflight)
-    for event in transform(delivered) if transform is not None else delivered:
+    last_sent = time.monotonic()
+    for event in events:
+        if type(event) is not PromptProgress:
+            if record:
+                record.prompt_read()
+            return event
+        if record:
+            record.prompt_progress(event)
+        if keepalive is not None and time.monotonic() - last_sent >= sse.KEEPALIVE_SECONDS:
+            last_sent = time.monotonic()
+            yield keepalive
+    return None
+
+
+def _resumed(first, events: Iterator) -> Iterator:
+    return events if first is None else itertools.chain((first,), events)
+
+
+def _returned(generator: Generator):
+    """What `generator` returns, run to its end (what it yields is dropped)."""
+    try:
+        while True:
+            next(generator)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _delivered(events: Iterator[GenerationEvent], context: Context, transform,
+               usage: UsageCounter) -> Iterator[GenerationEvent]:
+    """The events as the client gets them, streamed or folded (already ended early by stop-generation:
+    until_stopped): transformed (reasoning, tool calls), counted into `usage` and the access record."""
+    record = context.record
+    if record:
+        record.usage = usage   # the live view reads the counts from there
+    for event in transform(events) if transform is not None else events:
         usage.add(event)
         if record and event.text:
             record.token_arrived()
@@ -88,7 +130,6 @@ def _settle(events, context: Context, usage: UsageCounter, *, stream: bool) -> N
             record.count(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
             if stream:
                 record.metrics.streams_in_flight.dec()
-                record.close()
 
 
 class ChoiceFold:
@@ -126,8 +167,10 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
     folded = ChoiceFold(choice_count, prefixes)
     usage = UsageCounter()
     try:
-        with context.inflight.track() as stop_event:
-            for event in _delivered(events, stop_event, choice_count, context, transform, usage):
+        with context.inflight.track(context.record) as stop_event:
+            stoppable = until_stopped(events, stop_event, choice_count, context.inflight)
+            first = _returned(_prompt_read(stoppable, context, None))
+            for event in _delivered(_resumed(first, stoppable), context, transform, usage):
                 folded.add(event)
     finally:
         _settle(events, context, usage, stream=False)

@@ -10,25 +10,32 @@ from dataclasses import dataclass
 
 from ..backends.events import GenerationEvent
 from ..errors import UpstreamUnavailable
-from ..observability import RequestRecord
+from ..observability import LiveRequests, RequestRecord
 
 
 class InFlight:
-    """The generations running in this process, so /v1/internal/stop-generation can end them."""
+    """The generations running in this process, so /v1/internal/stop-generation can end them; and
+    `requests`, every request of this process not yet closed, with its live phase (a dashboard's view)."""
 
     def __init__(self):
+        self.requests = LiveRequests()
         self._stop_events: set[threading.Event] = set()
         self._lock = threading.Lock()
         self.shutting_down = False
 
     @contextlib.contextmanager
-    def track(self):
+    def track(self, record: RequestRecord | None = None):
+        """A stop switch for one generation, in the set stop_all reaches (and on `record`, to stop it alone)."""
         stop_event = threading.Event()
         with self._lock:
             self._stop_events.add(stop_event)
+        if record is not None:
+            record.stop_switch = stop_event
         try:
             yield stop_event
         finally:
+            if record is not None:
+                record.stop_switch = None
             with self._lock:
                 self._stop_events.discard(stop_event)
 
@@ -56,7 +63,7 @@ class Context:
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:
-            self.record.upstream = url
+            self.record.sent_upstream(url)
 
     def note_route(self, route) -> None:
         if self.record is not None:

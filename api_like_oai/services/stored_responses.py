@@ -23,6 +23,7 @@ from pydantic import TypeAdapter
 from ..dialects.responses import InputItem, ResponsesRequest, to_chat_request
 from ..dialects.responses_shape import ResponsesShape
 from ..errors import InvalidRequest, NotFound, ProxyError
+from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from ..sealing import Seal
 from ..store import DuplicateItem, Store, TooLarge, UnknownCursor
@@ -73,8 +74,9 @@ def conversation_id(request: ResponsesRequest) -> str | None:
 class Turn:
     """One /v1/responses request and the store around it: what it continues, what it keeps."""
 
-    def __init__(self, scope: Scope, seal: Seal | None = None):
+    def __init__(self, scope: Scope, seal: Seal | None = None, record=None):
         self.scope = scope
+        self.record = record                 # the request's RequestRecord: store reads and writes are traced
         self.seal = seal                     # opens the thoughts handed out as encrypted_content
         self.request: ResponsesRequest | None = None
         self.history: list[dict] = []        # the stored items this turn continues
@@ -85,7 +87,8 @@ class Turn:
     def translate(self, request: ResponsesRequest) -> ChatCompletionRequest:
         """The chat request: the earlier turns' items, then the request's own input (parse_dialect's step)."""
         self.request, self.conversation = request, conversation_id(request)
-        self.history = self._history(request)
+        with stage(self.record, "store"):
+            self.history = self._history(request)
         if not self.stateful:
             return to_chat_request(request, self.seal)
         self.input = input_items(request.input)
@@ -143,7 +146,7 @@ class Turn:
         """Keep a stream's response as in_progress with its input items, before generating."""
         if not self.stores:
             return
-        with refusals(self._history_param()):
+        with refusals(self._history_param()), stage(self.record, "store"):
             self.scope.store.put(in_progress["id"], self.scope.owner, in_progress, self.history + self.input)
         self.response_id = in_progress["id"]
 
@@ -154,6 +157,10 @@ class Turn:
 
     def end(self, response: dict) -> None:
         """Keep the response as answered, and add the turn to its conversation."""
+        with stage(self.record, "store"):
+            self._keep(response)
+
+    def _keep(self, response: dict) -> None:
         if self.conversation is not None:
             added = self.input + [stored_item(item) for item in response["output"]]
             with refusals("conversation"):

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from api_like_oai.backends.events import PromptProgress
 from api_like_oai.backends.llamacpp import completion_event
 from api_like_oai.errors import UpstreamError
 
@@ -71,3 +72,26 @@ def test_a_token_event_tells_the_cached_tokens_when_timings_come_with_every_toke
                               "timings": {"cache_n": 42, "prompt_n": 8}})
     assert (event.text, event.cached_tokens) == (" a", 42)
     assert completion_event({"content": " a", "stop": False, "tokens_evaluated": 50}).cached_tokens is None
+
+
+# What the pinned llama-server (0.3.36) streams while it reads a prompt, asked with return_progress.
+PROGRESS_LINE = {"index": 0, "content": "", "tokens": [0], "stop": False, "id_slot": -1, "tokens_predicted": 0,
+                 "tokens_evaluated": 1090, "prompt_progress": {"total": 1090, "cache": 90, "processed": 590,
+                                                               "time_ms": 6665}}
+
+
+def test_prompt_progress_becomes_a_progress_event_not_text():
+    event = completion_event(PROGRESS_LINE)
+    assert event == PromptProgress(total=1090, cached=90, processed=590, elapsed_ms=6665.0)
+    assert (event.fraction, event.done, event.finish_reason) == (0.5, False, None)   # the cached part is no work
+    assert completion_event({**PROGRESS_LINE, "prompt_progress": {"total": 8, "cache": 8, "processed": 8,
+                                                                  "time_ms": 1}}).fraction == 1.0
+
+
+def test_a_token_next_to_progress_is_a_token():
+    assert completion_event({**PROGRESS_LINE, "content": " word"}).text == " word"
+
+
+def test_malformed_progress_is_the_upstreams_error():
+    with pytest.raises(UpstreamError):
+        completion_event({**PROGRESS_LINE, "prompt_progress": [1, 2]})
