@@ -16,16 +16,19 @@ from .limits import DAY_SECONDS, day_of
 from .usage import UsageEntry
 
 
+LIMIT_MAX = 2**53   # what SQLite's integers, Redis's Lua numbers and JSON clients all hold exactly
+
+
 class KeyChanges(BaseModel):
     """What a key may use: its models (None: every model) and limits (0 clears one on an update)."""
 
     model_config = ConfigDict(extra="forbid")
 
     models: list[str] | None = None
-    rpm: int | None = Field(None, ge=0)
-    tpm: int | None = Field(None, ge=0)
-    tokens_per_day: int | None = Field(None, ge=0)
-    max_parallel: int | None = Field(None, ge=0)
+    rpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
+    tpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
+    tokens_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX)
+    max_parallel: int | None = Field(None, ge=0, le=LIMIT_MAX)
     expires: str | None = Field(None, description="a duration from now: seconds, or 90m, 12h, 30d; '' or 'never' clears it")
 
     @field_validator("expires")
