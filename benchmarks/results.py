@@ -6,6 +6,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -445,18 +446,16 @@ class BenchmarkResults:
         """Issue 24: against router mode on the same workload, no failed request, fewer swaps, more
         answers and a lower worst TTFT; a load costs ≤ 50 ms above llama-server's own start; an agent
         turn after a swap with slot_save within 2x of a warm one (the swap back timed apart)."""
-        names = ("models on demand vs router mode: failed requests (issue 24)",
-                 "models on demand vs router mode: swaps, answers in the window, worst TTFT (issue 24)",
-                 "models on demand: the proxy's cost of a load above its llama-server's start, median (issue 24)",
-                 "agent turn after a swap, slot_save, vs a warm turn (issue 24)")
-        goals = ("0", "fewer, more, lower", "≤ 50 ms", "≤ 2x")
+        prefix = "models on demand vs router mode, 2 models, memory for 1 (issue 24): "
+        named = [(prefix + "failed requests", "0"), (prefix + "swaps (loads)", "fewer"),
+                 (prefix + "answered in the window", "more"), (prefix + "worst TTFT", "lower"),
+                 ("models on demand: the proxy's cost of a load above its llama-server's start, median (issue 24)",
+                  "≤ 50 ms"), ("agent turn after a swap, slot_save, vs a warm turn (issue 24)", "≤ 2x")]
         s = self.swaps
         if s is None or not s.of("proxy") or not s.of("router"):
-            return [TargetCheck(name, goal, "not measured", False) for name, goal in zip(names, goals, strict=True)]
-        return [TargetCheck(names[0], goals[0], f"{s.failed('proxy')} (router mode: {s.failed('router')})",
-                            s.failed("proxy") == 0),
-                _swap_comparison(names[1], goals[1], s), _load_cost(names[2], goals[2], s),
-                _agent_after_swap(names[3], goals[3], s)]
+            return [TargetCheck(name, goal, "not measured", False) for name, goal in named]
+        return [*(TargetCheck(name, goal, *judge(s)) for (name, goal), judge in zip(named, SWAP_JUDGES, strict=False)),
+                _load_cost(*named[4], s), _agent_after_swap(*named[5], s)]
 
     def _store_target(self) -> TargetCheck:
         name = "storing a non-streamed response on SQLite: latency added, p50 (issue 17)"
@@ -569,14 +568,30 @@ def _judged(name: str, goal: str, values: dict[str, float], show, passes, worst_
     return TargetCheck(name, goal, measured, bool(known) and not unmeasured and passes(worst_of(known)))
 
 
-def _swap_comparison(name: str, goal: str, s: SwapsResult) -> TargetCheck:
-    loads = {setup: (s.setup_named(setup).loads if s.setup_named(setup) else 0) for setup in ("proxy", "router")}
-    answered = {setup: s.answered(setup) for setup in ("proxy", "router")}
-    worst = {setup: max((r.ttft_ms for r in s.of(setup) if r.ok), default=math.nan) for setup in ("proxy", "router")}
-    measured = (f"swaps {loads['proxy']} vs {loads['router']}, answered {answered['proxy']} vs {answered['router']}, "
-                f"worst TTFT {worst['proxy'] / 1000:.1f} vs {worst['router'] / 1000:.1f} s")
-    met = loads["proxy"] < loads["router"] and answered["proxy"] > answered["router"] and worst["proxy"] < worst["router"]
-    return TargetCheck(name, goal, measured, met)
+def _swap_side(s: SwapsResult, measure) -> tuple[float, float]:
+    """(the proxy's, router mode's) value of `measure(s, setup)`."""
+    return measure(s, "proxy"), measure(s, "router")
+
+
+def _judge(measure, show, better) -> Callable[[SwapsResult], tuple[str, bool]]:
+    def judge(s: SwapsResult) -> tuple[str, bool]:
+        proxy, router = _swap_side(s, measure)
+        return f"{show(proxy)} (router mode: {show(router)})", better(proxy, router)
+    return judge
+
+
+def _loads(s: SwapsResult, setup: str) -> int:
+    return s.setup_named(setup).loads if s.setup_named(setup) else 0
+
+
+def _worst_ttft_s(s: SwapsResult, setup: str) -> float:
+    return max((r.ttft_ms for r in s.of(setup) if r.ok), default=math.nan) / 1000
+
+
+SWAP_JUDGES = (_judge(SwapsResult.failed, str, lambda proxy, _router: proxy == 0),
+               _judge(_loads, str, lambda proxy, router: proxy < router),
+               _judge(SwapsResult.answered, str, lambda proxy, router: proxy > router),
+               _judge(_worst_ttft_s, lambda value: f"{value:.1f} s", lambda proxy, router: proxy < router))
 
 
 def _load_cost(name: str, goal: str, s: SwapsResult) -> TargetCheck:
