@@ -14,9 +14,9 @@ def swaps_section(results: BenchmarkResults) -> str:
     parts = ["## 7. Models on demand against llama-server's router mode (issue 24)", _workload_text(s),
              table(["", "answered in the window", "answered after it", "failed", "swaps (loads)", "TTFT p50 s",
                     "TTFT max s", "waited for a swap", "their TTFT p50 s", "their TTFT max s"],
-                   [_setup_row(s, setup.setup) for setup in s.setups]),
-             "\n".join(f"- {setup.setup}: `{setup.command}` (load average at its start {setup.load_average})"
-                       for setup in s.setups)]
+                   [_setup_row(s, setup) for setup in ("router", "proxy")]),
+             "\n".join(f"- window {number}, {setup.setup}: `{setup.command}` (load average at its start "
+                       f"{setup.load_average}; {setup.loads} swaps)" for number, setup in enumerate(s.setups, 1))]
     if s.loads:
         parts += [_loads_text(s), table(["model", "llama-server alone to /health 200, p50 ms", "proxy POST /models/load, p50 ms",
                                          "added", "supervisor's start of that child, p50 ms", "added above it, p50"],
@@ -32,7 +32,9 @@ def _workload_text(s: SwapsResult) -> str:
     return (f"Two real models, `{s.models[0]}` (SmolLM2-135M Q4_1) and `{s.models[1]}` (gemma-3-270m Q4_K_M, from "
             "`scripts/provision-bench-models`), in one folder; memory for one. The same workload against each side, one "
             f"after the other: {s.clients} clients at once, each sending streamed chat requests one after the other for "
-            f"{s.seconds:g} s, alternating the two models (half start with each), `max_tokens` {s.max_tokens}; each "
+            f"{s.seconds:g} s, alternating the two models (half start with each), `max_tokens` {s.max_tokens}, in "
+            f"{len(s.setups)} windows, the sides in the order below (the machine's load drifts; the counts are over "
+            "all of a side's windows); each "
             f"model's llama-server runs with `{s.llama_args}`. Router mode is llama-server without `--model`, with "
             "`--models-dir` and `--models-max 1` (it evicts by count); the proxy has `--models-dir` and a memory budget "
             "from its own estimates that holds either model but not both. TTFT is to the first generated text (the "
@@ -47,7 +49,7 @@ def _setup_row(s: SwapsResult, setup: str) -> list[str]:
     ttfts = [r.ttft_ms / 1000 for r in requests if r.ok]
     waited = [r.ttft_ms / 1000 for r in requests if r.ok and r.waited_for_swap]
     late = sum(r.ok and r.ended_s > s.seconds for r in requests)
-    loads = s.setup_named(setup).loads
+    loads = s.swaps(setup)
     return [setup, str(s.answered(setup)), str(late), str(s.failed(setup)), str(loads),
             number(percentile(ttfts, 0.5), 2), number(max(ttfts, default=float("nan")), 1), str(len(waited)),
             number(percentile(waited, 0.5), 2), number(max(waited, default=float("nan")), 1)]

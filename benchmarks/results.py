@@ -362,14 +362,18 @@ class SwapsResult:
         return [r for r in self.requests if r.setup == setup]
 
     def answered(self, setup: str) -> int:
-        """Whole answers that ended within the workload's window."""
+        """Whole answers that ended within their workload window (`sent_s` counts from its start)."""
         return sum(r.ok and r.ended_s <= self.seconds for r in self.of(setup))
 
     def failed(self, setup: str) -> int:
         return sum(not r.ok for r in self.of(setup))
 
-    def setup_named(self, setup: str) -> SwapSetup | None:
-        return next((s for s in self.setups if s.setup == setup), None)
+    def swaps(self, setup: str) -> int:
+        """Swaps the side made, over all its windows."""
+        return sum(s.loads for s in self.setups if s.setup == setup)
+
+    def windows(self, setup: str) -> int:
+        return sum(s.setup == setup for s in self.setups)
 
 
 @dataclass
@@ -581,7 +585,7 @@ def _judge(measure, show, better) -> Callable[[SwapsResult], tuple[str, bool]]:
 
 
 def _loads(s: SwapsResult, setup: str) -> int:
-    return s.setup_named(setup).loads if s.setup_named(setup) else 0
+    return s.swaps(setup)
 
 
 def _worst_ttft_s(s: SwapsResult, setup: str) -> float:

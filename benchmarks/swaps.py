@@ -54,10 +54,11 @@ class SwapPlan:
     llama_args: str = "--ctx-size 4096 --parallel 4 --threads 2"
     load_runs: int = 5      # loads of each model, each way
     agent: bool = True
+    order: tuple[str, ...] = ("router", "proxy", "proxy", "router")   # the windows: ABBA, as the load drifts
 
     @classmethod
     def quick(cls) -> SwapPlan:
-        return cls(clients=4, seconds=15, load_runs=1, agent=False)
+        return cls(clients=4, seconds=15, load_runs=1, agent=False, order=("router", "proxy"))
 
 
 def models_dir(smollm2: str, gemma: str) -> Path:
@@ -344,7 +345,8 @@ def measure_router(binary: str, folder: Path, plan: SwapPlan, result: SwapsResul
     result.setups.append(setup)
 
 
-def measure_proxy(binary: str, folder: Path, plan: SwapPlan, result: SwapsResult, progress) -> None:
+def measure_proxy(binary: str, folder: Path, plan: SwapPlan, result: SwapsResult, progress,
+                  with_loads: bool = True) -> None:
     budget = budget_for_one(folder, plan)
     service = proxy(binary, folder, plan, budget)
     progress(f"swaps: the proxy, budget {budget} MiB, {plan.clients} clients alternating 2 models for {plan.seconds:g} s")
@@ -354,8 +356,9 @@ def measure_proxy(binary: str, folder: Path, plan: SwapPlan, result: SwapsResult
     try:
         result.requests += run_workload("proxy", service.port, plan)
         setup.loads = proxy_loads(service.port)
-        progress(f"swaps: the cost of a load, {plan.load_runs} of each model each way")
-        result.loads = load_timings(binary, folder, service.port, plan)
+        if with_loads:
+            progress(f"swaps: the cost of a load, {plan.load_runs} of each model each way")
+            result.loads = load_timings(binary, folder, service.port, plan)
     finally:
         service.stop()
     result.setups.append(setup)
@@ -366,8 +369,11 @@ def swaps_row(binary: str, smollm2: str, gemma: str, plan: SwapPlan, progress) -
     result = SwapsResult(list(MODELS), plan.clients, plan.seconds, plan.max_tokens, plan.llama_args,
                          measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     try:
-        measure_router(binary, folder, plan, result, progress)
-        measure_proxy(binary, folder, plan, result, progress)
+        for window, setup in enumerate(plan.order):
+            if setup == "router":
+                measure_router(binary, folder, plan, result, progress)
+            else:
+                measure_proxy(binary, folder, plan, result, progress, with_loads=setup not in plan.order[:window])
         if plan.agent:
             result.agent_turn, result.agent = agent_after_swap(binary, smollm2, gemma, progress)
     finally:

@@ -62,6 +62,7 @@ def test_merging_the_part_into_results_json_keeps_the_other_parts_and_renders_it
     text = report.markdown(again)
     assert "## 7. Models on demand against llama-server's router mode" in text
     assert "| proxy | 1 | 0 | 0 | 2 | 5.00 | 5.0 | 1 | 5.00 | 5.0 |" in text
+    assert "window 2, proxy: `api-like-oai ...`" in text
 
 
 def test_the_agent_turn_keeps_the_tool_it_calls_and_drops_the_base_instructions():
