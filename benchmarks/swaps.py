@@ -17,6 +17,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -311,16 +312,19 @@ def swapped_turn(port: int, body: dict, slot_save: bool) -> AgentSwapTurn:
 def agent_after_swap(binary: str, smollm2: str, gemma: str, progress) -> tuple[str, list[AgentSwapTurn]]:
     """The turn without slot_save, then with it, each on a proxy of its own (no cache carries over)."""
     slot_dir, body, turns, removed = tempfile.mkdtemp(prefix="api-like-oai-bench-slots-"), agent_body(), [], []
-    for slot_save in (False, True):
-        progress(f"swaps: an agent turn after a swap, slot_save {str(slot_save).lower()}")
-        service = agent_proxy(binary, smollm2, gemma, slot_save, slot_dir).start()
-        try:
-            if not slot_save:   # probed here, then unloaded: the cold turn finds nothing of the probes
-                body, removed = replayable(service.port, body)
-                post_json(service.port, "/models/unload", {"model": MODELS[0]})
-            turns.append(swapped_turn(service.port, body, slot_save))
-        finally:
-            service.stop()
+    try:
+        for slot_save in (False, True):
+            progress(f"swaps: an agent turn after a swap, slot_save {str(slot_save).lower()}")
+            service = agent_proxy(binary, smollm2, gemma, slot_save, slot_dir).start()
+            try:
+                if not slot_save:   # probed here, then unloaded: the cold turn finds nothing of the probes
+                    body, removed = replayable(service.port, body)
+                    post_json(service.port, "/models/unload", {"model": MODELS[0]})
+                turns.append(swapped_turn(service.port, body, slot_save))
+            finally:
+                service.stop()
+    finally:
+        shutil.rmtree(slot_dir, ignore_errors=True)   # the saved slots and the configs
     cut = ", ".join(["its base instructions (the first developer message)", *removed])
     return f"{AGENT_TURN}.json with only the tools {', '.join(AGENT_KEPT_TOOLS)}, without {cut}", turns
 
