@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import report, scenarios
 from . import routing as routing_row
+from . import swaps as swaps_row
 from .processes import Service, free_port
 from .results import BenchmarkResults, Machine, load
 from .scenarios import CapacityRig, GenerationRig, Plan
@@ -237,7 +238,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -248,6 +249,13 @@ def measure_routing(results: BenchmarkResults, quick: bool) -> None:
     results.routing = routing_row.routing_row(os.environ["LLAMA_SERVER"], os.environ["MODEL"], plan, progress)
 
 
+def measure_swaps(results: BenchmarkResults, quick: bool) -> None:
+    """Issue 24: models on demand against llama-server's router mode, two real models, memory for one."""
+    plan = swaps_row.SwapPlan.quick() if quick else swaps_row.SwapPlan()
+    results.swaps = swaps_row.swaps_row(os.environ["LLAMA_SERVER"], os.environ["MODEL"], os.environ["GEMMA_MODEL"],
+                                        plan, progress)
+
+
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
     previous = args.output_dir / "results.json"
@@ -255,6 +263,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
         else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
     if args.only == "routing":
         measure_routing(results, args.quick)
+    elif args.only == "swaps":
+        measure_swaps(results, args.quick)
     else:
         results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
                                              f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
@@ -300,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             measure_real_generation(results, plan, llama, stack, threads)
             llama.stop()  # the rest runs against the fake upstream alone
         measure_routing(results, args.quick)
+        measure_swaps(results, args.quick)
         measure_proxy_alone(results, plan, props_path, stack)
     results.duration_s = time.perf_counter() - STARTED
     args.output_dir.mkdir(parents=True, exist_ok=True)

@@ -369,13 +369,16 @@ def agent_turns_section(results: BenchmarkResults) -> str:
 
 
 def markdown(results: BenchmarkResults) -> str:
+    from .report_swaps import swaps_section  # here: it builds on this module's table helpers
+
     sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
                 machine_section(results), targets_section(results), generation_section(results),
                 capacity_section(results), paced_section(results), tool_call_section(results),
                 store_section(results), gateway_section(results),
                 comparison_section(results),
-                startup_section(results), routing_section(results), agent_turns_section(results)]
+                startup_section(results), routing_section(results), agent_turns_section(results),
+                swaps_section(results)]
     sections = [section for section in sections if section]
     return "\n\n".join(sections) + "\n"
 

@@ -6,6 +6,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -274,6 +275,108 @@ class RoutingResult:
 
 
 @dataclass
+class SwapRequest:
+    """One streamed request of the swaps workload (issue 24): two models, a budget for one."""
+
+    setup: str  # "router" (llama-server --models-max 1) or "proxy" (models on demand)
+    client: int
+    model: str
+    sent_s: float  # from the start of the workload
+    ttft_ms: float  # to the first generated text (keep-alive comments are not text)
+    total_ms: float
+    ok: bool  # 200, and the stream ended whole ([DONE] after a finish_reason)
+    waited_for_swap: bool  # its model was not loaded at some moment between sending and the first token
+    error: str = ""
+
+    @property
+    def ended_s(self) -> float:
+        return self.sent_s + self.total_ms / 1000
+
+
+@dataclass
+class SwapSetup:
+    """One side of the swaps row: how it was started, and what it did over the workload."""
+
+    setup: str
+    command: str
+    loads: int  # processes started for a model during the workload
+    load_average: str = ""
+
+
+@dataclass
+class LoadTiming:
+    """One model's load, alternated: llama-server started directly (to /health 200, polled every 20 ms
+    as the proxy polls it) and the proxy's POST /models/load with nothing else loaded."""
+
+    model: str
+    direct_ms: list[float] = field(default_factory=list)
+    proxy_ms: list[float] = field(default_factory=list)
+    proxy_child_ms: list[float] = field(default_factory=list)  # the supervisor's own start-to-health, same loads
+
+    @property
+    def added_ms(self) -> float:
+        """The proxy's load above llama-server's own start, medians of the alternated runs."""
+        return percentile(self.proxy_ms, 0.5) - percentile(self.direct_ms, 0.5)
+
+    @property
+    def added_in_run_ms(self) -> float:
+        """The proxy's load above the start of the very child it waited for, median."""
+        return percentile([p - c for p, c in zip(self.proxy_ms, self.proxy_child_ms, strict=True)], 0.5)
+
+
+@dataclass
+class AgentSwapTurn:
+    """A recorded agent turn on model A: cold, warm, and after A was swapped out for B and back."""
+
+    slot_save: bool
+    prompt_tokens: int
+    cold_ms: float
+    warm_ms: float
+    swap_out_ms: float  # POST /models/load B (A saved, if slot_save, and stopped; B started)
+    swap_back_ms: float  # POST /models/load A (started, and its slots restored if slot_save)
+    after_swap_ms: float
+    after_swap_cached_tokens: int
+
+    @property
+    def after_swap_ratio(self) -> float:
+        return self.after_swap_ms / self.warm_ms if self.warm_ms else math.nan
+
+
+@dataclass
+class SwapsResult:
+    """Issue 24, section 5: models on demand against llama-server's router mode, side by side."""
+
+    models: list[str]
+    clients: int
+    seconds: float
+    max_tokens: int
+    llama_args: str
+    setups: list[SwapSetup] = field(default_factory=list)
+    requests: list[SwapRequest] = field(default_factory=list)
+    loads: list[LoadTiming] = field(default_factory=list)
+    agent_turn: str = ""  # which recorded turn, and what was cut from it to fit the context
+    agent: list[AgentSwapTurn] = field(default_factory=list)
+    measured_at: str = ""
+
+    def of(self, setup: str) -> list[SwapRequest]:
+        return [r for r in self.requests if r.setup == setup]
+
+    def answered(self, setup: str) -> int:
+        """Whole answers that ended within their workload window (`sent_s` counts from its start)."""
+        return sum(r.ok and r.ended_s <= self.seconds for r in self.of(setup))
+
+    def failed(self, setup: str) -> int:
+        return sum(not r.ok for r in self.of(setup))
+
+    def swaps(self, setup: str) -> int:
+        """Swaps the side made, over all its windows."""
+        return sum(s.loads for s in self.setups if s.setup == setup)
+
+    def windows(self, setup: str) -> int:
+        return sum(s.setup == setup for s in self.setups)
+
+
+@dataclass
 class TargetCheck:
     name: str
     goal: str
@@ -299,6 +402,7 @@ class BenchmarkResults:
     peak_rss_mb: float = math.nan
     startup: StartupResult | None = None
     routing: RoutingResult | None = None
+    swaps: SwapsResult | None = None
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)
@@ -315,7 +419,7 @@ class BenchmarkResults:
                 self._paced_cpu_target("keep-alive"), self._paced_cpu_target("new per stream"),
                 self._paced_share_target(), self._many_streams_target(), self._requests_per_s_target(),
                 self._idle_memory_target(), self._startup_target(), self._tool_call_target(),
-                *self._routing_targets(), self._store_target()]
+                *self._routing_targets(), self._store_target(), *self._swap_targets()]
 
     def _routing_targets(self) -> list[TargetCheck]:
         """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy. TTFT
@@ -341,6 +445,21 @@ class BenchmarkResults:
                     f"{median['prefix']:,.0f} vs {median['least-busy']:,.0f} ms)")
         return [TargetCheck(cache_name, "≥ 90%", shares, worst_share >= 0.9),
                 TargetCheck(ttft_name, "≥ 3x lower", measured, ratio >= 3)]
+
+    def _swap_targets(self) -> list[TargetCheck]:
+        """Issue 24: against router mode on the same workload, no failed request, fewer swaps, more
+        answers and a lower worst TTFT; a load costs ≤ 50 ms above llama-server's own start; an agent
+        turn after a swap with slot_save within 2x of a warm one (the swap back timed apart)."""
+        prefix = "models on demand vs router mode, 2 models, memory for 1 (issue 24): "
+        named = [(prefix + "failed requests", "0"), (prefix + "swaps (loads)", "fewer"),
+                 (prefix + "answered in the window", "more"), (prefix + "worst TTFT", "lower"),
+                 ("models on demand: the proxy's cost of a load above its llama-server's start, median (issue 24)",
+                  "≤ 50 ms"), ("agent turn after a swap, slot_save, vs a warm turn (issue 24)", "≤ 2x")]
+        s = self.swaps
+        if s is None or not s.of("proxy") or not s.of("router"):
+            return [TargetCheck(name, goal, "not measured", False) for name, goal in named]
+        return [*(TargetCheck(name, goal, *judge(s)) for (name, goal), judge in zip(named, SWAP_JUDGES, strict=False)),
+                _load_cost(*named[4], s), _agent_after_swap(*named[5], s)]
 
     def _store_target(self) -> TargetCheck:
         name = "storing a non-streamed response on SQLite: latency added, p50 (issue 17)"
@@ -451,6 +570,54 @@ def _judged(name: str, goal: str, values: dict[str, float], show, passes, worst_
         measured += ("; " if measured else "") + "not measured (no rounds in time): " + ", ".join(unmeasured)
     known = [value for value in values.values() if not math.isnan(value)]
     return TargetCheck(name, goal, measured, bool(known) and not unmeasured and passes(worst_of(known)))
+
+
+def _swap_side(s: SwapsResult, measure) -> tuple[float, float]:
+    """(the proxy's, router mode's) value of `measure(s, setup)`."""
+    return measure(s, "proxy"), measure(s, "router")
+
+
+def _judge(measure, show, better) -> Callable[[SwapsResult], tuple[str, bool]]:
+    def judge(s: SwapsResult) -> tuple[str, bool]:
+        proxy, router = _swap_side(s, measure)
+        return f"{show(proxy)} (router mode: {show(router)})", better(proxy, router)
+    return judge
+
+
+def _loads(s: SwapsResult, setup: str) -> int:
+    return s.swaps(setup)
+
+
+def _worst_ttft_s(s: SwapsResult, setup: str) -> float:
+    return max((r.ttft_ms for r in s.of(setup) if r.ok), default=math.nan) / 1000
+
+
+SWAP_JUDGES = (_judge(SwapsResult.failed, str, lambda proxy, _router: proxy == 0),
+               _judge(_loads, str, lambda proxy, router: proxy < router),
+               _judge(SwapsResult.answered, str, lambda proxy, router: proxy > router),
+               _judge(_worst_ttft_s, lambda value: f"{value:.1f} s", lambda proxy, router: proxy < router))
+
+
+def _load_cost(name: str, goal: str, s: SwapsResult) -> TargetCheck:
+    if not s.loads:
+        return TargetCheck(name, goal, "not measured", False)
+    """Judged on each load against the start of the very llama-server it waited for: two separate starts of
+    llama-server differ by seconds on a busy machine, which the medians of a few alternated runs do not
+    cancel (they are shown beside it)."""
+    measured = "; ".join(f"{t.model} {t.added_in_run_ms:+.0f} ms (medians of {len(t.proxy_ms)} alternated loads: "
+                         f"{percentile(t.proxy_ms, 0.5):,.0f} ms through the proxy, {percentile(t.direct_ms, 0.5):,.0f} "
+                         f"ms llama-server alone, {t.added_ms:+,.0f} ms)" for t in s.loads)
+    return TargetCheck(name, goal, measured, max(t.added_in_run_ms for t in s.loads) <= 50)
+
+
+def _agent_after_swap(name: str, goal: str, s: SwapsResult) -> TargetCheck:
+    kept = next((t for t in s.agent if t.slot_save), None)
+    if kept is None:
+        return TargetCheck(name, goal, "not measured", False)
+    lost = next((t for t in s.agent if not t.slot_save), None)
+    measured = (f"{kept.after_swap_ms / 1000:.2f} vs {kept.warm_ms / 1000:.2f} s ({kept.after_swap_ratio:.1f}x; "
+                + (f"without slot_save {lost.after_swap_ms / 1000:.1f} s, {lost.after_swap_ratio:.0f}x)" if lost else ")"))
+    return TargetCheck(name, goal, measured, kept.after_swap_ratio <= 2)
 
 
 def load(raw: dict) -> BenchmarkResults:
