@@ -93,6 +93,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         per_token = timings if self.fake.requests[-1].get("timings_per_token") else {}
         if self.fake.requests[-1].get("return_progress"):
             self._prompt_progress()
+        if behaviour == "die_in_prefill":
+            self.wfile.flush()
+            self.connection.shutdown(2)  # lost while reading the prompt: nothing of an answer was sent
+            return
         for n, token in enumerate(tokens):
             if behaviour == "die_mid_stream" and n == 2:
                 self.wfile.flush()

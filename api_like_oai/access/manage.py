@@ -15,7 +15,6 @@ from .keys import KeyRecord, NameTaken, UnknownKey, check_name, new_key, updated
 from .limits import DAY_SECONDS, day_of
 from .usage import UsageEntry
 
-
 LIMIT_MAX = 2**53   # what SQLite's integers, Redis's Lua numbers and JSON clients all hold exactly
 
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from ..errors import ProxyError, UpstreamUnavailable
-from .events import GenerationEvent
+from .events import GenerationEvent, PromptProgress
 from .llamacpp import LlamaCppClient, RawAnswer
 from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad
 
@@ -89,7 +89,15 @@ class UpstreamPool:
                 self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
         if on_routed:
             on_routed(route if client is clients[0] else replace(route, reason="failover"))
-        return self._relay(client, first, events)
+
+        def elsewhere(lost: LlamaCppClient):
+            rest = clients[clients.index(lost) + 1:]
+            moved, started = self._first_to_start(start, on_chosen, rest)
+            with self._lock:
+                self.router.learn(affinity, moved.base_url)
+            return moved, started
+
+        return self._relay(client, first, events, elsewhere)
 
     def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *,
               on_chosen=None) -> RawAnswer:
@@ -126,14 +134,33 @@ class UpstreamPool:
                 raise
         raise _none_left(failures)
 
-    def _relay(self, client: LlamaCppClient, first, events) -> Iterator[GenerationEvent]:
+    def _relay(self, client: LlamaCppClient, first, events, elsewhere=None) -> Iterator[GenerationEvent]:
+        """The events of `client`'s generation. A server lost while it is still reading the prompt (only
+        prompt progress so far: nothing of the answer was given out) is left for the next one that
+        starts it, `elsewhere(lost) -> (server, (events, first))`; the client sees the prefill begin again."""
+        reading = isinstance(first, PromptProgress)
         try:
-            if first is not None:
-                yield first
-            yield from events
+            while True:
+                try:
+                    if first is not None:
+                        yield first
+                    for event in events:
+                        reading = reading and isinstance(event, PromptProgress)
+                        yield event
+                    return
+                except UpstreamUnavailable:
+                    if not reading or elsewhere is None:
+                        raise
+                    lost, client = client, None   # nothing held while the next one starts
+                    events.close()
+                    self._count(lost, -1)
+                    self.mark(lost, healthy=False)
+                    client, (events, first) = elsewhere(lost)
+                    reading = isinstance(first, PromptProgress)
         finally:
-            events.close()
-            self._count(client, -1)
+            if client is not None:
+                events.close()
+                self._count(client, -1)
 
     def _count(self, client: LlamaCppClient, delta: int) -> None:
         with self._lock:

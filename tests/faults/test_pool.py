@@ -6,6 +6,7 @@ import pytest
 
 from api_like_oai.backends.llamacpp import LlamaCppClient
 from api_like_oai.backends.pool import UpstreamPool
+from api_like_oai.backends.routing import RoutingPolicy
 from api_like_oai.errors import UpstreamUnavailable
 
 from ..servers import free_port
@@ -34,6 +35,29 @@ def test_a_refused_connection_is_retried_on_the_next_upstream(fakes):
     assert chosen == [dead.base_url, fakes[0].url]
     assert pool.healthy[dead.base_url] is False
     assert pool.candidates()[0].base_url == fakes[0].url  # the down one is tried last from now on
+
+
+def test_a_server_lost_while_reading_the_prompt_is_left_for_the_next(fakes):
+    progress = ({"total": 3, "cached": 0, "processed": 1, "time_ms": 1.0},
+                {"total": 3, "cached": 0, "processed": 3, "time_ms": 2.0})
+    for fake in fakes:
+        fake.prompt_progress = progress
+    fakes[0].behaviour = "die_in_prefill"
+    pool = UpstreamPool([LlamaCppClient(f.url) for f in fakes], routing=RoutingPolicy("least-busy"))
+    events = list(pool.generate("/completion", PAYLOAD | {"return_progress": True}))
+    text = "".join(getattr(event, "text", "") or "" for event in events)
+    assert text == " Hello, world!"   # all of it from the second server: the first gave out no answer
+    assert [len(f.requests) for f in fakes] == [1, 1]
+    assert pool.healthy[fakes[0].url] is False
+    assert pool.in_flight == {fakes[0].url: 0, fakes[1].url: 0}
+
+
+def test_a_server_lost_after_its_first_token_is_not_left_for_another(fakes):
+    fakes[0].behaviour = "die_mid_stream"
+    pool = UpstreamPool([LlamaCppClient(f.url) for f in fakes], routing=RoutingPolicy("least-busy"))
+    with pytest.raises(UpstreamUnavailable):
+        text_of(pool.generate("/completion", PAYLOAD))
+    assert len(fakes[1].requests) == 0   # the answer had begun: moving it would repeat or garble it
 
 
 def test_a_loading_upstream_is_skipped(fakes):
