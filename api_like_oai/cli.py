@@ -142,6 +142,9 @@ def _add_limit_and_log_flags(add) -> None:
         help="most bytes of images, decoded, in one request (default: %(default)s)")
     add("--image-fetch-timeout", type=float, default=10.0,
         help="seconds to fetch an image a request names by URL, redirects included (default: %(default)s)")
+    add("--image-tokens", type=int, default=576,
+        help="tokens an image is counted as when a prompt is fitted to the context: llama.cpp's /tokenize "
+             "knows no images, and its projector decides (576 for LLaVA-1.5, 256 for Gemma 3) (default: %(default)s)")
     add("--allow-private-image-urls", action="store_true",
         help="fetch images from private, loopback and link-local addresses too (default: public ones only)")
     add("--context-overflow", default="truncate", choices=["truncate", "error"],
@@ -382,7 +385,8 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
                       max_tokens=args.max_tokens_limit),
         grace_period=args.grace_period, native_api=args.native_api, store=store_settings_of(args),
         images=ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
-                           fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls),
+                           fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls,
+                           tokens_per_image=args.image_tokens),
         upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args))
 
 

@@ -57,12 +57,14 @@ class Limits:
 @dataclass(frozen=True)
 class ImageLimits:
     """What a request's images may be (services/media.py): --max-image-bytes, --max-request-image-bytes,
-    --image-fetch-timeout, --allow-private-image-urls."""
+    --image-fetch-timeout, --allow-private-image-urls; and --image-tokens, what an image is counted as
+    when a prompt is fitted to the context (llama.cpp's /tokenize knows no images)."""
 
     max_image_bytes: int = 20 * 1024 * 1024
     max_request_bytes: int = 50 * 1024 * 1024
     fetch_timeout: float = 10.0
     allow_private_urls: bool = False
+    tokens_per_image: int = 576
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from ..errors import InvalidRequest
 from ..observability import stage
 from ..offload import let_others_run
 from ..prompts import merge_stops, normalise_messages
-from ..prompts.media import media_prompt
+from ..prompts.media import has_placeholder, media_prompt, placeholders_in
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
 from . import context as context_fit
@@ -81,9 +81,22 @@ def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
     """The prompt of `messages` (the request's), with the oldest turns dropped if it does not fit the context."""
     messages = request_messages(request) if messages is None else messages
     return context_fit.fit(messages, lambda kept: render_prompt(request, model, kept, tool_plan),
-                           lambda text: len(model.client.tokenize(text, add_special=True)),
+                           lambda text: prompt_tokens(model, text),
                            model.context_length(), request.token_limit(), model.settings.context_policy,
-                           max_tokens_is_bound=max_tokens_is_bound)
+                           max_tokens_is_bound=max_tokens_is_bound, media_tokens=lambda text: image_tokens(model, text))
+
+
+def prompt_tokens(model: ServedModel, text: str) -> int:
+    """The tokens of a rendered prompt: llama.cpp's count of its text, and its images as --image-tokens each."""
+    return len(model.client.tokenize(text, add_special=True)) + image_tokens(model, text)
+
+
+def image_tokens(model: ServedModel, text: str) -> int:
+    """What the images a prompt's placeholders name take in the context (llama.cpp's /tokenize knows no
+    images; their count is the projector's, which no endpoint says: --image-tokens each)."""
+    if not has_placeholder(text):
+        return 0
+    return len(placeholders_in(text)) * model.image_limits.tokens_per_image
 
 
 def upstream_payload(request: ChatCompletionRequest, prompt, images: dict | None = None) -> dict:
@@ -112,9 +125,10 @@ def edited_messages(request: ChatCompletionRequest, model: ServedModel, tool_pla
 
     def count_tokens(edited: list[dict], at_most: int | None = None) -> int:
         text = render_prompt(request, model, edited, tool_plan).text
-        if at_most is not None and len(text.encode()) <= at_most:
-            return len(text.encode())
-        return len(model.client.tokenize(text, add_special=True))
+        bound = len(text.encode()) + image_tokens(model, text)
+        if at_most is not None and bound <= at_most:
+            return bound
+        return prompt_tokens(model, text)
 
     return edit(messages, count_tokens)
 
@@ -214,12 +228,10 @@ def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel,
     """The token count of the prompt `chat_request` renders to (tools included; its messages edited by
     `edit_messages` if given), from llama.cpp's /tokenize."""
     passthrough.needs_llamacpp(model, "count a prompt's tokens (it has no tokenizer endpoint)")
-    # an image counts as its placeholder's text: llama.cpp's /tokenize knows no images
     chat_request, _ = resolve_images(model.adjust(chat_request), model)
     tool_plan = plan_tools(chat_request, model)
     messages = edited_messages(chat_request, model, tool_plan, edit_messages)
-    prompt = render_prompt(chat_request, model, messages, tool_plan)
-    return len(model.client.tokenize(prompt.text, add_special=True))
+    return prompt_tokens(model, render_prompt(chat_request, model, messages, tool_plan).text)
 
 
 def event_transform(request: ChatCompletionRequest, model: ServedModel, prompt_text: str, tool_plan,

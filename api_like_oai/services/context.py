@@ -42,15 +42,16 @@ class FittedPrompt:
 
 
 def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None,
-        policy: Policy = DEFAULT_POLICY, *, max_tokens_is_bound: bool = False) -> FittedPrompt:
+        policy: Policy = DEFAULT_POLICY, *, max_tokens_is_bound: bool = False, media_tokens=None) -> FittedPrompt:
     """`render(messages) -> ChatPrompt` with the oldest droppable turns removed as the policy says,
     and the tokens to generate; ContextLengthExceeded if even the shortest prompt does not fit.
     `max_tokens_is_bound` (Anthropic's max_tokens, which is required) keeps it a bound even under
-    the strict policy."""
+    the strict policy. `media_tokens(text)`, if given, is what the images in a prompt's text take beyond
+    their placeholders (count_tokens counts them already; the byte bound must too)."""
     prompt = render(messages)
     if context_length is None:
         return FittedPrompt(prompt, -1 if max_tokens is None else max_tokens, 0)
-    prompt_bytes = len(prompt.text.encode())
+    prompt_bytes = len(prompt.text.encode()) + (media_tokens(prompt.text) if media_tokens else 0)
     if _fits_by_bytes(prompt_bytes, context_length, max_tokens, policy):
         # Without max_tokens, the room the bytes prove (at least the reply reserve): more would need
         # the count, and llama.cpp does not know a context length the configuration set lower.

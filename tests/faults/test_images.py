@@ -123,3 +123,28 @@ def test_two_prompts_with_different_images_do_not_share_a_routing_prefix(app, vi
         .get_json()["prompt"] for image in (RED, BLUE)]
     red, blue = Affinity(rendered[0]).digests, Affinity(rendered[1]).digests
     assert len(red) == len(blue) > 1 and red[0] != blue[0]
+
+
+def test_images_count_as_image_tokens_each_in_the_token_count_and_the_context_fit(vision):
+    app = make_app("--llama-api", vision.url, "--chat-prompt-model", "chatml", "--image-tokens", "300")
+
+    def counted(*images: bytes) -> int:
+        content = [{"type": "text", "text": "Compare"},
+                   *({"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                   "data": base64.b64encode(image).decode()}} for image in images)]
+        reply = app.test_client().post("/v1/messages/count_tokens", json={
+            "model": "m", "messages": [{"role": "user", "content": content}]})
+        assert reply.status_code == 200, reply.json
+        return reply.json["input_tokens"]
+
+    assert counted(RED, BLUE) - counted(RED) >= 300   # one more image: its tokens, not its placeholder's few
+    vision.props_extra["default_generation_settings"] = {"n_ctx": 500}
+    two_images = {"max_tokens": 5, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "Compare"},
+        *({"type": "image_url", "image_url": {"url": data_url(image)}} for image in (RED, BLUE))]}]}
+    for image_tokens, status in (("10", 200), ("300", 400)):   # 2 x 300 does not fit 500 tokens
+        fitted = make_app("--llama-api", vision.url, "--chat-prompt-model", "chatml", "--image-tokens", image_tokens,
+                          "--context-overflow", "error")
+        reply = fitted.test_client().post("/v1/chat/completions", json=two_images)
+        assert reply.status_code == status, reply.json
+    assert reply.json["error"]["code"] == "context_length_exceeded"
