@@ -123,15 +123,17 @@ def test_the_sdks_retry_after_a_429_when_retry_after_says(proxy, config, sdk):
             retrying.messages.create(model="smol", messages=HELLO, max_tokens=4)
         answered.set()
 
+    # long enough to be under way when the other request comes, however fast the machine
     holding = requests.post(proxy.url + "/v1/chat/completions", stream=True, timeout=60, headers={
-        "Authorization": f"Bearer {key}"}, json={"model": "smol", "messages": HELLO, "stream": True, **SAMPLING})
+        "Authorization": f"Bearer {key}"}, json={"model": "smol", "messages": HELLO, "stream": True,
+                                                 "max_tokens": 2000, "ignore_eos": True})
     lines = holding.iter_lines()
     next(lines)                                   # the stream has begun: it holds the key's one place
     asker = threading.Thread(target=ask)
     asker.start()
     while 429 not in seen and asker.is_alive():
         answered.wait(0.05)
-    list(lines)                                   # the stream ends: the place is free for the retry
+    holding.close()                               # the client leaves: the place is free for the retry
     asker.join(30)
     assert answered.is_set() and seen[0] == 429 and seen[-1] == 200, seen
 

@@ -13,6 +13,8 @@ import anthropic
 import pytest
 import requests
 
+from api_like_oai.backends.llamacpp import SAMPLING_ECHOED
+
 from ..conftest import openai_client
 from .conftest import HERMES_ARGUMENTS, HERMES_CALL
 
@@ -55,6 +57,14 @@ def post(proxy, path: str, body: dict) -> requests.Response:
 def sse_events(response: requests.Response) -> list[dict]:
     assert response.status_code == 200, response.text
     return [json.loads(raw.split("\ndata: ", 1)[1]) for raw in response.text.split("\n\n")[:-1]]
+
+
+def without_sampling(events: list[dict]) -> dict:
+    """The sampling values the events' response objects echo (one set: asserted), removed from them."""
+    echoed = [{key: event["response"].pop(key) for key in SAMPLING_ECHOED}
+              for event in events if "response" in event]
+    assert all(values == echoed[0] for values in echoed)
+    return echoed[0]
 
 
 def collapsed(events: list[dict]) -> list[dict]:
@@ -183,6 +193,10 @@ def test_a_function_call_stream_is_written_as_for_llamacpp(proxy):
     body = {"input": "Weather in Zürich?", "tools": [RESPONSES_WEATHER], "stream": True}
     local = collapsed(sse_events(post(proxy, "/v1/responses", {**body, "model": "local"})))
     remote = collapsed(sse_events(post(proxy, "/v1/responses", {**body, "model": "remote"})))
+    # the sampling echoed is each model's own (llama.cpp's defaults, OpenAI's for the remote): not the stream's
+    local_sampling, remote_sampling = without_sampling(local), without_sampling(remote)
+    assert remote_sampling == {"temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+    assert set(local_sampling) == set(remote_sampling)
     assert json.dumps(local).replace('"local"', '"remote"') == json.dumps(remote)
     assert remote[-1]["type"] == "response.completed"
     assert [item["type"] for item in remote[-1]["response"]["output"]] == ["message", "function_call"]
