@@ -124,5 +124,6 @@ def _as_events(event: GenerationEvent, pieces: list[tuple[str, str]]) -> list[Ge
         return [replace(event, text="")]
     events[0] = replace(events[0], logprobs=event.logprobs)
     events[-1] = replace(events[-1], finish_reason=event.finish_reason, prompt_tokens=event.prompt_tokens,
-                         completion_tokens=event.completion_tokens, stop_word=event.stop_word)
+                         completion_tokens=event.completion_tokens, stop_word=event.stop_word,
+                         cached_tokens=event.cached_tokens)
     return events

@@ -501,6 +501,11 @@ def _continues_last_message(request: CountTokensRequest) -> bool:
 class TextContent(BaseModel):
     type: Literal["text"]
     text: str
+    citations: None = Field(description="Always null: citations are of documents, which this proxy does not take.")
+
+
+class DirectCaller(BaseModel):
+    type: Literal["direct"] = Field(description="The model wrote the call itself (no code execution here).")
 
 
 class ToolUseContent(BaseModel):
@@ -508,6 +513,8 @@ class ToolUseContent(BaseModel):
     id: str
     name: str
     input: dict[str, Any] = Field(description="The parsed arguments of the call.")
+    caller: DirectCaller
+    toolset_name: None = Field(description="Always null: no MCP toolsets here.")
 
 
 class ThinkingContent(BaseModel):
@@ -517,16 +524,39 @@ class ThinkingContent(BaseModel):
                                        "\"omitted\", a token that carries the thought back.")
 
 
-class MessageUsage(BaseModel):
+class CacheCreation(BaseModel):
+    ephemeral_5m_input_tokens: int = Field(description="Always 0 (see cache_creation_input_tokens).")
+    ephemeral_1h_input_tokens: int = Field(description="Always 0.")
+
+
+class OutputTokensDetails(BaseModel):
+    thinking_tokens: int = Field(description="Of output_tokens, those the model's thought took.")
+
+
+class MessageDeltaUsage(BaseModel):
+    """message_delta's usage: the counts at the end of the answer."""
+
     input_tokens: int = Field(description="Prompt tokens llama.cpp computed (not read from its cache).")
     cache_creation_input_tokens: int = Field(description="Always 0: llama.cpp caches every prompt by itself.")
     cache_read_input_tokens: int = Field(description="Prompt tokens llama.cpp took from its cache.")
     output_tokens: int
+    output_tokens_details: OutputTokensDetails
+    server_tool_use: None = Field(description="Always null: no server tool runs here.")
+
+
+class MessageUsage(MessageDeltaUsage):
+    """The message's usage (in message_start: the prompt's counts, output_tokens 0)."""
+
+    cache_creation: CacheCreation
+    service_tier: Literal["standard"]
+    speed: Literal["standard"]
+    inference_geo: None = Field(description="Always null: the answer was computed here, not in one of Anthropic's regions.")
 
 
 class MessageResponse(BaseModel):
     """A message; streamed (`stream: true`), the named events message_start, content_block_start,
-    content_block_delta, content_block_stop, message_delta and message_stop."""
+    content_block_delta, content_block_stop, message_delta and message_stop. Every field of the
+    `anthropic` SDK's Message is present, null where it does not apply here."""
 
     id: str
     type: Literal["message"]
@@ -535,6 +565,9 @@ class MessageResponse(BaseModel):
     content: list[Annotated[ThinkingContent | TextContent | ToolUseContent, Field(discriminator="type")]]
     stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"] | None
     stop_sequence: str | None
+    stop_details: None = Field(description="Always null: a refusal is the model's plain text here.")
+    container: None = Field(description="Always null: no code-execution container here.")
+    diagnostics: None = Field(description="Always null: llama.cpp does not say why part of a prompt missed its cache.")
     usage: MessageUsage
     context_management: dict[str, Any] | None = Field(
         None, description="With context_management: {\"applied_edits\": [...]}, what each edit cleared.")

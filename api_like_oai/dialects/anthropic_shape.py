@@ -21,11 +21,15 @@ from .. import sse
 from ..backends.events import GenerationEvent
 from ..errors import ProxyError
 from ..sealing import Seal
-from ..services.blocks import DELTA, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks
+from ..services.blocks import DELTA, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
 from .anthropic import THINKING
 from .anthropic_edits import ContextEdits
 
 _BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
+# Fields of Anthropic's message (and of message_delta's delta) that never apply here, present as null as
+# the SDK's types declare them: `container` is the code-execution tool's (no server tool runs here),
+# `stop_details` explains a refusal (a local model's refusal is plain text, stop reason end_turn).
+_NOT_APPLICABLE = {"stop_details": None, "container": None}
 
 
 class MessagesShape:
@@ -86,28 +90,32 @@ class MessagesShape:
         for change in self.blocks.close():
             chunks += self._block_events(*change)
         stop_reason, stop_sequence = self._stop_reason(self.finish_reason, self.stop_word)
+        delta = {"stop_reason": stop_reason, "stop_sequence": stop_sequence, **_NOT_APPLICABLE}
         return [*chunks,
-                {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                 "usage": _usage(usage), **self._context_management()},
+                {"type": "message_delta", "delta": delta, "usage": _token_counts(usage, self.blocks.blocks),
+                 **self._context_management()},
                 {"type": "message_stop"}]
 
     def response(self, choices: list[dict], usage: dict) -> dict:
         """The message from the folded choice."""
         choice = choices[0]
         stop_reason, stop_sequence = self._stop_reason(choice["finish_reason"], choice["stop_word"])
-        content = [self._content(block) for block in choice["blocks"]
-                   if block.kind != REASONING or self.thinking_display is not None]
-        return {**self._message(content), "stop_reason": stop_reason, "stop_sequence": stop_sequence,
-                "usage": _usage(usage), **self._context_management()}
+        shown = [block for block in choice["blocks"] if block.kind != REASONING or self.thinking_display is not None]
+        content = [self._content(block) for block in shown]
+        return {**self._message(content, stop_reason, stop_sequence, _usage(usage, shown)),
+                **self._context_management()}
 
-    def _message(self, content: list) -> dict:
-        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content}
+    def _message(self, content: list, stop_reason: str | None, stop_sequence: str | None, usage: dict) -> dict:
+        """Every field of Anthropic's Message (the SDK's type); `diagnostics` (why Anthropic's prompt cache
+        missed) is null: llama.cpp reuses what it can of its cache without saying why the rest missed."""
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
+                "stop_reason": stop_reason, "stop_sequence": stop_sequence, **_NOT_APPLICABLE, "diagnostics": None,
+                "usage": usage}
 
     def _message_start(self, prompt_tokens: int, cached_tokens: int) -> dict:
         self.started = True
-        return {"type": "message_start",
-                "message": {**self._message([]), "stop_reason": None, "stop_sequence": None,
-                            "usage": _anthropic_usage(prompt_tokens, cached_tokens, 0)}}
+        usage = _message_usage(_counts(prompt_tokens, cached_tokens, 0, 0))
+        return {"type": "message_start", "message": self._message([], None, None, usage)}
 
     def _context_management(self) -> dict:
         """What the request's context edits cleared (Anthropic reports it with the stop reason)."""
@@ -142,11 +150,11 @@ class MessagesShape:
 
     def _content(self, block: Block) -> dict:
         if block.kind == TEXT:
-            return {"type": "text", "text": block.content}
+            return _text_block(block.content)
         if block.kind == REASONING:
             return {"type": "thinking", "thinking": "" if self.thinking_display == "omitted" else block.content,
                     "signature": self._signature(block.content)}
-        return {"type": "tool_use", "id": block.call_id, "name": block.name, "input": _arguments(block.content)}
+        return _tool_use_block(block, _arguments(block.content))
 
     def _signature(self, thought: str) -> str:
         """The seal's signature of the thought; with display "omitted", a token carrying the thought."""
@@ -157,10 +165,21 @@ class MessagesShape:
 
 def _opened(block: Block) -> dict:
     if block.kind == TEXT:
-        return {"type": "text", "text": ""}
+        return _text_block("")
     if block.kind == REASONING:
         return {"type": "thinking", "thinking": "", "signature": ""}
-    return {"type": "tool_use", "id": block.call_id, "name": block.name, "input": {}}
+    return _tool_use_block(block, {})
+
+
+def _text_block(text: str) -> dict:
+    return {"type": "text", "text": text, "citations": None}   # citations: only of documents, none here
+
+
+def _tool_use_block(block: Block, arguments: dict) -> dict:
+    """A call the model wrote itself (`caller` direct, as opposed to one from Anthropic's code execution),
+    of no toolset (Anthropic's MCP toolsets)."""
+    return {"type": "tool_use", "id": block.call_id, "name": block.name, "input": arguments,
+            "caller": {"type": "direct"}, "toolset_name": None}
 
 
 def _delta(block: Block, piece: str) -> dict:
@@ -178,14 +197,28 @@ def _arguments(arguments: str) -> dict:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _usage(usage: dict) -> dict:
-    return _anthropic_usage(usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"],
-                            usage["completion_tokens"])
+def _usage(usage: dict, blocks: list[Block]) -> dict:
+    """The message's usage at the end of the answer whose blocks are `blocks`."""
+    return _message_usage(_token_counts(usage, blocks))
 
 
-def _anthropic_usage(prompt_tokens: int, cached_tokens: int, output_tokens: int) -> dict:
-    # Anthropic counts the prompt in three parts: read from the cache, written to it, and the rest.
-    # llama.cpp caches every prompt by itself, so nothing is reported as written (a write costs extra
-    # on Anthropic's bill, and here nothing was asked for).
+def _token_counts(usage: dict, blocks: list[Block]) -> dict:
+    """message_delta's usage (MessageDeltaUsage) at the end of the answer whose blocks are `blocks`."""
+    return _counts(usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"],
+                   usage["completion_tokens"], reasoning_tokens(blocks, usage["completion_tokens"]))
+
+
+def _counts(prompt_tokens: int, cached_tokens: int, output_tokens: int, thinking_tokens: int) -> dict:
+    """The counts both usages carry. Anthropic counts the prompt in three parts: read from the cache,
+    written to it, and the rest. llama.cpp caches every prompt by itself, so nothing is reported as
+    written (a write costs extra on Anthropic's bill, and here nothing was asked for); no server tool runs."""
     return {"input_tokens": prompt_tokens - cached_tokens, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached_tokens, "output_tokens": output_tokens}
+            "cache_read_input_tokens": cached_tokens, "output_tokens": output_tokens,
+            "output_tokens_details": {"thinking_tokens": thinking_tokens}, "server_tool_use": None}
+
+
+def _message_usage(counts: dict) -> dict:
+    """The message's usage (Usage): the counts, the cache writes by lifetime (none), the standard tier
+    and speed; `inference_geo`, where Anthropic ran it, is null (on this machine)."""
+    return {**counts, "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+            "service_tier": "standard", "speed": "standard", "inference_geo": None}

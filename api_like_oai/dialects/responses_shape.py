@@ -31,7 +31,7 @@ from ..backends.events import GenerationEvent
 from ..backends.llamacpp import LLAMA_CPP_SAMPLING
 from ..errors import ProxyError
 from ..sealing import Seal
-from ..services.blocks import REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks
+from ..services.blocks import REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
 from .common import given
 from .responses import REASONING_PURPOSE, ResponsesRequest
 from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, TOOL_SEARCH, output_item, partial_custom_input
@@ -324,10 +324,9 @@ def _tool_choice(request: ResponsesRequest):
 
 def _usage(usage: dict, blocks: list[Block]) -> dict:
     """OpenAI's usage; reasoning_tokens is the answer's token count when its thought ended (0 without one)."""
-    reasoning_tokens = max((block.completion_tokens or 0 for block in blocks if block.kind == REASONING), default=0)
     cached_tokens = usage["prompt_tokens_details"]["cached_tokens"]
     return {"input_tokens": usage["prompt_tokens"],
             "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
             "output_tokens": usage["completion_tokens"],
-            "output_tokens_details": {"reasoning_tokens": min(reasoning_tokens, usage["completion_tokens"])},
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens(blocks, usage["completion_tokens"])},
             "total_tokens": usage["total_tokens"]}

@@ -480,6 +480,6 @@ def at_most(limit: int):
             if kept:
                 yield replace(event, tool_calls=kept, finish_reason=None)
             yield GenerationEvent(index=event.index, finish_reason="tool_calls", prompt_tokens=event.prompt_tokens,
-                                  completion_tokens=event.completion_tokens)
+                                  completion_tokens=event.completion_tokens, cached_tokens=event.cached_tokens)
             return
     return transform

@@ -107,3 +107,10 @@ class Blocks:
         self.blocks.append(block)
         self.open = block
         return [*changes, (START, block, "")]
+
+
+def reasoning_tokens(blocks: list[Block], completion_tokens: int) -> int:
+    """The answer's tokens spent thinking: its token count when its last thought ended, at most all of
+    them; 0 without a thought."""
+    ended = max((block.completion_tokens or 0 for block in blocks if block.kind == REASONING), default=0)
+    return min(ended, completion_tokens)

@@ -149,7 +149,8 @@ def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool, choice_count: 
                     # More of a call's arguments (most tokens of a streamed call): _regrouped's one event.
                     held_logprobs.pop(event.index, None)
                     yield GenerationEvent(index=event.index, tool_calls=(piece,), prompt_tokens=event.prompt_tokens,
-                                          completion_tokens=event.completion_tokens, stop_word=event.stop_word)
+                                          completion_tokens=event.completion_tokens, stop_word=event.stop_word,
+                                          cached_tokens=event.cached_tokens)
                     continue
             if parser.repeating:
                 event, cut_short = replace(event, finish_reason="stop"), True
@@ -182,7 +183,8 @@ def _regrouped(event: GenerationEvent, pieces: list, parser: ToolCallParser,
     if finish_reason == "stop" and parser.calls_made and not parser.call_cut:
         finish_reason = "tool_calls"   # a call the end of the output cut short does not end the turn as one
     counts = {"finish_reason": finish_reason, "prompt_tokens": event.prompt_tokens,
-              "completion_tokens": event.completion_tokens, "stop_word": event.stop_word}
+              "completion_tokens": event.completion_tokens, "stop_word": event.stop_word,
+              "cached_tokens": event.cached_tokens}
     if finish_reason or not runs:
         # The finish goes in an event of its own, after the last delta, as OpenAI sends it.
         runs.append(GenerationEvent(index=event.index, **counts))

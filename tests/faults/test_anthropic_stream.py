@@ -19,10 +19,22 @@ QUESTION = [{"role": "user", "content": "Weather in Zürich?"}]
 BODY = {"model": "claude-sonnet-4-5", "max_tokens": 32000, "messages": QUESTION}
 
 
-def usage(output_tokens: int) -> dict:
-    """Anthropic's usage for the fake's 3-token prompt, none of it from llama.cpp's cache."""
-    return {"input_tokens": 3, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-            "output_tokens": output_tokens}
+def delta_usage(output_tokens: int, input_tokens: int = 3, cached_tokens: int = 0) -> dict:
+    """message_delta's usage for the fake's 3-token prompt, by default none of it from llama.cpp's cache."""
+    return {"input_tokens": input_tokens - cached_tokens, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached_tokens, "output_tokens": output_tokens,
+            "output_tokens_details": {"thinking_tokens": 0}, "server_tool_use": None}
+
+
+def usage(output_tokens: int, input_tokens: int = 3, cached_tokens: int = 0) -> dict:
+    """The message's usage: message_delta's, and nothing written to the cache, the standard tier and speed."""
+    return delta_usage(output_tokens, input_tokens, cached_tokens) | {
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "service_tier": "standard", "speed": "standard", "inference_geo": None}
+
+
+# Fields of the message and of message_delta's delta that never apply here (tests/faults/test_anthropic_fields.py)
+NOT_APPLICABLE = {"stop_details": None, "container": None}
 
 
 def events_of(response: requests.Response) -> list[tuple[str, dict]]:
@@ -51,15 +63,17 @@ def test_text_stream_is_anthropics_event_sequence(qwen_proxy):
     message = start["message"]
     assert message["id"].startswith("msg_") and message["model"] == "claude-sonnet-4-5"
     assert message == {"id": message["id"], "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-                       "content": [], "stop_reason": None, "stop_sequence": None,
-                       "usage": usage(0)}
+                       "content": [], "stop_reason": None, "stop_sequence": None, **NOT_APPLICABLE,
+                       "diagnostics": None, "usage": usage(0)}
     assert events[1:] == [
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "",
+                                                                                  "citations": None}}),
         *[("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})
           for t in (" Hello", ",", " world", "!")],
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                           "usage": usage(4)}),
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": "end_turn", "stop_sequence": None, **NOT_APPLICABLE},
+                           "usage": delta_usage(4)}),
         ("message_stop", {"type": "message_stop"}),
     ]
 
@@ -78,7 +92,8 @@ def test_tool_use_stream_is_anthropics_event_sequence(replay, qwen_proxy, tool_c
     tool_events = [data for _, data in events if data.get("index") == 1]
     assert tool_events[0]["type"] == "content_block_start"
     call = tool_events[0]["content_block"]
-    assert call == {"type": "tool_use", "id": call["id"], "name": "get_weather", "input": {}}
+    assert call == {"type": "tool_use", "id": call["id"], "name": "get_weather", "input": {}, "caller": {"type": "direct"},
+                    "toolset_name": None}
     assert call["id"].startswith("call_")
     pieces = [data["delta"]["partial_json"] for data in tool_events[1:-1]]
     assert all(data["delta"]["type"] == "input_json_delta" for data in tool_events[1:-1])
@@ -90,8 +105,8 @@ def test_tool_use_stream_is_anthropics_event_sequence(replay, qwen_proxy, tool_c
     assert names == ["message_start", "content_block_start", *["content_block_delta"] * len(text_deltas),
                      "content_block_stop", "content_block_start", *["content_block_delta"] * len(pieces),
                      "content_block_stop", "message_delta", "message_stop"]
-    assert events[-2][1]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
-    assert events[-2][1]["usage"] == usage(len(HERMES_CALL))
+    assert events[-2][1]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None, **NOT_APPLICABLE}
+    assert events[-2][1]["usage"] == delta_usage(len(HERMES_CALL))
 
 
 def test_streamed_and_non_streamed_tool_use_agree(replay, qwen_proxy):
@@ -100,10 +115,11 @@ def test_streamed_and_non_streamed_tool_use_agree(replay, qwen_proxy):
     message = post(qwen_proxy, body).json()
     call_id = message["content"][1]["id"]
     assert message == {"id": message["id"], "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-                       "content": [{"type": "text", "text": "Let me check. "},
+                       "content": [{"type": "text", "text": "Let me check. ", "citations": None},
                                    {"type": "tool_use", "id": call_id, "name": "get_weather",
-                                    "input": {"city": "Zürich", "unit": "c"}}],
-                       "stop_reason": "tool_use", "stop_sequence": None,
+                                    "input": {"city": "Zürich", "unit": "c"}, "caller": {"type": "direct"},
+                                    "toolset_name": None}],
+                       "stop_reason": "tool_use", "stop_sequence": None, **NOT_APPLICABLE, "diagnostics": None,
                        "usage": usage(len(HERMES_CALL))}
     client = anthropic.Anthropic(base_url=qwen_proxy.url, api_key="k", max_retries=0)
     with client.messages.stream(**body) as stream:

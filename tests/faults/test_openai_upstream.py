@@ -17,6 +17,7 @@ from api_like_oai.backends.llamacpp import SAMPLING_ECHOED
 
 from ..conftest import openai_client
 from .conftest import HERMES_ARGUMENTS, HERMES_CALL
+from .test_anthropic_stream import usage
 
 WEATHER = {"name": "get_weather", "description": "The weather in a city.",
            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
@@ -110,8 +111,7 @@ def test_a_tool_use_stream_is_written_as_for_llamacpp(proxy, tool_choice):
     local = collapsed(sse_events(post(proxy, "/v1/messages", {**body, "model": "local"})))
     remote = collapsed(sse_events(post(proxy, "/v1/messages", {**body, "model": "remote"})))
     # The prompt's token count comes with the upstream's last chunk, so message_start cannot carry it.
-    assert remote[0]["message"]["usage"] == {"input_tokens": 0, "cache_creation_input_tokens": 0,
-                                             "cache_read_input_tokens": 0, "output_tokens": 0}
+    assert remote[0]["message"]["usage"] == usage(0, input_tokens=0)
     remote[0]["message"]["usage"]["input_tokens"] = 3
     local[0]["message"]["model"] = "remote"
     assert remote == local

@@ -12,6 +12,8 @@ from api_like_oai import create_app
 from api_like_oai.backends.routing import rendezvous
 from api_like_oai.cli import parse_settings
 
+from .test_anthropic_stream import usage
+
 SYSTEM = "You are a careful assistant. " * 40   # about 1,100 bytes: several routing blocks
 
 
@@ -131,5 +133,4 @@ def test_anthropic_s_message_start_already_knows_the_cache_hit(fakes, tmp_path):
     client = app_over(fakes, tmp_path)
     answer = client.post("/v1/messages", json=ANTHROPIC | {"stream": True}).get_data()
     start = json.loads(answer.split(b"data: ", 1)[1].split(b"\n", 1)[0])
-    assert start["message"]["usage"] == {"input_tokens": 1, "cache_creation_input_tokens": 0,
-                                         "cache_read_input_tokens": 2, "output_tokens": 0}
+    assert start["message"]["usage"] == usage(0, input_tokens=3, cached_tokens=2)

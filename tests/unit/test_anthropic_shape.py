@@ -59,7 +59,9 @@ def message_of(chunks: list[dict]) -> dict:
                      "input_json_delta": "partial_json"}[delta["type"]]
             block[field] = block.get(field, "") + delta[field]
         elif chunk["type"] == "message_delta":
-            message |= chunk["delta"] | {key: chunk[key] for key in chunk if key not in ("type", "delta")}
+            # the SDK updates the message's usage with the counts message_delta carries (a subset of its fields)
+            message |= chunk["delta"] | {key: chunk[key] for key in chunk if key not in ("type", "delta", "usage")}
+            message["usage"] |= chunk["usage"]
     for block in message["content"]:
         if block["type"] == "tool_use":
             block["input"] = json.loads(block.pop("partial_json"))

@@ -40,10 +40,14 @@ def test_openai_usage_carries_cached_tokens_streamed_and_folded(shape):
 def test_anthropic_usage_reads_the_cache_in_message_start_and_message_delta():
     events = streamed(MessagesShape("claude"))
     start, delta = events[0], next(e for e in events if e["type"] == "message_delta")
-    usage = {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 870}
-    assert start["message"]["usage"] == usage | {"output_tokens": 0}
+    usage = {"input_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 870,
+             "output_tokens_details": {"thinking_tokens": 0}, "server_tool_use": None}
+    # the message's usage also says how much was written to the cache, by lifetime: nothing
+    message_only = {"cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+                    "service_tier": "standard", "speed": "standard", "inference_geo": None}
+    assert start["message"]["usage"] == usage | message_only | {"output_tokens": 0}
     assert delta["usage"] == usage | {"output_tokens": 2}
-    assert folded(MessagesShape("claude"))["usage"] == usage | {"output_tokens": 2}
+    assert folded(MessagesShape("claude"))["usage"] == usage | message_only | {"output_tokens": 2}
 
 
 def test_responses_usage_carries_cached_tokens():

@@ -110,7 +110,8 @@ def test_anthropic_stream_builds_the_folded_message():
             delta = chunk["delta"]
             block["text" if "text" in delta else "input"] += delta.get("text", delta.get("partial_json", ""))
         elif chunk["type"] == "message_delta":
-            message |= chunk["delta"] | {"usage": chunk["usage"]}
+            message |= chunk["delta"]
+            message["usage"] |= chunk["usage"]   # as the SDK does: message_delta's counts update the message's
     message["content"][1]["input"] = json.loads(message["content"][1]["input"])
     assert message == fold(MessagesShape("claude")) | {"id": message["id"]}
     assert message["stop_reason"] == "tool_use"
