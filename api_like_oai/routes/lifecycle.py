@@ -32,19 +32,21 @@ def _started_model(name: str | None) -> str:
 @bp.post("/models/load")
 @admin_once_configured
 def load():
-    load_request = parse_body(ModelLoadRequest)
-    supervisor, name = _supervisor(), _started_model(load_request.named())
-    answer = supervisor.ask("load", model=name, args=load_request.args)
-    return jsonify({"success": True, "model": name, "status": answer["status"]})
+    return _change("load")
 
 
 @bp.post("/v1/internal/model/unload")
 @bp.post("/models/unload")
 @admin_once_configured
 def unload():
-    unload_request = parse_body(ModelLoadRequest)
-    supervisor, name = _supervisor(), _started_model(unload_request.named())
-    answer = supervisor.ask("unload", model=name)
+    return _change("unload")
+
+
+def _change(op: str):
+    """Load or unload the model the body names, once done: {"success", "model", "status"}."""
+    change = parse_body(ModelLoadRequest)
+    supervisor, name = _supervisor(), _started_model(change.named())
+    answer = supervisor.ask(op, model=name, **({"args": change.args} if op == "load" else {}))
     return jsonify({"success": True, "model": name, "status": answer["status"]})
 
 
