@@ -22,6 +22,49 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def parent_pids() -> dict[int, int]:
+    """Every process's parent, from /proc."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit():
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):
+            continue
+    return parents
+
+
+def children_of(pid: int) -> list[int]:
+    return [child for child, parent in parent_pids().items() if parent == pid]
+
+
+def descendants_of(pid: int) -> list[int]:
+    """Every process under `pid` (children, theirs, ...), however they left its session."""
+    parents, found, frontier = parent_pids(), [], [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
+def command_line(pid: int) -> list[str]:
+    """The process's argv; [] once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def llama_servers_on(port: int) -> list[int]:
+    """The pids of llama-server processes started with `--port port`."""
+    found = []
+    for pid in parent_pids():
+        argv = command_line(pid)
+        if argv and argv[0].endswith("llama-server") and "--port" in argv and argv[argv.index("--port") + 1] == str(port):
+            found.append(pid)
+    return found
+
+
 def provisioned_paths() -> dict[str, str]:
     """LLAMA_SERVER and MODEL: from the environment, else from scripts/provision (cached builds)."""
     if os.environ.get("LLAMA_SERVER") and os.environ.get("MODEL"):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import openai_client
-from ..servers import ROOT
+from ..servers import ROOT, command_line, descendants_of
 
 COMMANDS = {
     "console script": (str(Path(sys.executable).parent / "api-like-oai"),),
@@ -39,30 +39,6 @@ def test_legacy_flags_format_the_prompt_as_the_original_script(llama_server, sta
     assert "\n" not in reply.choices[0].message.content  # the --stop marker ends the answer
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process under `pid` (children, theirs, ...), however they left its session."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit():
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError):
-            continue
-    found, frontier = [], [pid]
-    while frontier:
-        children = [child for child, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
-
-
-def _command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
     import os
@@ -89,8 +65,8 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
         reply = requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120,
                               json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
         assert reply.status_code == 200, reply.text
-        started = _descendants(script.pid)  # the proxy, its workers, its supervisor and the llama-server it started
-        assert sum(_command(pid).split(" ")[0].endswith("llama-server") for pid in started) == 1
+        started = descendants_of(script.pid)  # the proxy, its workers, its supervisor and the llama-server it started
+        assert sum(command_line(pid)[0].endswith("llama-server") for pid in started if command_line(pid)) == 1
         script.send_signal(getattr(signal, signal_name))
         assert script.wait(timeout=30) != 0
         deadline = time.monotonic() + 5

@@ -8,29 +8,14 @@ import os
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import Proxy, stop, wait_until
+from ..servers import Proxy, children_of, command_line, llama_servers_on, stop, wait_until
 
 HELLO = [{"role": "user", "content": "Say hello."}]
-
-
-def llama_servers_on(port: int) -> list[int]:
-    """The pids of llama-server processes listening on `port` (by their command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"llama-server") and b"--port" in argv \
-                and argv[argv.index(b"--port") + 1] == str(port).encode():
-            found.append(int(entry.name))
-    return found
 
 
 def status(proxy: Proxy, model: str) -> dict:
@@ -304,17 +289,6 @@ def test_streams_waiting_for_a_swap_get_keep_alives_then_their_answer(launch):
     assert "event: message_stop" in anthropic_body
 
 
-def _children_of(pid: int) -> list[int]:
-    children = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                children.append(int(entry.name))
-        except (OSError, IndexError):
-            continue
-    return children
-
-
 def test_replicas_run_side_by_side_and_a_recycled_worker_restarts_nothing(launch):
     proxy = launch(TWO_MODELS.replace("memory: 300\n  smol-b", "memory: 300\n    replicas: 2\n  smol-b"),
                    "--workers", "2")
@@ -323,22 +297,15 @@ def test_replicas_run_side_by_side_and_a_recycled_worker_restarts_nothing(launch
     ports = [port_of(url) for url in status(proxy, "smol-a")["upstreams"]]
     children = {port: llama_servers_on(port) for port in ports}
     assert len(ports) == 2 and all(len(pids) == 1 for pids in children.values())
-    workers = [pid for pid in _children_of(proxy.process.pid) if "api_like_oai.supervisor" not in _cmdline(pid)]
+    workers = [pid for pid in children_of(proxy.process.pid) if "api_like_oai.supervisor" not in command_line(pid)]
     assert len(workers) == 2
     os.kill(workers[0], signal.SIGKILL)   # gunicorn's master starts another worker
-    wait_until(lambda: len([p for p in _children_of(proxy.process.pid) if p not in workers]) >= 2,
+    wait_until(lambda: len([p for p in children_of(proxy.process.pid) if p not in workers]) >= 2,
                proxy.process, "a new worker", 30)
     with ThreadPoolExecutor(4) as pool:
         assert [r.status_code for r in pool.map(lambda _: chat(proxy, "smol-a"), range(4))] == [200] * 4
     assert {port: llama_servers_on(port) for port in ports} == children   # the same processes
     assert status(proxy, "smol-a")["loads"] == 1
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def test_a_load_with_other_args_restarts_the_model_with_them(launch):
@@ -349,4 +316,4 @@ def test_a_load_with_other_args_restarts_the_model_with_them(launch):
                           json={"model_name": "smol-b", "args": ["--ctx-size", "512"]}).json()
     assert again["status"]["args"] == ["--ctx-size", "512"] and again["status"]["loads"] == 2
     [pid] = llama_servers_on(model_port(proxy, "smol-b"))
-    assert "--ctx-size 512" in _cmdline(pid)
+    assert "--ctx-size 512" in " ".join(command_line(pid))
