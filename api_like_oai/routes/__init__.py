@@ -119,11 +119,11 @@ def hold_model(model) -> None:
     if record is not None:
         record.phase = LOADING_MODEL   # while the supervisor makes the model ready (at once if it is)
     lease = environ.pop(GRANTED, None) or state().supervisor.acquire(model.name, wait=not environ.get(WANTS_STREAM))
-    if record is not None and not isinstance(lease, PendingLease):
-        record.phase = QUEUED
     environ[ON_CLOSE].append(lease.release)
     if isinstance(lease, PendingLease):
         raise ModelLoading(lease)
+    if record is not None:
+        record.phase = QUEUED
     model.pool.serve_only(lease.urls)
 
 
