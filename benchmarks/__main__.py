@@ -24,12 +24,18 @@ from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
 
-from . import report, scenarios
+from . import agent_turns as agent_turns_module
+from . import agents, capacity, gateway, generation, report, startup, workload
+from . import paced as paced_part
 from . import routing as routing_row
+from . import store as store_part
 from . import swaps as swaps_row
+from . import tool_call as tool_call_part
+from .capacity import CapacityRig
+from .generation import GenerationRig
 from .processes import Service, free_port
 from .results import BenchmarkResults, Machine, load
-from .scenarios import CapacityRig, GenerationRig, Plan
+from .workload import Plan
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -95,20 +101,20 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     fake = fake_upstream(props_path).start()
     stack.callback(fake.stop)
     progress("start-up and idle memory")
-    results.startup = scenarios.measure_startup(lambda: proxy(fake.url), plan.startup_runs)
+    results.startup = startup.measure_startup(lambda: proxy(fake.url), plan.startup_runs)
     loaded = proxy(fake.url).start()
     stack.callback(loaded.stop)
     rig = CapacityRig(loaded, fake, plan)
     progress("capacity against the instant upstream")
-    results.capacity = asyncio.run(scenarios.capacity_table(rig, progress))
+    results.capacity = asyncio.run(capacity.capacity_table(rig, progress))
     long_stream = next(r for r in results.capacity if r.streamed and r.clients == plan.reference_clients)
-    results.marginal_cpu_us_per_event = asyncio.run(scenarios.marginal_cpu_per_event(rig, long_stream))
+    results.marginal_cpu_us_per_event = asyncio.run(capacity.marginal_cpu_per_event(rig, long_stream))
     progress("chat vs completions for the same prompt")
-    results.chat_vs_completions = asyncio.run(scenarios.chat_vs_completions(rig))
+    results.chat_vs_completions = asyncio.run(capacity.chat_vs_completions(rig))
     measure_tool_call(results, plan, props_path, stack, rig)
     measure_store(results, plan, fake, stack)
-    progress(f"gateway table: fixed rates {scenarios.GATEWAY_RATES} req/s")
-    results.gateway = [asyncio.run(scenarios.gateway_row(loaded, fake, rate, plan)) for rate in scenarios.GATEWAY_RATES]
+    progress(f"gateway table: fixed rates {gateway.GATEWAY_RATES} req/s")
+    results.gateway = [asyncio.run(gateway.gateway_row(loaded, fake, rate, plan)) for rate in gateway.GATEWAY_RATES]
     results.peak_rss_mb = loaded.tree().peak_rss_mb()
     loaded.stop()
     fake.stop()
@@ -127,7 +133,7 @@ def measure_tool_call(results: BenchmarkResults, plan: Plan, props_path: Path, s
         stack.callback(loaded.stop)
         rig = CapacityRig(loaded, fake, plan)
     progress("a streamed tool call against plain text")
-    results.tool_call = asyncio.run(scenarios.tool_call_row(rig, plan.reference_clients))
+    results.tool_call = asyncio.run(tool_call_part.tool_call_row(rig, plan.reference_clients))
 
 
 def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: ExitStack) -> None:
@@ -137,32 +143,32 @@ def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: E
     stack.callback(shutil.rmtree, store_dir, ignore_errors=True)
     stored = proxy(fake.url, "--store", f"sqlite://{store_dir}/store.sqlite3").start()
     stack.callback(stored.stop)
-    results.store = asyncio.run(scenarios.store_row(CapacityRig(stored, fake, plan)))
+    results.store = asyncio.run(store_part.store_row(CapacityRig(stored, fake, plan)))
     stored.stop()
 
 
 def measure_agent_turns(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
     """Part 5: recorded agent turns, in-process; then beside 16 paced streams through one worker."""
-    turn_fake = fake_upstream(scenarios.agent_props(props_path), answer_tokens=2).start()
+    turn_fake = fake_upstream(agents.agent_props(props_path), answer_tokens=2).start()
     stack.callback(turn_fake.stop)
     progress("agent turns: recorded Claude Code and Codex requests, cold and warm")
-    results.agent_turns = scenarios.agent_turns(turn_fake.url, plan.agent_turn_rounds)
-    paced = fake_upstream(props_path, scenarios.PACED_TOKEN_INTERVAL_MS).start()
+    results.agent_turns = agents.agent_turns(turn_fake.url, plan.agent_turn_rounds)
+    paced = fake_upstream(props_path, paced_part.PACED_TOKEN_INTERVAL_MS).start()
     stack.callback(paced.stop)
     config = two_model_config(paced.url, turn_fake.url)
     stack.callback(config.unlink)
     both = proxy(paced.url, "--config", str(config)).start()
     stack.callback(both.stop)
     progress("no stalled streams: 16 paced streams beside Claude Code turns")
-    turn = scenarios.replayable_turn(both.url, scenarios.STALLED_TURN)
-    results.stalled_streams = asyncio.run(scenarios.stalled_streams(both, turn, plan))
+    turn = agents.replayable_turn(both.url, agents.STALLED_TURN)
+    results.stalled_streams = asyncio.run(agents.stalled_streams(both, turn, plan))
     for service in (both, paced, turn_fake):
         service.stop()
 
 
 def two_model_config(paced_url: str, agent_url: str) -> Path:
     """A config file: `bench` (the paced streams) on one upstream, the recorded agents' model names on another."""
-    names = sorted({scenarios.agent_turns_module.load(name)["body"]["model"] for name in scenarios.agent_turns_module.TURNS})
+    names = sorted({agent_turns_module.load(name)["body"]["model"] for name in agent_turns_module.TURNS})
     path = Path(tempfile.gettempdir()) / f"api-like-oai-bench-config-{os.getpid()}.yaml"
     path.write_text(f"default_model: bench\nmodels:\n  bench:\n    upstreams: [{paced_url}]\n"
                     f"  agent:\n    upstreams: [{agent_url}]\n    aliases: [{', '.join(names)}]\n")
@@ -173,19 +179,19 @@ def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack
     """Part 2b: the proxy's CPU per token when tokens come one at a time, as a real model sends
     them, with the default worker and with gthread (the worker before issue 13)."""
     for worker_class in ("gevent", "gthread"):
-        for interval_ms in sorted({interval for _, interval in scenarios.PACED_LOADS}):
+        for interval_ms in sorted({interval for _, interval in paced_part.PACED_LOADS}):
             fake = fake_upstream(props_path, interval_ms).start()
             stack.callback(fake.stop)
             loaded = proxy(fake.url, "--worker-class", worker_class).start()
             stack.callback(loaded.stop)
             rig = CapacityRig(loaded, fake, plan)
-            for clients, interval in scenarios.PACED_LOADS:
+            for clients, interval in paced_part.PACED_LOADS:
                 for new_connections in (False, True) if worker_class == "gevent" else (False,):
                     if interval == interval_ms:
                         progress(f"paced upstream, {worker_class}: {clients} streams @ {interval:g} ms"
                                  f"{', a new connection per stream' if new_connections else ''}")
                         results.paced.append(asyncio.run(
-                            scenarios.paced_row(rig, worker_class, clients, interval, new_connections)))
+                            paced_part.paced_row(rig, worker_class, clients, interval, new_connections)))
             loaded.stop()
             fake.stop()
 
@@ -193,12 +199,12 @@ def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack
 def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
     """Part 2c: many concurrent paced streams through one worker."""
     progress(f"{plan.many_streams} concurrent paced streams")
-    fake = fake_upstream(props_path, scenarios.MANY_STREAMS_INTERVAL_MS).start()
+    fake = fake_upstream(props_path, paced_part.MANY_STREAMS_INTERVAL_MS).start()
     stack.callback(fake.stop)
     loaded = proxy(fake.url).start()
     stack.callback(loaded.stop)
-    results.many_streams = asyncio.run(scenarios.many_streams(
-        loaded, fake, plan.many_streams, scenarios.MANY_STREAMS_TOKENS, scenarios.MANY_STREAMS_INTERVAL_MS))
+    results.many_streams = asyncio.run(paced_part.many_streams(
+        loaded, fake, plan.many_streams, paced_part.MANY_STREAMS_TOKENS, paced_part.MANY_STREAMS_INTERVAL_MS))
     loaded.stop()
     fake.stop()
 
@@ -209,10 +215,10 @@ def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Servic
     in_front = proxy(llama.url).start()
     stack.callback(in_front.stop)
     if not results.output_checks:
-        results.output_checks = [scenarios.check_same_output(llama.url, in_front.url, endpoint)
-                                 for endpoint in scenarios.PATHS]
+        results.output_checks = [generation.check_same_output(llama.url, in_front.url, endpoint)
+                                 for endpoint in workload.PATHS]
     rig = GenerationRig(llama, in_front, plan)
-    measured = asyncio.run(scenarios.generation_table(rig, progress))
+    measured = asyncio.run(generation.generation_table(rig, progress))
     for result in measured:
         result.llama_threads = threads
     results.generation += measured

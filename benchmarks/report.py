@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from .results import BenchmarkResults, CapacityResult, GenerationResult, percentile
-from .scenarios import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
+from .workload import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
