@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--quick]`: the body of scripts/bench.
+"""`python -m benchmarks [--quick | --smoke]`: the body of scripts/bench.
 
 Starts llama-server (LLAMA_SERVER, MODEL from the environment), the fake upstream and the proxy
 through its CLI, measures, and writes results.md, results.png and results.json here.
@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import agent_turns as agent_turns_module
-from . import agents, capacity, gateway, generation, report, startup, workload
+from . import agents, capacity, gateway, generation, ratios, report, report_ratios, servers, startup, workload
 from . import paced as paced_part
 from . import routing as routing_row
 from . import store as store_part
@@ -33,8 +33,9 @@ from . import swaps as swaps_row
 from . import tool_call as tool_call_part
 from .capacity import CapacityRig
 from .generation import GenerationRig
-from .processes import Service, free_port
-from .results import BenchmarkResults, Machine, load
+from .processes import Service
+from .results import BenchmarkResults, Machine, RatiosResult, load
+from .servers import fake_upstream, llama_server, proxy
 from .workload import Plan
 
 HERE = Path(__file__).resolve().parent
@@ -44,30 +45,6 @@ STARTED = time.perf_counter()
 
 def progress(message: str) -> None:
     print(f"[bench {time.perf_counter() - STARTED:5.0f}s] {message}", file=sys.stderr, flush=True)
-
-
-def llama_server(binary: str, model: str, threads: int = 2) -> Service:
-    port = free_port()
-    return Service("llama-server", [binary, "--model", model, "--host", "127.0.0.1", "--port", str(port),
-                                    "--ctx-size", "4096", "--parallel", "4", "--threads", str(threads), "--seed", "42"],
-                   port)
-
-
-def proxy(upstream_url: str, *flags: str) -> Service:
-    """The proxy as users start it: its CLI, default workers and worker class, no template flag. Run as
-    `python -m api_like_oai` from this checkout (the benchmark runs here), so that the code measured
-    is this tree's even when the environment's editable install points at another checkout."""
-    port = free_port()
-    return Service("proxy", [sys.executable, "-m", "api_like_oai", "--llama-api", upstream_url, "--port", str(port),
-                             *flags], port, ready_path="/v1/models")
-
-
-def fake_upstream(props_path: Path, token_interval_ms: float = 0.0, answer_tokens: int | None = None) -> Service:
-    port = free_port()
-    answer = ["--answer-tokens", str(answer_tokens)] if answer_tokens is not None else []
-    return Service("fake-llamacpp", [sys.executable, str(HERE / "fake_llamacpp.py"), "--port", str(port),
-                                     "--props", str(props_path), "--token-interval-ms", str(token_interval_ms),
-                                     *answer], port)
 
 
 def copy_props(llama: Service) -> Path:
@@ -242,11 +219,67 @@ def write_outputs(results: BenchmarkResults, output_dir: Path, chart: bool = Tru
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
-    parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the regression guard: the ratio rows (the proxy against the floor, LiteLLM and llama-server), "
+                             "the tool call and the agent turns against their neighbours, in under 3 minutes; "
+                             "writes quick.md and quick.json")
+    parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
     parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
+
+
+def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: ExitStack) -> Path:
+    """Issue 29: the ratio rows, each alternating the proxy with the floor and LiteLLM's proxy (fake
+    upstreams) or with llama-server direct and LiteLLM (real generation), in one sitting. Returns
+    llama-server's /props in a file, for the parts after it."""
+    started, load_at_start = time.perf_counter(), ", ".join(f"{n:.2f}" for n in os.getloadavg())
+    threads = max((os.cpu_count() or 2) - 1, 1)
+    progress(f"ratio rows: starting llama-server --threads {threads}, the fakes, the floor, the proxy and LiteLLM")
+    llama = llama_server(os.environ["LLAMA_SERVER"], os.environ["MODEL"], threads).start()
+    stack.callback(llama.stop)
+    props_path = copy_props(llama)
+    stack.callback(props_path.unlink)
+    fakes = {ratios.INSTANT: fake_upstream(props_path),
+             **{name: fake_upstream(props_path, interval) for name, interval in ratios.PACED_INTERVALS.items()}}
+    upstreams = {**{name: fake.url for name, fake in fakes.items()}, ratios.REAL: llama.url}
+    fronts = {"floor": servers.floor(upstreams), "proxy": servers.proxy_for_models(upstreams),
+              "litellm": servers.litellm(upstreams)}
+    for service in (*fakes.values(), *fronts.values()):
+        service.start()
+        stack.callback(service.stop)
+    rows = ratios.instant_and_paced_rows(fronts, plan, progress)
+    rows += ratios.generation_rows(llama, fronts, plan, threads, progress)
+    results.ratios = RatiosResult(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_at_start, threads,
+                                  f"litellm[proxy]=={servers.LITELLM_VERSION}, `litellm --num_workers 1`", rows,
+                                  time.perf_counter() - started)
+    for service in (*fronts.values(), *fakes.values(), llama):
+        service.stop()
+    return props_path
+
+
+def quick_guard(args: argparse.Namespace) -> int:
+    """`--quick`: the ratio rows, the streamed tool call against text and the agent turns against a one-line
+    chat, briefly; quick.md and quick.json in the output directory (results.* are left alone)."""
+    results = BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
+    plan = Plan.quick()
+    with ExitStack() as stack:
+        props_path = measure_ratios(results, ratios.RatioPlan.quick(), stack)
+        measure_tool_call(results, plan, props_path, stack)
+        turn_fake = fake_upstream(agents.agent_props(props_path), answer_tokens=2).start()
+        stack.callback(turn_fake.stop)
+        progress("agent turns against a one-line chat")
+        results.agent_turns = agents.agent_turns(turn_fake.url, plan.agent_turn_rounds)
+    results.duration_s = time.perf_counter() - STARTED
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    text = report_ratios.quick_markdown(results)
+    (args.output_dir / "quick.md").write_text(text)
+    raw = {**dataclasses.asdict(results), "targets": [dataclasses.asdict(t) for t in report_ratios.measured_targets(results)]}
+    (args.output_dir / "quick.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
+    print(text)
+    progress(f"done in {results.duration_s:.0f} s; {args.output_dir}/quick.md")
+    return 0
 
 
 def measure_routing(results: BenchmarkResults, quick: bool) -> None:
@@ -268,9 +301,9 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
     results = load(json.loads(previous.read_text())) if previous.exists() \
         else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
     if args.only == "routing":
-        measure_routing(results, args.quick)
+        measure_routing(results, args.quick_plans)
     elif args.only == "swaps":
-        measure_swaps(results, args.quick)
+        measure_swaps(results, args.quick_plans)
     else:
         results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
                                              f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
@@ -296,15 +329,19 @@ def real_props(stack: ExitStack) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    plan = Plan.quick() if args.quick else Plan()
+    plan = Plan.quick() if args.smoke else Plan()
+    args.quick_plans = args.quick or args.smoke  # the routing and swaps parts' short plans
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every started server is stopped
     if args.only:
         return only_part(args, plan)
+    if args.quick:
+        return quick_guard(args)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a thousand streams need a thousand sockets here
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]
     results = BenchmarkResults(describe_machine(binary))
     with ExitStack() as stack:
+        measure_ratios(results, ratios.RatioPlan.quick() if args.smoke else ratios.RatioPlan(), stack)
         props_path = None
         for threads in llama_thread_variants():
             progress(f"starting llama-server --threads {threads}")
@@ -315,8 +352,8 @@ def main(argv: list[str] | None = None) -> int:
                 stack.callback(props_path.unlink)
             measure_real_generation(results, plan, llama, stack, threads)
             llama.stop()  # the rest runs against the fake upstream alone
-        measure_routing(results, args.quick)
-        measure_swaps(results, args.quick)
+        measure_routing(results, args.quick_plans)
+        measure_swaps(results, args.quick_plans)
         measure_proxy_alone(results, plan, props_path, stack)
     results.duration_s = time.perf_counter() - STARTED
     args.output_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,174 @@
+"""The ratio rows (issue 29): the proxy beside its neighbours, in one sitting, every row alternating
+its targets (ABBA: A B C, then C B A, ...), so that whatever the machine does meanwhile hits all of
+them alike. Judged as ratios or differences against a neighbour in the same row, never as absolutes:
+
+- against an instant or paced fake upstream: the floor of the stack (benchmarks/floor_app.py, a bare
+  Flask app under the proxy's worker and HTTP client), the proxy, and LiteLLM's proxy; the proxy's
+  CPU per request (non-streamed) and per relayed token (paced streams) ÷ the floor's;
+- against a real llama-server (`--threads` one less than the cores): llama-server's own OpenAI API,
+  the proxy and LiteLLM; the time to the first token each adds, and their tokens/s ÷ direct.
+
+Every front serves several model names, one per upstream, so each is started once for all rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .client import Connection, Sample, closed_loop, encode_post
+from .processes import Service
+from .results import FrontCell, RatioRow, percentile
+from .workload import GENERATED_TOKENS, PATHS, generation_body
+
+FRONTS = ("floor", "proxy", "litellm")
+GENERATION_TARGETS = ("direct", "proxy", "litellm")
+# the model names the fronts serve: one per upstream
+INSTANT, PACED_FAST, PACED_SLOW, REAL = "bench", "paced8", "paced40", "real"
+PACED_INTERVALS = {PACED_FAST: 8.0, PACED_SLOW: 40.0}
+
+
+@dataclass(frozen=True)
+class RatioPlan:
+    window_seconds: float = 4.0
+    warmup_seconds: float = 0.5
+    rounds: int = 4  # passes over the targets, the order reversed every other pass
+    instant_clients: int = 8
+    # (streams, model, a new connection per stream): issue 13's paced loads, keep-alive and not
+    paced: tuple[tuple[int, str, bool], ...] = ((16, PACED_FAST, False), (16, PACED_FAST, True),
+                                                (64, PACED_FAST, False), (64, PACED_FAST, True),
+                                                (256, PACED_SLOW, False), (256, PACED_SLOW, True))
+    generation_clients: tuple[int, ...] = (1, 4)
+    generation_rounds: int = 12
+
+    @classmethod
+    def quick(cls) -> RatioPlan:
+        """The regression guard (`scripts/bench --quick`): the same rows, fewer and shorter windows."""
+        return cls(window_seconds=2.0, rounds=2, paced=((16, PACED_FAST, False), (16, PACED_FAST, True),
+                                                        (64, PACED_FAST, False)),
+                   generation_clients=(1,), generation_rounds=6)
+
+
+def passes(names: tuple[str, ...], rounds: int):
+    """ABBA: the targets in order, then reversed, `rounds` times in all."""
+    for number in range(rounds):
+        yield from (names if number % 2 == 0 else tuple(reversed(names)))
+
+
+def stream_frames(front: Service, model: str) -> int:
+    """SSE frames (`data: ` lines, [DONE] too) in one whole stream of this front: a paced token is then
+    a frame counted in a window × GENERATED_TOKENS / this."""
+
+    async def one() -> int:
+        connection = Connection(front.port)
+        try:
+            body = {**generation_body("chat", True), "model": model}
+            sample = await connection.send(encode_post(front.port, PATHS["chat"], body), keep_body=True)
+        finally:
+            connection.close()
+        if sample.status != 200:
+            raise RuntimeError(f"{front.name} answered {sample.status} to a {model} stream")
+        return sample.body.count(b"data: ")
+
+    return asyncio.run(one())
+
+
+async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: bool, clients: int, plan: RatioPlan,
+                  per_token: bool = False, new_connections: bool = False,
+                  frames: dict[str, int] | None = None) -> RatioRow:
+    """Each front in turn under `clients` closed-loop clients for a window: its CPU per request, and with
+    `per_token` per relayed token (frames counted as they arrive, so a window's edges cut no stream)."""
+    spent = {target: {"cpu": 0.0, "requests": 0, "frames": 0, "seconds": 0.0, "errors": 0} for target in fronts}
+    stagger = PACED_INTERVALS.get(model, 0.0) / 1000
+    for target in passes(tuple(fronts), plan.rounds):
+        front = fronts[target]
+        request = encode_post(front.port, PATHS["chat"], {**generation_body("chat", streamed), "model": model})
+        window = await closed_loop(front.port, request, clients, plan.window_seconds, plan.warmup_seconds,
+                                   lambda front=front: {"cpu": front.tree().cpu_seconds()}, stagger=stagger,
+                                   new_connections=new_connections)
+        totals = spent[target]
+        totals["cpu"] += window.spent("cpu")
+        totals["requests"] += len(window.samples)
+        totals["frames"] += window.spent("frames")
+        totals["seconds"] += window.seconds
+        totals["errors"] += sum(s.status != 200 for s in window.samples)
+    cells = []
+    for target, totals in spent.items():
+        tokens = totals["frames"] * GENERATED_TOKENS / frames[target] if per_token and frames else 0
+        cells.append(FrontCell(target, totals["requests"], totals["seconds"],
+                               totals["cpu"] * 1e6 / totals["requests"] if totals["requests"] else math.nan,
+                               totals["cpu"] * 1e6 / tokens if tokens else math.nan, totals["errors"],
+                               tokens_per_s=tokens / totals["seconds"] if tokens else math.nan))
+    return RatioRow(name, "token" if per_token else "request", clients, cells, load_now())
+
+
+async def generation_row(targets: dict[str, Service], models: dict[str, str], clients: int, rounds: int,
+                         threads: int) -> RatioRow:
+    """Real generation: rounds of `clients` identical streamed chats to one target at a time, ABBA; each
+    target's TTFT and tokens/s (medians), and the fronts' CPU per request."""
+    connections = {target: [Connection(service.port) for _ in range(clients)] for target, service in targets.items()}
+    requests = {target: encode_post(service.port, PATHS["chat"], {**generation_body("chat", True),
+                                                                   "model": models[target]})
+                for target, service in targets.items()}
+    samples: dict[str, list[Sample]] = {target: [] for target in targets}
+    cpu = dict.fromkeys(targets, 0.0)
+    try:
+        for index, target in enumerate((*targets, *passes(tuple(targets), rounds))):
+            before = targets[target].tree().cpu_seconds()
+            batch = await asyncio.gather(*(c.send(requests[target], watch_text=True) for c in connections[target]))
+            if any(s.status != 200 for s in batch):
+                raise RuntimeError(f"{target} answered {[s.status for s in batch]}")
+            if index >= len(targets):  # the first pass warms up: connections, slots, the prompt cache
+                cpu[target] += targets[target].tree().cpu_seconds() - before
+                samples[target] += batch
+    finally:
+        for connection in (c for group in connections.values() for c in group):
+            connection.close()
+    cells = []
+    for target, measured in samples.items():
+        cells.append(FrontCell(target, len(measured), sum(s.total for s in measured),
+                               cpu[target] * 1e6 / len(measured) if target != "direct" and measured else math.nan,
+                               math.nan, 0, ttft_p50_ms=percentile([s.ttft * 1000 for s in measured], 0.5),
+                               tokens_per_s=percentile([GENERATED_TOKENS / s.total for s in measured], 0.5)))
+    return RatioRow(f"real generation, streamed chat, {clients} client{'s' if clients > 1 else ''}, "
+                    f"llama-server --threads {threads}", "generation", clients, cells, load_now())
+
+
+def load_now() -> str:
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def instant_and_paced_rows(fronts: dict[str, Service], plan: RatioPlan,
+                           progress: Callable[[str], None]) -> list[RatioRow]:
+    rows = []
+    for streamed in (False, True):
+        label = f"{'streamed 64 tokens' if streamed else 'non-streamed'}, instant upstream, {plan.instant_clients} clients"
+        progress(f"ratio row: {label}")
+        rows.append(asyncio.run(cpu_row(label, fronts, INSTANT, streamed, plan.instant_clients, plan)))
+    frames = {}
+    for clients, model, new_connections in plan.paced:
+        if model not in frames:
+            frames[model] = {target: stream_frames(front, model) for target, front in fronts.items()}
+        label = (f"paced {clients} streams @ {PACED_INTERVALS[model]:g} ms, "
+                 f"{'a new connection per stream' if new_connections else 'keep-alive'}")
+        progress(f"ratio row: {label}")
+        rows.append(asyncio.run(cpu_row(label, fronts, model, True, clients, plan, per_token=True,
+                                        new_connections=new_connections, frames=frames[model])))
+    return rows
+
+
+def generation_rows(llama: Service, fronts: dict[str, Service], plan: RatioPlan, threads: int,
+                    progress: Callable[[str], None]) -> list[RatioRow]:
+    targets = {"direct": llama, "proxy": fronts["proxy"], "litellm": fronts["litellm"]}
+    models = {"direct": "bench", "proxy": REAL, "litellm": REAL}
+    rows = []
+    for clients in plan.generation_clients:
+        progress(f"ratio row: real generation, {clients} clients")
+        started = time.perf_counter()
+        rows.append(asyncio.run(generation_row(targets, models, clients, plan.generation_rounds, threads)))
+        progress(f"  ({time.perf_counter() - started:.0f} s)")
+    return rows
