@@ -80,8 +80,10 @@ def stream_frames(front: Service, model: str) -> int:
 async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: bool, clients: int, plan: RatioPlan,
                   per_token: bool = False, new_connections: bool = False,
                   frames: dict[str, int] | None = None) -> RatioRow:
-    """Each front in turn under `clients` closed-loop clients for a window: its CPU per request, and with
-    `per_token` per relayed token (frames counted as they arrive, so a window's edges cut no stream)."""
+    """Each front in turn under `clients` closed-loop clients for a window: its CPU per request and, when
+    streamed, per relayed token. Streams are counted by their frames as they arrive (`frames`: a whole
+    stream's, per front), so a window's edges cut no stream, and a slow front that finishes none in a
+    window still counts what it relayed."""
     spent = {target: {"cpu": 0.0, "requests": 0, "frames": 0, "seconds": 0.0, "errors": 0} for target in fronts}
     stagger = PACED_INTERVALS.get(model, 0.0) / 1000
     for target in passes(tuple(fronts), plan.rounds):
@@ -96,14 +98,18 @@ async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: b
         totals["frames"] += window.spent("frames")
         totals["seconds"] += window.seconds
         totals["errors"] += sum(s.status != 200 for s in window.samples)
-    cells = []
-    for target, totals in spent.items():
-        tokens = totals["frames"] * GENERATED_TOKENS / frames[target] if per_token and frames else 0
-        cells.append(FrontCell(target, totals["requests"], totals["seconds"],
-                               totals["cpu"] * 1e6 / totals["requests"] if totals["requests"] else math.nan,
-                               totals["cpu"] * 1e6 / tokens if tokens else math.nan, totals["errors"],
-                               tokens_per_s=tokens / totals["seconds"] if tokens else math.nan))
-    return RatioRow(name, "token" if per_token else "request", clients, cells, load_now())
+    return RatioRow(name, "token" if per_token else "request", clients,
+                    [_cpu_cell(target, totals, frames[target] if streamed else 0) for target, totals in spent.items()],
+                    load_now())
+
+
+def _cpu_cell(target: str, totals: dict, stream_frames: int) -> FrontCell:
+    streams = totals["frames"] / stream_frames if stream_frames else totals["requests"]
+    tokens = streams * GENERATED_TOKENS if stream_frames else 0
+    return FrontCell(target, totals["requests"], totals["seconds"],
+                     totals["cpu"] * 1e6 / streams if streams else math.nan,
+                     totals["cpu"] * 1e6 / tokens if tokens else math.nan, totals["errors"],
+                     tokens_per_s=tokens / totals["seconds"] if tokens else math.nan)
 
 
 async def generation_row(targets: dict[str, Service], models: dict[str, str], clients: int, rounds: int,
@@ -144,20 +150,25 @@ def load_now() -> str:
 
 def instant_and_paced_rows(fronts: dict[str, Service], plan: RatioPlan,
                            progress: Callable[[str], None]) -> list[RatioRow]:
+    frames: dict[str, dict[str, int]] = {}
+
+    def frames_of(model: str) -> dict[str, int]:
+        if model not in frames:
+            frames[model] = {target: stream_frames(front, model) for target, front in fronts.items()}
+        return frames[model]
+
     rows = []
     for streamed in (False, True):
         label = f"{'streamed 64 tokens' if streamed else 'non-streamed'}, instant upstream, {plan.instant_clients} clients"
         progress(f"ratio row: {label}")
-        rows.append(asyncio.run(cpu_row(label, fronts, INSTANT, streamed, plan.instant_clients, plan)))
-    frames = {}
+        rows.append(asyncio.run(cpu_row(label, fronts, INSTANT, streamed, plan.instant_clients, plan,
+                                        frames=frames_of(INSTANT) if streamed else None)))
     for clients, model, new_connections in plan.paced:
-        if model not in frames:
-            frames[model] = {target: stream_frames(front, model) for target, front in fronts.items()}
         label = (f"paced {clients} streams @ {PACED_INTERVALS[model]:g} ms, "
                  f"{'a new connection per stream' if new_connections else 'keep-alive'}")
         progress(f"ratio row: {label}")
         rows.append(asyncio.run(cpu_row(label, fronts, model, True, clients, plan, per_token=True,
-                                        new_connections=new_connections, frames=frames[model])))
+                                        new_connections=new_connections, frames=frames_of(model))))
     return rows
 
 

@@ -14,7 +14,7 @@ from .processes import Service, free_port
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # LiteLLM's proxy, pinned; scripts/bench installs it into a virtualenv of its own (LITELLM_BIN is its CLI).
-LITELLM_VERSION = "1.109.3"
+LITELLM_VERSION = "1.106.12"
 
 
 def llama_server(binary: str, model: str, threads: int = 2) -> Service:
@@ -60,7 +60,7 @@ def floor(upstreams: dict[str, str]) -> Service:
 
 def litellm(upstreams: dict[str, str]) -> Service:
     """LiteLLM's proxy, one worker, each model an OpenAI-compatible upstream (URL + /v1); its price
-    list read from the package (no fetch), no database, no key (loopback only)."""
+    list read from the package (no fetch), no database, no key (loopback only; as the proxy runs here)."""
     models = [{"model_name": model, "litellm_params": {"model": f"openai/{model}", "api_base": url + "/v1",
                                                        "api_key": "none"}} for model, url in upstreams.items()]
     config = _temporary_file("litellm", ".yaml", json.dumps({"model_list": models,
@@ -68,7 +68,8 @@ def litellm(upstreams: dict[str, str]) -> Service:
     port = free_port()
     return Service("litellm", [os.environ["LITELLM_BIN"], "--config", str(config), "--host", "127.0.0.1",
                                "--port", str(port), "--num_workers", "1"], port, ready_path="/health/liveliness",
-                   env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR", "NO_DOCS": "True"})
+                   env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR", "NO_DOCS": "True",
+                        "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true"})
 
 
 def _temporary_file(name: str, suffix: str, text: str) -> Path:
