@@ -210,6 +210,8 @@ def comparison_verdict(completion: CapacityResult, chat: CapacityResult) -> str:
 
 
 def comparison_section(results: BenchmarkResults) -> str:
+    if not results.chat_vs_completions:
+        return ""
     rows = [capacity_row(r) for r in results.chat_vs_completions]
     pairs = zip(results.chat_vs_completions[::2], results.chat_vs_completions[1::2], strict=True)
     return "\n\n".join([
@@ -223,6 +225,8 @@ def comparison_section(results: BenchmarkResults) -> str:
 
 def startup_section(results: BenchmarkResults) -> str:
     s = results.startup
+    if s is None:
+        return ""
     runs = ", ".join(f"{value:.2f}" for value in s.seconds)
     names = ["master"] + ["worker"] * (len(s.idle_rss_per_process_mb) - 1)
     processes = ", ".join(f"{name} {mb:.1f}" for name, mb in zip(names, s.idle_rss_per_process_mb, strict=True))
