@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
@@ -247,8 +248,9 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
     fronts = {"floor": servers.floor(upstreams), "proxy": servers.proxy_for_models(upstreams),
               "litellm": servers.litellm(upstreams)}
     for service in (*fakes.values(), *fronts.values()):
-        service.start()
         stack.callback(service.stop)
+    with ThreadPoolExecutor(len(fakes) + len(fronts)) as starting:  # at once: LiteLLM alone takes 20 s and more
+        list(starting.map(Service.start, (*fakes.values(), *fronts.values())))
     rows = ratios.instant_and_paced_rows(fronts, plan, progress)
     rows += ratios.generation_rows(llama, fronts, plan, threads, progress)
     results.ratios = RatiosResult(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_at_start, threads,
@@ -263,7 +265,7 @@ def quick_guard(args: argparse.Namespace) -> int:
     """`--quick`: the ratio rows, the streamed tool call against text and the agent turns against a one-line
     chat, briefly; quick.md and quick.json in the output directory (results.* are left alone)."""
     results = BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
-    plan = Plan.quick()
+    plan = dataclasses.replace(Plan.quick(), repeats=3, capacity_seconds=1.0, agent_turn_rounds=10)
     with ExitStack() as stack:
         props_path = measure_ratios(results, ratios.RatioPlan.quick(), stack)
         measure_tool_call(results, plan, props_path, stack)

@@ -91,24 +91,40 @@ async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: b
         request = encode_post(front.port, PATHS["chat"], {**generation_body("chat", streamed), "model": model})
         window = await closed_loop(front.port, request, clients, plan.window_seconds, plan.warmup_seconds,
                                    lambda front=front: {"cpu": front.tree().cpu_seconds()}, stagger=stagger,
-                                   new_connections=new_connections)
+                                   new_connections=new_connections, abandon=True)
         totals = spent[target]
         totals["cpu"] += window.spent("cpu")
         totals["requests"] += len(window.samples)
         totals["frames"] += window.spent("frames")
         totals["seconds"] += window.seconds
         totals["errors"] += sum(s.status != 200 for s in window.samples)
+        await settle(front)
     return RatioRow(name, "token" if per_token else "request", clients,
                     [_cpu_cell(target, totals, frames[target] if streamed else 0) for target, totals in spent.items()],
                     load_now())
 
 
+async def settle(front: Service, quiet_cpu: float = 0.05, at_most: float = 5.0) -> None:
+    """Wait (at most `at_most` seconds) until `front` stops using the CPU for the requests the window cut
+    short, so that they do not slow the next target's window."""
+    deadline = time.perf_counter() + at_most
+    before = front.tree().cpu_seconds()
+    while time.perf_counter() < deadline:
+        await asyncio.sleep(0.25)
+        now = front.tree().cpu_seconds()
+        if now - before <= quiet_cpu * 0.25:
+            return
+        before = now
+
+
 def _cpu_cell(target: str, totals: dict, stream_frames: int) -> FrontCell:
+    """A front that spent CPU and finished nothing in its windows costs infinitely much per request."""
     streams = totals["frames"] / stream_frames if stream_frames else totals["requests"]
     tokens = streams * GENERATED_TOKENS if stream_frames else 0
+    idle = math.inf if totals["cpu"] > 0 else math.nan
     return FrontCell(target, totals["requests"], totals["seconds"],
-                     totals["cpu"] * 1e6 / streams if streams else math.nan,
-                     totals["cpu"] * 1e6 / tokens if tokens else math.nan, totals["errors"],
+                     totals["cpu"] * 1e6 / streams if streams else idle,
+                     (totals["cpu"] * 1e6 / tokens if tokens else idle) if stream_frames else math.nan, totals["errors"],
                      tokens_per_s=tokens / totals["seconds"] if tokens else math.nan)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from .report import agent_turns_section, machine_section, number, table, tool_call_section
 from .results import BenchmarkResults, RatioRow, RatiosResult, TargetCheck
 
@@ -17,7 +19,8 @@ def ratios_section(results: BenchmarkResults) -> str:
     parts = ["## 0. The proxy beside its neighbours, in one sitting (issue 29)", _intro(r)]
     if cpu_rows:
         parts += ["CPU of each target's whole process tree, per request or per relayed token (µs), and each "
-                  "restated against the floor of the same row:",
+                  "restated against the floor of the same row (∞: the target finished nothing in its windows, still "
+                  "busy with the requests of its earlier windows; windows end by cutting the requests in flight):",
                   table(["row", "floor", "proxy", "LiteLLM", "proxy ÷ floor", "LiteLLM ÷ floor", "LiteLLM ÷ proxy",
                          "errors", "load after"], [_cpu_row(row) for row in cpu_rows])]
     if generation:
@@ -44,9 +47,13 @@ def _intro(r: RatiosResult) -> str:
 
 def _cpu_row(row: RatioRow) -> list[str]:
     unit = "token" if row.kind == "token" else "req"
-    return [row.name, *(f"{number(row.cost(t), 0)} µs/{unit}" for t in ("floor", "proxy", "litellm")),
-            f"{number(row.over_floor('proxy'), 2)}x", f"{number(row.over_floor('litellm'), 2)}x",
-            f"{number(row.cost('litellm') / row.cost('proxy'), 1)}x", str(row.errors()), row.load_average]
+    return [row.name, *(f"{_finite(row.cost(t), 0)} µs/{unit}" for t in ("floor", "proxy", "litellm")),
+            f"{_finite(row.over_floor('proxy'), 2)}x", f"{_finite(row.over_floor('litellm'), 2)}x",
+            f"{_finite(row.cost('litellm') / row.cost('proxy'), 1)}x", str(row.errors()), row.load_average]
+
+
+def _finite(value: float, digits: int) -> str:
+    return "∞" if value == math.inf else number(value, digits)
 
 
 def _generation_row(row: RatioRow) -> list[str]:
@@ -58,9 +65,15 @@ def _generation_row(row: RatioRow) -> list[str]:
             str(min(direct.requests, proxy.requests, litellm.requests)), row.load_average]
 
 
+# The targets `--quick` judges: each against a neighbour measured in the same run.
+QUICK_TARGETS = ("non-streamed CPU per request, proxy ÷ floor", "paced streams: CPU per relayed token",
+                 "TTFT added vs llama-server direct, p50 (ratio rows)", "streamed tokens/s through the proxy ÷ direct",
+                 "ahead of LiteLLM", "streamed tool call", "agent turn replayed warm")
+
+
 def measured_targets(results: BenchmarkResults) -> list[TargetCheck]:
-    """The targets of the parts this run measured."""
-    return [t for t in results.targets() if t.measured != "not measured" and "not measured" not in t.measured]
+    """The targets `--quick` judges."""
+    return [t for t in results.targets() if t.name.startswith(QUICK_TARGETS)]
 
 
 def quick_markdown(results: BenchmarkResults) -> str:
