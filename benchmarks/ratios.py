@@ -59,6 +59,23 @@ def passes(names: tuple[str, ...], rounds: int):
         yield from (names if number % 2 == 0 else tuple(reversed(names)))
 
 
+def warm_up(fronts: dict[str, Service], clients: int) -> None:
+    """`clients` non-streamed requests at once to each front: its first requests import and build what it
+    builds lazily (LiteLLM takes seconds), outside any window."""
+
+    async def one(front: Service) -> None:
+        request = encode_post(front.port, PATHS["chat"], generation_body("chat", False))
+        connections = [Connection(front.port) for _ in range(clients)]
+        try:
+            await asyncio.gather(*(c.send(request) for c in connections))
+        finally:
+            for connection in connections:
+                connection.close()
+
+    for front in fronts.values():
+        asyncio.run(one(front))
+
+
 def stream_frames(front: Service, model: str) -> int:
     """SSE frames (`data: ` lines, [DONE] too) in one whole stream of this front: a paced token is then
     a frame counted in a window × GENERATED_TOKENS / this."""
@@ -173,6 +190,7 @@ def instant_and_paced_rows(fronts: dict[str, Service], plan: RatioPlan,
             frames[model] = {target: stream_frames(front, model) for target, front in fronts.items()}
         return frames[model]
 
+    warm_up(fronts, plan.instant_clients)
     rows = []
     for streamed in (False, True):
         label = f"{'streamed 64 tokens' if streamed else 'non-streamed'}, instant upstream, {plan.instant_clients} clients"
