@@ -236,6 +236,7 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
     upstreams) or with llama-server direct and LiteLLM (real generation), in one sitting. Returns
     llama-server's /props in a file, for the parts after it."""
     started, load_at_start = time.perf_counter(), ", ".join(f"{n:.2f}" for n in os.getloadavg())
+    begun = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     threads = max((os.cpu_count() or 2) - 1, 1)
     progress(f"ratio rows: starting llama-server --threads {threads}, the fakes, the floor, the proxy and LiteLLM")
     llama = llama_server(os.environ["LLAMA_SERVER"], os.environ["MODEL"], threads).start()
@@ -253,7 +254,7 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
         list(starting.map(Service.start, (*fakes.values(), *fronts.values())))
     rows = ratios.instant_and_paced_rows(fronts, plan, progress)
     rows += ratios.generation_rows(llama, fronts, plan, threads, progress)
-    results.ratios = RatiosResult(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_at_start, threads,
+    results.ratios = RatiosResult(begun, load_at_start, threads,
                                   f"litellm[proxy]=={servers.LITELLM_VERSION}, `litellm --num_workers 1`", rows,
                                   time.perf_counter() - started)
     for service in (*fronts.values(), *fakes.values(), llama):

@@ -48,7 +48,7 @@ class RatioPlan:
     @classmethod
     def quick(cls) -> RatioPlan:
         """The regression guard (`scripts/bench --quick`): the same rows, fewer and shorter windows."""
-        return cls(window_seconds=2.0, rounds=2, paced=((16, PACED_FAST, False), (16, PACED_FAST, True),
+        return cls(window_seconds=2.0, warmup_seconds=0.3, rounds=2, paced=((16, PACED_FAST, False), (16, PACED_FAST, True),
                                                         (64, PACED_FAST, False)),
                    generation_clients=(1,), generation_rounds=6)
 
@@ -121,7 +121,7 @@ async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: b
                     load_now())
 
 
-async def settle(front: Service, quiet_cpu: float = 0.05, at_most: float = 5.0) -> None:
+async def settle(front: Service, quiet_cpu: float = 0.05, at_most: float = 2.0) -> None:
     """Wait (at most `at_most` seconds) until `front` stops using the CPU for the requests the window cut
     short, so that they do not slow the next target's window."""
     deadline = time.perf_counter() + at_most
