@@ -344,8 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]
     results = BenchmarkResults(describe_machine(binary))
     with ExitStack() as stack:
-        measure_ratios(results, ratios.RatioPlan.quick() if args.smoke else ratios.RatioPlan(), stack)
-        props_path = None
+        props_path = measure_ratios(results, ratios.RatioPlan.quick() if args.smoke else ratios.RatioPlan(), stack)
         for threads in llama_thread_variants():
             progress(f"starting llama-server --threads {threads}")
             llama = llama_server(binary, model, threads).start()

@@ -34,7 +34,7 @@ PACED_INTERVALS = {PACED_FAST: 8.0, PACED_SLOW: 40.0}
 
 @dataclass(frozen=True)
 class RatioPlan:
-    window_seconds: float = 4.0
+    window_seconds: float = 3.0
     warmup_seconds: float = 0.5
     rounds: int = 4  # passes over the targets, the order reversed every other pass
     instant_clients: int = 8
