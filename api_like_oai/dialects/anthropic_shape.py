@@ -7,8 +7,8 @@ The model's thought comes first, as a `thinking` block signed with the installat
 template again when the client sends it back; with display "omitted" the block's text is empty and
 the signature carries the thought; with thinking disabled there is no thinking block.
 
-The same protocol as services/shapes.py, so generation.stream and generation.fold drive it. One
-choice only (the Messages API has no `n`); blocks are cut by services/blocks.Blocks, as in the fold.
+The same protocol as dialects/openai_shape.py, so generation.stream and generation.fold drive it. One
+choice only (the Messages API has no `n`); blocks are cut by dialects/blocks.Blocks, as in the fold.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from .. import sse
 from ..backends.events import GenerationEvent
 from ..errors import ProxyError
 from ..sealing import Seal
-from ..services.blocks import DELTA, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
 from .anthropic import THINKING
 from .anthropic_edits import ContextEdits
+from .blocks import DELTA, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
 
 _BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
 # Fields of Anthropic's message (and of message_delta's delta) that never apply here, present as null as

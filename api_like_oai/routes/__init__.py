@@ -17,11 +17,13 @@ from ..services.admission import Admission, DialectRequest, invalid_request
 from ..services.inflight import Context
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+STATE_KEY = "api_like_oai"   # where app.create_app keeps the AppState in `app.extensions`
 
 
-def state():
-    """The app's state (app.AppState): settings, models, generations in flight, metrics."""
-    return current_app.extensions["api_like_oai"]
+def state(app=None):
+    """The app's state (app.AppState): settings, models, generations in flight, metrics; of the app
+    handling the request, or of `app` (the server and the worker, outside a request)."""
+    return (app or current_app).extensions[STATE_KEY]
 
 
 def parse_body(model: type[BaseModel]):

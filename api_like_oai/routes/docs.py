@@ -22,8 +22,8 @@ def endpoints() -> list[tuple]:
     when the app is built (idle memory, benchmarks/PROFILE.md)."""
     from ..access import manage as k
     from ..dialects import anthropic as a
+    from ..dialects import conversations as s
     from ..dialects import responses as r
-    from ..dialects import stored as s
 
     return [
         ("post", "/v1/chat/completions", "Chat completion (set stream for server-sent events of ChatCompletionChunk)",
@@ -85,7 +85,7 @@ def endpoints() -> list[tuple]:
 def queries() -> dict:
     """The operations that take a list's query (limit, after, order), described by its model."""
     from ..access import manage as k
-    from ..dialects import stored as s
+    from ..dialects import conversations as s
 
     return {"/v1/responses/{response_id}/input_items": s.ItemListQuery,
             "/v1/conversations/{conversation_id}/items": s.ItemListQuery, "/v1/internal/usage": k.UsageQuery,

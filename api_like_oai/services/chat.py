@@ -23,8 +23,7 @@ from ..prompts import merge_stops, normalise_messages
 from ..prompts.media import has_placeholder, media_prompt, placeholders_in
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
-from . import context as context_fit
-from . import generation, merge, passthrough
+from . import fitting, generation, merge, passthrough
 from .media import resolve_images
 from .models import ServedModel
 
@@ -77,10 +76,10 @@ def request_messages(request: ChatCompletionRequest) -> list[dict]:
 
 def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
                    tool_plan: tool_calling.ToolPlan | None = None,
-                   max_tokens_is_bound: bool = False, messages: list[dict] | None = None) -> context_fit.FittedPrompt:
+                   max_tokens_is_bound: bool = False, messages: list[dict] | None = None) -> fitting.FittedPrompt:
     """The prompt of `messages` (the request's), with the oldest turns dropped if it does not fit the context."""
     messages = request_messages(request) if messages is None else messages
-    return context_fit.fit(messages, lambda kept: render_prompt(request, model, kept, tool_plan),
+    return fitting.fit(messages, lambda kept: render_prompt(request, model, kept, tool_plan),
                            lambda text: prompt_tokens(model, text),
                            model.context_length(), request.token_limit(), model.settings.context_policy,
                            max_tokens_is_bound=max_tokens_is_bound, media_tokens=lambda text: image_tokens(model, text))
@@ -150,7 +149,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
                max_tokens_is_bound: bool = False, edit_messages: MessageEdit | None = None,
                cached_at_start: bool = False) -> ChatGeneration:
     """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
-    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit;
+    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see fitting.fit;
     `edit_messages`: see MessageEdit; `cached_at_start`: the first event must say how much of the
     prompt came from llama.cpp's cache."""
     request = model.adjust(request)
@@ -211,7 +210,7 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
 def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context,
                    transform: Callable | None = None, *, edit_messages: MessageEdit | None = None):
     """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
-    dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit).
+    dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (fitting.fit).
     `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
     `edit_messages`: see MessageEdit."""
     try:

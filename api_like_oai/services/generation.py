@@ -13,8 +13,8 @@ from collections.abc import Generator, Iterator
 
 from .. import sse
 from ..backends.events import GenerationEvent, PromptProgress
+from ..dialects.blocks import Blocks
 from ..errors import ProxyError
-from .blocks import Blocks
 from .inflight import Context, InFlight, UsageCounter, until_stopped
 from .merge import close, start
 

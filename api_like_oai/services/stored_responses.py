@@ -13,7 +13,6 @@ generated).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import secrets
 from collections.abc import Callable, Iterator
@@ -22,48 +21,16 @@ from pydantic import TypeAdapter
 
 from ..dialects.responses import InputItem, ResponsesRequest, to_chat_request
 from ..dialects.responses_shape import ResponsesShape
-from ..errors import InvalidRequest, NotFound, ProxyError
+from ..errors import InvalidRequest, ProxyError
 from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from ..sealing import Seal
-from ..store import DuplicateItem, Store, TooLarge, UnknownCursor
 from .generation import UsageCounter
-from .stored_items import input_items, item_list, stored_item
+from .scope import Scope, conversation_not_found, listed, refusals, response_not_found
+from .stored_items import input_items, stored_item
 
 log = logging.getLogger("api_like_oai")
 INPUT_ITEMS = TypeAdapter(list[InputItem])
-
-
-class Scope:
-    """The store as one caller sees it; `store` None means --store none."""
-
-    def __init__(self, store: Store | None, api_key: str | None):
-        self.store = store
-        self.api_key = api_key
-        self._owner: str | None = None
-
-    @property
-    def owner(self) -> str:
-        if self._owner is None:
-            self._owner = self.need().owner(self.api_key)
-        return self._owner
-
-    def need(self, param: str | None = None) -> Store:
-        """The store, or a 400 (naming `param`, the field that needs it) when storage is off."""
-        if self.store is None:
-            raise InvalidRequest("stored responses and conversations are off on this proxy (--store none)",
-                                 param=param)
-        return self.store
-
-
-def response_not_found(response_id: str, param: str | None = None) -> NotFound:
-    code = "previous_response_not_found" if param == "previous_response_id" else None
-    prefix = "Previous response" if param else "Response"
-    return NotFound(f"{prefix} with id '{response_id}' not found.", param=param, code=code)
-
-
-def conversation_not_found(conversation_id: str, param: str | None = None) -> NotFound:
-    return NotFound(f"Conversation with id '{conversation_id}' not found.", param=param)
 
 
 def conversation_id(request: ResponsesRequest) -> str | None:
@@ -185,20 +152,6 @@ class Turn:
             _best_effort(lambda: self.scope.store.delete(self.response_id, self.scope.owner))
 
 
-@contextlib.contextmanager
-def refusals(param: str):
-    """Store refusals as the client's errors (400): too large (naming where the size came from,
-    `param`) or a duplicate item id in the input."""
-    try:
-        yield
-    except TooLarge:
-        raise InvalidRequest(f"the stored {param} would be larger than the body limit (--max-body-bytes); "
-                             "start a new conversation", param=param) from None
-    except DuplicateItem as exc:
-        raise InvalidRequest(f"Duplicate item found with id {exc.item_id!r}; remove duplicate items from your "
-                             "input and try again", param="input") from None
-
-
 def _best_effort(write: Callable[[], object]) -> None:
     try:
         write()
@@ -308,14 +261,3 @@ def delete(scope: Scope, response_id: str) -> dict:
 
 def list_input_items(scope: Scope, response_id: str, after: str | None, limit: int, order: str) -> dict:
     return listed(scope, response_id, after, limit, order, lambda: response_not_found(response_id))
-
-
-def listed(scope: Scope, key: str, after: str | None, limit: int, order: str, not_found: Callable[[], NotFound]) -> dict:
-    """A page of the items of the object `key` as OpenAI's list; `not_found()` is raised when there is none."""
-    try:
-        page = scope.need().page(key, scope.owner, after=after, limit=limit, order=order)
-    except UnknownCursor:
-        raise NotFound(f"No item with id '{after}' in '{key}'.", param="after") from None
-    if page is None:
-        raise not_found()
-    return item_list(page)

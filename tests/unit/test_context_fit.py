@@ -9,7 +9,7 @@ import pytest
 
 from api_like_oai.errors import ContextLengthExceeded
 from api_like_oai.prompts import ChatPrompt
-from api_like_oai.services.context import ERROR, Policy, drop_points, droppable_turns, fit
+from api_like_oai.services.fitting import ERROR, Policy, drop_points, droppable_turns, fit
 
 TOKENS_PER_MESSAGE = 10
 

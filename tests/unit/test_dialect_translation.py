@@ -14,7 +14,7 @@ from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.dialects import anthropic, responses, responses_tools
 from api_like_oai.errors import InvalidRequest
 from api_like_oai.sealing import Seal
-from api_like_oai.services.context import ERROR, Policy, fit
+from api_like_oai.services.fitting import ERROR, Policy, fit
 from api_like_oai.tools.parser import ToolCallDelta
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
