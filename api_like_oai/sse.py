@@ -14,9 +14,9 @@ KEEPALIVE_COMMENT = b": keep-alive\n\n"
 KEEPALIVE_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 KEEPALIVE_SECONDS = 5.0   # the longest silence before one is sent
 
-def frame(payload: dict) -> bytes:
-    """One event carrying `payload` as single-line JSON (control characters are always escaped)."""
-    return b"data: " + json_bytes(payload) + b"\n\n"
+def frame(chunk: dict) -> bytes:
+    """One event carrying `chunk` as single-line JSON (control characters are always escaped)."""
+    return b"data: " + json_bytes(chunk) + b"\n\n"
 
 
 def named_frame(event_name: str, payload: dict) -> bytes:

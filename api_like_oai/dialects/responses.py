@@ -306,9 +306,10 @@ class ResponsesRequest(Request):
     @model_validator(mode="after")
     def is_answerable(self):
         if self.background:
-            raise InvalidRequest("background responses are not supported: this proxy generates a response while "
-                                 "the client waits (streamed or not) and keeps none to fetch later; send "
-                                 "background: false", param="background")
+            raise InvalidRequest("background responses are not supported: this proxy generates a response only "
+                                 "while the client waits (streamed or not), so there is none to poll or cancel "
+                                 "while it runs; a stored one (store) can be read back once answered with "
+                                 "GET /v1/responses/{id}; send background: false", param="background")
         if isinstance(self.input, list) and not self.input:
             raise InvalidRequest("input is an empty list", param="input")
         return self

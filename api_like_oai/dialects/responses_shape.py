@@ -14,7 +14,7 @@ response.output_item.added, then
 then response.output_item.done; at the end response.completed (or response.incomplete when
 max_output_tokens cut it, response.failed when the generation failed after the start).
 
-The same protocol as dialects/openai_shape.py, so generation.stream and generation.fold drive it. One
+The shape Protocol (shape.py), so generation.stream and generation.fold drive it. One
 choice; output items are cut by dialects/blocks.Blocks, as in the fold. Calls are written as the
 Responses tool kind their offered function stands for (responses_tools.py).
 """
@@ -42,6 +42,8 @@ _ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOC
 
 class ResponsesShape:
     end = b""   # the stream ends with response.completed (or .incomplete / .failed), no [DONE]
+    keepalive = sse.KEEPALIVE_COMMENT   # OpenAI's SDKs skip comments
+    usage_at_start = False   # the usage comes with response.completed
 
     def __init__(self, model: str, request: ResponsesRequest, seal: Seal | None = None,
                  sampling: Callable[[], dict[str, float]] | None = None):

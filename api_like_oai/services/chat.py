@@ -215,7 +215,7 @@ def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedMode
     `edit_messages`: see MessageEdit."""
     try:
         chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages,
-                          cached_at_start=bool(chat_request.stream) and getattr(shape, "usage_at_start", False))
+                          cached_at_start=bool(chat_request.stream) and shape.usage_at_start)
     except InvalidRequest as exc:  # a tool schema the grammar refuses: named as the client sent it
         raise as_sent(exc, chat_request.dialect_tool_params) from None
     combined = chained([step for step in (chat.transform, transform) if step is not None])
