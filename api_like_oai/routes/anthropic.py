@@ -61,7 +61,7 @@ def count_tokens():
 
 def _translation():
     """The request's translation, checking thinking blocks with the installation's seal."""
-    from ..dialects.anthropic import to_chat_request
+    from ..dialects.anthropic_translation import to_chat_request
 
     return functools.partial(to_chat_request, seal=state().seal)
 

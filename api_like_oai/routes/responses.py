@@ -19,8 +19,9 @@ bp = Blueprint("responses", __name__)
 @bp.post("/v1/responses")
 @keeps_alive_while_loading("responses")
 def create():
-    from ..dialects.responses import ResponsesRequest, set_aside_headers
+    from ..dialects.responses import ResponsesRequest
     from ..dialects.responses_tools import at_most
+    from ..dialects.responses_translation import set_aside_headers
     from ..services import stored_responses
     from ..services.stored_responses import Turn
 

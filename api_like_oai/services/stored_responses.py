@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator
 
 from pydantic import TypeAdapter
 
-from ..dialects.responses import InputItem, ResponsesRequest, to_chat_request
+from ..dialects.responses import InputItem, ResponsesRequest
 from ..dialects.responses_shape import ResponsesShape
+from ..dialects.responses_translation import to_chat_request
 from ..errors import InvalidRequest, ProxyError
 from ..observability import stage
 from ..protocol import ChatCompletionRequest
