@@ -1,11 +1,13 @@
-"""The Responses API's request as the internal chat request (`to_chat_request`): instructions and input
+"""The Responses API's request as the internal chat request (`translate`): instructions and input
 items as chat messages (thoughts handed out as encrypted_content opened with the seal), tools and tool
-choice (responses_tools.py), sampling and the text format; and the headers that name what was set aside.
+choice (responses_tools.py), sampling and the text format; with what was set aside on the way, which
+the answer's headers name (`Translation.headers`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidRequest
@@ -27,6 +29,7 @@ from .responses_tools import (
     FUNCTION,
     LOCAL_SHELL,
     TOOL_SEARCH,
+    ChoicePlan,
     Toolbox,
     chat_tools,
     custom_arguments,
@@ -35,16 +38,45 @@ from .responses_tools import (
 )
 
 
+@dataclass(frozen=True)
+class Translation:
+    """A Responses request as the chat request, and what of it was knowingly set aside on the way: tools
+    only OpenAI's servers run, a tool_choice of one of them, input items that carry nothing the model
+    can be given (by their position in the input: a continued turn's own come after the stored ones)."""
+
+    chat: ChatCompletionRequest
+    tools_set_aside: tuple[str, ...] = ()
+    choice_set_aside: str | None = None
+    items_set_aside: tuple[tuple[int, str], ...] = ()   # (position in the input, item type)
+
+    def headers(self, first_item: int = 0) -> dict[str, str]:
+        """The response headers naming what was set aside; of the input items, those from `first_item`
+        on (the request's own, after the stored items of the turns it continues)."""
+        headers = {SET_ASIDE_TOOLS_HEADER: ", ".join(self.tools_set_aside)} if self.tools_set_aside else {}
+        if self.choice_set_aside:
+            headers[CHOICE_SET_ASIDE_HEADER] = self.choice_set_aside
+        items = [kind for position, kind in self.items_set_aside if position >= first_item]
+        if items:
+            headers[INPUT_SET_ASIDE_HEADER] = ", ".join(dict.fromkeys(items))
+        return headers
+
+
 def to_chat_request(request: ResponsesRequest, seal: Seal | None = None) -> ChatCompletionRequest:
-    """The chat request `request` becomes: instructions and input, tools and tool choice, sampling.
-    `seal` opens the thoughts this installation handed out as encrypted_content."""
+    """The chat request `request` becomes (see `translate`)."""
+    return translate(request, seal).chat
+
+
+def translate(request: ResponsesRequest, seal: Seal | None = None) -> Translation:
+    """The chat request `request` becomes: instructions and input, tools and tool choice, sampling;
+    with what was set aside. `seal` opens the thoughts this installation handed out as encrypted_content."""
     box = request.toolbox()
-    fields: dict[str, Any] = {"model": request.model, "messages": chat_messages(request, box, seal),
-                              "stream": bool(request.stream)}
+    turns = chat_turns(request, box, seal)
+    fields: dict[str, Any] = {"model": request.model, "messages": turns.messages, "stream": bool(request.stream)}
     if request.max_output_tokens is not None:
         fields["max_tokens"] = request.max_output_tokens
     fields |= given(request, ("temperature", "top_p", "parallel_tool_calls", "prompt_cache_key", "user"))
-    tool_fields, tool_params = _tool_fields(request, box)
+    choice = plan_choice(request.tool_choice, box)
+    tool_fields, tool_params = _tool_fields(request, box, choice)
     fields |= tool_fields
     response_format = _response_format(request.text)
     if response_format:
@@ -53,15 +85,14 @@ def to_chat_request(request: ResponsesRequest, seal: Seal | None = None) -> Chat
         fields["reasoning_effort"] = request.reasoning.effort   # onto the template, as for chat
     if request.text is not None and request.text.verbosity is not None:
         fields["verbosity"] = request.text.verbosity
-    return chat_request(fields, tool_params)
+    return Translation(chat_request(fields, tool_params), box.set_aside, choice.set_aside, tuple(turns.set_aside))
 
 
-def _tool_fields(request: ResponsesRequest, box: Toolbox) -> tuple[dict, list[str]]:
+def _tool_fields(request: ResponsesRequest, box: Toolbox, choice: ChoicePlan) -> tuple[dict, list[str]]:
     """(the chat request's tools, tool_choice and parallel_tool_calls, where each tool's parameters came
     from). "auto", "required" or "none" among tools that were all set aside is left out (the chat
     schema refuses a choice without tools, as it should when the request has none, or names a function
     that is not there); max_tool_calls 0 offers no tools, 1 allows no parallel calls."""
-    choice = plan_choice(request.tool_choice, box)
     tools, tool_params = chat_tools(box, choice.allowed)
     fields: dict[str, Any] = {"tools": tools} if tools else {}
     if choice.chat_choice is not None and (tools or not box.set_aside or isinstance(choice.chat_choice, dict)):
@@ -80,6 +111,7 @@ class _Turns:
     def __init__(self, instructions: str | None):
         self.messages: list[dict] = [{"role": "system", "content": instructions}] if instructions else []
         self.thoughts: list[str] = []
+        self.set_aside: list[tuple[int, str]] = []   # (position in the input, type) of the items set aside
 
     def add_message(self, role: str, content: str) -> None:
         messages = self.messages
@@ -120,16 +152,20 @@ def chat_messages(request: ResponsesRequest, box: Toolbox | None = None, seal: S
     calls join the assistant turn before them (under the names the model is offered), their outputs
     become `tool` messages, recalled thoughts the next assistant turn's reasoning_content; items of
     other kinds are set aside."""
+    return chat_turns(request, box if box is not None else request.toolbox(), seal).messages
+
+
+def chat_turns(request: ResponsesRequest, box: Toolbox, seal: Seal | None) -> _Turns:
+    """The chat messages of chat_messages, with the items set aside."""
     turns = _Turns(request.instructions)
     if isinstance(request.input, str):
         turns.add_message("user", request.input)
-        return turns.messages
-    box = box if box is not None else request.toolbox()
+        return turns
     for n, item in enumerate(request.input):
         _add_item(turns, item, n, box, seal)
     if request.reasoning is not None and request.reasoning.context == "current_turn":
         _forget_earlier_thoughts(turns.messages)
-    return turns.messages
+    return turns
 
 
 def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> None:
@@ -156,10 +192,14 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
         thought = recalled_thought(item, seal)
         if thought:
             turns.thoughts.append(thought)
+        else:
+            turns.set_aside.append((n, kind))
     elif kind == "message":
         role = "system" if item.role == "developer" else item.role
         turns.add_message(role, _content(item.content, f"input.{n}.content") if role == "user"
                           else _text(item.content, f"input.{n}.content"))
+    if isinstance(item, SetAsideItem):
+        turns.set_aside.append((n, item.type))
 
 
 def recalled_thought(item: ReasoningItem, seal: Seal | None) -> str | None:
@@ -177,22 +217,6 @@ def _forget_earlier_thoughts(messages: list[dict]) -> None:
     last_user = max((n for n, message in enumerate(messages) if message["role"] == "user"), default=-1)
     for message in messages[:last_user]:
         message.pop("reasoning_content", None)
-
-
-def set_aside_headers(request: ResponsesRequest, seal: Seal | None = None) -> dict[str, str]:
-    """The response headers that name what of `request` was knowingly set aside: tools only OpenAI's
-    servers run, a tool_choice of one of them, input items that carry nothing the model can be given."""
-    box = request.toolbox()
-    headers = {SET_ASIDE_TOOLS_HEADER: ", ".join(box.set_aside)} if box.set_aside else {}
-    choice = plan_choice(request.tool_choice, box)
-    if choice.set_aside:
-        headers[CHOICE_SET_ASIDE_HEADER] = choice.set_aside
-    items = [] if isinstance(request.input, str) else [
-        item.type for item in request.input
-        if isinstance(item, SetAsideItem) or (item.type == "reasoning" and not recalled_thought(item, seal))]
-    if items:
-        headers[INPUT_SET_ASIDE_HEADER] = ", ".join(dict.fromkeys(items))
-    return headers
 
 
 def _text(content: str | list, param: str) -> str:

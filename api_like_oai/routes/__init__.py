@@ -13,7 +13,7 @@ from ..errors import PermissionDenied
 from ..middleware import ON_CLOSE
 from ..observability import LOADING_MODEL, QUEUED, stage
 from ..offload import let_others_run
-from ..services.admission import Admission, DialectRequest, invalid_request
+from ..services.admission import Admission, invalid_request
 from ..services.inflight import Context
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -129,12 +129,12 @@ def hold_model(model) -> None:
     model.pool.serve_only(lease.urls)
 
 
-def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:
-    """The body validated as `request_model`, then admitted as services/admission.py says."""
+def parse_dialect(request_model: type[BaseModel]):
+    """The body validated as `request_model`, a request of an API the service translates (Anthropic's,
+    the Responses API): its service translates and admits it (services/admission.py)."""
     dialect_request = parse_body(request_model)
     let_others_run()  # an agent's body is tens of kilobytes: other streams go on between parsing and translating
-    with stage(g.get("record"), "admission"):
-        return admission().dialect(dialect_request, translate)
+    return dialect_request
 
 
 def lookup_model(requested: str | None, max_tokens: int | None = None):

@@ -4,6 +4,7 @@ routes/ hands in the app's limits, its registry and the request's access record.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,11 +41,11 @@ class Admission:
     ticket: Ticket | None = None
     hold: Callable[[ServedModel], None] | None = None   # keeps a model the proxy starts loaded for the request
 
-    def dialect(self, api_request: BaseModel, translate) -> DialectRequest:
-        """`api_request` translated into the chat request, checked against the limits (its max_tokens
-        an upper bound, lowered to --max-tokens-limit), its model looked up (a llama.cpp model, or an
-        OpenAI-compatible upstream the chat request is sent to: services/chat.start_chat)."""
-        chat_request = self.bounded_by_limits(translated(translate, api_request))
+    def dialect(self, api_request: BaseModel, chat_request: ChatCompletionRequest) -> DialectRequest:
+        """`api_request` and the chat request it was translated into, checked against the limits (its
+        max_tokens an upper bound, lowered to --max-tokens-limit), its model looked up (a llama.cpp model,
+        or an OpenAI-compatible upstream the chat request is sent to: services/chat.start_chat)."""
+        chat_request = self.bounded_by_limits(chat_request)
         self.check_limits(chat_request)
         model, model_name = self.lookup_model(api_request.model, chat_request.token_limit())
         return DialectRequest(api_request, chat_request, model, model_name)
@@ -96,11 +97,13 @@ class Admission:
                                  param="max_tokens")
 
 
-def translated(translate, dialect_request):
-    """`translate(dialect_request)`: the chat request another API's request becomes."""
+@contextlib.contextmanager
+def client_request():
+    """Around a translation into the chat request: what the chat schema refuses there (pydantic's
+    ValidationError) is still the client's request, a 400 naming the field."""
     try:
-        return translate(dialect_request)
-    except ValidationError as exc:  # a translation the chat schema refuses: still the client's request
+        yield
+    except ValidationError as exc:
         raise invalid_request(exc) from None
 
 

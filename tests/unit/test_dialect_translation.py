@@ -299,7 +299,7 @@ def test_responses_tool_kinds_become_functions_whose_names_cannot_collide():
                                            f"The input must follow this lark grammar:\n{PATCH_GRAMMAR}")
     assert functions[4]["parameters"] == responses_tools.LOCAL_SHELL_PARAMETERS
     request = responses.ResponsesRequest.model_validate({"input": "Hi", "tools": CODEX_TOOLS})
-    assert responses_translation.set_aside_headers(request) == {"X-Tools-Set-Aside": "web_search, image_generation, mcp"}
+    assert responses_translation.translate(request).headers() == {"X-Tools-Set-Aside": "web_search, image_generation, mcp"}
 
 
 @pytest.mark.parametrize("tool_choice, chat_choice, names", [
@@ -330,11 +330,22 @@ def test_responses_tool_choice_in_every_form(tool_choice, chat_choice, names):
     assert [tool["function"]["name"] for tool in chat.get("tools", [])] == (all_names if names is None else names)
 
 
+def test_responses_a_continued_turn_names_only_its_own_items_set_aside():
+    """A continued turn's input starts with the stored items of the turns before it: the header names
+    what of the request's own items was set aside (it said so of the earlier ones when they were sent)."""
+    body = {"input": [{"type": "web_search_call", "id": "ws_1"}, {"role": "user", "content": "Hi"},
+                      {"type": "item_reference", "id": "msg_0"}]}
+    translation = responses_translation.translate(responses.ResponsesRequest.model_validate(body))
+    assert translation.headers() == {"X-Input-Items-Set-Aside": "web_search_call, item_reference"}
+    assert translation.headers(first_item=1) == {"X-Input-Items-Set-Aside": "item_reference"}
+    assert translation.headers(first_item=3) == {}
+
+
 def test_responses_a_tool_choice_of_a_tool_set_aside_says_so():
     request = responses.ResponsesRequest.model_validate(
         {"input": "Hi", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}], "tool_choice": {"type": "file_search"}})
-    assert responses_translation.set_aside_headers(request) == {"X-Tools-Set-Aside": "file_search",
-                                                    "X-Tool-Choice-Set-Aside": "file_search"}
+    assert responses_translation.translate(request).headers() == {"X-Tools-Set-Aside": "file_search",
+                                                                  "X-Tool-Choice-Set-Aside": "file_search"}
     assert "tools" not in chat_of(responses, {"input": "Hi", "tool_choice": {"type": "file_search"},
                                               "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]})
 
@@ -411,7 +422,7 @@ def test_responses_input_items_of_no_use_to_the_model_are_set_aside_and_named():
                       {"type": "item_reference", "id": "msg_0"}, {"type": "web_search_call", "id": "ws_2"}]}
     assert messages_of(responses, body) == [{"role": "user", "content": "Hi"}]
     request = responses.ResponsesRequest.model_validate(body)
-    assert responses_translation.set_aside_headers(request, SEAL) == {
+    assert responses_translation.translate(request, SEAL).headers() == {
         "X-Input-Items-Set-Aside": "web_search_call, reasoning, item_reference"}
 
 
@@ -468,7 +479,7 @@ def test_responses_a_thought_handed_back_reaches_the_next_assistant_turn(item, r
     [_, assistant] = responses_translation.chat_messages(request, seal=SEAL)
     assert assistant.get("reasoning_content") == recalled
     expected = {} if recalled else {"X-Input-Items-Set-Aside": "reasoning"}
-    assert responses_translation.set_aside_headers(request, SEAL) == expected
+    assert responses_translation.translate(request, SEAL).headers() == expected
 
 
 def test_responses_thoughts_join_the_turn_they_precede():
@@ -518,7 +529,7 @@ def test_responses_a_client_tool_search_offers_what_it_found_from_then_on():
         {"role": "assistant", "tool_calls": [{"id": "c2", "type": "function", "function": {
             "name": "multi_agent_v1.spawn_agent", "arguments": '{"target": "x"}'}}]}]
     request = responses.ResponsesRequest.model_validate(body)
-    assert responses_translation.set_aside_headers(request) == {"X-Tools-Set-Aside": "tool_search"}   # the server-side one
+    assert responses_translation.translate(request).headers() == {"X-Tools-Set-Aside": "tool_search"}   # the server-side one
 
 
 # --- max_tokens as an upper bound ----------------------------------------------------------------------

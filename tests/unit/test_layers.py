@@ -127,9 +127,10 @@ def test_prompts_and_backends_import_nothing_of_each_other(importer, imported):
     assert crossing == []
 
 
-def test_the_walk_sees_relative_lazy_and_type_only_imports(tmp_path):
-    """The test's own reading: `from ..x import y` inside a function and under TYPE_CHECKING count."""
+def test_the_walk_sees_relative_lazy_and_type_only_imports():
+    """The test's own reading: relative imports, those inside a function and under TYPE_CHECKING count."""
     imports = imported_modules(PACKAGE / "routes" / "anthropic.py")
-    assert "api_like_oai.services.chat" in imports               # at the top
+    assert "api_like_oai.routes.waiting" in imports              # at the top, a sibling, relatively
     assert "api_like_oai.dialects.anthropic" in imports          # inside a view, lazily
-    assert "api_like_oai.routes.waiting" in imports              # a sibling, relatively
+    assert "api_like_oai.services.messages" in imports           # `from ..services import messages`: the module
+    assert "api_like_oai.dialects.conversations" in imported_modules(PACKAGE / "routes" / "scope.py")  # TYPE_CHECKING
