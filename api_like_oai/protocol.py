@@ -161,8 +161,9 @@ class SamplingFields(Request):
         return self.max_tokens
 
     def sampling_payload(self) -> dict:
-        """llama.cpp /completion fields for the sampling options that were given."""
-        payload = {"n_predict": -1 if self.token_limit() is None else self.token_limit()}
+        """llama.cpp /completion fields for the sampling options that were given (n_predict, the reply's
+        length, is the caller's: the fitted one for a chat, services/fitting.py)."""
+        payload = {}
         for name in _PASSTHROUGH:
             value = getattr(self, name)
             if value is not None:

@@ -137,12 +137,13 @@ def parse_dialect(request_model: type[BaseModel]):
     return dialect_request
 
 
-def lookup_model(requested: str | None, max_tokens: int | None = None):
+def lookup_model(requested: str | None):
     """(model, name to answer with) if the caller may use it (404 otherwise), admitted by its key's limits."""
     with stage(g.get("record"), "admission"):
-        return admission().lookup_model(requested, max_tokens)
+        return admission().lookup_model(requested)
 
 
-def check_limits(api_request) -> None:
+def admit(api_request):
+    """(request with its max_tokens decided, model, name to answer with): Admission.admit."""
     with stage(g.get("record"), "admission"):
-        admission().check_limits(api_request)
+        return admission().admit(api_request)

@@ -98,10 +98,13 @@ def image_tokens(model: ServedModel, text: str) -> int:
     return len(placeholders_in(text)) * model.image_limits.tokens_per_image
 
 
-def upstream_payload(request: ChatCompletionRequest, prompt, images: dict | None = None) -> dict:
-    """/completion's fields for `prompt`; with `images` (by digest), the prompt carries those it names."""
+def upstream_payload(request: ChatCompletionRequest, fitted: fitting.FittedPrompt, images: dict | None = None) -> dict:
+    """/completion's fields for the fitted prompt and its reply's length; with `images` (by digest), the
+    prompt carries those it names."""
+    prompt = fitted.prompt
     payload = {"prompt": media_prompt(prompt.text, images) if images else prompt.text,
-               "stop": merge_stops(prompt.stop, request.stop_list()), "stream": True, **request.sampling_payload()}
+               "stop": merge_stops(prompt.stop, request.stop_list()), "stream": True, "n_predict": fitted.n_predict,
+               **request.sampling_payload()}
     if request.response_format is not None:
         payload |= request.response_format.to_llamacpp()
     if request.logprobs:
@@ -166,7 +169,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
-    payload = upstream_payload(request, fitted.prompt, images) | {"n_predict": fitted.n_predict} | constraint
+    payload = upstream_payload(request, fitted, images) | constraint
     if cached_at_start:
         payload["timings_per_token"] = True  # llama.cpp's counts come with the last event otherwise
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
