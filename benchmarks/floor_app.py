@@ -15,6 +15,7 @@ from flask import Flask, Response, request
 from api_like_oai.backends.http import HTTPClient
 
 app = Flask(__name__)
+app.in_flight = 0  # what the proxy's worker waits for at shutdown (its middleware counts it): nothing here
 UPSTREAMS = {model: HTTPClient(url, connect_timeout=5, read_timeout=600)
              for model, url in json.loads(os.environ["FLOOR_UPSTREAMS"]).items()}
 
@@ -39,7 +40,7 @@ def generate():
         return {"object": "chat.completion", "choices": [choice(event["content"], chat, False)]}
 
     def events():
-        for piece in answer.chunks():
+        for piece in answer.iter_bytes():
             if piece.startswith(b"data: "):
                 event = json.loads(piece[6:])
                 yield b"data: " + json.dumps({"choices": [choice(event["content"], chat, True)]}).encode() + b"\n\n"
