@@ -266,7 +266,7 @@ def quick_guard(args: argparse.Namespace) -> int:
     """`--quick`: the ratio rows, the streamed tool call against text and the agent turns against a one-line
     chat, briefly; quick.md and quick.json in the output directory (results.* are left alone)."""
     results = BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
-    plan = dataclasses.replace(Plan.quick(), repeats=3, capacity_seconds=1.0, agent_turn_rounds=10)
+    plan = dataclasses.replace(Plan.quick(), repeats=4, capacity_seconds=1.5, agent_turn_rounds=10)
     with ExitStack() as stack:
         props_path = measure_ratios(results, ratios.RatioPlan.quick(), stack)
         measure_tool_call(results, plan, props_path, stack)
