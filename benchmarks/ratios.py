@@ -154,16 +154,15 @@ async def generation_row(targets: dict[str, Service], models: dict[str, str], cl
                                                                    "model": models[target]})
                 for target, service in targets.items()}
     samples: dict[str, list[Sample]] = {target: [] for target in targets}
-    cpu = dict.fromkeys(targets, 0.0)
+    cpu, errors = dict.fromkeys(targets, 0.0), dict.fromkeys(targets, 0)
     try:
         for index, target in enumerate((*targets, *passes(tuple(targets), rounds))):
             before = targets[target].tree().cpu_seconds()
-            batch = await asyncio.gather(*(c.send(requests[target], watch_text=True) for c in connections[target]))
-            if any(s.status != 200 for s in batch):
-                raise RuntimeError(f"{target} answered {[s.status for s in batch]}")
+            batch = await asyncio.gather(*(answered(c, requests[target]) for c in connections[target]))
             if index >= len(targets):  # the first pass warms up: connections, slots, the prompt cache
                 cpu[target] += targets[target].tree().cpu_seconds() - before
-                samples[target] += batch
+                samples[target] += [s for s in batch if s is not None]
+                errors[target] += sum(s is None for s in batch)
     finally:
         for connection in (c for group in connections.values() for c in group):
             connection.close()
@@ -171,10 +170,21 @@ async def generation_row(targets: dict[str, Service], models: dict[str, str], cl
     for target, measured in samples.items():
         cells.append(FrontCell(target, len(measured), sum(s.total for s in measured),
                                cpu[target] * 1e6 / len(measured) if target != "direct" and measured else math.nan,
-                               math.nan, 0, ttft_p50_ms=percentile([s.ttft * 1000 for s in measured], 0.5),
+                               math.nan, errors[target], ttft_p50_ms=percentile([s.ttft * 1000 for s in measured], 0.5),
                                tokens_per_s=percentile([GENERATED_TOKENS / s.total for s in measured], 0.5)))
     return RatioRow(f"real generation, streamed chat, {clients} client{'s' if clients > 1 else ''}, "
                     f"llama-server --threads {threads}", "generation", clients, cells, load_now())
+
+
+async def answered(connection: Connection, request: bytes) -> Sample | None:
+    """The sample of a whole 200 answer; None for another status or a stream cut short (LiteLLM 1.106.12
+    drops a connection now and then on an internal error), the connection then opened anew."""
+    try:
+        sample = await connection.send(request, watch_text=True)
+    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        connection.close()
+        return None
+    return sample if sample.status == 200 else None
 
 
 def load_now() -> str:

@@ -22,14 +22,14 @@ def ratios_section(results: BenchmarkResults) -> str:
                   "restated against the floor of the same row (∞: the target finished nothing in its windows, still "
                   "busy with the requests of its earlier windows; windows end by cutting the requests in flight):",
                   table(["row", "floor", "proxy", "LiteLLM", "proxy ÷ floor", "LiteLLM ÷ floor", "LiteLLM ÷ proxy",
-                         "errors", "load after"], [_cpu_row(row) for row in cpu_rows])]
+                         "errors (floor, proxy / LiteLLM)", "load after"], [_cpu_row(row) for row in cpu_rows])]
     if generation:
         parts += ["Real generation: the same streamed chat (64 tokens, greedy, seeded) to llama-server's own "
                   "OpenAI API, through the proxy and through LiteLLM; time to the first text and tokens/s (medians), "
                   "each restated against direct; the fronts' CPU per request (µs):",
                   table(["row", "direct TTFT ms", "tokens/s direct", "proxy TTFT added ms", "proxy tokens/s ÷ direct",
                          "LiteLLM TTFT added ms", "LiteLLM tokens/s ÷ direct", "proxy CPU µs/req",
-                         "LiteLLM CPU µs/req", "requests each", "load after"],
+                         "LiteLLM CPU µs/req", "requests each", "failed (direct, proxy / LiteLLM)", "load after"],
                         [_generation_row(row) for row in generation])]
     return "\n\n".join(parts)
 
@@ -49,7 +49,8 @@ def _cpu_row(row: RatioRow) -> list[str]:
     unit = "token" if row.kind == "token" else "req"
     return [row.name, *(f"{_finite(row.cost(t), 0)} µs/{unit}" for t in ("floor", "proxy", "litellm")),
             f"{_finite(row.over_floor('proxy'), 2)}x", f"{_finite(row.over_floor('litellm'), 2)}x",
-            f"{_finite(row.cost('litellm') / row.cost('proxy'), 1)}x", str(row.errors()), row.load_average]
+            f"{_finite(row.cost('litellm') / row.cost('proxy'), 1)}x",
+            f"{row.errors()} / {row.errors(('litellm',))}", row.load_average]
 
 
 def _finite(value: float, digits: int) -> str:
@@ -62,7 +63,8 @@ def _generation_row(row: RatioRow) -> list[str]:
             number(row.ttft_added_ms("proxy"), 2), number(row.tokens_ratio("proxy"), 3),
             number(row.ttft_added_ms("litellm"), 2), number(row.tokens_ratio("litellm"), 3),
             number(proxy.cpu_us_per_request, 0), number(litellm.cpu_us_per_request, 0),
-            str(min(direct.requests, proxy.requests, litellm.requests)), row.load_average]
+            str(min(direct.requests, proxy.requests, litellm.requests)),
+            f"{row.errors()} / {row.errors(('litellm',))}", row.load_average]
 
 
 # The targets `--quick` judges: each against a neighbour measured in the same run.

@@ -423,13 +423,16 @@ class RatioRow:
 
     def ahead_of_litellm(self) -> bool:
         """Cheaper in CPU, or (real generation) less TTFT added and tokens/s as high."""
+        if self.errors(("proxy",)) > self.errors(("litellm",)):
+            return False
         if self.kind == "generation":
             return (self.ttft_added_ms("proxy") < self.ttft_added_ms("litellm")
                     and self.tokens_ratio("proxy") >= self.tokens_ratio("litellm"))
         return self.cost("proxy") < self.cost("litellm")
 
-    def errors(self) -> int:
-        return sum(c.errors for c in self.cells)
+    def errors(self, of: tuple[str, ...] = ("direct", "floor", "proxy")) -> int:
+        """Failed requests of the proxy and the neighbours it is divided by (LiteLLM's count against it alone)."""
+        return sum(c.errors for c in self.cells if c.target in of)
 
 
 @dataclass

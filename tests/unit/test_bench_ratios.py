@@ -112,3 +112,13 @@ def test_ratio_rows_survive_results_json_and_show_in_the_report():
     assert json.dumps(dataclasses.asdict(again.ratios)) == json.dumps(dataclasses.asdict(results.ratios))  # NaN too
     text = report.markdown(again)
     assert "1.17x" in text and "15.00" in text  # proxy ÷ floor; LiteLLM's TTFT added
+
+
+def test_litellm_failures_count_against_litellm_alone():
+    row = cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 700.0, 9000.0)
+    row.cell("litellm").errors = 5
+    verdicts = ratio_targets(results_with([row]))
+    assert next(met for name, (_, met) in verdicts.items() if name.startswith("non-streamed"))
+    assert row.errors() == 0 and row.errors(("litellm",)) == 5 and row.ahead_of_litellm()
+    row.cell("proxy").errors = 6
+    assert not row.ahead_of_litellm()
