@@ -3,14 +3,15 @@ which admission asks before any upstream work and which records the request's us
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import AuthenticationFailed, RateLimited, StoreUnavailable
 from .book import KeyBook
-from .keys import ADMIN_NAME, ANONYMOUS, CONFIG_KEY_NAME, Caller, KeyRecord, matching
+from .keys import ADMIN_NAME, ANONYMOUS, CONFIG_KEY_NAME, NORMAL, Caller, KeyRecord, matching
 from .limits import Decision, anthropic_headers, openai_headers, retry_after_header
 from .usage import entry_of
 
@@ -30,6 +31,7 @@ class Gate:
     book: KeyBook | None = None
     on_store_error: str = CLOSED      # --limits-on-store-error
     metrics_per_key: bool = False     # --metrics-per-key: /metrics counts each managed key by name
+    api_key_priority: str = NORMAL    # --api-key-priority: of the keys from the flags (and of no key)
     # With --limits-on-store-error open: the records this process last read, by digest, used only while
     # the store cannot be read (a key revoked meanwhile is refused again once the store answers).
     last_read: dict = field(default_factory=dict, compare=False)
@@ -42,11 +44,11 @@ class Gate:
     def identify(self, offered: str) -> Caller:
         """The caller `offered` (the request's key) stands for; AuthenticationFailed if none."""
         if not self.required:
-            return ANONYMOUS
+            return ANONYMOUS if self.api_key_priority == NORMAL else replace(ANONYMOUS, given_priority=self.api_key_priority)
         if self.admin_keys and matching(offered, self.admin_keys):
-            return Caller(ADMIN_NAME, admin=True)
+            return Caller(ADMIN_NAME, admin=True, given_priority=self.api_key_priority)
         if self.api_keys and matching(offered, self.api_keys):
-            return Caller(CONFIG_KEY_NAME)
+            return Caller(CONFIG_KEY_NAME, given_priority=self.api_key_priority)
         record = self._managed(offered) if offered and self.book is not None else None
         if record is None:
             raise AuthenticationFailed("missing or invalid API key; send 'Authorization: Bearer <key>'")
@@ -70,6 +72,16 @@ class Gate:
                 self.last_read.clear()
             self.last_read[digest] = record
         return record
+
+
+# The ticket of the request this thread (greenlet) serves: what the upstream pool asks for the
+# request's priority without every service passing it down (services/merge.py runs each choice of a
+# request in a copy of this context). Set for each request before it reaches a route.
+CURRENT: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar("api_like_oai_ticket", default=None)
+
+
+def current_ticket() -> Ticket | None:
+    return CURRENT.get()
 
 
 @dataclass

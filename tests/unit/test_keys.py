@@ -198,3 +198,80 @@ def test_usage_adds_up_per_key_model_api_and_day(book):
     assert [(row.model, row.requests, row.prompt_tokens, row.completion_tokens, row.seconds) for row in rows] == [
         ("other", 1, 1, 2, 0.5), ("smol", 3, 30, 15, 1.5)]
     assert book.usage("2999-01-01") == []
+
+
+# --- priority at the upstream's door ------------------------------------------------------------
+
+def test_waiting_generations_get_a_free_slot_highest_priority_first_and_in_arrival_order_within_one():
+    from api_like_oai.access.priority import SlotQueue
+
+    waiting_now: dict[str, int] = {}
+    queue = SlotQueue(on_wait=lambda priority, delta: waiting_now.update({priority: waiting_now.get(priority, 0) + delta}))
+    running = queue.take(1, "low")             # the one slot, taken
+    served: list[str] = []
+
+    def ask(name: str, priority: str) -> None:
+        place = queue.take(1, priority)
+        served.append(name)
+        place.release()
+
+    threads = []
+    for name, priority in (("low-1", "low"), ("normal-1", "normal"), ("low-2", "low"), ("high-1", "high")):
+        threads.append(threading.Thread(target=ask, args=(name, priority)))
+        threads[-1].start()
+        while queue.waiting < len(threads):     # each waits before the next comes: a known arrival order
+            time.sleep(0.001)
+    assert waiting_now == {"low": 2, "normal": 1, "high": 1}
+    running.release()
+    for thread in threads:
+        thread.join(5)
+    assert served == ["high-1", "normal-1", "low-1", "low-2"]
+    assert queue.running == 0 and queue.waiting == 0 and set(waiting_now.values()) == {0}
+
+
+def test_a_slot_is_taken_at_once_under_the_count_and_always_when_the_count_is_not_known():
+    from api_like_oai.access.priority import SlotQueue
+
+    queue = SlotQueue()
+    places = [queue.take(None, "low") for _ in range(5)] + [queue.take(6, "low")]
+    assert queue.running == 6 and queue.waiting == 0
+    for place in places:
+        place.release()
+        place.release()                         # twice: the place is given back once
+    assert queue.running == 0
+
+
+def test_a_waiter_that_gives_up_leaves_the_queue_and_holds_no_slot():
+    from api_like_oai.access.priority import SlotQueue
+
+    queue = SlotQueue()
+    held = queue.take(1)
+    outcome = []
+
+    def give_up() -> None:
+        try:
+            queue.take(1, "high")
+        except TimeoutError:
+            outcome.append("gave up")
+
+    original_wait = threading.Event.wait
+    try:
+        threading.Event.wait = lambda self, timeout=None: (_ for _ in ()).throw(TimeoutError())
+        give_up()
+    finally:
+        threading.Event.wait = original_wait
+    assert outcome == ["gave up"] and queue.waiting == 0
+    held.release()
+    assert queue.running == 0 and queue.take(1) is not None
+
+
+def test_priority_is_kept_with_the_key_and_changed_like_its_limits():
+    assert KeyRecord.decode(record(priority="high").encode()).priority == "high"
+    fields = manage.KeyChanges(priority="low").record_fields(NOON)
+    assert manage.updated(record(), fields).priority == "low"
+    assert manage.updated(record(priority="high"), {"priority": ""}).priority == "normal"
+    assert manage.KeyChanges(priority=None).record_fields(NOON) == {}
+    with pytest.raises(ValueError):
+        manage.KeyChanges(priority="urgent")
+    assert Caller("config-key", given_priority="high").priority == "high"
+    assert Caller("team", record(priority="low"), given_priority="high").priority == "low"

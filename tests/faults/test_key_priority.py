@@ -1,0 +1,91 @@
+"""Per-key priority through the proxy as users run it (its CLI, gunicorn + gevent), in front of a
+scripted llama.cpp with one slot: while that slot is busy, a high-priority key's request that came
+last is sent upstream before the low-priority ones that waited longer; a pool's own waiting is
+counted on /metrics by priority."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+import requests
+
+from ..fake_llamacpp import FakeLlamaCpp
+
+ADMIN = {"Authorization": "Bearer admin-priority-secret"}
+
+
+@pytest.fixture(scope="module")
+def one_slot():
+    """A fake llama.cpp with one slot; a prompt saying "hold" is answered only once `release` is set."""
+    release = threading.Event()
+
+    def script(body: dict) -> list[str]:
+        if "hold" in body["prompt"]:
+            release.wait(30)
+        return [" done"]
+
+    upstream = FakeLlamaCpp(props_extra={"total_slots": 1}, script=script).start()
+    upstream.release = release
+    yield upstream
+    release.set()
+    upstream.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(one_slot, start_proxy, tmp_path_factory):
+    store = tmp_path_factory.mktemp("priority") / "store.sqlite3"
+    return start_proxy("--llama-api", one_slot.url, "--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}",
+                       "--admin-key", ADMIN["Authorization"].split()[1])
+
+
+def key_of(proxy, name: str, priority: str) -> str:
+    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": name, "priority": priority},
+                            headers=ADMIN, timeout=10)
+    assert created.status_code == 201 and created.json()["priority"] == priority, created.text
+    return created.json()["key"]
+
+
+def waiting(proxy, priority: str) -> float:
+    metrics = requests.get(proxy.url + "/metrics", headers=ADMIN, timeout=10).text
+    found = re.search(rf'^api_like_oai_slot_waiting{{priority="{priority}"}} (\S+)$', metrics, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_high_priority_request_waiting_for_the_busy_slot_is_served_before_earlier_low_ones(proxy, one_slot):
+    low, high = key_of(proxy, "batch", "low"), key_of(proxy, "interactive", "high")
+    statuses: dict[str, int] = {}
+
+    def ask(key: str, words: str) -> None:
+        statuses[words] = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={
+            "Authorization": f"Bearer {key}"}, json={"messages": [{"role": "user", "content": words}],
+                                                     "max_tokens": 4}).status_code
+
+    askers = [threading.Thread(target=ask, args=(low, "hold the slot"))]
+    askers[0].start()
+    wait_for(lambda: len(one_slot.requests) == 1, "the first request to hold the slot upstream")
+    for n in range(1, 4):
+        askers.append(threading.Thread(target=ask, args=(low, f"low {n}")))
+        askers[-1].start()
+        wait_for(lambda n=n: waiting(proxy, "low") == n, f"{n} low requests waiting")
+    askers.append(threading.Thread(target=ask, args=(high, "high 1")))
+    askers[-1].start()
+    wait_for(lambda: waiting(proxy, "high") == 1, "the high request waiting")
+    assert len(one_slot.requests) == 1            # nothing else was sent while the slot was busy
+
+    one_slot.release.set()
+    for asker in askers:
+        asker.join(60)
+    sent = [re.search(r"(hold the slot|low \d|high \d)", body["prompt"]).group(1) for body in one_slot.requests]
+    assert sent == ["hold the slot", "high 1", "low 1", "low 2", "low 3"]
+    assert set(statuses.values()) == {200} and len(statuses) == 5
+    assert waiting(proxy, "low") == waiting(proxy, "high") == 0
