@@ -210,6 +210,7 @@ def _identify_caller():
     CURRENT_TICKET.set(ticket)   # the upstream pool reads the request's priority from it
     record = g.get("record")
     if record is not None and ticket.caller.record is not None:
+        ticket.record = record
         record.on_close.append(ticket.finish)
 
 

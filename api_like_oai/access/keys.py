@@ -60,6 +60,10 @@ class KeyRecord:
     def has_limits(self) -> bool:
         return any(getattr(self, name) is not None for name in LIMIT_FIELDS)
 
+    @property
+    def has_token_limits(self) -> bool:
+        return self.tpm is not None or self.tokens_per_day is not None
+
     def to_json(self) -> dict:
         """The record as stored (the digest included; never the key)."""
         record = asdict(self)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TypeVar
 
+from ..access.gate import current_ticket
 from ..access.priority import Place, SlotQueue, current_priority, note_waiting
 from ..errors import ProxyError, UpstreamUnavailable
 from .events import GenerationEvent, PromptProgress
@@ -85,6 +86,10 @@ class UpstreamPool:
             events = client.generate(path, payload, index=index)
             return events, next(events, None)  # a connection that fails before any token is retried elsewhere
 
+        ticket = current_ticket()   # the request's key: its token limits, its usage, its priority
+        if ticket is not None:      # its prompt's tokens must fit what is left of them (a 429 if not)
+            ticket.before_generation(prompt_bytes(payload.get("prompt")), lambda: self._prompt_tokens(payload))
+        observe = ticket.observer() if ticket is not None else None
         place = self.places.take(self.slot_count(), current_priority())   # every slot busy: wait, by priority
         try:
             clients, route = self.route(affinity)
@@ -105,7 +110,16 @@ class UpstreamPool:
                 self.router.learn(affinity, moved.base_url)
             return moved, started
 
-        return self._relay(client, first, events, elsewhere, place)
+        return self._relay(client, first, events, elsewhere, place, observe)
+
+    def _prompt_tokens(self, payload: dict) -> int:
+        """The tokens of a generation's prompt, from a server's /tokenize (token ids are counted as they are)."""
+        prompt = payload.get("prompt")
+        if isinstance(prompt, dict):
+            prompt = prompt.get("prompt_string", "")
+        if not isinstance(prompt, str):
+            return len(prompt or ())
+        return len(self.ask(lambda client: client.tokenize(prompt, add_special=True)))
 
     def slot_count(self) -> int | None:
         """The slots of the healthy servers, None while any of them has not said how many it has."""
@@ -149,19 +163,24 @@ class UpstreamPool:
                 raise
         raise _none_left(failures)
 
-    def _relay(self, client: LlamaCppClient, first, events, elsewhere=None,
-               place: Place | None = None) -> Iterator[GenerationEvent]:
+    def _relay(self, client: LlamaCppClient, first, events, elsewhere=None, place: Place | None = None,
+               observe=None) -> Iterator[GenerationEvent]:
         """The events of `client`'s generation. A server lost while it is still reading the prompt (only
         prompt progress so far: nothing of the answer was given out) is left for the next one that
-        starts it, `elsewhere(lost) -> (server, (events, first))`; the client sees the prefill begin again."""
+        starts it, `elsewhere(lost) -> (server, (events, first))`; the client sees the prefill begin again.
+        `observe(event)`, if given, sees each event first (the key's usage, written as it arrives)."""
         reading = isinstance(first, PromptProgress)
         try:
             while True:
                 try:
                     if first is not None:
+                        if observe is not None:
+                            observe(first)
                         yield first
                     for event in events:
                         reading = reading and isinstance(event, PromptProgress)
+                        if observe is not None:
+                            observe(event)
                         yield event
                     return
                 except UpstreamUnavailable:
@@ -247,6 +266,16 @@ class AnyServer:
 
     def embeddings(self, inputs: list) -> list[list[float]]:
         return self.pool.ask(lambda client: client.embeddings(inputs))
+
+
+def prompt_bytes(prompt) -> int:
+    """A bound of a prompt's tokens without asking a server: its UTF-8 length (a token is at least a
+    byte), or the number of token ids it is."""
+    if isinstance(prompt, dict):
+        prompt = prompt.get("prompt_string", "")
+    if isinstance(prompt, str):
+        return len(prompt.encode())
+    return len(prompt) if isinstance(prompt, list) else 0
 
 
 def _none_left(failures: list[str]) -> UpstreamUnavailable:
