@@ -102,8 +102,8 @@ class Ticket:
     for_model: bool = False          # admission looked a model up for it: its usage is recorded
     record: object | None = None     # observability.RequestRecord: its model and API name the usage
     max_tokens: int | None = None    # as admission saw it: what each generation may add to its prompt
-    planned: int = 0                 # tokens its generations need (prompts + max_tokens), as far as known
-    reserved: int = 0                # of them, those reserved in the key book (capped at a whole limit)
+    prompts: int = 0                 # the tokens of its generations' prompts (or their bound), as far as known
+    reserved: int = 0                # what it holds in the key book (limits.needed_tokens)
     generations: int = 0             # generations started (n > 1: one per choice)
     leased: bool = False             # admitted: it holds a place in flight until `finish`
     # llama.cpp's latest counts per generation and choice, and what checkpoints wrote of them
@@ -125,7 +125,7 @@ class Ticket:
             self._store_failed(exc)
             return
         self._decided(decision)
-        self.leased, self.planned, self.reserved = True, max_tokens or 0, decision.reserved_tokens
+        self.leased, self.reserved = True, decision.reserved_tokens
 
     def _decided(self, decision: Decision) -> None:
         self.decision = decision
@@ -142,16 +142,17 @@ class Ticket:
         tokens; `count_prompt()` (llama.cpp's /tokenize) is asked only when that bound does not fit."""
         if not self.leased or not self.caller.record.has_token_limits:
             return
-        extra = 0 if self.generations == 0 else self.max_tokens or 0   # admission reserved the first's
         self.generations += 1
-        decision = self._reserve(self.planned + extra + prompt_bytes)
+        decision = self._reserve(self.prompts + prompt_bytes)
         if not decision.allowed:
-            decision = self._reserve(self.planned + extra + count_prompt())
+            decision = self._reserve(self.prompts + count_prompt())
         self._decided(decision)
 
-    def _reserve(self, planned: int) -> Decision:
-        """The key book's decision on holding `planned` tokens in all (at most a whole limit)."""
-        more = needed_tokens(self.caller.record, planned) - self.reserved
+    def _reserve(self, prompts: int) -> Decision:
+        """The key book's decision on holding what the request's generations need with `prompts` tokens
+        of prompts (each generation's max_tokens capped as limits.needed_tokens says)."""
+        need = needed_tokens(self.caller.record, (self.max_tokens or 0) * self.generations, prompts)
+        more = need - self.reserved
         decision = self.decision
         if more > 0:
             try:
@@ -160,7 +161,7 @@ class Ticket:
                 self._store_failed(exc)
                 return self.decision
         if decision.allowed:
-            self.planned, self.reserved = planned, self.reserved + max(more, 0)
+            self.prompts, self.reserved = prompts, max(need, self.reserved)
         return decision
 
     def observer(self) -> Callable | None:

@@ -69,15 +69,16 @@ class Decision:
                 f"({self.refused_by}) limit {limit}; retry after {retry_after_header(self.retry_after)} s")
 
 
-def needed_tokens(record: KeyRecord, max_tokens: int | None) -> int:
-    """The tokens a request must find left before it runs: its max_tokens, but never more than a whole
-    limit (a request asking for more than the key's whole minute or day is let run when nothing is
-    used, rather than refused for ever)."""
-    need = max_tokens or 0
+def needed_tokens(record: KeyRecord, max_tokens: int | None, prompt_tokens: int = 0) -> int:
+    """The tokens a request must find left before it runs: its prompt's and its max_tokens, the latter
+    never more than a whole limit leaves after the prompt (max_tokens is a bound: a request asking for
+    more than the key's whole minute or day is let run when nothing is used, rather than refused for
+    ever; a prompt is what it is)."""
+    generated = max_tokens or 0
     for limit in (record.tpm, record.tokens_per_day):
         if limit is not None:
-            need = min(need, limit)
-    return need
+            generated = min(generated, max(limit - prompt_tokens, 0))
+    return prompt_tokens + generated
 
 
 def decide(record: KeyRecord, counts: Counts, now: float, max_tokens: int | None = None) -> Decision:

@@ -1,7 +1,8 @@
-"""Per-key priority through the proxy as users run it (its CLI, gunicorn + gevent), in front of a
-scripted llama.cpp with one slot: while that slot is busy, a high-priority key's request that came
-last is sent upstream before the low-priority ones that waited longer; a pool's own waiting is
-counted on /metrics by priority."""
+"""What a key means at the upstream, through the proxy as users run it (its CLI, gunicorn + gevent),
+in front of a scripted llama.cpp with one slot: per-key priority (while that slot is busy, a
+high-priority key's request that came last is sent upstream before the low-priority ones that waited
+longer; the waiting counted on /metrics by priority), and token limits checked on the rendered
+prompt before anything is generated."""
 
 from __future__ import annotations
 
@@ -89,3 +90,21 @@ def test_a_high_priority_request_waiting_for_the_busy_slot_is_served_before_earl
     assert sent == ["hold the slot", "high 1", "low 1", "low 2", "low 3"]
     assert set(statuses.values()) == {200} and len(statuses) == 5
     assert waiting(proxy, "low") == waiting(proxy, "high") == 0
+
+
+def test_a_prompt_whose_tokens_and_max_tokens_do_not_fit_what_is_left_is_refused_before_generation(proxy, one_slot):
+    key = requests.post(proxy.url + "/v1/internal/keys", json={"name": "small", "tpm": 60}, headers=ADMIN,
+                        timeout=10).json()["key"]
+    sent_before = len(one_slot.requests)
+    long_prompt = " ".join(f"word{n}" for n in range(80))   # the fake counts a prompt's tokens as its words
+    refused = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={"Authorization": f"Bearer {key}"},
+                            json={"messages": [{"role": "user", "content": long_prompt}], "max_tokens": 10})
+    assert refused.status_code == 429, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "rate_limit_exceeded" and error["type"] == "tokens"
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    asked = one_slot.requests[sent_before:]
+    assert asked and all("content" in body and "prompt" not in body for body in asked)   # counted, not generated
+    short = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={"Authorization": f"Bearer {key}"},
+                          json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10})
+    assert short.status_code == 200 and int(short.headers["x-ratelimit-remaining-tokens"]) <= 60
