@@ -4,7 +4,9 @@ waiting for one are let in highest priority first, and in arrival order within a
 llama-server queues what it cannot start in arrival order, so the order must be decided before a
 request is sent: each model's pool (backends/pool.py) holds its generations to the slots its servers
 have (/props' total_slots, summed) with one `SlotQueue`. Under the slot count nothing waits and the
-cost is a lock; a pool whose slot count is not known yet does not hold anything back.
+cost is a lock; a pool whose slot count is not known yet does not hold anything back, and neither does
+one that has only seen requests of one priority (normal): until a high or low one comes, holding the
+others would only repeat llama-server's own arrival order, one hop earlier.
 
 The queue is per process: with --workers N, each worker orders its own waiters and the N together
 may still send more than the slots (llama-server then queues those in arrival order).
@@ -51,6 +53,7 @@ class SlotQueue:
     def __init__(self, on_wait=None):
         self.running = 0
         self.capacity: int | None = None
+        self.ordering = False     # a high or low request came: from now on requests wait here for a slot
         self._waiting: list[_Waiter] = []
         self._arrivals = itertools.count()
         self._lock = threading.Lock()
@@ -65,7 +68,8 @@ class SlotQueue:
         waiter of a higher priority, and every earlier one of the same, went first."""
         with self._lock:
             self.capacity = capacity
-            if capacity is None or (self.running < capacity and not self._waiting):
+            self.ordering = self.ordering or priority != NORMAL
+            if capacity is None or not self.ordering or (self.running < capacity and not self._waiting):
                 self.running += 1
                 return Place(self)
             waiter = _Waiter(RANK.get(priority, RANK[NORMAL]), next(self._arrivals))

@@ -303,12 +303,13 @@ def test_waiting_generations_get_a_free_slot_highest_priority_first_and_in_arriv
     assert queue.running == 0 and queue.waiting == 0 and set(waiting_now.values()) == {0}
 
 
-def test_a_slot_is_taken_at_once_under_the_count_and_always_when_the_count_is_not_known():
+def test_a_slot_is_taken_at_once_under_the_count_when_it_is_not_known_and_before_any_priority_but_normal():
     from api_like_oai.access.priority import SlotQueue
 
     queue = SlotQueue()
-    places = [queue.take(None, "low") for _ in range(5)] + [queue.take(6, "low")]
-    assert queue.running == 6 and queue.waiting == 0
+    places = [queue.take(4) for _ in range(6)]               # normal requests only: llama-server's order
+    places += [queue.take(None, "low") for _ in range(5)] + [queue.take(12, "low")]
+    assert queue.running == 12 and queue.waiting == 0 and queue.ordering
     for place in places:
         place.release()
         place.release()                         # twice: the place is given back once
@@ -319,7 +320,7 @@ def test_a_waiter_that_gives_up_leaves_the_queue_and_holds_no_slot():
     from api_like_oai.access.priority import SlotQueue
 
     queue = SlotQueue()
-    held = queue.take(1)
+    held = queue.take(1, "low")
     outcome = []
 
     def give_up() -> None:
