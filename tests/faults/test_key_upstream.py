@@ -6,7 +6,9 @@ prompt before anything is generated."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 import time
 
@@ -14,6 +16,7 @@ import pytest
 import requests
 
 from ..fake_llamacpp import FakeLlamaCpp
+from ..servers import children_of
 
 ADMIN = {"Authorization": "Bearer admin-priority-secret"}
 
@@ -108,3 +111,57 @@ def test_a_prompt_whose_tokens_and_max_tokens_do_not_fit_what_is_left_is_refused
     short = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={"Authorization": f"Bearer {key}"},
                           json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10})
     assert short.status_code == 200 and int(short.headers["x-ratelimit-remaining-tokens"]) <= 60
+
+
+def test_a_worker_killed_mid_stream_leaves_what_the_upstream_reported_counted_and_usage_survives_a_restart(
+        start_proxy, tmp_path):
+    """The tokens of a running request are written as the upstream reports them (every second), so a
+    worker killed with SIGKILL mid-stream leaves them in the key's usage and its limits, with what is
+    left of its reservation (max_tokens) counted until its lease runs out; the usage is in the store."""
+    upstream = FakeLlamaCpp(behaviour="slow_tokens", token_interval=0.02,
+                            tokens=tuple(f" t{n}" for n in range(1500))).start()
+    try:
+        config = tmp_path / "config.yaml"
+        config.write_text(f"store: sqlite://{tmp_path}/store.sqlite3\nadmin_key: [{ADMIN['Authorization'].split()[1]}]\n"
+                          f"models:\n  smol:\n    upstreams: [{upstream.url}]\n    chat_prompt_model: chatml\n")
+        proxy = start_proxy("--config", str(config))
+        key = requests.post(proxy.url + "/v1/internal/keys", json={"name": "killed", "tpm": 100_000}, headers=ADMIN,
+                            timeout=10).json()["key"]
+        stream = requests.post(proxy.url + "/v1/chat/completions", stream=True, timeout=60, headers={
+            "Authorization": f"Bearer {key}"}, json={"model": "smol", "messages": [{"role": "user", "content": "go"}],
+                                                     "stream": True, "max_tokens": 2000})
+        started, received = time.monotonic(), 0
+        for line in stream.iter_lines():
+            received += line.startswith(b'data: {"id"') and b'"content"' in line
+            if time.monotonic() - started > 3.5 and received > 20:   # a few checkpoints written
+                break
+        [worker] = children_of(proxy.process.pid)
+        os.kill(worker, signal.SIGKILL)
+        stream.close()
+
+        [row] = usage_rows(proxy)   # gunicorn starts another worker, which reads the store
+        assert (row["key"], row["requests"], row["errors"], row["prompt_tokens"]) == ("killed", 1, 0, 3)
+        # written at the last checkpoint, a second or less before the kill: most of what was read, at least
+        assert received // 2 <= row["completion_tokens"] < 1500
+        after = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={"Authorization": f"Bearer {key}"},
+                              json={"model": "smol", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
+        assert after.status_code == 200
+        # the killed request's 2000 reserved (what it wrote included) still count this minute
+        assert int(after.headers["x-ratelimit-remaining-tokens"]) <= 100_000 - 2000
+        proxy.stop()
+        restarted = start_proxy("--config", str(config))
+        answered = after.json()["usage"]
+        assert [(r["requests"], r["prompt_tokens"], r["completion_tokens"]) for r in usage_rows(restarted)] == [
+            (2, 3 + answered["prompt_tokens"], row["completion_tokens"] + answered["completion_tokens"])]
+    finally:
+        upstream.stop()
+
+
+def usage_rows(proxy) -> list[dict]:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return requests.get(proxy.url + "/v1/internal/usage?since=1d", headers=ADMIN, timeout=10).json()["data"]
+        except requests.ConnectionError:
+            assert time.monotonic() < deadline, "the proxy did not answer again"
+            time.sleep(0.2)
