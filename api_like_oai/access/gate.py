@@ -146,7 +146,8 @@ class Ticket:
         decision = self._reserve(self.prompts + prompt_bytes)
         if not decision.allowed:
             decision = self._reserve(self.prompts + count_prompt())
-        self._decided(decision)
+        if not decision.allowed:   # else the headers stay admission's: what was left before this request
+            self._decided(decision)
 
     def _reserve(self, prompts: int) -> Decision:
         """The key book's decision on holding what the request's generations need with `prompts` tokens
