@@ -72,6 +72,7 @@ class KeysResult:
     measured_at: str
     load_average: str
     samples: list[KeysSample] = field(default_factory=list)
+    steps_ms: dict = field(default_factory=dict)   # store -> step -> p50 ms, in-process (no HTTP, no proxy)
 
     def sample(self, store: str, clients: int, limits: str) -> KeysSample:
         return next(s for s in self.samples if (s.store, s.clients, s.limits) == (store, clients, limits))
@@ -95,6 +96,14 @@ class KeysResult:
                              f"{self.added_ms(store, clients):+.2f} | {off.requests_per_second:.0f} | "
                              f"{on.requests_per_second:.0f} | {on.requests_per_second / off.requests_per_second:.2f}x | "
                              f"{off.errors + on.errors} |")
+        if self.steps_ms:
+            steps = list(next(iter(self.steps_ms.values())))
+            lines += ["", "The key book's steps alone, in this process (p50 of 300, ms): what the proxy adds "
+                      "per request beyond them is the rest of the difference above.", "",
+                      "| store | " + " | ".join(steps) + " | all |", "|---|" + "---:|" * (len(steps) + 1)]
+            for store, by_step in self.steps_ms.items():
+                lines.append(f"| {store} | " + " | ".join(f"{by_step[step]:.3f}" for step in steps)
+                             + f" | {sum(by_step.values()):.3f} |")
         lines += ["", "Target: a key with limits adds at most 0.3 ms to a non-streamed request at p50 (one client):"]
         for store in STORES:
             added = self.added_ms(store, 1)
@@ -123,6 +132,7 @@ def measure(plan: KeysPlan, progress) -> KeysResult:
             proxy = Service("proxy", [sys.executable, "-m", "api_like_oai", "--llama-api", upstream.url,
                                       "--port", str(port), "--store", url, "--admin-key", ADMIN,
                                       "--api-key", PLAIN, "--chat-prompt-model", "chatml"], port)
+            result.steps_ms[store] = _steps(store, url)
             try:
                 proxy.start()
                 managed = _managed_key(proxy.url)
@@ -138,6 +148,36 @@ def measure(plan: KeysPlan, progress) -> KeysResult:
             redis[0].terminate()
             redis[0].wait(10)
     return result
+
+
+def _steps(store: str, url: str, rounds: int = 300) -> dict[str, float]:
+    """p50 of each step a managed key with every limit takes per request, on the key book directly."""
+    from api_like_oai.access import manage
+    from api_like_oai.access.book import open_book
+    from api_like_oai.access.usage import UsageEntry
+    from api_like_oai.store import open_store
+    from api_like_oai.store.settings import StoreSettings
+
+    opened = open_store(StoreSettings(store, url.removeprefix("sqlite://") if store == "sqlite" else url), 1 << 20)
+    book = open_book(opened)
+    key, _ = manage.create_key(book, "bench-steps", manage.KeyChanges(**GENEROUS))
+    times: dict[str, list[float]] = {"identify": [], "admit": [], "reserve prompt": [], "finish": []}
+    for n in range(rounds):
+        began = time.perf_counter()
+        record = book.by_digest(book.digest(key))
+        marks = [began, time.perf_counter()]
+        book.admit(record, f"steps-{n}", time.time(), 16)
+        marks.append(time.perf_counter())
+        book.reserve(record, f"steps-{n}", time.time(), 40)
+        marks.append(time.perf_counter())
+        book.finish(record, f"steps-{n}", time.time(),
+                    UsageEntry(time.strftime("%Y-%m-%d", time.gmtime()), "bench-steps", "bench", "/v1/chat/completions",
+                               1, 24, 0, 16, 0, 0.01))
+        marks.append(time.perf_counter())
+        for spent, start, end in zip(times.values(), marks, marks[1:], strict=False):
+            spent.append((end - start) * 1000)
+    opened.close()
+    return {step: round(statistics.median(spent), 3) for step, spent in times.items()}
 
 
 def _redis() -> tuple[subprocess.Popen, int]:
