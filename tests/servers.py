@@ -65,6 +65,26 @@ def llama_servers_on(port: int) -> list[int]:
     return found
 
 
+# Every process the tests start inherits this variable (set by conftest.py), and passes it on to its
+# own children: the run can then find what outlived it, even a process that left its parent's tree
+# (llama-servers a supervisor starts in a session of their own, workers whose master was killed).
+RUN_VARIABLE = "TEST_RUN_OF_API_LIKE_OAI"
+
+
+def started_by_run(run: str) -> list[int]:
+    """The live processes (not this one) whose environment holds RUN_VARIABLE=run."""
+    marker = f"{RUN_VARIABLE}={run}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int(entry.name) != os.getpid() and \
+                    marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def provisioned_paths() -> dict[str, str]:
     """LLAMA_SERVER and MODEL: from the environment, else from scripts/provision (cached builds)."""
     if os.environ.get("LLAMA_SERVER") and os.environ.get("MODEL"):

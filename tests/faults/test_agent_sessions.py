@@ -175,10 +175,8 @@ SMALL_CONTEXT = 700   # tokens, as the fake counts them: words
 
 
 @pytest.fixture(scope="module")
-def small_upstream():
-    upstream = FakeLlamaCpp(props_extra={"default_generation_settings": {"n_ctx": SMALL_CONTEXT}}).start()
-    yield upstream
-    upstream.stop()
+def small_upstream(start_fake):
+    return start_fake(props_extra={"default_generation_settings": {"n_ctx": SMALL_CONTEXT}})
 
 
 @pytest.fixture(scope="module")
