@@ -158,17 +158,30 @@ def start_fake():
 
 
 @pytest.fixture(scope="module")
-def start_proxy():
-    """Start the proxy's CLI: `start_proxy(*flags, env=..., command=...)`. Every proxy started is
-    stopped when the module ends."""
+def start_proxies():
+    """Start several proxies' CLIs, two at a time (their start-ups, mostly imports, overlap on two cores):
+    `start_proxies(flags, ...)`, each a sequence of flags (env=..., command=... for all). Every proxy
+    started is stopped when the module ends."""
     proxies: list[Proxy] = []
 
-    def start(*flags: str, **options) -> Proxy:
-        proxies.append(Proxy(list(flags), **options))
-        return proxies[-1].start()
+    def start(*flag_lists, **options) -> list[Proxy]:
+        started = [Proxy(list(flags), **options) for flags in flag_lists]
+        proxies.extend(started)
+        for pair in (started[n:n + 2] for n in range(0, len(started), 2)):
+            for proxy in pair:
+                proxy.launch()
+            for proxy in pair:
+                proxy.ready()
+        return started
 
     yield start
     stop(*(proxy.process for proxy in proxies if proxy.process))
+
+
+@pytest.fixture(scope="module")
+def start_proxy(start_proxies):
+    """Start the proxy's CLI: `start_proxy(*flags, env=..., command=...)`, stopped when the module ends."""
+    return lambda *flags, **options: start_proxies(flags, **options)[0]
 
 
 def openai_client(base_url: str, strict: bool = True, **options) -> OpenAI:

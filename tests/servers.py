@@ -180,14 +180,23 @@ class Proxy:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Proxy:
+        return self.launch().ready()
+
+    def launch(self) -> Proxy:
+        """Run the CLI without waiting for it to answer (`ready()` waits): several then start at once."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("API_LIKE_OAI_")}
         self.log_path = Path(tempfile.gettempdir()) / f"api-like-oai-test-{self.port}.log"
         self.process = subprocess.Popen([*self.command, "--port", str(self.port), *self.args],
                                         cwd=ROOT, env={**env, **self.env},
                                         stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT)
+        return self
+
+    def ready(self) -> Proxy:
+        """Wait until it answers; fail with its log if it exited first or took over 60 seconds (a loaded
+        machine starts two at once in 30)."""
         try:
             wait_until(lambda: requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
-                       self.process, "api-like-oai", timeout=30)
+                       self.process, "api-like-oai", timeout=60)
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"{exc}; its log:\n{self.log()[-3000:]}") from None
         return self

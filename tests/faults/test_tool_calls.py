@@ -35,9 +35,9 @@ MARKUP = ("<tool", "tool_call", "</", "[TOOL", "TOOL_CALLS", "python_tag")
 
 
 @pytest.fixture(scope="module")
-def proxies(fake, start_proxy):
-    return {name: start_proxy("--llama-api", fake.url, "--chat-prompt-model", template)
-            for name, template in TEMPLATES.items()}
+def proxies(fake, start_proxies):
+    started = start_proxies(*(("--llama-api", fake.url, "--chat-prompt-model", template) for template in TEMPLATES.values()))
+    return dict(zip(TEMPLATES, started, strict=True))
 
 
 @pytest.fixture(autouse=True)
