@@ -131,7 +131,11 @@ def test_a_worker_killed_mid_stream_leaves_what_the_upstream_reported_counted_an
             "Authorization": f"Bearer {key}"}, json={"model": "smol", "messages": [{"role": "user", "content": "go"}],
                                                      "stream": True, "max_tokens": 2000})
         started, received = time.monotonic(), 0
-        for line in stream.iter_lines():
+        # Held until the kill: leaving a loop over a temporary iter_lines() closes the connection at once
+        # (urllib3 drops it), and a worker that sees its client leave ends the request, freeing its
+        # reservation, before the SIGKILL lands: a client that left, not a worker killed mid-stream.
+        lines = stream.iter_lines()
+        for line in lines:
             received += line.startswith(b'data: {"id"') and b'"content"' in line
             if time.monotonic() - started > 3.5 and received > 20:   # a few checkpoints written
                 break

@@ -227,6 +227,21 @@ def test_a_request_whose_worker_was_killed_keeps_its_written_tokens_and_its_rese
     assert (later.tokens, later.reserved, later.tokens_today) == (0, 0, 150)   # the day keeps what was written
 
 
+def test_checkpoints_replace_only_what_they_report_so_another_worker_sees_the_whole_reservation_held(backend):  # noqa: F811
+    running, restarted = open_book(make_store(*backend)), open_book(make_store(*backend))
+    limited, now = record(tpm=10_000), time.time()
+    assert running.admit(limited, "streaming", now, 2000).allowed   # max_tokens, then its prompt's bound
+    assert running.reserve(limited, "streaming", now, 40).allowed
+    for second, completion in enumerate((1, 45, 50, 48), start=1):  # the first write has its prompt's 3
+        running.checkpoint(limited, "streaming", now + second, entry(prompt=3 if second == 1 else 0,
+                                                                     completion=completion, day=day_of(now)))
+    held = restarted.admit(limited, "after", now + 5, 8).counts    # its worker killed: nobody finishes it
+    assert (held.tokens, held.reserved, held.tokens_taken) == (147, 2040 - 147, 2040)
+    running.finish(limited, "streaming", now + 6, entry(prompt=0, completion=2, day=day_of(now)))
+    freed = restarted.admit(limited, "later", now + 6, 8).counts   # a request that ended (its client left)
+    assert (freed.tokens, freed.reserved) == (149, 8)              # frees the rest; "after" still holds its 8
+
+
 def test_a_ticket_writes_llamacpps_counts_as_they_arrive_and_the_rest_when_the_request_ends(book, monkeypatch):
     from types import SimpleNamespace
 
