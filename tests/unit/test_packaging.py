@@ -26,8 +26,12 @@ def wheel(tmp_path_factory) -> Path:
         kwargs = {"ignore": shutil.ignore_patterns("__pycache__")} if (ROOT / name).is_dir() else {}
         copy(ROOT / name, source / name, **kwargs)
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(source)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return next(out.glob("api_like_oai-*.whl"))
 
 
@@ -42,10 +46,12 @@ def test_the_wheel_installs_nothing_but_the_package(wheel):
 
 
 def test_the_wheel_ships_every_template_inside_the_package(wheel):
-    shipped = {name.removeprefix("api_like_oai/conversation_templates/") for name in wheel_names(wheel)
-               if name.startswith("api_like_oai/conversation_templates/")}
-    in_repository = {path.name for path in (ROOT / "conversation_templates").iterdir()
-                     if path.suffix in (".jinja", ".yaml")}
+    shipped = {
+        name.removeprefix("api_like_oai/conversation_templates/")
+        for name in wheel_names(wheel)
+        if name.startswith("api_like_oai/conversation_templates/")
+    }
+    in_repository = {path.name for path in (ROOT / "conversation_templates").iterdir() if path.suffix in (".jinja", ".yaml")}
     assert in_repository <= shipped
     assert "index.yaml" in shipped
 
@@ -68,12 +74,18 @@ print(repr(render_chat(messages, chat_prompt_model="vicuna_v1.1").text))
 
 def test_the_installed_wheel_finds_shipped_and_fastchat_templates(wheel, tmp_path):
     site = tmp_path / "site-packages"
-    with zipfile.ZipFile(wheel) as archive:   # a pure-Python wheel installs by unpacking
+    with zipfile.ZipFile(wheel) as archive:  # a pure-Python wheel installs by unpacking
         archive.extractall(site)
-    elsewhere = tmp_path / "cwd"   # not the repository: its top-level folder must not be what is found
+    elsewhere = tmp_path / "cwd"  # not the repository: its top-level folder must not be what is found
     elsewhere.mkdir()
-    answer = subprocess.run([sys.executable, "-c", INSTALLED_CHECK], cwd=elsewhere, check=True,
-                            capture_output=True, text=True, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
+    answer = subprocess.run(
+        [sys.executable, "-c", INSTALLED_CHECK],
+        cwd=elsewhere,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+    )
     package, folder, choice, llama_2, vicuna = answer.stdout.splitlines()
     assert Path(package).is_relative_to(site)
     assert Path(folder) == site / "api_like_oai" / "conversation_templates"
