@@ -119,8 +119,9 @@ class EventWorker(AsyncWorker):
         grace_period = self.cfg.graceful_timeout - 5  # server.py adds 5 s for the master
         self._wait_for_requests(time.monotonic() + grace_period)
         if self.wsgi.in_flight:
-            state = self.wsgi.app.extensions["api_like_oai"]
-            self.log.info("grace period over: ending %d streams", state.inflight.shut_down())
+            from .routes import state  # the app is made: its modules are loaded
+
+            self.log.info("grace period over: ending %d streams", state(self.wsgi.app).inflight.shut_down())
             self._wait_for_requests(time.monotonic() + FLUSH_SECONDS)
         for server in servers:
             server.stop(timeout=0.5)  # idle keep-alive connections
