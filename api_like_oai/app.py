@@ -16,6 +16,9 @@ from .access.gate import Gate, Ticket
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
+from .dashboard.buckets import open_buckets
+from .dashboard.history import History
+from .dashboard.live import LiveView
 from .errors import InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
@@ -24,6 +27,7 @@ from .routes import (
     chat,
     completions,
     conversations,
+    dashboard,
     docs,
     embeddings,
     internal,
@@ -60,6 +64,7 @@ class AppState:
     gate: Gate = Gate()              # the keys requests may bring, managed ones in the store's key book
     supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
     tracing: object | None = None     # tracing.Tracing with --otlp-endpoint (opentelemetry imported only then)
+    history: History | None = None    # the dashboard's charts and recent errors, kept in the store
 
 
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
@@ -72,11 +77,12 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions["api_like_oai"] = _app_state(settings, run_dir, supervisor_socket)
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp, keys.bp, lifecycle.bp):
+                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
     app.add_url_rule("/metrics", "metrics", _metrics)
+    app.extensions["api_like_oai.dashboard"] = LiveView(app.extensions["api_like_oai"], app.extensions["api_like_oai"].history)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
@@ -109,7 +115,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
 
         supervisor = SupervisorClient(supervisor_socket)
     return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate, supervisor,
-                    _tracing(settings))
+                    _tracing(settings), History(open_buckets(store)))
 
 
 def _tracing(settings: Settings):
@@ -134,7 +140,7 @@ def _metrics():
 
 
 def _open_record():
-    if request.path in UNRECORDED_PATHS or request.path.startswith("/docs"):
+    if request.path in UNRECORDED_PATHS or request.path.startswith(("/docs", dashboard.PAGE_PATH)):
         return
     state = current_app.extensions["api_like_oai"]
     endpoint = request.url_rule.rule if request.url_rule else "unmatched"
@@ -142,6 +148,7 @@ def _open_record():
                              live_requests=state.inflight.requests)
     if state.tracing is not None:
         g.record.tracing, g.record.traceparent = state.tracing, request.headers.get("traceparent")
+    g.record.on_close.append(state.history.add)
     # A record leaves the live requests when it closes; a stream never iterated never closes its record.
     request.environ[ON_CLOSE].append(functools.partial(state.inflight.requests.discard, g.record))
 
@@ -200,12 +207,15 @@ def build_registry(settings: Settings) -> ModelRegistry:
 def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
-    if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/"):
+    if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/") \
+            or dashboard.is_page(request.path):   # the page and its files hold no data: its stream needs the key
         return
     state = current_app.extensions["api_like_oai"]
     ticket = Ticket(state.gate.identify(offered_key()), state.gate, state.metrics)
     g.ticket = ticket
     record = g.get("record")
+    if record is not None:
+        record.key_name = ticket.caller.name
     if record is not None and ticket.caller.record is not None:
         record.on_close.append(ticket.finish)
 
@@ -226,7 +236,7 @@ def _register_error_handlers(app: Flask) -> None:
             else (exc.status, exc.to_dict())
         record = g.get("record")
         if record is not None:
-            record.fail(status, exc.code)
+            record.fail(status, exc.code, exc.message)
         if status >= 500:
             log.warning("%s %s -> %d %s", request.method, request.path, status, exc.message)
         return jsonify(body), status, exc.headers
