@@ -24,6 +24,7 @@ from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
 
+from . import dashboard as dashboard_row
 from . import report, scenarios
 from . import routing as routing_row
 from . import swaps as swaps_row
@@ -114,6 +115,7 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     fake.stop()
     measure_agent_turns(results, plan, props_path, stack)
     measure_paced(results, plan, props_path, stack)
+    measure_dashboard(results, plan, props_path)
     measure_many_streams(results, plan, props_path, stack)
 
 
@@ -190,6 +192,12 @@ def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack
             fake.stop()
 
 
+def measure_dashboard(results: BenchmarkResults, plan: Plan, props_path: Path) -> None:
+    """Issue 26: the proxy's CPU per token with the dashboard's event stream open vs closed (dashboard.py)."""
+    results.dashboard = dashboard_row.dashboard_row(lambda interval: fake_upstream(props_path, interval), proxy, plan,
+                                                    progress, rounds=1 if plan.repeats == 1 else 4)
+
+
 def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
     """Part 2c: many concurrent paced streams through one worker."""
     progress(f"{plan.many_streams} concurrent paced streams")
@@ -238,7 +246,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "dashboard"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -272,6 +280,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
             props_path = real_props(stack)
             if args.only == "agents":
                 measure_agent_turns(results, plan, props_path, stack)
+            elif args.only == "dashboard":
+                measure_dashboard(results, plan, props_path)
             else:
                 measure_tool_call(results, plan, props_path, stack)
     print(write_outputs(results, args.output_dir, chart=False))

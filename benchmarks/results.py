@@ -9,6 +9,8 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .dashboard import DashboardResult, dashboard_target
+
 
 def percentile(values: list[float], fraction: float) -> float:
     """Linear-interpolated percentile (fraction 0.5 is the median); NaN for no values."""
@@ -403,6 +405,7 @@ class BenchmarkResults:
     startup: StartupResult | None = None
     routing: RoutingResult | None = None
     swaps: SwapsResult | None = None
+    dashboard: DashboardResult | None = None   # benchmarks/dashboard.py
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)
@@ -419,7 +422,8 @@ class BenchmarkResults:
                 self._paced_cpu_target("keep-alive"), self._paced_cpu_target("new per stream"),
                 self._paced_share_target(), self._many_streams_target(), self._requests_per_s_target(),
                 self._idle_memory_target(), self._startup_target(), self._tool_call_target(),
-                *self._routing_targets(), self._store_target(), *self._swap_targets()]
+                *self._routing_targets(), self._store_target(), *self._swap_targets(),
+                dashboard_target(self.dashboard)]
 
     def _routing_targets(self) -> list[TargetCheck]:
         """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy. TTFT
