@@ -195,7 +195,7 @@ def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack
 def measure_dashboard(results: BenchmarkResults, plan: Plan, props_path: Path) -> None:
     """Issue 26: the proxy's CPU per token with the dashboard's event stream open vs closed (dashboard.py)."""
     results.dashboard = dashboard_row.dashboard_row(lambda interval: fake_upstream(props_path, interval), proxy, plan,
-                                                    progress, rounds=1 if plan.repeats == 1 else 4)
+                                                    progress, rounds=1 if plan.repeats == 1 else 6)
 
 
 def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:

@@ -9,6 +9,7 @@ results.py, report.py and __main__.py with a line each."""
 from __future__ import annotations
 
 import http.client
+import math
 import statistics
 import threading
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 CLIENTS = 16
 INTERVAL_MS = 8.0
 TARGET = 0.05   # at most 5% more CPU per token with the stream open
+IDLE_SECONDS = 5.0
 
 
 @dataclass
@@ -29,6 +31,7 @@ class DashboardResult:
     open_seconds: float = 0.0
     errors: int = 0
     load_average: str = ""
+    idle_cpu_ms_per_s: dict[str, float] = field(default_factory=dict)   # no traffic: "closed", "open"
 
     @property
     def added_share(self) -> float:
@@ -68,6 +71,7 @@ def dashboard_row(make_fake, make_proxy, plan, progress, rounds: int = 4) -> Das
     """`rounds` pairs of windows (closed and open, alternating which comes first) on one proxy;
     `make_fake(interval_ms)` and `make_proxy(upstream_url)` make the services (__main__.py's)."""
     import asyncio
+    import contextlib
     import os
 
     from . import scenarios
@@ -76,6 +80,9 @@ def dashboard_row(make_fake, make_proxy, plan, progress, rounds: int = 4) -> Das
     served = make_proxy(fake.url).start()
     result = DashboardResult(CLIENTS, INTERVAL_MS, 1, load_average=", ".join(f"{v:.2f}" for v in os.getloadavg()))
     try:
+        for opened in (False, True):   # the stream's own cost per second, with nothing else to do
+            with DashboardReader(served.port) if opened else contextlib.nullcontext():
+                result.idle_cpu_ms_per_s["open" if opened else "closed"] = idle_cpu_ms_per_s(served)
         rig = scenarios.CapacityRig(served, fake, plan)
         for round_number in range(rounds):
             for opened in (False, True) if round_number % 2 == 0 else (True, False):
@@ -95,6 +102,15 @@ def dashboard_row(make_fake, make_proxy, plan, progress, rounds: int = 4) -> Das
         served.stop()
         fake.stop()
     return result
+
+
+def idle_cpu_ms_per_s(served) -> float:
+    import time
+
+    time.sleep(1.0)   # past the first frames (the stream's start, the first history read)
+    before, started = served.tree().cpu_seconds(), time.perf_counter()
+    time.sleep(IDLE_SECONDS)
+    return (served.tree().cpu_seconds() - before) * 1000 / (time.perf_counter() - started)
 
 
 def dashboard_target(result: DashboardResult | None):
@@ -122,5 +138,7 @@ def dashboard_section(results) -> str:
         f"and with none, in alternating windows (closed / open, µs per token): {windows}. "
         f"Medians: {statistics.median(r.closed_us_per_token):.1f} closed, {statistics.median(r.open_us_per_token):.1f} "
         f"open, {r.added_share:+.1%}. The open stream received {r.frames_received} events in {r.open_seconds:.0f} s "
-        f"of windows (one `live` a second, `history` when it changed); {r.errors} failed requests. "
+        f"of windows (one `live` a second, `history` when it changed); {r.errors} failed requests. With no "
+        f"traffic the proxy used {r.idle_cpu_ms_per_s.get('closed', math.nan):.2f} ms of CPU a second with the "
+        f"stream closed and {r.idle_cpu_ms_per_s.get('open', math.nan):.2f} ms with it open. "
         f"Load average at the start: {r.load_average}."])
