@@ -117,6 +117,7 @@ class EventWorker(AsyncWorker):
 
     def _drain(self, servers) -> None:
         grace_period = self.cfg.graceful_timeout - 5  # server.py adds 5 s for the master
+        self.wsgi.app.extensions["api_like_oai.dashboard"].close()   # its streams would hold the grace period
         self._wait_for_requests(time.monotonic() + grace_period)
         if self.wsgi.in_flight:
             state = self.wsgi.app.extensions["api_like_oai"]

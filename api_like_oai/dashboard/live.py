@@ -32,6 +32,13 @@ class LiveView:
         self._history: tuple[float, dict] = (0.0, {})
         self._health: tuple[float, dict[str, str]] = (0.0, {})
         self._slots: dict[str, tuple[float, int | None]] = {}
+        self.closed = False
+
+    def close(self) -> None:
+        """The worker is shutting down (worker.py): open streams end within a second (a page then
+        reconnects, to another worker or the restarted proxy), and the history is saved now."""
+        self.closed = True
+        self.history.flush()
 
     def current(self) -> tuple[dict, dict]:
         """(live, history), each remade if older than its period; the same objects until then."""

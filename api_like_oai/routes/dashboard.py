@@ -67,7 +67,7 @@ def events():
         sent_history = None
         try:
             yield _frame("hello", hello)
-            while not app_state.inflight.shutting_down:
+            while not view.closed and not app_state.inflight.shutting_down:
                 live, history = view.current()
                 yield _frame("live", for_viewer(live, caller.name, sees_all))
                 if history is not sent_history:

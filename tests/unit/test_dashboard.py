@@ -210,3 +210,16 @@ def test_the_redis_history_is_shared_by_instances(redis_server):
     charts = h.History(RedisBuckets(store)).charts()
     assert charts["minute"]["requests"][-1] == 2 and charts["hour"]["errors"][-1] == 1
     assert charts["cache_shares"] == {"http://u:1": 0.4} and charts["errors"][0]["reason"] == "upstream failed"
+
+
+def test_the_stop_action_ends_one_generating_request_and_refuses_one_still_queued(tmp_path):
+    client = make_client(tmp_path, "--admin-key", "admin-secret")
+    state = client.application.extensions["api_like_oai"]
+    generating, queued = (RequestRecord("/v1/chat/completions", Metrics(), live_requests=state.inflight.requests)
+                          for _ in range(2))
+    with state.inflight.track(generating) as stop_event:
+        answer = client.post(f"/v1/internal/requests/{generating.request_id}/stop", headers=ADMIN)
+        assert answer.status_code == 200 and answer.get_json() == {"stopped": generating.request_id}
+        assert stop_event.is_set()
+    refused = client.post(f"/v1/internal/requests/{queued.request_id}/stop", headers=ADMIN)
+    assert refused.status_code == 400 and "not generating yet" in refused.get_json()["error"]["message"]
