@@ -89,21 +89,25 @@ def chart(resolution: int, now: float, buckets: dict[int, dict[str, float]]) -> 
     by key. A bucket with nothing in it counts zero (TTFT: none)."""
     last = bucket_start(now, resolution)
     starts = [last - resolution * back for back in range(SHOWN[resolution] - 1, -1, -1)]
-    series: dict = {"resolution": resolution, "time": starts, "requests": [], "errors": [], "prompt_tps": [],
-                    "generated_tps": [], "ttft_p50": [], "ttft_p95": [], "keys": {}}
+    empty = [0] * len(starts)
+    series: dict = {"resolution": resolution, "time": starts, "requests": list(empty), "errors": list(empty),
+                    "prompt_tps": list(empty), "generated_tps": list(empty), "ttft_p50": [None] * len(starts),
+                    "ttft_p95": [None] * len(starts), "keys": {}}
     for position, start in enumerate(starts):
-        bucket = buckets.get(start, {})
+        bucket = buckets.get(start)
+        if not bucket:   # most of a 7-day window: left at its zeros
+            continue
         seconds = min(resolution, max(now - start, 1.0))   # the current bucket has run this long
-        series["requests"].append(bucket.get("requests", 0))
-        series["errors"].append(bucket.get("errors", 0))
-        series["prompt_tps"].append(round(bucket.get("prompt_tokens", 0) / seconds, 2))
-        series["generated_tps"].append(round(bucket.get("completion_tokens", 0) / seconds, 2))
+        series["requests"][position] = bucket.get("requests", 0)
+        series["errors"][position] = bucket.get("errors", 0)
+        series["prompt_tps"][position] = round(bucket.get("prompt_tokens", 0) / seconds, 2)
+        series["generated_tps"][position] = round(bucket.get("completion_tokens", 0) / seconds, 2)
         histogram = {int(field[5:]): count for field, count in bucket.items() if field.startswith("ttft:")}
-        series["ttft_p50"].append(percentile(histogram, 0.5))
-        series["ttft_p95"].append(percentile(histogram, 0.95))
+        series["ttft_p50"][position] = percentile(histogram, 0.5)
+        series["ttft_p95"][position] = percentile(histogram, 0.95)
         for field, count in bucket.items():
             if field.startswith("key_tokens:"):
-                series["keys"].setdefault(field[11:], [0] * len(starts))[position] = count
+                series["keys"].setdefault(field[11:], list(empty))[position] = count
     return series
 
 
