@@ -32,8 +32,8 @@ REASON_CHARS = 300
 # Time to first token is kept as counts per bucket (merged by adding, unlike percentiles): bounds grow
 # by 1.25, so a percentile read back is within 25% of the real one, from 10 ms to about 10 minutes.
 TTFT_BOUNDS = tuple(0.01 * 1.25**index for index in range(50))
-# The dashboard's own traffic is not charted (its stream is one long request per open page).
-UNCHARTED = frozenset({"/v1/internal/events", "/v1/internal/requests/<request_id>/stop"})
+# The dashboard's stream is not charted: it is one long request per open page, not traffic.
+UNCHARTED = frozenset({"/v1/internal/events"})
 
 
 def bucket_start(now: float, resolution: int) -> int:

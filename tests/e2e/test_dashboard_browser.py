@@ -58,9 +58,10 @@ class LongStream(threading.Thread):
     def __init__(self, url: str):
         super().__init__(daemon=True)
         self.url, self.finish_reasons, self.chunks = url, [], 0
+        self.items = 450   # about 4,500 prompt tokens: several seconds of prefill on one thread
 
     def run(self) -> None:
-        prompt = " ".join(f"item {number} is a small blue stone." for number in range(450))
+        prompt = " ".join(f"item {number} is a small blue stone." for number in range(self.items))
         body = {"model": "smollm", "stream": True, "max_tokens": 3000, "ignore_eos": True, "temperature": 0,
                 "messages": [{"role": "user", "content": prompt + "\nCount the stones, one line each."}]}
         with requests.post(self.url + "/v1/chat/completions", json=body, headers=AUTH, stream=True, timeout=120) as answer:
