@@ -6,7 +6,7 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from flask import Flask, Response, current_app, g, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException
 
@@ -23,6 +23,7 @@ from .errors import InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
+    STATE_KEY,
     anthropic,
     chat,
     completions,
@@ -37,6 +38,7 @@ from .routes import (
     native,
     offered_key,
     responses,
+    state,
 )
 from .sealing import Seal
 from .services.inflight import InFlight
@@ -75,21 +77,21 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.json.ensure_ascii = False
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
-    app.extensions["api_like_oai"] = _app_state(settings, run_dir, supervisor_socket)
+    app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
     for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
                       responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
     app.add_url_rule("/metrics", "metrics", _metrics)
-    app.extensions["api_like_oai.dashboard"] = LiveView(app.extensions["api_like_oai"], app.extensions["api_like_oai"].history)
+    app.extensions[dashboard.VIEW_KEY] = LiveView(state(app), state(app).history)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
         app.after_request(_cors_headers(settings.cors_origins))
     # The record opens before the key check, so a refused key is in the access log and the metrics.
     app.before_request(_open_record)
-    if app.extensions["api_like_oai"].gate.required:
+    if state(app).gate.required:
         app.before_request(_identify_caller)
         app.after_request(_rate_limit_headers)
     app.after_request(_close_record)
@@ -127,14 +129,14 @@ def _tracing(settings: Settings):
 
 
 def _metrics():
-    state = current_app.extensions["api_like_oai"]
-    text = generate_latest(state.metrics.collected())
-    if state.supervisor is not None:
-        text += lifecycle_metrics(state.supervisor.ask("status"))
-    if state.settings.upstream_metrics:
+    shared = state()
+    text = generate_latest(shared.metrics.collected())
+    if shared.supervisor is not None:
+        text += lifecycle_metrics(shared.supervisor.ask("status"))
+    if shared.settings.upstream_metrics:
         from .upstream_metrics import upstream_metrics
 
-        text += upstream_metrics([(model.name, client.base_url) for model in state.registry.models.values()
+        text += upstream_metrics([(model.name, client.base_url) for model in shared.registry.models.values()
                                   if model.openai is None for client in model.pool.clients])
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
@@ -142,15 +144,15 @@ def _metrics():
 def _open_record():
     if request.path in UNRECORDED_PATHS or request.path.startswith(("/docs", dashboard.PAGE_PATH)):
         return
-    state = current_app.extensions["api_like_oai"]
+    shared = state()
     endpoint = request.url_rule.rule if request.url_rule else "unmatched"
-    g.record = RequestRecord(endpoint, state.metrics, state.settings.log_format,
-                             live_requests=state.inflight.requests)
-    if state.tracing is not None:
-        g.record.tracing, g.record.traceparent = state.tracing, request.headers.get("traceparent")
-    g.record.on_close.append(state.history.add)
+    g.record = RequestRecord(endpoint, shared.metrics, shared.settings.log_format,
+                             live_requests=shared.inflight.requests)
+    if shared.tracing is not None:
+        g.record.tracing, g.record.traceparent = shared.tracing, request.headers.get("traceparent")
+    g.record.on_close.append(shared.history.add)
     # A record leaves the live requests when it closes; a stream never iterated never closes its record.
-    request.environ[ON_CLOSE].append(functools.partial(state.inflight.requests.discard, g.record))
+    request.environ[ON_CLOSE].append(functools.partial(shared.inflight.requests.discard, g.record))
 
 
 def _close_record(response: Response) -> Response:
@@ -210,8 +212,8 @@ def _identify_caller():
     if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/") \
             or dashboard.is_page(request.path):   # the page and its files hold no data: its stream needs the key
         return
-    state = current_app.extensions["api_like_oai"]
-    ticket = Ticket(state.gate.identify(offered_key()), state.gate, state.metrics)
+    shared = state()
+    ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)
     g.ticket = ticket
     record = g.get("record")
     if record is not None:

@@ -96,7 +96,9 @@ def _loopback_address(text: str) -> bool:
 
 
 def log_start(app, settings: Settings) -> None:
-    registry = app.extensions["api_like_oai"].registry
+    from .routes import state  # in the worker, which has made the app
+
+    registry = state(app).registry
     for model in registry.models.values():
         if model.openai is not None or model.settings.launch is not None:
             continue   # an OpenAI-compatible upstream formats chats itself; a started model may not be loaded
@@ -222,7 +224,9 @@ def _end_streams_after_grace_period(settings: Settings):
 
     def install(worker):
         stop_accepting = signal.getsignal(signal.SIGTERM)
-        inflight = worker.wsgi.app.extensions["api_like_oai"].inflight
+        from .routes import state  # in the worker, which has made the app
+
+        inflight = state(worker.wsgi.app).inflight
 
         def on_sigterm(signum, frame):
             timer = threading.Timer(settings.grace_period, inflight.shut_down)

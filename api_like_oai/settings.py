@@ -15,7 +15,7 @@ TRUNCATE, ERROR = "truncate", "error"
 @dataclass(frozen=True)
 class Policy:
     """How a conversation that does not fit the context is handled (--context-overflow,
-    --reply-reserve, --drop-step); services/context.py applies it. Here, so that settings import
+    --reply-reserve, --drop-step); services/fitting.py applies it. Here, so that settings import
     nothing above them."""
 
     overflow: str = TRUNCATE

@@ -1,12 +1,9 @@
 """Server-sent event framing: one `data:` line per event (after an `event:` line for APIs that name
-their events), a blank line after it; and the compact JSON the frames carry (`json_bytes`, which the
-llama.cpp client writes its request bodies with too)."""
+their events), a blank line after it, with the compact JSON (compact_json.py) the frames carry."""
 
 from __future__ import annotations
 
-import json
-
-import orjson
+from .compact_json import json_bytes
 
 DONE = b"data: [DONE]\n\n"
 
@@ -17,23 +14,9 @@ KEEPALIVE_COMMENT = b": keep-alive\n\n"
 KEEPALIVE_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 KEEPALIVE_SECONDS = 5.0   # the longest silence before one is sent
 
-_json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def json_bytes(payload) -> bytes:
-    """Compact single-line JSON, UTF-8: what frames carry (and the bodies sent upstream). orjson
-    writes what json would (byte for byte but for the exponent of small floats) about ten times
-    faster: a Responses stream repeats the request's tools, tens of kilobytes, in three of its
-    events; json is left for what orjson cannot write (integers past 64 bits)."""
-    try:
-        return orjson.dumps(payload)
-    except TypeError:
-        return _json_text(payload).encode()
-
-
-def frame(payload: dict) -> bytes:
-    """One event carrying `payload` as single-line JSON (control characters are always escaped)."""
-    return b"data: " + json_bytes(payload) + b"\n\n"
+def frame(chunk: dict) -> bytes:
+    """One event carrying `chunk` as single-line JSON (control characters are always escaped)."""
+    return b"data: " + json_bytes(chunk) + b"\n\n"
 
 
 def named_frame(event_name: str, payload: dict) -> bytes:

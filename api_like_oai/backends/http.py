@@ -53,7 +53,7 @@ class BadResponse(TransportError):
 
 
 class Response:
-    """The status and headers of an answer; its body is read with read() or chunks(). A body read to
+    """The status and headers of an answer; its body is read with read() or iter_bytes(). A body read to
     its end puts the connection back in the pool; close() drops it (the server sees the hang-up)."""
 
     __slots__ = ("status", "headers", "_connection", "_pool", "_chunked", "_length", "_keep_alive")
@@ -71,9 +71,9 @@ class Response:
 
     def read(self) -> bytes:
         """The whole body."""
-        return b"".join(self.chunks())
+        return b"".join(self.iter_bytes())
 
-    def chunks(self) -> Iterator[bytes]:
+    def iter_bytes(self) -> Iterator[bytes]:
         """The body as it arrives: each HTTP chunk of a chunked body (llama.cpp sends one event per
         chunk, so a token is one recv and a few slices here), else pieces as received."""
         connection = self._connection

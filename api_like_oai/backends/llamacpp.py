@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from ..compact_json import json_bytes
 from ..errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from ..sse import json_bytes
 from . import http
 from .events import GenerationEvent, PromptProgress, TokenLogprob
 
@@ -99,7 +99,7 @@ class LlamaCppClient:
         finished = False
         pending = b""
         try:
-            for chunk in response.chunks():
+            for chunk in response.iter_bytes():
                 if pending:
                     chunk, pending = pending + chunk, b""
                 *lines, pending = chunk.split(b"\n")
@@ -236,10 +236,10 @@ class RawAnswer:
         self._closed = False
         self._callbacks: list = []
 
-    def chunks(self) -> Iterator[bytes]:
+    def iter_bytes(self) -> Iterator[bytes]:
         """The body as it arrives; UpstreamUnavailable/UpstreamTimeout if the connection fails on the way."""
         try:
-            yield from self._response.chunks()
+            yield from self._response.iter_bytes()
         except (TimeoutError, http.ReadTimeout) as exc:
             raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending for {self._read_timeout:g}s") from exc
         except http.BadResponse as exc:
@@ -250,7 +250,7 @@ class RawAnswer:
         self._finished = True
 
     def read(self) -> bytes:
-        return b"".join(self.chunks())
+        return b"".join(self.iter_bytes())
 
     def on_close(self, callback) -> None:
         self._callbacks.append(callback)

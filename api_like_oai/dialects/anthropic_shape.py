@@ -7,13 +7,12 @@ The model's thought comes first, as a `thinking` block signed with the installat
 template again when the client sends it back; with display "omitted" the block's text is empty and
 the signature carries the thought; with thinking disabled there is no thinking block.
 
-The same protocol as services/shapes.py, so generation.stream and generation.fold drive it. One
-choice only (the Messages API has no `n`); blocks are cut by services/blocks.Blocks, as in the fold.
+The shape Protocol (shape.py), so generation.stream and generation.fold drive it. One
+choice only (the Messages API has no `n`); blocks are cut by dialects/blocks.Blocks, as in the fold.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import replace
 
@@ -21,9 +20,9 @@ from .. import sse
 from ..backends.events import GenerationEvent
 from ..errors import ProxyError
 from ..sealing import Seal
-from ..services.blocks import DELTA, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
 from .anthropic import THINKING
 from .anthropic_edits import ContextEdits
+from .blocks import DELTA, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, arguments_object, reasoning_tokens
 
 _BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
 # Fields of Anthropic's message (and of message_delta's delta) that never apply here, present as null as
@@ -154,7 +153,7 @@ class MessagesShape:
         if block.kind == REASONING:
             return {"type": "thinking", "thinking": "" if self.thinking_display == "omitted" else block.content,
                     "signature": self._signature(block.content)}
-        return _tool_use_block(block, _arguments(block.content))
+        return _tool_use_block(block, arguments_object(block.content))
 
     def _signature(self, thought: str) -> str:
         """The seal's signature of the thought; with display "omitted", a token carrying the thought."""
@@ -186,15 +185,6 @@ def _delta(block: Block, piece: str) -> dict:
     if block.kind == TOOL_CALL:
         return {"type": "input_json_delta", "partial_json": piece}
     return {"type": "text_delta", "text": piece}
-
-
-def _arguments(arguments: str) -> dict:
-    """A call's arguments as the object Anthropic's `input` is; `{}` for a call cut short by max_tokens."""
-    try:
-        parsed = json.loads(arguments or "{}")
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _usage(usage: dict, blocks: list[Block]) -> dict:

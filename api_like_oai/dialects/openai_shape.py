@@ -1,10 +1,10 @@
 """OpenAI's response shapes for chat and text completions, built from GenerationEvents.
 
-A shape is what generation.stream and generation.fold need to write one API's answers:
-`response(choices, usage)` for the folded answer; for streams `openings(index)`, `chunks(event)`
-(with `content_frame(event)` as the per-token fast path), `closings(usage)`, `error_chunk(exc)`,
-`frame(chunk)` (the SSE framing) and `end` (the last bytes, `data: [DONE]` here). The Anthropic
-and Responses shapes (dialects/) follow the same protocol.
+A shape is what generation.stream and generation.fold need to write one API's answers, the
+Protocol in shape.py: `response(choices, usage)` for the folded answer; for streams `openings(index)`,
+`chunks(event)` (with `content_frame(event)` as the per-token fast path), `closings(usage)`,
+`error_chunk(exc)`, `frame(chunk)` (the SSE framing), `end` (the last bytes, `data: [DONE]` here),
+`keepalive` and `usage_at_start`. The Anthropic and Responses shapes follow the same Protocol.
 
 Plain dicts on purpose: this runs once per streamed token, where a pydantic round-trip per
 chunk would cost more than the rest of the proxy (see benchmarks/).
@@ -26,6 +26,8 @@ class _Shape:
     id_prefix = ""
     frame = staticmethod(sse.frame)
     end = sse.DONE
+    keepalive = sse.KEEPALIVE_COMMENT   # OpenAI's SDKs skip comments
+    usage_at_start = False
 
     def __init__(self, model: str, include_usage: bool = False, service_tier: str | None = None):
         self.id = f"{self.id_prefix}{uuid.uuid4().hex}"

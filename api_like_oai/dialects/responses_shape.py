@@ -14,8 +14,8 @@ response.output_item.added, then
 then response.output_item.done; at the end response.completed (or response.incomplete when
 max_output_tokens cut it, response.failed when the generation failed after the start).
 
-The same protocol as dialects/openai_shape.py, so generation.stream and generation.fold drive it. One
-choice; output items are cut by services/blocks.Blocks, as in the fold. Calls are written as the
+The shape Protocol (shape.py), so generation.stream and generation.fold drive it. One
+choice; output items are cut by dialects/blocks.Blocks, as in the fold. Calls are written as the
 Responses tool kind their offered function stands for (responses_tools.py).
 """
 
@@ -31,7 +31,7 @@ from ..backends.events import GenerationEvent
 from ..backends.llamacpp import LLAMA_CPP_SAMPLING
 from ..errors import ProxyError
 from ..sealing import Seal
-from ..services.blocks import REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
+from .blocks import REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
 from .common import given
 from .responses import REASONING_PURPOSE, ResponsesRequest
 from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, TOOL_SEARCH, output_item, partial_custom_input
@@ -42,6 +42,8 @@ _ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOC
 
 class ResponsesShape:
     end = b""   # the stream ends with response.completed (or .incomplete / .failed), no [DONE]
+    keepalive = sse.KEEPALIVE_COMMENT   # OpenAI's SDKs skip comments
+    usage_at_start = False   # the usage comes with response.completed
 
     def __init__(self, model: str, request: ResponsesRequest, seal: Seal | None = None,
                  sampling: Callable[[], dict[str, float]] | None = None):

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag
 from ..backends.events import GenerationEvent
 from ..protocol import STRICT, TOOL_NAME
 from ..tools.grammar import MAX_SCHEMA_BYTES
+from .blocks import arguments_object
 from .common import function_tool, named_tool_choice
 
 FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE, TOOL_SEARCH = "function", "custom", "local_shell", "namespace", "tool_search"
@@ -382,7 +383,7 @@ def custom_input(arguments: str) -> str:
     """The `input` of a custom tool call from the function's arguments: its `input`, or the one string a
     model wrote under another name; "" for no arguments, the arguments' text for anything else (so
     nothing the model wrote is lost)."""
-    parsed = _parsed(arguments)
+    parsed = arguments_object(arguments)
     strings = [value for value in parsed.values() if isinstance(value, str)]
     if isinstance(parsed.get(INPUT_KEY), str):
         return parsed[INPUT_KEY]
@@ -400,7 +401,7 @@ def local_shell_arguments(action: dict) -> str:
 def local_shell_action(arguments: str) -> dict:
     """The `exec` action of a local_shell_call from the function's arguments; a command given as one
     string becomes a one-item list."""
-    parsed = _parsed(arguments)
+    parsed = arguments_object(arguments)
     command = parsed.get("command")
     if isinstance(command, str):
         command = [command]
@@ -414,14 +415,6 @@ def local_shell_action(arguments: str) -> dict:
 
 def _str_or_none(value) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _parsed(arguments: str) -> dict:
-    try:
-        parsed = json.loads(arguments or "{}")
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 _INPUT_OPENING = re.compile(r'\s*\{\s*"input"\s*:\s*"')
@@ -461,7 +454,7 @@ def output_item(offered: Offered | None, name: str, call_id: str, arguments: str
     if kind == LOCAL_SHELL:
         return {"type": "local_shell_call", "call_id": call_id, "action": local_shell_action(arguments)}
     if kind == TOOL_SEARCH:
-        return {"type": "tool_search_call", "call_id": call_id, "execution": "client", "arguments": _parsed(arguments)}
+        return {"type": "tool_search_call", "call_id": call_id, "execution": "client", "arguments": arguments_object(arguments)}
     return {"type": "function_call", "call_id": call_id, "name": tool_name, **namespace, "arguments": arguments}
 
 

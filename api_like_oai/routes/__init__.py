@@ -13,15 +13,17 @@ from ..errors import PermissionDenied
 from ..middleware import ON_CLOSE
 from ..observability import LOADING_MODEL, QUEUED, stage
 from ..offload import let_others_run
-from ..services.admission import Admission, DialectRequest, invalid_request
+from ..services.admission import Admission, invalid_request
 from ..services.inflight import Context
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+STATE_KEY = "api_like_oai"   # where app.create_app keeps the AppState in `app.extensions`
 
 
-def state():
-    """The app's state (app.AppState): settings, models, generations in flight, metrics."""
-    return current_app.extensions["api_like_oai"]
+def state(app=None):
+    """The app's state (app.AppState): settings, models, generations in flight, metrics; of the app
+    handling the request, or of `app` (the server and the worker, outside a request)."""
+    return (app or current_app).extensions[STATE_KEY]
 
 
 def parse_body(model: type[BaseModel]):
@@ -127,20 +129,21 @@ def hold_model(model) -> None:
     model.pool.serve_only(lease.urls)
 
 
-def parse_dialect(request_model: type[BaseModel], translate) -> DialectRequest:
-    """The body validated as `request_model`, then admitted as services/admission.py says."""
+def parse_dialect(request_model: type[BaseModel]):
+    """The body validated as `request_model`, a request of an API the service translates (Anthropic's,
+    the Responses API): its service translates and admits it (services/admission.py)."""
     dialect_request = parse_body(request_model)
     let_others_run()  # an agent's body is tens of kilobytes: other streams go on between parsing and translating
-    with stage(g.get("record"), "admission"):
-        return admission().dialect(dialect_request, translate)
+    return dialect_request
 
 
-def lookup_model(requested: str | None, max_tokens: int | None = None):
+def lookup_model(requested: str | None):
     """(model, name to answer with) if the caller may use it (404 otherwise), admitted by its key's limits."""
     with stage(g.get("record"), "admission"):
-        return admission().lookup_model(requested, max_tokens)
+        return admission().lookup_model(requested)
 
 
-def check_limits(api_request) -> None:
+def admit(api_request):
+    """(request with its max_tokens decided, model, name to answer with): Admission.admit."""
     with stage(g.get("record"), "admission"):
-        admission().check_limits(api_request)
+        return admission().admit(api_request)

@@ -5,7 +5,7 @@ from flask import Blueprint
 from ..protocol import ChatCompletionRequest
 from ..services.chat import chat_completion
 from ..services.passthrough import passthrough
-from . import check_limits, generation_context, lookup_model, parse_body, respond
+from . import admit, generation_context, parse_body, respond
 from .waiting import keeps_alive_while_loading
 
 bp = Blueprint("chat", __name__)
@@ -15,9 +15,8 @@ bp = Blueprint("chat", __name__)
 @bp.post("/chat/completions")
 @keeps_alive_while_loading("openai")
 def create_chat_completion():
-    chat_request = parse_body(ChatCompletionRequest)
-    check_limits(chat_request)
-    model, model_name = lookup_model(chat_request.model, chat_request.token_limit())
-    if model.settings.kind == "openai":
-        return respond(passthrough(chat_request, model, model_name, "/chat/completions"))
+    sent = parse_body(ChatCompletionRequest)
+    chat_request, model, model_name = admit(sent)
+    if model.settings.kind == "openai":   # OpenAI's own request goes through as the client sent it
+        return respond(passthrough(sent, model, model_name, "/chat/completions"))
     return respond(*chat_completion(chat_request, model, model_name, generation_context()))

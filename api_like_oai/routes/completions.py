@@ -5,7 +5,7 @@ from flask import Blueprint
 from ..protocol import CompletionRequest
 from ..services.completions import completion
 from ..services.passthrough import passthrough
-from . import check_limits, generation_context, lookup_model, parse_body, respond
+from . import admit, generation_context, parse_body, respond
 from .waiting import keeps_alive_while_loading
 
 bp = Blueprint("completions", __name__)
@@ -15,9 +15,8 @@ bp = Blueprint("completions", __name__)
 @bp.post("/completions")
 @keeps_alive_while_loading("openai")
 def create_completion():
-    completion_request = parse_body(CompletionRequest)
-    check_limits(completion_request)
-    model, model_name = lookup_model(completion_request.model, completion_request.token_limit())
-    if model.settings.kind == "openai":
-        return respond(passthrough(completion_request, model, model_name, "/completions"))
+    sent = parse_body(CompletionRequest)
+    completion_request, model, model_name = admit(sent)
+    if model.settings.kind == "openai":   # OpenAI's own request goes through as the client sent it
+        return respond(passthrough(sent, model, model_name, "/completions"))
     return respond(completion(completion_request, model, model_name, generation_context()))

@@ -20,7 +20,7 @@ def _service():
 
 @bp.post("/v1/conversations")
 def create():
-    from ..dialects.stored import ConversationCreate
+    from ..dialects.conversations import ConversationCreate
 
     return jsonify(_service().create(caller_scope(), parse_body(ConversationCreate)))
 
@@ -32,7 +32,7 @@ def retrieve(conversation_id: str):
 
 @bp.post("/v1/conversations/<conversation_id>")
 def update(conversation_id: str):
-    from ..dialects.stored import ConversationUpdate
+    from ..dialects.conversations import ConversationUpdate
 
     return jsonify(_service().update(caller_scope(), conversation_id, parse_body(ConversationUpdate)))
 
@@ -49,7 +49,7 @@ def list_items(conversation_id: str):
 
 @bp.post("/v1/conversations/<conversation_id>/items")
 def add_items(conversation_id: str):
-    from ..dialects.stored import ItemsCreate
+    from ..dialects.conversations import ItemsCreate
 
     return jsonify(_service().add_items(caller_scope(), conversation_id, parse_body(ItemsCreate)))
 

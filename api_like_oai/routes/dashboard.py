@@ -30,6 +30,7 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 PAGE_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff",
                 "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-cache"}
 SECONDS_BETWEEN_FRAMES = 1.0
+VIEW_KEY = "api_like_oai.dashboard"   # where app.create_app keeps the LiveView in `app.extensions`
 
 
 def is_page(path: str) -> bool:
@@ -60,7 +61,7 @@ def events():
     shuts down."""
     caller, record, app_state = current_caller(), g.get("record"), state()
     sees_all = caller.admin or not app_state.settings.admin_keys
-    view = current_app.extensions["api_like_oai.dashboard"]
+    view = current_app.extensions[VIEW_KEY]
     hello = {"key": caller.name, "can_act": sees_all, "log_prompts": app_state.settings.log_prompts}
 
     def frames():

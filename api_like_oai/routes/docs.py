@@ -1,4 +1,5 @@
-"""/openapi.json generated from the pydantic models in protocol.py, and /docs (Swagger UI, offline)."""
+"""/openapi.json generated from the pydantic models of requests and answers (protocol.py, answers.py,
+dialects/), and /docs (Swagger UI, offline)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from openapi_ui_bundles import swagger_ui
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
+from .. import answers as o
 from .. import protocol as p
 
 bp = Blueprint("docs", __name__)
@@ -22,39 +24,41 @@ def endpoints() -> list[tuple]:
     when the app is built (idle memory, benchmarks/PROFILE.md)."""
     from ..access import manage as k
     from ..dialects import anthropic as a
+    from ..dialects import anthropic_answers as aa
+    from ..dialects import conversations as s
     from ..dialects import responses as r
-    from ..dialects import stored as s
+    from ..dialects import responses_answers as ra
 
     return [
         ("post", "/v1/chat/completions", "Chat completion (set stream for server-sent events of ChatCompletionChunk)",
-         p.ChatCompletionRequest, p.ChatCompletion),
+         p.ChatCompletionRequest, o.ChatCompletion),
         ("post", "/v1/completions", "Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
-         p.CompletionRequest, p.Completion),
-        ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, p.EmbeddingList),
-        ("get", "/v1/models", "The served models", None, p.ModelList),
-        ("get", "/v1/models/{model_id}", "One served model", None, p.ModelCard),
+         p.CompletionRequest, o.Completion),
+        ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, o.EmbeddingList),
+        ("get", "/v1/models", "The served models", None, o.ModelList),
+        ("get", "/v1/models/{model_id}", "One served model", None, o.ModelCard),
         ("post", "/v1/internal/chat-prompt", "The prompt a chat request would send, without generating",
-         p.ChatCompletionRequest, p.ChatPromptResponse),
-        ("post", "/v1/internal/encode", "Tokenize text", p.EncodeRequest, p.EncodeResponse),
-        ("post", "/v1/internal/decode", "Detokenize token ids", p.DecodeRequest, p.DecodeResponse),
-        ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, p.TokenCountResponse),
-        ("post", "/v1/internal/stop-generation", "End every generation in flight", None, p.StopGenerationResponse),
-        ("get", "/v1/internal/requests", "This worker's requests in flight and their phase", None, p.LiveRequestList),
+         p.ChatCompletionRequest, o.ChatPromptResponse),
+        ("post", "/v1/internal/encode", "Tokenize text", p.EncodeRequest, o.EncodeResponse),
+        ("post", "/v1/internal/decode", "Detokenize token ids", p.DecodeRequest, o.DecodeResponse),
+        ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, o.TokenCountResponse),
+        ("post", "/v1/internal/stop-generation", "End every generation in flight", None, o.StopGenerationResponse),
+        ("get", "/v1/internal/requests", "This worker's requests in flight and their phase", None, o.LiveRequestList),
         ("post", "/v1/internal/model/load", "Load a model the proxy starts (waits until loaded)",
-         p.ModelLoadRequest, p.ModelLoadResponse),
+         p.ModelLoadRequest, o.ModelLoadResponse),
         ("post", "/v1/internal/model/unload", "Unload a model the proxy starts (waits for its requests, then stops it)",
-         p.ModelLoadRequest, p.ModelLoadResponse),
-        ("post", "/models/load", "llama.cpp router mode's load (`model`)", p.ModelLoadRequest, p.ModelLoadResponse),
-        ("post", "/models/unload", "llama.cpp router mode's unload (`model`)", p.ModelLoadRequest, p.ModelLoadResponse),
+         p.ModelLoadRequest, o.ModelLoadResponse),
+        ("post", "/models/load", "llama.cpp router mode's load (`model`)", p.ModelLoadRequest, o.ModelLoadResponse),
+        ("post", "/models/unload", "llama.cpp router mode's unload (`model`)", p.ModelLoadRequest, o.ModelLoadResponse),
         ("post", "/v1/messages", "Anthropic Messages API (set stream for its named events; ?beta=true accepted)",
-         a.MessagesRequest, a.MessageResponse),
+         a.MessagesRequest, aa.MessageResponse),
         ("post", "/v1/messages/count_tokens", "Anthropic Messages API: the prompt's token count",
-         a.CountTokensRequest, a.TokenCount),
+         a.CountTokensRequest, aa.TokenCount),
         ("post", "/v1/responses", "OpenAI Responses API (set stream for its named events; store, previous_response_id "
-         "and conversation keep and continue turns)", r.ResponsesRequest, r.ResponseObject),
+         "and conversation keep and continue turns)", r.ResponsesRequest, ra.ResponseObject),
         ("post", "/v1/responses/input_tokens", "OpenAI Responses API: the prompt's token count",
-         r.ResponsesRequest, r.InputTokenCount),
-        ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, r.ResponseObject),
+         r.ResponsesRequest, ra.InputTokenCount),
+        ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, ra.ResponseObject),
         ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),
         ("get", "/v1/responses/{response_id}/input_items", "A stored response's input items (with the turns it continued)",
          None, s.ItemList),
@@ -85,14 +89,14 @@ def endpoints() -> list[tuple]:
 def queries() -> dict:
     """The operations that take a list's query (limit, after, order), described by its model."""
     from ..access import manage as k
-    from ..dialects import stored as s
+    from ..dialects import conversations as s
 
     return {"/v1/responses/{response_id}/input_items": s.ItemListQuery,
             "/v1/conversations/{conversation_id}/items": s.ItemListQuery, "/v1/internal/usage": k.UsageQuery,
             "/v1/organization/usage/completions": k.OpenAIUsageQuery}
 
 
-STREAM_MODELS = [p.ChatCompletionChunk]
+STREAM_MODELS = [o.ChatCompletionChunk]
 ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "403": "A route the key may not use",
                   "404": "Unknown route or model", "413": "Body too large",
                   "429": "A key over one of its limits (Retry-After)", "500": "Internal error", "502": "Bad upstream answer",
@@ -104,10 +108,10 @@ ANTHROPIC_ERROR_STATUSES = {**{code: text for code, text in ERROR_STATUSES.items
 
 @functools.lru_cache(maxsize=1)
 def openapi_document() -> dict:
-    from ..dialects.anthropic import AnthropicErrorResponse
+    from ..dialects.anthropic_answers import AnthropicErrorResponse
 
     models = {m for _, _, _, request, response in endpoints() for m in (request, response) if m}
-    models |= {p.ErrorResponse, AnthropicErrorResponse, *STREAM_MODELS}
+    models |= {o.ErrorResponse, AnthropicErrorResponse, *STREAM_MODELS}
     modes = [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)]
     _, schemas = models_json_schema(modes, ref_template="#/components/schemas/{model}")
     paths: dict = {}
@@ -126,11 +130,11 @@ def _ref(model) -> dict:
 
 
 def _operation(path: str, summary: str, request, response) -> dict:
-    from ..dialects.anthropic import AnthropicErrorResponse
+    from ..dialects.anthropic_answers import AnthropicErrorResponse
 
     anthropic = path.startswith("/v1/messages")
     error_model, statuses = (AnthropicErrorResponse, ANTHROPIC_ERROR_STATUSES) if anthropic \
-        else (p.ErrorResponse, ERROR_STATUSES)
+        else (o.ErrorResponse, ERROR_STATUSES)
     error = {"description": "", "content": {"application/json": {"schema": _ref(error_model)}}}
     operation = {"summary": summary,
                  "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": _ref(response)}}},

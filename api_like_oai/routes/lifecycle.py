@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
+from .. import sse
 from ..errors import InvalidRequest
 from ..protocol import ModelLoadRequest
-from ..sse import json_bytes
 from . import SSE_HEADERS, admin_once_configured, parse_body, state
 
 bp = Blueprint("lifecycle", __name__)
@@ -71,9 +71,9 @@ def events():
 
     def frames():
         try:
-            yield b"data: " + json_bytes(first) + b"\n\n"
+            yield sse.frame(first)
             for change in changes:
-                yield b"data: " + json_bytes(change) + b"\n\n"
+                yield sse.frame(change)
         finally:
             changes.close()
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
+from ..answers import ModelCard, ModelList
 from ..errors import ModelNotFound
-from ..protocol import ModelCard, ModelList
 from . import current_caller, state
 
 bp = Blueprint("models", __name__)

@@ -7,28 +7,26 @@ from typing import TYPE_CHECKING
 from flask import request
 from pydantic import ValidationError
 
+from ..services.scope import Scope
 from . import invalid_request, offered_key, state
 
 if TYPE_CHECKING:
-    from ..dialects.stored import ItemListQuery
-    from ..services.stored_responses import Scope
+    from ..dialects.conversations import ItemListQuery
 
-# The store's service and models are imported by the first request that needs them, not at start-up
+# The Conversations API's models are imported by the first request that needs them, not at start-up
 # (they bring the Responses dialect: idle memory, benchmarks/PROFILE.md).
 
 
 def caller_scope() -> Scope:
     """The store as this request's caller sees it: by its API key, or the one shared scope when the
     proxy asks for none (the key was already checked, in constant time, by the app)."""
-    from ..services.stored_responses import Scope
-
     app_state = state()
     return Scope(app_state.store, offered_key() if app_state.gate.required else None)
 
 
 def list_query() -> ItemListQuery:
     """`limit`, `after` and `order` of a list request; 400 naming a bad one."""
-    from ..dialects.stored import ItemListQuery
+    from ..dialects.conversations import ItemListQuery
 
     try:
         return ItemListQuery.model_validate(request.args.to_dict())

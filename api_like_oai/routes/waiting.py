@@ -88,4 +88,4 @@ def _error_frame(api: str, exc: ProxyError) -> bytes:
     if api == "responses":
         return sse.named_frame("error", {"type": "error", "code": exc.code, "message": exc.message,
                                          "param": exc.param, "sequence_number": 0})
-    return b"data: " + sse.json_bytes(exc.to_dict()) + b"\n\n"
+    return sse.frame(exc.to_dict())

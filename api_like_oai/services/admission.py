@@ -4,6 +4,7 @@ routes/ hands in the app's limits, its registry and the request's access record.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from ..observability import RequestRecord
 from ..protocol import ChatCompletionRequest
 from ..settings import Limits
 from .completions import prompts_of
+from .fitting import effective_max_tokens, with_max_tokens
 from .models import ModelRegistry, ServedModel
 
 
@@ -40,20 +42,32 @@ class Admission:
     ticket: Ticket | None = None
     hold: Callable[[ServedModel], None] | None = None   # keeps a model the proxy starts loaded for the request
 
-    def dialect(self, api_request: BaseModel, translate) -> DialectRequest:
-        """`api_request` translated into the chat request, checked against the limits (its max_tokens
-        an upper bound, lowered to --max-tokens-limit), its model looked up (a llama.cpp model, or an
-        OpenAI-compatible upstream the chat request is sent to: services/chat.start_chat)."""
-        chat_request = self.bounded_by_limits(translated(translate, api_request))
-        self.check_limits(chat_request)
-        model, model_name = self.lookup_model(api_request.model, chat_request.token_limit())
+    def dialect(self, api_request: BaseModel, chat_request: ChatCompletionRequest) -> DialectRequest:
+        """`api_request` and the chat request it was translated into, admitted (`admit`) with its
+        max_tokens an upper bound (lowered to --max-tokens-limit, not refused): a llama.cpp model, or an
+        OpenAI-compatible upstream the chat request is sent to (services/chat.start_chat)."""
+        chat_request, model, model_name = self.admit(chat_request, bound=True)
         return DialectRequest(api_request, chat_request, model, model_name)
 
-    def lookup_model(self, requested: str | None, max_tokens: int | None = None) -> tuple[ServedModel, str]:
+    def admit(self, api_request, *, bound: bool = False) -> tuple[BaseModel, ServedModel, str]:
+        """(request, model, name to answer with) for a request that generates: checked against the
+        limits (400), its model looked up (404), its max_tokens decided (fitting.effective_max_tokens:
+        `bound` as there) and written into the request, then counted against its key's limits with
+        them (429)."""
+        self.check_limits(api_request)
+        model, model_name = self._lookup(api_request.model)
+        max_tokens = effective_max_tokens(api_request, model.settings, self.limits, bound=bound)
+        return with_max_tokens(api_request, max_tokens), *self._admitted(model, model_name, max_tokens)
+
+    def lookup_model(self, requested: str | None) -> tuple[ServedModel, str]:
+        """(model, name to answer with) for a request that asks the model something other than to
+        generate (tokens, embeddings, its prompt, llama.cpp's own API): looked up and admitted as
+        `admit` does, with no tokens to find left."""
+        return self._admitted(*self._lookup(requested), None)
+
+    def _lookup(self, requested: str | None) -> tuple[ServedModel, str]:
         """(model, name to answer with) for the request's `model`, noted on the access record: a 404 as
-        for an unknown model if the caller's key may not use it; then the request is counted against
-        the key's limits (429 over one), `max_tokens` the tokens it must find left. No upstream work
-        happens before this."""
+        for an unknown model if the caller's key may not use it."""
         model, model_name = self.registry.lookup(requested)
         if self.ticket is not None and not self.ticket.caller.allows(model.name, model_name):
             visible = sorted(name for name, known in self.registry.by_name.items()
@@ -62,22 +76,20 @@ class Admission:
                                 param="model")
         if self.record is not None:
             self.record.model, self.record.requested_model = model.name, requested
+        return model, model_name
+
+    def _admitted(self, model: ServedModel, model_name: str, max_tokens: int | None) -> tuple[ServedModel, str]:
+        """The request counted against its key's limits (429 over one), `max_tokens` the tokens it must
+        find left; a model the proxy starts held for it. No upstream work happens before this."""
         if self.ticket is not None:
             self.ticket.admit(max_tokens)
         if model.settings.launch is not None and self.hold is not None:
             self.hold(model)
         return model, model_name
 
-    def bounded_by_limits(self, chat_request):
-        """The request with `max_tokens` lowered to --max-tokens-limit: for APIs whose max_tokens is an
-        upper bound (Anthropic's; agents ask for 32000 whatever the model), not a demand to refuse."""
-        limit = self.limits.max_tokens
-        if limit is None or chat_request.max_tokens is None or chat_request.max_tokens <= limit:
-            return chat_request
-        return chat_request.model_copy(update={"max_tokens": limit})
-
     def check_limits(self, api_request) -> None:
-        """400 for requests over the configured limits (number of messages, n, max_tokens)."""
+        """400 for requests over the configured limits (number of messages, n, prompts x n); max_tokens
+        is effective_max_tokens'."""
         limits = self.limits
         messages = getattr(api_request, "messages", None)
         if messages is not None and len(messages) > limits.max_messages:
@@ -90,17 +102,15 @@ class Admission:
             if choices > limits.max_n:
                 raise InvalidRequest(f"{choices} choices asked for (prompts x n); the limit is {limits.max_n}",
                                      param="prompt")
-        token_limit = api_request.token_limit()
-        if limits.max_tokens is not None and token_limit is not None and token_limit > limits.max_tokens:
-            raise InvalidRequest(f"max_tokens is {token_limit}; the limit is {limits.max_tokens}",
-                                 param="max_tokens")
 
 
-def translated(translate, dialect_request):
-    """`translate(dialect_request)`: the chat request another API's request becomes."""
+@contextlib.contextmanager
+def client_request():
+    """Around a translation into the chat request: what the chat schema refuses there (pydantic's
+    ValidationError) is still the client's request, a 400 naming the field."""
     try:
-        return translate(dialect_request)
-    except ValidationError as exc:  # a translation the chat schema refuses: still the client's request
+        yield
+    except ValidationError as exc:
         raise invalid_request(exc) from None
 
 

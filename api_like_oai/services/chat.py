@@ -23,8 +23,7 @@ from ..prompts import merge_stops, normalise_messages
 from ..prompts.media import has_placeholder, media_prompt, placeholders_in
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
-from . import context as context_fit
-from . import generation, merge, passthrough
+from . import fitting, generation, merge, passthrough
 from .media import resolve_images
 from .models import ServedModel
 
@@ -77,10 +76,10 @@ def request_messages(request: ChatCompletionRequest) -> list[dict]:
 
 def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
                    tool_plan: tool_calling.ToolPlan | None = None,
-                   max_tokens_is_bound: bool = False, messages: list[dict] | None = None) -> context_fit.FittedPrompt:
+                   max_tokens_is_bound: bool = False, messages: list[dict] | None = None) -> fitting.FittedPrompt:
     """The prompt of `messages` (the request's), with the oldest turns dropped if it does not fit the context."""
     messages = request_messages(request) if messages is None else messages
-    return context_fit.fit(messages, lambda kept: render_prompt(request, model, kept, tool_plan),
+    return fitting.fit(messages, lambda kept: render_prompt(request, model, kept, tool_plan),
                            lambda text: prompt_tokens(model, text),
                            model.context_length(), request.token_limit(), model.settings.context_policy,
                            max_tokens_is_bound=max_tokens_is_bound, media_tokens=lambda text: image_tokens(model, text))
@@ -99,10 +98,13 @@ def image_tokens(model: ServedModel, text: str) -> int:
     return len(placeholders_in(text)) * model.image_limits.tokens_per_image
 
 
-def upstream_payload(request: ChatCompletionRequest, prompt, images: dict | None = None) -> dict:
-    """/completion's fields for `prompt`; with `images` (by digest), the prompt carries those it names."""
+def upstream_payload(request: ChatCompletionRequest, fitted: fitting.FittedPrompt, images: dict | None = None) -> dict:
+    """/completion's fields for the fitted prompt and its reply's length; with `images` (by digest), the
+    prompt carries those it names."""
+    prompt = fitted.prompt
     payload = {"prompt": media_prompt(prompt.text, images) if images else prompt.text,
-               "stop": merge_stops(prompt.stop, request.stop_list()), "stream": True, **request.sampling_payload()}
+               "stop": merge_stops(prompt.stop, request.stop_list()), "stream": True, "n_predict": fitted.n_predict,
+               **request.sampling_payload()}
     if request.response_format is not None:
         payload |= request.response_format.to_llamacpp()
     if request.logprobs:
@@ -150,7 +152,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
                max_tokens_is_bound: bool = False, edit_messages: MessageEdit | None = None,
                cached_at_start: bool = False) -> ChatGeneration:
     """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
-    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see context.fit;
+    Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see fitting.fit;
     `edit_messages`: see MessageEdit; `cached_at_start`: the first event must say how much of the
     prompt came from llama.cpp's cache."""
     request = model.adjust(request)
@@ -167,7 +169,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
-    payload = upstream_payload(request, fitted.prompt, images) | {"n_predict": fitted.n_predict} | constraint
+    payload = upstream_payload(request, fitted, images) | constraint
     if cached_at_start:
         payload["timings_per_token"] = True  # llama.cpp's counts come with the last event otherwise
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
@@ -211,12 +213,12 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
 def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context,
                    transform: Callable | None = None, *, edit_messages: MessageEdit | None = None):
     """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
-    dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (context.fit).
+    dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (fitting.fit).
     `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
     `edit_messages`: see MessageEdit."""
     try:
         chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages,
-                          cached_at_start=bool(chat_request.stream) and getattr(shape, "usage_at_start", False))
+                          cached_at_start=bool(chat_request.stream) and shape.usage_at_start)
     except InvalidRequest as exc:  # a tool schema the grammar refuses: named as the client sent it
         raise as_sent(exc, chat_request.dialect_tool_params) from None
     combined = chained([step for step in (chat.transform, transform) if step is not None])

@@ -29,7 +29,9 @@ def check_supported(request: CompletionRequest, prompts: list) -> None:
 
 def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
     """(llama.cpp path, payload) for one prompt: /infill when a suffix is given, else /completion."""
-    payload = {"stop": request.stop_list(), "stream": True, **request.sampling_payload()}
+    max_tokens = request.token_limit()
+    payload = {"stop": request.stop_list(), "stream": True, "n_predict": -1 if max_tokens is None else max_tokens,
+               **request.sampling_payload()}
     if request.logprobs:
         payload["n_probs"] = request.logprobs
     if request.suffix is not None:

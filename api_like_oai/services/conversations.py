@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 
-from ..dialects.stored import ConversationCreate, ConversationUpdate, ItemListQuery, ItemsCreate
+from ..dialects.conversations import ConversationCreate, ConversationUpdate, ItemListQuery, ItemsCreate
 from ..errors import NotFound
 from ..store import Page, new_id
+from .scope import Scope, conversation_not_found, listed, refusals
 from .stored_items import input_items, item_list
-from .stored_responses import Scope, conversation_not_found, listed, refusals
 
 
 def create(scope: Scope, request: ConversationCreate) -> dict:

@@ -10,19 +10,23 @@ import itertools
 import logging
 import time
 from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING
 
 from .. import sse
 from ..backends.events import GenerationEvent, PromptProgress
+from ..dialects.blocks import Blocks
 from ..errors import ProxyError
-from .blocks import Blocks
 from .inflight import Context, InFlight, UsageCounter, until_stopped
 from .merge import close, start
+
+if TYPE_CHECKING:
+    from ..dialects.shape import Shape
 
 __all__ = ["ChoiceFold", "Context", "InFlight", "answer", "fold", "start", "stream"]  # start, Context: services' entry points
 
 log = logging.getLogger("api_like_oai")
 
-def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
+def stream(events: Iterator[GenerationEvent], shape: Shape, choice_count: int, context: Context,
            prefixes: dict[int, str] | None = None, transform=None) -> Iterator[bytes]:
     """SSE bytes: the shape's openings, its chunks per event, its closings and end ([DONE] for
     OpenAI's chat and completions); the shape's error event on failure. `transform` (events ->
@@ -36,7 +40,7 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
             with context.inflight.track(record) as stop_event:
                 yield from _openings(shape, choice_count, prefixes)
                 stoppable = until_stopped(events, stop_event, choice_count, context.inflight)
-                first = yield from _prompt_read(stoppable, context, getattr(shape, "keepalive", sse.KEEPALIVE_COMMENT))
+                first = yield from _prompt_read(stoppable, context, shape.keepalive)
                 for event in _delivered(_resumed(first, stoppable), context, transform, usage):
                     frame = shape.content_frame(event)
                     if frame is not None:
@@ -59,7 +63,7 @@ def stream(events: Iterator[GenerationEvent], shape, choice_count: int, context:
             record.close()   # after the closing events: what the shape does for them (a store write) is traced
 
 
-def _openings(shape, choice_count: int, prefixes: dict[int, str] | None) -> Iterator[bytes]:
+def _openings(shape: Shape, choice_count: int, prefixes: dict[int, str] | None) -> Iterator[bytes]:
     for index in range(choice_count):
         yield from map(shape.frame, shape.openings(index))
         if prefixes and prefixes.get(index):
@@ -161,7 +165,7 @@ class ChoiceFold:
                 for index, blocks in self.blocks.items()]
 
 
-def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
+def fold(events: Iterator[GenerationEvent], shape: Shape, choice_count: int, context: Context,
          prefixes: dict[int, str] | None = None, transform=None) -> dict:
     """The non-streamed answer: the same events, accumulated per choice."""
     folded = ChoiceFold(choice_count, prefixes)
@@ -177,7 +181,7 @@ def fold(events: Iterator[GenerationEvent], shape, choice_count: int, context: C
     return shape.response(folded.choices(), usage.to_dict())
 
 
-def answer(api_request, events: Iterator[GenerationEvent], shape, choice_count: int, context: Context,
+def answer(api_request, events: Iterator[GenerationEvent], shape: Shape, choice_count: int, context: Context,
            prefixes: dict[int, str] | None = None, transform=None):
     """The events streamed when the request asks for a stream, else folded into one answer;
     `transform` (events -> events) rewrites them first, the same way for both."""

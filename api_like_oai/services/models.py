@@ -16,6 +16,7 @@ from ..prompts.tools import formatter_capabilities
 from ..reasoning import THINK, ReasoningMarkers
 from ..reasoning import detect as detect_reasoning
 from ..settings import ImageLimits, ModelSettings
+from .fitting import TOKEN_FIELDS
 
 log = logging.getLogger("api_like_oai")
 
@@ -141,16 +142,13 @@ class ServedModel:
         return self.props().vision
 
     def adjust(self, api_request):
-        """The request with this model's defaults filled in, overrides applied, max_tokens capped."""
+        """The request with this model's defaults filled in and overrides applied; its max_tokens were
+        decided at admission (fitting.effective_max_tokens, which applies the model's there)."""
         fields = type(api_request).model_fields
         update = {key: value for key, value in self.settings.defaults.items()
-                  if key in fields and getattr(api_request, key) is None}
-        update |= {key: value for key, value in self.settings.overrides.items() if key in fields}
-        cap = self.settings.max_tokens
-        for key in ("max_tokens", "max_completion_tokens"):
-            value = update.get(key, getattr(api_request, key, None))
-            if cap is not None and key in fields and (value is None or value > cap):
-                update[key] = cap if key == "max_tokens" or value is not None else None
+                  if key in fields and key not in TOKEN_FIELDS and getattr(api_request, key) is None}
+        update |= {key: value for key, value in self.settings.overrides.items()
+                   if key in fields and key not in TOKEN_FIELDS}
         if not update:
             return api_request
         # Not strict: config values come from YAML, not from a client's JSON.

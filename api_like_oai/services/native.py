@@ -75,7 +75,7 @@ class StreamRelay:
         record = self.context.record
         try:
             with self.context.inflight.track() as stop_event:
-                for chunk in self.answer.chunks():
+                for chunk in self.answer.iter_bytes():
                     if record is not None:
                         record.token_arrived()
                     self.last_chunk = chunk

@@ -13,57 +13,24 @@ generated).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import secrets
 from collections.abc import Callable, Iterator
 
 from pydantic import TypeAdapter
 
-from ..dialects.responses import InputItem, ResponsesRequest, to_chat_request
+from ..dialects.responses import InputItem, ResponsesRequest
 from ..dialects.responses_shape import ResponsesShape
-from ..errors import InvalidRequest, NotFound, ProxyError
+from ..dialects.responses_translation import Translation, translate
+from ..errors import InvalidRequest, ProxyError
 from ..observability import stage
-from ..protocol import ChatCompletionRequest
 from ..sealing import Seal
-from ..store import DuplicateItem, Store, TooLarge, UnknownCursor
 from .generation import UsageCounter
-from .stored_items import input_items, item_list, stored_item
+from .scope import Scope, conversation_not_found, refusals, response_not_found
+from .stored_items import input_items, stored_item
 
 log = logging.getLogger("api_like_oai")
 INPUT_ITEMS = TypeAdapter(list[InputItem])
-
-
-class Scope:
-    """The store as one caller sees it; `store` None means --store none."""
-
-    def __init__(self, store: Store | None, api_key: str | None):
-        self.store = store
-        self.api_key = api_key
-        self._owner: str | None = None
-
-    @property
-    def owner(self) -> str:
-        if self._owner is None:
-            self._owner = self.need().owner(self.api_key)
-        return self._owner
-
-    def need(self, param: str | None = None) -> Store:
-        """The store, or a 400 (naming `param`, the field that needs it) when storage is off."""
-        if self.store is None:
-            raise InvalidRequest("stored responses and conversations are off on this proxy (--store none)",
-                                 param=param)
-        return self.store
-
-
-def response_not_found(response_id: str, param: str | None = None) -> NotFound:
-    code = "previous_response_not_found" if param == "previous_response_id" else None
-    prefix = "Previous response" if param else "Response"
-    return NotFound(f"{prefix} with id '{response_id}' not found.", param=param, code=code)
-
-
-def conversation_not_found(conversation_id: str, param: str | None = None) -> NotFound:
-    return NotFound(f"Conversation with id '{conversation_id}' not found.", param=param)
 
 
 def conversation_id(request: ResponsesRequest) -> str | None:
@@ -84,18 +51,19 @@ class Turn:
         self.conversation: str | None = None
         self.response_id: str | None = None  # once stored as in_progress
 
-    def translate(self, request: ResponsesRequest) -> ChatCompletionRequest:
-        """The chat request: the earlier turns' items, then the request's own input (parse_dialect's step)."""
+    def translate(self, request: ResponsesRequest) -> Translation:
+        """The chat request: the earlier turns' items, then the request's own input (whose items come
+        from len(self.history) on, for what Translation.headers names)."""
         self.request, self.conversation = request, conversation_id(request)
         with stage(self.record, "store"):
             self.history = self._history(request)
         if not self.stateful:
-            return to_chat_request(request, self.seal)
+            return translate(request, self.seal)
         self.input = input_items(request.input)
         if not self.history:
-            return to_chat_request(request, self.seal)
-        return to_chat_request(request.model_copy(update={"input": INPUT_ITEMS.validate_python(self.history + self.input)}),
-                               self.seal)
+            return translate(request, self.seal)
+        return translate(request.model_copy(update={"input": INPUT_ITEMS.validate_python(self.history + self.input)}),
+                         self.seal)
 
     @property
     def stores(self) -> bool:
@@ -142,10 +110,12 @@ class Turn:
 
     # --- writes ----------------------------------------------------------------------------------
 
-    def begin(self, in_progress: dict) -> None:
-        """Keep a stream's response as in_progress with its input items, before generating."""
-        if not self.stores:
+    def begin(self, shape: ResponsesShape) -> None:
+        """Keep a stored stream's response as in_progress with its input items, before generating (a
+        failing store is a 503 before the stream starts)."""
+        if not isinstance(shape, StoredResponsesShape) or not self.request.stream or not self.stores:
             return
+        in_progress = shape.in_progress()
         with refusals(self._history_param()), stage(self.record, "store"):
             self.scope.store.put(in_progress["id"], self.scope.owner, in_progress, self.history + self.input)
         self.response_id = in_progress["id"]
@@ -183,20 +153,6 @@ class Turn:
         """The request failed before it started: its in_progress response goes."""
         if self.response_id is not None:
             _best_effort(lambda: self.scope.store.delete(self.response_id, self.scope.owner))
-
-
-@contextlib.contextmanager
-def refusals(param: str):
-    """Store refusals as the client's errors (400): too large (naming where the size came from,
-    `param`) or a duplicate item id in the input."""
-    try:
-        yield
-    except TooLarge:
-        raise InvalidRequest(f"the stored {param} would be larger than the body limit (--max-body-bytes); "
-                             "start a new conversation", param=param) from None
-    except DuplicateItem as exc:
-        raise InvalidRequest(f"Duplicate item found with id {exc.item_id!r}; remove duplicate items from your "
-                             "input and try again", param="input") from None
 
 
 def _best_effort(write: Callable[[], object]) -> None:
@@ -266,19 +222,12 @@ class StoredResponsesShape(ResponsesShape):
         self.kept = True
 
 
-def answer(turn: Turn, shape: ResponsesShape, generate: Callable[[], tuple]):
-    """(answer, headers) of `generate()` (dialect_answer), with the turn kept around it."""
-    if not isinstance(shape, StoredResponsesShape) or not turn.request.stream:
-        return generate()
-    turn.begin(shape.in_progress())
-    try:
-        result, headers = generate()
-    except BaseException:
-        turn.discard()
-        raise
-    if isinstance(result, dict):
-        return result, headers
-    return _kept_stream(result, shape), headers
+def kept(answer, shape: ResponsesShape):
+    """The answer (dialect_answer's), a stored stream wrapped so that, dropped by the client, what was
+    generated is kept as incomplete (a folded answer is kept by its shape, before it is returned)."""
+    if isinstance(answer, dict) or not isinstance(shape, StoredResponsesShape):
+        return answer
+    return _kept_stream(answer, shape)
 
 
 def _kept_stream(frames: Iterator[bytes], shape: StoredResponsesShape) -> Iterator[bytes]:
@@ -289,33 +238,3 @@ def _kept_stream(frames: Iterator[bytes], shape: StoredResponsesShape) -> Iterat
     finally:
         if not finished:
             shape.abandoned()
-
-
-# --- reading back ------------------------------------------------------------------------------
-
-def retrieve(scope: Scope, response_id: str) -> dict:
-    response = scope.need().get(response_id, scope.owner)
-    if response is None:
-        raise response_not_found(response_id)
-    return response
-
-
-def delete(scope: Scope, response_id: str) -> dict:
-    if not scope.need().delete(response_id, scope.owner):
-        raise response_not_found(response_id)
-    return {"id": response_id, "object": "response", "deleted": True}
-
-
-def list_input_items(scope: Scope, response_id: str, after: str | None, limit: int, order: str) -> dict:
-    return listed(scope, response_id, after, limit, order, lambda: response_not_found(response_id))
-
-
-def listed(scope: Scope, key: str, after: str | None, limit: int, order: str, not_found: Callable[[], NotFound]) -> dict:
-    """A page of the items of the object `key` as OpenAI's list; `not_found()` is raised when there is none."""
-    try:
-        page = scope.need().page(key, scope.owner, after=after, limit=limit, order=order)
-    except UnknownCursor:
-        raise NotFound(f"No item with id '{after}' in '{key}'.", param="after") from None
-    if page is None:
-        raise not_found()
-    return item_list(page)

@@ -15,7 +15,7 @@ import requests
 from anthropic import types
 from pydantic import BaseModel
 
-from api_like_oai.dialects.anthropic import MessageResponse
+from api_like_oai.dialects.anthropic_answers import MessageResponse
 
 from ..scripted_model import THINKING_TEMPLATE
 from .conftest import HERMES_CALL

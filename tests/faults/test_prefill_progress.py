@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from api_like_oai import sse
-from api_like_oai.protocol import LiveRequest
+from api_like_oai.answers import LiveRequest
 
 # 100 tokens, 20 of them cached: the second event is half of the work, the third all of it.
 PROGRESS = ({"total": 100, "cache": 20, "processed": 20, "time_ms": 0},

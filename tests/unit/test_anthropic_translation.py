@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from api_like_oai.dialects import anthropic
+from api_like_oai.dialects import anthropic, anthropic_translation
 from api_like_oai.errors import InvalidRequest
 from api_like_oai.sealing import Seal
 
@@ -19,7 +19,7 @@ ELSEWHERE = Seal(lambda: b"another server's key")
 
 
 def chat_of(body: dict, seal: Seal | None = SEAL):
-    return anthropic.to_chat_request(anthropic.MessagesRequest.model_validate({**CLAUDE, **body}), seal)
+    return anthropic_translation.to_chat_request(anthropic.MessagesRequest.model_validate({**CLAUDE, **body}), seal)
 
 
 def messages_of(body: dict, seal: Seal | None = SEAL) -> list[dict]:
@@ -71,7 +71,7 @@ def test_server_tools_are_set_aside_and_named():
         {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
         {"type": "code_execution_20250825"}]}
     request = anthropic.MessagesRequest.model_validate({**CLAUDE, **body})
-    chat = anthropic.to_chat_request(request, SEAL)
+    chat = anthropic_translation.to_chat_request(request, SEAL)
     assert [tool.function.name for tool in chat.tools] == ["Bash"]
     assert request.set_aside_tools() == ["web_search", "tool_search_tool_regex", "code_execution_20250825"]
 

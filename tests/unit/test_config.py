@@ -106,11 +106,14 @@ def test_aliases_and_default_model_route_requests(tmp_path):
 def test_defaults_overrides_and_cap_apply_to_requests():
     from api_like_oai.app import build_registry
     from api_like_oai.protocol import ChatCompletionRequest
+    from api_like_oai.services.fitting import effective_max_tokens
     model = build_registry(parse_settings(["--config", str(ROOT / "config.example.yaml")])).lookup("smollm")[0]
     messages = [{"role": "user", "content": "hi"}]
     adjusted = model.adjust(ChatCompletionRequest(messages=messages, temperature=0.1, repeat_penalty=1.5, max_tokens=5000))
-    assert (adjusted.temperature, adjusted.top_p, adjusted.repeat_penalty, adjusted.max_tokens) == (0.1, 0.9, 1.1, 1024)
-    assert model.adjust(ChatCompletionRequest(messages=messages)).max_tokens == 1024
+    assert (adjusted.temperature, adjusted.top_p, adjusted.repeat_penalty) == (0.1, 0.9, 1.1)
+    limits = parse_settings(["--config", str(ROOT / "config.example.yaml")]).limits
+    assert effective_max_tokens(ChatCompletionRequest(messages=messages, max_tokens=5000), model.settings, limits) == 1024
+    assert effective_max_tokens(ChatCompletionRequest(messages=messages), model.settings, limits) == 1024
 
 
 def test_the_readme_shows_the_shipped_example_verbatim():

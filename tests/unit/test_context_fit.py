@@ -9,7 +9,7 @@ import pytest
 
 from api_like_oai.errors import ContextLengthExceeded
 from api_like_oai.prompts import ChatPrompt
-from api_like_oai.services.context import ERROR, Policy, drop_points, droppable_turns, fit
+from api_like_oai.services.fitting import ERROR, Policy, drop_points, droppable_turns, fit
 
 TOKENS_PER_MESSAGE = 10
 
@@ -199,3 +199,50 @@ def test_drop_points_follow_the_oldest_turns_so_later_turns_share_them():
     assert points == [0, 3, 6, 9]                   # 9 rounds may go; the tenth is the latest
     longer = session(14)
     assert drop_points(longer, droppable_turns(longer), step_size=500)[:4] == points
+
+
+# --- effective_max_tokens: the one step that decides max_tokens before the prompt exists ----------
+
+def _chat(**fields):
+    from api_like_oai.protocol import ChatCompletionRequest
+
+    return ChatCompletionRequest(messages=[{"role": "user", "content": "hi"}], **fields)
+
+
+def _model(**fields):
+    from api_like_oai.settings import ModelSettings
+
+    return ModelSettings(name="m", upstreams=("http://127.0.0.1:1",), **fields)
+
+
+def test_max_tokens_over_the_limit_is_refused_or_lowered_when_it_is_a_bound():
+    from api_like_oai.errors import InvalidRequest
+    from api_like_oai.services.fitting import effective_max_tokens
+    from api_like_oai.settings import Limits
+
+    limits = Limits(max_tokens=100)
+    with pytest.raises(InvalidRequest, match="max_tokens is 500; the limit is 100") as refused:
+        effective_max_tokens(_chat(max_tokens=500), _model(), limits)
+    assert refused.value.param == "max_tokens"
+    with pytest.raises(InvalidRequest, match="max_tokens is 300"):   # max_completion_tokens is the one that counts
+        effective_max_tokens(_chat(max_tokens=50, max_completion_tokens=300), _model(), limits)
+    assert effective_max_tokens(_chat(max_tokens=32000), _model(), limits, bound=True) == 100
+    assert effective_max_tokens(_chat(max_tokens=100), _model(), limits) == 100
+    assert effective_max_tokens(_chat(), _model(), limits) is None   # the context decides (fit)
+
+
+def test_the_model_default_override_and_cap_apply_after_the_limit():
+    from api_like_oai.services.fitting import effective_max_tokens, with_max_tokens
+    from api_like_oai.settings import Limits
+
+    limits = Limits(max_tokens=1000)
+    assert effective_max_tokens(_chat(), _model(defaults={"max_tokens": 64}), limits) == 64
+    assert effective_max_tokens(_chat(max_tokens=10), _model(defaults={"max_tokens": 64}), limits) == 10
+    assert effective_max_tokens(_chat(max_tokens=10), _model(overrides={"max_tokens": 64}), limits) == 64
+    assert effective_max_tokens(_chat(max_tokens=900), _model(max_tokens=256), limits) == 256
+    assert effective_max_tokens(_chat(), _model(max_tokens=256), limits) == 256
+    assert effective_max_tokens(_chat(max_completion_tokens=900), _model(max_tokens=256), limits) == 256
+    request = with_max_tokens(_chat(max_tokens=10, max_completion_tokens=900), 256)
+    assert (request.max_tokens, request.max_completion_tokens, request.token_limit()) == (256, 256, 256)
+    unchanged = _chat(max_tokens=10)
+    assert with_max_tokens(unchanged, 10) is unchanged

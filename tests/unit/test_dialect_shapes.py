@@ -11,10 +11,11 @@ from pydantic import TypeAdapter
 
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.dialects.anthropic_shape import MessagesShape
-from api_like_oai.dialects.responses import ResponseObject, ResponsesRequest
+from api_like_oai.dialects.blocks import DELTA, REASONING, START, STOP, TEXT, Blocks
+from api_like_oai.dialects.responses import ResponsesRequest
+from api_like_oai.dialects.responses_answers import ResponseObject
 from api_like_oai.dialects.responses_shape import ResponsesShape
 from api_like_oai.sealing import Seal
-from api_like_oai.services.blocks import DELTA, REASONING, START, STOP, TEXT, Blocks
 from api_like_oai.services.generation import ChoiceFold
 from api_like_oai.tools.parser import ToolCallDelta
 

@@ -11,18 +11,24 @@ from pydantic import ValidationError
 
 from api_like_oai import errors
 from api_like_oai.backends.events import GenerationEvent
-from api_like_oai.dialects import anthropic, responses, responses_tools
+from api_like_oai.dialects import anthropic, anthropic_translation, responses, responses_tools, responses_translation
 from api_like_oai.errors import InvalidRequest
 from api_like_oai.sealing import Seal
-from api_like_oai.services.context import ERROR, Policy, fit
+from api_like_oai.services.fitting import ERROR, Policy, fit
 from api_like_oai.tools.parser import ToolCallDelta
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
 
+def translated(module, body: dict):
+    """The chat request of `body`, a request of `module`'s API (anthropic or responses)."""
+    request_model, translation = (anthropic.MessagesRequest, anthropic_translation) if module is anthropic \
+        else (responses.ResponsesRequest, responses_translation)
+    return translation.to_chat_request(request_model.model_validate(body))
+
+
 def chat_of(module, body: dict) -> dict:
-    request_model = anthropic.MessagesRequest if module is anthropic else responses.ResponsesRequest
-    chat = module.to_chat_request(request_model.model_validate(body))
+    chat = translated(module, body)
     return chat.model_dump(exclude_unset=True, exclude_none=True)
 
 
@@ -31,9 +37,8 @@ def messages_of(module, body: dict) -> list[dict]:
 
 
 def refused(module, body: dict) -> InvalidRequest:
-    request_model = anthropic.MessagesRequest if module is anthropic else responses.ResponsesRequest
     with pytest.raises(InvalidRequest) as caught:
-        module.to_chat_request(request_model.model_validate(body))
+        translated(module, body)
     return caught.value
 
 
@@ -113,7 +118,7 @@ def test_anthropic_images_become_image_url_parts_in_user_turns_and_tool_results(
         {"type": "tool_result", "tool_use_id": "t", "content": [
             {"type": "text", "text": "screenshot:"}, {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]},
     ]}]}
-    request = anthropic.to_chat_request(anthropic.MessagesRequest.model_validate(body))
+    request = anthropic_translation.to_chat_request(anthropic.MessagesRequest.model_validate(body))
     messages = request.model_dump(exclude_none=True)["messages"]
     assert messages[0]["content"] == [{"type": "text", "text": "Compare"},
                                       {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}}]
@@ -132,7 +137,7 @@ def test_responses_input_images_become_image_url_parts_in_user_messages_and_call
                       {"type": "function_call_output", "call_id": "c",
                        "output": [{"type": "input_image", "image_url": "https://x/y.png"}]}],
             "tools": [{"type": "function", "name": "shot", "parameters": {"type": "object"}}]}
-    request = responses.to_chat_request(responses.ResponsesRequest.model_validate(body))
+    request = responses_translation.to_chat_request(responses.ResponsesRequest.model_validate(body))
     messages = request.model_dump(exclude_none=True)["messages"]
     assert messages[0]["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
     assert messages[2]["content"] == [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]
@@ -161,7 +166,7 @@ def test_anthropic_content_the_proxy_cannot_read_is_refused(content, param):
 def test_anthropic_unusable_tools_are_refused(body, param):
     """Checked once, by the chat schema after translation; the refusal names Anthropic's field."""
     with pytest.raises(InvalidRequest) as caught:
-        anthropic.to_chat_request(anthropic.MessagesRequest.model_validate(
+        anthropic_translation.to_chat_request(anthropic.MessagesRequest.model_validate(
             {**CLAUDE, "messages": [{"role": "user", "content": "Hi"}], **body}))
     assert caught.value.param == param
 
@@ -294,7 +299,7 @@ def test_responses_tool_kinds_become_functions_whose_names_cannot_collide():
                                            f"The input must follow this lark grammar:\n{PATCH_GRAMMAR}")
     assert functions[4]["parameters"] == responses_tools.LOCAL_SHELL_PARAMETERS
     request = responses.ResponsesRequest.model_validate({"input": "Hi", "tools": CODEX_TOOLS})
-    assert responses.set_aside_headers(request) == {"X-Tools-Set-Aside": "web_search, image_generation, mcp"}
+    assert responses_translation.translate(request).headers() == {"X-Tools-Set-Aside": "web_search, image_generation, mcp"}
 
 
 @pytest.mark.parametrize("tool_choice, chat_choice, names", [
@@ -325,11 +330,22 @@ def test_responses_tool_choice_in_every_form(tool_choice, chat_choice, names):
     assert [tool["function"]["name"] for tool in chat.get("tools", [])] == (all_names if names is None else names)
 
 
+def test_responses_a_continued_turn_names_only_its_own_items_set_aside():
+    """A continued turn's input starts with the stored items of the turns before it: the header names
+    what of the request's own items was set aside (it said so of the earlier ones when they were sent)."""
+    body = {"input": [{"type": "web_search_call", "id": "ws_1"}, {"role": "user", "content": "Hi"},
+                      {"type": "item_reference", "id": "msg_0"}]}
+    translation = responses_translation.translate(responses.ResponsesRequest.model_validate(body))
+    assert translation.headers() == {"X-Input-Items-Set-Aside": "web_search_call, item_reference"}
+    assert translation.headers(first_item=1) == {"X-Input-Items-Set-Aside": "item_reference"}
+    assert translation.headers(first_item=3) == {}
+
+
 def test_responses_a_tool_choice_of_a_tool_set_aside_says_so():
     request = responses.ResponsesRequest.model_validate(
         {"input": "Hi", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}], "tool_choice": {"type": "file_search"}})
-    assert responses.set_aside_headers(request) == {"X-Tools-Set-Aside": "file_search",
-                                                    "X-Tool-Choice-Set-Aside": "file_search"}
+    assert responses_translation.translate(request).headers() == {"X-Tools-Set-Aside": "file_search",
+                                                                  "X-Tool-Choice-Set-Aside": "file_search"}
     assert "tools" not in chat_of(responses, {"input": "Hi", "tool_choice": {"type": "file_search"},
                                               "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]})
 
@@ -397,7 +413,7 @@ def test_responses_fields_agents_send_are_never_refused(field, value):
 def test_responses_verbosity_and_effort_reach_the_template():
     request = responses.ResponsesRequest.model_validate(
         {"input": "Hi", "text": {"verbosity": "low"}, "reasoning": {"effort": "max"}})
-    assert responses.to_chat_request(request).template_variables() == {"reasoning_effort": "max", "verbosity": "low"}
+    assert responses_translation.to_chat_request(request).template_variables() == {"reasoning_effort": "max", "verbosity": "low"}
 
 
 def test_responses_input_items_of_no_use_to_the_model_are_set_aside_and_named():
@@ -406,7 +422,7 @@ def test_responses_input_items_of_no_use_to_the_model_are_set_aside_and_named():
                       {"type": "item_reference", "id": "msg_0"}, {"type": "web_search_call", "id": "ws_2"}]}
     assert messages_of(responses, body) == [{"role": "user", "content": "Hi"}]
     request = responses.ResponsesRequest.model_validate(body)
-    assert responses.set_aside_headers(request, SEAL) == {
+    assert responses_translation.translate(request, SEAL).headers() == {
         "X-Input-Items-Set-Aside": "web_search_call, reasoning, item_reference"}
 
 
@@ -460,9 +476,10 @@ def test_responses_a_thought_handed_back_reaches_the_next_assistant_turn(item, r
     body = {"input": [{"role": "user", "content": "Hi"}, item,
                       {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]}
     request = responses.ResponsesRequest.model_validate(body)
-    [_, assistant] = responses.chat_messages(request, seal=SEAL)
+    [_, assistant] = responses_translation.chat_messages(request, seal=SEAL)
     assert assistant.get("reasoning_content") == recalled
-    assert responses.set_aside_headers(request, SEAL) == ({} if recalled else {"X-Input-Items-Set-Aside": "reasoning"})
+    expected = {} if recalled else {"X-Input-Items-Set-Aside": "reasoning"}
+    assert responses_translation.translate(request, SEAL).headers() == expected
 
 
 def test_responses_thoughts_join_the_turn_they_precede():
@@ -475,11 +492,11 @@ def test_responses_thoughts_join_the_turn_they_precede():
         {"type": "function_call_output", "call_id": "c1", "output": "ok"}, thought("Dropped: no turn follows."),
         {"role": "user", "content": "And?"}, thought("Third."),
         {"type": "message", "role": "assistant", "content": "Done."}]}
-    messages = responses.chat_messages(responses.ResponsesRequest.model_validate(body), seal=SEAL)
+    messages = responses_translation.chat_messages(responses.ResponsesRequest.model_validate(body), seal=SEAL)
     assert [(m["role"], m.get("reasoning_content")) for m in messages] == [
         ("user", None), ("assistant", "First.\n\nSecond."), ("tool", None), ("user", None), ("assistant", "Third.")]
     current = responses.ResponsesRequest.model_validate({**body, "reasoning": {"context": "current_turn"}})
-    assert [m.get("reasoning_content") for m in responses.chat_messages(current, seal=SEAL)] == \
+    assert [m.get("reasoning_content") for m in responses_translation.chat_messages(current, seal=SEAL)] == \
         [None, None, None, None, "Third."]
 
 
@@ -512,7 +529,7 @@ def test_responses_a_client_tool_search_offers_what_it_found_from_then_on():
         {"role": "assistant", "tool_calls": [{"id": "c2", "type": "function", "function": {
             "name": "multi_agent_v1.spawn_agent", "arguments": '{"target": "x"}'}}]}]
     request = responses.ResponsesRequest.model_validate(body)
-    assert responses.set_aside_headers(request) == {"X-Tools-Set-Aside": "tool_search"}   # the server-side one
+    assert responses_translation.translate(request).headers() == {"X-Tools-Set-Aside": "tool_search"}   # the server-side one
 
 
 # --- max_tokens as an upper bound ----------------------------------------------------------------------
@@ -585,9 +602,9 @@ def test_every_error_class_is_mapped():
 def test_anthropic_thinking_reaches_the_template_as_enable_thinking(thinking, expected):
     request = anthropic.MessagesRequest.model_validate(
         {**CLAUDE, "messages": [{"role": "user", "content": "Hi"}], "thinking": thinking})
-    assert anthropic.to_chat_request(request).chat_template_kwargs == expected
+    assert anthropic_translation.to_chat_request(request).chat_template_kwargs == expected
 
 
 def test_responses_reasoning_effort_reaches_the_template():
     request = responses.ResponsesRequest.model_validate({"input": "Hi", "reasoning": {"effort": "low"}})
-    assert responses.to_chat_request(request).template_variables() == {"reasoning_effort": "low"}
+    assert responses_translation.to_chat_request(request).template_variables() == {"reasoning_effort": "low"}

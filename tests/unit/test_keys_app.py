@@ -11,6 +11,7 @@ import pytest
 from api_like_oai import create_app
 from api_like_oai.cli import parse_settings
 from api_like_oai.errors import StoreUnavailable
+from api_like_oai.routes import state
 
 from ..servers import free_port
 
@@ -175,7 +176,7 @@ def test_usage_reads_in_openais_usage_api_shape(client):
 def failing_store(monkeypatch):
     """Make the key book of `client` fail as an unreachable store does."""
     def fail(client) -> None:
-        book = client.application.extensions["api_like_oai"].gate.book
+        book = state(client.application).gate.book
 
         def unreachable(*args, **kwargs):
             raise StoreUnavailable("the key store (Redis) failed: Connection refused")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from api_like_oai import create_app
 from api_like_oai.cli import parse_settings
 from api_like_oai.errors import UpstreamUnavailable
+from api_like_oai.routes import state
 
 from ..fake_llamacpp import FakeLlamaCpp
 from .conftest import make_app
@@ -13,7 +14,7 @@ OPENAI_FIELDS = ["id", "object", "created", "owned_by"]
 
 
 def served_model(app):
-    return app.extensions["api_like_oai"].registry.default
+    return state(app).registry.default
 
 
 def test_openai_fields_come_first_then_context_and_capabilities(app_client):

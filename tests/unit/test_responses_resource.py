@@ -13,7 +13,8 @@ from openai.types.responses import Response
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.backends.llamacpp import LLAMA_CPP_SAMPLING, LlamaCppClient, UpstreamProps, _default_sampling
 from api_like_oai.backends.pool import UpstreamPool
-from api_like_oai.dialects.responses import ResponseObject, ResponsesRequest
+from api_like_oai.dialects.responses import ResponsesRequest
+from api_like_oai.dialects.responses_answers import ResponseObject
 from api_like_oai.dialects.responses_shape import ResponsesShape
 from api_like_oai.errors import UpstreamError
 from api_like_oai.protocol import ChatCompletionRequest

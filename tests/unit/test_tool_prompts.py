@@ -11,7 +11,7 @@ from api_like_oai.prompts import JinjaFormatter, normalise_messages
 from api_like_oai.prompts.capabilities import probe
 from api_like_oai.prompts.shipped import load
 from api_like_oai.prompts.tools import NO_CAPABILITIES, prepare, short_id, tools_prompt
-from api_like_oai.services.context import fit
+from api_like_oai.services.fitting import fit
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city.",

@@ -6,11 +6,20 @@ import pytest
 
 from api_like_oai.prompts import ChatPrompt
 from api_like_oai.protocol import LLAMA_CPP_FIELDS, ChatCompletionRequest, CompletionRequest
-from api_like_oai.services.chat import upstream_payload
+from api_like_oai.services.chat import upstream_payload as chat_payload
 from api_like_oai.services.completions import upstream_request
+from api_like_oai.services.fitting import fit
 
 MESSAGES = [{"role": "user", "content": "Hi"}]
 PROMPT = ChatPrompt("<user>Hi<bot>", ("</s>",))
+
+
+def upstream_payload(request: ChatCompletionRequest, prompt: ChatPrompt) -> dict:
+    """The chat payload of `prompt`, fitted as for a model whose context length is unknown: the reply's
+    length is the request's max_tokens (max_completion_tokens first), else llama.cpp's -1."""
+    return chat_payload(request, fit([], lambda _: prompt, None, None, request.token_limit()))
+
+
 EXAMPLE_VALUES = {"grammar": "root ::= \"x\"", "json_schema": {"type": "object"}, "samplers": ["top_k"],
                   "penalize_nl": True, "ignore_eos": True, "cache_prompt": False}
 

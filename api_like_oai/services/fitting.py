@@ -1,4 +1,9 @@
-"""Fit a chat into the model's context: keep the conversation, size the reply to what is left.
+"""How long a reply may be, and a chat fitted into the model's context: keep the conversation, size
+the reply to what is left.
+
+`effective_max_tokens` is the one step that decides a request's max_tokens before its prompt exists
+(the client's, --max-tokens-limit, the model's default, override and cap); `fit` then sizes the reply
+within the context from it (n_predict, the one value sent upstream).
 
 `max_tokens` is an upper bound, as users of local models expect (clients made for hosted models
 ask for 32,000 tokens from a model with a few thousand of context): the oldest turns are dropped
@@ -21,16 +26,59 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ContextLengthExceeded
+from ..errors import ContextLengthExceeded, InvalidRequest
 from ..prompts import ChatPrompt
-from ..settings import ERROR, TRUNCATE, Policy
+from ..settings import ERROR, TRUNCATE, Limits, ModelSettings, Policy
 
-__all__ = ["ERROR", "TRUNCATE", "FittedPrompt", "Policy", "droppable_turns", "fit"]
+__all__ = ["ERROR", "TRUNCATE", "FittedPrompt", "Policy", "droppable_turns", "effective_max_tokens", "fit",
+           "with_max_tokens"]
 
 DEFAULT_POLICY = Policy()
 
 
 CHARACTERS_PER_TOKEN = 4      # to size drop steps without counting: about right for English and code
+
+
+TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")   # a request's bounds on its reply (the latter wins)
+
+
+def effective_max_tokens(request, model: ModelSettings, limits: Limits, *, bound: bool = False) -> int | None:
+    """The most tokens the request's reply may have, before the context has its say (`fit`); None for
+    no bound. In order: the client's own (max_completion_tokens, else max_tokens), held to
+    --max-tokens-limit: over it, an API whose max_tokens is an upper bound (`bound`: Anthropic's and
+    the Responses API's, whose clients ask for 32000 whatever the model) is lowered to it, any other
+    refused (400); then the model's override, or its default when the client sent none; then the
+    model's cap (its max_tokens)."""
+    own = request.token_limit()
+    if limits.max_tokens is not None and own is not None and own > limits.max_tokens:
+        if not bound:
+            raise InvalidRequest(f"max_tokens is {own}; the limit is {limits.max_tokens}", param="max_tokens")
+        request = request.model_copy(update={"max_tokens": limits.max_tokens})
+    fields = type(request).model_fields
+    values = {key: _configured(model, key, getattr(request, key)) for key in TOKEN_FIELDS if key in fields}
+    cap = model.max_tokens
+    if cap is not None:   # the model's max_tokens bounds both; a reply with neither gets the cap
+        values = {key: cap if value is None and key == "max_tokens" or value is not None and value > cap
+                  else value for key, value in values.items()}
+    completion = values.get("max_completion_tokens")
+    return completion if completion is not None else values.get("max_tokens")
+
+
+def _configured(model: ModelSettings, key: str, value: int | None) -> int | None:
+    """The model's override of `key`, else the request's value, else the model's default."""
+    if key in model.overrides:
+        return model.overrides[key]
+    return model.defaults.get(key) if value is None else value
+
+
+def with_max_tokens(request, max_tokens: int | None):
+    """The request bounded by `max_tokens` (effective_max_tokens'): its max_tokens, and its
+    max_completion_tokens if it has one (an OpenAI-compatible upstream reads either)."""
+    update = {key: max_tokens for key in TOKEN_FIELDS if key in type(request).model_fields
+              and (key == "max_tokens" or getattr(request, key) is not None)}
+    if all(getattr(request, key) == value for key, value in update.items()):
+        return request
+    return request.model_copy(update=update)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ streamed answer and a folded one are cut into the same blocks.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from ..backends.events import GenerationEvent
@@ -107,6 +108,16 @@ class Blocks:
         self.blocks.append(block)
         self.open = block
         return [*changes, (START, block, "")]
+
+
+def arguments_object(arguments: str) -> dict:
+    """A call's arguments as the object Anthropic's `input` and the Responses API's typed calls carry:
+    `{}` for none, for a call cut short by max_tokens, or for arguments that are not an object."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
 
 
 def reasoning_tokens(blocks: list[Block], completion_tokens: int) -> int:

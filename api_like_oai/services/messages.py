@@ -1,0 +1,52 @@
+"""Anthropic's Messages API: POST /v1/messages (`create`) and /v1/messages/count_tokens. The route parses
+the body and wraps the answer; everything between is here.
+
+A request is translated into the chat request (dialects/anthropic_translation.py), admitted
+(admission.py), and generated as every chat is (chat.dialect_answer), its events written by the
+Messages shape; its context_management edits the translated messages before they are fitted."""
+
+from __future__ import annotations
+
+from ..dialects.anthropic import CountTokensRequest, MessagesRequest
+from ..dialects.anthropic_edits import ContextEdits
+from ..dialects.anthropic_shape import MessagesShape
+from ..dialects.anthropic_translation import to_chat_request
+from ..dialects.common import set_aside_header
+from ..observability import stage
+from ..sealing import Seal
+from .admission import Admission, DialectRequest, client_request
+from .chat import count_prompt_tokens, dialect_answer
+from .inflight import Context
+
+
+def create(request: MessagesRequest, admission: Admission, seal: Seal, context: Context):
+    """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`."""
+    dialect = _admitted(request, admission, seal, context.record)
+    edits = _context_edits(request)
+    shape = MessagesShape(dialect.model_name, request.stop_sequences, seal, request.thinking_display(), edits)
+    answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context,
+                                     edit_messages=edits.apply if edits else None)
+    return answer, headers | set_aside_header(request.set_aside_tools())
+
+
+def count_tokens(request: CountTokensRequest, admission: Admission, seal: Seal, record=None) -> tuple[dict, dict]:
+    """(count, headers): the token count of the prompt the request renders to, after its context edits
+    (and, with edits, the count before them)."""
+    dialect = _admitted(request, admission, seal, record)
+    edits = _context_edits(request)
+    count = {"input_tokens": count_prompt_tokens(dialect.chat, dialect.model, edits.apply if edits else None)}
+    if edits:
+        count["context_management"] = {"original_input_tokens": count_prompt_tokens(dialect.chat, dialect.model)}
+    return count, set_aside_header(request.set_aside_tools())
+
+
+def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record) -> DialectRequest:
+    with stage(record, "admission"):
+        with client_request():   # thinking blocks are checked with the installation's seal
+            chat = to_chat_request(request, seal)
+        return admission.dialect(request, chat)
+
+
+def _context_edits(request: CountTokensRequest) -> ContextEdits | None:
+    management = request.context_management
+    return ContextEdits(management.edits) if management is not None and management.edits else None

@@ -1,0 +1,69 @@
+"""The store as one caller sees it, and what the services of stored objects (stored_responses.py,
+conversations.py) share: the store's refusals as the client's errors, a page of items as OpenAI's list,
+and the not-found errors each API words its own way."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from ..errors import InvalidRequest, NotFound
+from ..store import DuplicateItem, Store, TooLarge, UnknownCursor
+from .stored_items import item_list
+
+
+class Scope:
+    """The store as one caller sees it; `store` None means --store none."""
+
+    def __init__(self, store: Store | None, api_key: str | None):
+        self.store = store
+        self.api_key = api_key
+        self._owner: str | None = None
+
+    @property
+    def owner(self) -> str:
+        if self._owner is None:
+            self._owner = self.need().owner(self.api_key)
+        return self._owner
+
+    def need(self, param: str | None = None) -> Store:
+        """The store, or a 400 (naming `param`, the field that needs it) when storage is off."""
+        if self.store is None:
+            raise InvalidRequest("stored responses and conversations are off on this proxy (--store none)",
+                                 param=param)
+        return self.store
+
+
+def response_not_found(response_id: str, param: str | None = None) -> NotFound:
+    code = "previous_response_not_found" if param == "previous_response_id" else None
+    prefix = "Previous response" if param else "Response"
+    return NotFound(f"{prefix} with id '{response_id}' not found.", param=param, code=code)
+
+
+def conversation_not_found(conversation_id: str, param: str | None = None) -> NotFound:
+    return NotFound(f"Conversation with id '{conversation_id}' not found.", param=param)
+
+
+@contextlib.contextmanager
+def refusals(param: str):
+    """Store refusals as the client's errors (400): too large (naming where the size came from,
+    `param`) or a duplicate item id in the input."""
+    try:
+        yield
+    except TooLarge:
+        raise InvalidRequest(f"the stored {param} would be larger than the body limit (--max-body-bytes); "
+                             "start a new conversation", param=param) from None
+    except DuplicateItem as exc:
+        raise InvalidRequest(f"Duplicate item found with id {exc.item_id!r}; remove duplicate items from your "
+                             "input and try again", param="input") from None
+
+
+def listed(scope: Scope, key: str, after: str | None, limit: int, order: str, not_found: Callable[[], NotFound]) -> dict:
+    """A page of the items of the object `key` as OpenAI's list; `not_found()` is raised when there is none."""
+    try:
+        page = scope.need().page(key, scope.owner, after=after, limit=limit, order=order)
+    except UnknownCursor:
+        raise NotFound(f"No item with id '{after}' in '{key}'.", param="after") from None
+    if page is None:
+        raise not_found()
+    return item_list(page)

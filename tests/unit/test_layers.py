@@ -1,0 +1,138 @@
+"""The direction of the imports, read from the code with `ast`: routes -> services -> {dialects,
+prompts, backends, store} -> tools, and no module imports a layer above its own.
+
+Every import counts, at the top of a module or inside a function (the lazy ones that keep a worker's
+idle memory small), and those under TYPE_CHECKING: a name a module needs, even only to type it, is a
+dependency of that module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "api_like_oai"
+
+# The layers, top to bottom. A module belongs to the layer of the longest prefix listed for it, and may
+# import its own layer and those below. Why each sits where it does:
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # What starts the proxy: the console scripts, the gunicorn server and its worker, and the
+    # `api-like-oai keys` command (it reads the same flags as the server, cli.py's parser). The package
+    # root only exports create_app and render_chat, lazily.
+    ("entry", ("api_like_oai", "api_like_oai.__main__", "api_like_oai.cli", "api_like_oai.server",
+               "api_like_oai.worker", "api_like_oai.access.commands", "api_like_oai.supervisor.__main__")),
+    # create_app wires everything one app shares (AppState): it builds the registry, the store, the
+    # gate, the supervisor's client, the other workers' channel (siblings), traces and /metrics.
+    ("app", ("api_like_oai.app", "api_like_oai.siblings", "api_like_oai.tracing", "api_like_oai.upstream_metrics",
+             "api_like_oai.installation")),
+    # Thin Flask views: parse, call a service, wrap its answer.
+    ("routes", ("api_like_oai.routes",)),
+    # The use cases, no Flask: one entry per API, the generation path, admission, the stored objects.
+    ("services", ("api_like_oai.services",)),
+    # What services put together, each pure or one kind of I/O: the APIs' schemas, translations and
+    # shapes (dialects, protocol.py, answers.py: the chat request every dialect becomes and OpenAI's
+    # answers), prompts, the upstream clients, the store, the key book (access), the supervisor's
+    # processes and the configuration they are made from (settings, config), the thought split out of
+    # a model's text (reasoning), the dashboard's history and live view (dashboard). They may use each
+    # other; prompts and backends never do (below).
+    ("parts", ("api_like_oai.dialects", "api_like_oai.prompts", "api_like_oai.backends", "api_like_oai.store",
+               "api_like_oai.dashboard",
+               "api_like_oai.access", "api_like_oai.supervisor", "api_like_oai.protocol", "api_like_oai.answers",
+               "api_like_oai.settings", "api_like_oai.config", "api_like_oai.reasoning")),
+    # Model text -> tool calls, and the grammars that hold a model to them: pure.
+    ("tools", ("api_like_oai.tools",)),
+    # What every layer may use: errors, event-stream framing and its JSON, digests, work off the event
+    # loop, the seal, the request's record (observability) and the WSGI middleware both routes and app use.
+    ("foundation", ("api_like_oai.errors", "api_like_oai.sse", "api_like_oai.compact_json", "api_like_oai.digests",
+                    "api_like_oai.offload", "api_like_oai.sealing", "api_like_oai.observability",
+                    "api_like_oai.middleware")),
+]
+# Of the package root only its version is imported from below (tracing, /api/hello): importing any
+# module of the package runs the root's __init__ anyway, and the version is all it holds eagerly.
+ROOT_NAMES_FOR_ALL = {"__version__"}
+# Inside "parts": the prompt layer and the upstream clients know nothing of each other (DESIGN.md).
+APART = [("api_like_oai.prompts", "api_like_oai.backends"), ("api_like_oai.backends", "api_like_oai.prompts")]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The package's modules `path` imports, absolute (a `from . import x` names the module x)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "api_like_oai"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module or ""
+            else:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + [node.module or ""])
+                base = base.rstrip(".")
+            if base.split(".")[0] != "api_like_oai":
+                continue
+            if base == "api_like_oai" and all(alias.name in ROOT_NAMES_FOR_ALL for alias in node.names):
+                continue
+            for alias in node.names:  # `from . import routes` imports the module api_like_oai.routes
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if _is_module(submodule) else base)
+    return found
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def layer_of(module: str) -> int:
+    """The index of `module`'s layer in LAYERS (0 is the top); the longest listed prefix decides."""
+    best, best_length = None, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in {Path(__file__).name}, saying why")
+    return best
+
+
+def _sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_module_has_a_layer():
+    for path in _sources():
+        layer_of(module_name(path))
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward = []
+    for path in _sources():
+        importer = module_name(path)
+        for imported in imported_modules(path):
+            if layer_of(imported) < layer_of(importer):
+                upward.append(f"{importer} ({LAYERS[layer_of(importer)][0]}) imports {imported} "
+                              f"({LAYERS[layer_of(imported)][0]})")
+    assert upward == []
+
+
+@pytest.mark.parametrize(("importer", "imported"), APART)
+def test_prompts_and_backends_import_nothing_of_each_other(importer, imported):
+    crossing = [f"{module_name(path)} imports {name}" for path in _sources()
+                if module_name(path).startswith(importer + ".")
+                for name in imported_modules(path) if name == imported or name.startswith(imported + ".")]
+    assert crossing == []
+
+
+def test_the_walk_sees_relative_lazy_and_type_only_imports():
+    """The test's own reading: relative imports, those inside a function and under TYPE_CHECKING count."""
+    imports = imported_modules(PACKAGE / "routes" / "anthropic.py")
+    assert "api_like_oai.routes.waiting" in imports              # at the top, a sibling, relatively
+    assert "api_like_oai.dialects.anthropic" in imports          # inside a view, lazily
+    assert "api_like_oai.services.messages" in imports           # `from ..services import messages`: the module
+    assert "api_like_oai.dialects.conversations" in imported_modules(PACKAGE / "routes" / "scope.py")  # TYPE_CHECKING
