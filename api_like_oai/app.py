@@ -210,13 +210,9 @@ def build_registry(settings: Settings) -> ModelRegistry:
 def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
-<<<<<<< HEAD
+    CURRENT_TICKET.set(None)
     if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/") \
             or dashboard.is_page(request.path):   # the page and its files hold no data: its stream needs the key
-=======
-    CURRENT_TICKET.set(None)
-    if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/"):
->>>>>>> main
         return
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)
