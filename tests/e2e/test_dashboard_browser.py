@@ -20,7 +20,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ADMIN_KEY = "dashboard-admin-secret"
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 MARKUP_MODEL = '<img src=x onerror="window.__injected = 1">'
-WAIT_MS = 30_000
+WAIT_MS = 45_000
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def slow_prefill_server(provisioned):
     """One slot, one thread, small batches: a prompt of a few thousand tokens is read in steps the
     dashboard sees (llama.cpp reports progress after each batch)."""
     server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], slots=1, context_size=8192,
-                         extra_args=("--threads", "1", "--batch-size", "128", "--ubatch-size", "128")).start()
+                         extra_args=("--threads", "1", "--batch-size", "64", "--ubatch-size", "64")).start()
     yield server
     server.stop()
 
@@ -58,7 +58,7 @@ class LongStream(threading.Thread):
     def __init__(self, url: str):
         super().__init__(daemon=True)
         self.url, self.finish_reasons, self.chunks = url, [], 0
-        self.items = 450   # about 4,500 prompt tokens: several seconds of prefill on one thread
+        self.items = 60   # about 600 prompt tokens: a few seconds of prefill on one thread, batches of 64
 
     def run(self) -> None:
         prompt = " ".join(f"item {number} is a small blue stone." for number in range(self.items))
