@@ -143,6 +143,19 @@ def lookup_model(requested: str | None):
         return admission().lookup_model(requested)
 
 
+def completed(request_model: type[BaseModel], path: str, service) -> Response:
+    """OpenAI's chat or text completion: the body parsed and admitted, then passed through as the
+    client sent it to a `kind: openai` model's upstream at `path`, else answered by `service`
+    (request, model, model_name, context) -> (answer, headers)."""
+    from ..services.passthrough import passthrough
+
+    sent = parse_body(request_model)
+    api_request, model, model_name = admit(sent)
+    if model.settings.kind == "openai":
+        return respond(passthrough(sent, model, model_name, path))
+    return respond(*service(api_request, model, model_name, generation_context()))
+
+
 def admit(api_request):
     """(request with its max_tokens decided, model, name to answer with): Admission.admit."""
     with stage(g.get("record"), "admission"):
