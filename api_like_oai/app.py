@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 
 from . import installation
 from .access.book import open_book
+from .access.gate import CURRENT as CURRENT_TICKET
 from .access.gate import Gate, Ticket
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
@@ -103,7 +104,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
     store = open_store(settings.store, settings.limits.max_body_bytes)
     seal = Seal(*installation.seal_key_sources(store))
     gate = Gate(settings.api_keys, settings.admin_keys, open_book(store), settings.limits_on_store_error,
-                settings.metrics_per_key)
+                settings.metrics_per_key, settings.api_key_priority)
     supervisor = None
     if supervisor_socket is not None:
         from .supervisor.client import SupervisorClient
@@ -201,13 +202,16 @@ def build_registry(settings: Settings) -> ModelRegistry:
 def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
+    CURRENT_TICKET.set(None)
     if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/"):
         return
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)
     g.ticket = ticket
+    CURRENT_TICKET.set(ticket)   # the upstream pool reads the request's priority from it
     record = g.get("record")
     if record is not None and ticket.caller.record is not None:
+        ticket.record = record
         record.on_close.append(ticket.finish)
 
 

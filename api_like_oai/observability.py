@@ -66,6 +66,9 @@ class Metrics:
                                          registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
                                        registry=self.registry, multiprocess_mode="livesum")
+        self.slot_waiting = Gauge("api_like_oai_slot_waiting", "Requests waiting in the proxy for a free upstream "
+                                  "slot, by their key's priority", ["priority"], registry=self.registry,
+                                  multiprocess_mode="livesum")
 
     def count_key(self, entry) -> None:
         """One finished request of a managed key (access.usage.UsageEntry), labelled by the key's name."""

@@ -24,6 +24,7 @@ from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
 
+from . import keys as keys_row
 from . import report, scenarios
 from . import routing as routing_row
 from . import swaps as swaps_row
@@ -238,7 +239,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -258,6 +259,8 @@ def measure_swaps(results: BenchmarkResults, quick: bool) -> None:
 
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
+    if args.only == "keys":   # its own keys-results.md/json beside results.md
+        return keys_row.keys_part(args.output_dir, args.quick, progress)
     previous = args.output_dir / "results.json"
     results = load(json.loads(previous.read_text())) if previous.exists() \
         else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
@@ -312,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         measure_routing(results, args.quick)
         measure_swaps(results, args.quick)
         measure_proxy_alone(results, plan, props_path, stack)
+        keys_row.keys_part(args.output_dir, args.quick, progress)
     results.duration_s = time.perf_counter() - STARTED
     args.output_dir.mkdir(parents=True, exist_ok=True)
     print(write_outputs(results, args.output_dir))

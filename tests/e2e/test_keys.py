@@ -181,3 +181,4 @@ def test_a_stream_the_client_dropped_is_counted_with_what_was_generated(proxy):
         time.sleep(0.2)
     assert [(row["key"], row["requests"]) for row in rows] == [("dropper", 1)]
     assert 3 <= rows[0]["completion_tokens"] < 200 and rows[0]["prompt_tokens"] > 0
+
