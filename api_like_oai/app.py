@@ -26,7 +26,6 @@ from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
     STATE_KEY,
     anthropic,
-    chat,
     completions,
     conversations,
     dashboard,
@@ -79,7 +78,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
-    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
+    for blueprint in (completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
                       responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:

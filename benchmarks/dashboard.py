@@ -82,7 +82,8 @@ def dashboard_row(make_fake, make_proxy, plan, progress, rounds: int = 4) -> Das
     import contextlib
     import os
 
-    from . import scenarios
+    from .capacity import CapacityRig
+    from .paced import paced_row
 
     fake = make_fake(INTERVAL_MS).start()
     served = make_proxy(fake.url).start()
@@ -91,19 +92,19 @@ def dashboard_row(make_fake, make_proxy, plan, progress, rounds: int = 4) -> Das
         for opened in (False, True, True, False):   # the stream's own cost per second, nothing else to do
             with DashboardReader(served.port) if opened else contextlib.nullcontext():
                 result.idle_cpu_ms_per_s.setdefault("open" if opened else "closed", []).append(idle_cpu_ms_per_s(served))
-        rig = scenarios.CapacityRig(served, fake, plan)
+        rig = CapacityRig(served, fake, plan)
         for round_number in range(rounds):
             for opened in (False, True) if round_number % 2 == 0 else (True, False):
                 progress(f"dashboard: {CLIENTS} paced streams, event stream {'open' if opened else 'closed'} "
                          f"(round {round_number + 1} of {rounds})")
                 if opened:
                     with DashboardReader(served.port) as reader:
-                        row = asyncio.run(scenarios.paced_row(rig, "gevent", CLIENTS, INTERVAL_MS))
+                        row = asyncio.run(paced_row(rig, "gevent", CLIENTS, INTERVAL_MS))
                     result.frames_received += reader.frames
                     result.open_seconds += row.seconds
                     result.open_us_per_token.append(row.proxy_cpu_us_per_token)
                 else:
-                    row = asyncio.run(scenarios.paced_row(rig, "gevent", CLIENTS, INTERVAL_MS))
+                    row = asyncio.run(paced_row(rig, "gevent", CLIENTS, INTERVAL_MS))
                     result.closed_us_per_token.append(row.proxy_cpu_us_per_token)
                     result.tokens_per_s.append(row.tokens_per_s)
                 result.errors += row.errors
