@@ -10,5 +10,9 @@ TEMPLATES = "api_like_oai.conversation_templates"
 setup(
     packages=[*find_packages(include=["api_like_oai", "api_like_oai.*"]), TEMPLATES],
     package_dir={TEMPLATES: "conversation_templates"},
-    package_data={TEMPLATES: ["*.jinja", "*.yaml"]},
+    package_data={
+        TEMPLATES: ["*.jinja", "*.yaml"],
+        # the dashboard's page (/ui) and the chart library it ships (ui/vendor/uplot, with its licence)
+        "api_like_oai": ["ui/*.html", "ui/*.js", "ui/*.css", "ui/vendor/uplot/*"],
+    },
 )

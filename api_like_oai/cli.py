@@ -98,6 +98,9 @@ def _add_original_flags(add) -> None:
     add("--limits-on-store-error", default="closed", choices=["open", "closed"],
         help="a key with limits while the store cannot be reached: refuse its requests (closed, 503) "
              "or let them run unchecked (open) (default: %(default)s)")
+    add("--api-key-priority", default="normal", choices=["high", "normal", "low"],
+        help="the priority for a free upstream slot of requests with a key from --api-key/--admin-key (or with "
+             "no key when none is asked); managed keys have their own (keys create --priority) (default: %(default)s)")
     add("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     add("--port", type=int, default=8081, help="port to listen on (default: %(default)s)")
 
@@ -376,7 +379,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         default_model=getattr(config, "default_model", None),
         api_keys=read_api_keys(args.api_key, args.api_key_file), supervisor=_supervisor(args, models),
         admin_keys=tuple(key for key in args.admin_key or () if key), limits_on_store_error=args.limits_on_store_error,
-        metrics_per_key=args.metrics_per_key,
+        metrics_per_key=args.metrics_per_key, api_key_priority=args.api_key_priority,
         host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,

@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--quick]`: the body of scripts/bench.
+"""`python -m benchmarks [--quick | --smoke]`: the body of scripts/bench.
 
 Starts llama-server (LLAMA_SERVER, MODEL from the environment), the fake upstream and the proxy
 through its CLI, measures, and writes results.md, results.png and results.json here.
@@ -20,16 +20,26 @@ import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
 
-from . import report, scenarios
+from . import agent_turns as agent_turns_module
+from . import agents, capacity, gateway, generation, ratios, report, report_ratios, servers, startup, workload
+from . import dashboard as dashboard_row
+from . import keys as keys_row
+from . import paced as paced_part
 from . import routing as routing_row
+from . import store as store_part
 from . import swaps as swaps_row
-from .processes import Service, free_port
-from .results import BenchmarkResults, Machine, load
-from .scenarios import CapacityRig, GenerationRig, Plan
+from . import tool_call as tool_call_part
+from .capacity import CapacityRig
+from .generation import GenerationRig
+from .processes import Service
+from .results import BenchmarkResults, Machine, RatiosResult, load
+from .servers import fake_upstream, llama_server, proxy
+from .workload import Plan
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -38,30 +48,6 @@ STARTED = time.perf_counter()
 
 def progress(message: str) -> None:
     print(f"[bench {time.perf_counter() - STARTED:5.0f}s] {message}", file=sys.stderr, flush=True)
-
-
-def llama_server(binary: str, model: str, threads: int = 2) -> Service:
-    port = free_port()
-    return Service("llama-server", [binary, "--model", model, "--host", "127.0.0.1", "--port", str(port),
-                                    "--ctx-size", "4096", "--parallel", "4", "--threads", str(threads), "--seed", "42"],
-                   port)
-
-
-def proxy(upstream_url: str, *flags: str) -> Service:
-    """The proxy as users start it: its CLI, default workers and worker class, no template flag. Run as
-    `python -m api_like_oai` from this checkout (the benchmark runs here), so that the code measured
-    is this tree's even when the environment's editable install points at another checkout."""
-    port = free_port()
-    return Service("proxy", [sys.executable, "-m", "api_like_oai", "--llama-api", upstream_url, "--port", str(port),
-                             *flags], port, ready_path="/v1/models")
-
-
-def fake_upstream(props_path: Path, token_interval_ms: float = 0.0, answer_tokens: int | None = None) -> Service:
-    port = free_port()
-    answer = ["--answer-tokens", str(answer_tokens)] if answer_tokens is not None else []
-    return Service("fake-llamacpp", [sys.executable, str(HERE / "fake_llamacpp.py"), "--port", str(port),
-                                     "--props", str(props_path), "--token-interval-ms", str(token_interval_ms),
-                                     *answer], port)
 
 
 def copy_props(llama: Service) -> Path:
@@ -95,25 +81,26 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     fake = fake_upstream(props_path).start()
     stack.callback(fake.stop)
     progress("start-up and idle memory")
-    results.startup = scenarios.measure_startup(lambda: proxy(fake.url), plan.startup_runs)
+    results.startup = startup.measure_startup(lambda: proxy(fake.url), plan.startup_runs)
     loaded = proxy(fake.url).start()
     stack.callback(loaded.stop)
     rig = CapacityRig(loaded, fake, plan)
     progress("capacity against the instant upstream")
-    results.capacity = asyncio.run(scenarios.capacity_table(rig, progress))
+    results.capacity = asyncio.run(capacity.capacity_table(rig, progress))
     long_stream = next(r for r in results.capacity if r.streamed and r.clients == plan.reference_clients)
-    results.marginal_cpu_us_per_event = asyncio.run(scenarios.marginal_cpu_per_event(rig, long_stream))
+    results.marginal_cpu_us_per_event = asyncio.run(capacity.marginal_cpu_per_event(rig, long_stream))
     progress("chat vs completions for the same prompt")
-    results.chat_vs_completions = asyncio.run(scenarios.chat_vs_completions(rig))
+    results.chat_vs_completions = asyncio.run(capacity.chat_vs_completions(rig))
     measure_tool_call(results, plan, props_path, stack, rig)
     measure_store(results, plan, fake, stack)
-    progress(f"gateway table: fixed rates {scenarios.GATEWAY_RATES} req/s")
-    results.gateway = [asyncio.run(scenarios.gateway_row(loaded, fake, rate, plan)) for rate in scenarios.GATEWAY_RATES]
+    progress(f"gateway table: fixed rates {gateway.GATEWAY_RATES} req/s")
+    results.gateway = [asyncio.run(gateway.gateway_row(loaded, fake, rate, plan)) for rate in gateway.GATEWAY_RATES]
     results.peak_rss_mb = loaded.tree().peak_rss_mb()
     loaded.stop()
     fake.stop()
     measure_agent_turns(results, plan, props_path, stack)
     measure_paced(results, plan, props_path, stack)
+    measure_dashboard(results, plan, props_path)
     measure_many_streams(results, plan, props_path, stack)
 
 
@@ -127,7 +114,7 @@ def measure_tool_call(results: BenchmarkResults, plan: Plan, props_path: Path, s
         stack.callback(loaded.stop)
         rig = CapacityRig(loaded, fake, plan)
     progress("a streamed tool call against plain text")
-    results.tool_call = asyncio.run(scenarios.tool_call_row(rig, plan.reference_clients))
+    results.tool_call = asyncio.run(tool_call_part.tool_call_row(rig, plan.reference_clients))
 
 
 def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: ExitStack) -> None:
@@ -137,32 +124,32 @@ def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: E
     stack.callback(shutil.rmtree, store_dir, ignore_errors=True)
     stored = proxy(fake.url, "--store", f"sqlite://{store_dir}/store.sqlite3").start()
     stack.callback(stored.stop)
-    results.store = asyncio.run(scenarios.store_row(CapacityRig(stored, fake, plan)))
+    results.store = asyncio.run(store_part.store_row(CapacityRig(stored, fake, plan)))
     stored.stop()
 
 
 def measure_agent_turns(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
     """Part 5: recorded agent turns, in-process; then beside 16 paced streams through one worker."""
-    turn_fake = fake_upstream(scenarios.agent_props(props_path), answer_tokens=2).start()
+    turn_fake = fake_upstream(agents.agent_props(props_path), answer_tokens=2).start()
     stack.callback(turn_fake.stop)
     progress("agent turns: recorded Claude Code and Codex requests, cold and warm")
-    results.agent_turns = scenarios.agent_turns(turn_fake.url, plan.agent_turn_rounds)
-    paced = fake_upstream(props_path, scenarios.PACED_TOKEN_INTERVAL_MS).start()
+    results.agent_turns = agents.agent_turns(turn_fake.url, plan.agent_turn_rounds)
+    paced = fake_upstream(props_path, paced_part.PACED_TOKEN_INTERVAL_MS).start()
     stack.callback(paced.stop)
     config = two_model_config(paced.url, turn_fake.url)
     stack.callback(config.unlink)
     both = proxy(paced.url, "--config", str(config)).start()
     stack.callback(both.stop)
     progress("no stalled streams: 16 paced streams beside Claude Code turns")
-    turn = scenarios.replayable_turn(both.url, scenarios.STALLED_TURN)
-    results.stalled_streams = asyncio.run(scenarios.stalled_streams(both, turn, plan))
+    turn = agents.replayable_turn(both.url, agents.STALLED_TURN)
+    results.stalled_streams = asyncio.run(agents.stalled_streams(both, turn, plan))
     for service in (both, paced, turn_fake):
         service.stop()
 
 
 def two_model_config(paced_url: str, agent_url: str) -> Path:
     """A config file: `bench` (the paced streams) on one upstream, the recorded agents' model names on another."""
-    names = sorted({scenarios.agent_turns_module.load(name)["body"]["model"] for name in scenarios.agent_turns_module.TURNS})
+    names = sorted({agent_turns_module.load(name)["body"]["model"] for name in agent_turns_module.TURNS})
     path = Path(tempfile.gettempdir()) / f"api-like-oai-bench-config-{os.getpid()}.yaml"
     path.write_text(f"default_model: bench\nmodels:\n  bench:\n    upstreams: [{paced_url}]\n"
                     f"  agent:\n    upstreams: [{agent_url}]\n    aliases: [{', '.join(names)}]\n")
@@ -173,32 +160,38 @@ def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack
     """Part 2b: the proxy's CPU per token when tokens come one at a time, as a real model sends
     them, with the default worker and with gthread (the worker before issue 13)."""
     for worker_class in ("gevent", "gthread"):
-        for interval_ms in sorted({interval for _, interval in scenarios.PACED_LOADS}):
+        for interval_ms in sorted({interval for _, interval in paced_part.PACED_LOADS}):
             fake = fake_upstream(props_path, interval_ms).start()
             stack.callback(fake.stop)
             loaded = proxy(fake.url, "--worker-class", worker_class).start()
             stack.callback(loaded.stop)
             rig = CapacityRig(loaded, fake, plan)
-            for clients, interval in scenarios.PACED_LOADS:
+            for clients, interval in paced_part.PACED_LOADS:
                 for new_connections in (False, True) if worker_class == "gevent" else (False,):
                     if interval == interval_ms:
                         progress(f"paced upstream, {worker_class}: {clients} streams @ {interval:g} ms"
                                  f"{', a new connection per stream' if new_connections else ''}")
                         results.paced.append(asyncio.run(
-                            scenarios.paced_row(rig, worker_class, clients, interval, new_connections)))
+                            paced_part.paced_row(rig, worker_class, clients, interval, new_connections)))
             loaded.stop()
             fake.stop()
+
+
+def measure_dashboard(results: BenchmarkResults, plan: Plan, props_path: Path) -> None:
+    """Issue 26: the proxy's CPU per token with the dashboard's event stream open vs closed (dashboard.py)."""
+    results.dashboard = dashboard_row.dashboard_row(lambda interval: fake_upstream(props_path, interval), proxy, plan,
+                                                    progress, rounds=1 if plan.repeats == 1 else 6)
 
 
 def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
     """Part 2c: many concurrent paced streams through one worker."""
     progress(f"{plan.many_streams} concurrent paced streams")
-    fake = fake_upstream(props_path, scenarios.MANY_STREAMS_INTERVAL_MS).start()
+    fake = fake_upstream(props_path, paced_part.MANY_STREAMS_INTERVAL_MS).start()
     stack.callback(fake.stop)
     loaded = proxy(fake.url).start()
     stack.callback(loaded.stop)
-    results.many_streams = asyncio.run(scenarios.many_streams(
-        loaded, fake, plan.many_streams, scenarios.MANY_STREAMS_TOKENS, scenarios.MANY_STREAMS_INTERVAL_MS))
+    results.many_streams = asyncio.run(paced_part.many_streams(
+        loaded, fake, plan.many_streams, paced_part.MANY_STREAMS_TOKENS, paced_part.MANY_STREAMS_INTERVAL_MS))
     loaded.stop()
     fake.stop()
 
@@ -209,10 +202,10 @@ def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Servic
     in_front = proxy(llama.url).start()
     stack.callback(in_front.stop)
     if not results.output_checks:
-        results.output_checks = [scenarios.check_same_output(llama.url, in_front.url, endpoint)
-                                 for endpoint in scenarios.PATHS]
+        results.output_checks = [generation.check_same_output(llama.url, in_front.url, endpoint)
+                                 for endpoint in workload.PATHS]
     rig = GenerationRig(llama, in_front, plan)
-    measured = asyncio.run(scenarios.generation_table(rig, progress))
+    measured = asyncio.run(generation.generation_table(rig, progress))
     for result in measured:
         result.llama_threads = threads
     results.generation += measured
@@ -236,11 +229,69 @@ def write_outputs(results: BenchmarkResults, output_dir: Path, chart: bool = Tru
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
-    parser.add_argument("--quick", action="store_true", help="a short smoke run (numbers not meaningful)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the regression guard: the ratio rows (the proxy against the floor, LiteLLM and llama-server), "
+                             "the tool call and the agent turns against their neighbours, in under 3 minutes; "
+                             "writes quick.md and quick.json")
+    parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
+
+
+def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: ExitStack) -> Path:
+    """Issue 29: the ratio rows, each alternating the proxy with the floor and LiteLLM's proxy (fake
+    upstreams) or with llama-server direct and LiteLLM (real generation), in one sitting. Returns
+    llama-server's /props in a file, for the parts after it."""
+    started, load_at_start = time.perf_counter(), ", ".join(f"{n:.2f}" for n in os.getloadavg())
+    begun = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    threads = max((os.cpu_count() or 2) - 1, 1)
+    progress(f"ratio rows: starting llama-server --threads {threads}, the fakes, the floor, the proxy and LiteLLM")
+    llama = llama_server(os.environ["LLAMA_SERVER"], os.environ["MODEL"], threads).start()
+    stack.callback(llama.stop)
+    props_path = copy_props(llama)
+    stack.callback(props_path.unlink)
+    fakes = {ratios.INSTANT: fake_upstream(props_path),
+             **{name: fake_upstream(props_path, interval) for name, interval in ratios.PACED_INTERVALS.items()}}
+    upstreams = {**{name: fake.url for name, fake in fakes.items()}, ratios.REAL: llama.url}
+    fronts = {"floor": servers.floor(upstreams), "proxy": servers.proxy_for_models(upstreams),
+              "litellm": servers.litellm(upstreams)}
+    for service in (*fakes.values(), *fronts.values()):
+        stack.callback(service.stop)
+    with ThreadPoolExecutor(len(fakes) + len(fronts)) as starting:  # at once: LiteLLM alone takes 20 s and more
+        list(starting.map(Service.start, (*fakes.values(), *fronts.values())))
+    rows = ratios.instant_and_paced_rows(fronts, plan, progress)
+    rows += ratios.generation_rows(llama, fronts, plan, threads, progress)
+    results.ratios = RatiosResult(begun, load_at_start, threads,
+                                  f"litellm[proxy]=={servers.LITELLM_VERSION}, `litellm --num_workers 1`", rows,
+                                  time.perf_counter() - started)
+    for service in (*fronts.values(), *fakes.values(), llama):
+        service.stop()
+    return props_path
+
+
+def quick_guard(args: argparse.Namespace) -> int:
+    """`--quick`: the ratio rows, the streamed tool call against text and the agent turns against a one-line
+    chat, briefly; quick.md and quick.json in the output directory (results.* are left alone)."""
+    results = BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
+    plan = dataclasses.replace(Plan.quick(), repeats=4, capacity_seconds=1.5, agent_turn_rounds=10)
+    with ExitStack() as stack:
+        props_path = measure_ratios(results, ratios.RatioPlan.quick(), stack)
+        measure_tool_call(results, plan, props_path, stack)
+        turn_fake = fake_upstream(agents.agent_props(props_path), answer_tokens=2).start()
+        stack.callback(turn_fake.stop)
+        progress("agent turns against a one-line chat")
+        results.agent_turns = agents.agent_turns(turn_fake.url, plan.agent_turn_rounds)
+    results.duration_s = time.perf_counter() - STARTED
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    text = report_ratios.quick_markdown(results)
+    (args.output_dir / "quick.md").write_text(text)
+    raw = {**dataclasses.asdict(results), "targets": [dataclasses.asdict(t) for t in report_ratios.measured_targets(results)]}
+    (args.output_dir / "quick.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
+    print(text)
+    progress(f"done in {results.duration_s:.0f} s; {args.output_dir}/quick.md")
+    return 0
 
 
 def measure_routing(results: BenchmarkResults, quick: bool) -> None:
@@ -258,13 +309,15 @@ def measure_swaps(results: BenchmarkResults, quick: bool) -> None:
 
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
+    if args.only == "keys":   # its own keys-results.md/json beside results.md
+        return keys_row.keys_part(args.output_dir, args.quick_plans, progress)
     previous = args.output_dir / "results.json"
     results = load(json.loads(previous.read_text())) if previous.exists() \
         else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
     if args.only == "routing":
-        measure_routing(results, args.quick)
+        measure_routing(results, args.quick_plans)
     elif args.only == "swaps":
-        measure_swaps(results, args.quick)
+        measure_swaps(results, args.quick_plans)
     else:
         results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
                                              f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
@@ -272,6 +325,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
             props_path = real_props(stack)
             if args.only == "agents":
                 measure_agent_turns(results, plan, props_path, stack)
+            elif args.only == "dashboard":
+                measure_dashboard(results, plan, props_path)
             else:
                 measure_tool_call(results, plan, props_path, stack)
     print(write_outputs(results, args.output_dir, chart=False))
@@ -290,16 +345,19 @@ def real_props(stack: ExitStack) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    plan = Plan.quick() if args.quick else Plan()
+    plan = Plan.quick() if args.smoke else Plan()
+    args.quick_plans = args.quick or args.smoke  # the routing and swaps parts' short plans
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every started server is stopped
     if args.only:
         return only_part(args, plan)
+    if args.quick:
+        return quick_guard(args)
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a thousand streams need a thousand sockets here
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]
     results = BenchmarkResults(describe_machine(binary))
     with ExitStack() as stack:
-        props_path = None
+        props_path = measure_ratios(results, ratios.RatioPlan.quick() if args.smoke else ratios.RatioPlan(), stack)
         for threads in llama_thread_variants():
             progress(f"starting llama-server --threads {threads}")
             llama = llama_server(binary, model, threads).start()
@@ -309,9 +367,10 @@ def main(argv: list[str] | None = None) -> int:
                 stack.callback(props_path.unlink)
             measure_real_generation(results, plan, llama, stack, threads)
             llama.stop()  # the rest runs against the fake upstream alone
-        measure_routing(results, args.quick)
-        measure_swaps(results, args.quick)
+        measure_routing(results, args.quick_plans)
+        measure_swaps(results, args.quick_plans)
         measure_proxy_alone(results, plan, props_path, stack)
+        keys_row.keys_part(args.output_dir, args.quick_plans, progress)
     results.duration_s = time.perf_counter() - STARTED
     args.output_dir.mkdir(parents=True, exist_ok=True)
     print(write_outputs(results, args.output_dir))

@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .results import ONE_LINE_CHAT
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # The recorded turns, each the first of its session or one after two tool rounds.
 TURNS = ("claude_code_turn", "claude_code_turn_tools", "codex_turn", "codex_turn_tools", "codex_turn_gpt55",
@@ -166,8 +168,13 @@ def measure_turn(app, watch: LoopWatch, fixture: dict, body: dict) -> tuple[floa
     return spent, watch.longest
 
 
-def replay(app, watch: LoopWatch, name: str, rounds: int) -> dict:
-    fixture = load(name)
+# The agent turns' neighbour (issue 29): a one-line chat, replayed to the same app the same way.
+ONE_LINE_CHAT_REQUEST = {"method": "POST", "path": "/v1/chat/completions", "headers": {},
+                 "body": {"model": "qwen2.5", "messages": [{"role": "user", "content": "Say hello in one line."}]}}
+
+
+def replay(app, watch: LoopWatch, name: str, rounds: int, fixture: dict | None = None) -> dict:
+    fixture = fixture or load(name)
     body, removed = replayable(fixture["body"], lambda b: wsgi_call(app, fixture, json.dumps(b).encode())[0][:3] == "200")
     cold = [measure_turn(app, watch, fixture, cold_variant(body, f"{name}, cold turn {n}"))
             for n in range(rounds)]
@@ -207,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", nargs="*", default=list(TURNS))
     args = parser.parse_args(argv)
     app, watch = build_app(args.upstream)
+    print(json.dumps(replay(app, watch, ONE_LINE_CHAT, args.rounds, ONE_LINE_CHAT_REQUEST)), flush=True)
     for name in args.turns:
         print(json.dumps(replay(app, watch, name, args.rounds)), flush=True)
     return 0

@@ -182,12 +182,14 @@ class LoadWindow:
 
 async def closed_loop(port: int, request: bytes, clients: int, seconds: float, warmup: float,
                       snapshot: Callable[[], dict[str, float]], stagger: float = 0.0,
-                      new_connections: bool = False) -> LoadWindow:
+                      new_connections: bool = False, abandon: bool = False) -> LoadWindow:
     """`clients` connections each sending `request` back to back; the samples that finished in
     the `seconds` after a `warmup`, with `snapshot()` (e.g. CPU times) and the SSE frames received
     so far ("frames") taken at both ends. Client i starts i * stagger / clients seconds late, so
     that paced streams do not all deliver their tokens at the same instants. With `new_connections`
-    each request goes on a connection of its own, closed after it (as curl and many SDKs do)."""
+    each request goes on a connection of its own, closed after it (as curl and many SDKs do). With
+    `abandon`, the requests still running when the window ends are cut (their connections closed), not
+    waited for: a server slower than the load would otherwise hold the next window back by minutes."""
     samples: list[Sample] = []
     running = True
     counter = FrameCounter()
@@ -212,7 +214,10 @@ async def closed_loop(port: int, request: bytes, clients: int, seconds: float, w
     await asyncio.sleep(seconds)
     window_end, after = time.perf_counter(), snapshot_with_frames()
     running = False
-    await asyncio.gather(*tasks)
+    if abandon:
+        for task in tasks:
+            task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=abandon)
     inside = [s for s in samples if window_start <= s.finished <= window_end]
     return LoadWindow(inside, window_end - window_start, before, after)
 

@@ -1,7 +1,9 @@
 """A minimal, instant stand-in for llama.cpp's server, so that the proxy is the bottleneck.
 
 Raw HTTP/1.1 on asyncio with keep-alive: POST /completion (streamed as chunked
-text/event-stream, or one JSON object), GET /health, GET /props, POST /tokenize. Every
+text/event-stream, or one JSON object), GET /health, GET /props, POST /tokenize, and POST
+/v1/chat/completions as llama-server's OpenAI API answers it (for a front that speaks OpenAI upstream:
+LiteLLM's proxy). Every
 generation produces `n_predict` tokens (default 16) at once, or one every --token-interval-ms
 when streamed; the events have the shape and size of today's llama-server events. Standard library only.
 
@@ -72,6 +74,36 @@ def streamed_chunks(token_count: int, tool_call: bool = False) -> tuple[bytes, .
     return tuple(chunks)
 
 
+def chat_chunk(delta: dict, finish_reason: str | None = None) -> dict:
+    return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake.gguf",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+
+def chat_usage(token_count: int) -> dict:
+    return {"prompt_tokens": 5, "completion_tokens": token_count, "total_tokens": token_count + 5}
+
+
+@lru_cache(maxsize=64)
+def streamed_chat_chunks(token_count: int) -> tuple[bytes, ...]:
+    """An OpenAI chat stream as llama-server's /v1/chat/completions sends it: the role, one chunk per
+    token, the finish with the usage, then [DONE] (sent with the finish: paced, the stream takes as
+    many intervals as one from /completion)."""
+    events = [chat_chunk({"role": "assistant", "content": None})]
+    events += [chat_chunk({"content": token_event(position)["content"]}) for position in range(token_count)]
+    events.append({**chat_chunk({}, "length"), "usage": chat_usage(token_count)})
+    chunks = [chunk(b"data: " + compact_json(event) + b"\n\n") for event in events]
+    chunks[-1] += chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+    return tuple(chunks)
+
+
+@lru_cache(maxsize=64)
+def whole_chat_body(token_count: int) -> bytes:
+    text = "".join(token_event(position)["content"] for position in range(token_count))
+    return compact_json({"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake.gguf",
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                      "finish_reason": "length"}], "usage": chat_usage(token_count)})
+
+
 @lru_cache(maxsize=64)
 def whole_body(token_count: int) -> bytes:
     text = "".join(token_event(position)["content"] for position in range(token_count))
@@ -109,6 +141,10 @@ class FakeLlamaCpp:
             if self.answer_tokens is not None:
                 request["n_predict"] = self.answer_tokens
             return self.completion(request)
+        if method == "POST" and path == "/v1/chat/completions":
+            request = json.loads(body or b"{}")
+            return self.chat_completion(self.answer_tokens or request.get("max_tokens") or DEFAULT_TOKENS,
+                                        bool(request.get("stream")))
         return [json_response(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})]
 
     @staticmethod
@@ -120,6 +156,14 @@ class FakeLlamaCpp:
             tool_call = "<tool_call>" in request.get("prompt", "")
             return [head(200, "text/event-stream", None), *streamed_chunks(token_count, tool_call)]
         body = whole_body(token_count)
+        return [head(200, "application/json", len(body)) + body]
+
+    @staticmethod
+    def chat_completion(token_count: int, streamed: bool) -> list[bytes]:
+        if streamed:
+            role, *tokens = streamed_chat_chunks(token_count)
+            return [head(200, "text/event-stream", None) + role, *tokens]
+        body = whole_chat_body(token_count)
         return [head(200, "application/json", len(body)) + body]
 
     async def send(self, writer: asyncio.StreamWriter, parts: list[bytes]) -> None:

@@ -46,6 +46,7 @@ class Service:
     argv: list[str]
     port: int
     ready_path: str = "/health"
+    env: dict[str, str] | None = None  # added to this process's environment
     process: subprocess.Popen | None = None
     log_path: Path = field(init=False)
 
@@ -58,7 +59,8 @@ class Service:
 
     def start(self, timeout: float = 120.0) -> Service:
         with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                            env={**os.environ, **self.env} if self.env else None)
         deadline = time.monotonic() + timeout
         while not http_ok(self.url + self.ready_path):
             if self.process.poll() is not None:

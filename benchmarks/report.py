@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from .results import BenchmarkResults, CapacityResult, GenerationResult, percentile
-from .scenarios import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
+from .workload import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -210,6 +210,8 @@ def comparison_verdict(completion: CapacityResult, chat: CapacityResult) -> str:
 
 
 def comparison_section(results: BenchmarkResults) -> str:
+    if not results.chat_vs_completions:
+        return ""
     rows = [capacity_row(r) for r in results.chat_vs_completions]
     pairs = zip(results.chat_vs_completions[::2], results.chat_vs_completions[1::2], strict=True)
     return "\n\n".join([
@@ -223,6 +225,8 @@ def comparison_section(results: BenchmarkResults) -> str:
 
 def startup_section(results: BenchmarkResults) -> str:
     s = results.startup
+    if s is None:
+        return ""
     runs = ", ".join(f"{value:.2f}" for value in s.seconds)
     names = ["master"] + ["worker"] * (len(s.idle_rss_per_process_mb) - 1)
     processes = ", ".join(f"{name} {mb:.1f}" for name, mb in zip(names, s.idle_rss_per_process_mb, strict=True))
@@ -369,16 +373,18 @@ def agent_turns_section(results: BenchmarkResults) -> str:
 
 
 def markdown(results: BenchmarkResults) -> str:
-    from .report_swaps import swaps_section  # here: it builds on this module's table helpers
+    from .dashboard import dashboard_section
+    from .report_ratios import ratios_section  # here: they build on this module's table helpers
+    from .report_swaps import swaps_section
 
     sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
-                machine_section(results), targets_section(results), generation_section(results),
+                machine_section(results), targets_section(results), ratios_section(results), generation_section(results),
                 capacity_section(results), paced_section(results), tool_call_section(results),
                 store_section(results), gateway_section(results),
                 comparison_section(results),
                 startup_section(results), routing_section(results), agent_turns_section(results),
-                swaps_section(results)]
+                swaps_section(results), dashboard_section(results)]
     sections = [section for section in sections if section]
     return "\n\n".join(sections) + "\n"
 

@@ -9,6 +9,8 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .dashboard import DashboardResult, dashboard_target
+
 
 def percentile(values: list[float], fraction: float) -> float:
     """Linear-interpolated percentile (fraction 0.5 is the median); NaN for no values."""
@@ -377,6 +379,83 @@ class SwapsResult:
 
 
 @dataclass
+class FrontCell:
+    """One target of a ratio row (issue 29): the floor, the proxy, LiteLLM's proxy, or llama-server direct."""
+
+    target: str  # "floor", "proxy", "litellm" or "direct"
+    requests: int
+    seconds: float
+    cpu_us_per_request: float  # the target's process tree; NaN for llama-server itself
+    cpu_us_per_token: float  # per relayed token (paced rows), else NaN
+    errors: int
+    ttft_p50_ms: float = math.nan  # real generation
+    tokens_per_s: float = math.nan  # real generation: per request, median; paced: relayed per second
+
+
+@dataclass
+class RatioRow:
+    """One workload with its targets measured in alternating windows (ABBA), in one sitting."""
+
+    name: str
+    kind: str  # "request": CPU per request; "token": CPU per paced token; "generation": a real llama-server
+    clients: int
+    cells: list[FrontCell]
+    load_average: str  # when the row ended
+
+    def cell(self, target: str) -> FrontCell | None:
+        return next((c for c in self.cells if c.target == target), None)
+
+    def cost(self, target: str) -> float:
+        """CPU per request, or per token in a paced row."""
+        cell = self.cell(target)
+        if cell is None:
+            return math.nan
+        return cell.cpu_us_per_token if self.kind == "token" else cell.cpu_us_per_request
+
+    def over_floor(self, target: str) -> float:
+        return self.cost(target) / self.cost("floor")
+
+    def ttft_added_ms(self, target: str) -> float:
+        cell, direct = self.cell(target), self.cell("direct")
+        return cell.ttft_p50_ms - direct.ttft_p50_ms if cell and direct else math.nan
+
+    def tokens_ratio(self, target: str) -> float:
+        cell, direct = self.cell(target), self.cell("direct")
+        return cell.tokens_per_s / direct.tokens_per_s if cell and direct else math.nan
+
+    def ahead_of_litellm(self) -> bool:
+        """Cheaper in CPU, or (real generation) less TTFT added and tokens/s as high."""
+        if self.errors(("proxy",)) > self.errors(("litellm",)):
+            return False
+        if self.kind == "generation":
+            return (self.ttft_added_ms("proxy") < self.ttft_added_ms("litellm")
+                    and self.tokens_ratio("proxy") >= self.tokens_ratio("litellm"))
+        return self.cost("proxy") < self.cost("litellm")
+
+    def errors(self, of: tuple[str, ...] = ("direct", "floor", "proxy")) -> int:
+        """Failed requests of the proxy and the neighbours it is divided by (LiteLLM's count against it alone)."""
+        return sum(c.errors for c in self.cells if c.target in of)
+
+
+@dataclass
+class RatiosResult:
+    """The ratio rows (benchmarks/ratios.py), with when and under what load they ran."""
+
+    measured_at: str
+    load_average: str  # at the start
+    llama_threads: int
+    litellm: str  # its version and how it ran
+    rows: list[RatioRow] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def of_kind(self, kind: str) -> list[RatioRow]:
+        return [r for r in self.rows if r.kind == kind]
+
+
+ONE_LINE_CHAT = "one-line chat"  # the agent turns' neighbour: a one-line chat to the same app (agent_turns.py)
+
+
+@dataclass
 class TargetCheck:
     name: str
     goal: str
@@ -403,6 +482,8 @@ class BenchmarkResults:
     startup: StartupResult | None = None
     routing: RoutingResult | None = None
     swaps: SwapsResult | None = None
+    ratios: RatiosResult | None = None  # issue 29: the proxy beside the floor, LiteLLM and llama-server
+    dashboard: DashboardResult | None = None   # benchmarks/dashboard.py
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)
@@ -416,10 +497,10 @@ class BenchmarkResults:
         return [*self._agent_turn_targets(), self._stalled_target(),
                 *(target for threads in self._llama_threads() for target in (self._ttft_target(threads),
                                                                              self._tokens_per_s_target(threads))),
-                self._paced_cpu_target("keep-alive"), self._paced_cpu_target("new per stream"),
-                self._paced_share_target(), self._many_streams_target(), self._requests_per_s_target(),
+                *self._ratio_targets(), self._paced_share_target(), self._many_streams_target(),
                 self._idle_memory_target(), self._startup_target(), self._tool_call_target(),
-                *self._routing_targets(), self._store_target(), *self._swap_targets()]
+                *self._routing_targets(), self._store_target(), *self._swap_targets(),
+                dashboard_target(self.dashboard)]
 
     def _routing_targets(self) -> list[TargetCheck]:
         """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy. TTFT
@@ -474,12 +555,19 @@ class BenchmarkResults:
         return sorted({r.llama_threads for r in self.generation}, reverse=True) or [2]
 
     def _agent_turn_targets(self) -> list[TargetCheck]:
-        turns = self.agent_turns
+        one_line = next((t for t in self.agent_turns if t.name == ONE_LINE_CHAT), None)
+        turns = [t for t in self.agent_turns if t.name != ONE_LINE_CHAT]
         if not turns:
             return [TargetCheck("agent turns", "measured", "not measured", False)]
-        checks = []
+        if one_line is None:
+            warm = TargetCheck("agent turn replayed warm ÷ a one-line chat, proxy CPU", "≤ 2x", "not measured", False)
+        else:
+            ratios = {t.name: t.warm_cpu_ms / one_line.warm_cpu_ms for t in turns}
+            warm = TargetCheck("agent turn replayed warm ÷ a one-line chat, proxy CPU", "≤ 2x",
+                               ", ".join(f"{name} {ratio:.1f}x" for name, ratio in ratios.items())
+                               + f" (one-line chat {one_line.warm_cpu_ms:.2f} ms)", max(ratios.values()) <= 2)
+        checks = [warm]
         for name, goal, limit, value in (
-                ("agent turn, proxy CPU, tools and system prompt repeated (warm)", "≤ 2 ms", 2.0, lambda t: t.warm_cpu_ms),
                 ("agent turn, proxy CPU, tools and system prompt new (cold)", "≤ 5 ms", 5.0, lambda t: t.cold_cpu_ms),
                 ("agent turn, longest hold of the event loop (cold or warm)", "≤ 5 ms", 5.0,
                  lambda t: max(t.cold_hold_max_ms, t.warm_hold_max_ms))):
@@ -523,14 +611,6 @@ class BenchmarkResults:
     def _default_paced(self, connections: str = "keep-alive") -> list[PacedResult]:
         return [r for r in self.paced if r.worker_class == "gevent" and r.connections == connections]
 
-    def _paced_cpu_target(self, connections: str) -> TargetCheck:
-        per_token = {f"{r.clients} @ {r.interval_ms:g} ms": r.proxy_cpu_us_per_token
-                     for r in self._default_paced(connections)}
-        worst = max(per_token.values(), default=math.nan)
-        measured = ", ".join(f"{name}: {value:.0f} µs" for name, value in per_token.items()) or "not measured"
-        return TargetCheck(f"proxy CPU per relayed token, paced upstream, 1 worker (all-in), {connections} connections",
-                           "≤ 40 µs", measured, worst <= 40)
-
     def _paced_share_target(self) -> TargetCheck:
         shares = {f"{r.clients} @ {r.interval_ms:g} ms": r.carried_share for r in self._default_paced()}
         worst = min(shares.values(), default=math.nan)
@@ -545,11 +625,27 @@ class BenchmarkResults:
                            f"{m.whole} of {m.streams} whole in {m.seconds:.1f} s (pace alone: {m.ideal_seconds:.1f} s)",
                            m.whole == m.streams >= 1000)
 
-    def _requests_per_s_target(self) -> TargetCheck:
-        rates = {r.clients: r.requests_per_s for r in self.capacity if not r.streamed and r.endpoint == "completions"}
-        best = max(rates.values(), default=math.nan)
-        measured = ", ".join(f"{value:.0f} at {clients}c" for clients, value in rates.items())
-        return TargetCheck("non-streamed req/s, instant upstream (best)", "≥ 1000", measured, best >= 1000)
+    def _ratio_targets(self) -> list[TargetCheck]:
+        """Issue 29: the proxy against its neighbours in the same rows (benchmarks/ratios.py)."""
+        r = self.ratios
+        named = [("non-streamed CPU per request, proxy ÷ floor (instant upstream)", "≤ 1.25x"),
+                 ("paced streams: CPU per relayed token, proxy ÷ floor", "≤ 1.25x"),
+                 ("TTFT added vs llama-server direct, p50 (ratio rows)", "≤ 1 ms"),
+                 ("streamed tokens/s through the proxy ÷ direct (ratio rows)", "≥ 0.99"),
+                 ("ahead of LiteLLM's proxy on every row", "every row")]
+        if r is None or not r.rows:
+            return [TargetCheck(name, goal, "not measured", False) for name, goal in named]
+        whole = [row for row in r.of_kind("request") if row.name.startswith("non-streamed")]
+        generation = r.of_kind("generation")
+        return [_ratio_judged(*named[0], whole, lambda row: row.over_floor("proxy"), "{:.2f}x", max, lambda v: v <= 1.25),
+                _ratio_judged(*named[1], r.of_kind("token"), lambda row: row.over_floor("proxy"), "{:.2f}x", max,
+                              lambda v: v <= 1.25),
+                _ratio_judged(*named[2], generation, lambda row: row.ttft_added_ms("proxy"), "{:+.2f} ms", max,
+                              lambda v: v <= 1.0),
+                _ratio_judged(*named[3], generation, lambda row: row.tokens_ratio("proxy"), "{:.3f}", min,
+                              lambda v: v >= 0.99),
+                TargetCheck(*named[4], "; ".join(f"{row.name}: {'ahead' if row.ahead_of_litellm() else 'BEHIND'}"
+                                                 for row in r.rows), all(row.ahead_of_litellm() for row in r.rows))]
 
     def _idle_memory_target(self) -> TargetCheck:
         rss = self.startup.idle_rss_mb if self.startup else math.nan
@@ -570,6 +666,18 @@ def _judged(name: str, goal: str, values: dict[str, float], show, passes, worst_
         measured += ("; " if measured else "") + "not measured (no rounds in time): " + ", ".join(unmeasured)
     known = [value for value in values.values() if not math.isnan(value)]
     return TargetCheck(name, goal, measured, bool(known) and not unmeasured and passes(worst_of(known)))
+
+
+def _ratio_judged(name: str, goal: str, rows: list[RatioRow], value, show: str, worst_of, passes) -> TargetCheck:
+    """A ratio target over rows: met when every row was measured without errors and the worst passes."""
+    if not rows:
+        return TargetCheck(name, goal, "not measured", False)
+    values = [value(row) for row in rows]
+    measured = "; ".join(f"{row.name}: {show.format(v)}" + (f" ({row.errors()} errors)" if row.errors() else "")
+                         for row, v in zip(rows, values, strict=True))
+    known = [v for v in values if not math.isnan(v)]
+    met = len(known) == len(values) and not any(row.errors() for row in rows) and passes(worst_of(known))
+    return TargetCheck(name, goal, measured, met)
 
 
 def _swap_side(s: SwapsResult, measure) -> tuple[float, float]:

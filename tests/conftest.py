@@ -1,19 +1,37 @@
-"""Session fixtures: one real llama-server for the whole run, proxies started per module."""
+"""The run's fixtures: factories that start real processes (llama-server, the fake llama.cpp, the
+proxy's CLI) and stop them when the module that asked for them ends; one real llama-server and one
+proxy in front of it, shared by the whole run; and checks that no process outlives its module or the run."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
+import time
 
 import pytest
 from openai import OpenAI
 
-from .servers import LlamaServer, Proxy, RedisServer, provisioned_paths, stop
+from .fake_llamacpp import FakeLlamaCpp
+from .servers import (
+    RUN_VARIABLE,
+    LlamaServer,
+    Proxy,
+    RedisServer,
+    command_line,
+    descendants_of,
+    provisioned_paths,
+    started_by_run,
+    stop,
+)
 
 # The proxy's default store is a SQLite file under $XDG_DATA_HOME: the tests' proxies (in-process
 # and started as processes, which inherit this) keep theirs in a directory of the run, not the user's.
 _DATA_HOME = tempfile.TemporaryDirectory(prefix="api-like-oai-test-data-")
 os.environ["XDG_DATA_HOME"] = _DATA_HOME.name
+# Inherited by every process the run starts, and by theirs: how the checks below find them.
+RUN = f"{os.getpid()}-{secrets.token_hex(4)}"
+os.environ[RUN_VARIABLE] = RUN
 
 # SmolLM2 has no fill-in-the-middle tokens, so llama.cpp refuses /infill with it. Three of its
 # unused special tokens are named FIM tokens instead: the model is not trained for FIM, but the
@@ -21,6 +39,46 @@ os.environ["XDG_DATA_HOME"] = _DATA_HOME.name
 FIM_TOKENS = ("--override-kv", "tokenizer.ggml.fim_pre_token_id=int:8",
               "--override-kv", "tokenizer.ggml.fim_suf_token_id=int:9",
               "--override-kv", "tokenizer.ggml.fim_mid_token_id=int:10")
+
+# The servers of the session fixtures below: they outlive modules by design (and are stopped at the end).
+_SHARED: list[LlamaServer | Proxy | RedisServer] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_outlives_the_run():
+    """Fails the run's last test at teardown if a process the run started is still running once every
+    fixture has stopped what it started."""
+    yield
+    assert_none_left(started_by_run(RUN), "the test run")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_outlives_the_module(request):
+    """Fails a module's last test at teardown if a process started while it ran (but not by a fixture
+    of the whole run) is still running once the module's fixtures have stopped theirs."""
+    yield
+    assert_none_left(set(started_by_run(RUN)) - shared_processes(), request.module.__name__)
+
+
+def shared_processes() -> set[int]:
+    pids = [server.process.pid for server in _SHARED if server.process and server.process.poll() is None]
+    return {*pids, *(child for pid in pids for child in descendants_of(pid))}
+
+
+def assert_none_left(pids, owner: str, patience: float = 15.0) -> None:
+    """`pids` have ended within `patience` seconds (a supervisor's llama-servers end just after their
+    proxy does); else the test fails naming them, and they are killed so as not to hide the next failure."""
+    deadline = time.monotonic() + patience
+    while (left := [pid for pid in pids if command_line(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if left:
+        described = [f"{pid}: {' '.join(command_line(pid))[:200]}" for pid in left]
+        for pid in left:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        pytest.fail(f"processes started by {owner} outlived it:\n" + "\n".join(described))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -40,39 +98,90 @@ def provisioned() -> dict[str, str]:
     return provisioned_paths()
 
 
+def shared(server):
+    """A session fixture's body: `server` started, remembered as one that outlives modules, and
+    stopped at the end (also when it failed to start)."""
+    _SHARED.append(server)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def llama_server(provisioned):
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], extra_args=FIM_TOKENS).start()
-    yield server
-    server.stop()
+    """The real llama-server of the run (4 slots, 4096 tokens, FIM tokens named), for the tests that
+    need nothing else of one."""
+    yield from shared(LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], extra_args=FIM_TOKENS))
 
 
 @pytest.fixture(scope="session")
 def redis_server():
     """A real redis-server for the run (scripts/setup installs the Debian package)."""
-    server = RedisServer().start()
-    yield server
-    server.stop()
+    yield from shared(RedisServer())
 
 
 @pytest.fixture(scope="session")
-def start_proxy():
-    """Start the proxy CLI with the given arguments; every proxy started is stopped at the end."""
-    started: list[Proxy] = []
+def proxy(llama_server) -> Proxy:
+    """The proxy in front of the run's llama-server with no template flag (the model's own)."""
+    yield from shared(Proxy(["--llama-api", llama_server.url]))
 
-    def start(*args: str, **options) -> Proxy:
-        proxy = Proxy(list(args), **options).start()
-        started.append(proxy)
-        return proxy
+
+@pytest.fixture(scope="module")
+def start_llama_server(provisioned):
+    """Start a llama-server with the bundled model: `start_llama_server(**fields)` takes LlamaServer's
+    fields (context_size, slots, extra_args, env, port). Every one is stopped when the module ends,
+    restarted ones (`server.start()` again, on the same port) included."""
+    servers: list[LlamaServer] = []
+
+    def start(**fields) -> LlamaServer:
+        servers.append(LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], **fields))
+        return servers[-1].start()
 
     yield start
-    stop(*(proxy.process for proxy in started if proxy.process))
+    stop(*(server.process for server in servers if server.process))
 
 
-@pytest.fixture(scope="session")
-def proxy(llama_server, start_proxy) -> Proxy:
-    """The proxy in front of the real llama-server with no template flag (the model's own)."""
-    return start_proxy("--llama-api", llama_server.url)
+@pytest.fixture(scope="module")
+def start_fake():
+    """Start the scriptable fake llama.cpp: `start_fake(**fields)` takes FakeLlamaCpp's fields. Every
+    one is stopped when the module ends."""
+    fakes: list[FakeLlamaCpp] = []
+
+    def start(**fields) -> FakeLlamaCpp:
+        fakes.append(FakeLlamaCpp(**fields).start())
+        return fakes[-1]
+
+    yield start
+    for fake in fakes:
+        fake.stop()
+
+
+@pytest.fixture(scope="module")
+def start_proxies():
+    """Start several proxies' CLIs, two at a time (their start-ups, mostly imports, overlap on two cores):
+    `start_proxies(flags, ...)`, each a sequence of flags (env=..., command=... for all). Every proxy
+    started is stopped when the module ends."""
+    proxies: list[Proxy] = []
+
+    def start(*flag_lists, **options) -> list[Proxy]:
+        started = [Proxy(list(flags), **options) for flags in flag_lists]
+        proxies.extend(started)
+        for pair in (started[n:n + 2] for n in range(0, len(started), 2)):
+            for proxy in pair:
+                proxy.launch()
+            for proxy in pair:
+                proxy.ready()
+        return started
+
+    yield start
+    stop(*(proxy.process for proxy in proxies if proxy.process))
+
+
+@pytest.fixture(scope="module")
+def start_proxy(start_proxies):
+    """Start the proxy's CLI: `start_proxy(*flags, env=..., command=...)`, stopped when the module ends."""
+    return lambda *flags, **options: start_proxies(flags, **options)[0]
 
 
 def openai_client(base_url: str, strict: bool = True, **options) -> OpenAI:

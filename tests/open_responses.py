@@ -74,11 +74,11 @@ def weather_turn(body: dict) -> list[str]:
     return ["Hello", " there,", " friend!"]
 
 
-def scripted_weather_upstream(**props) -> FakeLlamaCpp:
-    """A started fake llama-server with Qwen2.5's template (Hermes tool calls) answering with
-    `weather_turn`; `props` join what its /props reports."""
-    reported = {"build_info": "b7000-scripted", **props}
-    return FakeLlamaCpp(chat_template=QWEN_TEMPLATE, props_extra=reported, script=weather_turn).start()
+def scripted_weather(**props) -> dict:
+    """The fields of a fake llama-server (FakeLlamaCpp's) with Qwen2.5's template (Hermes tool calls)
+    answering with `weather_turn`; `props` join what its /props reports."""
+    return {"chat_template": QWEN_TEMPLATE, "props_extra": {"build_info": "b7000-scripted", **props},
+            "script": weather_turn}
 
 
 # --- the spec's types --------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def spec_event(event: dict) -> BaseModel | None:
 def run_suite(suite_dir: str, options: list[str]) -> int:
     """The suite's runner in `suite_dir` (set up by scripts/open-responses-suite) against a proxy in front
     of the scripted upstream; its exit status."""
-    upstream = scripted_weather_upstream(modalities={"vision": True}, media_marker="<__media_scripted__>")
+    upstream = FakeLlamaCpp(**scripted_weather(modalities={"vision": True}, media_marker="<__media_scripted__>")).start()
     proxy = Proxy(["--llama-api", upstream.url]).start()
     try:
         command = ["npx", "tsx", "bin/compliance-test.ts", "--base-url", proxy.url + "/v1", "--api-key", "unused"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 
-from .fake_llamacpp import FakeLlamaCpp
 from .servers import ROOT
 
 QWEN_TEMPLATE = (ROOT / "conversation_templates" / "qwen2.5.jinja").read_text()
@@ -73,10 +72,12 @@ def agent_turn(body: dict) -> list[str]:
     return [answer[:10], answer[10:]]
 
 
-def scripted_agent_upstream() -> FakeLlamaCpp:
-    """A started fake llama-server with Qwen2.5's template that answers with `agent_turn`."""
-    props = {"default_generation_settings": {"n_ctx": 262144}, "build_info": "b7000-scripted"}
-    return FakeLlamaCpp(chat_template=QWEN_TEMPLATE, props_extra=props, script=agent_turn).start()
+SCRIPTED_PROPS = {"default_generation_settings": {"n_ctx": 262144}, "build_info": "b7000-scripted"}
+
+
+def scripted_agent() -> dict:
+    """The fields of a fake llama-server (FakeLlamaCpp's) with Qwen2.5's template that answers with `agent_turn`."""
+    return {"chat_template": QWEN_TEMPLATE, "props_extra": dict(SCRIPTED_PROPS), "script": agent_turn}
 
 
 # --- a model that thinks before each call -----------------------------------------------------------
@@ -123,7 +124,6 @@ def thinking_agent_turn(body: dict) -> list[str]:
     return ["<th", "ink>", THOUGHTS[step][:8], THOUGHTS[step][8:], "</think>", "\n\n", *tokens]
 
 
-def scripted_thinking_upstream() -> FakeLlamaCpp:
-    """A started fake llama-server with a thinking template that answers with `thinking_agent_turn`."""
-    props = {"default_generation_settings": {"n_ctx": 262144}, "build_info": "b7000-scripted"}
-    return FakeLlamaCpp(chat_template=THINKING_TEMPLATE, props_extra=props, script=thinking_agent_turn).start()
+def scripted_thinking_agent() -> dict:
+    """The fields of a fake llama-server with a thinking template that answers with `thinking_agent_turn`."""
+    return {"chat_template": THINKING_TEMPLATE, "props_extra": dict(SCRIPTED_PROPS), "script": thinking_agent_turn}

@@ -65,6 +65,26 @@ def llama_servers_on(port: int) -> list[int]:
     return found
 
 
+# Every process the tests start inherits this variable (set by conftest.py), and passes it on to its
+# own children: the run can then find what outlived it, even a process that left its parent's tree
+# (llama-servers a supervisor starts in a session of their own, workers whose master was killed).
+RUN_VARIABLE = "TEST_RUN_OF_API_LIKE_OAI"
+
+
+def started_by_run(run: str) -> list[int]:
+    """The live processes (not this one) whose environment holds RUN_VARIABLE=run."""
+    marker = f"{RUN_VARIABLE}={run}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int(entry.name) != os.getpid() and \
+                    marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def provisioned_paths() -> dict[str, str]:
     """LLAMA_SERVER and MODEL: from the environment, else from scripts/provision (cached builds)."""
     if os.environ.get("LLAMA_SERVER") and os.environ.get("MODEL"):
@@ -160,14 +180,23 @@ class Proxy:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Proxy:
+        return self.launch().ready()
+
+    def launch(self) -> Proxy:
+        """Run the CLI without waiting for it to answer (`ready()` waits): several then start at once."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("API_LIKE_OAI_")}
         self.log_path = Path(tempfile.gettempdir()) / f"api-like-oai-test-{self.port}.log"
         self.process = subprocess.Popen([*self.command, "--port", str(self.port), *self.args],
                                         cwd=ROOT, env={**env, **self.env},
                                         stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT)
+        return self
+
+    def ready(self) -> Proxy:
+        """Wait until it answers; fail with its log if it exited first or took over 60 seconds (a loaded
+        machine starts two at once in 30)."""
         try:
             wait_until(lambda: requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
-                       self.process, "api-like-oai", timeout=30)
+                       self.process, "api-like-oai", timeout=60)
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"{exc}; its log:\n{self.log()[-3000:]}") from None
         return self

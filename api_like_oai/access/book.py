@@ -52,9 +52,19 @@ class KeyBook(abc.ABC):
         if so it is counted in the minute's requests and holds a place in flight until `finish`."""
 
     @abc.abstractmethod
+    def reserve(self, record: KeyRecord, request_id: str, now: float, more: int) -> Decision:
+        """Whether the admitted request `request_id` may hold `more` tokens (limits.decide_more on the
+        counts, atomically); if so they are added to its reservation."""
+
+    @abc.abstractmethod
+    def checkpoint(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
+        """Tokens llama.cpp reported for a running request: `entry`'s tokens counted in the minute's and
+        the day's (its reservation lowered by as many) and `entry` added to the key's usage; one write."""
+
+    @abc.abstractmethod
     def finish(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
-        """The request ended: its place in flight (`request_id`, if admitted) is freed, its tokens
-        counted in the minute's and the day's, and `entry` added to the key's usage; in one write."""
+        """The request ended: `checkpoint` with its last `entry`, and its place in flight and what is left
+        of its reservation (`request_id`, if admitted) freed; in one write."""
 
     @abc.abstractmethod
     def usage(self, since_day: str) -> list[UsageEntry]:

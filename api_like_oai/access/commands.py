@@ -55,6 +55,8 @@ def _add_changes(command: argparse.ArgumentParser) -> None:
     command.add_argument("--models", help="comma-separated model names the key may use (default: every model)")
     for option, description in LIMIT_OPTIONS:
         command.add_argument(option, type=int, help=description + " (default: no limit)")
+    command.add_argument("--priority", choices=("high", "normal", "low"),
+                         help="its requests' place among those waiting for a busy upstream's slot (default: normal)")
     command.add_argument("--expires", help="the key expires after this long: 90m, 12h, 30d (default: never)")
 
 
@@ -82,7 +84,7 @@ def _store_settings(args: argparse.Namespace):
 
 
 def _changes(args: argparse.Namespace) -> manage.KeyChanges:
-    given = {name: getattr(args, name) for name in ("rpm", "tpm", "tokens_per_day", "max_parallel", "expires")
+    given = {name: getattr(args, name) for name in ("rpm", "tpm", "tokens_per_day", "max_parallel", "priority", "expires")
              if getattr(args, name) is not None}
     if args.models is not None:
         models = models_list(args.models)
@@ -137,7 +139,7 @@ def _summary(record: KeyRecord) -> str:
                if record.expires_at else "never")
     state = "revoked" if record.revoked else "active"
     return (f"{record.name}\tmodels={','.join(record.models) if record.models else '*'}\t{limits or 'no limits'}"
-            f"\texpires={expires}\t{state}")
+            f"\tpriority={record.priority}\texpires={expires}\t{state}")
 
 
 COMMANDS = {"create": _create, "update": _update, "revoke": _revoke, "list": _list, "usage": _usage}

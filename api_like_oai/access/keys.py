@@ -18,6 +18,8 @@ import orjson
 KEY_PREFIX = "sk-alo-"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 LIMIT_FIELDS = ("rpm", "tpm", "tokens_per_day", "max_parallel")
+PRIORITIES = ("high", "normal", "low")   # who goes first to a free upstream slot (access/priority.py)
+NORMAL = "normal"
 CONFIG_KEY_NAME = "config-key"   # the name usage and logs give a key from --api-key / the config file
 ADMIN_NAME = "admin"
 
@@ -47,6 +49,7 @@ class KeyRecord:
     tokens_per_day: int | None = None       # tokens per UTC day
     max_parallel: int | None = None         # requests in flight at once
     expires_at: float | None = None         # epoch seconds; None: never
+    priority: str = NORMAL                  # of PRIORITIES: its place among requests waiting for a slot
     revoked: bool = False
     created_at: float = field(default_factory=time.time)
 
@@ -56,6 +59,10 @@ class KeyRecord:
     @property
     def has_limits(self) -> bool:
         return any(getattr(self, name) is not None for name in LIMIT_FIELDS)
+
+    @property
+    def has_token_limits(self) -> bool:
+        return self.tpm is not None or self.tokens_per_day is not None
 
     def to_json(self) -> dict:
         """The record as stored (the digest included; never the key)."""
@@ -92,6 +99,11 @@ class Caller:
     name: str | None = None                 # the managed key's name, CONFIG_KEY_NAME, ADMIN_NAME or None
     record: KeyRecord | None = None         # for a managed key
     admin: bool = False
+    given_priority: str = NORMAL            # a key from the flags: --api-key-priority
+
+    @property
+    def priority(self) -> str:
+        return self.record.priority if self.record is not None else self.given_priority
 
     @property
     def models(self) -> tuple[str, ...] | None:
@@ -129,8 +141,11 @@ def matching(offered: str, keys: tuple[str, ...]) -> bool:
 
 
 def updated(record: KeyRecord, changes: dict) -> KeyRecord:
-    """`record` with `changes` (models, the limits, expires_at); a value of 0 or "" clears a limit."""
+    """`record` with `changes` (models, the limits, expires_at, priority); a value of 0 or "" clears a limit
+    (and sets the priority back to normal)."""
     cleared = {name: (None if value in (0, "", ()) else value) for name, value in changes.items()}
+    if "priority" in cleared:
+        cleared["priority"] = cleared["priority"] or NORMAL
     return replace(record, **cleared)
 
 

@@ -5,6 +5,13 @@ one-second buckets (a few dozen rows or fields per key, however many requests), 
 minute's edge gets no more than the limit; tokens per day over the UTC day; requests in flight as leases that end with the
 request (or when the lease runs out, if its worker was killed). The backends (sqlite.py, redis.py)
 read the counts and apply `decide` in one atomic step, so no two requests take the same last place.
+
+Tokens are reserved before they are generated: a request admitted holds its max_tokens, and once its
+prompt is rendered the prompt's tokens too, as a reservation on its lease; the tokens llama.cpp reports
+replace the reservation as they arrive (access/gate.Ticket writes them every CHECKPOINT_SECONDS and at
+the end). So requests running together cannot all take the same tokens that are left, a stream that
+started is never cut for a limit, and a worker killed mid-request leaves its last written tokens and
+what is left of its reservation counted (until its lease runs out).
 """
 
 from __future__ import annotations
@@ -33,6 +40,12 @@ class Counts:
     in_flight: int = 0
     oldest_request_at: float | None = None
     oldest_tokens_at: float | None = None
+    reserved: int = 0          # tokens the requests in flight hold before llama.cpp reports them
+
+    @property
+    def tokens_taken(self) -> int:
+        """Of the minute's tokens: those used and those reserved."""
+        return self.tokens + self.reserved
 
 
 @dataclass(frozen=True)
@@ -56,15 +69,16 @@ class Decision:
                 f"({self.refused_by}) limit {limit}; retry after {retry_after_header(self.retry_after)} s")
 
 
-def needed_tokens(record: KeyRecord, max_tokens: int | None) -> int:
-    """The tokens a request must find left before it runs: its max_tokens, but never more than a whole
-    limit (a request asking for more than the key's whole minute or day is let run when nothing is
-    used, rather than refused for ever)."""
-    need = max_tokens or 0
+def needed_tokens(record: KeyRecord, max_tokens: int | None, prompt_tokens: int = 0) -> int:
+    """The tokens a request must find left before it runs: its prompt's and its max_tokens, the latter
+    never more than a whole limit leaves after the prompt (max_tokens is a bound: a request asking for
+    more than the key's whole minute or day is let run when nothing is used, rather than refused for
+    ever; a prompt is what it is)."""
+    generated = max_tokens or 0
     for limit in (record.tpm, record.tokens_per_day):
         if limit is not None:
-            need = min(need, limit)
-    return need
+            generated = min(generated, max(limit - prompt_tokens, 0))
+    return prompt_tokens + generated
 
 
 def decide(record: KeyRecord, counts: Counts, now: float, max_tokens: int | None = None) -> Decision:
@@ -73,14 +87,27 @@ def decide(record: KeyRecord, counts: Counts, now: float, max_tokens: int | None
     checks = {
         "max_parallel": (counts.in_flight + 1, 1.0),
         "rpm": (counts.requests + 1, _window_left(counts.oldest_request_at, now)),
-        "tpm": (counts.tokens + max(need, 1), _window_left(counts.oldest_tokens_at, now)),
-        "tokens_per_day": (counts.tokens_today + max(need, 1), seconds_to_midnight(now)),
+        **_token_checks(counts, now, max(need, 1)),
     }
+    return _first_over(record, counts, now, checks, need)
+
+
+def decide_more(record: KeyRecord, counts: Counts, now: float, more: int) -> Decision:
+    """Whether a running request may reserve `more` tokens (its rendered prompt's, its other choices'):
+    the token limits only; `counts` include what it holds already."""
+    return _first_over(record, counts, now, _token_checks(counts, now, more), more)
+
+
+def _token_checks(counts: Counts, now: float, need: int) -> dict:
+    return {"tpm": (counts.tokens_taken + need, _window_left(counts.oldest_tokens_at, now)),
+            "tokens_per_day": (counts.tokens_today + counts.reserved + need, seconds_to_midnight(now))}
+
+
+def _first_over(record: KeyRecord, counts: Counts, now: float, checks: dict, need: int) -> Decision:
     for name in LIMIT_ORDER:
         limit = getattr(record, name)
-        wanted, wait = checks[name]
-        if limit is not None and wanted > limit:
-            return Decision(record, counts, now, name, wait)
+        if name in checks and limit is not None and checks[name][0] > limit:
+            return Decision(record, counts, now, name, checks[name][1])
     return Decision(record, counts, now, reserved_tokens=need)
 
 
@@ -113,7 +140,7 @@ def minute_limits(decision: Decision) -> list[tuple[str, int, int, float]]:
         limits.append(("requests", record.rpm, max(record.rpm - used, 0),
                        _window_left(counts.oldest_request_at, decision.now)))
     if record.tpm is not None:
-        limits.append(("tokens", record.tpm, max(record.tpm - counts.tokens, 0),
+        limits.append(("tokens", record.tpm, max(record.tpm - counts.tokens_taken, 0),
                        _window_left(counts.oldest_tokens_at, decision.now)))
     return limits
 

@@ -28,6 +28,8 @@ class KeyChanges(BaseModel):
     tpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
     tokens_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX)
     max_parallel: int | None = Field(None, ge=0, le=LIMIT_MAX)
+    priority: Literal["high", "normal", "low"] | None = Field(
+        None, description="when every upstream slot is busy, waiting requests of a higher priority go first")
     expires: str | None = Field(None, description="a duration from now: seconds, or 90m, 12h, 30d; '' or 'never' clears it")
 
     @field_validator("expires")
@@ -40,6 +42,8 @@ class KeyChanges(BaseModel):
     def record_fields(self, now: float) -> dict:
         """The changes as KeyRecord fields: only those set."""
         fields = self.model_dump(exclude_unset=True, exclude={"expires"})
+        if fields.get("priority", "") is None:   # an explicit null leaves it as it is
+            del fields["priority"]
         if "models" in fields and fields["models"] is not None:
             fields["models"] = tuple(fields["models"]) or None
         if "expires" in self.model_fields_set:
@@ -60,6 +64,7 @@ class KeyView(BaseModel):
     tpm: int | None
     tokens_per_day: int | None
     max_parallel: int | None
+    priority: str
     expires_at: float | None
     revoked: bool
     created_at: float

@@ -10,7 +10,7 @@ from ..errors import StoreUnavailable
 from ..store.redis import PREFIX
 from .book import LEASE_SECONDS, KeyBook
 from .keys import KeyRecord
-from .limits import DAY_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, needed_tokens
+from .limits import DAY_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more, needed_tokens
 from .usage import COUNTERS, UsageEntry
 
 RECORDS = PREFIX + "access:keys"      # hash: digest -> record
@@ -24,9 +24,11 @@ if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return 1
 """
-# KEYS: requests, tokens (hashes: second -> count), day, leases. ARGV: now, window, request id, lease
-# until, need, then the limits max_parallel, rpm, tpm, tokens_per_day ('' for none): the comparisons
-# of limits.decide. Answers {admitted, requests, tokens, today, in flight, oldest request, oldest tokens}.
+# KEYS: requests, tokens (hashes: second -> count), day, leases (sorted set: request id -> until),
+# reserved (hash: request id -> tokens). ARGV: now, window, request id, lease until, need, then the
+# limits max_parallel, rpm, tpm, tokens_per_day ('' for none), then "admit" (a new request: the
+# comparisons of limits.decide) or "more" (a running one reserving `need` more: limits.decide_more).
+# Answers {admitted, requests, tokens, today, in flight, oldest request, oldest tokens, reserved}.
 ADMIT = """
 local now = tonumber(ARGV[1])
 local last_gone = math.floor(now - tonumber(ARGV[2]))
@@ -47,21 +49,36 @@ end
 local requests, oldest_request = window(KEYS[1])
 local tokens, oldest_tokens = window(KEYS[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+local reserved = 0
+local held = redis.call('HGETALL', KEYS[5])
+for i = 1, #held, 2 do
+  if redis.call('ZSCORE', KEYS[4], held[i]) then
+    reserved = reserved + math.max(tonumber(held[i + 1]), 0)
+  else
+    redis.call('HDEL', KEYS[5], held[i])
+  end
+end
 local today = tonumber(redis.call('GET', KEYS[3]) or '0')
 local in_flight = redis.call('ZCARD', KEYS[4])
-local need = math.max(tonumber(ARGV[5]), 1)
-local wanted = {in_flight + 1, requests + 1, tokens + need, today + need}
+local new = ARGV[10] == 'admit'
+local need = tonumber(ARGV[5])
+local asked = new and math.max(need, 1) or need
+local wanted = {in_flight + 1, requests + 1, tokens + reserved + asked, today + reserved + asked}
 local admitted = 1
-for i = 1, 4 do
+for i = (new and 1 or 3), 4 do
   if ARGV[5 + i] ~= '' and wanted[i] > tonumber(ARGV[5 + i]) then admitted = 0 end
 end
-if admitted == 1 then
+if admitted == 1 and new then
   redis.call('HINCRBY', KEYS[1], math.floor(now), 1)
   redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 2000))
   redis.call('ZADD', KEYS[4], ARGV[4], ARGV[3])
   redis.call('PEXPIREAT', KEYS[4], math.ceil(tonumber(ARGV[4]) * 1000))
 end
-return {admitted, requests, tokens, today, in_flight, tostring(oldest_request), tostring(oldest_tokens)}
+if admitted == 1 and need > 0 and (ARGV[8] ~= '' or ARGV[9] ~= '') then
+  redis.call('HINCRBY', KEYS[5], ARGV[3], need)
+  redis.call('PEXPIREAT', KEYS[5], math.ceil(tonumber(ARGV[4]) * 1000))
+end
+return {admitted, requests, tokens, today, in_flight, tostring(oldest_request), tostring(oldest_tokens), reserved}
 """
 
 
@@ -102,27 +119,45 @@ class RedisKeyBook(KeyBook):
     # --- limits and usage ------------------------------------------------------------------------
 
     def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None) -> Decision:
-        limits = ["" if getattr(record, name) is None else getattr(record, name)
-                  for name in ("max_parallel", "rpm", "tpm", "tokens_per_day")]
-        args = [repr(now), WINDOW_SECONDS, request_id, repr(now + LEASE_SECONDS),
-                needed_tokens(record, max_tokens), *limits]
-        answer = self._call(lambda: self.admit_script(keys=_limit_keys(record.name, now), args=args))
-        _admitted, *numbers = answer
-        counts = Counts(*(int(number) for number in numbers[:4]), *(_time(number) for number in numbers[4:]))
+        counts = self._counted(record, request_id, now, needed_tokens(record, max_tokens), "admit")
         return decide(record, counts, now, max_tokens)   # the script's comparisons: the same verdict as `admitted`
 
+    def reserve(self, record: KeyRecord, request_id: str, now: float, more: int) -> Decision:
+        return decide_more(record, self._counted(record, request_id, now, more, "more"), now, more)
+
+    def _counted(self, record: KeyRecord, request_id: str, now: float, need: int, mode: str) -> Counts:
+        """The counts the script read before it admitted (or refused) the request."""
+        limits = ["" if getattr(record, name) is None else getattr(record, name)
+                  for name in ("max_parallel", "rpm", "tpm", "tokens_per_day")]
+        args = [repr(now), WINDOW_SECONDS, request_id, repr(now + LEASE_SECONDS), need, *limits, mode]
+        _admitted, *numbers = self._call(lambda: self.admit_script(keys=_limit_keys(record.name, now), args=args))
+        return Counts(*(int(number) for number in numbers[:4]), *(_time(number) for number in numbers[4:6]),
+                      int(numbers[6]))
+
+    def checkpoint(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
+        self._count_usage(record, request_id, now, entry, final=False)
+
     def finish(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
-        requests_key, tokens_key, day_key, leases_key = _limit_keys(record.name, now)
+        self._count_usage(record, request_id, now, entry, final=True)
+
+    def _count_usage(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry,
+                     final: bool) -> None:
+        """One MULTI: the tokens counted in place of as many reserved (a reservation read below 0 counts
+        as 0), the usage added; at the end the place in flight and the reservation freed."""
+        _requests_key, tokens_key, day_key, leases_key, reserved_key = _limit_keys(record.name, now)
         usage_key = f"{PREFIX}usage:{entry.day}"
         group = SEPARATOR.join((entry.key, entry.model, entry.api))
         with self.client.pipeline(transaction=True) as transaction:
-            if request_id is not None:
+            if request_id is not None and final:
                 transaction.zrem(leases_key, request_id)
-            if entry.tokens and (record.tpm is not None or record.tokens_per_day is not None):
+                transaction.hdel(reserved_key, request_id)
+            if entry.tokens and record.has_token_limits:
                 transaction.hincrby(tokens_key, str(int(now)), entry.tokens)
                 transaction.pexpire(tokens_key, int(WINDOW_SECONDS * 2000))
                 transaction.incrby(day_key, entry.tokens)
                 transaction.expire(day_key, 2 * DAY_SECONDS)
+                if request_id is not None and not final:
+                    transaction.hincrby(reserved_key, request_id, -entry.tokens)
             for name, value in zip(COUNTERS, entry.counters(), strict=True):
                 add = transaction.hincrbyfloat if isinstance(value, float) else transaction.hincrby
                 add(usage_key, group + SEPARATOR + name, value)
@@ -140,9 +175,9 @@ class RedisKeyBook(KeyBook):
 
 
 def _limit_keys(name: str, now: float) -> list[str]:
-    """The key's requests, tokens, today's tokens and leases, in one hash slot ({name})."""
+    """The key's requests, tokens, today's tokens, leases and reservations, in one hash slot ({name})."""
     base = f"{PREFIX}access:{{{name}}}:"
-    return [base + "requests", base + "tokens", base + "day:" + day_of(now), base + "leases"]
+    return [base + "requests", base + "tokens", base + "day:" + day_of(now), base + "leases", base + "reserved"]
 
 
 def _entries(day: str, fields: dict[bytes, bytes]) -> list[UsageEntry]:

@@ -9,7 +9,7 @@ import sqlite3
 
 from .book import LEASE_SECONDS, KeyBook
 from .keys import KeyRecord
-from .limits import WINDOW_SECONDS, Counts, Decision, day_of, decide
+from .limits import WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more
 from .usage import UsageEntry
 
 SCHEMA = """
@@ -23,6 +23,9 @@ CREATE TABLE IF NOT EXISTS access_days (
 CREATE TABLE IF NOT EXISTS access_leases (
     request_id TEXT PRIMARY KEY, key_name TEXT NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS access_leases_by_key ON access_leases (key_name, expires_at);
+CREATE TABLE IF NOT EXISTS access_reserved (
+    request_id TEXT PRIMARY KEY, key_name TEXT NOT NULL, tokens INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS access_reserved_by_key ON access_reserved (key_name);
 CREATE TABLE IF NOT EXISTS access_usage (
     day TEXT NOT NULL, key_name TEXT NOT NULL, model TEXT NOT NULL, api TEXT NOT NULL,
     requests INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
@@ -91,19 +94,29 @@ class SQLiteKeyBook(KeyBook):
                 db.execute(ADD_TO_SECOND, (record.name, "r", int(now), 1))
                 db.execute("INSERT OR REPLACE INTO access_leases VALUES (?, ?, ?)",
                            (request_id, record.name, now + LEASE_SECONDS))
+                _reserve(db, record, request_id, decision.reserved_tokens)
             return decision
 
         return self._run(admit, write=True)
 
+    def reserve(self, record: KeyRecord, request_id: str, now: float, more: int) -> Decision:
+        def reserve(db: sqlite3.Connection) -> Decision:
+            decision = decide_more(record, _counts(db, record.name, now), now, more)
+            if decision.allowed:
+                _reserve(db, record, request_id, more)
+            return decision
+
+        return self._run(reserve, write=True)
+
+    def checkpoint(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
+        self._run(lambda db: _count_usage(db, record, request_id, now, entry), write=True)
+
     def finish(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
         def finish(db: sqlite3.Connection) -> None:
+            _count_usage(db, record, request_id, now, entry)
             if request_id is not None:
                 db.execute("DELETE FROM access_leases WHERE request_id = ?", (request_id,))
-            if entry.tokens and (record.tpm is not None or record.tokens_per_day is not None):
-                db.execute(ADD_TO_SECOND, (record.name, "t", int(now), entry.tokens))
-                db.execute("INSERT INTO access_days VALUES (?, ?, ?) ON CONFLICT (key_name, day) "
-                           "DO UPDATE SET tokens = tokens + excluded.tokens", (record.name, day_of(now), entry.tokens))
-            db.execute(ADD_USAGE, (entry.day, entry.key, entry.model, entry.api, *entry.counters()))
+                db.execute("DELETE FROM access_reserved WHERE request_id = ?", (request_id,))
 
         self._run(finish, write=True)
 
@@ -113,15 +126,39 @@ class SQLiteKeyBook(KeyBook):
         return [UsageEntry(*row) for row in rows]
 
 
+def _reserve(db: sqlite3.Connection, record: KeyRecord, request_id: str, tokens: int) -> None:
+    if tokens > 0 and record.has_token_limits:
+        db.execute("INSERT INTO access_reserved VALUES (?, ?, ?) ON CONFLICT (request_id) "
+                   "DO UPDATE SET tokens = tokens + excluded.tokens", (request_id, record.name, tokens))
+
+
+def _count_usage(db: sqlite3.Connection, record: KeyRecord, request_id: str | None, now: float,
+                 entry: UsageEntry) -> None:
+    """`entry`'s tokens counted in the minute's and the day's (in place of as many reserved), and
+    added to the key's usage."""
+    if entry.tokens and record.has_token_limits:
+        db.execute(ADD_TO_SECOND, (record.name, "t", int(now), entry.tokens))
+        db.execute("INSERT INTO access_days VALUES (?, ?, ?) ON CONFLICT (key_name, day) "
+                   "DO UPDATE SET tokens = tokens + excluded.tokens", (record.name, day_of(now), entry.tokens))
+        if request_id is not None:
+            db.execute("UPDATE access_reserved SET tokens = max(tokens - ?, 0) WHERE request_id = ?",
+                       (entry.tokens, request_id))
+    db.execute(ADD_USAGE, (entry.day, entry.key, entry.model, entry.api, *entry.counters()))
+
+
 def _counts(db: sqlite3.Connection, name: str, now: float) -> Counts:
-    """The key's counts now, after dropping the events that left the window and the leases that ran out."""
+    """The key's counts now, after dropping the events that left the window and the leases (and their
+    reservations) that ran out."""
     db.execute("DELETE FROM access_seconds WHERE key_name = ? AND second <= ?", (name, int(now - WINDOW_SECONDS)))
     db.execute("DELETE FROM access_leases WHERE key_name = ? AND expires_at <= ?", (name, now))
+    db.execute("DELETE FROM access_reserved WHERE key_name = ? AND request_id NOT IN "
+               "(SELECT request_id FROM access_leases WHERE key_name = ?)", (name, name))
     requests, oldest_request = _window(db, name, "r")
     tokens, oldest_tokens = _window(db, name, "t")
     today = db.execute("SELECT tokens FROM access_days WHERE key_name = ? AND day = ?", (name, day_of(now))).fetchone()
     in_flight = db.execute("SELECT count(*) FROM access_leases WHERE key_name = ?", (name,)).fetchone()[0]
-    return Counts(requests, tokens, today[0] if today else 0, in_flight, oldest_request, oldest_tokens)
+    reserved = db.execute("SELECT coalesce(sum(tokens), 0) FROM access_reserved WHERE key_name = ?", (name,)).fetchone()[0]
+    return Counts(requests, tokens, today[0] if today else 0, in_flight, oldest_request, oldest_tokens, reserved)
 
 
 def _window(db: sqlite3.Connection, name: str, kind: str) -> tuple[int, float | None]:

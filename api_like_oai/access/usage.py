@@ -1,16 +1,18 @@
 """Usage per key (pure: no I/O): what one answered request cost, and sums of it for reading.
 
-A request's entry is made when the request ends (its record closes), from the token numbers
-llama.cpp sent with the answer (a stream the client dropped counts what was generated until then),
-and the backend adds it to the key's row for (day, model, API) in the same write.
+A request's usage is written as llama.cpp reports its tokens: what came since the last write, every
+second or so while it runs (`progress_entry`), and the rest when it ends (its record closes; a stream
+the client dropped counts what was generated until then). Each write adds to the key's row for
+(day, model, API); the request itself is counted with the first.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 
 from .limits import day_of
@@ -41,12 +43,29 @@ class UsageEntry:
     def counters(self) -> tuple:
         return tuple(getattr(self, name) for name in COUNTERS)
 
+    def plus(self, other: UsageEntry) -> UsageEntry:
+        return replace(self, **{name: getattr(self, name) + getattr(other, name) for name in COUNTERS})
+
+    def minus(self, written: UsageEntry) -> UsageEntry:
+        """What this (a request's whole usage) adds to what was `written` of it already (never below 0:
+        llama.cpp's counts only grow)."""
+        return replace(self, **{name: max(getattr(self, name) - getattr(written, name), 0) for name in COUNTERS})
+
 
 def entry_of(record, key_name: str, now: float, seconds: float) -> UsageEntry:
     """The entry of one finished request from its access record (observability.RequestRecord)."""
     return UsageEntry(day_of(now), key_name, record.model, record.endpoint, 1, record.prompt_tokens,
                       record.cached_tokens, record.completion_tokens, 1 if record.status >= 400 else 0,
                       round(seconds, 6))
+
+
+def progress_entry(written: UsageEntry | None, record, key_name: str, now: float, prompt_tokens: int,
+                   cached_tokens: int, completion_tokens: int) -> UsageEntry:
+    """What a running request adds to its usage since `written` (None: nothing yet; then the request
+    itself is counted), from llama.cpp's latest counts: the checkpoint of Ticket._checkpoint."""
+    so_far = UsageEntry(day_of(now), key_name, record.model, record.endpoint, 1, prompt_tokens, cached_tokens,
+                        completion_tokens, 0, round(time.perf_counter() - record.started, 6))
+    return so_far.minus(written) if written is not None else so_far
 
 
 def summed(entries: Iterable[UsageEntry], by: tuple[str, ...] = ("key",)) -> list[UsageEntry]:

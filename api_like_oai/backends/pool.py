@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TypeVar
 
+from ..access.gate import current_ticket
+from ..access.priority import Place, SlotQueue, current_priority, note_waiting
 from ..errors import ProxyError, UpstreamUnavailable
 from .events import GenerationEvent, PromptProgress
 from .llamacpp import LlamaCppClient, RawAnswer
@@ -38,6 +40,8 @@ class UpstreamPool:
         self.health_interval = health_interval
         self.healthy = {client.base_url: True for client in clients}
         self.in_flight = {client.base_url: 0 for client in clients}
+        self.slots: dict[str, int] = {}   # each server's slots (/props' total_slots), as UpstreamFacts reads them
+        self.places = SlotQueue(on_wait=note_waiting)   # generations wait here for a slot, by priority
         self._lock = threading.Lock()
         self._poller_pid: int | None = None
 
@@ -82,8 +86,17 @@ class UpstreamPool:
             events = client.generate(path, payload, index=index)
             return events, next(events, None)  # a connection that fails before any token is retried elsewhere
 
-        clients, route = self.route(affinity)
-        client, (events, first) = self._first_to_start(start, on_chosen, clients)
+        ticket = current_ticket()   # the request's key: its token limits, its usage, its priority
+        if ticket is not None:      # its prompt's tokens must fit what is left of them (a 429 if not)
+            ticket.before_generation(prompt_bytes(payload.get("prompt")), lambda: self._prompt_tokens(payload))
+        observe = ticket.observer() if ticket is not None else None
+        place = self.places.take(self.slot_count(), current_priority())   # every slot busy: wait, by priority
+        try:
+            clients, route = self.route(affinity)
+            client, (events, first) = self._first_to_start(start, on_chosen, clients)
+        except BaseException:
+            place.release()
+            raise
         if client is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
             with self._lock:
                 self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
@@ -97,7 +110,23 @@ class UpstreamPool:
                 self.router.learn(affinity, moved.base_url)
             return moved, started
 
-        return self._relay(client, first, events, elsewhere)
+        return self._relay(client, first, events, elsewhere, place, observe)
+
+    def _prompt_tokens(self, payload: dict) -> int:
+        """The tokens of a generation's prompt, from a server's /tokenize (token ids are counted as they are)."""
+        prompt = payload.get("prompt")
+        if isinstance(prompt, dict):
+            prompt = prompt.get("prompt_string", "")
+        if not isinstance(prompt, str):
+            return len(prompt or ())
+        return len(self.ask(lambda client: client.tokenize(prompt, add_special=True)))
+
+    def slot_count(self) -> int | None:
+        """The slots of the healthy servers, None while any of them has not said how many it has."""
+        healthy = [client.base_url for client in self.clients if self.healthy[client.base_url]]
+        if not healthy or any(url not in self.slots for url in healthy):
+            return None
+        return sum(self.slots[url] for url in healthy)
 
     def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *,
               on_chosen=None) -> RawAnswer:
@@ -134,18 +163,24 @@ class UpstreamPool:
                 raise
         raise _none_left(failures)
 
-    def _relay(self, client: LlamaCppClient, first, events, elsewhere=None) -> Iterator[GenerationEvent]:
+    def _relay(self, client: LlamaCppClient, first, events, elsewhere=None, place: Place | None = None,
+               observe=None) -> Iterator[GenerationEvent]:
         """The events of `client`'s generation. A server lost while it is still reading the prompt (only
         prompt progress so far: nothing of the answer was given out) is left for the next one that
-        starts it, `elsewhere(lost) -> (server, (events, first))`; the client sees the prefill begin again."""
+        starts it, `elsewhere(lost) -> (server, (events, first))`; the client sees the prefill begin again.
+        `observe(event)`, if given, sees each event first (the key's usage, written as it arrives)."""
         reading = isinstance(first, PromptProgress)
         try:
             while True:
                 try:
                     if first is not None:
+                        if observe is not None:
+                            observe(first)
                         yield first
                     for event in events:
                         reading = reading and isinstance(event, PromptProgress)
+                        if observe is not None:
+                            observe(event)
                         yield event
                     return
                 except UpstreamUnavailable:
@@ -161,6 +196,8 @@ class UpstreamPool:
             if client is not None:
                 events.close()
                 self._count(client, -1)
+            if place is not None:
+                place.release()
 
     def _count(self, client: LlamaCppClient, delta: int) -> None:
         with self._lock:
@@ -229,6 +266,16 @@ class AnyServer:
 
     def embeddings(self, inputs: list) -> list[list[float]]:
         return self.pool.ask(lambda client: client.embeddings(inputs))
+
+
+def prompt_bytes(prompt) -> int:
+    """A bound of a prompt's tokens without asking a server: its UTF-8 length (a token is at least a
+    byte), or the number of token ids it is."""
+    if isinstance(prompt, dict):
+        prompt = prompt.get("prompt_string", "")
+    if isinstance(prompt, str):
+        return len(prompt.encode())
+    return len(prompt) if isinstance(prompt, list) else 0
 
 
 def _none_left(failures: list[str]) -> UpstreamUnavailable:

@@ -39,6 +39,8 @@ class UpstreamFacts:
         if props is None:
             props = client.props()
             self._props[client.base_url] = props
+            if props.total_slots:
+                self.pool.slots[client.base_url] = props.total_slots
             self._compare()
         return props
 

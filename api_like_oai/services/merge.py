@@ -9,6 +9,7 @@ asks the threads to stop, and each closes its own upstream connection at its nex
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import queue
@@ -81,8 +82,9 @@ def interleave(start_generations: list[Callable[[], Iterator[GenerationEvent]]])
     back until every choice has started; the first error of any choice is raised (ending them all)."""
     arrivals: queue.Queue = queue.Queue()
     stopped = threading.Event()
-    for start_generation in start_generations:
-        threading.Thread(target=_pump, args=(start_generation, arrivals, stopped), daemon=True).start()
+    for start_generation in start_generations:   # in the request's context: its key's priority (access/priority.py)
+        threading.Thread(target=contextvars.copy_context().run, args=(_pump, start_generation, arrivals, stopped),
+                         daemon=True).start()
     try:
         yield from _received(arrivals, len(start_generations))
     finally:

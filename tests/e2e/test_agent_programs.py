@@ -23,16 +23,14 @@ from langgraph.prebuilt import create_react_agent
 from openai import AsyncOpenAI
 
 from ..agent_programs import API_KEY, access_statuses, run_claude_code, run_codex
-from ..scripted_model import FILES_WRITTEN, FINAL_ANSWER, THOUGHTS, scripted_agent_upstream, scripted_thinking_upstream
+from ..scripted_model import FILES_WRITTEN, FINAL_ANSWER, THOUGHTS, scripted_agent, scripted_thinking_agent
 
 TASK = "Write alpha into a.txt, then write its upper case into b.txt."
 
 
 @pytest.fixture(scope="module")
-def agent_upstream():
-    upstream = scripted_agent_upstream()
-    yield upstream
-    upstream.stop()
+def agent_upstream(start_fake):
+    return start_fake(**scripted_agent())
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +73,9 @@ def test_claude_code_finishes_a_shell_task(agent_proxy, workdir, refusals, setti
 
 
 @pytest.fixture(scope="module")
-def thinking_proxy(start_proxy):
-    upstream = scripted_thinking_upstream()
-    yield start_proxy("--llama-api", upstream.url, "--api-key", API_KEY), upstream
-    upstream.stop()
+def thinking_proxy(start_fake, start_proxy):
+    upstream = start_fake(**scripted_thinking_agent())
+    return start_proxy("--llama-api", upstream.url, "--api-key", API_KEY), upstream
 
 
 def test_claude_code_hands_back_signed_thoughts_which_reach_the_prompt(thinking_proxy, workdir):

@@ -11,24 +11,19 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import LlamaServer
 
 HELLO = [{"role": "user", "content": "Say hello."}]
 
 
 @pytest.fixture(scope="module")
-def second_server(provisioned):
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=2048, slots=2).start()
-    yield server
-    server.stop()
+def second_server(start_llama_server):
+    return start_llama_server(context_size=2048, slots=2)
 
 
 @pytest.fixture(scope="module")
-def doomed_server(provisioned):
+def doomed_server(start_llama_server):
     """A server the tests kill."""
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=1024, slots=1).start()
-    yield server
-    server.stop()
+    return start_llama_server(context_size=1024, slots=1)
 
 
 @pytest.fixture(scope="module")

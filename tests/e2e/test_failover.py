@@ -15,7 +15,7 @@ import requests
 from api_like_oai.backends.routing import rendezvous
 
 from ..conftest import openai_client
-from ..servers import LlamaServer, free_port, wait_until
+from ..servers import free_port, wait_until
 from .test_anthropic import claude_client
 from .test_prefix_routing import access_lines
 
@@ -98,11 +98,9 @@ def test_an_upstream_dead_from_the_start_loses_no_request(llama_server, start_pr
 
 
 @pytest.fixture(scope="module")
-def doomed(provisioned):
+def doomed(start_llama_server):
     """A second llama-server, which the test kills and starts again on the same port."""
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=2048, slots=4).start()
-    yield server
-    server.stop()
+    return start_llama_server(context_size=2048, slots=4)
 
 
 def test_an_upstream_killed_between_rounds_loses_no_request_and_is_used_again_once_back(
@@ -119,8 +117,7 @@ def test_an_upstream_killed_between_rounds_loses_no_request_and_is_used_again_on
         assert ask(proxy, *job(n, prompt))
     assert all(round_of(proxy, prompts))      # eight clients, the learned routes of the dead one moved
 
-    revived = LlamaServer(doomed.binary, doomed.model, port=doomed.port, context_size=2048, slots=4).start()
-    doomed.process = revived.process          # stopped with the fixture
+    doomed.start()                            # on the same port; stopped with the module
     wait_until(lambda: upstreams_of(proxy)[doomed.url], proxy.process, "the health poller", timeout=60)
     # Sessions whose key hashes to it come back to it (the others stay where they are).
     homing = [key for key in (f"home-{n}" for n in range(100))

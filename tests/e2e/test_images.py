@@ -27,7 +27,7 @@ import requests
 from PIL import Image
 
 from ..conftest import openai_client
-from ..servers import ROOT, LlamaServer
+from ..servers import ROOT
 from .test_anthropic import claude_client
 
 IMAGE_TOKENS = 16   # the test projector: (32 / 8) ** 2 patches, one token each
@@ -44,17 +44,14 @@ def projector_path() -> Path:
     return path
 
 
-def vision_server(provisioned, **options) -> LlamaServer:
-    options = {"context_size": 4096, "slots": 2, **options}
-    return LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"],
-                       extra_args=("--mmproj", str(projector_path())), **options)
+def vision(**fields) -> dict:
+    """The fields of a llama-server (LlamaServer's) with the test projector."""
+    return {"context_size": 4096, "slots": 2, "extra_args": ("--mmproj", str(projector_path())), **fields}
 
 
 @pytest.fixture(scope="module")
-def llama_vision(provisioned):
-    server = vision_server(provisioned).start()   # its marker is random, as llama-server's is by default
-    yield server
-    server.stop()
+def llama_vision(start_llama_server):
+    return start_llama_server(**vision())   # its marker is random, as llama-server's is by default
 
 
 @pytest.fixture(scope="module")
@@ -205,18 +202,13 @@ def test_marker_text_in_the_users_message_does_not_break_the_request(gpt, llama_
     assert chat_prompt_tokens(gpt, chat_content(data_url("PNG"), text=text)) > IMAGE_TOKENS
 
 
-def test_an_upstream_restarted_with_a_new_marker_still_takes_images(provisioned, start_proxy):
-    first = vision_server(provisioned, slots=1, env={"LLAMA_MEDIA_MARKER": "<__media_first_start__>"}).start()
-    try:
-        gpt = openai_client(start_proxy("--llama-api", first.url).url)
-        assert chat_prompt_tokens(gpt, chat_content(data_url("PNG"))) > IMAGE_TOKENS
-    finally:
-        first.stop()
-    second = vision_server(provisioned, slots=1, port=first.port, env={"LLAMA_MEDIA_MARKER": "<__media_second__>"}).start()
-    try:
-        assert chat_prompt_tokens(gpt, chat_content(data_url("PNG"))) > IMAGE_TOKENS
-    finally:
-        second.stop()
+def test_an_upstream_restarted_with_a_new_marker_still_takes_images(start_llama_server, start_proxy):
+    first = start_llama_server(**vision(slots=1, env={"LLAMA_MEDIA_MARKER": "<__media_first_start__>"}))
+    gpt = openai_client(start_proxy("--llama-api", first.url).url)
+    assert chat_prompt_tokens(gpt, chat_content(data_url("PNG"))) > IMAGE_TOKENS
+    first.stop()
+    start_llama_server(**vision(slots=1, port=first.port, env={"LLAMA_MEDIA_MARKER": "<__media_second__>"}))
+    assert chat_prompt_tokens(gpt, chat_content(data_url("PNG"))) > IMAGE_TOKENS
 
 
 # --- refusals -----------------------------------------------------------------------------------------

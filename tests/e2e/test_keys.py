@@ -139,9 +139,9 @@ def test_the_sdks_retry_after_a_429_when_retry_after_says(proxy, config, sdk):
 
 
 @pytest.fixture(scope="module")
-def redis_proxies(llama_server, start_proxy, redis_server):
+def redis_proxies(llama_server, start_proxies, redis_server):
     url = redis_server.url.rsplit("/", 1)[0] + "/3"
-    return [start_proxy("--llama-api", llama_server.url, "--store", url, "--admin-key", ADMIN) for _ in range(2)]
+    return start_proxies(*[("--llama-api", llama_server.url, "--store", url, "--admin-key", ADMIN)] * 2)
 
 
 def test_two_instances_on_one_redis_share_the_limits_and_revocation(redis_proxies):
@@ -181,3 +181,4 @@ def test_a_stream_the_client_dropped_is_counted_with_what_was_generated(proxy):
         time.sleep(0.2)
     assert [(row["key"], row["requests"]) for row in rows] == [("dropper", 1)]
     assert 3 <= rows[0]["completion_tokens"] < 200 and rows[0]["prompt_tokens"] > 0
+

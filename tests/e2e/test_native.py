@@ -9,8 +9,6 @@ import time
 import pytest
 import requests
 
-from ..servers import LlamaServer
-
 KEY = "sk-native-test"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 
@@ -33,10 +31,8 @@ def keyed_proxy(llama_server, start_proxy):
 
 
 @pytest.fixture(scope="module")
-def small_server(provisioned):
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=512, slots=1).start()
-    yield server
-    server.stop()
+def small_server(start_llama_server):
+    return start_llama_server(context_size=512, slots=1)
 
 
 @pytest.fixture(scope="module")

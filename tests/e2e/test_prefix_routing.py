@@ -10,19 +10,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from ..conftest import openai_client
-from ..servers import LlamaServer
 
 SYSTEM = ("You are the ship's navigator. Answer in one short sentence. The ship sails from Bergen to Reykjavik "
           "in early spring; the crew is twelve; the cargo is dried fish, wool and timber. ") * 6
 
 
 @pytest.fixture(scope="module")
-def pool(provisioned):
-    servers = [LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=4096, slots=2).start()
-               for _ in range(2)]
-    yield servers
-    for server in servers:
-        server.stop()
+def pool(start_llama_server):
+    return [start_llama_server(context_size=4096, slots=2) for _ in range(2)]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import LlamaServer
 
 HELLO = [{"role": "user", "content": "Say hello."}]
 
@@ -202,11 +201,9 @@ def test_embeddings_need_an_embedding_server(client):
 
 
 @pytest.fixture(scope="module")
-def embedding_proxy(provisioned, start_proxy):
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=1024, slots=1,
-                         extra_args=("--embeddings", "--pooling", "mean")).start()
-    yield start_proxy("--llama-api", server.url, "--chat-prompt-model", "chatml")
-    server.stop()
+def embedding_proxy(start_llama_server, start_proxy):
+    server = start_llama_server(context_size=1024, slots=1, extra_args=("--embeddings", "--pooling", "mean"))
+    return start_proxy("--llama-api", server.url, "--chat-prompt-model", "chatml")
 
 
 def test_embeddings(embedding_proxy):

@@ -11,9 +11,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from ..fake_llamacpp import FakeLlamaCpp
-from ..servers import LlamaServer
-
 HELLO = {"messages": [{"role": "user", "content": "Tell me about cats."}]}
 
 
@@ -49,25 +46,22 @@ def peak_memory_mb(pid: int) -> float:
     return float("nan")
 
 
-def test_killed_llama_server_gives_503_then_serves_again_after_restart(provisioned, start_proxy):
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], context_size=2048, slots=2).start()
+def test_killed_llama_server_gives_503_then_serves_again_after_restart(start_llama_server, start_proxy):
+    server = start_llama_server(context_size=2048, slots=2)
     proxy = start_proxy("--llama-api", server.url)
-    try:
-        body = {**HELLO, "max_tokens": 900, "ignore_eos": True, "stream": True}
-        with requests.post(proxy.url + "/v1/chat/completions", json=body, stream=True, timeout=30) as response:
-            lines = response.iter_lines(chunk_size=None)
-            for _ in range(5):
-                next(lines)
-            server.process.send_signal(signal.SIGKILL)
-            rest = b"\n".join(lines)  # must end, not hang
-        assert b'"error"' in rest and b"[DONE]" not in rest
-        down = requests.post(proxy.url + "/v1/chat/completions", json={**HELLO, "max_tokens": 4}, timeout=30)
-        assert down.status_code == 503 and down.json()["error"]["code"] == "upstream_unavailable"
-        server.start()  # same port
-        again = requests.post(proxy.url + "/v1/chat/completions", json={**HELLO, "max_tokens": 4}, timeout=60)
-        assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"]
-    finally:
-        server.stop()
+    body = {**HELLO, "max_tokens": 900, "ignore_eos": True, "stream": True}
+    with requests.post(proxy.url + "/v1/chat/completions", json=body, stream=True, timeout=30) as response:
+        lines = response.iter_lines(chunk_size=None)
+        for _ in range(5):
+            next(lines)
+        server.process.send_signal(signal.SIGKILL)
+        rest = b"\n".join(lines)  # must end, not hang
+    assert b'"error"' in rest and b"[DONE]" not in rest
+    down = requests.post(proxy.url + "/v1/chat/completions", json={**HELLO, "max_tokens": 4}, timeout=30)
+    assert down.status_code == 503 and down.json()["error"]["code"] == "upstream_unavailable"
+    server.start()  # same port
+    again = requests.post(proxy.url + "/v1/chat/completions", json={**HELLO, "max_tokens": 4}, timeout=60)
+    assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"]
 
 
 def test_64_concurrent_streams_through_the_real_server(proxy, load_report):
@@ -82,10 +76,8 @@ def test_64_concurrent_streams_through_the_real_server(proxy, load_report):
 
 
 @pytest.fixture(scope="module")
-def fast_fake():
-    upstream = FakeLlamaCpp(tokens=tuple(f" w{n}" for n in range(16))).start()
-    yield upstream
-    upstream.stop()
+def fast_fake(start_fake):
+    return start_fake(tokens=tuple(f" w{n}" for n in range(16)))
 
 
 def test_256_concurrent_streams_through_a_fast_fake(fast_fake, start_proxy, load_report):

@@ -38,10 +38,10 @@ def redis_url(redis_server) -> str:
 
 
 @pytest.fixture(scope="module")
-def redis_proxies(llama_server, start_proxy, redis_url):
+def redis_proxies(llama_server, start_proxies, redis_url):
     """Two proxy instances sharing one Redis, as behind a load balancer."""
-    return [start_proxy("--llama-api", llama_server.url, "--store", redis_url, "--api-key", KEYS[0], "--api-key", KEYS[1])
-            for _ in range(2)]
+    return start_proxies(*[("--llama-api", llama_server.url, "--store", redis_url, "--api-key", KEYS[0],
+                            "--api-key", KEYS[1])] * 2)
 
 
 def client_of(proxy, key: str = KEYS[0]) -> openai.OpenAI:

@@ -12,7 +12,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..servers import LlamaServer, free_port
+from ..servers import free_port
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "contrib" / "grafana" / "api_like_oai.json"
 # PromQL words that are not metric names (functions are told by the parenthesis after them).
@@ -21,10 +21,8 @@ PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", 
 
 
 @pytest.fixture(scope="module")
-def metered_server(provisioned):
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], slots=1, extra_args=("--metrics",)).start()
-    yield server
-    server.stop()
+def metered_server(start_llama_server):
+    return start_llama_server(slots=1, extra_args=("--metrics",))
 
 
 @pytest.fixture(scope="module")

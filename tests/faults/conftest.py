@@ -1,5 +1,9 @@
-"""A scripted fake llama.cpp per test module (`fake`), and a proxy in front of it with a template
-that knows tools (qwen2.5, hermes format), for the tests of the APIs' exact answers."""
+"""A scripted fake llama.cpp per test module (`fake`), a proxy in front of it (`proxy`), and one with a
+template that knows tools (qwen2.5, hermes format), for the tests of the APIs' exact answers.
+
+A module says what its fake and its proxy are by module attributes: CHAT_TEMPLATE (what the fake's
+/props reports as the model's template), FAKE_PROPS (more of its /props) and PROXY_FLAGS (the
+proxy's flags after --llama-api)."""
 
 from __future__ import annotations
 
@@ -15,12 +19,17 @@ FAKE_CONTEXT = 2048   # the fake's n_ctx; it counts a prompt's tokens as its wor
 
 
 @pytest.fixture(scope="module")
-def fake(request):
-    """A scripted fake llama.cpp for one test module, stopped after it; /props reports the module's
-    CHAT_TEMPLATE, if it has one."""
-    upstream = FakeLlamaCpp(chat_template=getattr(request.module, "CHAT_TEMPLATE", None)).start()
-    yield upstream
-    upstream.stop()
+def fake(request, start_fake):
+    """The module's scripted fake llama.cpp, stopped after it; /props reports the module's
+    CHAT_TEMPLATE and FAKE_PROPS, if it has them."""
+    return start_fake(chat_template=getattr(request.module, "CHAT_TEMPLATE", None),
+                      props_extra=dict(getattr(request.module, "FAKE_PROPS", {})))
+
+
+@pytest.fixture(scope="module")
+def proxy(request, fake, start_proxy):
+    """The proxy in front of the module's fake, with the module's PROXY_FLAGS."""
+    return start_proxy("--llama-api", fake.url, *getattr(request.module, "PROXY_FLAGS", ()))
 
 
 @pytest.fixture
@@ -33,18 +42,13 @@ def fakes():
 
 
 @pytest.fixture(scope="module")
-def replaying_upstream(fake):
-    return fake
-
-
-@pytest.fixture(scope="module")
-def qwen_proxy(replaying_upstream, start_proxy):
-    return start_proxy("--llama-api", replaying_upstream.url, "--chat-prompt-model", "qwen2.5")
+def qwen_proxy(fake, start_proxy):
+    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5")
 
 
 @pytest.fixture
-def replay(replaying_upstream):
+def replay(fake):
     """The fake, set back to its plain answer after each test."""
-    yield replaying_upstream
-    replaying_upstream.tokens, replaying_upstream.behaviour = (" Hello", ",", " world", "!"), "ok"
-    replaying_upstream.stop_type, replaying_upstream.stopping_word = "eos", ""
+    yield fake
+    fake.tokens, fake.behaviour = (" Hello", ",", " world", "!"), "ok"
+    fake.stop_type, fake.stopping_word = "eos", ""

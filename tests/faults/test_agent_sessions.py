@@ -145,8 +145,9 @@ TOOL_TEMPLATES = ["qwen2.5", "llama-3.1", "mistral-v3", "chatml"]   # chatml: to
 
 
 @pytest.fixture(scope="module")
-def template_proxies(fake, start_proxy):
-    return {name: start_proxy("--llama-api", fake.url, "--chat-prompt-model", name) for name in TOOL_TEMPLATES}
+def template_proxies(fake, start_proxies):
+    proxies = start_proxies(*(("--llama-api", fake.url, "--chat-prompt-model", name) for name in TOOL_TEMPLATES))
+    return dict(zip(TOOL_TEMPLATES, proxies, strict=True))
 
 
 def session_turns(rounds: int, instructions: dict[int, str] | None = None) -> list[Session]:
@@ -175,10 +176,8 @@ SMALL_CONTEXT = 700   # tokens, as the fake counts them: words
 
 
 @pytest.fixture(scope="module")
-def small_upstream():
-    upstream = FakeLlamaCpp(props_extra={"default_generation_settings": {"n_ctx": SMALL_CONTEXT}}).start()
-    yield upstream
-    upstream.stop()
+def small_upstream(start_fake):
+    return start_fake(props_extra={"default_generation_settings": {"n_ctx": SMALL_CONTEXT}})
 
 
 @pytest.fixture(scope="module")

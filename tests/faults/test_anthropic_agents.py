@@ -31,11 +31,6 @@ BETAS = ["claude-code-20250219", "oauth-2025-04-20", "interleaved-thinking-2025-
          "prompt-caching-scope-2026-01-05", "advanced-tool-use-2025-11-20", "effort-2025-11-24"]
 
 
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url)
-
-
 @pytest.fixture(autouse=True)
 def thinking_model(fake):
     fake.tokens = THINKING_CALL

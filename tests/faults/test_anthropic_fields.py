@@ -61,11 +61,6 @@ def _same_fields(value, data, path: str) -> None:
             _same_fields(item, raw, f"{path}[{index}]")
 
 
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url)
-
-
 @pytest.fixture
 def model(fake):
     """The scripted model, set back to a plain end of turn and no cache after each test."""

@@ -9,12 +9,8 @@ import time
 import pytest
 import requests
 
+PROXY_FLAGS = ("--chat-prompt-model", "chatml")
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 100, "n": 3}
-
-
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml")
 
 
 @pytest.fixture(autouse=True)

@@ -14,13 +14,8 @@ import requests
 FIXTURES = Path(__file__).parents[2] / "benchmarks" / "fixtures"
 TURNS = ("claude_code_turn.json", "claude_code_turn_tools.json")
 BASH_CALL = ["I will", " look.", " <tool_call>\n", '{"name": "Bash", "arguments": {"command": "ls"}}', "\n</tool_call>"]
-
-
-@pytest.fixture(scope="module")
-def replaying_upstream(fake):
-    """The module's fake with a context that holds Claude Code's prompt (some 7,000 words)."""
-    fake.props_extra = {"default_generation_settings": {"n_ctx": 262144}}
-    return fake
+# The fake's context holds Claude Code's prompt (some 7,000 words).
+FAKE_PROPS = {"default_generation_settings": {"n_ctx": 262144}}
 
 
 def replay_recorded(qwen_proxy, name: str) -> requests.Response:

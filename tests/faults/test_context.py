@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 import requests
 
 from .conftest import FAKE_CONTEXT
 
-
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml")
+PROXY_FLAGS = ("--chat-prompt-model", "chatml")
 
 
 def tokenize_calls(fake) -> int:

@@ -8,18 +8,14 @@ import time
 import pytest
 import requests
 
-from ..fake_llamacpp import FakeLlamaCpp
 from ..servers import free_port
 
 STREAMED = {"prompt": "Hi", "n_predict": 8, "stream": True}
 
 
 @pytest.fixture(scope="module")
-def fakes():
-    servers = [FakeLlamaCpp().start(), FakeLlamaCpp().start()]
-    yield servers
-    for server in servers:
-        server.stop()
+def fakes(start_fake):
+    return [start_fake(), start_fake()]
 
 
 @pytest.fixture(autouse=True)

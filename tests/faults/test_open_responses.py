@@ -16,7 +16,7 @@ from ..open_responses import (
     WEATHER_TOOL,
     request_of,
     resource,
-    scripted_weather_upstream,
+    scripted_weather,
     spec_event,
 )
 from .test_responses_stream import events_of
@@ -26,23 +26,17 @@ UPSTREAM_SAMPLING = {"temperature": 0.6, "top_p": 0.9, "presence_penalty": 0.25,
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    server = scripted_weather_upstream(default_generation_settings={"n_ctx": 8192, "params": UPSTREAM_SAMPLING},
-                                       modalities={"vision": True}, media_marker="<__media_scripted__>")
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(upstream, start_proxy):
-    return start_proxy("--llama-api", upstream.url)
+def fake(start_fake):
+    """The scripted model, which the conftest's `proxy` stands in front of."""
+    return start_fake(**scripted_weather(default_generation_settings={"n_ctx": 8192, "params": UPSTREAM_SAMPLING},
+                                         modalities={"vision": True}, media_marker="<__media_scripted__>"))
 
 
 @pytest.fixture
-def weather(upstream):
+def weather(fake):
     """The upstream, set back to its script after a test that changed how it answers."""
-    yield upstream
-    upstream.behaviour, upstream.stop_type = "ok", "eos"
+    yield fake
+    fake.behaviour, fake.stop_type = "ok", "eos"
 
 
 def post(proxy, body: dict) -> requests.Response:
@@ -86,12 +80,12 @@ def test_a_function_call_is_the_one_the_model_wrote_with_its_tool_echoed_whole(p
 
 
 @pytest.mark.parametrize("streamed", [False, True])
-def test_the_image_case_is_answered_with_the_image_sent_upstream(proxy, upstream, streamed):
+def test_the_image_case_is_answered_with_the_image_sent_upstream(proxy, fake, streamed):
     response, events = answer_of(proxy, request_of(IMAGE_CASE, streamed))
     resource(response)
     assert response["status"] == "completed" and "message" in [item["type"] for item in response["output"]]
     assert all(spec_event(event) is not None for event in events)
-    sent = upstream.requests[-1]["prompt"]
+    sent = fake.requests[-1]["prompt"]
     assert sent["prompt_string"].count("<__media_scripted__>") == len(sent["multimodal_data"]) == 1
 
 
@@ -110,11 +104,11 @@ def test_every_response_object_of_a_stream_is_a_resource(proxy):
     ({}, UPSTREAM_SAMPLING),
     ({"temperature": 0.1, "top_p": 0.5}, UPSTREAM_SAMPLING | {"temperature": 0.1, "top_p": 0.5}),
 ])
-def test_sampling_values_are_those_used(proxy, upstream, sent, reported):
+def test_sampling_values_are_those_used(proxy, fake, sent, reported):
     """Left out, the upstream's own defaults (its /props); sent, the request's, which reach llama.cpp."""
     response, _ = answer_of(proxy, request_of(CASES["basic-response"][0], False) | sent)
     assert {key: response[key] for key in reported} == reported
-    assert {key: upstream.requests[-1][key] for key in sent} == sent
+    assert {key: fake.requests[-1][key] for key in sent} == sent
 
 
 def test_request_settings_are_echoed(proxy):

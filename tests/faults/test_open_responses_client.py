@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..open_responses import IMAGE, PLAIN_ANSWER, WEATHER_ARGUMENTS, resource, scripted_weather_upstream
+from ..open_responses import IMAGE, PLAIN_ANSWER, WEATHER_ARGUMENTS, resource, scripted_weather
 
 CLIENT_DIR = Path(__file__).resolve().parents[1] / "node" / "open-responses"
 CASES = ["generate-text", "stream-text", "system-prompt", "tool-call", "tool-call-streaming", "image-input",
@@ -21,18 +21,16 @@ CASES = ["generate-text", "stream-text", "system-prompt", "tool-call", "tool-cal
 
 
 @pytest.fixture(scope="module")
-def upstream():
-    server = scripted_weather_upstream(modalities={"vision": True}, media_marker="<__media_scripted__>")
-    yield server
-    server.stop()
+def fake(start_fake):
+    """The scripted model, which the conftest's `proxy` stands in front of."""
+    return start_fake(**scripted_weather(modalities={"vision": True}, media_marker="<__media_scripted__>"))
 
 
 @pytest.fixture(scope="module")
-def results(upstream, start_proxy) -> dict[str, dict]:
+def results(proxy) -> dict[str, dict]:
     """Each case's line from client-cases.mjs, by case name; the prompts the upstream got, by case."""
     assert (CLIENT_DIR / "node_modules" / "@ai-sdk" / "open-responses").is_dir(), \
         "the AI SDK is not installed: run scripts/setup (npm ci in tests/node/open-responses)"
-    proxy = start_proxy("--llama-api", upstream.url)
     run = subprocess.run(["node", "client-cases.mjs", proxy.url], cwd=CLIENT_DIR, capture_output=True, text=True,
                          timeout=120, check=False)
     assert run.returncode == 0, run.stderr
@@ -81,9 +79,9 @@ def test_the_raw_answer_the_sdk_read_is_the_specs_response_resource(results, cas
     assert body["id"] == results[case]["responseId"] and body["status"] == "completed"
 
 
-def test_the_model_got_what_the_sdk_sent(results, upstream):
+def test_the_model_got_what_the_sdk_sent(results, fake):
     """The system prompt, the image and the earlier turns reached the model's prompt."""
-    prompts = [request for request in upstream.requests if "prompt" in request]
+    prompts = [request for request in fake.requests if "prompt" in request]
     texts = [prompt_text(request) for request in prompts]
     assert any("You are a pirate. Always respond in pirate speak." in text and "Say hello." in text for text in texts)
     assert any("My name is Alice." in text and "How can I help you today?" in text and "What is my name?" in text

@@ -10,6 +10,7 @@ import requests
 
 TEMPLATE = ("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
             "effort={{ reasoning_effort | default('-') }} verbosity={{ verbosity | default('-') }}")
+PROXY_FLAGS = ("--chat-template", TEMPLATE)
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 OK, REFUSED = 200, 400
 
@@ -82,11 +83,6 @@ COMPLETION_FIELDS = {
     "top_p": [(0.5, {}, OK, sent("top_p", 0.5))],
     "user": [("user-1", {}, OK, None)],
 }
-
-
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url, "--chat-template", TEMPLATE)
 
 
 def cases(fields: dict):

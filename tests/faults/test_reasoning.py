@@ -7,11 +7,10 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..fake_llamacpp import FakeLlamaCpp
 
 # A reasoning model's template in miniature: history keeps reasoning_content it is given; the
 # generation prompt opens the thought when `open_thought` says so (DeepSeek-R1 always does).
-TEMPLATE = (
+CHAT_TEMPLATE = (   # /props reports it (the conftest's `fake`)
     "{% for m in messages %}<|im_start|>{{ m.role }}\n"
     "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}"
     "{{ m.content.split('</think>')[-1] }}<|im_end|>\n{% endfor %}"
@@ -22,18 +21,6 @@ QUESTION = [{"role": "user", "content": "What is 2 + 2?"}]
 THOUGHT_TOKENS = ["<th", "ink>", "\nTwo", " plus two", " is four.", "\n</th", "ink>", "\n\nIt", " is 4."]
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    upstream = FakeLlamaCpp(chat_template=TEMPLATE).start()
-    yield upstream
-    upstream.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url)
 
 
 @pytest.fixture(autouse=True)

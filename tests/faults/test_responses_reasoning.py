@@ -11,13 +11,12 @@ import requests
 from api_like_oai.prompts.shipped import load
 
 from ..conftest import openai_client
-from ..fake_llamacpp import FakeLlamaCpp
 from .conftest import HERMES_ARGUMENTS, HERMES_CALL
 from .test_responses_stream import WEATHER, events_of, without_numbers
 
-# Qwen2.5's template, whose assistant turns also show the thought they had (as Qwen3's do).
+# Qwen2.5's template, whose assistant turns also show the thought they had (as Qwen3's do); /props reports it.
 THINK = "{% if message.reasoning_content %}{{ '<think>' + message.reasoning_content + '</think>\\n' }}{% endif %}"
-TEMPLATE = load("qwen2.5").replace(
+CHAT_TEMPLATE = load("qwen2.5").replace(
     "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}",
     "{{- '<|im_start|>' + message.role + '\\n' }}" + THINK + "{{- message.content + '<|im_end|>' + '\\n' }}").replace(
     "{{- '<|im_start|>' + message.role }}", "{{- '<|im_start|>' + message.role + '\\n' }}" + THINK)
@@ -25,18 +24,6 @@ THOUGHT_TOKENS = ["<th", "ink>", "\nTwo", " plus two", " is four.", "\n</th", "i
 THOUGHT = "Two plus two is four."
 BODY = {"model": "qwen3", "input": "What is 2 + 2?", "reasoning": {"summary": "auto"},
         "include": ["reasoning.encrypted_content"], "store": False}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    upstream = FakeLlamaCpp(chat_template=TEMPLATE).start()
-    yield upstream
-    upstream.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url)
 
 
 @pytest.fixture(autouse=True)

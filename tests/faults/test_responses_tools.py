@@ -12,7 +12,6 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..fake_llamacpp import FakeLlamaCpp
 from .test_responses_stream import BODY, WEATHER, events_of, post
 
 FIXTURES = pathlib.Path(__file__).parents[2] / "benchmarks" / "fixtures"
@@ -26,12 +25,8 @@ TOOLS = [WEATHER, AGENTS, PATCH_TOOL, {"type": "local_shell"}, {"type": "web_sea
 PATCH = '*** Begin Patch\n*** Add File: a.txt\n+say "alpha" \\ done\n*** End Patch\n'
 
 
-@pytest.fixture(scope="module")
-def fake():
-    """The replaying fake with a context as large as a current model's: Codex's prompt is 20k words."""
-    upstream = FakeLlamaCpp(props_extra={"default_generation_settings": {"n_ctx": 262144}}).start()
-    yield upstream
-    upstream.stop()
+# The replaying fake's context is as large as a current model's: Codex's prompt is 20k words.
+FAKE_PROPS = {"default_generation_settings": {"n_ctx": 262144}}
 
 
 def hermes_call(name: str, arguments: dict, pieces: int = 4, preface: str = "Sure. ") -> list[str]:

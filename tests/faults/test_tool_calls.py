@@ -10,7 +10,6 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..fake_llamacpp import FakeLlamaCpp
 from .conftest import HERMES_ARGUMENTS, HERMES_CALL
 
 WEATHER = {"type": "function", "function": {
@@ -36,9 +35,9 @@ MARKUP = ("<tool", "tool_call", "</", "[TOOL", "TOOL_CALLS", "python_tag")
 
 
 @pytest.fixture(scope="module")
-def proxies(fake, start_proxy):
-    return {name: start_proxy("--llama-api", fake.url, "--chat-prompt-model", template)
-            for name, template in TEMPLATES.items()}
+def proxies(fake, start_proxies):
+    started = start_proxies(*(("--llama-api", fake.url, "--chat-prompt-model", template) for template in TEMPLATES.values()))
+    return dict(zip(TEMPLATES, started, strict=True))
 
 
 @pytest.fixture(autouse=True)
@@ -115,18 +114,15 @@ def test_auto_without_lazy_grammars_upstream_sends_no_grammar(fake, proxies):
     assert "grammar" not in fake.requests[-1]
 
 
-def test_auto_with_lazy_grammars_upstream_sends_triggers(start_proxy):
-    fake = FakeLlamaCpp(props_extra={"chat_template_caps": {"supports_tools": False}}).start()
-    try:
-        proxy = start_proxy("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5")
-        requests.post(proxy.url + "/v1/chat/completions", timeout=30,
-                      json={"messages": MESSAGES, "tools": [WEATHER]}).raise_for_status()
-        payload = fake.requests[-1]
-        assert payload["grammar_lazy"] is True
-        assert payload["grammar_triggers"] == [{"type": 1, "value": "<tool_call>"}]
-        assert payload["grammar"].startswith('root ::= "<tool_call>"')
-    finally:
-        fake.stop()
+def test_auto_with_lazy_grammars_upstream_sends_triggers(start_fake, start_proxy):
+    fake = start_fake(props_extra={"chat_template_caps": {"supports_tools": False}})
+    proxy = start_proxy("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5")
+    requests.post(proxy.url + "/v1/chat/completions", timeout=30,
+                  json={"messages": MESSAGES, "tools": [WEATHER]}).raise_for_status()
+    payload = fake.requests[-1]
+    assert payload["grammar_lazy"] is True
+    assert payload["grammar_triggers"] == [{"type": 1, "value": "<tool_call>"}]
+    assert payload["grammar"].startswith('root ::= "<tool_call>"')
 
 
 @pytest.mark.parametrize("stream", [False, True])

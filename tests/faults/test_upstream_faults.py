@@ -8,12 +8,8 @@ import time
 import pytest
 import requests
 
+PROXY_FLAGS = ("--chat-prompt-model", "chatml", "--read-timeout", "1")
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}
-
-
-@pytest.fixture(scope="module")
-def proxy(fake, start_proxy):
-    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml", "--read-timeout", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -117,13 +117,9 @@ def test_stop_generation_and_metrics_reach_every_worker(slow_fake, start_proxy):
                       'endpoint="/v1/chat/completions",model="llama.cpp",status="200"') == len(streams)
 
 
-def test_debug_serves_streams_with_werkzeug_unpatched(start_proxy):
-    upstream = FakeLlamaCpp().start()
-    try:
-        proxy = start_proxy("--llama-api", upstream.url, "--chat-prompt-model", "chatml", "--debug")
-        text = requests.post(proxy.url + "/v1/chat/completions", json=CHAT, timeout=10).text
-        assert text.endswith("data: [DONE]\n\n") and finish_reasons(text) == ["stop"]
-        assert "Werkzeug" in requests.get(proxy.url + "/health", timeout=5).headers.get("Server", "")
-        assert "Using worker" not in proxy.log()  # no gunicorn, hence no gevent
-    finally:
-        upstream.stop()
+def test_debug_serves_streams_with_werkzeug_unpatched(start_fake, start_proxy):
+    proxy = start_proxy("--llama-api", start_fake().url, "--chat-prompt-model", "chatml", "--debug")
+    text = requests.post(proxy.url + "/v1/chat/completions", json=CHAT, timeout=10).text
+    assert text.endswith("data: [DONE]\n\n") and finish_reasons(text) == ["stop"]
+    assert "Werkzeug" in requests.get(proxy.url + "/health", timeout=5).headers.get("Server", "")
+    assert "Using worker" not in proxy.log()  # no gunicorn, hence no gevent

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from api_like_oai.access import limits, manage
-from api_like_oai.access.book import open_book
+from api_like_oai.access.book import LEASE_SECONDS, open_book
 from api_like_oai.access.keys import KEY_PREFIX, Caller, KeyProblem, KeyRecord, NameTaken, UnknownKey, check_name, matching
 from api_like_oai.access.limits import Counts, day_of, decide, openai_headers
 from api_like_oai.access.usage import UsageEntry, as_csv, summed
@@ -198,3 +198,155 @@ def test_usage_adds_up_per_key_model_api_and_day(book):
     assert [(row.model, row.requests, row.prompt_tokens, row.completion_tokens, row.seconds) for row in rows] == [
         ("other", 1, 1, 2, 0.5), ("smol", 3, 30, 15, 1.5)]
     assert book.usage("2999-01-01") == []
+
+
+def test_running_requests_hold_their_tokens_until_llamacpp_reports_them(book):
+    limited, now = record(tpm=100), time.time()
+    assert book.admit(limited, "a", now, 40).allowed                  # max_tokens reserved at admission
+    assert book.admit(limited, "b", now, 40).allowed
+    refused = book.admit(limited, "c", now, 40)
+    assert refused.refused_by == "tpm" and refused.counts.reserved == 80 and refused.counts.tokens == 0
+    assert book.reserve(limited, "a", now, 15).allowed               # a's rendered prompt: 95 taken
+    assert book.reserve(limited, "b", now, 10).refused_by == "tpm"   # 105 would not fit
+    book.checkpoint(limited, "a", now + 1, entry(prompt=15, completion=20, day=day_of(now)))
+    counts = book.admit(limited, "d", now + 1, 10).counts            # refused: 35 used + 60 held + 10
+    assert (counts.tokens, counts.reserved) == (35, 60)
+    book.finish(limited, "a", now + 2, entry(prompt=0, completion=5, day=day_of(now)))
+    admitted = book.admit(limited, "e", now + 2, 20)                 # a's rest of its reservation is freed
+    assert admitted.allowed and (admitted.counts.tokens, admitted.counts.reserved) == (40, 40)
+    assert [(row.requests, row.prompt_tokens, row.completion_tokens) for row in book.usage(day_of(now))] == [(2, 15, 25)]
+
+
+def test_a_request_whose_worker_was_killed_keeps_its_written_tokens_and_its_reservation_until_its_lease_ends(book):
+    limited, now = record(tpm=1000, tokens_per_day=5000), time.time()
+    assert book.admit(limited, "killed", now, 300).allowed
+    book.checkpoint(limited, "killed", now + 1, entry(prompt=50, completion=100, day=day_of(now)))
+    held = book.admit(limited, "next", now + 2, 1).counts             # nobody finishes "killed"
+    assert (held.tokens, held.reserved, held.tokens_today, held.in_flight) == (150, 150, 150, 1)
+    later = book.admit(limited, "much-later", now + 2 + LEASE_SECONDS, 1).counts
+    assert (later.tokens, later.reserved, later.tokens_today) == (0, 0, 150)   # the day keeps what was written
+
+
+def test_a_ticket_writes_llamacpps_counts_as_they_arrive_and_the_rest_when_the_request_ends(book, monkeypatch):
+    from types import SimpleNamespace
+
+    from api_like_oai.access import gate
+    from api_like_oai.backends.events import GenerationEvent
+
+    monkeypatch.setattr(gate, "CHECKPOINT_SECONDS", 0.0)   # every report written at once
+    limited = book.by_name(manage.create_key(book, "team", manage.KeyChanges(tpm=10_000))[1].name)
+    answer = SimpleNamespace(model="smol", endpoint="/v1/chat/completions", started=time.perf_counter(), status=200,
+                             prompt_tokens=0, cached_tokens=0, completion_tokens=0)
+    ticket = gate.Ticket(Caller("team", limited), gate.Gate(("k",), book=book), record=answer)
+    ticket.admit(max_tokens=50)
+    observe = ticket.observer()
+    for completion in (1, 2, 3):
+        observe(GenerationEvent(text="x", prompt_tokens=12, completion_tokens=completion, cached_tokens=4))
+    rows = book.usage(day_of(time.time()))
+    assert [(row.requests, row.prompt_tokens, row.cached_tokens, row.completion_tokens) for row in rows] == [(1, 12, 4, 3)]
+    answer.prompt_tokens, answer.cached_tokens, answer.completion_tokens = 12, 4, 9   # the answer's usage
+    ticket.finish(answer)
+    rows = book.usage(day_of(time.time()))
+    assert [(row.requests, row.prompt_tokens, row.cached_tokens, row.completion_tokens, row.errors) for row in rows] == [
+        (1, 12, 4, 9, 0)]
+    assert book.admit(limited, "after", time.time(), 1).counts.tokens_taken == 21   # used; nothing held
+
+
+def test_a_prompt_that_does_not_fit_what_is_left_is_refused_before_generation_and_counted_upstream_only_then(book):
+    from api_like_oai.access import gate
+    from api_like_oai.errors import RateLimited
+
+    limited = book.by_name(manage.create_key(book, "team", manage.KeyChanges(tpm=140))[1].name)
+    counted: list[str] = []
+
+    def ticket():
+        admitted = gate.Ticket(Caller("team", limited), gate.Gate(("k",), book=book))
+        admitted.admit(max_tokens=30)
+        return admitted
+
+    first = ticket()
+    first.before_generation(40, lambda: counted.append("first") or 10)   # 30 + 40 bytes fit: no count
+    second = ticket()                                                    # 70 held, and 30 for the second
+    second.before_generation(60, lambda: counted.append("second") or 20)  # 160 would not fit: 20 tokens do
+    assert counted == ["second"] and (first.reserved, second.reserved) == (70, 50)
+    with pytest.raises(RateLimited) as refused:
+        ticket()                                                         # 120 held + 30 would pass 140
+    assert refused.value.status == 429 and int(refused.value.headers["Retry-After"]) >= 1
+
+
+# --- priority at the upstream's door ------------------------------------------------------------
+
+def test_waiting_generations_get_a_free_slot_highest_priority_first_and_in_arrival_order_within_one():
+    from api_like_oai.access.priority import SlotQueue
+
+    waiting_now: dict[str, int] = {}
+    queue = SlotQueue(on_wait=lambda priority, delta: waiting_now.update({priority: waiting_now.get(priority, 0) + delta}))
+    running = queue.take(1, "low")             # the one slot, taken
+    served: list[str] = []
+
+    def ask(name: str, priority: str) -> None:
+        place = queue.take(1, priority)
+        served.append(name)
+        place.release()
+
+    threads = []
+    for name, priority in (("low-1", "low"), ("normal-1", "normal"), ("low-2", "low"), ("high-1", "high")):
+        threads.append(threading.Thread(target=ask, args=(name, priority)))
+        threads[-1].start()
+        while queue.waiting < len(threads):     # each waits before the next comes: a known arrival order
+            time.sleep(0.001)
+    assert waiting_now == {"low": 2, "normal": 1, "high": 1}
+    running.release()
+    for thread in threads:
+        thread.join(5)
+    assert served == ["high-1", "normal-1", "low-1", "low-2"]
+    assert queue.running == 0 and queue.waiting == 0 and set(waiting_now.values()) == {0}
+
+
+def test_a_slot_is_taken_at_once_under_the_count_when_it_is_not_known_and_before_any_priority_but_normal():
+    from api_like_oai.access.priority import SlotQueue
+
+    queue = SlotQueue()
+    places = [queue.take(4) for _ in range(6)]               # normal requests only: llama-server's order
+    places += [queue.take(None, "low") for _ in range(5)] + [queue.take(12, "low")]
+    assert queue.running == 12 and queue.waiting == 0 and queue.ordering
+    for place in places:
+        place.release()
+        place.release()                         # twice: the place is given back once
+    assert queue.running == 0
+
+
+def test_a_waiter_that_gives_up_leaves_the_queue_and_holds_no_slot():
+    from api_like_oai.access.priority import SlotQueue
+
+    queue = SlotQueue()
+    held = queue.take(1, "low")
+    outcome = []
+
+    def give_up() -> None:
+        try:
+            queue.take(1, "high")
+        except TimeoutError:
+            outcome.append("gave up")
+
+    original_wait = threading.Event.wait
+    try:
+        threading.Event.wait = lambda self, timeout=None: (_ for _ in ()).throw(TimeoutError())
+        give_up()
+    finally:
+        threading.Event.wait = original_wait
+    assert outcome == ["gave up"] and queue.waiting == 0
+    held.release()
+    assert queue.running == 0 and queue.take(1) is not None
+
+
+def test_priority_is_kept_with_the_key_and_changed_like_its_limits():
+    assert KeyRecord.decode(record(priority="high").encode()).priority == "high"
+    fields = manage.KeyChanges(priority="low").record_fields(NOON)
+    assert manage.updated(record(), fields).priority == "low"
+    assert manage.updated(record(priority="high"), {"priority": ""}).priority == "normal"
+    assert manage.KeyChanges(priority=None).record_fields(NOON) == {}
+    with pytest.raises(ValueError):
+        manage.KeyChanges(priority="urgent")
+    assert Caller("config-key", given_priority="high").priority == "high"
+    assert Caller("team", record(priority="low"), given_priority="high").priority == "low"

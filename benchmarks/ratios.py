@@ -1,0 +1,229 @@
+"""The ratio rows (issue 29): the proxy beside its neighbours, in one sitting, every row alternating
+its targets (ABBA: A B C, then C B A, ...), so that whatever the machine does meanwhile hits all of
+them alike. Judged as ratios or differences against a neighbour in the same row, never as absolutes:
+
+- against an instant or paced fake upstream: the floor of the stack (benchmarks/floor_app.py, a bare
+  Flask app under the proxy's worker and HTTP client), the proxy, and LiteLLM's proxy; the proxy's
+  CPU per request (non-streamed) and per relayed token (paced streams) ÷ the floor's;
+- against a real llama-server (`--threads` one less than the cores): llama-server's own OpenAI API,
+  the proxy and LiteLLM; the time to the first token each adds, and their tokens/s ÷ direct.
+
+Every front serves several model names, one per upstream, so each is started once for all rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .client import Connection, Sample, closed_loop, encode_post
+from .processes import Service
+from .results import FrontCell, RatioRow, percentile
+from .workload import GENERATED_TOKENS, PATHS, generation_body
+
+FRONTS = ("floor", "proxy", "litellm")
+GENERATION_TARGETS = ("direct", "proxy", "litellm")
+# the model names the fronts serve: one per upstream
+INSTANT, PACED_FAST, PACED_SLOW, REAL = "bench", "paced8", "paced40", "real"
+PACED_INTERVALS = {PACED_FAST: 8.0, PACED_SLOW: 40.0}
+
+
+@dataclass(frozen=True)
+class RatioPlan:
+    window_seconds: float = 3.0
+    warmup_seconds: float = 0.5
+    rounds: int = 4  # passes over the targets, the order reversed every other pass
+    instant_clients: int = 8
+    # (streams, model, a new connection per stream): issue 13's paced loads, keep-alive and not
+    paced: tuple[tuple[int, str, bool], ...] = ((16, PACED_FAST, False), (16, PACED_FAST, True),
+                                                (64, PACED_FAST, False), (64, PACED_FAST, True),
+                                                (256, PACED_SLOW, False), (256, PACED_SLOW, True))
+    generation_clients: tuple[int, ...] = (1, 4)
+    generation_rounds: int = 12
+
+    @classmethod
+    def quick(cls) -> RatioPlan:
+        """The regression guard (`scripts/bench --quick`): the same rows, fewer and shorter windows."""
+        return cls(window_seconds=2.0, warmup_seconds=0.3, rounds=2, paced=((16, PACED_FAST, False), (16, PACED_FAST, True),
+                                                        (64, PACED_FAST, False)),
+                   generation_clients=(1,), generation_rounds=6)
+
+
+def passes(names: tuple[str, ...], rounds: int):
+    """ABBA: the targets in order, then reversed, `rounds` times in all."""
+    for number in range(rounds):
+        yield from (names if number % 2 == 0 else tuple(reversed(names)))
+
+
+def warm_up(fronts: dict[str, Service], clients: int) -> None:
+    """`clients` non-streamed requests at once to each front: its first requests import and build what it
+    builds lazily (LiteLLM takes seconds), outside any window."""
+
+    async def one(front: Service) -> None:
+        request = encode_post(front.port, PATHS["chat"], generation_body("chat", False))
+        connections = [Connection(front.port) for _ in range(clients)]
+        try:
+            await asyncio.gather(*(c.send(request) for c in connections))
+        finally:
+            for connection in connections:
+                connection.close()
+
+    for front in fronts.values():
+        asyncio.run(one(front))
+
+
+def stream_frames(front: Service, model: str) -> int:
+    """SSE frames (`data: ` lines, [DONE] too) in one whole stream of this front: a paced token is then
+    a frame counted in a window × GENERATED_TOKENS / this."""
+
+    async def one() -> int:
+        connection = Connection(front.port)
+        try:
+            body = {**generation_body("chat", True), "model": model}
+            sample = await connection.send(encode_post(front.port, PATHS["chat"], body), keep_body=True)
+        finally:
+            connection.close()
+        if sample.status != 200:
+            raise RuntimeError(f"{front.name} answered {sample.status} to a {model} stream")
+        return sample.body.count(b"data: ")
+
+    return asyncio.run(one())
+
+
+async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: bool, clients: int, plan: RatioPlan,
+                  per_token: bool = False, new_connections: bool = False,
+                  frames: dict[str, int] | None = None) -> RatioRow:
+    """Each front in turn under `clients` closed-loop clients for a window: its CPU per request and, when
+    streamed, per relayed token. Streams are counted by their frames as they arrive (`frames`: a whole
+    stream's, per front), so a window's edges cut no stream, and a slow front that finishes none in a
+    window still counts what it relayed."""
+    spent = {target: {"cpu": 0.0, "requests": 0, "frames": 0, "seconds": 0.0, "errors": 0} for target in fronts}
+    stagger = PACED_INTERVALS.get(model, 0.0) / 1000
+    for target in passes(tuple(fronts), plan.rounds):
+        front = fronts[target]
+        request = encode_post(front.port, PATHS["chat"], {**generation_body("chat", streamed), "model": model})
+        window = await closed_loop(front.port, request, clients, plan.window_seconds, plan.warmup_seconds,
+                                   lambda front=front: {"cpu": front.tree().cpu_seconds()}, stagger=stagger,
+                                   new_connections=new_connections, abandon=True)
+        totals = spent[target]
+        totals["cpu"] += window.spent("cpu")
+        totals["requests"] += len(window.samples)
+        totals["frames"] += window.spent("frames")
+        totals["seconds"] += window.seconds
+        totals["errors"] += sum(s.status != 200 for s in window.samples)
+        await settle(front)
+    return RatioRow(name, "token" if per_token else "request", clients,
+                    [_cpu_cell(target, totals, frames[target] if streamed else 0) for target, totals in spent.items()],
+                    load_now())
+
+
+async def settle(front: Service, quiet_cpu: float = 0.05, at_most: float = 2.0) -> None:
+    """Wait (at most `at_most` seconds) until `front` stops using the CPU for the requests the window cut
+    short, so that they do not slow the next target's window."""
+    deadline = time.perf_counter() + at_most
+    before = front.tree().cpu_seconds()
+    while time.perf_counter() < deadline:
+        await asyncio.sleep(0.25)
+        now = front.tree().cpu_seconds()
+        if now - before <= quiet_cpu * 0.25:
+            return
+        before = now
+
+
+def _cpu_cell(target: str, totals: dict, stream_frames: int) -> FrontCell:
+    """A front that spent CPU and finished nothing in its windows costs infinitely much per request."""
+    streams = totals["frames"] / stream_frames if stream_frames else totals["requests"]
+    tokens = streams * GENERATED_TOKENS if stream_frames else 0
+    idle = math.inf if totals["cpu"] > 0 else math.nan
+    return FrontCell(target, totals["requests"], totals["seconds"],
+                     totals["cpu"] * 1e6 / streams if streams else idle,
+                     (totals["cpu"] * 1e6 / tokens if tokens else idle) if stream_frames else math.nan, totals["errors"],
+                     tokens_per_s=tokens / totals["seconds"] if tokens else math.nan)
+
+
+async def generation_row(targets: dict[str, Service], models: dict[str, str], clients: int, rounds: int,
+                         threads: int) -> RatioRow:
+    """Real generation: rounds of `clients` identical streamed chats to one target at a time, ABBA; each
+    target's TTFT and tokens/s (medians), and the fronts' CPU per request."""
+    connections = {target: [Connection(service.port) for _ in range(clients)] for target, service in targets.items()}
+    requests = {target: encode_post(service.port, PATHS["chat"], {**generation_body("chat", True),
+                                                                   "model": models[target]})
+                for target, service in targets.items()}
+    samples: dict[str, list[Sample]] = {target: [] for target in targets}
+    cpu, errors = dict.fromkeys(targets, 0.0), dict.fromkeys(targets, 0)
+    try:
+        for index, target in enumerate((*targets, *passes(tuple(targets), rounds))):
+            before = targets[target].tree().cpu_seconds()
+            batch = await asyncio.gather(*(answered(c, requests[target]) for c in connections[target]))
+            if index >= len(targets):  # the first pass warms up: connections, slots, the prompt cache
+                cpu[target] += targets[target].tree().cpu_seconds() - before
+                samples[target] += [s for s in batch if s is not None]
+                errors[target] += sum(s is None for s in batch)
+    finally:
+        for connection in (c for group in connections.values() for c in group):
+            connection.close()
+    cells = []
+    for target, measured in samples.items():
+        cells.append(FrontCell(target, len(measured), sum(s.total for s in measured),
+                               cpu[target] * 1e6 / len(measured) if target != "direct" and measured else math.nan,
+                               math.nan, errors[target], ttft_p50_ms=percentile([s.ttft * 1000 for s in measured], 0.5),
+                               tokens_per_s=percentile([GENERATED_TOKENS / s.total for s in measured], 0.5)))
+    return RatioRow(f"real generation, streamed chat, {clients} client{'s' if clients > 1 else ''}, "
+                    f"llama-server --threads {threads}", "generation", clients, cells, load_now())
+
+
+async def answered(connection: Connection, request: bytes) -> Sample | None:
+    """The sample of a whole 200 answer; None for another status or a stream cut short (LiteLLM 1.106.12
+    drops a connection now and then on an internal error), the connection then opened anew."""
+    try:
+        sample = await connection.send(request, watch_text=True)
+    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        connection.close()
+        return None
+    return sample if sample.status == 200 else None
+
+
+def load_now() -> str:
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def instant_and_paced_rows(fronts: dict[str, Service], plan: RatioPlan,
+                           progress: Callable[[str], None]) -> list[RatioRow]:
+    frames: dict[str, dict[str, int]] = {}
+
+    def frames_of(model: str) -> dict[str, int]:
+        if model not in frames:
+            frames[model] = {target: stream_frames(front, model) for target, front in fronts.items()}
+        return frames[model]
+
+    warm_up(fronts, plan.instant_clients)
+    rows = []
+    for streamed in (False, True):
+        label = f"{'streamed 64 tokens' if streamed else 'non-streamed'}, instant upstream, {plan.instant_clients} clients"
+        progress(f"ratio row: {label}")
+        rows.append(asyncio.run(cpu_row(label, fronts, INSTANT, streamed, plan.instant_clients, plan,
+                                        frames=frames_of(INSTANT) if streamed else None)))
+    for clients, model, new_connections in plan.paced:
+        label = (f"paced {clients} streams @ {PACED_INTERVALS[model]:g} ms, "
+                 f"{'a new connection per stream' if new_connections else 'keep-alive'}")
+        progress(f"ratio row: {label}")
+        rows.append(asyncio.run(cpu_row(label, fronts, model, True, clients, plan, per_token=True,
+                                        new_connections=new_connections, frames=frames_of(model))))
+    return rows
+
+
+def generation_rows(llama: Service, fronts: dict[str, Service], plan: RatioPlan, threads: int,
+                    progress: Callable[[str], None]) -> list[RatioRow]:
+    targets = {"direct": llama, "proxy": fronts["proxy"], "litellm": fronts["litellm"]}
+    models = {"direct": "bench", "proxy": REAL, "litellm": REAL}
+    rows = []
+    for clients in plan.generation_clients:
+        progress(f"ratio row: real generation, {clients} clients")
+        started = time.perf_counter()
+        rows.append(asyncio.run(generation_row(targets, models, clients, plan.generation_rounds, threads)))
+        progress(f"  ({time.perf_counter() - started:.0f} s)")
+    return rows
