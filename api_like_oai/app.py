@@ -17,15 +17,18 @@ from .access.gate import Gate, Ticket
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
+from .dashboard.buckets import open_buckets
+from .dashboard.history import History
+from .dashboard.live import LiveView
 from .errors import InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
     STATE_KEY,
     anthropic,
-    chat,
     completions,
     conversations,
+    dashboard,
     docs,
     embeddings,
     internal,
@@ -63,6 +66,7 @@ class AppState:
     gate: Gate = Gate()              # the keys requests may bring, managed ones in the store's key book
     supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
     tracing: object | None = None     # tracing.Tracing with --otlp-endpoint (opentelemetry imported only then)
+    history: History | None = None    # the dashboard's charts and recent errors, kept in the store
 
 
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
@@ -74,12 +78,13 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
-    for blueprint in (chat.bp, completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp, keys.bp, lifecycle.bp):
+    for blueprint in (completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
+                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
     app.add_url_rule("/metrics", "metrics", _metrics)
+    app.extensions[dashboard.VIEW_KEY] = LiveView(state(app), state(app).history)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
@@ -112,7 +117,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
 
         supervisor = SupervisorClient(supervisor_socket)
     return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate, supervisor,
-                    _tracing(settings))
+                    _tracing(settings), History(open_buckets(store)))
 
 
 def _tracing(settings: Settings):
@@ -137,7 +142,7 @@ def _metrics():
 
 
 def _open_record():
-    if request.path in UNRECORDED_PATHS or request.path.startswith("/docs"):
+    if request.path in UNRECORDED_PATHS or request.path.startswith(("/docs", dashboard.PAGE_PATH)):
         return
     shared = state()
     endpoint = request.url_rule.rule if request.url_rule else "unmatched"
@@ -145,6 +150,7 @@ def _open_record():
                              live_requests=shared.inflight.requests)
     if shared.tracing is not None:
         g.record.tracing, g.record.traceparent = shared.tracing, request.headers.get("traceparent")
+    g.record.on_close.append(shared.history.add)
     # A record leaves the live requests when it closes; a stream never iterated never closes its record.
     request.environ[ON_CLOSE].append(functools.partial(shared.inflight.requests.discard, g.record))
 
@@ -204,13 +210,16 @@ def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
     CURRENT_TICKET.set(None)
-    if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/"):
+    if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/") \
+            or dashboard.is_page(request.path):   # the page and its files hold no data: its stream needs the key
         return
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)
     g.ticket = ticket
     CURRENT_TICKET.set(ticket)   # the upstream pool reads the request's priority from it
     record = g.get("record")
+    if record is not None:
+        record.key_name = ticket.caller.name
     if record is not None and ticket.caller.record is not None:
         ticket.record = record
         record.on_close.append(ticket.finish)
@@ -232,7 +241,7 @@ def _register_error_handlers(app: Flask) -> None:
             else (exc.status, exc.to_dict())
         record = g.get("record")
         if record is not None:
-            record.fail(status, exc.code)
+            record.fail(status, exc.code, exc.message)
         if status >= 500:
             log.warning("%s %s -> %d %s", request.method, request.path, status, exc.message)
         return jsonify(body), status, exc.headers

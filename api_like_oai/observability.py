@@ -134,6 +134,11 @@ class LiveRequests:
         with self._lock:
             return self._records.get(request_id)
 
+    def records(self) -> list[RequestRecord]:
+        """Every open request's record, oldest first (read, never changed, by the dashboard)."""
+        with self._lock:
+            return list(self._records.values())
+
     def snapshot(self) -> list[dict]:
         """RequestRecord.live() of every open request, oldest first."""
         with self._lock:
@@ -163,6 +168,8 @@ class RequestRecord:
     cached_tokens: int = 0        # of prompt_tokens, those llama.cpp took from its cache
     first_token: float | None = None
     error_code: str | None = None
+    error_reason: str | None = None   # the error's message, for the dashboard's recent errors
+    key_name: str | None = None       # the caller's key (access.keys.Caller.name), for the dashboard
     closed: bool = False
     on_close: list = field(default_factory=list)   # called with the record once it is closed (access/: usage)
     # The live view (LiveRequests): where the request is now; how far its prompt was read (a
@@ -242,8 +249,10 @@ class RequestRecord:
         self.route = reason
         self.metrics.routing.labels(self.model, "hit" if hit else "miss", reason).inc()
 
-    def fail(self, status: int, code: str | None) -> None:
+    def fail(self, status: int, code: str | None, reason: str | None = None) -> None:
         self.status, self.error_code = status, code
+        if reason is not None:
+            self.error_reason = reason
 
     def close(self) -> None:
         """Log the access line and update the metrics; only the first call counts."""

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import agent_turns as agent_turns_module
 from . import agents, capacity, gateway, generation, ratios, report, report_ratios, servers, startup, workload
+from . import dashboard as dashboard_row
 from . import keys as keys_row
 from . import paced as paced_part
 from . import routing as routing_row
@@ -99,6 +100,7 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     fake.stop()
     measure_agent_turns(results, plan, props_path, stack)
     measure_paced(results, plan, props_path, stack)
+    measure_dashboard(results, plan, props_path)
     measure_many_streams(results, plan, props_path, stack)
 
 
@@ -175,6 +177,12 @@ def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack
             fake.stop()
 
 
+def measure_dashboard(results: BenchmarkResults, plan: Plan, props_path: Path) -> None:
+    """Issue 26: the proxy's CPU per token with the dashboard's event stream open vs closed (dashboard.py)."""
+    results.dashboard = dashboard_row.dashboard_row(lambda interval: fake_upstream(props_path, interval), proxy, plan,
+                                                    progress, rounds=1 if plan.repeats == 1 else 6)
+
+
 def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
     """Part 2c: many concurrent paced streams through one worker."""
     progress(f"{plan.many_streams} concurrent paced streams")
@@ -227,7 +235,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "writes quick.md and quick.json")
     parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -317,6 +325,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
             props_path = real_props(stack)
             if args.only == "agents":
                 measure_agent_turns(results, plan, props_path, stack)
+            elif args.only == "dashboard":
+                measure_dashboard(results, plan, props_path)
             else:
                 measure_tool_call(results, plan, props_path, stack)
     print(write_outputs(results, args.output_dir, chart=False))

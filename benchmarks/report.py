@@ -373,6 +373,7 @@ def agent_turns_section(results: BenchmarkResults) -> str:
 
 
 def markdown(results: BenchmarkResults) -> str:
+    from .dashboard import dashboard_section
     from .report_ratios import ratios_section  # here: they build on this module's table helpers
     from .report_swaps import swaps_section
 
@@ -383,7 +384,7 @@ def markdown(results: BenchmarkResults) -> str:
                 store_section(results), gateway_section(results),
                 comparison_section(results),
                 startup_section(results), routing_section(results), agent_turns_section(results),
-                swaps_section(results)]
+                swaps_section(results), dashboard_section(results)]
     sections = [section for section in sections if section]
     return "\n\n".join(sections) + "\n"
 

@@ -9,6 +9,8 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .dashboard import DashboardResult, dashboard_target
+
 
 def percentile(values: list[float], fraction: float) -> float:
     """Linear-interpolated percentile (fraction 0.5 is the median); NaN for no values."""
@@ -481,6 +483,7 @@ class BenchmarkResults:
     routing: RoutingResult | None = None
     swaps: SwapsResult | None = None
     ratios: RatiosResult | None = None  # issue 29: the proxy beside the floor, LiteLLM and llama-server
+    dashboard: DashboardResult | None = None   # benchmarks/dashboard.py
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)
@@ -496,7 +499,8 @@ class BenchmarkResults:
                                                                              self._tokens_per_s_target(threads))),
                 *self._ratio_targets(), self._paced_share_target(), self._many_streams_target(),
                 self._idle_memory_target(), self._startup_target(), self._tool_call_target(),
-                *self._routing_targets(), self._store_target(), *self._swap_targets()]
+                *self._routing_targets(), self._store_target(), *self._swap_targets(),
+                dashboard_target(self.dashboard)]
 
     def _routing_targets(self) -> list[TargetCheck]:
         """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy. TTFT

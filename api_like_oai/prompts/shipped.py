@@ -4,13 +4,28 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+
+def folder() -> Traversable:
+    """Where the templates are: inside the installed package (the wheel maps the repository's top-level
+    folder to api_like_oai.conversation_templates, setup.py), else in the source checkout this package
+    runs from (an editable install or the repository itself), beside the package."""
+    installed = resources.files("api_like_oai").joinpath("conversation_templates")
+    if installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parents[2] / "conversation_templates"
 
 
 @functools.lru_cache(maxsize=1)
 def _index() -> dict[str, dict]:
-    text = resources.files("conversation_templates").joinpath("index.yaml").read_text("utf-8")
+    text = folder().joinpath("index.yaml").read_text("utf-8")
     return yaml.safe_load(text)["templates"]
 
 
@@ -39,4 +54,4 @@ def load(name: str) -> str | None:
     if canonical_name is None:
         return None
     file_name = _index()[canonical_name]["file"]
-    return resources.files("conversation_templates").joinpath(file_name).read_text("utf-8")
+    return folder().joinpath(file_name).read_text("utf-8")

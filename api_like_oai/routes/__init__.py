@@ -15,6 +15,7 @@ from ..observability import LOADING_MODEL, QUEUED, stage
 from ..offload import let_others_run
 from ..services.admission import Admission, invalid_request
 from ..services.inflight import Context
+from ..services.passthrough import passthrough
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STATE_KEY = "api_like_oai"   # where app.create_app keeps the AppState in `app.extensions`
@@ -141,6 +142,17 @@ def lookup_model(requested: str | None):
     """(model, name to answer with) if the caller may use it (404 otherwise), admitted by its key's limits."""
     with stage(g.get("record"), "admission"):
         return admission().lookup_model(requested)
+
+
+def completed(request_model: type[BaseModel], path: str, service) -> Response:
+    """OpenAI's chat or text completion: the body parsed and admitted, then passed through as the
+    client sent it to a `kind: openai` model's upstream at `path`, else answered by `service`
+    (request, model, model_name, context) -> (answer, headers)."""
+    sent = parse_body(request_model)
+    api_request, model, model_name = admit(sent)
+    if model.settings.kind == "openai":
+        return respond(passthrough(sent, model, model_name, path))
+    return respond(*service(api_request, model, model_name, generation_context()))
 
 
 def admit(api_request):

@@ -1,22 +1,27 @@
+"""OpenAI's completion APIs: /v1/chat/completions and /v1/completions (and their paths without /v1)."""
+
 from __future__ import annotations
 
 from flask import Blueprint
 
-from ..protocol import CompletionRequest
+from ..protocol import ChatCompletionRequest, CompletionRequest
+from ..services.chat import chat_completion
 from ..services.completions import completion
-from ..services.passthrough import passthrough
-from . import admit, generation_context, parse_body, respond
+from . import completed
 from .waiting import keeps_alive_while_loading
 
 bp = Blueprint("completions", __name__)
+
+
+@bp.post("/v1/chat/completions")
+@bp.post("/chat/completions")
+@keeps_alive_while_loading("openai")
+def create_chat_completion():
+    return completed(ChatCompletionRequest, "/chat/completions", chat_completion)
 
 
 @bp.post("/v1/completions")
 @bp.post("/completions")
 @keeps_alive_while_loading("openai")
 def create_completion():
-    sent = parse_body(CompletionRequest)
-    completion_request, model, model_name = admit(sent)
-    if model.settings.kind == "openai":   # OpenAI's own request goes through as the client sent it
-        return respond(passthrough(sent, model, model_name, "/completions"))
-    return respond(completion(completion_request, model, model_name, generation_context()))
+    return completed(CompletionRequest, "/completions", completion)

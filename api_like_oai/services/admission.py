@@ -1,6 +1,8 @@
-"""Admission: what a validated request must pass before it is generated (the configured limits, a
-model that can serve it), and another API's request translated into the chat request. No Flask:
-routes/ hands in the app's limits, its registry and the request's access record."""
+"""Admission: what a validated request must pass before it is generated: the configured limits, a
+model that can serve it, its max_tokens decided (fitting.effective_max_tokens), its key's limits.
+Another API's request comes translated into the chat request by its service (messages.py,
+responses.py). No Flask: routes/ hands in the app's limits, its registry and the request's access
+record."""
 
 from __future__ import annotations
 

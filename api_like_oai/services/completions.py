@@ -40,7 +40,8 @@ def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
 
 
 def completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
-    """The answer: a dict, or an iterator of SSE bytes when `request.stream`."""
+    """(answer, headers), as chat.chat_completion: the answer is a dict, or an iterator of SSE bytes
+    when `request.stream`; no headers."""
     request = model.adjust(request)
     prompts = [p for p in prompts_of(request) for _ in range(request.n or 1)]
     check_supported(request, prompts)
@@ -50,7 +51,7 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
     events = generation.start(_routed_by_prompt(model, context, request.user),
                               [upstream_request(request, p) for p in prompts], context)
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
-    return generation.answer(request, events, shape, len(prompts), context, prefixes)
+    return generation.answer(request, events, shape, len(prompts), context, prefixes), {}
 
 
 def _routed_by_prompt(model: ServedModel, context: generation.Context, user: str | None):

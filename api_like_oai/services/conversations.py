@@ -4,12 +4,13 @@ input and appends its input and output (stored_responses.Turn)."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 from ..dialects.conversations import ConversationCreate, ConversationUpdate, ItemListQuery, ItemsCreate
 from ..errors import NotFound
 from ..store import Page, new_id
-from .scope import Scope, conversation_not_found, listed, refusals
+from .scope import Scope, conversation_not_found, fetched, listed, refusals, removed
 from .stored_items import input_items, item_list
 
 
@@ -22,10 +23,7 @@ def create(scope: Scope, request: ConversationCreate) -> dict:
 
 
 def retrieve(scope: Scope, conversation_id: str) -> dict:
-    conversation = scope.need().get(conversation_id, scope.owner)
-    if conversation is None:
-        raise conversation_not_found(conversation_id)
-    return conversation
+    return fetched(scope, conversation_id, functools.partial(conversation_not_found, conversation_id))
 
 
 def update(scope: Scope, conversation_id: str, request: ConversationUpdate) -> dict:
@@ -36,8 +34,7 @@ def update(scope: Scope, conversation_id: str, request: ConversationUpdate) -> d
 
 
 def delete(scope: Scope, conversation_id: str) -> dict:
-    if not scope.need().delete(conversation_id, scope.owner):
-        raise conversation_not_found(conversation_id)
+    removed(scope, conversation_id, functools.partial(conversation_not_found, conversation_id))
     return {"id": conversation_id, "object": "conversation.deleted", "deleted": True}
 
 

@@ -18,7 +18,7 @@ from ..sealing import Seal
 from .admission import Admission, DialectRequest, client_request
 from .chat import count_prompt_tokens, dialect_answer
 from .inflight import Context
-from .scope import Scope, listed, response_not_found
+from .scope import Scope, fetched, listed, removed, response_not_found
 from .stored_responses import Turn, kept
 
 
@@ -55,17 +55,13 @@ def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, recor
 # --- reading back ------------------------------------------------------------------------------
 
 def retrieve(scope: Scope, response_id: str) -> dict:
-    response = scope.need().get(response_id, scope.owner)
-    if response is None:
-        raise response_not_found(response_id)
-    return response
+    return fetched(scope, response_id, functools.partial(response_not_found, response_id))
 
 
 def delete(scope: Scope, response_id: str) -> dict:
-    if not scope.need().delete(response_id, scope.owner):
-        raise response_not_found(response_id)
+    removed(scope, response_id, functools.partial(response_not_found, response_id))
     return {"id": response_id, "object": "response", "deleted": True}
 
 
 def list_input_items(scope: Scope, response_id: str, after: str | None, limit: int, order: str) -> dict:
-    return listed(scope, response_id, after, limit, order, lambda: response_not_found(response_id))
+    return listed(scope, response_id, after, limit, order, functools.partial(response_not_found, response_id))

@@ -58,6 +58,20 @@ def refusals(param: str):
                              "input and try again", param="input") from None
 
 
+def fetched(scope: Scope, key: str, not_found: Callable[[], NotFound]) -> dict:
+    """The stored object `key` (a response, a conversation); `not_found()` is raised when there is none."""
+    stored = scope.need().get(key, scope.owner)
+    if stored is None:
+        raise not_found()
+    return stored
+
+
+def removed(scope: Scope, key: str, not_found: Callable[[], NotFound]) -> None:
+    """The stored object `key` deleted; `not_found()` is raised when there is none."""
+    if not scope.need().delete(key, scope.owner):
+        raise not_found()
+
+
 def listed(scope: Scope, key: str, after: str | None, limit: int, order: str, not_found: Callable[[], NotFound]) -> dict:
     """A page of the items of the object `key` as OpenAI's list; `not_found()` is raised when there is none."""
     try:

@@ -8,8 +8,6 @@ templates' output: a difference is a question about the model's format, not a te
 
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 import yaml
 
@@ -210,7 +208,7 @@ def conversation_for(name: str) -> list[dict]:
 
 
 def index() -> dict[str, dict]:
-    text = resources.files("conversation_templates").joinpath("index.yaml").read_text("utf-8")
+    text = shipped.folder().joinpath("index.yaml").read_text("utf-8")
     return yaml.safe_load(text)["templates"]
 
 
@@ -282,7 +280,7 @@ def test_names_are_lowercase_unique_and_leave_fastchat_names_alone():
     assert all(name == name.lower() for name in all_names)
     assert len(all_names) == len(set(all_names)), "a name or alias is claimed twice"
     for entry in entries.values():
-        assert resources.files("conversation_templates").joinpath(entry["file"]).is_file()
+        assert shipped.folder().joinpath(entry["file"]).is_file()
     aliases = {alias for entry in entries.values() for alias in entry.get("aliases", [])}
     assert not aliases & {name.lower() for name in fastchat_names()}, "an alias hides a FastChat template"
     assert shipped.canonical("vicuna_v1.1") is None

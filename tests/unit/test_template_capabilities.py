@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import resources
-
 import pytest
 
 from api_like_oai.prompts import shipped
@@ -54,7 +52,7 @@ TOKENS = {"llama-3.1": ("<|begin_of_text|>", "<|eot_id|>"), "mistral-v3": ("<s>"
 
 
 def shipped_files() -> set[str]:
-    return {path.name for path in resources.files("conversation_templates").iterdir() if path.name.endswith(".jinja")}
+    return {path.name for path in shipped.folder().iterdir() if path.name.endswith(".jinja")}
 
 
 def test_every_shipped_template_has_expected_capabilities():
