@@ -90,7 +90,10 @@ def test_stream_options_without_stream_is_a_400(client):
 def test_json_object_output_parses(client):
     reply = client.chat.completions.create(
         model="m", messages=[{"role": "user", "content": "Give me a JSON object with the name and age of a cat."}],
-        response_format={"type": "json_object"}, max_tokens=120, temperature=0)
+        response_format={"type": "json_object"}, max_tokens=200, temperature=0,
+        # computed afresh: a slot's cached prefix from the run's earlier prompts changes the numbers, and
+        # with them which greedy answer SmolLM2 writes (a CI run once rambled to the token limit)
+        extra_body={"cache_prompt": False})
     assert reply.choices[0].finish_reason == "stop"
     assert isinstance(json.loads(reply.choices[0].message.content), dict)
 
