@@ -114,9 +114,7 @@ class UpstreamPool:
 
     def _prompt_tokens(self, payload: dict) -> int:
         """The tokens of a generation's prompt, from a server's /tokenize (token ids are counted as they are)."""
-        prompt = payload.get("prompt")
-        if isinstance(prompt, dict):
-            prompt = prompt.get("prompt_string", "")
+        prompt = _prompt_of(payload.get("prompt"))
         if not isinstance(prompt, str):
             return len(prompt or ())
         return len(self.ask(lambda client: client.tokenize(prompt, add_special=True)))
@@ -271,11 +269,15 @@ class AnyServer:
 def prompt_bytes(prompt) -> int:
     """A bound of a prompt's tokens without asking a server: its UTF-8 length (a token is at least a
     byte), or the number of token ids it is."""
-    if isinstance(prompt, dict):
-        prompt = prompt.get("prompt_string", "")
+    prompt = _prompt_of(prompt)
     if isinstance(prompt, str):
         return len(prompt.encode())
     return len(prompt) if isinstance(prompt, list) else 0
+
+
+def _prompt_of(prompt):
+    """A payload's prompt without its images: the text of a multimodal prompt, else the prompt as sent."""
+    return prompt.get("prompt_string", "") if isinstance(prompt, dict) else prompt
 
 
 def _none_left(failures: list[str]) -> UpstreamUnavailable:
