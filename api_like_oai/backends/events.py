@@ -6,7 +6,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, though nothing changes an event once made (a changed one is a new one: dataclasses.replace):
+# a frozen dataclass's __init__ sets each of the ten fields through object.__setattr__, 3.5 µs against
+# 0.8 here, and an event is made for every token, twice for a streamed tool call (benchmarks/PROFILE.md,
+# issue 29). unsafe_hash keeps it hashable as the frozen one was.
+@dataclass(slots=True, unsafe_hash=True)
 class GenerationEvent:
     """A piece of one generation: new text, and on the last event why it stopped and the counts."""
 

@@ -47,7 +47,7 @@ def new_call_id() -> str:
             return "call_" + letters[:24].decode()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)   # not frozen, as GenerationEvent (backends/events.py): one per token
 class ToolCallDelta:
     """A piece of one tool call: the first carries its id and name, the others arguments text."""
 
