@@ -69,12 +69,23 @@ class Metrics:
         self.slot_waiting = Gauge("api_like_oai_slot_waiting", "Requests waiting in the proxy for a free upstream "
                                   "slot, by their key's priority", ["priority"], registry=self.registry,
                                   multiprocess_mode="livesum")
+        self._children: dict[tuple, object] = {}
+
+    def child(self, metric, *values: str):
+        """`metric.labels(*values)`, looked up once: prometheus_client checks the values and takes a lock
+        (a gevent lock in the worker) on every labels() call, and every request closes with six of them.
+        As many as prometheus_client keeps itself: one per set of label values."""
+        key = (metric, values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found
 
     def count_key(self, entry) -> None:
         """One finished request of a managed key (access.usage.UsageEntry), labelled by the key's name."""
-        self.key_requests.labels(entry.key, entry.model, "error" if entry.errors else "ok").inc()
-        self.key_tokens.labels(entry.key, "prompt").inc(entry.prompt_tokens)
-        self.key_tokens.labels(entry.key, "completion").inc(entry.completion_tokens)
+        self.child(self.key_requests, entry.key, entry.model, "error" if entry.errors else "ok").inc()
+        self.child(self.key_tokens, entry.key, "prompt").inc(entry.prompt_tokens)
+        self.child(self.key_tokens, entry.key, "completion").inc(entry.completion_tokens)
 
     def collected(self) -> CollectorRegistry:
         """The registry to serve: this process's, or every worker's summed in multiprocess mode."""
@@ -215,7 +226,7 @@ class RequestRecord:
         self.prompt_read_at = time.perf_counter()
         if self.prefill is not None and self.phase == PREFILL:
             self.phase = GENERATING
-            self.metrics.prefill_seconds.labels(self.model).observe(self.prefill.elapsed_ms / 1000)
+            self.metrics.child(self.metrics.prefill_seconds, self.model).observe(self.prefill.elapsed_ms / 1000)
 
     def live(self) -> dict:
         """Where the request is now, as the dashboard shows it (no prompt, no key)."""
@@ -247,7 +258,7 @@ class RequestRecord:
     def routed(self, reason: str, hit: bool) -> None:
         """One upstream choice (a request with n choices makes n): counted now, the last one logged."""
         self.route = reason
-        self.metrics.routing.labels(self.model, "hit" if hit else "miss", reason).inc()
+        self.metrics.child(self.metrics.routing, self.model, "hit" if hit else "miss", reason).inc()
 
     def fail(self, status: int, code: str | None, reason: str | None = None) -> None:
         self.status, self.error_code = status, code
@@ -263,16 +274,18 @@ class RequestRecord:
             self.live_requests.discard(self)
         total = time.perf_counter() - self.started
         ttft = self.first_token - self.started if self.first_token else None
-        self.metrics.requests.labels(self.endpoint, self.model, str(self.status)).inc()
-        self.metrics.duration.labels(self.endpoint, self.model).observe(total)
+        metrics = self.metrics
+        metrics.child(metrics.requests, self.endpoint, self.model, str(self.status)).inc()
+        metrics.child(metrics.duration, self.endpoint, self.model).observe(total)
         if ttft is not None:
-            self.metrics.time_to_first_token.labels(self.model).observe(ttft)
-        self.metrics.tokens.labels(self.model, "prompt").inc(self.prompt_tokens)
-        self.metrics.tokens.labels(self.model, "completion").inc(self.completion_tokens)
-        self.metrics.cached_prompt_tokens.labels(self.model).inc(self.cached_tokens)
+            metrics.child(metrics.time_to_first_token, self.model).observe(ttft)
+        metrics.child(metrics.tokens, self.model, "prompt").inc(self.prompt_tokens)
+        metrics.child(metrics.tokens, self.model, "completion").inc(self.completion_tokens)
+        metrics.child(metrics.cached_prompt_tokens, self.model).inc(self.cached_tokens)
         if self.error_code and self.status >= 502:
-            self.metrics.upstream_errors.labels(self.upstream, self.error_code).inc()
-        access_log.info(self._line(total, ttft))
+            metrics.child(metrics.upstream_errors, self.upstream, self.error_code).inc()
+        if access_log.isEnabledFor(logging.INFO):   # the line is not made for a log that drops it
+            access_log.info(self._line(total, ttft))
         for finish in self.on_close:
             finish(self)
         if self.tracing is not None:
