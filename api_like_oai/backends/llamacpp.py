@@ -100,6 +100,10 @@ class LlamaCppClient:
         pending = b""
         try:
             for chunk in response.iter_bytes():
+                if not pending and chunk.find(b"\n", 6) == len(chunk) - 2 and chunk[-1:] == b"\n" \
+                        and chunk[:6] == b"data: ":   # one whole event, as llama.cpp sends them: no split
+                    yield completion_event(_parse(chunk[6:-2], self.base_url), index)
+                    continue
                 if pending:
                     chunk, pending = pending + chunk, b""
                 *lines, pending = chunk.split(b"\n")

@@ -175,11 +175,14 @@ class UpstreamPool:
                         if observe is not None:
                             observe(first)
                         yield first
-                    for event in events:
+                    for event in events:   # while the prompt is read, or each event when they are observed
                         reading = reading and isinstance(event, PromptProgress)
                         if observe is not None:
                             observe(event)
                         yield event
+                        if not reading and observe is None:
+                            break
+                    yield from events   # the tokens, passed on by the interpreter without a loop here
                     return
                 except UpstreamUnavailable:
                     if not reading or elsewhere is None:

@@ -112,7 +112,7 @@ def _delivered(events: Iterator[GenerationEvent], context: Context, transform,
         record.usage = usage   # the live view reads the counts from there
     for event in transform(events) if transform is not None else events:
         usage.add(event)
-        if record and event.text:
+        if record and record.first_token is None and event.text:
             record.token_arrived()
         yield event
 
@@ -147,8 +147,11 @@ class ChoiceFold:
         self.reasoning: dict[int, list[str]] = {index: [] for index in range(choice_count)}
 
     def add(self, event: GenerationEvent) -> None:
-        self.blocks[event.index].add(event)
-        self.logprobs[event.index].extend(event.logprobs or ())
+        blocks = self.blocks[event.index]
+        if event.reasoning or event.tool_calls or not event.text or not blocks.extend_text(event.text):
+            blocks.add(event)   # most events are more of the open text block: extend_text, without the changes listed
+        if event.logprobs:
+            self.logprobs[event.index].extend(event.logprobs)
         if event.reasoning:
             self.reasoning[event.index].append(event.reasoning)
         if event.finish_reason:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import itertools
 import logging
 import queue
 import threading
@@ -58,7 +59,9 @@ class Primed:
             raise
 
     def __iter__(self):
-        return self
+        # The events themselves after the first, not this object's __next__: one call less per token.
+        first, self.first = self.first, None
+        return self.events if first is None else itertools.chain((first,), self.events)
 
     def __next__(self) -> GenerationEvent:
         if self.first is not None:
