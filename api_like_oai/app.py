@@ -142,17 +142,19 @@ def _metrics():
 
 
 def _open_record():
-    if request.path in UNRECORDED_PATHS or request.path.startswith(("/docs", dashboard.PAGE_PATH)):
+    # Each `request.` and `g.` is a context-variable lookup through Werkzeug's proxy: read once here.
+    path = request.path
+    if path in UNRECORDED_PATHS or path.startswith(("/docs", dashboard.PAGE_PATH)):
         return
     shared = state()
-    endpoint = request.url_rule.rule if request.url_rule else "unmatched"
-    g.record = RequestRecord(endpoint, shared.metrics, shared.settings.log_format,
-                             live_requests=shared.inflight.requests)
+    rule = request.url_rule
+    record = g.record = RequestRecord(rule.rule if rule else "unmatched", shared.metrics, shared.settings.log_format,
+                                      live_requests=shared.inflight.requests)
     if shared.tracing is not None:
-        g.record.tracing, g.record.traceparent = shared.tracing, request.headers.get("traceparent")
-    g.record.on_close.append(shared.history.add)
+        record.tracing, record.traceparent = shared.tracing, request.headers.get("traceparent")
+    record.on_close.append(shared.history.add)
     # A record leaves the live requests when it closes; a stream never iterated never closes its record.
-    request.environ[ON_CLOSE].append(functools.partial(shared.inflight.requests.discard, g.record))
+    request.environ[ON_CLOSE].append(functools.partial(shared.inflight.requests.discard, record))
 
 
 def _close_record(response: Response) -> Response:
