@@ -207,10 +207,16 @@ def client(proxy) -> OpenAI:
 _LOAD_REPORT: list[str] = []
 
 
-@pytest.fixture(scope="session")
-def load_report():
-    """Adds a line to the load summary printed at the end of the run."""
-    return _LOAD_REPORT.append
+@pytest.fixture
+def load_report(request):
+    """Adds a line to the load summary printed at the end of the run. Kept in the test's report (its
+    user_properties), which pytest-xdist carries from the worker that ran it to the run's summary."""
+    return lambda line: request.node.user_properties.append(("load", line))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        _LOAD_REPORT.extend(value for name, value in report.user_properties if name == "load")
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -123,6 +123,15 @@ def stop(*processes: subprocess.Popen) -> None:
             process.wait()
 
 
+def llama_threads() -> int:
+    """Threads for each test llama-server: the cores shared among the run's pytest-xdist workers. Each
+    worker runs its own servers, and llama.cpp's threads wait for each other at every step, so more
+    threads than cores (two workers' servers at two threads each on two cores) slow every generation
+    many times over instead of sharing the cores."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
 @dataclass
 class LlamaServer:
     """llama-server's command line as data; `start()` runs it and waits for /health."""
@@ -144,7 +153,7 @@ class LlamaServer:
     def to_argv(self) -> list[str]:
         return [self.binary, "--model", self.model, "--host", "127.0.0.1", "--port", str(self.port),
                 "--ctx-size", str(self.context_size), "--parallel", str(self.slots),
-                "--threads", "2", "--seed", "42", *self.extra_args]
+                "--threads", str(llama_threads()), "--seed", "42", *self.extra_args]
 
     def start(self) -> LlamaServer:
         # Its log goes to a file: a pipe nobody reads fills up (64 KiB of log lines) and then
