@@ -204,6 +204,16 @@ def client(proxy) -> OpenAI:
     return openai_client(proxy.url)
 
 
+def pytest_collection_modifyitems(items):
+    """Each schemathesis case (one per API operation) named by its operation in its node id, as in its
+    name: pytest gives them all the test function's id, and pytest-xdist, which sends tests to its
+    workers by id, would otherwise run one operation of each fuzz test and drop the rest."""
+    for item in items:
+        if getattr(item, "operation_label", None) and not item.nodeid.endswith("]"):
+            # pytest 9 (pinned) keeps a node's id in `_id`; schemathesis 4 builds its cases without params
+            item._id = item.parent.id.child(item.originalname).with_params(item.operation_label)
+
+
 _LOAD_REPORT: list[str] = []
 
 
