@@ -83,30 +83,35 @@ class Response:
             yield from self._pieces(connection)
             return
         while True:
-            buffer, position = connection.buffer, connection.position
-            line_end = buffer.find(b"\r\n", position)
-            if line_end < 0:
-                if len(buffer) - position > MAX_LINE:
-                    raise BadResponse("chunk size line too long")
+            chunk = _buffered_chunk(connection)
+            if chunk is None:
                 connection.receive()
-                continue
-            try:
-                size = int(buffer[position:line_end].split(b";", 1)[0], 16)
-            except ValueError:
-                raise BadResponse("bad chunk size") from None
-            if size == 0:
-                connection.position = line_end + 2
-                while connection.readline() not in (b"\r\n", b"\n"):
-                    pass  # trailer fields, unused
+            elif chunk is _LAST_CHUNK:
                 self._done()
                 return
-            start = line_end + 2
-            end = start + size
-            if len(buffer) < end + 2:
+            else:
+                yield chunk
+
+    def iter_batches(self) -> Iterator[list[bytes]]:
+        """The body as iter_bytes gives it, but each time every chunk already received (at least one):
+        for a reader that takes several events in one step (a fold of a streamed answer)."""
+        connection = self._connection
+        if connection is None:
+            return
+        if not self._chunked:
+            yield from ([piece] for piece in self._pieces(connection))
+            return
+        while True:
+            batch = []
+            while type(chunk := _buffered_chunk(connection)) is bytes:
+                batch.append(chunk)
+            if batch:
+                yield batch
+            if chunk is _LAST_CHUNK:
+                self._done()
+                return
+            if chunk is None and not batch:
                 connection.receive()
-                continue
-            connection.position = end + 2
-            yield buffer[start:end]
 
     def _pieces(self, connection: _Connection) -> Iterator[bytes]:
         remaining = self._length
@@ -140,6 +145,35 @@ class Response:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
+
+
+_LAST_CHUNK = object()   # _buffered_chunk: the body's end (its zero-size chunk and trailer) was read
+
+
+def _buffered_chunk(connection: _Connection):
+    """The next HTTP chunk's data if it is all in `connection`'s buffer (its position moved past it);
+    None if more must be received first; _LAST_CHUNK at the body's end."""
+    buffer, position = connection.buffer, connection.position
+    line_end = buffer.find(b"\r\n", position)
+    if line_end < 0:
+        if len(buffer) - position > MAX_LINE:
+            raise BadResponse("chunk size line too long")
+        return None
+    try:
+        size = int(buffer[position:line_end].split(b";", 1)[0], 16)
+    except ValueError:
+        raise BadResponse("bad chunk size") from None
+    if size == 0:
+        connection.position = line_end + 2
+        while connection.readline() not in (b"\r\n", b"\n"):
+            pass  # trailer fields, unused
+        return _LAST_CHUNK
+    start = line_end + 2
+    end = start + size
+    if len(buffer) < end + 2:
+        return None
+    connection.position = end + 2
+    return buffer[start:end]
 
 
 class _Connection:

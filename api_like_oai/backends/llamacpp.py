@@ -58,18 +58,19 @@ class LlamaCppClient:
 
     # --- generation -------------------------------------------------------------------------
 
-    def generate(self, path: str, payload: dict, *, index: int = 0) -> Iterator[GenerationEvent]:
+    def generate(self, path: str, payload: dict, *, index: int = 0, batched: bool = False) -> Iterator[GenerationEvent]:
         """Send `payload` to `path` (/completion, /infill); the events of the answer, streamed if
         payload["stream"]. The request is sent before this returns, so a refused connection or an
         error status raises here, before any event, and the caller can still answer with a plain
-        HTTP error."""
+        HTTP error. `batched`: the plain tokens received together come as one event (for a fold,
+        which gives nothing out until the end: one step through the event path for them all)."""
         upstream_prompt = getattr(payload.get("prompt"), "upstream", None)   # prompts.media.MediaPrompt
         if upstream_prompt is not None:
             response = self._request_with_media(path, payload, upstream_prompt)
         else:
             response = self._request("POST", path, payload)
         if payload.get("stream"):
-            return self._stream_events(response, index)
+            return self._stream_events(response, index, batched)
         return iter((completion_event(self._json(response), index),))
 
     def _request_with_media(self, path: str, payload: dict, upstream_prompt) -> http.Response:
@@ -93,27 +94,16 @@ class LlamaCppClient:
             self._media_marker = self.props().media_marker or DEFAULT_MEDIA_MARKER
         return self._media_marker
 
-    def _stream_events(self, response: http.Response, index: int) -> Iterator[GenerationEvent]:
-        """One event per `data:` line; llama.cpp sends one per HTTP chunk, but a line split over
-        chunks, or several lines in one, are handled too."""
+    def _stream_events(self, response: http.Response, index: int, batched: bool = False) -> Iterator[GenerationEvent]:
+        """One event per `data:` line (or, `batched`, per run of plain tokens received together);
+        llama.cpp sends one per HTTP chunk, but a line split over chunks, or several lines in one,
+        are handled too. Transport failures become the errors the proxy maps."""
         finished = False
-        pending = b""
         try:
-            for chunk in response.iter_bytes():
-                if not pending and chunk.find(b"\n", 6) == len(chunk) - 2 and chunk[-1:] == b"\n" \
-                        and chunk[:6] == b"data: ":   # one whole event, as llama.cpp sends them: no split
-                    yield completion_event(_parse(chunk[6:-2], self.base_url), index)
-                    continue
-                if pending:
-                    chunk, pending = pending + chunk, b""
-                *lines, pending = chunk.split(b"\n")
-                for line in lines:
-                    if line[:6] == b"data: ":
-                        yield completion_event(_parse(line[6:], self.base_url), index)
-                    elif line[:7] == b"error: ":
-                        raise _upstream_error(_parse(line[7:], self.base_url), self.base_url)
-            if pending[:6] == b"data: ":
-                yield completion_event(_parse(pending[6:], self.base_url), index)
+            if batched:
+                yield from self._batched_events(response, index)
+            else:
+                yield from self._events(response, index)
             finished = True
         except TimeoutError as exc:
             raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens for "
@@ -126,6 +116,59 @@ class LlamaCppClient:
         finally:
             if not finished:
                 response.close()  # drops the connection: llama.cpp sees it and frees the slot
+
+    def _events(self, response: http.Response, index: int) -> Iterator[GenerationEvent]:
+        pending = b""
+        for chunk in response.iter_bytes():
+            if not pending and chunk.find(b"\n", 6) == len(chunk) - 2 and chunk[-1:] == b"\n" \
+                    and chunk[:6] == b"data: ":   # one whole event, as llama.cpp sends them: no split
+                yield completion_event(_parse(chunk[6:-2], self.base_url), index)
+                continue
+            if pending:
+                chunk, pending = pending + chunk, b""
+            *lines, pending = chunk.split(b"\n")
+            for line in lines:
+                event = self._line_event(line, index)
+                if event is not None:
+                    yield event
+        if pending[:6] == b"data: ":
+            yield completion_event(_parse(pending[6:], self.base_url), index)
+
+    def _batched_events(self, response: http.Response, index: int) -> Iterator[GenerationEvent]:
+        """As _events, but the plain tokens of each batch of chunks received together as one event:
+        their text joined, the counts of the last. An instant upstream sends a whole answer in a few
+        reads, and a busy proxy finds tokens waiting; then the fold takes them in one step, not one per
+        token (benchmarks/PROFILE.md, issue 29). Anything else (progress, the final event, logprobs,
+        an error) is an event of its own, in order."""
+        pending = b""
+        for batch in response.iter_batches():
+            *lines, pending = (pending + b"".join(batch)).split(b"\n")
+            texts, last = [], None
+            for line in lines:
+                if line[:6] != b"data: ":
+                    self._line_event(line, index)   # an error line raises; others are not events
+                    continue
+                body = _parse(line[6:], self.base_url)
+                if _plain_token(body) and (body.get("content") or "prompt_progress" not in body):
+                    texts.append(body.get("content") or "")
+                    last = body
+                    continue
+                if last is not None:
+                    yield _joined(texts, last, index)
+                    texts, last = [], None
+                yield completion_event(body, index)
+            if last is not None:
+                yield _joined(texts, last, index)
+        if pending[:6] == b"data: ":
+            yield completion_event(_parse(pending[6:], self.base_url), index)
+
+    def _line_event(self, line: bytes, index: int) -> GenerationEvent | None:
+        """The event of one SSE line: a `data:` line's, an `error:` line raised, None for others."""
+        if line[:6] == b"data: ":
+            return completion_event(_parse(line[6:], self.base_url), index)
+        if line[:7] == b"error: ":
+            raise _upstream_error(_parse(line[7:], self.base_url), self.base_url)
+        return None
 
     # --- other endpoints --------------------------------------------------------------------
 
@@ -352,10 +395,22 @@ def finish_reason(body: dict) -> str | None:
     return "length" if stop_type == "limit" else "stop"
 
 
+def _plain_token(body) -> bool:
+    """A stream event that is only more text (or prompt progress) and counts: most events."""
+    return type(body) is dict and body.get("stop") is False and "error" not in body \
+        and not body.get("completion_probabilities")
+
+
+def _joined(texts: list[str], last: dict, index: int) -> GenerationEvent:
+    """One event for a run of plain tokens: their text, the counts of the last (llama.cpp counts on every event)."""
+    event = completion_event(last, index)
+    event.text = "".join(texts)   # made here and not given out yet: nothing else holds it
+    return event
+
+
 def completion_event(body: dict, index: int = 0) -> GenerationEvent:
     """One /completion JSON object (a stream event or the whole answer) as a GenerationEvent."""
-    if type(body) is dict and body.get("stop") is False and "error" not in body \
-            and not body.get("completion_probabilities"):
+    if _plain_token(body):
         timings = body.get("timings")  # on every event only when asked for (timings_per_token)
         content = body.get("content")
         if not content and "prompt_progress" in body:  # looked for on empty events only, not on every token

@@ -77,13 +77,14 @@ class UpstreamPool:
         return answer
 
     def generate(self, path: str, payload: dict, *, index: int = 0, on_chosen=None,
-                 affinity: Affinity | None = None, on_routed=None) -> Iterator[GenerationEvent]:
+                 affinity: Affinity | None = None, on_routed=None, batched: bool = False) -> Iterator[GenerationEvent]:
         """The events of one generation, from the first server that starts it; `on_chosen(url)` says which,
-        `on_routed(route)` why (its reason "failover" when the router's choice failed to start it).
+        `on_routed(route)` why (its reason "failover" when the router's choice failed to start it);
+        `batched` as LlamaCppClient.generate's (the tokens received together as one event, for a fold).
         `affinity` (the prompt, the client's session) routes the request, and the server that answers
         is learned as the holder of its prompt."""
         def start(client: LlamaCppClient, last: bool):
-            events = client.generate(path, payload, index=index)
+            events = client.generate(path, payload, index=index, batched=batched)
             return events, next(events, None)  # a connection that fails before any token is retried elsewhere
 
         ticket = current_ticket()   # the request's key: its token limits, its usage, its priority

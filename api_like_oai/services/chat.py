@@ -180,10 +180,14 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     choice_count = request.n or 1
     if choice_count == 1:  # progress events come before the first token (so generation.py reads them off
         payload["return_progress"] = True  # the front); n > 1 interleaves choices, which would break that
+    markers = model.reasoning_markers(request.reasoning_format)
+    # A fold reads the tokens batched, unless a thought is split out: its token count is the answer's
+    # count where it ended (blocks.reasoning_tokens), which needs the tokens' counts one by one.
     events = generation.start(routed(model, context, fitted.prompt.text, request.prompt_cache_key, context.session,
                                      request.user, request.safety_identifier),
-                              [("/completion", payload)] * choice_count, context)
-    transform = event_transform(request, model, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
+                              [("/completion", payload)] * choice_count, context,
+                              folded=not request.stream and markers is None)
+    transform = event_transform(request, markers, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
     return ChatGeneration(request, tool_plan, choice_count, events, transform, headers)
 
 
@@ -236,12 +240,12 @@ def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel,
     return prompt_tokens(model, render_prompt(chat_request, model, messages, tool_plan).text)
 
 
-def event_transform(request: ChatCompletionRequest, model: ServedModel, prompt_text: str, tool_plan,
+def event_transform(request: ChatCompletionRequest, markers, prompt_text: str, tool_plan,
                     grammar_in_force: bool, choice_count: int):
-    """What turns the model's text into the answer's parts: the thought split out first, then the
-    tool calls parsed out of the rest; None when the text is the answer as it is."""
+    """What turns the model's text into the answer's parts: the thought split out first (by the
+    model's reasoning `markers`, if any), then the tool calls parsed out of the rest; None when the
+    text is the answer as it is."""
     steps = []
-    markers = model.reasoning_markers(request.reasoning_format)
     if markers is not None:
         steps.append(reasoning.split_reasoning(markers, reasoning.prompt_opens_thought(prompt_text, markers)))
     if tool_plan is not None:

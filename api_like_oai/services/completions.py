@@ -49,7 +49,7 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
         request = request.model_copy(update={"max_tokens": _room_left(model, prompts)})
     shape = CompletionShape(model_name, request.logprobs, request.include_usage())
     events = generation.start(_routed_by_prompt(model, context, request.user),
-                              [upstream_request(request, p) for p in prompts], context)
+                              [upstream_request(request, p) for p in prompts], context, folded=not request.stream)
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     return generation.answer(request, events, shape, len(prompts), context, prefixes), {}
 

@@ -14,14 +14,16 @@ from __future__ import annotations
 import ipaddress
 import socket
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
-
-import requests
 
 from ..errors import InvalidRequest
 from ..prompts.media import Image, checked_image, inline_image_bytes
 from ..protocol import ChatCompletionRequest, ContentPart
 from ..settings import ImageLimits
+
+if TYPE_CHECKING:
+    import requests
 
 IMAGE_PART_TYPES = ("image_url",)
 MAX_REDIRECTS = 3
@@ -115,6 +117,8 @@ def fetch_image(url: str, param: str, limits: ImageLimits) -> bytes:
 
 
 def _get(url: str, param: str, deadline: float) -> requests.Response:
+    import requests   # here, not at the top: 0.1 s of every start-up, for image URLs only
+
     remaining = max(deadline - time.monotonic(), 0.1)
     try:
         return requests.get(url, stream=True, allow_redirects=False, timeout=(remaining, remaining),
@@ -125,6 +129,8 @@ def _get(url: str, param: str, deadline: float) -> requests.Response:
 
 
 def _read_bounded(response: requests.Response, param: str, max_bytes: int, deadline: float) -> bytes:
+    import requests
+
     body = bytearray()
     try:
         for chunk in response.iter_content(64 * 1024):

@@ -26,10 +26,12 @@ log = logging.getLogger("api_like_oai")
 _STARTED, _FINISHED = object(), object()   # a choice's first event arrived; a choice ended
 
 
-def start(generate, requests: list[tuple[str, dict]], context: Context) -> Iterator[GenerationEvent]:
+def start(generate, requests: list[tuple[str, dict]], context: Context, *, folded: bool = False) -> Iterator[GenerationEvent]:
     """The merged events of one generation per (path, payload), choice `index` in list order;
-    `generate` is a model's UpstreamPool.generate."""
-    return merged([functools.partial(generate, path, payload, index=index, on_chosen=context.note_upstream)
+    `generate` is a model's UpstreamPool.generate. `folded`: the events go to a fold (a non-streamed
+    answer), so the tokens the upstream sent together may come as one event (pool.generate's `batched`)."""
+    return merged([functools.partial(generate, path, payload, index=index, on_chosen=context.note_upstream,
+                                     batched=folded)
                    for index, (path, payload) in enumerate(requests)])
 
 

@@ -79,7 +79,7 @@ class StubServer:
     def _refuse(self):
         raise UpstreamUnavailable(f"llama.cpp at {self.base_url} is unreachable (ConnectionRefusedError)")
 
-    def generate(self, path, payload, *, index=0):
+    def generate(self, path, payload, *, index=0, batched=False):
         if not self.up and not self.fails_late:
             self._refuse()
         return self._events(index)

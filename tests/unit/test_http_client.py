@@ -17,8 +17,9 @@ from api_like_oai.backends.llamacpp import LlamaCppClient
 class ScriptedServer:
     """Answers each request on a connection with the next scripted list of byte pieces."""
 
-    def __init__(self, answers: list[list[bytes]], close_after: int | None = None):
+    def __init__(self, answers: list[list[bytes]], close_after: int | None = None, gap: float = 0.002):
         self.answers = answers
+        self.gap = gap                  # seconds between pieces (separate TCP segments)
         self.close_after = close_after  # close each connection after this many answers
         self.connections = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -50,7 +51,7 @@ class ScriptedServer:
                 reader.read(length)
                 for piece in self.answers.pop(0):
                     client.sendall(piece)
-                    time.sleep(0.002)  # separate TCP segments
+                    time.sleep(self.gap)
                 served += 1
                 if self.close_after and served >= self.close_after:
                     return
@@ -111,3 +112,57 @@ def test_bytes_that_are_not_http_are_a_bad_upstream_response(garbage):
         list(LlamaCppClient(server.url).generate("/completion", {"prompt": "x", "stream": True}))
     assert type(raised.value) is UpstreamError  # a 502, not an unreachable upstream's 503
     assert "not HTTP" in raised.value.message or "malformed" in raised.value.message
+
+
+def _progress_event(processed: int) -> bytes:
+    body = {"content": "", "stop": False, "prompt_progress": {"total": 4, "cache": 0, "processed": processed, "time_ms": 1}}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def _counted(content: str, predicted: int) -> bytes:
+    body = {"content": content, "stop": False, "tokens_predicted": predicted, "tokens_evaluated": 4}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def _with_probabilities(content: str) -> bytes:
+    body = {"content": content, "stop": False, "tokens_predicted": 5,
+            "completion_probabilities": [{"token": content, "logprob": -0.5, "top_logprobs": []}]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def test_a_fold_takes_the_tokens_received_together_as_one_event_with_the_last_counts():
+    """batched (what a non-streamed answer reads): the same text, counts and finish, in fewer events;
+    progress, logprobs and the final event stay events of their own, in order."""
+    body = chunked(_progress_event(2), _progress_event(4), _counted(" a", 1), _counted(" b", 2),
+                   _with_probabilities(" c"), _counted(" d", 6), event("", stop=True))
+    server = ScriptedServer([[HEAD + body], [HEAD + body]])
+    client = LlamaCppClient(server.url)
+    one_by_one = list(client.generate("/completion", {"prompt": "x", "stream": True}))
+    batched = list(client.generate("/completion", {"prompt": "x", "stream": True}, batched=True))
+    assert len(one_by_one) == 7
+    kinds = [type(e).__name__ for e in batched]
+    assert kinds == ["PromptProgress", "PromptProgress"] + ["GenerationEvent"] * 4
+    texts = [e.text for e in batched[2:]]
+    assert texts == [" a b", " c", " d", ""] and "".join(texts) == "".join(e.text for e in one_by_one[2:])
+    assert batched[2].completion_tokens == 2 and batched[2].prompt_tokens == 4   # the last of the run's counts
+    assert batched[3].logprobs and batched[3].logprobs[0].token == " c"
+    assert batched[-1].finish_reason == "stop"
+
+
+def test_a_batched_read_waits_for_tokens_that_come_one_at_a_time():
+    """Tokens arriving apart (a real model's pace) are events apart: nothing is held back for a batch."""
+    pieces = [HEAD] + [b"%x\r\n%s\r\n" % (len(e), e) for e in (_counted(" a", 1), _counted(" b", 2))]
+    last = event("", stop=True)
+    pieces += [b"%x\r\n%s\r\n0\r\n\r\n" % (len(last), last)]
+    server = ScriptedServer([pieces], gap=0.2)   # each piece its own TCP segment, far apart
+    events = list(LlamaCppClient(server.url).generate("/completion", {"prompt": "x", "stream": True}, batched=True))
+    assert [e.text for e in events] == [" a", " b", ""] and events[-1].finish_reason == "stop"
+
+
+def test_an_error_line_in_a_batch_raises_the_upstreams_error():
+    from api_like_oai.errors import UpstreamError
+
+    body = chunked(_counted(" a", 1), b'error: {"message": "slot crashed"}\n\n')
+    server = ScriptedServer([[HEAD + body]])
+    with pytest.raises(UpstreamError, match="slot crashed"):
+        list(LlamaCppClient(server.url).generate("/completion", {"prompt": "x", "stream": True}, batched=True))
