@@ -117,7 +117,7 @@ def fetch_image(url: str, param: str, limits: ImageLimits) -> bytes:
 
 
 def _get(url: str, param: str, deadline: float) -> requests.Response:
-    import requests   # here, not at the top: 0.1 s of every start-up, for image URLs only
+    import requests  # here, not at the top: 0.1 s of every start-up, for image URLs only
 
     remaining = max(deadline - time.monotonic(), 0.1)
     try:
