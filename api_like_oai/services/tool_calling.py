@@ -140,6 +140,13 @@ def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool, choice_count: 
                 parser = parsers[event.index] = ToolCallParser(
                     tool_plan.format, tool_plan.names, stream_arguments=stream_arguments)
             pieces = parser.feed(event.text) if event.text else []
+            if not pieces and not event.finish_reason and not parser.repeating:
+                # Held back (a call until it is whole, a marker's start): only the counts go on (_regrouped's one event).
+                if event.logprobs:
+                    held_logprobs.setdefault(event.index, []).extend(event.logprobs)
+                yield GenerationEvent(index=event.index, prompt_tokens=event.prompt_tokens,
+                                      completion_tokens=event.completion_tokens, cached_tokens=event.cached_tokens)
+                continue
             if not event.finish_reason and len(pieces) == 1:
                 piece = pieces[0]
                 if piece is event.text:

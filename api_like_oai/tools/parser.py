@@ -82,6 +82,7 @@ class ToolCallParser:
         self.output_began = False   # start triggers count only before any other text
         self.after_call = False     # whitespace between and after calls is not content
         self.in_argument_string = False   # inside a string of the started call's arguments, all given out
+        self.in_held_string = False       # inside a string of a call held back until it is whole
         self.out: list = []
         self.stages = {CONTENT: self._content_stage, OPENING: self._opening, OBJECT: self._object,
                        CLOSING: self._closing, BETWEEN: self._between}
@@ -96,15 +97,19 @@ class ToolCallParser:
             return [text] if text else []  # the common case: plain text, no marker in sight
         if self.in_argument_string and STRING_RUN.fullmatch(text):
             return [self._string_run(text)]  # the common token of a streamed call: more of a string
+        if self.in_held_string and STRING_RUN.fullmatch(text):
+            self.scan.string_run(text)   # the common token of a held call: more of a string, nothing out yet
+            return []
         self.buffer += text
         self._advance(final=False)
         self.in_argument_string = self._inside_argument_string()
+        self.in_held_string = not self.in_argument_string and self._inside_held_string()
         return self.out
 
     def finish(self) -> list:
         """What is left once the output ended: held-back text, or a call the end cut short."""
         self.out = []
-        self.in_argument_string = False
+        self.in_argument_string = self.in_held_string = False
         self._advance(final=True)
         if self.stage == OBJECT and self.started_call is not None:
             self._close_cut_call()
@@ -275,6 +280,14 @@ class ToolCallParser:
             and check.state == IN_STRING and not check.escape and not check.broken \
             and check.length == scan.position - scan.value_start == len(self.streamed_arguments) \
             and not self.buffer
+
+    def _inside_held_string(self) -> bool:
+        """Whether the next token, if it holds no quote, backslash or control character, is only more of
+        a string inside a call that is not streamed (later calls, calls without a grammar, a name not
+        yet known): it changes nothing the scan looks for, and nothing is given out until the call ends."""
+        scan = self.scan
+        return self.stage == OBJECT and self.started_call is None and scan is not None and scan.in_string \
+            and not scan.escaped and not scan.broken and not self.buffer
 
     def _string_run(self, text: str) -> ToolCallDelta:
         """What the whole parse would give out for `text` inside the arguments' string: itself."""

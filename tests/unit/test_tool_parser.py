@@ -261,3 +261,23 @@ def test_only_the_first_call_streams_its_arguments_later_ones_wait_until_complet
     out = run("hermes", list(text), stream_arguments=True)
     second = [piece.arguments for piece in out if isinstance(piece, ToolCallDelta) and piece.index == 1]
     assert second == ["", '{"city": "Rome"}']
+
+
+def test_a_held_calls_string_tokens_are_taken_in_whole_and_give_out_nothing_until_the_end():
+    """The held call's common token (more of a string, no quote or backslash) skips the scan's steps:
+    nothing comes out for it, and the call is the same as when the text comes whole."""
+    words = [f" word{n}" for n in range(20)]
+    tokens = ["<tool_call>", '\n{"name": "get_weather", "arguments": {"city": "', *words, '"}}', "\n</tool_call>"]
+    parser = ToolCallParser(FORMATS["hermes"], TOOLS, new_id=lambda: "id0")
+    out = []
+    for token in tokens[:2]:
+        out += parser.feed(token)
+    assert parser.in_held_string   # inside the city's string, the call held until it is whole
+    for word in words:
+        assert parser.feed(word) == [] and parser.in_held_string
+    for token in tokens[-2:]:
+        out += parser.feed(token)
+    out += parser.finish()
+    expected = '{"city": "' + "".join(words) + '"}'
+    assert folded(out) == ("", [{"id": "id0", "name": "get_weather", "arguments": expected}])
+    assert folded(out) == folded(run("hermes", ["".join(tokens)]))
