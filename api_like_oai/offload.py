@@ -24,12 +24,19 @@ def event_loop_active() -> bool:
     return monkey is not None and monkey.is_module_patched("socket")
 
 
-def let_others_run() -> None:
+# A request body from which on a request's stages are long enough to let the event loop run between
+# them: an agent's turn (tens of kilobytes) computes for milliseconds, a chat line for a fraction of one.
+LONG_REQUEST_BYTES = 8 * 1024
+
+
+def let_others_run(request_bytes: int) -> None:
     """A moment for the event loop between the stages of a long request (parse, translate, render,
     send): tokens that arrived for other streams meanwhile are relayed before this request goes on,
-    so no stream waits for the CPU of a whole agent turn (~2-3 ms), only for one stage of it. One
-    switch costs a few microseconds. Without an event loop it does nothing."""
-    if event_loop_active():
+    so no stream waits for the CPU of a whole agent turn (~2-3 ms), only for one stage of it. A
+    request of under LONG_REQUEST_BYTES (`request_bytes`, its body's) goes on without one: its stages
+    are each well under a millisecond, and a switch (about 20 µs with the loop's poll) was 5% of its
+    CPU (benchmarks/PROFILE.md). Without an event loop it does nothing."""
+    if request_bytes >= LONG_REQUEST_BYTES and event_loop_active():
         from gevent import sleep
 
         sleep(0)

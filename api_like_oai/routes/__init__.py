@@ -65,7 +65,7 @@ def respond(answer, headers: dict | None = None) -> Response:
 def generation_context() -> Context:
     settings = state().settings
     return Context(state().inflight, g.get("record"), settings.log_prompts,
-                   session=request.headers.get("X-Claude-Code-Session-Id"))
+                   session=request.headers.get("X-Claude-Code-Session-Id"), request_bytes=request.content_length or 0)
 
 
 def offered_key() -> str:
@@ -135,7 +135,8 @@ def parse_dialect(request_model: type[BaseModel]):
     """The body validated as `request_model`, a request of an API the service translates (Anthropic's,
     the Responses API): its service translates and admits it (services/admission.py)."""
     dialect_request = parse_body(request_model)
-    let_others_run()  # an agent's body is tens of kilobytes: other streams go on between parsing and translating
+    let_others_run(request.content_length or 0)  # an agent's body is tens of kilobytes: other streams go on
+    # between parsing and translating
     return dialect_request
 
 

@@ -159,13 +159,13 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     if model.openai is not None:   # an OpenAI-compatible upstream renders, fits and parses on its own
         events = merge.Primed(passthrough.chat_events(request, model, context.note_upstream))
         return ChatGeneration(request, None, 1, events, None, {})
-    let_others_run()  # between the request's validation (and a dialect's translation) and its rendering
+    let_others_run(context.request_bytes)  # between the request's validation (and a dialect's translation) and its rendering
     request, images = resolve_images(request, model)
     with stage(context.record, "render"):
         tool_plan = plan_tools(request, model)
         messages = edited_messages(request, model, tool_plan, edit_messages)
         fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
-    let_others_run()  # rendering an agent's prompt is the longest stage of its turn: other streams go on
+    let_others_run(context.request_bytes)  # rendering an agent's prompt is the longest stage of its turn: other streams go on
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)

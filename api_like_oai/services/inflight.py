@@ -60,6 +60,7 @@ class Context:
     record: RequestRecord | None = None
     log_prompts: bool = False
     session: str | None = None        # the conversation's id from a request header (X-Claude-Code-Session-Id)
+    request_bytes: int = 0            # the request body's size: whether its stages let others run (offload.py)
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:
