@@ -65,8 +65,7 @@ class MessagesShape:
 
     def content_frame(self, event: GenerationEvent) -> bytes | None:
         """The frame of a text delta to the open text block, assembled around pre-encoded parts."""
-        if not self.started or event.finish_reason or event.tool_calls or event.reasoning or not event.text \
-                or not self.blocks.extend_text(event.text):
+        if not self.started or not self.blocks.extend_open_text(event):
             return None
         if self._text_pattern is None:
             (sample,) = self._block_events(DELTA, Block(TEXT, _BLOCK), sse.TEXT_HOLE)

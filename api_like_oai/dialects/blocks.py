@@ -57,11 +57,16 @@ class Blocks:
             changes += self._add_call_delta(delta)
         return changes
 
-    def extend_text(self, text: str) -> bool:
-        """Add `text` to the open text block, if one is open (a stream's fast path); whether it was."""
-        if self.open is None or self.open.kind != TEXT:
+    def extend_open_text(self, event: GenerationEvent) -> bool:
+        """Whether `event` is only more text of the open text block (no thought, no tool call, no
+        finish), added to it if so: most events, which a stream's shapes and a fold then take without
+        `add` and its list of changes (the one test of it for all of them)."""
+        if event.finish_reason or event.tool_calls or event.reasoning or not event.text:
             return False
-        self.open.pieces.append(text)
+        block = self.open
+        if block is None or block.kind != TEXT:
+            return False
+        block.pieces.append(event.text)
         return True
 
     def close(self) -> list[tuple[str, Block, str]]:

@@ -76,7 +76,7 @@ class ResponsesShape:
 
     def content_frame(self, event: GenerationEvent) -> bytes | None:
         """The frame of a text delta to the open message, assembled around pre-encoded parts."""
-        if event.finish_reason or event.tool_calls or not event.text or not self.blocks.extend_text(event.text):
+        if not self.blocks.extend_open_text(event):
             return None
         block = self.blocks.open
         pattern = self._text_patterns.get(block.index)

@@ -148,8 +148,8 @@ class ChoiceFold:
 
     def add(self, event: GenerationEvent) -> None:
         blocks = self.blocks[event.index]
-        if event.reasoning or event.tool_calls or not event.text or not blocks.extend_text(event.text):
-            blocks.add(event)   # most events are more of the open text block: extend_text, without the changes listed
+        if not blocks.extend_open_text(event):
+            blocks.add(event)
         if event.logprobs:
             self.logprobs[event.index].extend(event.logprobs)
         if event.reasoning:

@@ -57,6 +57,32 @@ def test_blocks_put_the_thought_in_its_own_block_before_the_text():
     assert (blocks.reasoning(), blocks.text()) == ("Paris is the capital.", "Paris.")
 
 
+@pytest.mark.parametrize("event", [GenerationEvent(text=" more", reasoning="a thought"),
+                                   GenerationEvent(text=" more", tool_calls=(CALL,)),
+                                   GenerationEvent(text=" more", finish_reason="stop"),
+                                   GenerationEvent(text="")])
+def test_only_plain_text_extends_the_open_text_block_on_the_fast_path(event):
+    """The one test every shape and the fold use to skip `add`: a thought, a call or a finish in the event
+    (or no text) leaves the blocks to `add`, so none of them is lost."""
+    blocks = Blocks()
+    blocks.add(GenerationEvent(text="Some"))
+    assert not blocks.extend_open_text(event)
+    assert blocks.text() == "Some"
+    assert blocks.extend_open_text(GenerationEvent(text=" more"))
+    assert blocks.text() == "Some more"
+    blocks.add(GenerationEvent(reasoning="then a thought"))
+    assert not blocks.extend_open_text(GenerationEvent(text=" text"))   # the open block is the thought's
+
+
+def test_a_fold_keeps_text_that_comes_with_a_thought_or_the_finish():
+    folded = ChoiceFold(1)
+    for event in (GenerationEvent(text="Hello"), GenerationEvent(text=" there", reasoning="why"),
+                  GenerationEvent(text="!", finish_reason="stop")):
+        folded.add(event)
+    (choice,) = folded.choices()
+    assert (choice["text"], choice["reasoning"], choice["finish_reason"]) == ("Hello there!", "why", "stop")
+
+
 @pytest.mark.parametrize("name", ["anthropic", "responses"])
 @pytest.mark.parametrize("text", [" Paris", "\n", 'quote " and \\ backslash', "é ✓ 🐱 你好", "\u2028", "\x00"])
 def test_content_frame_equals_the_encoded_event(name, text):
