@@ -74,13 +74,16 @@ class OpenAIUpstream:
         return response
 
 
-def relay(response: requests.Response) -> Iterator[bytes]:
-    """The upstream's stream, byte for byte, closing it when the client goes away."""
+def relay(response: requests.Response, on_lost=None) -> Iterator[bytes]:
+    """The upstream's stream, byte for byte, closing it when the client goes away; a connection lost in
+    the middle ends it with an error event, `on_lost()` told first."""
     import requests
 
     try:
         yield from response.iter_content(chunk_size=None)
     except requests.exceptions.RequestException:
+        if on_lost is not None:
+            on_lost()
         yield b'data: {"error": {"message": "lost the connection to the upstream", "type": "upstream_error", ' \
               b'"param": null, "code": "upstream_unavailable"}}\n\n'
     finally:

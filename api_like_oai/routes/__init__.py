@@ -153,7 +153,7 @@ def completed(request_model: type[BaseModel], path: str, service) -> Response:
     sent = parse_body(request_model)
     api_request, model, model_name = admit(sent)
     if model.settings.kind == "openai":
-        return respond(passthrough(sent, model, model_name, path))
+        return respond(passthrough(sent, model, model_name, path, g.get("record")))
     return respond(*service(api_request, model, model_name, generation_context()))
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import base64
 import struct
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, g, jsonify
 
 from ..protocol import EmbeddingRequest
 from ..services.passthrough import passthrough
@@ -18,7 +18,7 @@ def create_embeddings():
     embedding_request = parse_body(EmbeddingRequest)
     model, model_name = lookup_model(embedding_request.model)
     if model.settings.kind == "openai":
-        return respond(passthrough(embedding_request, model, model_name, "/embeddings"))
+        return respond(passthrough(embedding_request, model, model_name, "/embeddings", g.get("record")))
     inputs = embedding_request.input
     inputs = [inputs] if isinstance(inputs, str) or (inputs and isinstance(inputs[0], int)) else list(inputs)
     vectors = model.client.embeddings(inputs)

@@ -5,25 +5,79 @@ llama.cpp upstream can do is a 400 saying so."""
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterator
 
 from ..backends.events import GenerationEvent
 from ..backends.openai import relay
 from ..errors import InvalidRequest
+from ..observability import RequestRecord
 from ..protocol import ChatCompletionRequest
 from .models import ServedModel
 
 
-def passthrough(api_request, model: ServedModel, model_name: str, path: str):
-    """The upstream's answer: a dict (with our model name), or its event stream byte for byte."""
+def passthrough(api_request, model: ServedModel, model_name: str, path: str, record: RequestRecord | None = None):
+    """The upstream's answer: a dict (with our model name), or its event stream byte for byte. The usage
+    the upstream reports is counted on the request's access record (the metrics, the access line, the
+    key's usage); a stream closes its record itself when it ends (the app closes the others')."""
     body = api_request.model_dump(exclude_unset=True) | {"model": upstream_model(model)}
+    if record is not None:
+        record.sent_upstream(model.openai.base_url)
     response = model.openai.forward(path, body)
     if body.get("stream"):
-        return relay(response)
+        if record is None:
+            return relay(response)
+        return recorded(relay(response, on_lost=functools.partial(
+            record.fail, 502, "upstream_unavailable", "lost the connection to the upstream")), record)
     with response:
         answer = response.json()
     answer["model"] = model_name
+    if record is not None:
+        count_usage(record, answer.get("usage"))
     return answer
+
+
+def recorded(pieces: Iterator[bytes], record: RequestRecord) -> Iterator[bytes]:
+    """A relayed stream as it is, watched for the chunk that carries the usage (sent when the client asked
+    for it with `stream_options`); the record closes when the stream ends or the client goes away, which
+    also ends the request's place in its key's limits."""
+    record.metrics.streams_in_flight.inc()
+    usage, pending = None, b""
+    try:
+        for piece in pieces:
+            if record.first_token is None:
+                record.token_arrived()   # the answer's first bytes
+            if pending or b'"usage"' in piece:
+                *lines, pending = (pending + piece).split(b"\n")
+                usage = next((found for line in lines if (found := _usage_of(line)) is not None), usage)
+            yield piece
+    finally:
+        record.metrics.streams_in_flight.dec()
+        count_usage(record, usage)
+        record.close()
+
+
+def _usage_of(line: bytes) -> dict | None:
+    """The usage object of one SSE `data:` line whose chunk carries one, else None."""
+    if not line.startswith(b"data:") or b'"usage"' not in line:
+        return None
+    try:
+        chunk = json.loads(line[5:])
+    except ValueError:
+        return None
+    usage = chunk.get("usage") if isinstance(chunk, dict) else None
+    return usage if isinstance(usage, dict) else None
+
+
+def count_usage(record: RequestRecord, usage) -> None:
+    """OpenAI's usage object (tokens of the prompt, of the answer, of the prompt from cache) on `record`."""
+    if not isinstance(usage, dict):
+        return
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    record.count(*(value if isinstance(value, int) and not isinstance(value, bool) else 0
+                   for value in (usage.get("prompt_tokens"), usage.get("completion_tokens"), cached)))
 
 
 def chat_events(chat_request: ChatCompletionRequest, model: ServedModel, note_upstream) -> Iterator[GenerationEvent]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import anthropic
 import pytest
@@ -255,3 +256,57 @@ def test_count_tokens_is_a_400_in_anthropics_shape(proxy):
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "invalid_request_error"
     assert "cannot count a prompt's tokens" in response.json()["error"]["message"]
+
+
+def _metric(proxy, name: str, **labels: str) -> float:
+    """One sample of the proxy's /metrics (0 before the series exists)."""
+    wanted = [f'{key}="{value}"' for key, value in labels.items()]
+    for line in requests.get(proxy.url + "/metrics", timeout=5).text.splitlines():
+        if line.startswith((name + "{", name + " ")) and all(label in line for label in wanted):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def _counted(proxy, status: str) -> tuple[float, float, float]:
+    """(requests with `status`, prompt tokens, completion tokens) the metrics hold for the `remote` model."""
+    return (_metric(proxy, "api_like_oai_requests_total", endpoint="/v1/chat/completions", model="remote", status=status),
+            _metric(proxy, "api_like_oai_tokens_total", model="remote", kind="prompt"),
+            _metric(proxy, "api_like_oai_tokens_total", model="remote", kind="completion"))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_relayed_request_is_counted_with_the_upstreams_usage(proxy, scripted, stream):
+    """An OpenAI request passed through as it is still closes its access record: the request and the
+    tokens the upstream reported are counted (and a key's usage written from them, its place freed),
+    for a stream once it ended."""
+    before = _counted(proxy, "200")
+    body = {"model": "remote", "messages": QUESTION, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    response = post(proxy, "/v1/chat/completions", body)
+    assert response.status_code == 200, response.text
+    if stream:
+        chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+        assert chunks[-1]["usage"]["completion_tokens"] == USAGE["completion_tokens"]   # relayed as sent
+        _wait_for(lambda: _counted(proxy, "200")[0] == before[0] + 1)
+    after = _counted(proxy, "200")
+    assert after[0] == before[0] + 1
+    assert (after[1] - before[1], after[2] - before[2]) == (USAGE["prompt_tokens"], USAGE["completion_tokens"])
+    assert _metric(proxy, "api_like_oai_streams_in_flight") == 0
+
+
+def test_a_relayed_stream_the_upstream_drops_is_counted_as_its_error(proxy, scripted):
+    before = _counted(proxy, "502")[0]
+    scripted.behaviour, scripted.openai_deltas = "die_mid_stream", [{"content": word} for word in ("a", "b", "c", "d")]
+    response = post(proxy, "/v1/chat/completions", {"model": "remote", "messages": QUESTION, "stream": True})
+    assert response.status_code == 200 and "upstream_unavailable" in response.text
+    _wait_for(lambda: _counted(proxy, "502")[0] == before + 1)
+    assert _metric(proxy, "api_like_oai_streams_in_flight") == 0
+
+
+def _wait_for(condition, timeout: float = 10.0) -> None:
+    """The stream's record closes as the server finishes the response, a moment after the client read it."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not counted in time"
+        time.sleep(0.05)
