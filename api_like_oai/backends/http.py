@@ -110,8 +110,7 @@ class Response:
             if chunk is _LAST_CHUNK:
                 self._done()
                 return
-            if chunk is None and not batch:
-                connection.receive()
+            connection.receive()   # no whole chunk left in the buffer
 
     def _pieces(self, connection: _Connection) -> Iterator[bytes]:
         remaining = self._length

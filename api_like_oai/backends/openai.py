@@ -92,17 +92,30 @@ def relay(response: requests.Response, on_lost=None) -> Iterator[bytes]:
 
 # --- an OpenAI chat stream as generation events (pure) ------------------------------------------
 
+class SSEData:
+    """The payload of each `data:` line of an event stream, fed its bytes as they arrive (a line may be
+    split over pieces, or several lines come in one): for a reader that also passes the bytes on."""
+
+    def __init__(self):
+        self.pending = b""
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        """The payloads of the lines `piece` completes."""
+        *lines, self.pending = (self.pending + piece).split(b"\n")
+        return [line[5:].strip() for line in lines if line.startswith(b"data:")]
+
+    def end(self) -> list[bytes]:
+        """The payload of a last line the stream did not end with a newline."""
+        rest, self.pending = self.pending, b""
+        return [rest[5:].strip()] if rest.startswith(b"data:") else []
+
+
 def sse_data(pieces: Iterable[bytes]) -> Iterator[bytes]:
-    """The payload of each `data:` line of an event stream, as the bytes arrive (a line may be split
-    over pieces, or several lines come in one)."""
-    pending = b""
+    """The payload of each `data:` line of an event stream, as the bytes arrive."""
+    lines = SSEData()
     for piece in pieces:
-        *lines, pending = (pending + piece).split(b"\n")
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield line[5:].strip()
-    if pending.startswith(b"data:"):
-        yield pending[5:].strip()
+        yield from lines.feed(piece)
+    yield from lines.end()
 
 
 def stream_chunks(payloads: Iterable[bytes], base_url: str) -> Iterator[dict]:

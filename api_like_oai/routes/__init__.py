@@ -135,8 +135,8 @@ def parse_dialect(request_model: type[BaseModel]):
     """The body validated as `request_model`, a request of an API the service translates (Anthropic's,
     the Responses API): its service translates and admits it (services/admission.py)."""
     dialect_request = parse_body(request_model)
-    let_others_run(request.content_length or 0)  # an agent's body is tens of kilobytes: other streams go on
-    # between parsing and translating
+    # An agent's body is tens of kilobytes: other streams go on between parsing and translating.
+    let_others_run(request.content_length or 0)
     return dialect_request
 
 

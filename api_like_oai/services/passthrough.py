@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 
 from ..backends.events import GenerationEvent
-from ..backends.openai import relay
+from ..backends.openai import SSEData, relay
 from ..errors import InvalidRequest
 from ..observability import RequestRecord
 from ..protocol import ChatCompletionRequest
@@ -43,27 +43,31 @@ def recorded(pieces: Iterator[bytes], record: RequestRecord) -> Iterator[bytes]:
     for it with `stream_options`); the record closes when the stream ends or the client goes away, which
     also ends the request's place in its key's limits."""
     record.metrics.streams_in_flight.inc()
-    usage, pending = None, b""
+    lines, usage = SSEData(), None
     try:
         for piece in pieces:
             if record.first_token is None:
                 record.token_arrived()   # the answer's first bytes
-            if pending or b'"usage"' in piece:
-                *lines, pending = (pending + piece).split(b"\n")
-                usage = next((found for line in lines if (found := _usage_of(line)) is not None), usage)
+            usage = _usage_in(lines.feed(piece)) or usage
             yield piece
+        usage = _usage_in(lines.end()) or usage
     finally:
         record.metrics.streams_in_flight.dec()
         count_usage(record, usage)
         record.close()
 
 
-def _usage_of(line: bytes) -> dict | None:
-    """The usage object of one SSE `data:` line whose chunk carries one, else None."""
-    if not line.startswith(b"data:") or b'"usage"' not in line:
+def _usage_in(payloads: list[bytes]) -> dict | None:
+    """The usage object of the last of an event stream's `data:` payloads whose chunk carries one, else None."""
+    return next((usage for usage in map(_usage_of, reversed(payloads)) if usage is not None), None)
+
+
+def _usage_of(payload: bytes) -> dict | None:
+    """The usage object of one `data:` payload whose chunk carries one, else None."""
+    if b'"usage"' not in payload:
         return None
     try:
-        chunk = json.loads(line[5:])
+        chunk = json.loads(payload)
     except ValueError:
         return None
     usage = chunk.get("usage") if isinstance(chunk, dict) else None
