@@ -118,7 +118,8 @@ class UpstreamPool:
         prompt = _prompt_of(payload.get("prompt"))
         if not isinstance(prompt, str):
             return len(prompt or ())
-        return len(self.ask(lambda client: client.tokenize(prompt, add_special=True)))
+        counted = self.ask(lambda client: client.tokenize(prompt, add_special=True))
+        return len(counted) + _media_tokens(payload.get("prompt"))
 
     def slot_count(self) -> int | None:
         """The slots of the healthy servers, None while any of them has not said how many it has."""
@@ -273,15 +274,24 @@ class AnyServer:
 def prompt_bytes(prompt) -> int:
     """A bound of a prompt's tokens without asking a server: its UTF-8 length (a token is at least a
     byte), or the number of token ids it is."""
+    media = _media_tokens(prompt)
     prompt = _prompt_of(prompt)
     if isinstance(prompt, str):
-        return len(prompt.encode())
+        return len(prompt.encode()) + media
     return len(prompt) if isinstance(prompt, list) else 0
 
 
 def _prompt_of(prompt):
-    """A payload's prompt without its images: the text of a multimodal prompt, else the prompt as sent."""
-    return prompt.get("prompt_string", "") if isinstance(prompt, dict) else prompt
+    """A payload's prompt without its images: the text of a multimodal prompt (llama.cpp's object or
+    prompts.media.MediaPrompt, whose placeholders the backend swaps for its markers), else the prompt as sent."""
+    if isinstance(prompt, dict):
+        return prompt.get("prompt_string", "")
+    return getattr(prompt, "text", prompt)
+
+
+def _media_tokens(prompt) -> int:
+    """The tokens a MediaPrompt's images take beyond their placeholders' text (0 for any other prompt)."""
+    return getattr(prompt, "media_tokens", 0)
 
 
 def _none_left(failures: list[str]) -> UpstreamUnavailable:

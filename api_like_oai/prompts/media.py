@@ -195,10 +195,12 @@ def _neutralised(text: str) -> str:
 
 @dataclass(frozen=True)
 class MediaPrompt:
-    """A prompt with images: its text (with placeholders) and the images' base64 by digest."""
+    """A prompt with images: its text (with placeholders), the images' base64 by digest, and the tokens the
+    images take in the context beyond their placeholders (what a key's token limits must count too)."""
 
     text: str
     images: Mapping[str, str]
+    media_tokens: int = 0
 
     def upstream(self, marker: str) -> dict:
         """llama.cpp's /completion prompt object for an upstream whose media marker is `marker`."""
@@ -215,8 +217,10 @@ class MediaPrompt:
         return {"prompt_string": PLACEHOLDER.sub(substitute, text), "multimodal_data": data}
 
 
-def media_prompt(text: str, images: Mapping[str, Image]) -> MediaPrompt:
-    """The MediaPrompt of a rendered `text` with the request's `images` (by digest), base64 encoded once."""
-    used = set(placeholders_in(text))
+def media_prompt(text: str, images: Mapping[str, Image], tokens_per_image: int = 0) -> MediaPrompt:
+    """The MediaPrompt of a rendered `text` with the request's `images` (by digest), base64 encoded once;
+    each placeholder counts as `tokens_per_image` tokens."""
+    named = placeholders_in(text)
+    used = set(named)
     return MediaPrompt(text, {digest: base64.b64encode(image.data).decode() for digest, image in images.items()
-                              if digest in used})
+                              if digest in used}, len(named) * tokens_per_image)

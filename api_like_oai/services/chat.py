@@ -98,11 +98,12 @@ def image_tokens(model: ServedModel, text: str) -> int:
     return len(placeholders_in(text)) * model.image_limits.tokens_per_image
 
 
-def upstream_payload(request: ChatCompletionRequest, fitted: fitting.FittedPrompt, images: dict | None = None) -> dict:
+def upstream_payload(request: ChatCompletionRequest, fitted: fitting.FittedPrompt, images: dict | None = None,
+                     tokens_per_image: int = 0) -> dict:
     """/completion's fields for the fitted prompt and its reply's length; with `images` (by digest), the
-    prompt carries those it names."""
+    prompt carries those it names, each counted as `tokens_per_image` tokens."""
     prompt = fitted.prompt
-    payload = {"prompt": media_prompt(prompt.text, images) if images else prompt.text,
+    payload = {"prompt": media_prompt(prompt.text, images, tokens_per_image) if images else prompt.text,
                "stop": merge_stops(prompt.stop, request.stop_list()), "stream": True, "n_predict": fitted.n_predict,
                **request.sampling_payload()}
     if request.response_format is not None:
@@ -169,7 +170,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
     constraint = tool_constraint(request, model, tool_plan)
-    payload = upstream_payload(request, fitted, images) | constraint
+    payload = upstream_payload(request, fitted, images, model.image_limits.tokens_per_image) | constraint
     if cached_at_start:
         payload["timings_per_token"] = True  # llama.cpp's counts come with the last event otherwise
     headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
