@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+UNDECODABLE = "Failed to load image or audio file"   # llama-server's words (tools/server/server-common.cpp)
 BEHAVIOURS = ("ok", "hang", "hang_mid_stream", "malformed", "status_500", "loading", "die_mid_stream", "slow_tokens")
 
 
@@ -56,6 +57,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._json(200, {"tokens": list(range(len(body.get("content", "").split())))})
         behaviour = self.fake.behaviour
         if isinstance(body.get("prompt"), dict) and (refusal := self.fake.media_refusal(body["prompt"])):
+            if refusal == UNDECODABLE:   # a runtime_error in llama-server: its 500, as it answers
+                return self._json(500, {"error": {"code": 500, "message": refusal, "type": "server_error"}})
             return self._json(400, {"error": {"code": 400, "message": refusal, "type": "invalid_request_error"}})
         if self.path.startswith("/v1/") and behaviour in ("ok", "die_mid_stream"):
             return self._openai(body)
@@ -219,9 +222,11 @@ class FakeLlamaCpp:
         if markers != len(images):
             return f"number of media markers in text ({markers}) does not match number of bitmaps ({len(images)})"
         try:
-            [base64.b64decode(image, validate=True) for image in images]
+            decoded = [base64.b64decode(image, validate=True) for image in images]
         except ValueError:
-            return "Failed to load image or audio file"
+            return UNDECODABLE
+        if any(data.startswith(b"\xff\xd8") and not data.endswith(b"\xff\xd9") for data in decoded):
+            return UNDECODABLE   # a JPEG cut short: stb_image finds no end of image
         return None
 
     def count_stream(self, delta: int) -> None:

@@ -365,11 +365,18 @@ def _status_error(response: http.Response, base_url: str) -> Exception:
         return UpstreamUnavailable(error.message)
     if response.status == 501:  # llama.cpp: "not supported by this model/server" (infill, embeddings)
         return InvalidRequest(error.message, code="not_supported")
+    if MEDIA_REFUSED in error.message:   # a 500 from llama.cpp (a runtime_error), but the client's image
+        return InvalidRequest(f"llama.cpp could not decode an image or audio part: {error.message}",
+                              code="invalid_image")
     if response.status == 400 and isinstance(error, UpstreamError):
         # llama.cpp rejected the request itself (bad grammar, prompt too long, ...): the
         # caller's mistake, so the caller gets a 400 with llama.cpp's words.
         return InvalidRequest(error.message, code=error_code(body))
     return error
+
+
+# llama.cpp's words when stb_image or miniaudio cannot decode a request's media (tools/server/server-common.cpp)
+MEDIA_REFUSED = "Failed to load image or audio file"
 
 
 def error_code(body: dict) -> str | None:

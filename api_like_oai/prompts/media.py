@@ -72,7 +72,22 @@ def checked_image(data: bytes, param: str, max_bytes: int) -> Image:
         found = "a WebP image" if image_format == "webp" else "not an image llama.cpp reads"
         raise InvalidRequest(f"the image is {found}: PNG, JPEG, GIF and BMP are accepted",
                              param=param, code="invalid_image_format")
+    if image_format == "png" and not png_is_whole(data):
+        raise InvalidRequest("the PNG image is cut short or damaged: its chunks do not reach IEND",
+                             param=param, code="invalid_image")
     return Image(data, image_format)
+
+
+def png_is_whole(data: bytes) -> bool:
+    """Whether a PNG's chunks, walked by their lengths from the signature, reach its IEND chunk within
+    `data` (a truncated upload does not). CRCs are not checked: stb_image, llama.cpp's decoder, skips them."""
+    position = 8
+    while position + 12 <= len(data):
+        length = int.from_bytes(data[position:position + 4], "big")
+        if data[position + 4:position + 8] == b"IEND":
+            return True
+        position += 12 + length
+    return False
 
 
 def decode_base64(text: str, param: str) -> bytes:

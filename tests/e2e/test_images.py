@@ -275,3 +275,15 @@ def test_an_image_url_at_a_private_address_is_refused_by_default(gpt, image_site
         chat_prompt_tokens(gpt, chat_content(image_site + "/cat.png"))
     assert refused.value.body["code"] == "invalid_image_url" and "private" in refused.value.body["message"]
     assert refused.value.body["param"] == "messages.0.content.1.image_url.url"
+
+
+@pytest.mark.parametrize("image_format", ["PNG", "JPEG"])
+def test_an_image_cut_short_is_a_400_naming_the_image_not_a_502(gpt, image_format):
+    """A truncated upload: the PNG is caught before sending (its chunks do not reach IEND); the JPEG is
+    refused by llama-server's decoder (a 500 there), which is the client's bad input here."""
+    whole = picture(image_format, noise=True)
+    with pytest.raises(openai.BadRequestError) as refused:
+        gpt.chat.completions.create(model="smollm", max_tokens=4, messages=[
+            {"role": "user", "content": chat_content(data_url(image_format, whole[:len(whole) // 2]))}])
+    assert refused.value.status_code == 400
+    assert refused.value.body["code"] == "invalid_image"

@@ -101,6 +101,7 @@ def test_a_text_only_model_refuses_images_in_each_apis_error_shape(vision):
 
 
 @pytest.mark.parametrize(("image", "code"), [(png(60, 60) + b"\x00" * 4000, "image_too_large"),
+                                             (png(8, 8)[:-20], "invalid_image"),   # a truncated upload
                                              (b"%PDF-1.4 not an image", "invalid_image_format"),
                                              ("data:image/png;base64,***", "invalid_image"),
                                              ("file:///etc/passwd", "invalid_image")])
@@ -148,3 +149,12 @@ def test_images_count_as_image_tokens_each_in_the_token_count_and_the_context_fi
         reply = fitted.test_client().post("/v1/chat/completions", json=two_images)
         assert reply.status_code == status, reply.json
     assert reply.json["error"]["code"] == "context_length_exceeded"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_image_llama_cpp_cannot_decode_is_the_clients_400_not_a_502(app, vision, stream):
+    cut_jpeg = b"\xff\xd8\xff\xe0" + b"\x00\x10JFIF" + b"\x01" * 40   # passes the sniff, no end of image
+    answer = chat(app, cut_jpeg, stream=stream)
+    assert answer.status_code == 400, answer.get_data(as_text=True)
+    error = answer.get_json()["error"]
+    assert error["code"] == "invalid_image" and "could not decode" in error["message"]

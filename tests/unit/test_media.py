@@ -143,6 +143,13 @@ def test_two_prompts_with_different_images_differ_in_the_text_routing_digests():
     assert rendered(CHATML, FIRST.placeholder) != rendered(CHATML, SECOND.placeholder)
 
 
+@pytest.mark.parametrize("cut", [1, 12, 30])
+def test_a_png_cut_short_is_refused_naming_its_part(cut):
+    with pytest.raises(InvalidRequest) as refused:
+        checked_image(png(4, 4)[:-cut], "messages.0.content.1", max_bytes=1000)
+    assert refused.value.code == "invalid_image" and refused.value.param == "messages.0.content.1"
+
+
 @pytest.mark.parametrize(("data", "image_format"), [(png(), "png"), (b"\xff\xd8\xff\xe0rest", "jpeg"),
                                                     (b"GIF89a...", "gif"), (b"BM....", "bmp")])
 def test_the_formats_stb_image_reads_are_taken(data, image_format):
