@@ -293,7 +293,9 @@ class ToolCallParser:
         """What the whole parse would give out for `text` inside the arguments' string: itself."""
         self.scan.string_run(text)
         self.arguments_check.string_run(len(text))
-        self.streamed_arguments += text
+        streamed, self.streamed_arguments = self.streamed_arguments, ""   # grown in place: see ObjectScan._take
+        streamed += text
+        self.streamed_arguments = streamed
         return ToolCallDelta(self.calls_made, arguments=text)
 
     def _checked(self, arguments_so_far: str) -> str:
