@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flask import request
+from flask import g, request
 from pydantic import ValidationError
 
 from ..services.scope import Scope
@@ -22,6 +22,16 @@ def caller_scope() -> Scope:
     proxy asks for none (the key was already checked, in constant time, by the app)."""
     app_state = state()
     return Scope(app_state.store, offered_key() if app_state.gate.required else None)
+
+
+def admitted_scope() -> Scope:
+    """`caller_scope()` for a route that only reads or writes the store (a conversation, its items, a
+    stored response): counted first against the key's request limits (Ticket.admit_action), so a key
+    refused on chat cannot go on filling the store."""
+    ticket = g.get("ticket")
+    if ticket is not None:
+        ticket.admit_action()
+    return caller_scope()
 
 
 def list_query() -> ItemListQuery:
