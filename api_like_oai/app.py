@@ -25,6 +25,7 @@ from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
     STATE_KEY,
+    admin_once_configured,
     anthropic,
     completions,
     conversations,
@@ -83,7 +84,8 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
-    app.add_url_rule("/metrics", "metrics", _metrics)
+    # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
+    app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
     app.extensions[dashboard.VIEW_KEY] = LiveView(state(app), state(app).history)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
     if settings.cors_origins:

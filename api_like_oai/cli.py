@@ -95,6 +95,7 @@ def _add_original_flags(add) -> None:
     add("--admin-key", action="append", default=None,
         help="an admin key (repeat for several): any API, plus managing keys under /v1/internal/keys; "
              "with it (or --api-key), the store's managed keys are accepted too (`api-like-oai keys --help`)")
+    add("--admin-key-file", help="file with one admin key per line: as --admin-key, kept out of `ps` (recommended)")
     add("--limits-on-store-error", default="closed", choices=["open", "closed"],
         help="a key with limits while the store cannot be reached: refuse its requests (closed, 503) "
              "or let them run unchecked (open) (default: %(default)s)")
@@ -378,8 +379,8 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         models=models, strict_model_names=(config is not None and bool(config.models)) or bool(args.models_dir),
         default_model=getattr(config, "default_model", None),
         api_keys=read_api_keys(args.api_key, args.api_key_file), supervisor=_supervisor(args, models),
-        admin_keys=tuple(key for key in args.admin_key or () if key), limits_on_store_error=args.limits_on_store_error,
-        metrics_per_key=args.metrics_per_key, api_key_priority=args.api_key_priority,
+        admin_keys=read_api_keys(args.admin_key, args.admin_key_file, "--admin-key-file"),
+        limits_on_store_error=args.limits_on_store_error, metrics_per_key=args.metrics_per_key, api_key_priority=args.api_key_priority,
         host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,
@@ -422,13 +423,14 @@ def _otlp_endpoint(args: argparse.Namespace) -> str | None:
     return endpoint
 
 
-def read_api_keys(keys: list[str] | None, key_file: str | None) -> tuple[str, ...]:
+def read_api_keys(keys: list[str] | None, key_file: str | None, flag: str = "--api-key-file") -> tuple[str, ...]:
+    """The keys given, then those of `key_file` (one a line; `flag` names it in an error)."""
     collected = [key for key in keys or () if key]
     if key_file:
         try:
             collected += [line.strip() for line in Path(key_file).read_text().splitlines() if line.strip()]
         except OSError as exc:
-            raise StartupError(f"cannot read --api-key-file {key_file}: {exc.strerror}") from None
+            raise StartupError(f"cannot read {flag} {key_file}: {exc.strerror}") from None
     return tuple(collected)
 
 

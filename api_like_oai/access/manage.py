@@ -15,9 +15,9 @@ from .keys import KeyRecord, NameTaken, UnknownKey, check_name, new_key, updated
 from .limits import DAY_SECONDS, day_of
 from .usage import UsageEntry
 
-LIMIT_MAX = 2**53
+LIMIT_MAX = 2**53   # what SQLite's integers, Redis's Lua numbers and JSON clients all hold exactly
 LAST_SECOND = 253402300799   # 9999-12-31T23:59:59Z: the last second a UTC date names
-USAGE_SPAN_MAX = 400 * DAY_SECONDS   # how far back /v1/internal/usage reads (usage is kept 400 days)   # what SQLite's integers, Redis's Lua numbers and JSON clients all hold exactly
+USAGE_SPAN_MAX = 400 * DAY_SECONDS   # how far back /v1/internal/usage reads (usage is kept 400 days)
 
 
 class KeyChanges(BaseModel):

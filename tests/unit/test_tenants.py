@@ -10,8 +10,13 @@ import time
 import pytest
 
 from api_like_oai.access import limits, manage
+from api_like_oai.cli import StartupError, parse_settings
+from api_like_oai.routes import state
 
-from .test_keys_app import ADMIN, CHAT, bearer, client, make_client, new_key  # noqa: F401 - fixtures
+from . import test_keys_app
+from .test_keys_app import ADMIN, CHAT, bearer, new_key
+
+make_client, client = test_keys_app.make_client, test_keys_app.client   # the same app and store as there
 
 DAY = 86400
 USAGE = "/v1/organization/usage/completions"
@@ -76,3 +81,47 @@ def test_an_action_frees_its_place_in_flight(client):
     key = new_key(client, max_parallel=1)
     for _ in range(3):
         assert client.post("/v1/conversations", json={}, headers=bearer(key)).status_code == 200
+
+
+def test_an_unknown_model_lists_only_the_keys_models(client):
+    key = new_key(client, models=["smol"])
+    for path, body in [("/v1/chat/completions", CHAT), ("/v1/internal/encode", {"text": "hi"})]:
+        answer = client.post(path, json={**body, "model": "nothing-like-it"}, headers=bearer(key))
+        assert answer.status_code == 404
+        assert answer.get_json()["error"]["message"].endswith("known models: smol, smol-alias")
+    native = client.post("/completion", json={"model": "nothing-like-it", "prompt": "hi"}, headers=bearer(key))
+    assert native.status_code == 404 and "other" not in native.get_json()["error"]["message"]
+
+
+def test_a_key_gets_no_server_logs_metrics_or_other_keys_requests(client):
+    key = new_key(client, models=["smol"])
+    for path in ("/v1/internal/model/logs?model=smol", "/metrics"):
+        assert client.get(path, headers=bearer(key)).status_code == 403
+    assert client.post("/v1/internal/stop-generation", headers=bearer(key)).status_code == 403
+    assert client.get("/v1/internal/model/logs?model=smol", headers=ADMIN).status_code == 400   # starts no models
+    assert client.get("/v1/internal/requests", headers=bearer(key)).get_json()["data"] == []
+
+
+def test_health_shows_addresses_to_the_admin_only(client):
+    public, admin = client.get("/health"), client.get("/health", headers=ADMIN)
+    assert public.status_code == admin.status_code == 503
+    assert "upstreams" not in public.get_json() and "127.0.0.1" not in public.get_data(as_text=True)
+    assert public.get_json()["error"]["message"] == ("upstream not ready (1 of 1): 1 llama.cpp at <upstream> is "
+                                                     "unreachable (ConnectionRefusedError)")
+    assert list(admin.get_json()["upstreams"]) == [state(client.application).registry.models["smol"].pool.clients[0].base_url]
+
+
+def test_model_info_shows_no_address_to_a_key(client):
+    key = new_key(client, models=["smol"])
+    info = client.get("/v1/internal/model/info?model=smol", headers=bearer(key)).get_json()
+    assert [upstream["url"] for upstream in info["upstreams"]] == [None]
+
+
+def test_admin_keys_come_from_a_file_and_its_environment_variable(tmp_path, monkeypatch):
+    key_file = tmp_path / "admin-keys"
+    key_file.write_text("file-admin\n\nsecond-admin\n")
+    assert parse_settings(["--admin-key-file", str(key_file)]).admin_keys == ("file-admin", "second-admin")
+    monkeypatch.setenv("API_LIKE_OAI_ADMIN_KEY_FILE", str(key_file))
+    assert parse_settings(["--admin-key", "flag"]).admin_keys == ("flag", "file-admin", "second-admin")
+    with pytest.raises(StartupError, match="--admin-key-file"):
+        parse_settings(["--admin-key-file", str(tmp_path / "missing")])
