@@ -303,7 +303,7 @@ def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings,
 def _model_settings(args: argparse.Namespace, name: str, model) -> ModelSettings:
     launch = None
     if model.model is not None:
-        launch = launch_spec(name, model.model, replicas=model.replicas, args=model.args,
+        launch = launch_spec(name, model.model, replicas=model.replicas, args=model.args, avoid_port=args.port,
                              **_launch_options(args, model))
     return ModelSettings(name, launch.urls if launch else tuple(model.upstreams), _model_template(args, name, model),
                          tuple(model.aliases), model.kind, model.upstream_model, dict(model.defaults),
@@ -337,8 +337,8 @@ def models_from_flags(args: argparse.Namespace, known: set[str]) -> tuple[ModelS
 
 def _flag_model(args: argparse.Namespace, name: str, path: str, mmproj: str | None, *, preload: bool) -> ModelSettings:
     """A model --model (preloaded) or --models-dir (started on its first request) names."""
-    spec = launch_spec(name, path, args=args.llama_args or (), **{**_launch_options(args), "mmproj": mmproj,
-                                                                   "preload": preload})
+    spec = launch_spec(name, path, args=args.llama_args or (), avoid_port=args.port,
+                       **{**_launch_options(args), "mmproj": mmproj, "preload": preload})
     return ModelSettings(name, spec.urls, template_choice(args), tool_call_format=args.tool_call_format,
                          reasoning_format=args.reasoning_format, context_policy=_context_policy(args),
                          routing=_routing_policy(args), launch=spec)
