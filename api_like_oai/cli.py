@@ -187,6 +187,9 @@ def _add_limit_and_log_flags(add) -> None:
         help="how long a stored object is kept after its last write: seconds, or 90m, 12h, 30d (default: 30d)")
     add("--store-secret-file", metavar="PATH", help="the secret API keys are hashed with for the store "
         "(created if missing; default: beside the SQLite file, or kept in Redis)")
+    add("--max-stored-mib", type=int, metavar="MIB",
+        help="what one key's stored responses and conversations may hold; then its writes are refused (429) "
+             "(a managed key's own --max-stored-mib wins; default: no quota)")
 
 
 def _add_launch_flags(add) -> None:
@@ -381,6 +384,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         api_keys=read_api_keys(args.api_key, args.api_key_file), supervisor=_supervisor(args, models),
         admin_keys=read_api_keys(args.admin_key, args.admin_key_file, "--admin-key-file"),
         limits_on_store_error=args.limits_on_store_error, metrics_per_key=args.metrics_per_key,
+        max_stored_mib=args.max_stored_mib or None,
         api_key_priority=args.api_key_priority, host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,

@@ -30,6 +30,8 @@ class KeyChanges(BaseModel):
     tpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
     tokens_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX)
     max_parallel: int | None = Field(None, ge=0, le=LIMIT_MAX)
+    max_stored_mib: int | None = Field(None, ge=0, le=LIMIT_MAX,
+                                       description="MiB its stored responses and conversations may hold")
     priority: Literal["high", "normal", "low"] | None = Field(
         None, description="when every upstream slot is busy, waiting requests of a higher priority go first")
     expires: str | None = Field(None, description="a duration from now: seconds, or 90m, 12h, 30d; '' or 'never' clears it")
@@ -66,6 +68,7 @@ class KeyView(BaseModel):
     tpm: int | None
     tokens_per_day: int | None
     max_parallel: int | None
+    max_stored_mib: int | None
     priority: str
     expires_at: float | None
     revoked: bool

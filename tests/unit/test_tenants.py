@@ -125,3 +125,30 @@ def test_admin_keys_come_from_a_file_and_its_environment_variable(tmp_path, monk
     assert parse_settings(["--admin-key", "flag"]).admin_keys == ("flag", "file-admin", "second-admin")
     with pytest.raises(StartupError, match="--admin-key-file"):
         parse_settings(["--admin-key-file", str(tmp_path / "missing")])
+
+
+def big_items(kib: int) -> dict:
+    return {"items": [{"type": "message", "role": "user", "content": "x" * 1024 * kib}]}
+
+
+def test_a_key_over_its_storage_quota_is_refused_with_a_429(client):
+    key = new_key(client, max_stored_mib=1)
+    first = client.post("/v1/conversations", json=big_items(600), headers=bearer(key))
+    assert first.status_code == 200
+    conversation = first.get_json()["id"]
+    assert client.post(f"/v1/conversations/{conversation}/items", json=big_items(600), headers=bearer(key)).status_code == 200
+    for path, body in [("/v1/conversations", big_items(1)), (f"/v1/conversations/{conversation}/items", big_items(1)),
+                       ("/v1/responses", {"model": "smol", "input": "hi"})]:
+        refused = client.post(path, json=body, headers=bearer(key))
+        assert refused.status_code == 429, (path, refused.get_json())
+        assert refused.get_json()["error"]["code"] == "storage_quota_exceeded" and "Retry-After" not in refused.headers
+    assert client.delete(f"/v1/conversations/{conversation}", headers=bearer(key)).status_code == 200
+    assert client.post("/v1/conversations", json=big_items(1), headers=bearer(key)).status_code == 200
+
+
+def test_one_write_larger_than_the_quota_is_a_413(make_client):
+    quota = make_client("--max-stored-mib", "1")
+    key = new_key(quota)
+    refused = quota.post("/v1/conversations", json=big_items(1100), headers=bearer(key))
+    assert refused.status_code == 413 and refused.get_json()["error"]["code"] == "storage_quota_exceeded"
+    assert quota.post("/v1/conversations", json=big_items(1100), headers=ADMIN).status_code == 200   # the admin's: none
