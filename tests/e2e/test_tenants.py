@@ -100,7 +100,8 @@ ROUTES: dict[tuple[str, str], Row] = {
     **{("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "input": "Hi"}), ok(400))   # no --embeddings
        for path in ("/v1/embeddings", "/embeddings")},
     ("POST", "/v1/messages"): Row(OWN_ONLY, post("/v1/messages", MESSAGES)),
-    ("POST", "/v1/messages/count_tokens"): Row(OWN_ONLY, post("/v1/messages/count_tokens", MESSAGES)),
+    ("POST", "/v1/messages/count_tokens"): Row(OWN_ONLY, post("/v1/messages/count_tokens",
+                                                              {"model": "a", "messages": MESSAGES["messages"]})),
     ("POST", "/v1/responses"): Row(OWN_ONLY, post("/v1/responses", RESPONSE)),
     ("POST", "/v1/responses/input_tokens"): Row(OWN_ONLY, post("/v1/responses/input_tokens", RESPONSE)),
     **{("GET", path): Row(OWN_VIEW, get(path)) for path in ("/v1/models", "/models")},
@@ -158,7 +159,7 @@ ROUTES: dict[tuple[str, str], Row] = {
     # llama.cpp's own API, relayed: a model's (the answers are llama-server's).
     ("POST", "/completion"): Row(OWN_ONLY, post("/completion", {"model": "a", "prompt": "Hi", "n_predict": 2})),
     ("POST", "/infill"): Row(OWN_ONLY, post("/infill", {"model": "a", "input_prefix": "def f(", "input_suffix": ")",
-                                                        "n_predict": 2}), ok(200, 400)),   # a model without FIM tokens
+                                                        "n_predict": 2}), ok(501)),   # a model without FIM tokens
     ("POST", "/tokenize"): Row(OWN_ONLY, post("/tokenize", {"model": "a", "content": "Hi"})),
     ("POST", "/detokenize"): Row(OWN_ONLY, post("/detokenize", {"model": "a", "tokens": [1, 2]})),
     ("POST", "/apply-template"): Row(OWN_ONLY, post("/apply-template", {"model": "a", "messages": CHAT["messages"]})),
@@ -195,17 +196,22 @@ class Probe:
 
     def objects(self, caller: str, fresh: bool = False) -> dict:
         """Ids of a stored response and a conversation with an item, the caller's (the admin's and a's
-        own; the others try a's); made anew for `fresh` (a delete)."""
+        own; the others try a's); made anew for `fresh` (a delete), kept otherwise."""
         owner = caller if caller in (OWN, ADMIN) else OWN
-        if (fresh and owner == caller) or owner not in self.made:
-            response = self.send(owner, "POST", "/v1/responses", RESPONSE)
-            conversation = self.send(owner, "POST", "/v1/conversations",
-                                     {"items": [{"type": "message", "role": "user", "content": "Hi"}]})
-            assert response.status_code == conversation.status_code == 200, (response.text, conversation.text)
-            items = self.send(owner, "GET", f"/v1/conversations/{conversation.json()['id']}/items").json()
-            self.made[owner] = {"response": response.json()["id"], "conversation": conversation.json()["id"],
-                                "item": items["data"][0]["id"]}
+        if fresh and owner == caller:
+            return self._make(owner)
+        if owner not in self.made:
+            self.made[owner] = self._make(owner)
         return self.made[owner]
+
+    def _make(self, owner: str) -> dict:
+        response = self.send(owner, "POST", "/v1/responses", RESPONSE)
+        conversation = self.send(owner, "POST", "/v1/conversations",
+                                 {"items": [{"type": "message", "role": "user", "content": "Hi"}]})
+        assert response.status_code == conversation.status_code == 200, (response.text, conversation.text)
+        items = self.send(owner, "GET", f"/v1/conversations/{conversation.json()['id']}/items").json()
+        return {"response": response.json()["id"], "conversation": conversation.json()["id"],
+                "item": items["data"][0]["id"]}
 
     def throwaway_key(self) -> str:
         name = next(NAMES)
