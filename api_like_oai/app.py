@@ -25,6 +25,7 @@ from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
     STATE_KEY,
+    admin_once_configured,
     anthropic,
     completions,
     conversations,
@@ -83,7 +84,8 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
-    app.add_url_rule("/metrics", "metrics", _metrics)
+    # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
+    app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
     app.extensions[dashboard.VIEW_KEY] = LiveView(state(app), state(app).history)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
     if settings.cors_origins:
@@ -136,7 +138,8 @@ def _metrics():
     if shared.settings.upstream_metrics:
         from .upstream_metrics import upstream_metrics
 
-        text += upstream_metrics([(model.name, client.base_url) for model in shared.registry.models.values()
+        text += upstream_metrics([(model.name, client.base_url, client.api_key)
+                                  for model in shared.registry.models.values()
                                   if model.openai is None for client in model.pool.clients])
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
@@ -193,15 +196,18 @@ def _cors_headers(origins: tuple[str, ...]):
 
 
 def build_registry(settings: Settings) -> ModelRegistry:
-    def client(url: str) -> LlamaCppClient:
-        return LlamaCppClient(url, connect_timeout=settings.connect_timeout, read_timeout=settings.read_timeout)
+    def client(url: str, api_key: str = "") -> LlamaCppClient:
+        return LlamaCppClient(url, connect_timeout=settings.connect_timeout, read_timeout=settings.read_timeout,
+                              api_key=api_key)
 
     def served(model: ModelSettings) -> ServedModel:
         if model.kind == "openai":
             upstream = OpenAIUpstream(model.upstreams[0], connect_timeout=settings.connect_timeout,
                                       read_timeout=settings.read_timeout)
             return ServedModel(model, UpstreamPool([]), upstream, settings.images)
-        return ServedModel(model, UpstreamPool([client(url) for url in model.upstreams], routing=model.routing),
+        # The llama-servers the proxy starts take only its own key (supervisor/spec.py).
+        key = settings.supervisor.api_key if model.launch is not None and settings.supervisor is not None else ""
+        return ServedModel(model, UpstreamPool([client(url, key) for url in model.upstreams], routing=model.routing),
                            image_limits=settings.images)
 
     served = [served(model) for model in settings.models]

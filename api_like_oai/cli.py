@@ -95,6 +95,7 @@ def _add_original_flags(add) -> None:
     add("--admin-key", action="append", default=None,
         help="an admin key (repeat for several): any API, plus managing keys under /v1/internal/keys; "
              "with it (or --api-key), the store's managed keys are accepted too (`api-like-oai keys --help`)")
+    add("--admin-key-file", help="file with one admin key per line: as --admin-key, kept out of `ps` (recommended)")
     add("--limits-on-store-error", default="closed", choices=["open", "closed"],
         help="a key with limits while the store cannot be reached: refuse its requests (closed, 503) "
              "or let them run unchecked (open) (default: %(default)s)")
@@ -186,6 +187,9 @@ def _add_limit_and_log_flags(add) -> None:
         help="how long a stored object is kept after its last write: seconds, or 90m, 12h, 30d (default: 30d)")
     add("--store-secret-file", metavar="PATH", help="the secret API keys are hashed with for the store "
         "(created if missing; default: beside the SQLite file, or kept in Redis)")
+    add("--max-stored-mib", type=int, metavar="MIB",
+        help="what one key's stored responses and conversations may hold; then its writes are refused (429) "
+             "(a managed key's own --max-stored-mib wins; default: no quota)")
 
 
 def _add_launch_flags(add) -> None:
@@ -302,7 +306,7 @@ def models_from_config(args: argparse.Namespace, config) -> tuple[ModelSettings,
 def _model_settings(args: argparse.Namespace, name: str, model) -> ModelSettings:
     launch = None
     if model.model is not None:
-        launch = launch_spec(name, model.model, replicas=model.replicas, args=model.args,
+        launch = launch_spec(name, model.model, replicas=model.replicas, args=model.args, avoid_port=args.port,
                              **_launch_options(args, model))
     return ModelSettings(name, launch.urls if launch else tuple(model.upstreams), _model_template(args, name, model),
                          tuple(model.aliases), model.kind, model.upstream_model, dict(model.defaults),
@@ -336,8 +340,8 @@ def models_from_flags(args: argparse.Namespace, known: set[str]) -> tuple[ModelS
 
 def _flag_model(args: argparse.Namespace, name: str, path: str, mmproj: str | None, *, preload: bool) -> ModelSettings:
     """A model --model (preloaded) or --models-dir (started on its first request) names."""
-    spec = launch_spec(name, path, args=args.llama_args or (), **{**_launch_options(args), "mmproj": mmproj,
-                                                                   "preload": preload})
+    spec = launch_spec(name, path, args=args.llama_args or (), avoid_port=args.port,
+                       **{**_launch_options(args), "mmproj": mmproj, "preload": preload})
     return ModelSettings(name, spec.urls, template_choice(args), tool_call_format=args.tool_call_format,
                          reasoning_format=args.reasoning_format, context_policy=_context_policy(args),
                          routing=_routing_policy(args), launch=spec)
@@ -378,9 +382,10 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         models=models, strict_model_names=(config is not None and bool(config.models)) or bool(args.models_dir),
         default_model=getattr(config, "default_model", None),
         api_keys=read_api_keys(args.api_key, args.api_key_file), supervisor=_supervisor(args, models),
-        admin_keys=tuple(key for key in args.admin_key or () if key), limits_on_store_error=args.limits_on_store_error,
-        metrics_per_key=args.metrics_per_key, api_key_priority=args.api_key_priority,
-        host=args.host, port=args.port, connect_timeout=args.connect_timeout,
+        admin_keys=read_api_keys(args.admin_key, args.admin_key_file, "--admin-key-file"),
+        limits_on_store_error=args.limits_on_store_error, metrics_per_key=args.metrics_per_key,
+        max_stored_mib=args.max_stored_mib or None,
+        api_key_priority=args.api_key_priority, host=args.host, port=args.port, connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
@@ -422,13 +427,14 @@ def _otlp_endpoint(args: argparse.Namespace) -> str | None:
     return endpoint
 
 
-def read_api_keys(keys: list[str] | None, key_file: str | None) -> tuple[str, ...]:
+def read_api_keys(keys: list[str] | None, key_file: str | None, flag: str = "--api-key-file") -> tuple[str, ...]:
+    """The keys given, then those of `key_file` (one a line; `flag` names it in an error)."""
     collected = [key for key in keys or () if key]
     if key_file:
         try:
             collected += [line.strip() for line in Path(key_file).read_text().splitlines() if line.strip()]
         except OSError as exc:
-            raise StartupError(f"cannot read --api-key-file {key_file}: {exc.strerror}") from None
+            raise StartupError(f"cannot read {flag} {key_file}: {exc.strerror}") from None
     return tuple(collected)
 
 

@@ -8,9 +8,10 @@
     ├── PermissionDenied             403 permission_error (a plain key on an admin route)
     ├── NotFound                     404 invalid_request_error
     │   └── ModelNotFound            404 code=model_not_found
-    ├── PayloadTooLarge              413 invalid_request_error
+    ├── PayloadTooLarge              413 invalid_request_error (storage_quota_exceeded: one write over a quota)
     ├── RateLimited                  429 requests|tokens, code=rate_limit_exceeded (a key's limit: access/;
     │                                    model_queue_full: too many wait for a model's load)
+    ├── StorageQuotaExceeded         429 storage, code=storage_quota_exceeded (a key's stored objects)
     ├── StoreUnavailable             503 server_error (the response store failed: store/)
     └── UpstreamError                502 upstream_error (bad answer from llama.cpp)
         ├── UpstreamUnavailable      503 (refused, down, or loading the model)
@@ -95,6 +96,16 @@ class RateLimited(ProxyError):
         self.headers = {"Retry-After": retry_after, "retry-after-ms": str(int(retry_after) * 1000)}
         if of_tokens:
             self.type = "tokens"
+
+
+class StorageQuotaExceeded(ProxyError):
+    """A key whose stored responses and conversations reached its quota (--max-stored-mib): no more
+    writes until some are deleted or expire (no Retry-After: the store cannot say when)."""
+
+    status = 429
+    type = "storage"
+    code = "storage_quota_exceeded"
+    anthropic_type = "rate_limit_error"
 
 
 class NotFound(ProxyError):

@@ -22,24 +22,24 @@ log = logging.getLogger("api_like_oai")
 SCRAPE_TIMEOUT_SECONDS = 2.0
 
 
-def upstream_metrics(targets: list[tuple[str, str]], timeout: float = SCRAPE_TIMEOUT_SECONDS) -> bytes:
-    """The metrics of every (model, upstream URL) in `targets` that answered, relabelled, in Prometheus'
+def upstream_metrics(targets: list[tuple[str, str, str]], timeout: float = SCRAPE_TIMEOUT_SECONDS) -> bytes:
+    """The metrics of every (model, upstream URL, its key) in `targets` that answered, relabelled, in Prometheus'
     text format (empty if none did)."""
-    texts: dict[tuple[str, str], str] = {}
+    texts: dict[tuple[str, str, str], str] = {}
     threads = [threading.Thread(target=_scrape_into, args=(texts, target, timeout), daemon=True) for target in targets]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout * 2)   # a scrape stuck past its own timeouts is left behind
     families: dict[str, Metric] = {}
-    for (model, url), text in sorted(dict(texts).items()):
+    for (model, url, _), text in sorted(dict(texts).items()):
         _merge(families, text, {"model": model, "upstream": url})
     return generate_latest(MadeFamilies(list(families.values()))) if families else b""
 
 
-def _scrape_into(texts: dict, target: tuple[str, str], timeout: float) -> None:
-    url = target[1]
-    client = http.HTTPClient(url, connect_timeout=timeout, read_timeout=timeout, max_idle=0)
+def _scrape_into(texts: dict, target: tuple[str, str, str], timeout: float) -> None:
+    _, url, api_key = target
+    client = http.HTTPClient(url, connect_timeout=timeout, read_timeout=timeout, max_idle=0, api_key=api_key)
     try:
         response = client.request("GET", "/metrics")
         body = response.read()

@@ -67,8 +67,8 @@ class KeyBook(abc.ABC):
         of its reservation (`request_id`, if admitted) freed; in one write."""
 
     @abc.abstractmethod
-    def usage(self, since_day: str) -> list[UsageEntry]:
-        """Every usage row from the UTC day `since_day` (YYYY-MM-DD) on."""
+    def usage(self, since_day: str, until_day: str | None = None) -> list[UsageEntry]:
+        """Every usage row from the UTC day `since_day` (YYYY-MM-DD) on, to `until_day` (inclusive) if given."""
 
 
 def open_book(store) -> KeyBook | None:

@@ -20,7 +20,9 @@ from .keys import KeyProblem, KeyRecord, models_list
 from .usage import GROUPS, as_csv, as_json, summed
 
 LIMIT_OPTIONS = (("--rpm", "requests per minute"), ("--tpm", "tokens (prompt + completion) per minute"),
-                 ("--tokens-per-day", "tokens per UTC day"), ("--max-parallel", "requests in flight at once"))
+                 ("--tokens-per-day", "tokens per UTC day"), ("--max-parallel", "requests in flight at once"),
+                 ("--max-stored-mib", "MiB its stored responses and conversations may hold"))
+LIMIT_NAMES = tuple(option[2:].replace("-", "_") for option, _ in LIMIT_OPTIONS)
 
 
 def keys_parser() -> argparse.ArgumentParser:
@@ -84,8 +86,7 @@ def _store_settings(args: argparse.Namespace):
 
 
 def _changes(args: argparse.Namespace) -> manage.KeyChanges:
-    given = {name: getattr(args, name) for name in ("rpm", "tpm", "tokens_per_day", "max_parallel", "priority", "expires")
-             if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name in (*LIMIT_NAMES, "priority", "expires") if getattr(args, name) is not None}
     if args.models is not None:
         models = models_list(args.models)
         given["models"] = list(models) if models is not None else None
@@ -133,8 +134,7 @@ def _usage(book, args) -> int:
 
 def _summary(record: KeyRecord) -> str:
     """One line: name, models, limits, expiry, state."""
-    limits = " ".join(f"{name}={getattr(record, name)}" for name in ("rpm", "tpm", "tokens_per_day", "max_parallel")
-                      if getattr(record, name) is not None)
+    limits = " ".join(f"{name}={getattr(record, name)}" for name in LIMIT_NAMES if getattr(record, name) is not None)
     expires = (datetime.datetime.fromtimestamp(record.expires_at, datetime.UTC).isoformat(timespec="seconds")
                if record.expires_at else "never")
     state = "revoked" if record.revoked else "active"

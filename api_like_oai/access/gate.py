@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from ..errors import AuthenticationFailed, RateLimited, StoreUnavailable
 from .book import KeyBook
 from .keys import ADMIN_NAME, ANONYMOUS, CONFIG_KEY_NAME, NORMAL, Caller, KeyRecord, matching
-from .limits import Decision, anthropic_headers, needed_tokens, openai_headers, retry_after_header
+from .limits import Decision, anthropic_headers, day_of, needed_tokens, openai_headers, retry_after_header
 from .usage import UsageEntry, entry_of, progress_entry
 
 log = logging.getLogger("api_like_oai")
@@ -127,6 +127,20 @@ class Ticket:
         self._decided(decision)
         self.leased, self.reserved = True, decision.reserved_tokens
 
+    def admit_action(self) -> None:
+        """Count a request that names no model (a store write, a usage read) against its key's request
+        limits (`--rpm`, `--max-parallel`); RateLimited if it is over one. Its usage is not recorded
+        (usage is of the requests for a model); its place in flight is freed by `finish`."""
+        if not self.caller.limited or self.decision is not None:
+            return
+        try:
+            decision = self.gate.book.admit(self.caller.record, self.request_id, time.time(), None)
+        except StoreUnavailable as exc:
+            self._store_failed(exc)
+            return
+        self._decided(decision)
+        self.leased = True
+
     def _decided(self, decision: Decision) -> None:
         self.decision = decision
         if not decision.allowed:
@@ -219,7 +233,10 @@ class Ticket:
     def finish(self, record) -> None:
         """Free the request's place and write its usage (tokens from llama.cpp's numbers on `record`,
         an observability.RequestRecord); a store failure is logged, never raised into the answer."""
-        if self.caller.record is None or self.gate.book is None or not self.for_model:
+        if self.caller.record is None or self.gate.book is None:
+            return
+        if not self.for_model:
+            self._release()
             return
         now = time.time()
         entry = entry_of(record, self.caller.name, now, time.perf_counter() - record.started)
@@ -232,6 +249,17 @@ class Ticket:
             self.gate.book.finish(self.caller.record, self.request_id if self.leased else None, now, rest)
         except StoreUnavailable as exc:
             log.warning("usage of key %r not recorded: %s", self.caller.name, exc.message)
+
+    def _release(self) -> None:
+        """An action's place in flight freed, nothing written to the usage."""
+        if not self.leased:
+            return
+        now = time.time()
+        try:
+            self.gate.book.finish(self.caller.record, self.request_id, now,
+                                  UsageEntry(day_of(now), self.caller.name, "", ""))
+        except StoreUnavailable as exc:
+            log.warning("place in flight of key %r not freed: %s", self.caller.name, exc.message)
 
     def headers(self, anthropic: bool) -> dict[str, str]:
         """The rate-limit headers of the answer (OpenAI's, or Anthropic's on its API); none without limits."""

@@ -48,6 +48,7 @@ class KeyRecord:
     tpm: int | None = None                  # tokens (prompt + completion) per minute
     tokens_per_day: int | None = None       # tokens per UTC day
     max_parallel: int | None = None         # requests in flight at once
+    max_stored_mib: int | None = None       # its stored responses and conversations (None: --max-stored-mib)
     expires_at: float | None = None         # epoch seconds; None: never
     priority: str = NORMAL                  # of PRIORITIES: its place among requests waiting for a slot
     revoked: bool = False

@@ -16,6 +16,8 @@ from .limits import DAY_SECONDS, day_of
 from .usage import UsageEntry
 
 LIMIT_MAX = 2**53   # what SQLite's integers, Redis's Lua numbers and JSON clients all hold exactly
+LAST_SECOND = 253402300799   # 9999-12-31T23:59:59Z: the last second a UTC date names
+USAGE_SPAN_MAX = 400 * DAY_SECONDS   # how far back /v1/internal/usage reads (usage is kept 400 days)
 
 
 class KeyChanges(BaseModel):
@@ -28,6 +30,8 @@ class KeyChanges(BaseModel):
     tpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
     tokens_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX)
     max_parallel: int | None = Field(None, ge=0, le=LIMIT_MAX)
+    max_stored_mib: int | None = Field(None, ge=0, le=LIMIT_MAX,
+                                       description="MiB its stored responses and conversations may hold")
     priority: Literal["high", "normal", "low"] | None = Field(
         None, description="when every upstream slot is busy, waiting requests of a higher priority go first")
     expires: str | None = Field(None, description="a duration from now: seconds, or 90m, 12h, 30d; '' or 'never' clears it")
@@ -64,6 +68,7 @@ class KeyView(BaseModel):
     tpm: int | None
     tokens_per_day: int | None
     max_parallel: int | None
+    max_stored_mib: int | None
     priority: str
     expires_at: float | None
     revoked: bool
@@ -135,17 +140,24 @@ class OpenAIUsageQuery(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    start_time: int = Field(ge=0, description="Unix seconds; the bucket of its UTC day is the first")
-    end_time: int | None = Field(None, ge=0, description="Unix seconds, exclusive (default: now)")
+    start_time: int = Field(ge=0, le=LAST_SECOND, description="Unix seconds; the bucket of its UTC day is the first")
+    end_time: int | None = Field(None, ge=0, le=LAST_SECOND, description="Unix seconds, exclusive (default: now)")
     bucket_width: Literal["1d"] = "1d"
     group_by: list[Literal["api_key_id", "model"]] = []
     limit: int = Field(7, ge=1, le=31)
+    page: str | None = Field(None, pattern=r"^[0-9]{1,12}$",
+                             description="the `next_page` of the page before: where this page starts")
 
-    def days(self, now: float) -> list[str]:
-        """The UTC days of the buckets, at most `limit`."""
-        end = self.end_time if self.end_time is not None else now
-        first = self.start_time - self.start_time % DAY_SECONDS
-        return [day_of(start) for start in range(first, int(end), DAY_SECONDS)][:self.limit]
+    def page_days(self, now: float) -> tuple[list[str], int | None]:
+        """(the UTC days of this page's buckets, at most `limit`; the start of the next page, or None
+        when the range ends within this one). Only the page's days are made, however long the range."""
+        start = int(self.page) if self.page is not None else self.start_time
+        end = min(self.end_time if self.end_time is not None else int(now), LAST_SECOND + 1)
+        first = start - start % DAY_SECONDS
+        in_range = max(0, -(-(end - first) // DAY_SECONDS))
+        shown = min(in_range, self.limit)
+        days = [day_of(first + n * DAY_SECONDS) for n in range(shown)]
+        return days, (first + shown * DAY_SECONDS if in_range > shown else None)
 
 
 class UsageQuery(BaseModel):
@@ -190,11 +202,10 @@ def usage_of_days(book: KeyBook, days: list[str], key_name: str | None = None) -
     """The usage rows of `days` (UTC, YYYY-MM-DD, in order), of one key or of all."""
     if not days:
         return []
-    return [entry for entry in book.usage(days[0])
-            if entry.day <= days[-1] and (key_name is None or entry.key == key_name)]
+    return [entry for entry in book.usage(days[0], days[-1]) if key_name is None or entry.key == key_name]
 
 
 def usage_since(book: KeyBook, since_seconds: float, key_name: str | None = None) -> list[UsageEntry]:
     """The usage rows of the last `since_seconds` (whole UTC days), of one key or of all."""
-    since_day = day_of(time.time() - max(since_seconds - DAY_SECONDS, 0))
+    since_day = day_of(time.time() - max(min(since_seconds, USAGE_SPAN_MAX) - DAY_SECONDS, 0))
     return [entry for entry in book.usage(since_day) if key_name is None or entry.key == key_name]

@@ -158,18 +158,19 @@ class RedisKeyBook(KeyBook):
                 transaction.expire(day_key, 2 * DAY_SECONDS)
                 if request_id is not None and not final:
                     transaction.hincrby(reserved_key, request_id, -entry.tokens)
-            for name, value in zip(COUNTERS, entry.counters(), strict=True):
-                add = transaction.hincrbyfloat if isinstance(value, float) else transaction.hincrby
-                add(usage_key, group + SEPARATOR + name, value)
-            transaction.expire(usage_key, USAGE_KEEP_SECONDS)
+            if any(entry.counters()):   # an action's end (Ticket.admit_action) writes no row
+                for name, value in zip(COUNTERS, entry.counters(), strict=True):
+                    add = transaction.hincrbyfloat if isinstance(value, float) else transaction.hincrby
+                    add(usage_key, group + SEPARATOR + name, value)
+                transaction.expire(usage_key, USAGE_KEEP_SECONDS)
             self._call(transaction.execute)
 
-    def usage(self, since_day: str) -> list[UsageEntry]:
+    def usage(self, since_day: str, until_day: str | None = None) -> list[UsageEntry]:
         days = self._call(lambda: sorted(key.decode() for key in self.client.scan_iter(f"{PREFIX}usage:*")))
         entries = []
         for usage_key in days:
             day = usage_key.rsplit(":", 1)[1]
-            if day >= since_day:
+            if since_day <= day <= (until_day or "9999-12-31"):
                 entries += _entries(day, self._call(self.client.hgetall, usage_key))
         return entries
 

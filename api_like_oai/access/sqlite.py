@@ -120,9 +120,10 @@ class SQLiteKeyBook(KeyBook):
 
         self._run(finish, write=True)
 
-    def usage(self, since_day: str) -> list[UsageEntry]:
+    def usage(self, since_day: str, until_day: str | None = None) -> list[UsageEntry]:
         rows = self._run(lambda db: db.execute(
-            "SELECT * FROM access_usage WHERE day >= ? ORDER BY day, key_name, model, api", (since_day,)).fetchall())
+            "SELECT * FROM access_usage WHERE day >= ? AND day <= ? ORDER BY day, key_name, model, api",
+            (since_day, until_day or "9999-12-31")).fetchall())
         return [UsageEntry(*row) for row in rows]
 
 
@@ -143,7 +144,8 @@ def _count_usage(db: sqlite3.Connection, record: KeyRecord, request_id: str | No
         if request_id is not None:
             db.execute("UPDATE access_reserved SET tokens = max(tokens - ?, 0) WHERE request_id = ?",
                        (entry.tokens, request_id))
-    db.execute(ADD_USAGE, (entry.day, entry.key, entry.model, entry.api, *entry.counters()))
+    if any(entry.counters()):   # an action's end (Ticket.admit_action) frees its place and writes no row
+        db.execute(ADD_USAGE, (entry.day, entry.key, entry.model, entry.api, *entry.counters()))
 
 
 def _counts(db: sqlite3.Connection, name: str, now: float) -> Counts:

@@ -262,13 +262,17 @@ class _LoopWait:
 class HTTPClient:
     """Requests to one server (scheme://host:port), on keep-alive connections kept for reuse."""
 
-    def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float, max_idle: int = 1024):
+    def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float, max_idle: int = 1024,
+                 api_key: str = ""):
         parts = urlsplit(base_url)
         self.tls = parts.scheme == "https"
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or (443 if self.tls else 80)
         self.prefix = parts.path.rstrip("/")
         self.host_header = parts.netloc.rsplit("@", 1)[-1]
+        # The server's key (a llama-server the proxy started answers no one else), in every request's head.
+        self.fixed_head = f"Host: {self.host_header}\r\nAccept: */*\r\n" + (
+            f"Authorization: Bearer {api_key}\r\n" if api_key else "")
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.max_idle = max_idle
         self._idle: collections.deque[_Connection] = collections.deque()  # append/pop are atomic
@@ -277,7 +281,7 @@ class HTTPClient:
     def request(self, method: str, path: str, body: bytes | None = None,
                 content_type: str = "application/json") -> Response:
         """Send the request in one write and read the answer's head; its body is left to read."""
-        head = f"{method} {self.prefix}{path} HTTP/1.1\r\nHost: {self.host_header}\r\nAccept: */*\r\n"
+        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self.fixed_head}"
         if body is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
         message = (head + "\r\n").encode("latin-1") + (body or b"")

@@ -49,10 +49,12 @@ class LlamaCppClient:
     write, a streamed token one read (urllib3, and `requests` before it, cost several times more
     per request and per token: benchmarks/PROFILE.md)."""
 
-    def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0):
+    def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0, api_key: str = ""):
         self.base_url = base_url.rstrip("/")
         self.timeouts = (connect_timeout, read_timeout)
-        self.http = http.HTTPClient(self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout)
+        self.api_key = api_key   # a llama-server the proxy started asks its own random key
+        self.http = http.HTTPClient(self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout,
+                                    api_key=api_key)
         self._media_marker: str | None = None   # read from /props when a prompt first carries images
 
 

@@ -145,20 +145,26 @@ def _memory(status: dict | None) -> dict | None:
     return {"budget_mib": status["memory_budget_mib"], "used_mib": used}
 
 
-def for_viewer(payload: dict, key_name: str | None, sees_all: bool) -> dict:
-    """`payload` (live or history) as a caller may see it: an admin (or anyone while no admin key is
-    configured) sees every key's name; another key only its own, the others' left out."""
+def for_viewer(payload: dict, caller, sees_all: bool) -> dict:
+    """`payload` (live or history) as `caller` (access.keys.Caller) may see it: an admin (or a key from
+    the flags while no admin key is configured) sees everything; another key its own requests and
+    errors, its key's models and their upstreams without addresses, its own series of tokens; the
+    server-wide counts stay (they name nothing)."""
     if sees_all:
         return payload
-
-    def own(name):
-        return name if name == key_name else None
-
+    key_name = caller.name
     shown = dict(payload)
     if "requests" in payload:
-        shown["requests"] = [{**entry, "key": own(entry["key"])} for entry in payload["requests"]]
+        shown["requests"] = [{**entry, "upstream": None} for entry in payload["requests"] if entry["key"] == key_name]
     if "errors" in payload:
-        shown["errors"] = [{**entry, "key": own(entry["key"])} for entry in payload["errors"]]
+        shown["errors"] = [entry for entry in payload["errors"] if entry.get("key") == key_name]
+    if "models" in payload:
+        shown["models"] = [entry for entry in payload["models"] if caller.allows(entry["name"])]
+    if "upstreams" in payload:
+        shown["upstreams"] = [{**row, "url": f"{row['model']} #{number}", "cache_share": None}
+                              for number, row in enumerate(row for row in payload["upstreams"] if caller.allows(row["model"]))]
+    if "cache_shares" in payload:
+        shown["cache_shares"] = {}
     for window in ("minute", "hour"):
         if window in payload:
             shown[window] = {**payload[window], "keys": {name: series for name, series in payload[window]["keys"].items()

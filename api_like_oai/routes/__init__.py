@@ -93,16 +93,30 @@ def require_admin(view):
     return admin_only
 
 
-def admin_once_configured(view):
-    """A view for the admin key once one is configured (--admin-key); until then for any key the proxy
-    takes (model load and unload, stop-generation: actions on what every caller shares)."""
-    guarded = require_admin(view)
+def sees_everything(caller: Caller | None = None) -> bool:
+    """Whether the caller sees and acts on what every caller shares (every model, request, error and
+    address, the servers' logs): an admin key; while no admin key is configured, a key from the flags
+    or the config file (or no key, when the proxy asks for none). A managed key only ever sees its own."""
+    caller = caller or current_caller()
+    return caller.admin or (caller.record is None and not state().settings.admin_keys)
 
+
+def admin_once_configured(view):
+    """A view for the admin key once one is configured (--admin-key); until then for the keys from the
+    flags (model load and unload, stop-generation, servers' logs: what every caller shares). Never for
+    a managed key that is not the admin's."""
     @functools.wraps(view)
     def guard(*args, **kwargs):
-        return (guarded if state().settings.admin_keys else view)(*args, **kwargs)
+        if not sees_everything():
+            raise PermissionDenied("this route needs an admin key (--admin-key)")
+        return view(*args, **kwargs)
 
     return guard
+
+
+def without_addresses(status: dict) -> dict:
+    """A started model's status (the supervisor's) without its llama-servers' addresses."""
+    return {name: value for name, value in status.items() if name != "upstreams"}
 
 
 def admission() -> Admission:

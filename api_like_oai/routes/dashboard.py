@@ -16,7 +16,7 @@ from flask import Blueprint, Response, current_app, g, send_from_directory
 from ..dashboard.live import for_viewer
 from ..errors import InvalidRequest, NotFound
 from ..sse import json_bytes
-from . import SSE_HEADERS, admin_once_configured, current_caller, state
+from . import SSE_HEADERS, admin_once_configured, current_caller, sees_everything, state
 
 bp = Blueprint("dashboard", __name__)
 
@@ -60,7 +60,7 @@ def events():
     `history` when it changed (dashboard/live.py). It ends when the client goes away or the proxy
     shuts down."""
     caller, record, app_state = current_caller(), g.get("record"), state()
-    sees_all = caller.admin or not app_state.settings.admin_keys
+    sees_all = sees_everything(caller)
     view = current_app.extensions[VIEW_KEY]
     hello = {"key": caller.name, "can_act": sees_all, "log_prompts": app_state.settings.log_prompts}
 
@@ -70,9 +70,9 @@ def events():
             yield _frame("hello", hello)
             while not view.closed and not app_state.inflight.shutting_down:
                 live, history = view.current()
-                yield _frame("live", for_viewer(live, caller.name, sees_all))
+                yield _frame("live", for_viewer(live, caller, sees_all))
                 if history is not sent_history:
-                    yield _frame("history", for_viewer(history, caller.name, sees_all))
+                    yield _frame("history", for_viewer(history, caller, sees_all))
                     sent_history = history
                 time.sleep(SECONDS_BETWEEN_FRAMES)   # under gevent: this greenlet sleeps, the worker goes on
         finally:

@@ -1,29 +1,46 @@
 from __future__ import annotations
 
+from collections import Counter
+
 from flask import Blueprint, g, jsonify, request
 
-from ..errors import UpstreamUnavailable
+from ..errors import ProxyError, UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services import preview
 from ..services.passthrough import needs_llamacpp
-from . import admin_once_configured, lookup_model, parse_body, state
+from . import admin_once_configured, current_caller, lookup_model, offered_key, parse_body, sees_everything, state
 
 bp = Blueprint("internal", __name__)
 
 
 @bp.get("/health")
 def health():
-    """200 when every upstream answers its health check, else 503 saying which does not."""
+    """200 when every upstream answers its health check, else 503 saying why. Public: the upstreams'
+    addresses only to a caller who sees everything (the admin key), the reasons to anyone."""
     upstreams = {}
     started = state().supervisor.ask("status")["models"] if state().supervisor is not None else {}
     for model in state().registry.models.values():
         upstreams |= _started_health(started[model.name]) if model.name in started else model.check_health()
     healthy = all(status == "ok" for status in upstreams.values())
-    body = {"status": "ok" if healthy else "unavailable", "upstreams": upstreams}
+    addressed = _health_sees_addresses()
+    body = {"status": "ok" if healthy else "unavailable"} | ({"upstreams": upstreams} if addressed else {})
     if not healthy:
-        body |= UpstreamUnavailable("upstream not ready: " + "; ".join(
-            f"{url}: {status}" for url, status in upstreams.items() if status != "ok")).to_dict()
+        failing = [(url, status) for url, status in upstreams.items() if status != "ok"]
+        reasons = [f"{url}: {status}" for url, status in failing] if addressed else \
+            [f"{count} {status}" for status, count in Counter(status.replace(url, "<upstream>")
+                                                              for url, status in failing).items()]
+        body |= UpstreamUnavailable(f"upstream not ready ({len(failing)} of {len(upstreams)}): "
+                                    + "; ".join(reasons)).to_dict()
     return jsonify(body), 200 if healthy else 503
+
+
+def _health_sees_addresses() -> bool:
+    """/health asks no key; the one it brings, if any, decides whether addresses are shown."""
+    gate = state().gate
+    try:
+        return sees_everything(gate.identify(offered_key()))
+    except ProxyError:   # no key, a wrong one, or the store down: the public answer
+        return False
 
 
 def _started_health(status: dict) -> dict[str, str]:
@@ -42,8 +59,12 @@ def hello():
 
 @bp.get("/v1/internal/model/info")
 def model_info():
+    """The model's template, context and upstreams (their addresses only to a caller who sees everything)."""
     model, _ = lookup_model(request.args.get("model"))
-    return jsonify(model.info())
+    info = model.info()
+    if not sees_everything():
+        info["upstreams"] = [{**upstream, "url": None} for upstream in info["upstreams"]]
+    return jsonify(info)
 
 
 @bp.post("/v1/internal/chat-prompt")
@@ -94,7 +115,13 @@ def stop_generation():
 def requests_in_flight():
     """This worker's requests not yet answered, with their live phase (RequestRecord.live): queued,
     loading model, prefill (with its percentage) or generating (tokens so far, tokens per second).
-    Nothing of a prompt or a key. With several workers, each answers for its own requests."""
+    Nothing of a prompt or a key. With several workers, each answers for its own requests. A caller who
+    does not see everything (a managed key, a flag's key beside an admin key) sees its key's requests only,
+    without their upstreams' addresses."""
     own_id = g.record.request_id if g.get("record") else None
-    live = [entry for entry in state().inflight.requests.snapshot() if entry["request_id"] != own_id]
+    caller = current_caller()
+    everything = sees_everything(caller)
+    live = [record.live() if everything else {**record.live(), "upstream": None}
+            for record in state().inflight.requests.records()
+            if record.request_id != own_id and (everything or getattr(record, "key_name", None) == caller.name)]
     return jsonify({"object": "list", "data": live})

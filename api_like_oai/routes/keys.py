@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, g, jsonify, request
 from pydantic import ValidationError
 
 from ..access import manage
@@ -85,9 +85,10 @@ def openai_usage():
             "group_by": request.args.getlist("group_by") or request.args.getlist("group_by[]")})
     except ValidationError as exc:
         raise invalid_request(exc) from None
-    days = query.days(time.time())
+    days, next_start = query.page_days(time.time())
     buckets = openai_buckets(manage.usage_of_days(_book(), days, key_name), days, tuple(query.group_by))
-    return jsonify({"object": "page", "data": buckets, "has_more": False, "next_page": None})
+    return jsonify({"object": "page", "data": buckets, "has_more": next_start is not None,
+                    "next_page": str(next_start) if next_start is not None else None})
 
 
 def _usage_scope() -> str | None:
@@ -96,6 +97,9 @@ def _usage_scope() -> str | None:
     caller = current_caller()
     if not caller.admin and caller.record is None:
         raise PermissionDenied("usage is kept for managed keys; ask with one, or with an admin key")
+    ticket = g.get("ticket")
+    if ticket is not None:
+        ticket.admit_action()
     return request.args.get("key") if caller.admin else caller.name
 
 

@@ -3,12 +3,14 @@ router mode's paths), their status as it changes (SSE), and their llama-servers'
 
 from __future__ import annotations
 
+import functools
+
 from flask import Blueprint, Response, jsonify, request
 
 from .. import sse
 from ..errors import InvalidRequest
 from ..protocol import ModelLoadRequest
-from . import SSE_HEADERS, admin_once_configured, parse_body, state
+from . import SSE_HEADERS, admin_once_configured, current_caller, parse_body, sees_everything, state, without_addresses
 
 bp = Blueprint("lifecycle", __name__)
 
@@ -22,7 +24,10 @@ def _supervisor():
 
 
 def _started_model(name: str | None) -> str:
-    model, _ = state().registry.lookup(name)   # aliases too; an unknown name is a 404 with a strict registry
+    caller = current_caller()
+    model, asked = state().registry.lookup(name, caller.allows)   # aliases too; unknown: a 404 (strict registry)
+    if not caller.allows(model.name, asked):
+        raise state().registry.not_found(asked, caller.allows)
     if model.settings.launch is None:
         raise InvalidRequest(f"model {model.name!r} runs on upstreams the proxy does not start", param="model")
     return model.name
@@ -52,29 +57,43 @@ def _change(op: str):
 
 @bp.get("/v1/internal/model/list")
 def model_list():
-    """text-generation-webui's list: the names of the models the proxy starts."""
+    """text-generation-webui's list: the names of the models the proxy starts (those the caller's key may use)."""
+    caller = current_caller()
     return jsonify({"model_names": [model.name for model in state().registry.models.values()
-                                    if model.settings.launch is not None]})
+                                    if model.settings.launch is not None and caller.allows(model.name)]})
 
 
 @bp.get("/v1/internal/model/logs")
+@admin_once_configured
 def logs():
+    """A model's llama-server's last lines: paths, prompt-cache hits, every caller's token counts."""
     supervisor, name = _supervisor(), _started_model(request.args.get("model"))
     return jsonify({"model": name, "lines": supervisor.ask("logs", model=name)["lines"]})
 
 
 @bp.get("/v1/internal/models/events")
 def events():
-    """Server-sent events: the whole status first, then each model's status as it changes (load stages too)."""
-    changes = _supervisor().events()
+    """Server-sent events: the whole status first, then each model's status as it changes (load stages too);
+    a caller who does not see everything sees its key's models only, without addresses."""
+    changes, caller = _supervisor().events(), current_caller()
     first = next(changes)   # the supervisor answers before the response starts, or its error is the answer
+    shown = (lambda event: event) if sees_everything(caller) else functools.partial(_own_models, caller)
 
     def frames():
         try:
-            yield sse.frame(first)
+            yield sse.frame(shown(first))
             for change in changes:
-                yield sse.frame(change)
+                if "model" not in change or caller.allows(change["model"]):
+                    yield sse.frame(shown(change))
         finally:
             changes.close()
 
     return Response(frames(), mimetype="text/event-stream", headers=SSE_HEADERS, direct_passthrough=True)
+
+
+def _own_models(caller, event: dict) -> dict:
+    """A status event (the whole status, or one model's change) with the caller's models only, no addresses."""
+    if "models" in event:
+        return {**event, "models": {name: without_addresses(status) for name, status in event["models"].items()
+                                    if caller.allows(name)}}
+    return {**event, "status": without_addresses(event["status"])} if "status" in event else event

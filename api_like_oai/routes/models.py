@@ -4,7 +4,7 @@ from flask import Blueprint, jsonify
 
 from ..answers import ModelCard, ModelList
 from ..errors import ModelNotFound
-from . import current_caller, state
+from . import current_caller, sees_everything, state, without_addresses
 
 bp = Blueprint("models", __name__)
 
@@ -18,9 +18,11 @@ def _card(name: str, model, statuses: dict) -> dict:
 
 
 def _statuses() -> dict:
-    """The started models' statuses by name (one question to the supervisor); {} without one."""
+    """The started models' statuses by name (one question to the supervisor); {} without one. Their
+    llama-servers' addresses only to a caller who sees everything."""
     supervisor = state().supervisor
-    return supervisor.ask("status")["models"] if supervisor is not None else {}
+    statuses = supervisor.ask("status")["models"] if supervisor is not None else {}
+    return statuses if sees_everything() else {name: without_addresses(status) for name, status in statuses.items()}
 
 
 @bp.get("/v1/models")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
-from .scope import caller_scope, list_query
+from .scope import admitted_scope, caller_scope, list_query
 from .waiting import keeps_alive_while_loading
 
 # The dialect and its service are imported by the first request that needs them, not at start-up: a
@@ -40,15 +40,15 @@ def input_tokens():
 
 @bp.get("/v1/responses/<response_id>")
 def retrieve(response_id: str):
-    return jsonify(_service().retrieve(caller_scope(), response_id))
+    return jsonify(_service().retrieve(admitted_scope(), response_id))
 
 
 @bp.delete("/v1/responses/<response_id>")
 def delete(response_id: str):
-    return jsonify(_service().delete(caller_scope(), response_id))
+    return jsonify(_service().delete(admitted_scope(), response_id))
 
 
 @bp.get("/v1/responses/<response_id>/input_items")
 def input_items(response_id: str):
     query = list_query()
-    return jsonify(_service().list_input_items(caller_scope(), response_id, query.after, query.limit, query.order))
+    return jsonify(_service().list_input_items(admitted_scope(), response_id, query.after, query.limit, query.order))

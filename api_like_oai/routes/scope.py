@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flask import request
+from flask import g, request
 from pydantic import ValidationError
 
 from ..services.scope import Scope
-from . import invalid_request, offered_key, state
+from . import current_caller, invalid_request, offered_key, state
 
 if TYPE_CHECKING:
     from ..dialects.conversations import ItemListQuery
@@ -21,7 +21,30 @@ def caller_scope() -> Scope:
     """The store as this request's caller sees it: by its API key, or the one shared scope when the
     proxy asks for none (the key was already checked, in constant time, by the app)."""
     app_state = state()
-    return Scope(app_state.store, offered_key() if app_state.gate.required else None)
+    return Scope(app_state.store, offered_key() if app_state.gate.required else None, _quota_bytes())
+
+
+def _quota_bytes() -> int | None:
+    """The caller's storage quota: its managed key's own, else --max-stored-mib (the admin key has none)."""
+    caller = current_caller()
+    if caller.admin:
+        return None
+    mib = caller.record.max_stored_mib if caller.record is not None and caller.record.max_stored_mib else None
+    mib = mib or state().settings.max_stored_mib
+    return mib * 1024 * 1024 if mib else None
+
+
+def admitted_scope() -> Scope:
+    """`caller_scope()` for a route that only reads or writes the store (a conversation, its items, a
+    stored response): counted first against the key's request limits (Ticket.admit_action), so a key
+    refused on chat cannot go on filling the store."""
+    ticket = g.get("ticket")
+    if ticket is not None:
+        ticket.admit_action()
+    scope = caller_scope()
+    if request.method == "POST":   # a write: within the key's storage quota
+        scope.check_room(request.content_length or 0)
+    return scope
 
 
 def list_query() -> ItemListQuery:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ValidationError
 
 from ..access.gate import Ticket
-from ..errors import InvalidRequest, ModelNotFound
+from ..errors import InvalidRequest
 from ..observability import RequestRecord
 from ..protocol import ChatCompletionRequest
 from ..settings import Limits
@@ -70,12 +70,10 @@ class Admission:
     def _lookup(self, requested: str | None) -> tuple[ServedModel, str]:
         """(model, name to answer with) for the request's `model`, noted on the access record: a 404 as
         for an unknown model if the caller's key may not use it."""
-        model, model_name = self.registry.lookup(requested)
-        if self.ticket is not None and not self.ticket.caller.allows(model.name, model_name):
-            visible = sorted(name for name, known in self.registry.by_name.items()
-                             if self.ticket.caller.allows(known.name, name))
-            raise ModelNotFound(f"model {model_name!r} does not exist; known models: {', '.join(visible)}",
-                                param="model")
+        allows = self.ticket.caller.allows if self.ticket is not None else None
+        model, model_name = self.registry.lookup(requested, allows)
+        if allows is not None and not allows(model.name, model_name):
+            raise self.registry.not_found(model_name, allows)
         if self.record is not None:
             self.record.model, self.record.requested_model = model.name, requested
         return model, model_name

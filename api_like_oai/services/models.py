@@ -193,13 +193,19 @@ class ModelRegistry:
         self.default = self.by_name[default] if default else models[0]
         self.strict = strict
 
-    def lookup(self, requested: str | None) -> tuple[ServedModel, str]:
-        """(the model, the name to answer with); ModelNotFound for an unknown name when strict."""
+    def lookup(self, requested: str | None, allows=None) -> tuple[ServedModel, str]:
+        """(the model, the name to answer with); ModelNotFound for an unknown name when strict, naming
+        the known models `allows(name, alias)` lets the caller see (every one without it)."""
         if not requested:
             return self.default, self.default.name
         if requested in self.by_name:
             return self.by_name[requested], requested
         if self.strict:
-            raise ModelNotFound(f"model {requested!r} does not exist; known models: "
-                                f"{', '.join(sorted(self.by_name))}", param="model")
+            raise self.not_found(requested, allows)
         return self.default, requested
+
+    def not_found(self, requested: str, allows=None) -> ModelNotFound:
+        """The 404 of a model the caller cannot have: it lists only the names `allows` lets it see, so an
+        error never tells one tenant another's models."""
+        visible = sorted(name for name, model in self.by_name.items() if allows is None or allows(model.name, name))
+        return ModelNotFound(f"model {requested!r} does not exist; known models: {', '.join(visible)}", param="model")

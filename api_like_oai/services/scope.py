@@ -7,18 +7,34 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from ..errors import InvalidRequest, NotFound
+from ..errors import InvalidRequest, NotFound, PayloadTooLarge, StorageQuotaExceeded
 from ..store import DuplicateItem, Store, TooLarge, UnknownCursor
 from .stored_items import item_list
 
 
 class Scope:
-    """The store as one caller sees it; `store` None means --store none."""
+    """The store as one caller sees it; `store` None means --store none. `quota_bytes`: how much the
+    caller's live objects may hold (--max-stored-mib, or its key's own); None: no quota."""
 
-    def __init__(self, store: Store | None, api_key: str | None):
+    def __init__(self, store: Store | None, api_key: str | None, quota_bytes: int | None = None):
         self.store = store
         self.api_key = api_key
+        self.quota_bytes = quota_bytes
         self._owner: str | None = None
+
+    def check_room(self, writing_bytes: int = 0) -> None:
+        """Before a write of about `writing_bytes`: a 413 if that alone is over the quota, a 429 once the
+        caller's stored objects have reached it. Checked before, not in the write: two writes at once may
+        both pass, each within the body limit."""
+        if self.quota_bytes is None or self.store is None:
+            return
+        if writing_bytes > self.quota_bytes:
+            raise PayloadTooLarge(f"the request ({writing_bytes} bytes) is larger than this key's storage quota "
+                                  f"({self.quota_bytes} bytes)", code="storage_quota_exceeded")
+        stored = self.store.stored_bytes(self.owner)
+        if stored >= self.quota_bytes:
+            raise StorageQuotaExceeded(f"this key's stored responses and conversations reached its storage quota "
+                                       f"({stored} of {self.quota_bytes} bytes); delete some, or wait for them to expire")
 
     @property
     def owner(self) -> str:

@@ -59,6 +59,8 @@ class Turn:
             self.history = self._history(request)
         if not self.stateful:
             return translate(request, self.seal)
+        if self.stores or self.conversation is not None:   # it will write: within the key's storage quota
+            self.scope.check_room()
         self.input = input_items(request.input)
         if not self.history:
             return translate(request, self.seal)

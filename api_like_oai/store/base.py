@@ -85,10 +85,11 @@ class Store(abc.ABC):
         if len(encoded_document) + sum(len(item) for _, item in encoded_items) > self.max_bytes:
             raise TooLarge
         self._put(key, owner, encoded_document, encoded_items)
+        self._note_owner(key, owner)
 
     def update(self, key: str, owner: str, document: dict) -> bool:
         """Replace the document, keeping the items; False if there is no such object; TooLarge."""
-        return self._owns(key, owner) and self._update(key, encode(document))
+        return self._owns(key, owner) and self._update(key, encode(document)) and self._note_owner(key, owner)
 
     def delete(self, key: str, owner: str) -> bool:
         return self._owns(key, owner) and self._delete(key)
@@ -97,7 +98,7 @@ class Store(abc.ABC):
 
     def append(self, key: str, owner: str, items: Sequence[dict]) -> bool:
         """Add items at the end, atomically; False if there is no such object; TooLarge, DuplicateItem."""
-        return self._owns(key, owner) and self._append(key, _encoded(items))
+        return self._owns(key, owner) and self._append(key, _encoded(items)) and self._note_owner(key, owner)
 
     def page(self, key: str, owner: str, *, after: str | None = None, limit: int | None = None,
              order: str = "asc") -> Page | None:
@@ -118,8 +119,16 @@ class Store(abc.ABC):
     def delete_item(self, key: str, owner: str, item_id: str) -> bool:
         return self._owns(key, owner) and self._delete_item(key, item_id)
 
+    def stored_bytes(self, owner: str) -> int:
+        """The size of the owner's live objects, documents and items (a storage quota's measure)."""
+        return self._stored_bytes(owner)
+
     def close(self) -> None:  # noqa: B027 - a backend without connections has nothing to release
         """Release connections (tests, shutdown)."""
+
+    def _note_owner(self, key: str, owner: str) -> bool:
+        """After a write: a backend without an index of owners' objects (Redis) renews it here; True."""
+        return True
 
     def _owns(self, key: str, owner: str) -> bool:
         stored = self._owner(key)
@@ -129,6 +138,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def _default_secret(self) -> bytes: ...
+
+    @abc.abstractmethod
+    def _stored_bytes(self, owner: str) -> int: ...
 
     @abc.abstractmethod
     def _load(self, key: str) -> tuple[str, bytes] | None:

@@ -13,6 +13,7 @@ instance sharing the Redis shares it; so does the key thoughts are signed under 
 from __future__ import annotations
 
 import secrets
+import time
 
 import redis
 
@@ -129,6 +130,27 @@ class RedisStore(Store):
         owner, document = self._call(self.client.hmget, _keys(key)[0], ["owner", "document"])
         return (owner.decode(), document) if owner is not None and document is not None else None
 
+    def _note_owner(self, key: str, owner: str) -> bool:
+        """The object in its owner's index (a sorted set scored by when it expires): a storage quota's
+        measure. Not in the write's script: the index lives in the owner's hash slot, not the object's."""
+        index = _owner_index(owner)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(index, {key: _now_ms() + self._ttl_ms()})
+            pipe.pexpire(index, self._ttl_ms())
+            self._call(pipe.execute)
+        return True
+
+    def _stored_bytes(self, owner: str) -> int:
+        index = _owner_index(owner)
+        self._call(self.client.zremrangebyscore, index, "-inf", _now_ms())
+        keys = [member.decode() for member in self._call(self.client.zrange, index, 0, -1)]
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hget(_keys(key)[0], "items_size")
+                pipe.hstrlen(_keys(key)[0], "document")
+            sizes = self._call(pipe.execute)
+        return sum(int(size or 0) for size in sizes)
+
     def _owner(self, key: str) -> str | None:
         owner = self._call(self.client.hget, _keys(key)[0], "owner")
         return owner.decode() if owner is not None else None
@@ -171,6 +193,14 @@ class RedisStore(Store):
 def _keys(key: str) -> list[str]:
     """The object's three keys, in one hash slot ({key}) so a Redis Cluster can run the scripts."""
     return [f"{PREFIX}{{{key}}}:object", f"{PREFIX}{{{key}}}:positions", f"{PREFIX}{{{key}}}:items"]
+
+
+def _owner_index(owner: str) -> str:
+    return f"{PREFIX}owner:{{{owner}}}:objects"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _flat(items: list[Encoded]) -> list:

@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS objects (
     key TEXT PRIMARY KEY, owner TEXT NOT NULL, document BLOB NOT NULL,
     items_size INTEGER NOT NULL, next_seq INTEGER NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS objects_by_expiry ON objects (expires_at);
+CREATE INDEX IF NOT EXISTS objects_by_owner ON objects (owner);
 CREATE TABLE IF NOT EXISTS items (
     list_key TEXT NOT NULL, seq INTEGER NOT NULL, item_id TEXT NOT NULL, item BLOB NOT NULL,
     PRIMARY KEY (list_key, seq)) WITHOUT ROWID;
@@ -121,6 +122,11 @@ class SQLiteStore(Store):
     def _load(self, key: str) -> tuple[str, bytes] | None:
         return self._run(lambda db: db.execute("SELECT owner, document FROM objects WHERE key = ? AND expires_at > ?",
                                                (key, time.time())).fetchone())
+
+    def _stored_bytes(self, owner: str) -> int:
+        row = self._run(lambda db: db.execute("SELECT coalesce(sum(length(document) + items_size), 0) FROM objects "
+                                              "WHERE owner = ? AND expires_at > ?", (owner, time.time())).fetchone())
+        return row[0]
 
     def _owner(self, key: str) -> str | None:
         row = self._run(lambda db: db.execute("SELECT owner FROM objects WHERE key = ? AND expires_at > ?",

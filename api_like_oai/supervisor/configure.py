@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import secrets
 import shlex
 import shutil
 import socket
@@ -17,20 +18,35 @@ from .spec import LaunchSpec, SupervisorSettings
 RESERVE_MIB = 1024          # left to the system and the proxy when the budget is the available memory
 
 
-def free_port() -> int:
-    """A port nothing listens on now; a replica keeps it for the life of the proxy (its URL is its name
-    in the prefix-routing table, so a cache restored after a swap is found where it was)."""
-    with socket.socket() as sock:
+# The ports held for the replicas, for the life of this process (the proxy's main process): bound on the
+# loopback with SO_REUSEPORT and never listening, so no process of another user can take one, and the
+# replica's llama-server (started with --reuse-port, by the same user) binds it beside the holder.
+HELD_PORTS: dict[int, socket.socket] = {}
+
+
+def free_port(avoid: int | None = None) -> int:
+    """A port held for one replica (HELD_PORTS) and never `avoid` (the proxy's own port, bound later);
+    a replica keeps it for the life of the proxy (its URL is its name in the prefix-routing table, so a
+    cache restored after a swap is found where it was)."""
+    while True:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port = sock.getsockname()[1]
+        if port != avoid:
+            HELD_PORTS[port] = sock
+            return port
+        sock.close()
 
 
-def launch_spec(name: str, model_path: str, *, replicas: int = 1, args=(), **options) -> LaunchSpec:
-    """A LaunchSpec with a port per replica; `args` a list of flags or one shell-quoted string."""
+def launch_spec(name: str, model_path: str, *, replicas: int = 1, args=(), avoid_port: int | None = None,
+                **options) -> LaunchSpec:
+    """A LaunchSpec with a port held per replica (never `avoid_port`, the proxy's own); `args` a list of
+    flags or one shell-quoted string."""
     if isinstance(args, str):
         args = shlex.split(args)
     options = {key: value for key, value in options.items() if value is not None}
-    return LaunchSpec(name, str(Path(model_path).expanduser()), tuple(free_port() for _ in range(replicas)),
+    return LaunchSpec(name, str(Path(model_path).expanduser()), tuple(free_port(avoid_port) for _ in range(replicas)),
                       tuple(str(arg) for arg in args), **options)
 
 
@@ -93,4 +109,4 @@ def supervisor_settings(specs: list[LaunchSpec], llama_server: str, budget_mib: 
     if slot_dir is None and any(spec.slot_save for spec in specs):
         slot_dir = tempfile.mkdtemp(prefix="api-like-oai-slots-")
     return SupervisorSettings(llama_server, tuple(specs), budget_mib or default_budget_mib(), max_loaded or None,
-                              slot_dir=slot_dir)
+                              slot_dir=slot_dir, api_key=secrets.token_urlsafe(32))

@@ -122,15 +122,18 @@ def _die_with(parent: int) -> None:
         os._exit(1)
 
 
-async def http_request(port: int, method: str, path: str, body: bytes = b"", timeout: float = 5.0) -> tuple[int, bytes]:
-    """(status, body) of one HTTP/1.1 request to 127.0.0.1:`port`; (0, b"") if it cannot connect."""
+async def http_request(port: int, method: str, path: str, body: bytes = b"", timeout: float = 5.0,
+                       api_key: str = "") -> tuple[int, bytes]:
+    """(status, body) of one HTTP/1.1 request to 127.0.0.1:`port` (with `api_key` as its bearer); (0, b"")
+    if it cannot connect."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
     except (OSError, asyncio.TimeoutError):
         return 0, b""
     try:
         head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                + (f"Authorization: Bearer {api_key}\r\n" if api_key else "") + "\r\n")
         writer.write(head.encode() + body)
         answer = await asyncio.wait_for(reader.read(), timeout)
     except (OSError, asyncio.TimeoutError):

@@ -210,7 +210,7 @@ class Supervisor:
     async def _start(self, model: Managed) -> None:
         spec, began = model.spec, time.monotonic()
         slot_dir = self.settings.slot_dir if spec.slot_save else None
-        env = {"LLAMA_MEDIA_MARKER": self.media_marker, **spec.env}
+        env = {"LLAMA_MEDIA_MARKER": self.media_marker, **spec.env, "LLAMA_API_KEY": self.settings.api_key}
         model.children = [Child(f"{spec.name}/{replica}", spec.argv(self.settings.llama_server, replica, slot_dir,
                                                                    model.extra_args), env, spec.ports[replica])
                           for replica in range(len(spec.ports))]
@@ -279,14 +279,15 @@ class Supervisor:
 
     async def _slots(self, child: Child, action: str, name: str, replica: int) -> None:
         """Save or restore every slot's KV cache of one replica (llama-server's --slot-save-path)."""
-        status, body = await http_request(child.port, "GET", "/slots")
+        key = self.settings.api_key
+        status, body = await http_request(child.port, "GET", "/slots", api_key=key)
         slots = json.loads(body) if status == 200 else []
         for slot in slots:
             filename = f"{name}-{replica}-{slot['id']}.bin"
             if action == "restore" and not os.path.exists(os.path.join(self.settings.slot_dir, filename)):
                 continue
             status, body = await http_request(child.port, "POST", f"/slots/{slot['id']}?action={action}",
-                                              json.dumps({"filename": filename}).encode(), timeout=60)
+                                              json.dumps({"filename": filename}).encode(), timeout=60, api_key=key)
             if status != 200:
                 log.warning("[%s] slot %s %s: %d %s", child.label, slot["id"], action, status, body[:200])
 

@@ -9,6 +9,9 @@ DEFAULT_TTL_SECONDS = 15 * 60
 DEFAULT_LOAD_TIMEOUT_SECONDS = 120.0
 DEFAULT_STOP_TIMEOUT_SECONDS = 10.0
 DEFAULT_QUEUE_LIMIT = 64
+# The proxy's own llama-servers answer the proxy alone: its random key (LLAMA_API_KEY, in their environment,
+# not in `ps`), no CORS answer any web page's origin matches, the port held for them (configure.HELD_PORTS).
+CHILD_FLAGS = ("--cors-origins", "none", "--no-cors-credentials", "--reuse-port")
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,8 @@ class LaunchSpec:
     def argv(self, binary: str, replica: int, slot_dir: str | None = None,
              extra_args: tuple[str, ...] = ()) -> list[str]:
         """The command line of one replica (always with --port: llama-server's default port moves)."""
-        argv = [binary, "--model", self.model_path, "--host", "127.0.0.1", "--port", str(self.ports[replica])]
+        argv = [binary, "--model", self.model_path, "--host", "127.0.0.1", "--port", str(self.ports[replica]),
+                *CHILD_FLAGS]
         if self.mmproj:
             argv += ["--mmproj", self.mmproj]
         if slot_dir:
@@ -72,6 +76,7 @@ class SupervisorSettings:
     max_loaded: int | None = None
     stop_timeout: float = DEFAULT_STOP_TIMEOUT_SECONDS
     slot_dir: str | None = None            # where slot_save models keep their KV caches
+    api_key: str = field(default="", repr=False)   # the children's --api-key: random per start, only the proxy's
 
     def to_dict(self) -> dict:
         return {**asdict(self), "models": [model.to_dict() for model in self.models]}

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from api_like_oai import create_app
+from api_like_oai.access.keys import Caller, KeyRecord
 from api_like_oai.cli import parse_settings
 from api_like_oai.dashboard import history as h
 from api_like_oai.dashboard.buckets import MemoryBuckets, RedisBuckets, SQLiteBuckets
@@ -136,14 +137,21 @@ def test_without_keys_configured_the_stream_is_open(tmp_path):
     assert frames(client.get("/v1/internal/events"), 1)[0][1] == {"key": None, "can_act": True, "log_prompts": False}
 
 
-def test_another_keys_name_and_usage_are_shown_to_an_admin_only():
-    live = {"requests": [{"key": "team-a"}, {"key": "team-b"}]}
-    history = {"errors": [{"key": "team-b"}], "minute": {"keys": {"team-a": [1], "team-b": [2]}},
-               "hour": {"keys": {"team-b": [3]}}}
-    assert for_viewer(live, "team-a", sees_all=True) is live
-    assert for_viewer(live, "team-a", sees_all=False)["requests"] == [{"key": "team-a"}, {"key": None}]
-    shown = for_viewer(history, "team-a", sees_all=False)
-    assert shown["errors"] == [{"key": None}] and shown["minute"]["keys"] == {"team-a": [1]} and shown["hour"]["keys"] == {}
+def test_a_key_sees_only_its_own_requests_errors_models_and_no_addresses():
+    team_a = Caller("team-a", KeyRecord("team-a", "digest", models=("a",)))
+    live = {"requests": [{"key": "team-a", "upstream": "http://127.0.0.1:1"}, {"key": "team-b", "upstream": "x"}],
+            "models": [{"name": "a"}, {"name": "b"}],
+            "upstreams": [{"model": "a", "url": "http://127.0.0.1:1", "cache_share": 0.5},
+                          {"model": "b", "url": "http://127.0.0.1:2", "cache_share": 0.1}]}
+    history = {"errors": [{"key": "team-b", "message": "known models: b"}], "cache_shares": {"http://127.0.0.1:1": 1},
+               "minute": {"keys": {"team-a": [1], "team-b": [2]}}, "hour": {"keys": {"team-b": [3]}}}
+    assert for_viewer(live, team_a, sees_all=True) is live
+    shown_live = for_viewer(live, team_a, sees_all=False)
+    assert shown_live["requests"] == [{"key": "team-a", "upstream": None}] and shown_live["models"] == [{"name": "a"}]
+    assert shown_live["upstreams"] == [{"model": "a", "url": "a #0", "cache_share": None}]
+    shown = for_viewer(history, team_a, sees_all=False)
+    assert shown["errors"] == [] and shown["cache_shares"] == {}
+    assert shown["minute"]["keys"] == {"team-a": [1]} and shown["hour"]["keys"] == {}
 
 
 # --- the history -----------------------------------------------------------------------------------

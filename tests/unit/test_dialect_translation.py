@@ -574,6 +574,7 @@ ANTHROPIC_ERRORS = [
     (errors.StoreUnavailable("store down"), 503, "api_error"),   # Anthropic's API stores nothing; mapped all the same
     (errors.PermissionDenied("admin only"), 403, "permission_error"),
     (errors.RateLimited("over rpm", retry_after="3"), 429, "rate_limit_error"),
+    (errors.StorageQuotaExceeded("stored too much"), 429, "rate_limit_error"),
 ]
 
 

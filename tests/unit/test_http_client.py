@@ -22,6 +22,7 @@ class ScriptedServer:
         self.gap = gap                  # seconds between pieces (separate TCP segments)
         self.close_after = close_after  # close each connection after this many answers
         self.connections = 0
+        self.heads: list[bytes] = []    # each request's head, as received
         self.listener = socket.create_server(("127.0.0.1", 0))
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -46,6 +47,7 @@ class ScriptedServer:
                     if not line:
                         return
                     head += line
+                self.heads.append(head)
                 length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
                                if h.lower().startswith(b"content-length")), 0)
                 reader.read(length)
@@ -91,6 +93,14 @@ def test_a_connection_is_reused_and_a_stale_one_retried_once():
     time.sleep(0.1)  # the server has closed the pooled connection meanwhile
     assert client.health() == {"status": "ok"}
     assert server.connections == 2
+
+
+def test_a_started_llama_servers_key_is_in_every_request_and_otherwise_none():
+    answer = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"status\":\"ok\"}"]
+    server = ScriptedServer([answer, answer])
+    LlamaCppClient(server.url, api_key="child-secret").health()
+    LlamaCppClient(server.url).health()
+    assert [b"authorization: bearer child-secret" in head.lower() for head in server.heads] == [True, False]
 
 
 def test_a_body_read_to_its_end_returns_the_connection_and_close_drops_it():

@@ -49,9 +49,10 @@ def test_the_readmes_key_commands_run_as_written(workdir):
     assert outputs[0].startswith("sk-alo-") and outputs[1].startswith("sk-alo-")
     listed = outputs[2].splitlines()
     assert listed[0].startswith("batch\tmodels=*\tno limits\tpriority=low\t")
-    assert listed[1].startswith("writer\tmodels=smol\trpm=60 tpm=20000 tokens_per_day=500000 max_parallel=2"
-                                "\tpriority=normal\texpires=")
-    assert outputs[3].startswith("writer\tmodels=smol\ttpm=20000 tokens_per_day=500000 max_parallel=2\tpriority=high")
+    assert listed[1].startswith("writer\tmodels=smol\trpm=60 tpm=20000 tokens_per_day=500000 max_parallel=2 "
+                                "max_stored_mib=100\tpriority=normal\texpires=")
+    assert outputs[3].startswith("writer\tmodels=smol\ttpm=20000 tokens_per_day=500000 max_parallel=2 max_stored_mib=100"
+                                 "\tpriority=high")
     assert outputs[4] == "key 'writer' revoked\n"
     assert list(csv.reader(io.StringIO(outputs[5])))[0][:4] == ["day", "key", "model", "api"]
     assert outputs[6].strip() == "[]"   # no request was made: no usage

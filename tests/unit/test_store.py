@@ -11,6 +11,7 @@ import pytest
 
 from api_like_oai.errors import StoreUnavailable
 from api_like_oai.store import DuplicateItem, TooLarge, UnknownCursor, new_id, open_store
+from api_like_oai.store.base import encode
 from api_like_oai.store.keys import SHARED_OWNER
 from api_like_oai.store.settings import StoreSettings, duration, store_settings
 
@@ -241,3 +242,17 @@ def test_integers_beyond_64_bits_come_back_exactly(store):
     item = {**message(1), "annotations": [{"index": 2**70}]}
     store.put(key, owner, {"id": key, "big": -(2**80)}, [item])
     assert store.get(key, owner)["big"] == -(2**80) and store.item(key, owner, "msg_1") == item
+
+
+def test_an_owners_stored_bytes_count_its_live_objects_alone(store):
+    alice, bob = store.owner("key-alice"), store.owner("key-bob")
+    first, second = new_id("conv"), new_id("resp")
+    store.put(first, alice, {"id": first}, [message(1)])
+    store.put(second, alice, {"id": second, "text": "x" * 1000})
+    store.put(new_id("conv"), bob, {"id": "bob's"}, [message(9)] * 1)
+    document, item = len(encode({"id": first})), len(encode(message(1)))
+    assert store.stored_bytes(alice) == document + item + len(encode({"id": second, "text": "x" * 1000}))
+    store.append(first, alice, [message(2)])
+    store.delete(second, alice)
+    assert store.stored_bytes(alice) == document + item + len(encode(message(2)))
+    assert store.stored_bytes(store.owner("key-carol")) == 0

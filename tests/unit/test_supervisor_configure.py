@@ -1,8 +1,13 @@
-"""What the flags say to launch (supervisor/configure.py): discovery, the default budget."""
+"""What the flags say to launch (supervisor/configure.py): discovery, the default budget, the replicas' ports
+held and their key."""
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
+
+import pytest
 
 from api_like_oai.supervisor import configure
 
@@ -34,3 +39,43 @@ def test_without_gpus_the_default_budget_is_the_available_memory_less_a_reserve(
     monkeypatch.setattr(configure, "gpu_free_mib", lambda: [])
     available = next(int(line.split()[1]) // 1024 for line in open("/proc/meminfo") if line.startswith("MemAvailable:"))
     assert abs(configure.default_budget_mib() - (available - configure.RESERVE_MIB)) < 512
+
+
+def test_a_replicas_port_is_held_so_no_other_program_can_bind_it():
+    port = configure.free_port()
+    try:
+        with socket.socket() as intruder, pytest.raises(OSError) as refused:
+            intruder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            intruder.bind(("127.0.0.1", port))
+        assert refused.value.errno == errno.EADDRINUSE
+        with socket.socket() as replica:   # llama-server --reuse-port, as the same user: binds and listens
+            replica.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            replica.bind(("127.0.0.1", port))
+            replica.listen()
+    finally:
+        configure.HELD_PORTS.pop(port).close()
+
+
+def test_a_replica_never_gets_the_proxys_own_port(monkeypatch):
+    ports = iter([8081, 8081, 40001])
+
+    class Kernel(socket.socket):   # the ephemeral ports the kernel happens to hand out
+        def getsockname(self):
+            return ("127.0.0.1", next(ports))
+
+    monkeypatch.setattr(configure.socket, "socket", Kernel)
+    spec = configure.launch_spec("a", "/models/a.gguf", avoid_port=8081)
+    assert spec.ports == (40001,)
+    configure.HELD_PORTS.pop(40001).close()
+
+
+def test_a_child_answers_only_the_proxys_random_key_and_no_web_page():
+    spec = configure.launch_spec("a", "/models/a.gguf")
+    first = configure.supervisor_settings([spec], "llama-server", 1024, None, None)
+    second = configure.supervisor_settings([spec], "llama-server", 1024, None, None)
+    assert len(first.api_key) >= 32 and first.api_key != second.api_key and first.api_key not in repr(first)
+    argv = spec.argv("llama-server", 0)
+    assert argv[argv.index("--cors-origins") + 1] == "none" and "--no-cors-credentials" in argv
+    assert "--reuse-port" in argv and argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert not any(first.api_key in arg for arg in argv)   # the key goes in its environment, not in `ps`
+    configure.HELD_PORTS.pop(spec.ports[0]).close()

@@ -28,7 +28,7 @@ def test_two_upstreams_make_one_family_per_name_with_their_labels():
 
 
 def test_an_upstream_that_does_not_answer_is_left_out():
-    assert upstream_metrics([("a", "http://127.0.0.1:9")], timeout=0.5) == b""
+    assert upstream_metrics([("a", "http://127.0.0.1:9", "")], timeout=0.5) == b""
 
 
 def test_what_is_written_reads_back():
