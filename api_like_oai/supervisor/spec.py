@@ -21,6 +21,9 @@ class LaunchSpec:
     args: tuple[str, ...] = ()             # extra llama-server flags
     env: dict = field(default_factory=dict)
     mmproj: str | None = None
+    draft: str | None = None               # a draft model (speculative decoding): --model-draft
+    draft_args: tuple[str, ...] = ()       # llama-server flags for the draft (--spec-draft-n-max 8 ...)
+    devices: tuple[int, ...] | None = None  # the GPUs it may use (CUDA_VISIBLE_DEVICES); None: all of them
     ttl: float = DEFAULT_TTL_SECONDS       # idle seconds before unload (from the end of the last request); 0: never
     memory_mib: int | None = None          # None: estimated from the GGUF file
     preload: bool = False
@@ -41,7 +44,16 @@ class LaunchSpec:
             argv += ["--mmproj", self.mmproj]
         if slot_dir:
             argv += ["--slot-save-path", slot_dir]
+        if self.draft:
+            # --metrics: the draft's acceptance is read from llama-server's counters (supervisor/drafts.py)
+            argv += ["--model-draft", self.draft, *self.draft_args, "--metrics"]
         return argv + list(self.args) + list(extra_args)
+
+    def environment(self) -> dict[str, str]:
+        """The replica's own environment: `env`, and its GPUs as CUDA_VISIBLE_DEVICES (unless `env` says)."""
+        if self.devices is None:
+            return dict(self.env)
+        return {"CUDA_VISIBLE_DEVICES": ",".join(str(device) for device in self.devices), **self.env}
 
     def arg_value(self, *names: str) -> str | None:
         """The value given to the first of the flags `names` in `args` (`--flag value` or `--flag=value`)."""
@@ -59,7 +71,10 @@ class LaunchSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> LaunchSpec:
-        return cls(**{**data, "ports": tuple(data["ports"]), "args": tuple(data["args"])})
+        devices = data.get("devices")
+        return cls(**{**data, "ports": tuple(data["ports"]), "args": tuple(data["args"]),
+                      "draft_args": tuple(data.get("draft_args", ())),
+                      "devices": tuple(devices) if devices is not None else None})
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,7 @@ class SupervisorSettings:
     max_loaded: int | None = None
     stop_timeout: float = DEFAULT_STOP_TIMEOUT_SECONDS
     slot_dir: str | None = None            # where slot_save models keep their KV caches
+    device_budgets: dict | None = None     # "gpu0", "gpu1", ..., "cpu" -> MiB; None: one pool
 
     def to_dict(self) -> dict:
         return {**asdict(self), "models": [model.to_dict() for model in self.models]}
