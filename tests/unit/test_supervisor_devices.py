@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from api_like_oai.supervisor.configure import launch_spec
 from api_like_oai.supervisor.footprint import COMPUTE_RESERVE_MIB as RESERVE
 from api_like_oai.supervisor.footprint import per_device_mib
-from api_like_oai.supervisor.plan import LOADED, Budget, ModelState, decide
+from api_like_oai.supervisor.plan import HOLDING_MEMORY, LOADED, LOADING, STOPPING, UNLOADED, Budget, ModelState, decide
 
 BUDGETS = {"gpu0": 8000, "gpu1": 4000, "cpu": 16000}
 
@@ -71,3 +74,30 @@ def test_the_cpu_is_a_device_with_a_budget_too():
               on("gpu-light", {"gpu0": 500, "cpu": 100}, status=LOADED, last_used=0.5),
               on("new", {"gpu0": 500, "cpu": 200}, waiting_since=2.0)]
     assert decide(models, budget, now=3.0).stop == ["cpu-heavy"]
+
+
+DEVICES = ("gpu0", "gpu1", "cpu")
+per_device_states = st.builds(
+    lambda name, mibs, **state: ModelState(name, sum(mibs), per_device=dict(zip(DEVICES, mibs, strict=True)), **state),
+    name=st.sampled_from("abcdef"), mibs=st.tuples(*(st.integers(0, 600) for _ in DEVICES)),
+    status=st.sampled_from([UNLOADED, LOADING, LOADED, STOPPING]), in_flight=st.integers(0, 2),
+    last_used=st.floats(0, 100), waiting_since=st.one_of(st.none(), st.floats(0, 100)), pinned=st.booleans())
+
+
+@given(st.lists(per_device_states, max_size=6, unique_by=lambda m: m.name),
+       st.tuples(*(st.integers(100, 1500) for _ in DEVICES)))
+def test_no_start_overruns_a_device_and_every_eviction_frees_a_device_the_waiter_lacks(models, limits):
+    budget = Budget(sum(limits), devices=dict(zip(DEVICES, limits, strict=True)))
+    by_name = {m.name: m for m in models}
+    actions = decide(models, budget, now=200.0)
+    staying = [m for m in models if m.status in HOLDING_MEMORY and m.name not in actions.stop]
+    for device, limit in budget.devices.items() if actions.start else ():
+        assert sum(m.per_device[device] for m in staying) + \
+            sum(by_name[name].per_device[device] for name in actions.start) <= limit
+    assert not any(by_name[name].pinned for name in actions.evicted)
+    if actions.evicted:
+        waiter = min((m for m in models if m.waiting_since is not None and m.status == UNLOADED),
+                     key=lambda m: m.waiting_since)
+        holding = [m for m in models if m.status in HOLDING_MEMORY]
+        short = {d for d in DEVICES if sum(m.per_device[d] for m in holding) + waiter.per_device[d] > budget.devices[d]}
+        assert all(any(by_name[name].per_device[d] > 0 for d in short) for name in actions.evicted)
