@@ -85,6 +85,8 @@ class ModelConfig(BaseModel):
             raise ValueError("give either upstreams (servers already running) or model (a GGUF file to run)")
         if self.model is not None and self.kind != "llamacpp":
             raise ValueError("model: runs llama-server; kind openai needs upstreams")
+        if self.model is None and (self.draft or self.draft_args or self.devices is not None):
+            raise ValueError("draft, draft_args and devices go with model: (a llama-server the proxy runs)")
         return self
 
     @field_validator("defaults", "overrides")
