@@ -68,6 +68,14 @@ class Managed:
     evictions: int = 0
     restores: slots.RestoreReport = field(default_factory=slots.RestoreReport)   # all loads together
     drafts: drafts.DraftCounts = field(default_factory=drafts.DraftCounts)
+    stage_seconds: dict = field(default_factory=dict)   # a swap's stages, all swaps together (the bench reads them)
+    drain_began: float | None = None
+
+    def timed(self, stage: str, since: float) -> float:
+        """Add the time since `since` to `stage`'s total; now, the next stage's start."""
+        now = time.monotonic()
+        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + now - since
+        return now
 
     def ready_urls(self) -> list[str]:
         return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
@@ -85,7 +93,8 @@ class Managed:
                   "ttl": self.spec.ttl, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
                   "evictions": self.evictions, "failures": self.failures,
                   "restored_tokens": self.restores.restored_tokens, "restore_failures": self.restores.failures,
-                  "restores_skipped": self.restores.skipped}
+                  "restores_skipped": self.restores.skipped,
+                  "stage_seconds": {stage: round(seconds, 4) for stage, seconds in self.stage_seconds.items()}}
         if self.status == plan.STOPPING:
             status["stopping"] = True
         if self.stage:
@@ -123,6 +132,7 @@ class Supervisor:
             self._fail_waiters(self.models[name], why, 503)
         for name in actions.drain:
             self.models[name].draining = True
+            self.models[name].drain_began = time.monotonic()
             self.models[name].evictions += 1
             log.info("model %s: draining to make room (%d in flight)", name, self.models[name].in_flight)
         for name in actions.stop:
@@ -230,10 +240,13 @@ class Supervisor:
         try:
             for child in model.children:
                 await child.spawn()
+            spawned = model.timed("start", began)
             await asyncio.gather(*(child.wait_ready(spec.load_timeout, lambda stage: self._stage(model, stage))
                                    for child in model.children))
+            healthy = model.timed("health", spawned)
             if slot_dir:
                 await self._restore(model, slot_dir)
+                model.timed("restore", healthy)
         except (StartFailed, OSError) as exc:
             await self._failed_start(model, str(exc))
             return
@@ -279,12 +292,18 @@ class Supervisor:
             self.emit(model)
 
     async def _stop(self, model: Managed) -> None:
+        began = time.monotonic()
+        if model.drain_began is not None:   # drained to make room: its last requests' time is the swap's too
+            model.stage_seconds["drain"] = model.stage_seconds.get("drain", 0.0) + began - model.drain_began
+            model.drain_began = None
         self._stage(model, "stopping")
         await self.read_drafts(model)   # its last counts, before its processes and their counters go
         if model.spec.slot_save and self.settings.slot_dir:
             await asyncio.gather(*(slots.save_all(child, self.settings.slot_dir, model.spec.name, n)
                                    for n, child in enumerate(model.children) if child))
+        signalled = model.timed("stop", began)
         await asyncio.gather(*(child.stop(self.settings.stop_timeout) for child in model.children if child))
+        model.timed("exit", signalled)
         model.status, model.stage, model.draining = plan.UNLOADED, None, False
         log.info("model %s: unloaded", model.spec.name)
         self.emit(model)
