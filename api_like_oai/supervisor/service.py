@@ -271,6 +271,7 @@ class Supervisor:
     def _mark_failed(self, model: Managed, message: str) -> None:
         model.failures += 1
         model.status, model.stage, model.error, model.draining = plan.FAILED, None, message, False
+        model.drain_began = None
         # the first failure is retried by the next request at once; then 1, 2, 4 ... 60 s apart
         model.retry_at = time.monotonic() + (min(2 ** (model.failures - 2), MAX_BACKOFF_SECONDS) if model.failures > 1 else 0)
         log.warning("model %s failed: %s", model.spec.name, message)
@@ -293,7 +294,7 @@ class Supervisor:
 
     async def _stop(self, model: Managed) -> None:
         began = time.monotonic()
-        if model.drain_began is not None:   # drained to make room: its last requests' time is the swap's too
+        if model.drain_began is not None and model.draining:   # drained to make room: its requests count too
             model.stage_seconds["drain"] = model.stage_seconds.get("drain", 0.0) + began - model.drain_began
             model.drain_began = None
         self._stage(model, "stopping")

@@ -81,9 +81,12 @@ async def save_all(child: Child, slot_dir: str, name: str, replica: int) -> None
         if status != 200:
             log.warning("[%s] slot %s not saved: %d %s", child.label, slot_id, status, _error_text(body))
             continue
-        note = {"n_saved": _number(body, "n_saved"), "fingerprint": fingerprint(child.argv)}
+        saved = _number(body, "n_saved")
+        if saved == 0:   # an unused slot: nothing to restore (a restore of it would read as a failure)
+            _remove(os.path.join(slot_dir, filename), os.path.join(slot_dir, filename + ".json"))
+            continue
         with open(os.path.join(slot_dir, filename + ".json"), "w", encoding="utf-8") as file:
-            json.dump(note, file)
+            json.dump({"n_saved": saved, "fingerprint": fingerprint(child.argv)}, file)
 
 
 async def restore_all(child: Child, slot_dir: str, name: str, replica: int) -> RestoreReport:
@@ -99,8 +102,9 @@ async def restore_all(child: Child, slot_dir: str, name: str, replica: int) -> R
 async def _restore_one(child: Child, slot_dir: str, slot_id: int, filename: str) -> RestoreReport:
     note = _read_note(os.path.join(slot_dir, filename + ".json"))
     if note.get("fingerprint") != fingerprint(child.argv):
-        log.warning("[%s] slot %s not restored: its cache %s was saved by a llama-server started with other "
-                    "flags (or another model file or build)", child.label, slot_id, filename)
+        why = ("was saved by a llama-server started with other flags (or another model file or build)" if note
+               else "has no note of what saved it")
+        log.warning("[%s] slot %s not restored: its cache %s %s", child.label, slot_id, filename, why)
         return RestoreReport(skipped=1)
     status, body = await _slot_action(child, slot_id, "restore", filename)
     if status != 200:
@@ -113,6 +117,14 @@ async def _restore_one(child: Child, slot_dir: str, slot_id: int, filename: str)
                     child.label, slot_id, filename, restored, saved)
         return RestoreReport(failures=1)
     return RestoreReport(restored_tokens=restored)
+
+
+def _remove(*paths: str) -> None:
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def _read_note(path: str) -> dict:
