@@ -45,9 +45,15 @@ class LaunchSpec:
         if slot_dir:
             argv += ["--slot-save-path", slot_dir]
         if self.draft:
-            # --metrics: the draft's acceptance is read from llama-server's counters (supervisor/drafts.py)
-            argv += ["--model-draft", self.draft, *self.draft_args, "--metrics"]
+            argv += ["--model-draft", self.draft, *self.draft_args, *self._draft_flags()]
         return argv + list(self.args) + list(extra_args)
+
+    def _draft_flags(self) -> list[str]:
+        """--metrics: the draft's acceptance is read from llama-server's counters (supervisor/drafts.py);
+        --spec-type draft-simple unless given: the pinned build loads a draft without it but does not use it."""
+        given = [*self.draft_args, *self.args]
+        chosen = any(arg == "--spec-type" or arg.startswith("--spec-type=") for arg in given)
+        return ["--metrics", *(() if chosen else ("--spec-type", "draft-simple"))]
 
     def environment(self) -> dict[str, str]:
         """The replica's own environment: `env`, and its GPUs as CUDA_VISIBLE_DEVICES (unless `env` says)."""

@@ -101,3 +101,11 @@ def test_no_start_overruns_a_device_and_every_eviction_frees_a_device_the_waiter
         holding = [m for m in models if m.status in HOLDING_MEMORY]
         short = {d for d in DEVICES if sum(m.per_device[d] for m in holding) + waiter.per_device[d] > budget.devices[d]}
         assert all(any(by_name[name].per_device[d] > 0 for d in short) for name in actions.evicted)
+
+
+def test_a_draft_is_passed_with_metrics_and_a_speculation_type_unless_one_is_given():
+    argv = launch_spec("m", "/m.gguf", draft="/d.gguf", draft_args="--spec-draft-n-max 4").argv("llama-server", 0)
+    assert argv[argv.index("--model-draft"):] == ["--model-draft", "/d.gguf", "--spec-draft-n-max", "4", "--metrics",
+                                                  "--spec-type", "draft-simple"]
+    chosen = launch_spec("m", "/m.gguf", draft="/d.gguf", args=["--spec-type", "draft-eagle3"]).argv("llama-server", 0)
+    assert chosen.count("--spec-type") == 1 and "draft-simple" not in chosen
