@@ -202,8 +202,9 @@ def _add_launch_flags(add) -> None:
         "scripts/provision built)")
     add("--llama-args", metavar="ARGS", help="llama-server flags for the models of --model and --models-dir, "
         "as one shell-quoted string (e.g. '--ctx-size 8192 --parallel 4')")
-    add("--memory-budget", type=int, metavar="MIB", help="memory the started models may use together, in MiB "
-        "(default: the GPUs' free memory per nvidia-smi, else the available memory, less 1 GiB)")
+    add("--memory-budget", type=int, metavar="MIB", help="memory the started models may use together, in MiB, "
+        "one pool for all devices (default: a budget per GPU, its free memory per nvidia-smi less 512 MiB, and "
+        "one for the CPU, the available memory less 1 GiB)")
     add("--max-loaded", type=int, metavar="N", help="most models loaded at once (default: no limit)")
     add("--model-ttl", type=_ttl, metavar="DURATION", default=None,
         help="idle time before a started model is unloaded: seconds, or 90m, 12h; 0 never (default: 15m)")
@@ -324,7 +325,8 @@ def _launch_options(args: argparse.Namespace, model_config=None) -> dict:
     return {"mmproj": own("mmproj"), "env": dict(own("env") or {}), "memory_mib": own("memory"),
             "ttl": own("ttl") if own("ttl") is not None else args.model_ttl,
             "preload": own("preload"), "pinned": own("pinned"), "slot_save": own("slot_save"),
-            "load_timeout": own("load_timeout"), "queue_limit": own("queue_limit")}
+            "load_timeout": own("load_timeout"), "queue_limit": own("queue_limit"), "draft": own("draft"),
+            "draft_args": own("draft_args") or None, "devices": own("devices")}
 
 
 def models_from_flags(args: argparse.Namespace, known: set[str]) -> tuple[ModelSettings, ...]:

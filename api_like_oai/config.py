@@ -7,7 +7,7 @@ See config.example.yaml for every key with comments.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
@@ -29,6 +29,9 @@ class ModelConfig(BaseModel):
     model: str | None = None
     mmproj: str | None = None
     args: list[str] | str = []
+    draft: str | None = None                  # a draft model's GGUF file (speculative decoding)
+    draft_args: list[str] | str = []
+    devices: list[Annotated[int, Field(ge=0)]] | None = None          # the GPUs (nvidia-smi's indices) it may use
     env: dict[str, str] = {}
     replicas: int = Field(1, ge=1, le=64)
     ttl: float | str | None = None
@@ -82,6 +85,8 @@ class ModelConfig(BaseModel):
             raise ValueError("give either upstreams (servers already running) or model (a GGUF file to run)")
         if self.model is not None and self.kind != "llamacpp":
             raise ValueError("model: runs llama-server; kind openai needs upstreams")
+        if self.model is None and (self.draft or self.draft_args or self.devices is not None):
+            raise ValueError("draft, draft_args and devices go with model: (a llama-server the proxy runs)")
         return self
 
     @field_validator("defaults", "overrides")

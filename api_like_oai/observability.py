@@ -305,25 +305,67 @@ class RequestRecord:
 
 def lifecycle_metrics(status: dict) -> bytes:
     """The supervisor's numbers (models the proxy starts) in Prometheus' text format, from its status."""
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
     from prometheus_client.exposition import generate_latest
 
-    models = status["models"]
+    return generate_latest(MadeFamilies([*_model_families(status["models"]), *_draft_families(status["models"]),
+                                         *_budget_families(status)]))
+
+
+def _model_families(models: dict) -> list:
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     families = [GaugeMetricFamily("api_like_oai_model_loaded", "1 if the started model is loaded", labels=["model"]),
                 GaugeMetricFamily("api_like_oai_model_memory_mib", "A started model's memory estimate", labels=["model"]),
                 CounterMetricFamily("api_like_oai_model_loads", "Loads of a started model", labels=["model"]),
                 CounterMetricFamily("api_like_oai_model_load_seconds", "Seconds spent loading", labels=["model"]),
                 CounterMetricFamily("api_like_oai_model_evictions", "Unloads to make room for another model",
                                     labels=["model"]),
-                CounterMetricFamily("api_like_oai_model_failures", "Failed starts and crashes", labels=["model"])]
+                CounterMetricFamily("api_like_oai_model_failures", "Failed starts and crashes", labels=["model"]),
+                CounterMetricFamily("api_like_oai_model_restored_tokens", "KV cache tokens restored after loads "
+                                    "(slot_save), as llama-server confirmed them", labels=["model"]),
+                CounterMetricFamily("api_like_oai_model_restore_failures", "Slot restores refused or not taking "
+                                    "(each a warning in the log)", labels=["model"])]
     for name, model in models.items():
         values = (model["value"] == "loaded", model["memory_mib"], model["loads"], model["load_seconds"],
-                  model["evictions"], model["failures"])
+                  model["evictions"], model["failures"], model["restored_tokens"], model["restore_failures"])
         for family, value in zip(families, values, strict=True):
             family.add_metric([name], float(value))
+    return families
+
+
+def _draft_families(models: dict) -> list:
+    """The draft models' tokens proposed and accepted, and the rate (models with `draft:` only)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    drafted = CounterMetricFamily("api_like_oai_model_draft_tokens", "Tokens the draft model proposed",
+                                  labels=["model"])
+    accepted = CounterMetricFamily("api_like_oai_model_draft_accepted_tokens", "Draft tokens the model accepted",
+                                   labels=["model"])
+    rate = GaugeMetricFamily("api_like_oai_model_draft_acceptance_rate", "Accepted of proposed draft tokens, "
+                             "since the proxy started", labels=["model"])
+    for name, model in models.items():
+        draft = model.get("draft")
+        if draft is not None:
+            drafted.add_metric([name], float(draft["drafted_tokens"]))
+            accepted.add_metric([name], float(draft["accepted_tokens"]))
+            if draft["acceptance_rate"] is not None:
+                rate.add_metric([name], float(draft["acceptance_rate"]))
+    return [drafted, accepted, rate]
+
+
+def _budget_families(status: dict) -> list:
+    from prometheus_client.core import GaugeMetricFamily
+
     budget = GaugeMetricFamily("api_like_oai_memory_budget_mib", "The started models' memory budget")
     budget.add_metric([], status["memory_budget_mib"])
-    return generate_latest(MadeFamilies([*families, budget]))
+    device_budget = GaugeMetricFamily("api_like_oai_device_budget_mib", "The started models' budget on a device "
+                                      "(gpu0, gpu1, ..., cpu; memory: one pool)", labels=["device"])
+    device_used = GaugeMetricFamily("api_like_oai_device_used_mib", "What the loaded models take of a device's "
+                                    "budget, by their estimates", labels=["device"])
+    for device, use in status.get("devices", {}).items():
+        device_budget.add_metric([device], use["budget_mib"])
+        device_used.add_metric([device], use["used_mib"])
+    return [budget, device_budget, device_used]
 
 
 class MadeFamilies:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from .report import number, table
 from .results import BenchmarkResults, SwapsResult, percentile
-from .swaps import AGENT_ARGS
+from .swaps import AGENT_ARGS, STAGES
+
+COLUMNS = ["", "answered in the window", "answered after it", "failed", "swaps (loads)", "TTFT p50 s", "TTFT max s",
+           "waited for a swap", "their TTFT p50 s", "their TTFT max s"]
 
 
 def swaps_section(results: BenchmarkResults) -> str:
@@ -12,11 +15,16 @@ def swaps_section(results: BenchmarkResults) -> str:
     if s is None:
         return ""
     parts = ["## 7. Models on demand against llama-server's router mode (issue 24)", _workload_text(s),
-             table(["", "answered in the window", "answered after it", "failed", "swaps (loads)", "TTFT p50 s",
-                    "TTFT max s", "waited for a swap", "their TTFT p50 s", "their TTFT max s"],
-                   [_setup_row(s, setup) for setup in ("router", "proxy")]),
+             table(COLUMNS, [_setup_row(s, setup) for setup in ("router", "proxy")]),
              "\n".join(f"- window {number}, {setup.setup}: `{setup.command}` (load average at its start "
                        f"{setup.load_average}; {setup.loads} swaps)" for number, setup in enumerate(s.setups, 1))]
+    if s.of("proxy open") and s.of("router open"):
+        parts += [_open_text(s), table(COLUMNS, [_setup_row(s, setup) for setup in ("router open", "proxy open")])]
+    staged = [setup for setup in s.setups if setup.stage_s and setup.loads]
+    if staged:
+        parts += [_stages_text(), table(["window", "swaps (loads)", *(f"{stage} ms" for stage in STAGES)],
+                                        [_stage_row(number, setup) for number, setup in enumerate(s.setups, 1)
+                                         if setup in staged])]
     if s.loads:
         parts += [_loads_text(s), table(["model", "llama-server alone to /health 200, p50 ms", "proxy POST /models/load, p50 ms",
                                          "added", "supervisor's start of that child, p50 ms", "added above it, p50"],
@@ -33,7 +41,7 @@ def _workload_text(s: SwapsResult) -> str:
             "`scripts/provision-bench-models`), in one folder; memory for one. The same workload against each side, one "
             f"after the other: {s.clients} clients at once, each sending streamed chat requests one after the other for "
             f"{s.seconds:g} s, alternating the two models (half start with each), `max_tokens` {s.max_tokens}, in "
-            f"{len(s.setups)} windows, the sides in the order below (the machine's load drifts; the counts are over "
+            f"{s.windows('router') + s.windows('proxy')} windows, the sides in the order below (the machine's load drifts; the counts are over "
             "all of a side's windows); each "
             f"model's llama-server runs with `{s.llama_args}`. Router mode is llama-server without `--model`, with "
             "`--models-dir` and `--models-max 1` (it evicts by count); the proxy has `--models-dir` and a memory budget "
@@ -42,6 +50,30 @@ def _workload_text(s: SwapsResult) -> str:
             "of the side's `GET /models` (every 0.2 s) saw its model not loaded between its sending and its first "
             f"token. Measured {s.measured_at} (`scripts/bench --only swaps` measures this part alone and keeps the "
             "other parts' numbers).")
+
+
+def _open_text(s: SwapsResult) -> str:
+    return (f"The open-loop workload (issue 42): requests sent every {1 / s.open_rate:.2g} s for {s.seconds:g} s "
+            f"whether or not the earlier ones were answered, four of every five for `{s.models[0]}` and the fifth for "
+            f"`{s.models[1]}`, streamed, `max_tokens` {s.max_tokens}; one window each side, each on a fresh server. "
+            "Where requests for both models wait at once, the proxy serves all of a model's waiting requests before "
+            "it swaps (collating); router mode swaps as they come.")
+
+
+def _stages_text() -> str:
+    return ("A swap's stages as the supervisor timed them, per swap (the window's total over its loads): `drain`, a "
+            "model's last requests running after it was chosen to make room; `stop`, from then to SIGTERM (its slots "
+            "saved, with `slot_save`); `exit`, SIGTERM to the process gone; `start`, the spawn; `health`, the spawn to "
+            "`/health` 200; `restore`, its slots restored. Router mode does not publish its stages.")
+
+
+def _stage_row(number: int, setup) -> list[str]:
+    return [f"{number}, {setup.setup}", str(setup.loads),
+            *(number_text(setup.stage_s.get(stage, 0.0) * 1000 / setup.loads) for stage in STAGES)]
+
+
+def number_text(value: float) -> str:
+    return number(value, 0 if value >= 10 else 1)
 
 
 def _setup_row(s: SwapsResult, setup: str) -> list[str]:

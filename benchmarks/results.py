@@ -299,10 +299,11 @@ class SwapRequest:
 class SwapSetup:
     """One side of the swaps row: how it was started, and what it did over the workload."""
 
-    setup: str
+    setup: str  # "router", "proxy"; "router open", "proxy open" for the open-loop workload
     command: str
     loads: int  # processes started for a model during the workload
     load_average: str = ""
+    stage_s: dict = field(default_factory=dict)  # the proxy's swap stages over the window, seconds (its status)
 
 
 @dataclass
@@ -359,6 +360,7 @@ class SwapsResult:
     agent_turn: str = ""  # which recorded turn, and what was cut from it to fit the context
     agent: list[AgentSwapTurn] = field(default_factory=list)
     measured_at: str = ""
+    open_rate: float = 0.0  # the open-loop workload's requests per second (issue 42); 0: not measured
 
     def of(self, setup: str) -> list[SwapRequest]:
         return [r for r in self.requests if r.setup == setup]

@@ -10,6 +10,10 @@ for one, served by llama-server's own router mode and by the proxy's models on d
    `POST /models/load`, alternated.
 3. A recorded agent turn on SmolLM2 cold, warm, and after a swap to gemma and back, with and
    without `slot_save`.
+4. An open-loop workload (issue 42): requests sent at a steady rate whether or not the earlier ones
+   were answered, an uneven mix of the two models (OPEN_PATTERN: 4 of 5 for SmolLM2), where
+   collating a model's waiting requests into one swap should show. After each proxy window the
+   supervisor's own times of a swap's stages (drain, stop, exit, start, health, restore) are kept.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ AGENT_KEPT_TOOLS = ("exec_command",)
 AGENT_DROPPED_ITEMS = 1   # the first input item: the base instructions
 AGENT_ARGS = ("--ctx-size", "8192", "--parallel", "1", "--threads", "1")
 OTHER_ARGS = ("--ctx-size", "2048", "--parallel", "1", "--threads", "1")
+OPEN_PATTERN = (0, 0, 1, 0, 0)          # the open-loop workload's models, in turn: 80% MODELS[0], 20% MODELS[1]
+OPEN_GRACE_S = 120                      # an open-loop request still unanswered this long after the window fails
+STAGES = ("drain", "stop", "exit", "start", "health", "restore")
 
 
 @dataclass(frozen=True)
@@ -56,10 +63,12 @@ class SwapPlan:
     load_runs: int = 5      # loads of each model, each way
     agent: bool = True
     order: tuple[str, ...] = ("router", "proxy", "proxy", "router")   # the windows: ABBA, as the load drifts
+    open_rate: float = 3.0  # the open-loop workload's requests per second, both models together
+    open_order: tuple[str, ...] = ("proxy", "router")
 
     @classmethod
     def quick(cls) -> SwapPlan:
-        return cls(clients=4, seconds=15, load_runs=1, agent=False, order=("router", "proxy"))
+        return cls(clients=4, seconds=15, load_runs=1, agent=False, order=("router", "proxy"), open_rate=2.0)
 
 
 def models_dir(smollm2: str, gemma: str) -> Path:
@@ -148,10 +157,10 @@ class StatusPoller:
         return any(start <= at <= end and values.get(model) != "loaded" for at, values in self.readings)
 
 
-def stream_chat(port: int, model: str, max_tokens: int) -> tuple[int, float, bool, str]:
+def stream_chat(port: int, model: str, max_tokens: int, timeout: float = REQUEST_TIMEOUT_S) -> tuple[int, float, bool, str]:
     """(status, seconds to the first text, whether the stream ended whole, error) of one request."""
     body = {"model": model, "messages": HELLO, "max_tokens": max_tokens, "stream": True}
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     started, first, finished, done = time.perf_counter(), None, False, False
     try:
         connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -191,6 +200,30 @@ def run_workload(setup: str, port: int, plan: SwapPlan) -> list[SwapRequest]:
     return [SwapRequest(setup, client, model, sent - began, (first - sent) * 1000, (end - sent) * 1000, ok,
                         poller.unloaded_between(model, sent, first), error)
             for run in runs for client, model, sent, first, end, ok, error in run]
+
+
+def run_open_loop(setup: str, port: int, plan: SwapPlan) -> list[SwapRequest]:
+    """Requests sent every 1/open_rate s for the window, each on a thread of its own (none waits for
+    another's answer), the models in OPEN_PATTERN's turn; then every one is waited for."""
+    interval, count = 1 / plan.open_rate, int(plan.seconds * plan.open_rate)
+    with StatusPoller(port) as poller, ThreadPoolExecutor(count) as pool:
+        began, pending = time.perf_counter(), []
+        for number in range(count):
+            time.sleep(max(began + number * interval - time.perf_counter(), 0))
+            model = MODELS[OPEN_PATTERN[number % len(OPEN_PATTERN)]]
+            pending.append((number, model, pool.submit(ended_chat, port, model, plan.max_tokens,
+                                                       plan.seconds + OPEN_GRACE_S)))
+        answers = [(number, model, *future.result()) for number, model, future in pending]
+    return [SwapRequest(setup, number, model, sent - began, ttft * 1000, (ended - sent) * 1000,
+                        status == 200 and whole, poller.unloaded_between(model, sent, sent + ttft), error)
+            for number, model, sent, ended, (status, ttft, whole, error) in answers]
+
+
+def ended_chat(port: int, model: str, max_tokens: int, timeout: float) -> tuple[float, float, tuple]:
+    """(sent, ended, stream_chat's answer) of one request."""
+    sent = time.perf_counter()
+    answer = stream_chat(port, model, max_tokens, timeout)
+    return sent, time.perf_counter(), answer
 
 
 def router_loads(log_path: Path) -> int:
@@ -335,14 +368,15 @@ def load_average() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def measure_router(binary: str, folder: Path, plan: SwapPlan, result: SwapsResult, progress) -> None:
+def measure_router(binary: str, folder: Path, plan: SwapPlan, result: SwapsResult, progress, open_loop: bool = False) -> None:
     service = router(binary, folder, plan)
-    progress(f"swaps: router mode, {plan.clients} clients alternating 2 models for {plan.seconds:g} s")
-    setup = SwapSetup("router", " ".join(["llama-server", *service.argv[1:2], "DIR", *service.argv[3:5],
-                                          *plan.llama_args.split()]), 0, load_average())
+    name = "router open" if open_loop else "router"
+    progress(f"swaps: router mode, {_workload_words(plan, open_loop)}")
+    setup = SwapSetup(name, " ".join(["llama-server", *service.argv[1:2], "DIR", *service.argv[3:5],
+                                      *plan.llama_args.split()]), 0, load_average())
     service.start()
     try:
-        result.requests += run_workload("router", service.port, plan)
+        result.requests += (run_open_loop if open_loop else run_workload)(name, service.port, plan)
     finally:
         service.stop()
     setup.loads = router_loads(service.log_path)
@@ -350,16 +384,17 @@ def measure_router(binary: str, folder: Path, plan: SwapPlan, result: SwapsResul
 
 
 def measure_proxy(binary: str, folder: Path, plan: SwapPlan, result: SwapsResult, progress,
-                  with_loads: bool = True) -> None:
+                  with_loads: bool = True, open_loop: bool = False) -> None:
     budget = budget_for_one(folder, plan)
     service = proxy(binary, folder, plan, budget)
-    progress(f"swaps: the proxy, budget {budget} MiB, {plan.clients} clients alternating 2 models for {plan.seconds:g} s")
-    setup = SwapSetup("proxy", f"api-like-oai --models-dir DIR --llama-args '{plan.llama_args}' --memory-budget {budget}",
+    name = "proxy open" if open_loop else "proxy"
+    progress(f"swaps: the proxy, budget {budget} MiB, {_workload_words(plan, open_loop)}")
+    setup = SwapSetup(name, f"api-like-oai --models-dir DIR --llama-args '{plan.llama_args}' --memory-budget {budget}",
                       0, load_average())
     service.start()
     try:
-        result.requests += run_workload("proxy", service.port, plan)
-        setup.loads = proxy_loads(service.port)
+        result.requests += (run_open_loop if open_loop else run_workload)(name, service.port, plan)
+        setup.loads, setup.stage_s = proxy_loads(service.port), proxy_stages(service.port)
         if with_loads:
             progress(f"swaps: the cost of a load, {plan.load_runs} of each model each way")
             result.loads = load_timings(binary, folder, service.port, plan)
@@ -368,16 +403,37 @@ def measure_proxy(binary: str, folder: Path, plan: SwapPlan, result: SwapsResult
     result.setups.append(setup)
 
 
+def _workload_words(plan: SwapPlan, open_loop: bool) -> str:
+    if open_loop:
+        return f"open loop, {plan.open_rate:g} requests/s (4 of 5 for {MODELS[0]}) for {plan.seconds:g} s"
+    return f"{plan.clients} clients alternating 2 models for {plan.seconds:g} s"
+
+
+def proxy_stages(port: int) -> dict[str, float]:
+    """Seconds each stage of a swap took, all the swaps of the window and both models together (the
+    supervisor's own clock: `stage_seconds` in each model's status)."""
+    totals: dict[str, float] = {}
+    for status in model_states(port).values():
+        for stage, seconds in status.get("stage_seconds", {}).items():
+            totals[stage] = totals.get(stage, 0.0) + seconds
+    return totals
+
+
 def swaps_row(binary: str, smollm2: str, gemma: str, plan: SwapPlan, progress) -> SwapsResult:
     folder = models_dir(smollm2, gemma)
     result = SwapsResult(list(MODELS), plan.clients, plan.seconds, plan.max_tokens, plan.llama_args,
-                         measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+                         measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), open_rate=plan.open_rate)
     try:
         for window, setup in enumerate(plan.order):
             if setup == "router":
                 measure_router(binary, folder, plan, result, progress)
             else:
                 measure_proxy(binary, folder, plan, result, progress, with_loads=setup not in plan.order[:window])
+        for setup in plan.open_order:
+            if setup == "router":
+                measure_router(binary, folder, plan, result, progress, open_loop=True)
+            else:
+                measure_proxy(binary, folder, plan, result, progress, with_loads=False, open_loop=True)
         if plan.agent:
             result.agent_turn, result.agent = agent_after_swap(binary, smollm2, gemma, progress)
     finally:

@@ -67,7 +67,8 @@ class LiveView:
             if model.name in started:
                 own = started[model.name]
                 models.append({"name": model.name, "started": True, "status": own["value"],
-                               "stage": own.get("stage"), "memory_mib": own["memory_mib"], "error": own.get("error")})
+                               "stage": own.get("stage"), "memory_mib": own["memory_mib"], "error": own.get("error"),
+                               "devices": own.get("devices"), "draft": own.get("draft")})
             else:   # its upstreams are started by someone else: loaded while one of them answers
                 urls = [client.base_url for client in _clients(model)]
                 answering = any(health.get(url) == "ok" for url in urls)
@@ -142,7 +143,8 @@ def _memory(status: dict | None) -> dict | None:
     if status is None:
         return None
     used = sum(model["memory_mib"] for model in status["models"].values() if model["value"] in ("loaded", "loading"))
-    return {"budget_mib": status["memory_budget_mib"], "used_mib": used}
+    devices = [{"device": device, **use} for device, use in status.get("devices", {}).items()]
+    return {"budget_mib": status["memory_budget_mib"], "used_mib": used, "devices": devices}
 
 
 def for_viewer(payload: dict, caller, sees_all: bool) -> dict:

@@ -7,6 +7,8 @@ a Unix socket for a lease on a ready model (client.py) and hold the lease while 
     spec.py       what to run for a model: its llama-server command lines, budget settings (pure data)
     footprint.py  a model's memory estimate from its GGUF file
     plan.py       which models to start, drain or stop, given the budget (pure: state in, actions out)
+    slots.py      KV caches saved before a stop and restored after a start, checked
+    drafts.py     a draft model's acceptance, from its llama-servers' counters
     process.py    one llama-server child: spawn (parent-death signal), health while starting, stop, logs
     service.py    the supervisor process: the run loop, the socket, leases, queues, events
     client.py     the workers' side of the socket: acquire a lease, status, load, unload, events, logs

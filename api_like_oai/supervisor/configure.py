@@ -16,6 +16,7 @@ from pathlib import Path
 from .spec import LaunchSpec, SupervisorSettings
 
 RESERVE_MIB = 1024          # left to the system and the proxy when the budget is the available memory
+GPU_RESERVE_MIB = 512       # left on each GPU (the driver's context, other processes' growth)
 
 
 # The ports held for the replicas, for the life of this process (the proxy's main process): bound on the
@@ -43,9 +44,15 @@ def launch_spec(name: str, model_path: str, *, replicas: int = 1, args=(), avoid
                 **options) -> LaunchSpec:
     """A LaunchSpec with a port held per replica (never `avoid_port`, the proxy's own); `args` a list of
     flags or one shell-quoted string."""
-    if isinstance(args, str):
-        args = shlex.split(args)
+    args = shlex.split(args) if isinstance(args, str) else args
     options = {key: value for key, value in options.items() if value is not None}
+    if isinstance(options.get("draft_args"), str):
+        options["draft_args"] = shlex.split(options["draft_args"])
+    for key in ("draft_args", "devices"):
+        if key in options:
+            options[key] = tuple(options[key])
+    if options.get("draft"):
+        options["draft"] = str(Path(options["draft"]).expanduser())
     return LaunchSpec(name, str(Path(model_path).expanduser()), tuple(free_port(avoid_port) for _ in range(replicas)),
                       tuple(str(arg) for arg in args), **options)
 
@@ -75,13 +82,21 @@ def find_llama_server(given: str | None) -> str | None:
     return built[-1] if built else None
 
 
-def default_budget_mib() -> int:
-    """On a machine with NVIDIA GPUs, their memory (nvidia-smi: free now, summed) less a reserve, which is
-    where llama-server puts the model and its KV cache; else the memory available now (/proc/meminfo's
-    MemAvailable) less a reserve."""
+def default_budget() -> tuple[int, dict[str, int] | None]:
+    """(MiB in all, MiB per device or None). On a machine with NVIDIA GPUs a budget per GPU, its free
+    memory now (nvidia-smi) less GPU_RESERVE_MIB, and one for the layers on the CPU, the memory available
+    now less RESERVE_MIB; without GPUs the available memory alone, one pool."""
+    system = available_mib()
     gpus = gpu_free_mib()
-    if gpus:
-        return max(sum(gpus) - RESERVE_MIB, 0)
+    if not gpus:
+        return system, None
+    devices = {f"gpu{index}": max(free - GPU_RESERVE_MIB, 0) for index, free in enumerate(gpus)}
+    devices["cpu"] = system
+    return sum(devices.values()), devices
+
+
+def available_mib() -> int:
+    """/proc/meminfo's MemAvailable less RESERVE_MIB (8 GiB where it cannot be read)."""
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -106,7 +121,9 @@ def gpu_free_mib() -> list[int]:
 
 def supervisor_settings(specs: list[LaunchSpec], llama_server: str, budget_mib: int | None,
                         max_loaded: int | None, slot_dir: str | None) -> SupervisorSettings:
+    """--memory-budget, when given, is one pool for all devices; else the budgets are found (default_budget)."""
     if slot_dir is None and any(spec.slot_save for spec in specs):
         slot_dir = tempfile.mkdtemp(prefix="api-like-oai-slots-")
-    return SupervisorSettings(llama_server, tuple(specs), budget_mib or default_budget_mib(), max_loaded or None,
-                              slot_dir=slot_dir, api_key=secrets.token_urlsafe(32))
+    total, devices = (budget_mib, None) if budget_mib else default_budget()
+    return SupervisorSettings(llama_server, tuple(specs), total, max_loaded or None, slot_dir=slot_dir,
+                              device_budgets=devices, api_key=secrets.token_urlsafe(32))

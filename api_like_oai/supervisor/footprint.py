@@ -4,6 +4,7 @@
               + its projector's file size (mmproj), if any
               + the KV cache: 2 (K and V) x layers x context x KV heads x head size x 2 bytes (f16)
               + COMPUTE_RESERVE_MIB (llama.cpp's compute buffers and the process itself)
+              + a draft model's file size and its KV cache for the same context (`draft:`), if any
 
 The context is the one llama-server is given (`--ctx-size`/`-c`; without it the model's trained
 context, as llama-server takes it). `--cache-type-k/-v q8_0` or a sliding-window model need less, a
@@ -26,6 +27,8 @@ def estimate_mib(spec: LaunchSpec) -> int:
     """MiB one replica of `spec` needs, per the module's formula."""
     total = os.path.getsize(spec.model_path) + (os.path.getsize(spec.mmproj) if spec.mmproj else 0)
     total += kv_cache_bytes(gguf_fields(spec.model_path), spec)
+    if spec.draft:   # llama-server gives the draft the target's context (common/speculative.cpp)
+        total += os.path.getsize(spec.draft) + kv_cache_bytes(gguf_fields(spec.draft), spec)
     return int(total / MIB) + COMPUTE_RESERVE_MIB
 
 
@@ -59,3 +62,62 @@ def kv_cache_bytes(fields: dict, spec: LaunchSpec) -> int:
     context = int(spec.arg_value("--ctx-size", "-c") or 0) or number("context_length", 4096)
     element = KV_BYTES.get(spec.arg_value("--cache-type-k", "-ctk") or "f16", 2)
     return int(layers * context * kv_heads * (key_size + value_size) * element)
+
+
+def device_split(spec: LaunchSpec, total_mib: int, device_budgets: dict[str, int]) -> dict[str, int]:
+    """per_device_mib, the GGUF file read for its layer count only where --n-gpu-layers needs it."""
+    given = spec.arg_value("--n-gpu-layers", "-ngl", "--gpu-layers")
+    layers = layer_count(spec.model_path) if given is not None and given.isdigit() else None
+    return per_device_mib(spec, total_mib, device_budgets, layers)
+
+
+def layer_count(path: str) -> int | None:
+    """The model's layer count (its `block_count`), for a split by --n-gpu-layers."""
+    fields = gguf_fields(path)
+    value = fields.get(f"{fields.get('general.architecture', 'llama')}.block_count")
+    return int(value) if value is not None else None
+
+
+def per_device_mib(spec: LaunchSpec, total_mib: int, device_budgets: dict[str, int], layers: int | None) -> dict[str, int]:
+    """One replica's `total_mib` (per the module's formula, or `memory:`) spread over the devices it
+    runs on, as llama.cpp places it: the offloaded share (--n-gpu-layers of the layers and the output
+    layer; all by default) over its GPUs (`devices:`, else all) by --tensor-split (else in proportion to
+    their budgets, as llama.cpp splits by free memory; --split-mode none: all on --main-gpu), the rest on
+    the CPU; each device it uses gets COMPUTE_RESERVE_MIB of its own."""
+    gpus = _gpus_of(spec, device_budgets)
+    movable = max(total_mib - COMPUTE_RESERVE_MIB, 0)
+    offloaded = movable * _offloaded_share(spec, layers) if gpus else 0
+    shares = _gpu_shares(spec, gpus, device_budgets)
+    split = {gpu: round(offloaded * share) + COMPUTE_RESERVE_MIB for gpu, share in zip(gpus, shares, strict=True)
+             if share > 0}
+    return {**split, "cpu": round(movable - offloaded) + COMPUTE_RESERVE_MIB}
+
+
+def _gpus_of(spec: LaunchSpec, device_budgets: dict[str, int]) -> list[str]:
+    known = [device for device in device_budgets if device.startswith("gpu")]
+    if spec.devices is None:
+        return known
+    return [f"gpu{index}" for index in spec.devices if f"gpu{index}" in known]
+
+
+def _offloaded_share(spec: LaunchSpec, layers: int | None) -> float:
+    """The part of the weights and the KV cache on GPUs: --n-gpu-layers of the layers + the output layer."""
+    given = spec.arg_value("--n-gpu-layers", "-ngl", "--gpu-layers")
+    if given is None or not given.lstrip("-").isdigit() or int(given) < 0 or not layers:
+        return 1.0     # "auto", "all", -1 or unknown: llama.cpp offloads every layer it can
+    return min(int(given), layers + 1) / (layers + 1)
+
+
+def _gpu_shares(spec: LaunchSpec, gpus: list[str], device_budgets: dict[str, int]) -> list[float]:
+    """Each of `gpus`' share of the offloaded part (summing to 1; [] without GPUs)."""
+    if not gpus:
+        return []
+    if (spec.arg_value("--split-mode", "-sm") or "layer") == "none":
+        main = int(spec.arg_value("--main-gpu", "-mg") or 0)
+        weights = [1.0 if position == main else 0.0 for position in range(len(gpus))]
+    else:
+        given = spec.arg_value("--tensor-split", "-ts")
+        parts = [float(part or 0) for part in given.replace("/", ",").split(",")] if given else []
+        weights = (parts + [0.0] * len(gpus))[:len(gpus)] if given else [max(device_budgets[g], 1) for g in gpus]
+    whole = sum(weights)
+    return [weight / whole for weight in weights] if whole > 0 else [1 / len(gpus)] * len(gpus)

@@ -6,7 +6,8 @@ The rules, llama-swap's and more:
 - the waiting models are served in the order of their oldest waiting request, and all of a model's
   waiting requests go together when it is ready (A B A B arriving is served A A B B: swaps collated);
 - room is made by evicting loaded, unpinned models, idle ones first, least recently used first; only
-  as many as the budget (memory in MiB, and the count of loaded models) needs;
+  as many as the budget (memory in MiB, and the count of loaded models) needs, and only models that
+  free memory on a device where the new one does not fit (a budget per device: each GPU and the CPU);
 - a model that can never fit (more than the budget, or more than what pinned models leave) is refused;
 - an idle model past its TTL is stopped;
 - one swap at a time: while models are being stopped to make room, nothing else starts.
@@ -35,12 +36,26 @@ class ModelState:
     pinned: bool = False
     ttl: float = 0.0                   # idle seconds before it is stopped; 0: never
     retry_at: float = 0.0              # a failed start is not retried before this
+    per_device: dict | None = None     # device -> MiB (all replicas), with a budget per device
 
 
 @dataclass(frozen=True)
 class Budget:
-    memory_mib: int
+    memory_mib: int                    # all devices together
     max_loaded: int | None = None
+    devices: dict | None = None        # device ("gpu0", "cpu") -> MiB; None: one pool of memory_mib
+
+    def limits(self) -> dict[str, int]:
+        return self.devices if self.devices is not None else {MEMORY: self.memory_mib}
+
+    def needs(self, model: ModelState) -> dict[str, int]:
+        """What `model` takes of each device this budget counts."""
+        if self.devices is None or model.per_device is None:
+            return {MEMORY if self.devices is None else CPU: model.footprint_mib}
+        return model.per_device
+
+
+MEMORY, CPU = "memory", "cpu"   # the one pool without per-device budgets; the system's memory with them
 
 
 @dataclass
@@ -92,28 +107,61 @@ def _needs_start(model: ModelState, now: float) -> bool:
 
 
 def _never_fits(model: ModelState, models: list[ModelState], budget: Budget) -> str | None:
-    if model.footprint_mib > budget.memory_mib:
-        return (f"model {model.name!r} needs about {model.footprint_mib} MiB, more than the whole memory "
-                f"budget of {budget.memory_mib} MiB (--memory-budget; or set its memory: by hand)")
+    limits, needs = budget.limits(), budget.needs(model)
     pinned = [m for m in models if m.pinned and m.status in HOLDING_MEMORY and m.name != model.name]
-    if not model.pinned and model.footprint_mib + sum(m.footprint_mib for m in pinned) > budget.memory_mib:
-        return (f"model {model.name!r} needs about {model.footprint_mib} MiB and the pinned models "
-                f"{', '.join(m.name for m in pinned)} hold {sum(m.footprint_mib for m in pinned)} MiB "
-                f"of the {budget.memory_mib} MiB budget")
+    pinned_use = device_use(pinned if not model.pinned else [], budget)
+    for device, need in needs.items():
+        limit = limits.get(device, 0)
+        if need > limit:
+            return (f"model {model.name!r} needs about {need} MiB{_on(device, budget)}, more than the whole memory "
+                    f"budget of {limit} MiB{_on(device, budget)} (--memory-budget; or set its memory: by hand)")
+        if need + pinned_use.get(device, 0) > limit:
+            return (f"model {model.name!r} needs about {need} MiB{_on(device, budget)} and the pinned models "
+                    f"{', '.join(m.name for m in pinned)} hold {pinned_use[device]} MiB "
+                    f"of the {limit} MiB budget{_on(device, budget)}")
     return None
+
+
+def _on(device: str, budget: Budget) -> str:
+    return "" if budget.devices is None else f" on {device}"
+
+
+def device_use(models: list[ModelState], budget: Budget) -> dict[str, int]:
+    """MiB `models` hold on each device of `budget`."""
+    used: dict[str, int] = {}
+    for model in models:
+        for device, mib in budget.needs(model).items():
+            used[device] = used.get(device, 0) + mib
+    return used
 
 
 def _evictions(model: ModelState, holding: list[ModelState], budget: Budget) -> list[str] | None:
-    """The fewest models to evict (idle first, least recently used first) for `model` to fit; None
-    when even evicting every evictable one is not enough (models still loading hold the rest)."""
+    """The models to evict (idle first, least recently used first) for `model` to fit, none that is not
+    needed; None when even evicting every evictable one is not enough (models still loading hold the
+    rest). With a budget per device, only a model that frees a device the new one lacks room on (or a
+    place under max_loaded) is evicted."""
     candidates = sorted((m for m in holding if m.status == LOADED and not m.pinned),
                         key=lambda m: (m.in_flight > 0, m.last_used))
-    used, count = sum(m.footprint_mib for m in holding), len(holding)
     evict: list[str] = []
-    for candidate in [None, *candidates]:
-        if candidate is not None:
+    for candidate in candidates:
+        short = _short_of(model, [m for m in holding if m.name not in evict], budget)
+        if not short:
+            break
+        if "count" in short or short & {d for d, mib in budget.needs(candidate).items() if mib > 0}:
             evict.append(candidate.name)
-            used, count = used - candidate.footprint_mib, count - 1
-        if used + model.footprint_mib <= budget.memory_mib and (budget.max_loaded is None or count < budget.max_loaded):
-            return evict
-    return None
+    if _short_of(model, [m for m in holding if m.name not in evict], budget):
+        return None
+    for name in list(evict):   # one evicted early may not be needed once later ones are gone
+        others = set(evict) - {name}
+        if not _short_of(model, [m for m in holding if m.name not in others], budget):
+            evict.remove(name)
+    return evict
+
+
+def _short_of(model: ModelState, holding: list[ModelState], budget: Budget) -> set[str]:
+    """The devices `model` does not fit on beside `holding`, and "count" if max_loaded is reached."""
+    limits, used = budget.limits(), device_use(holding, budget)
+    short = {device for device, need in budget.needs(model).items() if used.get(device, 0) + need > limits.get(device, 0)}
+    if budget.max_loaded is not None and len(holding) >= budget.max_loaded:
+        short.add("count")
+    return short

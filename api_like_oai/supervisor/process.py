@@ -35,6 +35,11 @@ class Child:
         self._reader: asyncio.Task | None = None
 
     @property
+    def api_key(self) -> str:
+        """The key this llama-server answers (its LLAMA_API_KEY: random per start, only the proxy's)."""
+        return self.env.get("LLAMA_API_KEY", "")
+
+    @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import plan
+from . import drafts, plan, slots
 from .process import Child, StartFailed, http_request
 from .spec import LaunchSpec, SupervisorSettings
 
@@ -50,6 +50,7 @@ class Managed:
 
     spec: LaunchSpec
     footprint_mib: int
+    per_device: dict | None = None        # device -> MiB, with a budget per device
     status: str = plan.UNLOADED
     stage: str | None = None              # what a load is doing now
     children: list[Child | None] = field(default_factory=list)
@@ -65,6 +66,16 @@ class Managed:
     loads: int = 0
     load_seconds: float = 0.0
     evictions: int = 0
+    restores: slots.RestoreReport = field(default_factory=slots.RestoreReport)   # all loads together
+    drafts: drafts.DraftCounts = field(default_factory=drafts.DraftCounts)
+    stage_seconds: dict = field(default_factory=dict)   # a swap's stages, all swaps together (the bench reads them)
+    drain_began: float | None = None
+
+    def timed(self, stage: str, since: float) -> float:
+        """Add the time since `since` to `stage`'s total; now, the next stage's start."""
+        now = time.monotonic()
+        self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + now - since
+        return now
 
     def ready_urls(self) -> list[str]:
         return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
@@ -72,7 +83,7 @@ class Managed:
     def view(self) -> plan.ModelState:
         return plan.ModelState(self.spec.name, self.footprint_mib, self.status, self.in_flight, self.last_used,
                                self.waiters[0].arrived if self.waiters else None, self.draining,
-                               self.spec.pinned, self.spec.ttl, self.retry_at)
+                               self.spec.pinned, self.spec.ttl, self.retry_at, self.per_device)
 
     def status_dict(self) -> dict:
         status = {"value": self.status if self.status != plan.STOPPING else plan.LOADED,
@@ -80,7 +91,10 @@ class Managed:
                   "ready": len(self.ready_urls()) if self.status == plan.LOADED else 0,
                   "in_flight": self.in_flight, "queued": len(self.waiters), "pinned": self.spec.pinned,
                   "ttl": self.spec.ttl, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
-                  "evictions": self.evictions, "failures": self.failures}
+                  "evictions": self.evictions, "failures": self.failures,
+                  "restored_tokens": self.restores.restored_tokens, "restore_failures": self.restores.failures,
+                  "restores_skipped": self.restores.skipped,
+                  "stage_seconds": {stage: round(seconds, 4) for stage, seconds in self.stage_seconds.items()}}
         if self.status == plan.STOPPING:
             status["stopping"] = True
         if self.stage:
@@ -89,14 +103,22 @@ class Managed:
             status |= {"failed": True, "exit_code": self.exit_code, "error": self.error}
         if self.extra_args:
             status["args"] = list(self.extra_args)
+        if self.per_device is not None:
+            status["devices"] = dict(self.per_device)
+        if self.spec.draft:
+            status["draft"] = {"model": self.spec.draft, **self.drafts.status()}
         return status
+
+    def live_children(self) -> list[Child]:
+        return [child for child in self.children if child and child.exit_code is None]
 
 
 class Supervisor:
-    def __init__(self, settings: SupervisorSettings, footprints: dict[str, int]):
+    def __init__(self, settings: SupervisorSettings, footprints: dict[str, int], per_device: dict | None = None):
         self.settings = settings
-        self.budget = plan.Budget(settings.memory_budget_mib, settings.max_loaded)
-        self.models = {spec.name: Managed(spec, footprints[spec.name]) for spec in settings.models}
+        self.budget = plan.Budget(settings.memory_budget_mib, settings.max_loaded, settings.device_budgets)
+        self.models = {spec.name: Managed(spec, footprints[spec.name], (per_device or {}).get(spec.name))
+                       for spec in settings.models}
         self.subscribers: list[asyncio.Queue] = []
         # llama-server reads its image marker from here (LLAMA_MEDIA_MARKER) instead of drawing one per start
         alphabet = string.ascii_letters + string.digits
@@ -110,6 +132,7 @@ class Supervisor:
             self._fail_waiters(self.models[name], why, 503)
         for name in actions.drain:
             self.models[name].draining = True
+            self.models[name].drain_began = time.monotonic()
             self.models[name].evictions += 1
             log.info("model %s: draining to make room (%d in flight)", name, self.models[name].in_flight)
         for name in actions.stop:
@@ -210,18 +233,20 @@ class Supervisor:
     async def _start(self, model: Managed) -> None:
         spec, began = model.spec, time.monotonic()
         slot_dir = self.settings.slot_dir if spec.slot_save else None
-        env = {"LLAMA_MEDIA_MARKER": self.media_marker, **spec.env, "LLAMA_API_KEY": self.settings.api_key}
+        env = {"LLAMA_MEDIA_MARKER": self.media_marker, **spec.environment(), "LLAMA_API_KEY": self.settings.api_key}
         model.children = [Child(f"{spec.name}/{replica}", spec.argv(self.settings.llama_server, replica, slot_dir,
                                                                    model.extra_args), env, spec.ports[replica])
                           for replica in range(len(spec.ports))]
         try:
             for child in model.children:
                 await child.spawn()
+            spawned = model.timed("start", began)
             await asyncio.gather(*(child.wait_ready(spec.load_timeout, lambda stage: self._stage(model, stage))
                                    for child in model.children))
+            healthy = model.timed("health", spawned)
             if slot_dir:
-                self._stage(model, "restoring slots")
-                await asyncio.gather(*(self._slots(child, "restore", spec.name, n) for n, child in enumerate(model.children)))
+                await self._restore(model, slot_dir)
+                model.timed("restore", healthy)
         except (StartFailed, OSError) as exc:
             await self._failed_start(model, str(exc))
             return
@@ -246,6 +271,7 @@ class Supervisor:
     def _mark_failed(self, model: Managed, message: str) -> None:
         model.failures += 1
         model.status, model.stage, model.error, model.draining = plan.FAILED, None, message, False
+        model.drain_began = None
         # the first failure is retried by the next request at once; then 1, 2, 4 ... 60 s apart
         model.retry_at = time.monotonic() + (min(2 ** (model.failures - 2), MAX_BACKOFF_SECONDS) if model.failures > 1 else 0)
         log.warning("model %s failed: %s", model.spec.name, message)
@@ -267,29 +293,39 @@ class Supervisor:
             self.emit(model)
 
     async def _stop(self, model: Managed) -> None:
+        began = time.monotonic()
+        if model.drain_began is not None and model.draining:   # drained to make room: its requests count too
+            model.stage_seconds["drain"] = model.stage_seconds.get("drain", 0.0) + began - model.drain_began
+            model.drain_began = None
         self._stage(model, "stopping")
+        await self.read_drafts(model)   # its last counts, before its processes and their counters go
         if model.spec.slot_save and self.settings.slot_dir:
-            await asyncio.gather(*(self._slots(child, "save", model.spec.name, n)
+            await asyncio.gather(*(slots.save_all(child, self.settings.slot_dir, model.spec.name, n)
                                    for n, child in enumerate(model.children) if child))
+        signalled = model.timed("stop", began)
         await asyncio.gather(*(child.stop(self.settings.stop_timeout) for child in model.children if child))
+        model.timed("exit", signalled)
         model.status, model.stage, model.draining = plan.UNLOADED, None, False
         log.info("model %s: unloaded", model.spec.name)
         self.emit(model)
         self.reconsider()
 
-    async def _slots(self, child: Child, action: str, name: str, replica: int) -> None:
-        """Save or restore every slot's KV cache of one replica (llama-server's --slot-save-path)."""
-        key = self.settings.api_key
-        status, body = await http_request(child.port, "GET", "/slots", api_key=key)
-        slots = json.loads(body) if status == 200 else []
-        for slot in slots:
-            filename = f"{name}-{replica}-{slot['id']}.bin"
-            if action == "restore" and not os.path.exists(os.path.join(self.settings.slot_dir, filename)):
-                continue
-            status, body = await http_request(child.port, "POST", f"/slots/{slot['id']}?action={action}",
-                                              json.dumps({"filename": filename}).encode(), timeout=60, api_key=key)
-            if status != 200:
-                log.warning("[%s] slot %s %s: %d %s", child.label, slot["id"], action, status, body[:200])
+    async def _restore(self, model: Managed, slot_dir: str) -> None:
+        """Each replica's saved slots restored and checked (slots.py); a failure is the log's, not a client's."""
+        self._stage(model, "restoring slots")
+        reports = await asyncio.gather(*(slots.restore_all(child, slot_dir, model.spec.name, n)
+                                         for n, child in enumerate(model.children)))
+        for report in reports:
+            model.restores.add(report)
+
+    async def read_drafts(self, model: Managed) -> None:
+        """Add what each replica's draft proposed and had accepted since the last read (drafts.py)."""
+        children = model.live_children()
+        for child in children:
+            status, body = await http_request(child.port, "GET", "/metrics", api_key=child.api_key)
+            if status == 200:
+                model.drafts.update(child.pid, body.decode("utf-8", "replace"))
+        model.drafts.forget({child.pid for child in children})
 
     def _stage(self, model: Managed, stage: str) -> None:
         model.stage = stage
@@ -308,7 +344,15 @@ class Supervisor:
 
     def status(self) -> dict:
         return {"models": {name: model.status_dict() for name, model in self.models.items()},
-                "memory_budget_mib": self.budget.memory_mib, "max_loaded": self.budget.max_loaded}
+                "memory_budget_mib": self.budget.memory_mib, "max_loaded": self.budget.max_loaded,
+                "devices": self.device_use()}
+
+    def device_use(self) -> dict:
+        """Each device's budget and the MiB the models holding memory take of it (their estimates)."""
+        holding = [model.view() for model in self.models.values() if model.status in plan.HOLDING_MEMORY]
+        used = plan.device_use(holding, self.budget)
+        return {device: {"budget_mib": limit, "used_mib": used.get(device, 0)}
+                for device, limit in self.budget.limits().items()}
 
     def logs(self, name: str) -> list[str]:
         model = self._model(name)
@@ -402,8 +446,9 @@ class Connection:
             self.supervisor.subscribers.remove(queue)
 
 
-async def run(settings: SupervisorSettings, socket_path: str, footprints: dict[str, int]) -> None:
-    supervisor = Supervisor(settings, footprints)
+async def run(settings: SupervisorSettings, socket_path: str, footprints: dict[str, int],
+              per_device: dict | None = None) -> None:
+    supervisor = Supervisor(settings, footprints, per_device)
     server = await asyncio.start_unix_server(
         lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=socket_path)
     loop = asyncio.get_running_loop()
@@ -415,9 +460,11 @@ async def run(settings: SupervisorSettings, socket_path: str, footprints: dict[s
         if spec.preload:
             loop.create_task(_preload(supervisor, spec.name))
     ticker = loop.create_task(_tick(supervisor))
+    draft_reader = loop.create_task(_read_drafts(supervisor))
     print("ready", flush=True)   # the parent waits for this line before it starts the workers
     await ended.wait()
     ticker.cancel()
+    draft_reader.cancel()
     server.close()
     await supervisor.stop_all()
 
@@ -437,6 +484,15 @@ async def _preload(supervisor: Supervisor, name: str) -> None:
         await supervisor.load(name, None, quiet)
     except SupervisorError as exc:
         log.warning("model %s: preload failed: %s", name, exc.message)
+
+
+async def _read_drafts(supervisor: Supervisor) -> None:
+    """The loaded draft models' acceptance, read every few seconds (a status never waits for it)."""
+    while True:
+        await asyncio.sleep(drafts.READ_EVERY_SECONDS)
+        for model in list(supervisor.models.values()):
+            if model.spec.draft and model.status == plan.LOADED:
+                await supervisor.read_drafts(model)
 
 
 async def _tick(supervisor: Supervisor) -> None:

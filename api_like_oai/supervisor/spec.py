@@ -24,6 +24,9 @@ class LaunchSpec:
     args: tuple[str, ...] = ()             # extra llama-server flags
     env: dict = field(default_factory=dict)
     mmproj: str | None = None
+    draft: str | None = None               # a draft model (speculative decoding): --model-draft
+    draft_args: tuple[str, ...] = ()       # llama-server flags for the draft (--spec-draft-n-max 8 ...)
+    devices: tuple[int, ...] | None = None  # the GPUs it may use (CUDA_VISIBLE_DEVICES); None: all of them
     ttl: float = DEFAULT_TTL_SECONDS       # idle seconds before unload (from the end of the last request); 0: never
     memory_mib: int | None = None          # None: estimated from the GGUF file
     preload: bool = False
@@ -45,7 +48,22 @@ class LaunchSpec:
             argv += ["--mmproj", self.mmproj]
         if slot_dir:
             argv += ["--slot-save-path", slot_dir]
+        if self.draft:
+            argv += ["--model-draft", self.draft, *self.draft_args, *self._draft_flags()]
         return argv + list(self.args) + list(extra_args)
+
+    def _draft_flags(self) -> list[str]:
+        """--metrics: the draft's acceptance is read from llama-server's counters (supervisor/drafts.py);
+        --spec-type draft-simple unless given: the pinned build loads a draft without it but does not use it."""
+        given = [*self.draft_args, *self.args]
+        chosen = any(arg == "--spec-type" or arg.startswith("--spec-type=") for arg in given)
+        return ["--metrics", *(() if chosen else ("--spec-type", "draft-simple"))]
+
+    def environment(self) -> dict[str, str]:
+        """The replica's own environment: `env`, and its GPUs as CUDA_VISIBLE_DEVICES (unless `env` says)."""
+        if self.devices is None:
+            return dict(self.env)
+        return {"CUDA_VISIBLE_DEVICES": ",".join(str(device) for device in self.devices), **self.env}
 
     def arg_value(self, *names: str) -> str | None:
         """The value given to the first of the flags `names` in `args` (`--flag value` or `--flag=value`)."""
@@ -63,7 +81,10 @@ class LaunchSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> LaunchSpec:
-        return cls(**{**data, "ports": tuple(data["ports"]), "args": tuple(data["args"])})
+        devices = data.get("devices")
+        return cls(**{**data, "ports": tuple(data["ports"]), "args": tuple(data["args"]),
+                      "draft_args": tuple(data.get("draft_args", ())),
+                      "devices": tuple(devices) if devices is not None else None})
 
 
 @dataclass(frozen=True)
@@ -77,6 +98,7 @@ class SupervisorSettings:
     stop_timeout: float = DEFAULT_STOP_TIMEOUT_SECONDS
     slot_dir: str | None = None            # where slot_save models keep their KV caches
     api_key: str = field(default="", repr=False)   # the children's --api-key: random per start, only the proxy's
+    device_budgets: dict | None = None     # "gpu0", "gpu1", ..., "cpu" -> MiB; None: one pool
 
     def to_dict(self) -> dict:
         return {**asdict(self), "models": [model.to_dict() for model in self.models]}

@@ -135,6 +135,10 @@ function showModels(models, memory) {
   if (memory) {
     $("memory").append("Memory of the models the proxy starts: " + memory.used_mib + " of " + memory.budget_mib + " MiB",
                        bar(memory.budget_mib ? memory.used_mib / memory.budget_mib : 0));
+    if (memory.devices && memory.devices.length > 1) {   // a budget per device: each GPU and the CPU
+      memory.devices.forEach((use) => $("memory").append(el("br"), use.device + ": " + use.used_mib + " of "
+        + use.budget_mib + " MiB", bar(use.budget_mib ? use.used_mib / use.budget_mib : 0)));
+    }
   }
   fill("models", models.map((model) => {
     const status = model.status + (model.stage && model.status === "loading" ? " (" + model.stage + ")" : "")
@@ -147,8 +151,21 @@ function showModels(models, memory) {
         : actionButton("Load", () => act("/v1/internal/model/load", body, "load " + model.name)));
     }
     return el("tr", {}, el("td", {}, model.name), el("td", { className: "status-" + model.status }, status),
-              el("td", {}, model.memory_mib === null ? "–" : model.memory_mib + " MiB"), actions);
+              el("td", {}, memoryText(model)), el("td", {}, draftText(model.draft)), actions);
   }));
+}
+
+function memoryText(model) {
+  if (model.memory_mib === null) return "–";
+  const devices = model.devices ? Object.entries(model.devices).filter(([, mib]) => mib > 0) : [];
+  return model.memory_mib + " MiB" + (devices.length > 1 || (devices.length === 1 && devices[0][0] !== "cpu")
+    ? " (" + devices.map(([device, mib]) => device + " " + mib).join(", ") + ")" : "");
+}
+
+function draftText(draft) {
+  if (!draft) return "–";
+  return draft.acceptance_rate === null ? "no drafts yet"
+    : Math.round(draft.acceptance_rate * 100) + "% of " + draft.drafted_tokens + " accepted";
 }
 
 function showUpstreams(upstreams) {

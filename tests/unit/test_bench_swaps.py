@@ -70,3 +70,17 @@ def test_the_agent_turn_keeps_the_tool_it_calls_and_drops_the_base_instructions(
     assert [tool["name"] for tool in body["tools"]] == ["exec_command"]
     assert body["input"][0]["role"] == "developer" and "skills_instructions" in json.dumps(body["input"][0])
     assert [item["type"] for item in body["input"]].count("function_call_output") == 2
+
+
+def test_the_open_loop_rows_and_the_swap_stages_are_rendered_per_swap():
+    result = measured([request("proxy", 1, 5_000, 6_000)])
+    result.open_rate = 2.0
+    result.requests += [request("router open", 1, 9_000, 9_500), request("proxy open", 1, 3_000, 3_500),
+                        request("proxy open", 2, 100, 200, ok=False)]
+    result.setups += [SwapSetup("proxy open", "api-like-oai ...", 4, stage_s={"drain": 2.0, "exit": 0.4, "health": 1.2}),
+                      SwapSetup("router open", "llama-server ...", 7)]
+    text = report.markdown(load(json.loads(json.dumps(dataclasses.asdict(
+        BenchmarkResults(Machine("cpu", 2, 24.0, "k", "py", "llama", "proxy", "0"), swaps=result)), default=str))))
+    assert "| router open | 1 | 0 | 0 | 7 |" in text and "| proxy open | 1 | 0 | 1 | 4 |" in text
+    assert "| 3, proxy open | 4 | 500 | 0.0 | 100 | 0.0 | 300 | 0.0 |" in text   # per swap: the totals / 4
+    assert [t.met for t in swap_targets(result)][:1] == [True]    # the closed-loop targets see only their rows

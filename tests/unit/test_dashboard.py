@@ -231,3 +231,12 @@ def test_the_stop_action_ends_one_generating_request_and_refuses_one_still_queue
         assert stop_event.is_set()
     refused = client.post(f"/v1/internal/requests/{queued.request_id}/stop", headers=ADMIN)
     assert refused.status_code == 400 and "not generating yet" in refused.get_json()["error"]["message"]
+
+
+def test_the_memory_line_carries_each_devices_budget_and_use():
+    from api_like_oai.dashboard.live import _memory
+
+    status = {"memory_budget_mib": 3000, "models": {"a": {"value": "loaded", "memory_mib": 500}},
+              "devices": {"gpu0": {"budget_mib": 1000, "used_mib": 404}, "cpu": {"budget_mib": 2000, "used_mib": 96}}}
+    assert _memory(status) == {"budget_mib": 3000, "used_mib": 500, "devices": [
+        {"device": "gpu0", "budget_mib": 1000, "used_mib": 404}, {"device": "cpu", "budget_mib": 2000, "used_mib": 96}]}

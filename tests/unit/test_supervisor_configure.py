@@ -26,19 +26,27 @@ def test_models_dir_names_models_by_stem_and_finds_their_projectors(tmp_path):
                                     str(tmp_path / "gemma" / "mmproj-model-f16.gguf"))}
 
 
-def test_the_default_budget_is_the_gpus_memory_where_nvidia_smi_reports_some(tmp_path, monkeypatch):
+def test_where_nvidia_smi_reports_gpus_each_has_a_budget_and_the_cpu_one_of_its_own(tmp_path, monkeypatch):
     fake = tmp_path / "nvidia-smi"
     fake.write_text("#!/bin/sh\nprintf '20000\\n4000\\n'\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(configure, "available_mib", lambda: 30000)
     assert configure.gpu_free_mib() == [20000, 4000]
-    assert configure.default_budget_mib() == 24000 - configure.RESERVE_MIB
+    reserve = configure.GPU_RESERVE_MIB
+    devices = {"gpu0": 20000 - reserve, "gpu1": 4000 - reserve, "cpu": 30000}
+    assert configure.default_budget() == (sum(devices.values()), devices)
+    settings = configure.supervisor_settings([], "llama-server", None, None, None)
+    assert settings.device_budgets == devices
+    given = configure.supervisor_settings([], "llama-server", 5000, None, None)   # --memory-budget: one pool
+    assert (given.memory_budget_mib, given.device_budgets) == (5000, None)
 
 
 def test_without_gpus_the_default_budget_is_the_available_memory_less_a_reserve(monkeypatch):
     monkeypatch.setattr(configure, "gpu_free_mib", lambda: [])
     available = next(int(line.split()[1]) // 1024 for line in open("/proc/meminfo") if line.startswith("MemAvailable:"))
-    assert abs(configure.default_budget_mib() - (available - configure.RESERVE_MIB)) < 512
+    total, devices = configure.default_budget()
+    assert abs(total - (available - configure.RESERVE_MIB)) < 512 and devices is None
 
 
 def test_a_replicas_port_is_held_so_no_other_program_can_bind_it():
