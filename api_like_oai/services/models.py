@@ -190,11 +190,14 @@ class ModelRegistry:
     def __init__(self, models: list[ServedModel], *, strict: bool = False, default: str | None = None):
         self.models = {model.name: model for model in models}
         self.by_name = {name: model for model in models for name in (model.name, *model.settings.aliases)}
-        self.default = self.by_name[default] if default else models[0]
-        self.strict = strict
+        # None: a fleet's front with no models of its own (every name is the fleet's to place)
+        self.default = self.by_name[default] if default else (models[0] if models else None)
+        self.strict = strict or not models
 
     def lookup(self, requested: str | None) -> tuple[ServedModel, str]:
         """(the model, the name to answer with); ModelNotFound for an unknown name when strict."""
+        if self.default is None:
+            raise ModelNotFound(f"model {requested!r} does not exist", param="model")
         if not requested:
             return self.default, self.default.name
         if requested in self.by_name:

@@ -1,0 +1,68 @@
+"""A box's membership of the fleet: a small process beside the supervisor (started by server.serve
+when --advertise is given) that writes the box's record to Redis every heartbeat, from the supervisor's
+status, and withdraws it when the box stops. It dies with the box (a parent-death signal, and its stdin
+is the box's pipe), so a killed box stops renewing its record and leaves the fleet at its expiry.
+
+Its own process, not a thread of gunicorn's master (which starts none, server.py) nor of a worker (two
+workers would write twice, a recycled one would leave gaps).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..supervisor.client import SupervisorClient
+from .membership import box_record, connect, publish, withdraw
+
+log = logging.getLogger("api_like_oai.fleet")
+
+
+def saved_models(slot_dir: str | None, names: list[str]) -> list[str]:
+    """The models with a KV slot saved in `slot_dir` (the supervisor's files: <model>-<replica>-<slot>.bin)."""
+    if not slot_dir or not os.path.isdir(slot_dir):
+        return []
+    files = [path.name for path in Path(slot_dir).glob("*.bin")]
+    return [name for name in names if any(file.startswith(name + "-") for file in files)]
+
+
+def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
+    """Heartbeats until `ended` is set; then the record is withdrawn."""
+    connection = connect(config["redis_url"])
+    supervisor = SupervisorClient(socket_path) if socket_path else None
+    address, interval = config["advertise"], config["heartbeat_seconds"]
+    while True:
+        try:
+            status = supervisor.ask("status") if supervisor is not None else {}
+            names = [*status.get("models", {}), *config["static_models"]]
+            record = box_record(address, status, config["static_models"], saved_models(config.get("slot_dir"), names),
+                                time.time())
+            publish(connection, record, config["expiry_seconds"])
+        except Exception as exc:  # noqa: BLE001 - Redis or the supervisor away: the next beat tries again
+            log.warning("fleet: heartbeat of %s not written: %s", address, exc)
+        if ended.wait(interval):
+            break
+    try:
+        withdraw(connection, address)
+    except Exception as exc:  # noqa: BLE001 - the record then expires by itself
+        log.warning("fleet: %s not withdrawn (%s); it expires by itself", address, exc)
+
+
+def main(argv: list[str]) -> int:
+    config_path, socket_path, log_level = argv
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with open(config_path, encoding="utf-8") as file:
+        config = json.load(file)
+    ended = threading.Event()
+    # The box's pipe: EOF when the box ends, however it ends.
+    threading.Thread(target=lambda: (sys.stdin.buffer.read(), ended.set()), daemon=True).start()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: ended.set())
+    run(config, socket_path or None, ended)
+    return 0

@@ -1,0 +1,120 @@
+"""fleet/placement.py and fleet/affinity.py: which box a request goes to, decided without I/O."""
+
+from __future__ import annotations
+
+import pytest
+
+from api_like_oai.fleet.affinity import session_key
+from api_like_oai.fleet.membership import box_of, box_record
+from api_like_oai.fleet.placement import Box, Candidate, ModelOnBox, fleet_models, place
+
+A, B, C = "http://127.0.0.2:8081", "http://127.0.0.3:8081", "http://127.0.0.4:8081"
+
+
+def box(address, budget=1000, saved=(), **models) -> Box:
+    return Box(address, budget, {name: ModelOnBox(*state) if isinstance(state, tuple) else state
+                                 for name, state in models.items()}, frozenset(saved))
+
+
+def routes(candidates: list[Candidate]) -> list[tuple[str, str]]:
+    return [(c.address, c.route) for c in candidates]
+
+
+def test_a_session_goes_to_the_same_loaded_box_whatever_the_order_of_the_boxes():
+    boxes = [box(A, m=("loaded", 300)), box(B, m=("loaded", 300)), box(C, m=("loaded", 300))]
+    chosen = {place("m", order, session="session-1")[0].address for order in (boxes, boxes[::-1], boxes[1:] + boxes[:1])}
+    assert len(chosen) == 1
+    assert place("m", boxes, session="session-1")[0].route == "prefix"
+
+
+def test_sessions_spread_over_the_loaded_boxes():
+    boxes = [box(A, m=("loaded", 300)), box(B, m=("loaded", 300))]
+    chosen = [place("m", boxes, session=f"session-{n}")[0].address for n in range(200)]
+    assert 60 < chosen.count(A) < 140
+
+
+def test_a_box_leaving_moves_only_its_own_sessions():
+    three = [box(A, m=("loaded", 300)), box(B, m=("loaded", 300)), box(C, m=("loaded", 300))]
+    before = {n: place("m", three, session=f"s{n}")[0].address for n in range(100)}
+    after = {n: place("m", three[:2], session=f"s{n}")[0].address for n in range(100)}
+    assert all(after[n] == before[n] for n in before if before[n] != C)
+
+
+def test_without_a_session_the_least_busy_loaded_box_first():
+    boxes = [box(A, m=("loaded", 300, 3)), box(B, m=("loaded", 300, 1))]
+    assert routes(place("m", boxes)) == [(B, "loaded"), (A, "loaded")]
+
+
+def test_an_overloaded_box_comes_after_a_cold_one_that_fits():
+    boxes = [box(A, m=("loaded", 300, 8)), box(B, m=("unloaded", 300))]
+    assert routes(place("m", boxes, session="s")) == [(B, "fits"), (A, "busy")]
+
+
+def test_a_loading_box_is_joined_before_any_box_starts_a_second_copy():
+    boxes = [box(A, m=("unloaded", 300)), box(B, m=("loading", 300, 0, 2))]
+    assert routes(place("m", boxes)) == [(B, "loading"), (A, "fits")]
+
+
+def test_the_cold_start_locks_box_comes_first_among_cold_ones():
+    boxes = [box(A, budget=2000, m=("unloaded", 300)), box(B, m=("unloaded", 300))]
+    assert routes(place("m", boxes)) == [(A, "fits"), (B, "fits")]          # most free first
+    assert routes(place("m", boxes, starting_on=B)) == [(B, "loading"), (A, "fits")]
+
+
+def test_cold_order_saved_slot_then_fits_then_evicting_idle_models():
+    boxes = [box(A, m=("unloaded", 600), other=("loaded", 600)),                 # must evict `other`
+             box(B, m=("unloaded", 600)),                                        # fits
+             box(C, saved={"m"}, m=("unloaded", 600))]                           # fits, and has a saved slot
+    assert routes(place("m", boxes)) == [(C, "restored"), (B, "fits"), (A, "evict")]
+
+
+def test_a_box_whose_busy_or_pinned_models_leave_no_room_is_no_candidate():
+    boxes = [box(A, m=("unloaded", 600), busy=("loaded", 600, 1)),
+             box(B, m=("unloaded", 600), pinned=ModelOnBox("loaded", 600, pinned=True))]
+    assert place("m", boxes) == []
+
+
+def test_a_model_no_box_lists_has_no_candidate():
+    assert place("m", [box(A, other=("loaded", 300))]) == []
+
+
+def test_fleet_models_says_where_each_model_is():
+    found = fleet_models([box(B, m=("loaded", 300)), box(A, m=("unloaded", 300), n=("loading", 100))])
+    assert {name: [(address, on.state) for address, on in where] for name, where in found.items()} == \
+        {"m": [(A, "unloaded"), (B, "loaded")], "n": [(A, "loading")]}
+
+
+def test_a_record_made_from_the_supervisors_status_reads_back_as_the_box():
+    status = {"memory_budget_mib": 1000, "models": {
+        "m": {"value": "loaded", "memory_mib": 300, "in_flight": 2, "queued": 0, "pinned": False},
+        "n": {"value": "unloaded", "memory_mib": 500, "in_flight": 0, "queued": 1, "pinned": True}}}
+    record = box_record(A, status, ["static"], ["m"], 12.0)
+    assert (record["in_flight"], record["queued"]) == (2, 1)
+    parsed = box_of(record)
+    assert (parsed.budget_mib, parsed.used_mib, parsed.free_mib, parsed.saved) == (1000, 300, 700, frozenset({"m"}))
+    assert parsed.models["static"] == ModelOnBox("loaded", 0, pinned=True)
+
+
+CHAT_TURN_1 = {"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]}
+CHAT_TURN_2 = {"model": "m", "max_tokens": 9, "messages": [*CHAT_TURN_1["messages"], {"role": "assistant", "content": "yo"},
+                                                          {"role": "user", "content": "more"}]}
+
+
+@pytest.mark.parametrize("first, later", [
+    (CHAT_TURN_1, CHAT_TURN_2),
+    ({"model": "m", "system": "s", "messages": [{"role": "user", "content": "a"}]},
+     {"model": "m", "system": "s", "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                                {"role": "user", "content": "c"}]}),
+    ({"model": "m", "instructions": "i", "input": [{"role": "user", "content": "a"}]},
+     {"model": "m", "instructions": "i", "input": [{"role": "user", "content": "a"}, {"type": "function_call_output"}]}),
+])
+def test_every_turn_of_a_conversation_has_its_first_turns_session_key(first, later):
+    assert session_key(first) == session_key(later) is not None
+
+
+def test_another_conversation_has_another_key_and_the_clients_own_key_wins():
+    other = {**CHAT_TURN_1, "messages": [CHAT_TURN_1["messages"][0], {"role": "user", "content": "bye"}]}
+    assert session_key(other) != session_key(CHAT_TURN_1)
+    assert session_key({**CHAT_TURN_1, "prompt_cache_key": "k1"}) == "k1"
+    assert session_key({"model": "m", "metadata": {"user_id": "u_session_1"}, "messages": []}) == "u_session_1"
+    assert session_key({"model": "m"}) is None
