@@ -183,10 +183,11 @@ class Proxy:
     command: tuple[str, ...] = (sys.executable, "-m", "api_like_oai")
     process: subprocess.Popen | None = None
     log_path: Path | None = None
+    host: str = "127.0.0.1"      # a fleet's instances each listen on a loopback address of their own
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> Proxy:
         return self.launch().ready()
@@ -194,8 +195,9 @@ class Proxy:
     def launch(self) -> Proxy:
         """Run the CLI without waiting for it to answer (`ready()` waits): several then start at once."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("API_LIKE_OAI_")}
-        self.log_path = Path(tempfile.gettempdir()) / f"api-like-oai-test-{self.port}.log"
-        self.process = subprocess.Popen([*self.command, "--port", str(self.port), *self.args],
+        self.log_path = Path(tempfile.gettempdir()) / f"api-like-oai-test-{self.host}-{self.port}.log"
+        host = ["--host", self.host] if self.host != "127.0.0.1" else []
+        self.process = subprocess.Popen([*self.command, "--port", str(self.port), *host, *self.args],
                                         cwd=ROOT, env={**env, **self.env},
                                         stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT)
         return self

@@ -41,7 +41,8 @@ def _fleet_cards() -> dict[str, dict]:
         return {}
     return {name: ModelCard(id=name, created=0, owned_by="fleet", context_length=None, max_model_len=None,
                             capabilities=["completion", "chat"],
-                            status=ModelStatus(value=_best_state(boxes), boxes=boxes)).model_dump()
+                            status=ModelStatus(value=_best_state(boxes), boxes=boxes,
+                                               memory_mib=max(box["memory_mib"] for box in boxes))).model_dump()
             for name, boxes in fleet.models().items()}
 
 
