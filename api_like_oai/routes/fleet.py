@@ -75,7 +75,8 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
     body_pieces = relayed.body
     if relayed.headers.get("content-type", "").startswith("text/event-stream") and record is not None:
         body_pieces = _closing_record(body_pieces, record)   # app._close_record leaves streams to close their own
-    response = Response(body_pieces, status=relayed.status, headers=relayed.headers, direct_passthrough=True)
+    headers = {**relayed.headers, "X-Fleet-Box": relayed.candidate.address, ROUTE_HEADER: relayed.candidate.route}
+    response = Response(body_pieces, status=relayed.status, headers=headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
     return response
 

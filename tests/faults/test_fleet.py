@@ -80,9 +80,11 @@ def test_a_front_answers_for_a_model_only_the_boxes_serve(fleet):
     assert _chat(front).choices[0].message.content == " Hello, world!"
     streamed = "".join(chunk.choices[0].delta.content or "" for chunk in _chat(front, stream=True) if chunk.choices)
     assert streamed == " Hello, world!"
-    boxes = [box.url for box in fleet["boxes"]]
-    assert any(f"upstream={box}" in front.log() for box in boxes)
-    assert "route=prefix" in front.log()
+    answer = requests.post(front.url + "/v1/chat/completions", json={"model": MODEL, "messages": HELLO},
+                           headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
+    box, route = answer.headers["X-Fleet-Box"], answer.headers["X-Fleet-Route"]
+    assert box in [box.url for box in fleet["boxes"]] and route == "prefix"
+    assert f"upstream={box} route=prefix status=200" in front.log()
 
 
 def test_anthropics_api_goes_through_a_front_with_its_own_error_shape(fleet):
@@ -117,6 +119,20 @@ def test_a_sessions_turns_through_both_fronts_stay_on_one_box(fleet):
                          {"role": "user", "content": f"turn {turn + 2}"}]
         counts = sorted(len(fake.requests) - count for fake, count in zip(fakes, before, strict=True))
         assert counts == [0, 8]
+
+
+def test_the_cold_start_lock_names_one_box_to_every_front(fleet):
+    from api_like_oai.fleet import lock
+    from api_like_oai.fleet.membership import connect
+
+    connection = connect(fleet["redis"].url)
+    first, second = (box.url for box in fleet["boxes"])
+    assert lock.claim(connection, "cold-model", first) == first
+    assert lock.claim(connection, "cold-model", second) == first    # the later front goes where the first chose
+    lock.release(connection, "cold-model", second)                   # only the front that chose may take it back
+    assert lock.holder(connection, "cold-model") == first
+    lock.release(connection, "cold-model", first)
+    assert lock.claim(connection, "cold-model", second) == second
 
 
 def test_a_fleet_call_without_the_secret_is_refused(fleet):
