@@ -149,6 +149,10 @@ def _metrics():
     text = generate_latest(shared.metrics.collected())
     if shared.supervisor is not None:
         text += lifecycle_metrics(shared.supervisor.ask("status"))
+    if shared.fleet is not None:
+        from .fleet.metrics import fleet_metrics
+
+        text += fleet_metrics(shared.fleet.membership.current())
     if shared.settings.upstream_metrics:
         from .upstream_metrics import upstream_metrics
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -53,6 +54,31 @@ def command_line(pid: int) -> list[str]:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
     except OSError:
         return []
+
+
+def kill_instance(process: subprocess.Popen) -> list[int]:
+    """SIGKILL a proxy instance as a dying machine ends it: its master and its workers at once (what it
+    started besides, a supervisor and its llama-servers, a fleet member, must die with it by themselves).
+    The pids of everything it ran, to check that they are gone."""
+    everything = [process.pid, *descendants_of(process.pid)]
+    workers = [pid for pid in children_of(process.pid) if command_line(pid) == command_line(process.pid)]
+    for pid in [process.pid, *workers]:
+        os.kill(pid, signal.SIGKILL)
+    process.wait()
+    return everything
+
+
+def still_running(pids: list[int]) -> list[int]:
+    """Those of `pids` that are running (not gone, not a zombie)."""
+    running = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
 
 
 def llama_servers_on(port: int) -> list[int]:

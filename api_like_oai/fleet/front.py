@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import FleetUnavailable, ModelNotFound
+from ..errors import ModelNotFound
 from . import lock
 from .affinity import session_key
 from .membership import Membership
@@ -28,8 +28,9 @@ class FleetFront:
         return any(model in box.models for box in self.membership.boxes())
 
     def forward(self, model: str, body: dict, raw: bytes, method: str, path: str, headers: dict[str, str], *,
-                caller: str, anthropic: bool) -> Relayed:
-        """The request relayed to the best box for it that takes it."""
+                caller: str, anthropic: bool, on_passed_over=lambda address: None) -> Relayed:
+        """The request relayed to the best box for it that takes it; `on_passed_over(address)` for each
+        box that refused it or could not be reached."""
         boxes = self.membership.boxes()
         starting_on = self._cold_start(model, boxes)
         candidates = place(model, boxes, session=session_key(body), starting_on=starting_on)
@@ -38,6 +39,7 @@ class FleetFront:
                                 f"{', '.join(sorted(fleet_models(boxes)))}", param="model")
 
         def refused(candidate: Candidate) -> None:
+            on_passed_over(candidate.address)
             self.membership.forget()
             if candidate.address == starting_on:
                 self._release(model, starting_on)
@@ -70,10 +72,3 @@ class FleetFront:
         return {name: [{"box": address, "state": on_box.state, "memory_mib": on_box.memory_mib,
                         "in_flight": on_box.in_flight, "queued": on_box.queued} for address, on_box in where]
                 for name, where in fleet_models(self.membership.boxes()).items()}
-
-    def unavailable(self) -> FleetUnavailable | None:
-        try:
-            self.membership.current()
-        except FleetUnavailable as exc:
-            return exc
-        return None

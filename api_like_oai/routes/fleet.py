@@ -66,8 +66,11 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
     if ticket is not None:
         ticket.admit(body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None)
     record = g.get("record")
+    metrics = state().metrics
     relayed = state().fleet.forward(model, body, raw, request.method, request.full_path.rstrip("?"),
-                                    dict(request.headers), caller=caller.name, anthropic=speaks_anthropic(request.path))
+                                    dict(request.headers), caller=caller.name, anthropic=speaks_anthropic(request.path),
+                                    on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc())
+    metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
     if record is not None:
         record.model, record.requested_model = model, model
         record.upstream, record.route = relayed.candidate.address, relayed.candidate.route

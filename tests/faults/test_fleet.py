@@ -5,8 +5,6 @@ is stopped and started again."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +14,7 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import ROOT, Proxy, RedisServer, descendants_of, free_port, stop
+from ..servers import ROOT, Proxy, RedisServer, free_port, kill_instance, still_running, stop
 
 SECRET = "a-fleet-secret-for-the-tests-0123456789"
 ADMIN = "sk-admin-of-the-fleet"
@@ -85,6 +83,14 @@ def test_a_front_answers_for_a_model_only_the_boxes_serve(fleet):
     box, route = answer.headers["X-Fleet-Box"], answer.headers["X-Fleet-Route"]
     assert box in [box.url for box in fleet["boxes"]] and route == "prefix"
     assert f"upstream={box} route=prefix status=200" in front.log()
+    metrics = _metrics(front)
+    assert f'api_like_oai_fleet_relays_total{{box="{box}",route="prefix",status="200"}}' in metrics
+    assert "api_like_oai_fleet_boxes 2.0" in metrics
+    assert all(f'api_like_oai_fleet_model_loaded{{box="{b.url}",model="{MODEL}"}} 1.0' in metrics for b in fleet["boxes"])
+
+
+def _metrics(front: Proxy) -> str:
+    return requests.get(front.url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=5).text
 
 
 def test_anthropics_api_goes_through_a_front_with_its_own_error_shape(fleet):
@@ -171,16 +177,16 @@ def test_a_key_revoked_at_one_front_is_refused_at_every_front_within_2_seconds(f
 
 def test_a_killed_box_leaves_the_fleet_and_no_request_is_refused(fleet):
     front, killed = fleet["fronts"][0], fleet["boxes"][1]
-    its_processes = [killed.process.pid, *descendants_of(killed.process.pid)]
-    killed.process.send_signal(signal.SIGKILL)
+    its_processes = kill_instance(killed.process)
     deadline = time.monotonic() + 7   # past the heartbeat's expiry (5 s)
     answered = 0
     while time.monotonic() < deadline:
         assert _chat(fleet["fronts"][answered % 2], [{"role": "user", "content": f"after {answered}"}]).choices
         answered += 1
     assert _boxes_of(front) == [fleet["boxes"][0].url]
-    _until(lambda: not [pid for pid in its_processes if os.path.exists(f"/proc/{pid}")
-                        and open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"], "the killed box's processes gone")
+    passed_over = [f'api_like_oai_fleet_passed_over_total{{box="{killed.url}"}}' in _metrics(f) for f in fleet["fronts"]]
+    assert any(passed_over)   # the killed box was tried, and passed over, before its record expired
+    _until(lambda: not still_running(its_processes), "the killed box's processes gone")
 
 
 def test_redis_stopped_and_started_again_is_never_a_500(fleet):
