@@ -135,6 +135,15 @@ def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 60.
     raise TimeoutError(f"{what} not ready after {timeout}s")
 
 
+def eventually(condition, what: str, timeout: float = 30.0) -> None:
+    """Poll `condition()` until true; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout} s: {what}")
+        time.sleep(0.1)
+
+
 def stop(*processes: subprocess.Popen) -> None:
     """Stop `processes` at once (each is asked to end, then each is waited for), killing those that
     have not ended within 10 seconds."""

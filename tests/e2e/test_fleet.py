@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import Proxy, RedisServer, command_line, descendants_of, free_port, kill_instance, still_running, stop
+from ..servers import Proxy, RedisServer, command_line, descendants_of, eventually, free_port, kill_instance, still_running, stop
 
 SECRET = "a-fleet-secret-for-the-e2e-tests-0123456789"
 MODEL = "smol"
@@ -42,7 +42,7 @@ def fleet(provisioned, tmp_path_factory):
             proxy.launch()
         for proxy in boxes + fronts:
             proxy.ready()
-        _until(lambda: all(len(_where(front)) == 2 for front in fronts), "both boxes in the fleet")
+        eventually(lambda: all(len(_where(front)) == 2 for front in fronts), "both boxes in the fleet")
         yield {"redis": redis_server, "boxes": boxes, "fronts": fronts}
     finally:
         stop(*(proxy.process for proxy in boxes + fronts if proxy.process and proxy.process.poll() is None))
@@ -65,14 +65,6 @@ def _where(front: Proxy) -> dict[str, dict]:
     cards = requests.get(front.url + "/v1/models", timeout=10).json()["data"]
     card = next((card for card in cards if card["id"] == MODEL), None)
     return {box["box"]: box for box in card["status"]["boxes"]} if card else {}
-
-
-def _until(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout} s: {what}")
-        time.sleep(0.2)
 
 
 def _llama_servers(proxy: Proxy) -> list[int]:
@@ -103,7 +95,7 @@ def test_an_agent_session_through_both_fronts_stays_on_one_box_and_in_its_cache(
     fronts, boxes = fleet["fronts"], fleet["boxes"]
     cold = next(box for box in boxes if not _llama_servers(box))
     requests.post(cold.url + "/models/load", json={"model": MODEL}, timeout=120).raise_for_status()
-    _until(lambda: {box["state"] for box in _where(fronts[0]).values()} == {"loaded"}, "loaded on both boxes")
+    eventually(lambda: {box["state"] for box in _where(fronts[0]).values()} == {"loaded"}, "loaded on both boxes")
     stayed = prompt_tokens = cached_tokens = later_turns = 0
     for session in range(2):
         messages = [{"role": "system", "content": f"Session {session}. {SYSTEM}"},
@@ -134,8 +126,8 @@ def test_a_killed_front_leaves_the_other_front_serving_and_its_leases_released(f
     leftovers = kill_instance(killed.process)
     for n in range(4):
         assert _turn(other, [{"role": "user", "content": f"Say hi {n}."}]).http_response.status_code == 200
-    _until(lambda: sum(box["in_flight"] for box in _where(other).values()) == 0, "the dead front's lease released")
-    _until(lambda: not still_running(leftovers), "the killed front's processes gone")
+    eventually(lambda: sum(box["in_flight"] for box in _where(other).values()) == 0, "the dead front's lease released")
+    eventually(lambda: not still_running(leftovers), "the killed front's processes gone")
 
 
 def test_a_killed_box_leaves_the_fleet_and_no_llama_server_behind(fleet):
@@ -150,4 +142,4 @@ def test_a_killed_box_leaves_the_fleet_and_no_llama_server_behind(fleet):
         assert _turn(front, [{"role": "user", "content": f"Say hi {answered}."}]).http_response.status_code == 200
         answered += 1
     assert list(_where(front)) == [kept.url]
-    _until(lambda: not still_running(leftovers), "the killed box's supervisor, member and llama-server gone")
+    eventually(lambda: not still_running(leftovers), "the killed box's supervisor, member and llama-server gone")

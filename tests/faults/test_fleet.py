@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import ROOT, Proxy, RedisServer, free_port, kill_instance, still_running, stop
+from ..servers import ROOT, Proxy, RedisServer, eventually, free_port, kill_instance, still_running, stop
 
 SECRET = "a-fleet-secret-for-the-tests-0123456789"
 ADMIN = "sk-admin-of-the-fleet"
@@ -40,7 +40,7 @@ def fleet(tmp_path_factory, start_fake):
             proxy.launch()
         for proxy in boxes + fronts:
             proxy.ready()
-        _until(lambda: len(_boxes_of(fronts[0])) == 2 and len(_boxes_of(fronts[1])) == 2, "both boxes in the fleet")
+        eventually(lambda: len(_boxes_of(fronts[0])) == 2 and len(_boxes_of(fronts[1])) == 2, "both boxes in the fleet")
         yield started
     finally:
         stop(*(proxy.process for proxy in boxes + fronts if proxy.process))
@@ -58,14 +58,6 @@ def _boxes_of(front: Proxy, model: str = MODEL) -> list[str]:
     answer = requests.get(front.url + "/v1/models", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=5)
     cards = {card["id"]: card for card in answer.json()["data"]} if answer.status_code == 200 else {}
     return sorted(box["box"] for box in cards[model]["status"]["boxes"]) if model in cards else []
-
-
-def _until(condition, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout} s: {what}")
-        time.sleep(0.1)
 
 
 def _chat(front: Proxy, messages=HELLO, **options):
@@ -186,7 +178,7 @@ def test_a_killed_box_leaves_the_fleet_and_no_request_is_refused(fleet):
     assert _boxes_of(front) == [fleet["boxes"][0].url]
     passed_over = [f'api_like_oai_fleet_passed_over_total{{box="{killed.url}"}}' in _metrics(f) for f in fleet["fronts"]]
     assert any(passed_over)   # the killed box was tried, and passed over, before its record expired
-    _until(lambda: not still_running(its_processes), "the killed box's processes gone")
+    eventually(lambda: not still_running(its_processes), "the killed box's processes gone")
 
 
 def test_redis_stopped_and_started_again_is_never_a_500(fleet):
@@ -206,5 +198,5 @@ def test_redis_stopped_and_started_again_is_never_a_500(fleet):
     # placed by the last known membership first, then a 503 naming Redis: never a 500
     assert statuses[0] == 200 and statuses[-1] == 503 and set(statuses) == {200, 503}
     fleet["redis"] = RedisServer(port=redis_server.port).start()
-    _until(lambda: len(_boxes_of(front)) == 1, "the box back in the fleet")
+    eventually(lambda: len(_boxes_of(front)) == 1, "the box back in the fleet")
     assert _chat(front).choices[0].message.content == " Hello, world!"
