@@ -380,7 +380,7 @@ def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoic
 def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
     models = models_from_config(args, config) if config is not None and config.models else ()
     models += models_from_flags(args, {model.name for model in models})
-    if not models and args.fleet is None:   # a fleet's front may have no models of its own
+    if not models and (args.fleet is None or args.advertise):   # a fleet's front alone has no models of its own
         models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
                                 tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format,
                                 context_policy=_context_policy(args), routing=_routing_policy(args)),)

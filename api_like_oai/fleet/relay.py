@@ -36,7 +36,7 @@ class Relayed:
 
     status: int
     headers: dict[str, str]
-    body: Iterator[bytes]
+    body: Iterator[bytes] | bytes     # an event stream's pieces as they come, else the whole answer
     candidate: Candidate
     close: Callable[[], None]
 
@@ -67,7 +67,10 @@ class Relay:
                 refusals.append(f"{candidate.address}: {answer.status} {_message(answer)}")
                 on_refused(candidate)
                 continue
-            return Relayed(answer.status, _returned(answer.headers), _body(answer, anthropic), candidate, answer.close)
+            body = _body(answer, anthropic)
+            if not answer.headers.get("content-type", "").startswith("text/event-stream"):
+                body = b"".join(body)   # a whole answer: written to the client at once, with its length
+            return Relayed(answer.status, _returned(answer.headers), body, candidate, answer.close)
         raise FleetUnavailable("no box of the fleet could take the request: " + ("; ".join(refusals) or "none can run the model"))
 
     def _client(self, address: str) -> HTTPClient:
