@@ -104,7 +104,7 @@ def _body(answer: Response, anthropic: bool) -> Iterator[bytes]:
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     try:
         yield from answer.iter_bytes()
-    except TransportError as exc:
+    except (TransportError, OSError) as exc:   # a reset connection is an OSError from recv itself
         log.warning("fleet: the box's answer broke off: %s", exc)
         answer.close()
         if streamed:

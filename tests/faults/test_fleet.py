@@ -13,6 +13,8 @@ import openai
 import pytest
 import requests
 
+from api_like_oai.backends.routing import rendezvous
+
 from ..conftest import openai_client
 from ..servers import ROOT, Proxy, RedisServer, eventually, free_port, kill_instance, still_running, stop
 
@@ -29,7 +31,7 @@ def fleet(tmp_path_factory, start_fake):
     secret_file = directory / "fleet-secret"
     secret_file.write_text(SECRET + "\n")
     redis_server = RedisServer().start()
-    fakes = [start_fake(token_interval=0.01), start_fake(token_interval=0.01)]
+    fakes = [start_fake(), start_fake()]
     common = ["--fleet", redis_server.url, "--fleet-secret-file", str(secret_file)]
     boxes = [_box(directory, index, fake.url, common) for index, fake in enumerate(fakes)]
     fronts = [Proxy([*common, "--admin-key", ADMIN, "--store", redis_server.url], host=f"127.0.0.{4 + n}")
@@ -169,7 +171,16 @@ def test_a_key_revoked_at_one_front_is_refused_at_every_front_within_2_seconds(f
 
 def test_a_killed_box_leaves_the_fleet_and_no_request_is_refused(fleet):
     front, killed = fleet["fronts"][0], fleet["boxes"][1]
+    slow = fleet["fakes"][1]
+    slow.behaviour, slow.token_interval, slow.tokens = "slow_tokens", 0.2, tuple(f" t{n}" for n in range(50))
+    on_killed = next(key for key in (f"session-{n}" for n in range(200))
+                     if rendezvous(key, [box.url for box in fleet["boxes"]])[0] == killed.url)
+    running = _chat(front, stream=True, extra_body={"prompt_cache_key": on_killed})
+    next(iter(running))
     its_processes = kill_instance(killed.process)
+    with pytest.raises(openai.APIError, match="the box serving the request went away"):
+        for _ in running:   # the stream already running there ends with an error event, not a hang
+            pass
     deadline = time.monotonic() + 7   # past the heartbeat's expiry (5 s)
     answered = 0
     while time.monotonic() < deadline:
