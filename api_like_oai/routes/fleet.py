@@ -13,7 +13,7 @@ import hmac
 import orjson
 from flask import Blueprint, Response, g, jsonify, request
 
-from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound
+from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 from . import current_caller, state
 from .anthropic import speaks_anthropic
@@ -47,13 +47,17 @@ def trust_fleet_call():
 def forward_elsewhere():
     """A client's request for a model this instance does not serve, relayed to the fleet's box for it
     (None: served here). A fleet call is never relayed again (no loops)."""
-    if request.method != "POST" or request.path not in MODEL_ROUTES or g.get("fleet_call"):
+    if request.method != "POST" or request.path not in MODEL_ROUTES:
         return None
     raw = request.get_data()   # cached: the route's parse_body reads the same bytes if it is served here
     body = _json_object(raw)
     model = body.get("model")
     shared = state()
-    if not isinstance(model, str) or model in shared.registry.by_name or not shared.fleet.serves(model):
+    if isinstance(model, str) and model not in shared.registry.by_name and g.get("fleet_call"):
+        # placed here by a front's stale view: a refusal, so that it tries the next box (never our default model)
+        raise UpstreamUnavailable(f"model {model!r} is not served on this box")
+    if g.get("fleet_call") or not isinstance(model, str) or model in shared.registry.by_name \
+            or not shared.fleet.serves(model):
         return None
     return _relayed(model, body, raw)
 

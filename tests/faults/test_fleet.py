@@ -143,6 +143,9 @@ def test_a_fleet_call_without_the_secret_is_refused(fleet):
     relayed_without = requests.post(box.url + "/v1/chat/completions", headers={"X-Fleet-Secret": SECRET[:-1]},
                                     json={"model": MODEL, "messages": HELLO}, timeout=5)
     assert relayed_without.status_code == 401
+    elsewhere = requests.post(box.url + "/v1/chat/completions", headers={"X-Fleet-Secret": SECRET},
+                              json={"model": "not-on-this-box", "messages": HELLO}, timeout=5)
+    assert elsewhere.status_code == 503   # a front's stale placement: refused, so that it tries the next box
     right = requests.get(box.url + "/v1/fleet/status", headers={"X-Fleet-Secret": SECRET}, timeout=5)
     assert right.status_code == 200 and len(right.json()["boxes"]) == 2
 
