@@ -61,11 +61,15 @@ def kill_instance(process: subprocess.Popen) -> list[int]:
     started besides, a supervisor and its llama-servers, a fleet member, must die with it by themselves).
     The pids of everything it ran, to check that they are gone."""
     everything = [process.pid, *descendants_of(process.pid)]
-    workers = [pid for pid in children_of(process.pid) if command_line(pid) == command_line(process.pid)]
-    for pid in [process.pid, *workers]:
+    for pid in server_processes(process):
         os.kill(pid, signal.SIGKILL)
     process.wait()
     return everything
+
+
+def server_processes(process: subprocess.Popen) -> list[int]:
+    """A proxy instance's gunicorn master and workers (the children with its command line)."""
+    return [process.pid, *(pid for pid in children_of(process.pid) if command_line(pid) == command_line(process.pid))]
 
 
 def still_running(pids: list[int]) -> list[int]:

@@ -15,12 +15,15 @@ import os
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from ..supervisor.client import SupervisorClient
 from .membership import box_record, connect, publish, withdraw
 
 log = logging.getLogger("api_like_oai.fleet")
+
+HEALTH_TIMEOUT_SECONDS = 1.0
 
 
 def saved_models(slot_dir: str | None, names: list[str]) -> list[str]:
@@ -31,6 +34,17 @@ def saved_models(slot_dir: str | None, names: list[str]) -> list[str]:
     return [name for name in names if any(file.startswith(name + "-") for file in files)]
 
 
+def answers(address: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> bool:
+    """Whether the box's own server answers /health at its advertised address: a box that is stopped,
+    hung or cut off from its address must leave the fleet (its record expires) even though this
+    process, its own, goes on."""
+    try:
+        with urllib.request.urlopen(address + "/health", timeout=timeout) as answer:  # noqa: S310 - the box's own URL
+            return answer.status == 200
+    except (OSError, ValueError):
+        return False
+
+
 def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
     """Heartbeats until `ended` is set; then the record is withdrawn."""
     connection = connect(config["redis_url"])
@@ -38,6 +52,8 @@ def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
     address, interval = config["advertise"], config["heartbeat_seconds"]
     while True:
         try:
+            if not answers(address):
+                raise RuntimeError(f"the box does not answer at {address}/health")
             status = supervisor.ask("status") if supervisor is not None else {}
             names = [*status.get("models", {}), *config["static_models"]]
             record = box_record(address, status, config["static_models"], saved_models(config.get("slot_dir"), names),

@@ -5,6 +5,8 @@ is stopped and started again."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +18,7 @@ import requests
 from api_like_oai.backends.routing import rendezvous
 
 from ..conftest import openai_client
-from ..servers import ROOT, Proxy, RedisServer, eventually, free_port, kill_instance, still_running, stop
+from ..servers import ROOT, Proxy, RedisServer, eventually, free_port, kill_instance, server_processes, still_running, stop
 
 SECRET = "a-fleet-secret-for-the-tests-0123456789"
 ADMIN = "sk-admin-of-the-fleet"
@@ -170,6 +172,23 @@ def test_a_key_revoked_at_one_front_is_refused_at_every_front_within_2_seconds(f
             except openai.AuthenticationError:
                 break
             assert time.monotonic() - revoked_at < 2
+
+
+def test_a_stopped_box_leaves_the_fleet_and_comes_back_when_resumed(fleet):
+    """A partition, as the issue simulates one: the box's server stopped with SIGSTOP (its fleet member
+    goes on, and finds that the box does not answer at its address)."""
+    front, stopped = fleet["fronts"][0], fleet["boxes"][1]
+    server = server_processes(stopped.process)
+    for pid in server:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        eventually(lambda: _boxes_of(front) == [fleet["boxes"][0].url], "the stopped box out of the fleet", timeout=15)
+        for n in range(4):   # placed on the box that answers, none waiting on the stopped one
+            assert _chat(front, [{"role": "user", "content": f"partitioned {n}"}]).choices
+    finally:
+        for pid in server:
+            os.kill(pid, signal.SIGCONT)
+    eventually(lambda: len(_boxes_of(front)) == 2, "the resumed box back in the fleet", timeout=15)
 
 
 def test_a_killed_box_leaves_the_fleet_and_no_request_is_refused(fleet):
