@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 HEARTBEAT_SECONDS = 1.0      # a box writes its record this often
 EXPIRY_SECONDS = 5.0         # a record not renewed for this long is gone: its box left the fleet
@@ -14,7 +14,7 @@ ROUTE_HEADER = "X-Fleet-Route"     # why the front chose this box, for the box's
 @dataclass(frozen=True)
 class FleetSettings:
     redis_url: str
-    secret: str = ""                 # from --fleet-secret-file: what instances prove themselves with
+    secret: str = field(default="", repr=False)   # from --fleet-secret-file: never in a log or a repr
     advertise: str | None = None     # a box: the URL the other instances reach it at; None: a front only
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     expiry_seconds: float = EXPIRY_SECONDS
