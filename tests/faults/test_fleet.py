@@ -5,6 +5,7 @@ is stopped and started again."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -108,6 +109,25 @@ def test_models_and_fleet_status_list_the_fleets_models_and_boxes(fleet):
                             cwd=ROOT, capture_output=True, text=True, timeout=30, check=True).stdout
     assert status.startswith("2 boxes") and all(box in status for box in boxes)
     assert f"{MODEL}: {boxes[0]} loaded, {boxes[1]} loaded" in status
+
+
+def test_the_dashboard_shows_the_fleets_boxes_and_their_models(fleet):
+    with requests.get(fleet["fronts"][0].url + "/v1/internal/events", headers={"Authorization": f"Bearer {ADMIN}"},
+                      stream=True, timeout=10) as stream:
+        live = _first_event(stream.iter_lines(decode_unicode=True), "live")
+    boxes = {box["box"]: box for box in live["fleet"]["boxes"]}
+    assert sorted(boxes) == sorted(box.url for box in fleet["boxes"]) and live["fleet"]["error"] is None
+    assert all(box["models"] == [{"name": MODEL, "state": "loaded"}] for box in boxes.values())
+
+
+def _first_event(lines, wanted: str) -> dict:
+    event = None
+    for line in lines:
+        if line.startswith("event: "):
+            event = line[len("event: "):]
+        elif line.startswith("data: ") and event == wanted:
+            return json.loads(line[len("data: "):])
+    raise AssertionError(f"no {wanted} event")
 
 
 def test_a_sessions_turns_through_both_fronts_stay_on_one_box(fleet):
