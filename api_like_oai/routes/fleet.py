@@ -15,6 +15,7 @@ from flask import Blueprint, Response, g, jsonify, request
 
 from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
+from ..fleet.usage import StreamUsage, counts_in
 from . import current_caller, state
 from .anthropic import speaks_anthropic
 
@@ -80,19 +81,38 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
         record.upstream, record.route = relayed.candidate.address, relayed.candidate.route
         record.status = relayed.status
     body_pieces = relayed.body
-    if relayed.headers.get("content-type", "").startswith("text/event-stream") and record is not None:
-        body_pieces = _closing_record(body_pieces, record)   # app._close_record leaves streams to close their own
+    if record is not None and isinstance(body_pieces, bytes):
+        _count(record, counts_in(_json_or_none(body_pieces)))
+    elif record is not None:
+        body_pieces = _counted_stream(body_pieces, record)   # app._close_record leaves streams to close their own
     headers = {**relayed.headers, "X-Fleet-Box": relayed.candidate.address, ROUTE_HEADER: relayed.candidate.route}
     response = Response(body_pieces, status=relayed.status, headers=headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
     return response
 
 
-def _closing_record(pieces, record):
+def _counted_stream(pieces, record):
+    """A relayed stream's pieces; its usage counted and its record closed when it ends."""
+    usage = StreamUsage()
     try:
-        yield from pieces
+        for piece in pieces:
+            usage.feed(piece)
+            yield piece
     finally:
+        _count(record, usage.counts)
         record.close()
+
+
+def _count(record, counts) -> None:
+    if counts is not None:
+        record.count(*counts)
+
+
+def _json_or_none(raw: bytes):
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _json_object(raw: bytes) -> dict:

@@ -73,8 +73,11 @@ def _chat(front: Proxy, messages=HELLO, **options):
 def test_a_front_answers_for_a_model_only_the_boxes_serve(fleet):
     front = fleet["fronts"][0]
     assert _chat(front).choices[0].message.content == " Hello, world!"
-    streamed = "".join(chunk.choices[0].delta.content or "" for chunk in _chat(front, stream=True) if chunk.choices)
+    streamed = "".join(chunk.choices[0].delta.content or "" for chunk in
+                       _chat(front, stream=True, stream_options={"include_usage": True}) if chunk.choices)
     assert streamed == " Hello, world!"
+    relayed = [line for line in front.log().splitlines() if "endpoint=/v1/chat/completions" in line]
+    assert all("completion_tokens=4" in line for line in relayed[:2])   # the box's usage counted at the front
     answer = requests.post(front.url + "/v1/chat/completions", json={"model": MODEL, "messages": HELLO},
                            headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
     box, route = answer.headers["X-Fleet-Box"], answer.headers["X-Fleet-Route"]

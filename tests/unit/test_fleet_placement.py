@@ -7,6 +7,7 @@ import pytest
 from api_like_oai.fleet.affinity import session_key
 from api_like_oai.fleet.membership import box_of, box_record
 from api_like_oai.fleet.placement import Box, Candidate, ModelOnBox, fleet_models, place
+from api_like_oai.fleet.usage import StreamUsage, counts_in
 
 A, B, C = "http://127.0.0.2:8081", "http://127.0.0.3:8081", "http://127.0.0.4:8081"
 
@@ -118,3 +119,26 @@ def test_another_conversation_has_another_key_and_the_clients_own_key_wins():
     assert session_key({**CHAT_TURN_1, "prompt_cache_key": "k1"}) == "k1"
     assert session_key({"model": "m", "metadata": {"user_id": "u_session_1"}, "messages": []}) == "u_session_1"
     assert session_key({"model": "m"}) is None
+
+
+@pytest.mark.parametrize("document, counts", [
+    ({"usage": {"prompt_tokens": 30, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 20}}}, (30, 4, 20)),
+    ({"usage": {"prompt_tokens": 7, "total_tokens": 7}}, (7, 0, 0)),                       # embeddings
+    ({"type": "message_delta", "usage": {"input_tokens": 10, "cache_read_input_tokens": 20, "output_tokens": 4}},
+     (30, 4, 20)),                                                                         # Anthropic: input excludes the cache
+    ({"type": "response.completed", "response": {"usage": {"input_tokens": 30, "output_tokens": 4,
+                                                           "input_tokens_details": {"cached_tokens": 20}}}}, (30, 4, 20)),
+    ({"choices": []}, None), ([1, 2], None),
+])
+def test_a_relayed_answers_tokens_are_read_from_its_usage_in_every_api(document, counts):
+    assert counts_in(document) == counts
+
+
+def test_a_relayed_streams_tokens_are_its_last_usage_events():
+    usage = StreamUsage()
+    for piece in (b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n',
+                  b'event: message_delta\ndata: {"usage": {"input_tokens": 1, "cache_read_input_tokens": 2, '
+                  b'"output_tokens": 3}}\n\n',
+                  b"data: [DONE]\n\n"):
+        usage.feed(piece)
+    assert usage.counts == (3, 3, 2)
