@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import dataclasses
 import functools
 import importlib.util
 import logging
@@ -215,6 +216,9 @@ def _add_fleet_flags(add) -> None:
         "(e.g. http://10.0.0.2:8081); without it, a front only")
     add("--fleet-secret-file", metavar="PATH", help="with --fleet: the file holding the secret the fleet's "
         "instances prove themselves to each other with (the same file on every instance)")
+    add("--rpc-lend", type=int, metavar="MIB", help="with --advertise: lend MIB of this box's --memory-budget to "
+        "models too large for any one box, through an rpc-server it runs (llama.cpp's RPC backend; trusted network only)")
+    add("--rpc-server", metavar="PATH", help="with --rpc-lend: the rpc-server binary (default: beside llama-server)")
 
 
 def _ttl(value: str) -> float:
@@ -411,13 +415,16 @@ def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
     if binary is None:
         raise StartupError("no llama-server to start the models with: give --llama-server PATH, put it on PATH, "
                            "or run scripts/provision")
-    return supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir)
+    settings = supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir)
+    if args.rpc_lend:   # what the box lends to a pooled model elsewhere is not its own models' to use
+        settings = dataclasses.replace(settings, memory_budget_mib=settings.memory_budget_mib - args.rpc_lend)
+    return settings
 
 
 def _fleet(args: argparse.Namespace):
     if args.fleet is None:
-        if args.advertise or args.fleet_secret_file:
-            raise StartupError("--advertise and --fleet-secret-file need --fleet redis://...")
+        if args.advertise or args.fleet_secret_file or args.rpc_lend:
+            raise StartupError("--advertise, --fleet-secret-file and --rpc-lend need --fleet redis://...")
         return None
     from .fleet.settings import FleetSettings
 
@@ -433,7 +440,21 @@ def _fleet(args: argparse.Namespace):
         raise StartupError(f"cannot read --fleet-secret-file {args.fleet_secret_file}: {exc.strerror}") from None
     if len(secret) < 16:
         raise StartupError(f"--fleet-secret-file {args.fleet_secret_file}: the secret must be at least 16 characters")
-    return FleetSettings(args.fleet, secret, args.advertise.rstrip("/") if args.advertise else None)
+    return FleetSettings(args.fleet, secret, args.advertise.rstrip("/") if args.advertise else None,
+                         rpc_lend_mib=args.rpc_lend or 0, rpc_server=_rpc_server(args))
+
+
+def _rpc_server(args: argparse.Namespace) -> str | None:
+    """The rpc-server a box lending memory runs: --rpc-server, else the one beside llama-server."""
+    if not args.rpc_lend:
+        return None
+    if not args.advertise:
+        raise StartupError("--rpc-lend needs --advertise: the rpc-server listens on the advertised host")
+    llama_server = find_llama_server(args.llama_server)
+    binary = args.rpc_server or (os.path.join(os.path.dirname(llama_server), "rpc-server") if llama_server else None)
+    if not binary or not os.access(binary, os.X_OK):
+        raise StartupError("--rpc-lend needs rpc-server: give --rpc-server PATH (scripts/provision builds it)")
+    return binary
 
 
 def store_settings_of(args: argparse.Namespace) -> StoreSettings:

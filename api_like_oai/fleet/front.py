@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import ModelNotFound
+from ..errors import FleetUnavailable, ModelNotFound
 from . import lock
 from .affinity import session_key
 from .membership import Membership
-from .placement import Box, Candidate, fleet_models, place
+from .placement import LOADING, RPC, Box, Candidate, fleet_models, place, pool
 from .relay import Relay, Relayed
 from .settings import FleetSettings
 
@@ -33,7 +33,10 @@ class FleetFront:
         box that refused it or could not be reached."""
         boxes = self.membership.boxes()
         starting_on = self._cold_start(model, boxes)
-        candidates = place(model, boxes, session=session_key(body), starting_on=starting_on)
+        candidates = place(model, boxes, session=session_key(body), starting_on=starting_on) \
+            or self._pooled(model, boxes)
+        if not candidates and model in fleet_models(boxes):
+            raise FleetUnavailable(f"no box of the fleet has room for model {model!r} now, alone or pooled over RPC")
         if not candidates:
             raise ModelNotFound(f"model {model!r} does not exist in the fleet; known models: "
                                 f"{', '.join(sorted(fleet_models(boxes)))}", param="model")
@@ -60,6 +63,26 @@ class FleetFront:
         except Exception as exc:  # noqa: BLE001 - Redis down: start where placement says, unlocked
             log.warning("fleet: cold-start lock for %s not taken (%s)", model, exc)
             return None
+
+    def _pooled(self, model: str, boxes: list[Box]) -> list[Candidate]:
+        """Rule 6: a model larger than any box's room, started on the pool's host with the helpers'
+        rpc-servers (once in the fleet: the cold-start lock names the host); [] when no pool can run it."""
+        plan = pool(model, boxes)
+        if plan is None:
+            return []
+        try:
+            host = lock.claim(self.membership.connection, model, plan.host)
+        except Exception as exc:  # noqa: BLE001 - Redis down: start it unlocked
+            log.warning("fleet: cold-start lock for %s not taken (%s)", model, exc)
+            host = plan.host
+        if host != plan.host:
+            return [Candidate(host, LOADING)]   # another front is starting it there
+        try:
+            self.relay.start_pool(plan, model)
+        except BaseException:
+            self._release(model, plan.host)
+            raise
+        return [Candidate(plan.host, RPC)]
 
     def _release(self, model: str, address: str) -> None:
         try:

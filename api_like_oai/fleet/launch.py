@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -18,8 +19,20 @@ def start(settings: FleetSettings, run_dir: str, supervisor_socket: str | None, 
     """The member process, heartbeating the box's record from its first second on."""
     config_path = os.path.join(run_dir, "fleet-member.json")
     with open(config_path, "w", encoding="utf-8") as file:
-        json.dump({**settings.to_dict(), "static_models": static_models, "slot_dir": slot_dir}, file)
+        json.dump({**settings.to_dict(), "static_models": static_models, "slot_dir": slot_dir,
+                   "rpc": _rpc(settings)}, file)
     parent = os.getpid()
     return subprocess.Popen([sys.executable, "-m", "api_like_oai.fleet", config_path, supervisor_socket or "", log_level],
                             stdin=subprocess.PIPE, preexec_fn=lambda: _die_with(parent), start_new_session=True)
 
+
+
+def _rpc(settings: FleetSettings) -> dict | None:
+    """The rpc-server the member runs for a box lending memory: its binary, address and what it lends."""
+    if not settings.rpc_lend_mib:
+        return None
+    host = settings.advertised_host
+    with socket.socket() as probe:   # a port free on the advertised host, chosen once
+        probe.bind((host, 0))
+        port = probe.getsockname()[1]
+    return {"binary": settings.rpc_server, "host": host, "port": port, "lend_mib": settings.rpc_lend_mib}

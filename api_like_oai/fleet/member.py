@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from ..supervisor.client import SupervisorClient
+from ..supervisor.process import _die_with
 from .membership import box_record, connect, publish, withdraw
 
 log = logging.getLogger("api_like_oai.fleet")
@@ -45,11 +47,28 @@ def answers(address: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> bool:
         return False
 
 
+def start_rpc_server(rpc: dict) -> subprocess.Popen:
+    """The box's rpc-server (llama.cpp's RPC backend), lending its memory to a pooled model's host; it
+    dies with this process, which dies with the box."""
+    parent = os.getpid()
+    return subprocess.Popen([rpc["binary"], "-H", rpc["host"], "-p", str(rpc["port"]), "-t", "1"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            preexec_fn=lambda: _die_with(parent), start_new_session=True)
+
+
+def _lending(rpc: dict | None, server: subprocess.Popen | None) -> dict | None:
+    """What the record says the box lends: only while its rpc-server runs."""
+    if rpc is None or server is None or server.poll() is not None:
+        return None
+    return {"endpoint": f"{rpc['host']}:{rpc['port']}", "lend_mib": rpc["lend_mib"]}
+
+
 def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
     """Heartbeats until `ended` is set; then the record is withdrawn."""
     connection = connect(config["redis_url"])
     supervisor = SupervisorClient(socket_path) if socket_path else None
     address, interval = config["advertise"], config["heartbeat_seconds"]
+    rpc_server = start_rpc_server(config["rpc"]) if config.get("rpc") else None
     while True:
         try:
             if not answers(address):
@@ -57,12 +76,14 @@ def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
             status = supervisor.ask("status") if supervisor is not None else {}
             names = [*status.get("models", {}), *config["static_models"]]
             record = box_record(address, status, config["static_models"], saved_models(config.get("slot_dir"), names),
-                                time.time())
+                                time.time(), _lending(config.get("rpc"), rpc_server))
             publish(connection, record, config["expiry_seconds"])
         except Exception as exc:  # noqa: BLE001 - Redis or the supervisor away: the next beat tries again
             log.warning("fleet: heartbeat of %s not written: %s", address, exc)
         if ended.wait(interval):
             break
+    if rpc_server is not None:
+        rpc_server.kill()
     try:
         withdraw(connection, address)
     except Exception as exc:  # noqa: BLE001 - the record then expires by itself

@@ -39,9 +39,10 @@ def connect(redis_url: str):
                                 socket_connect_timeout=REDIS_TIMEOUT_SECONDS, health_check_interval=0)
 
 
-def box_record(address: str, status: dict, static_models: list[str], saved: list[str], now: float) -> dict:
+def box_record(address: str, status: dict, static_models: list[str], saved: list[str], now: float,
+               lending: dict | None = None) -> dict:
     """A box's record from its supervisor's status (`{"op": "status"}`) and its models with fixed
-    upstreams (always loaded, no memory counted)."""
+    upstreams (always loaded, no memory counted); `lending`: its rpc-server's endpoint and what it lends."""
     models = {name: {"state": "loaded", "memory_mib": 0, "in_flight": 0, "queued": 0, "pinned": True}
               for name in static_models}
     for name, model in status.get("models", {}).items():
@@ -49,14 +50,16 @@ def box_record(address: str, status: dict, static_models: list[str], saved: list
                         "queued": model["queued"], "pinned": model.get("pinned", False)}
     return {"address": address, "budget_mib": status.get("memory_budget_mib", 0), "models": models,
             "saved": sorted(saved), "in_flight": sum(m["in_flight"] for m in models.values()),
-            "queued": sum(m["queued"] for m in models.values()), "time": now}
+            "queued": sum(m["queued"] for m in models.values()), "time": now, "rpc": lending}
 
 
 def box_of(record: dict) -> Box:
     """The placement's view of a record."""
     models = {name: ModelOnBox(model["state"], model["memory_mib"], model["in_flight"], model["queued"],
                                model["pinned"]) for name, model in record["models"].items()}
-    return Box(record["address"], record["budget_mib"], models, frozenset(record.get("saved", ())))
+    lending = record.get("rpc") or {}
+    return Box(record["address"], record["budget_mib"], models, frozenset(record.get("saved", ())),
+               lending.get("endpoint"), lending.get("lend_mib", 0))
 
 
 def publish(connection, record: dict, expiry_seconds: float) -> None:

@@ -11,7 +11,9 @@ The order (issue 37, section 2):
 4. restored: a box holding a saved KV slot of it (its supervisor restores the slot when it starts it);
 5. fits:     a box whose free budget fits it without eviction, most free first;
 6. evict:    a box where stopping only idle, unpinned models makes room, least memory evicted first;
-7. busy:     the boxes where it is loaded but overloaded, least busy first: better queued than refused.
+7. busy:     the boxes where it is loaded but overloaded, least busy first: better queued than refused;
+8. rpc:      none of those: a model larger than any one box's room, pooled over llama.cpp's RPC backend
+             (`pool`): a host's llama-server with `--rpc` to other boxes' rpc-servers, which lend memory.
 A box stays the arbiter of its own memory: it may refuse, and the front tries the next candidate.
 """
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from ..backends.routing import rendezvous
 
 PREFIX, LOADED, LOADING, RESTORED, FITS, EVICT, BUSY = "prefix", "loaded", "loading", "restored", "fits", "evict", "busy"
+RPC = "rpc"
 COLD_ROUTES = (LOADING, RESTORED, FITS, EVICT)      # routes on which the box starts the model
 OVERLOAD_IN_FLIGHT = 8       # requests in flight on one model of one box beyond which another box is better
 
@@ -50,6 +53,8 @@ class Box:
     budget_mib: int
     models: Mapping[str, ModelOnBox] = field(default_factory=dict)
     saved: frozenset[str] = frozenset()      # models with a KV slot saved on this box
+    rpc_endpoint: str | None = None          # its rpc-server (host:port), when it lends memory to a pool
+    rpc_lend_mib: int = 0
 
     @property
     def used_mib(self) -> int:
@@ -129,6 +134,36 @@ def _first_of_each(candidates: list[Candidate]) -> list[Candidate]:
             seen.add(candidate.address)
             unique.append(candidate)
     return unique
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A model larger than any one box's room, run by `host`'s llama-server with the memory of the
+    helpers' rpc-servers (`llama-server --rpc endpoint,...`): `lent_mib` of it on them, the rest on the host."""
+
+    host: str
+    endpoints: tuple[str, ...]
+    lent_mib: int
+
+
+def pool(model: str, boxes: list[Box]) -> Pool | None:
+    """Rule 6: the host where `model` would take the least help (the most free memory first), and the
+    fewest lending boxes (largest loans first) whose loans make up the rest; None if none can."""
+    hosts = sorted((box for box in boxes if model in box.models and not box.models[model].holds_memory),
+                   key=lambda box: (-box.free_mib, box.address))
+    for host in hosts:
+        need = host.models[model].memory_mib - max(host.free_mib, 0)
+        helpers = sorted((box for box in boxes if box.address != host.address and box.rpc_endpoint),
+                         key=lambda box: (-box.rpc_lend_mib, box.address))
+        endpoints, lent = [], 0
+        for helper in helpers:
+            if lent >= need:
+                break
+            endpoints.append(helper.rpc_endpoint)
+            lent += helper.rpc_lend_mib
+        if need > 0 and lent >= need:
+            return Pool(host.address, tuple(endpoints), min(lent, host.models[model].memory_mib))
+    return None
 
 
 def fleet_models(boxes: list[Box]) -> dict[str, list[tuple[str, ModelOnBox]]]:

@@ -17,11 +17,12 @@ import orjson
 
 from ..backends.http import HTTPClient, Response, TransportError
 from ..errors import FleetUnavailable, UpstreamUnavailable
-from .placement import Candidate
+from .placement import Candidate, Pool
 from .settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 
 log = logging.getLogger("api_like_oai.fleet")
 
+POOL_PATH = "/v1/fleet/pool"   # a host starts a pooled model (routes/fleet.start_pool)
 REFUSALS = (503, 529)       # a box's "not here, try another": the front tries the next candidate
 # Request headers a front does not pass on: the hop's own, and the client's key (checked at the front).
 NOT_FORWARDED = frozenset({"host", "content-length", "content-type", "accept", "connection", "keep-alive",
@@ -72,6 +73,17 @@ class Relay:
                 body = b"".join(body)   # a whole answer: written to the client at once, with its length
             return Relayed(answer.status, _returned(answer.headers), body, candidate, answer.close)
         raise FleetUnavailable("no box of the fleet could take the request: " + ("; ".join(refusals) or "none can run the model"))
+
+    def start_pool(self, plan: Pool, model: str) -> None:
+        """Have the pool's host start `model` with its helpers' rpc-servers; back once it is loaded."""
+        body = orjson.dumps({"model": model, "rpc": list(plan.endpoints), "lent_mib": plan.lent_mib})
+        try:
+            answer = self._client(plan.host).request("POST", POOL_PATH, body, headers=f"{SECRET_HEADER}: {self.secret}\r\n")
+            text = answer.read()
+        except TransportError as exc:
+            raise FleetUnavailable(f"the pool's host {plan.host} did not answer ({type(exc).__name__})") from None
+        if answer.status != 200:
+            raise FleetUnavailable(f"the pool's host {plan.host} could not start {model!r} over RPC: {text[:300]!r}")
 
     def _client(self, address: str) -> HTTPClient:
         client = self.clients.get(address)

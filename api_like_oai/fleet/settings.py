@@ -18,8 +18,16 @@ class FleetSettings:
     advertise: str | None = None     # a box: the URL the other instances reach it at; None: a front only
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     expiry_seconds: float = EXPIRY_SECONDS
+    rpc_lend_mib: int = 0            # --rpc-lend: memory this box lends to pooled models through its rpc-server
+    rpc_server: str | None = None    # the rpc-server binary (llama.cpp's RPC backend)
 
     def to_dict(self) -> dict:
         """What the member process needs (never the secret: it makes no fleet calls)."""
         return {"redis_url": self.redis_url, "advertise": self.advertise,
                 "heartbeat_seconds": self.heartbeat_seconds, "expiry_seconds": self.expiry_seconds}
+
+    @property
+    def advertised_host(self) -> str | None:
+        from urllib.parse import urlsplit
+
+        return urlsplit(self.advertise).hostname if self.advertise else None

@@ -9,6 +9,7 @@ the caller's key is checked unless it is such a call (its front checked it), the
 from __future__ import annotations
 
 import hmac
+import re
 
 import orjson
 from flask import Blueprint, Response, g, jsonify, request
@@ -129,3 +130,22 @@ def _json_object(raw: bytes) -> dict:
 def fleet_status():
     """The fleet as this instance sees it: every box's record (fleet calls only: `api-like-oai fleet status`)."""
     return jsonify({"boxes": state().fleet.membership.current()})
+
+
+RPC_ENDPOINT = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}")
+
+
+@bp.post("/v1/fleet/pool")
+def start_pool():
+    """A front has this box host a model pooled over RPC: its llama-server started with `--rpc` to the
+    helpers' rpc-servers, `lent_mib` of its memory counted on them, not here. Back once it is loaded."""
+    body = _json_object(request.get_data())
+    model, endpoints, lent = body.get("model"), body.get("rpc"), body.get("lent_mib")
+    if not isinstance(model, str) or not isinstance(lent, int) or lent < 0 or not isinstance(endpoints, list) \
+            or not endpoints or not all(isinstance(e, str) and RPC_ENDPOINT.fullmatch(e) for e in endpoints):
+        raise InvalidRequest("a pool is {model, rpc: [host:port, ...], lent_mib}")
+    supervisor = state().supervisor
+    if supervisor is None:
+        raise ModelNotFound(f"model {model!r} is not one this box starts", param="model")
+    answer = supervisor.ask("load", model=model, args=["--rpc", ",".join(endpoints)], lent_mib=lent)
+    return jsonify({"model": model, "status": answer["status"]})

@@ -6,7 +6,7 @@ import pytest
 
 from api_like_oai.fleet.affinity import session_key
 from api_like_oai.fleet.membership import box_of, box_record
-from api_like_oai.fleet.placement import Box, Candidate, ModelOnBox, fleet_models, place
+from api_like_oai.fleet.placement import Box, Candidate, ModelOnBox, Pool, fleet_models, place, pool
 from api_like_oai.fleet.usage import StreamUsage, counts_in
 
 A, B, C = "http://127.0.0.2:8081", "http://127.0.0.3:8081", "http://127.0.0.4:8081"
@@ -142,3 +142,20 @@ def test_a_relayed_streams_tokens_are_its_last_usage_events():
                   b"data: [DONE]\n\n"):
         usage.feed(piece)
     assert usage.counts == (3, 3, 2)
+
+
+def lender(address, lend, budget=100, **models) -> Box:
+    return Box(address, budget, {name: ModelOnBox(*state) for name, state in models.items()}, frozenset(),
+               f"{address.removeprefix('http://').split(':')[0]}:50052", lend)
+
+
+def test_a_model_larger_than_any_box_is_pooled_on_the_roomiest_host_with_the_fewest_lenders():
+    boxes = [box(A, budget=400, big=("unloaded", 600)), lender(B, 100, big=("unloaded", 600)),
+             lender(C, 300, big=("unloaded", 600))]
+    assert place("big", boxes) == []
+    assert pool("big", boxes) == Pool(A, ("127.0.0.4:50052",), 300)      # C's 300 cover the 200 A lacks
+
+
+def test_no_pool_when_the_loans_do_not_cover_it_or_when_it_fits_alone():
+    assert pool("big", [box(A, budget=400, big=("unloaded", 600)), lender(B, 100)]) is None
+    assert pool("big", [box(A, budget=800, big=("unloaded", 600)), lender(B, 300)]) is None
