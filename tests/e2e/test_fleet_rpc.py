@@ -9,7 +9,17 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import Proxy, RedisServer, command_line, descendants_of, eventually, free_port, stop
+from ..servers import (
+    Proxy,
+    RedisServer,
+    command_line,
+    descendants_of,
+    eventually,
+    free_port,
+    kill_instance,
+    still_running,
+    stop,
+)
 
 SECRET = "a-fleet-secret-for-the-rpc-tests-0123456789"
 MODEL = "big"
@@ -84,3 +94,13 @@ def test_each_boxs_share_is_counted_against_its_budget(pool):
     cards = requests.get(front.url + "/v1/models", timeout=10).json()["data"]
     boxes = {box["box"]: box for box in next(card for card in cards if card["id"] == MODEL)["status"]["boxes"]}
     assert (boxes[host.url]["state"], boxes[host.url]["memory_mib"]) == ("loaded", 600 - LENT)
+
+
+def test_a_killed_lender_leaves_no_rpc_server_behind(pool):
+    lender = pool["lender"]
+    rpc_servers = [pid for pid in descendants_of(lender.process.pid) if command_line(pid)[:1]
+                   and command_line(pid)[0].endswith("rpc-server")]
+    assert rpc_servers
+    leftovers = kill_instance(lender.process)
+    eventually(lambda: not still_running(leftovers), "the killed lender's member and rpc-server gone")
+    eventually(lambda: _fleet_metric(pool["front"], "api_like_oai_fleet_boxes") == 1.0, "the lender out of the fleet")
