@@ -47,16 +47,23 @@ def box_record(address: str, status: dict, static_models: list[str], saved: list
               for name in static_models}
     for name, model in status.get("models", {}).items():
         models[name] = {"state": model["value"], "memory_mib": model["memory_mib"], "in_flight": model["in_flight"],
-                        "queued": model["queued"], "pinned": model.get("pinned", False)}
+                        "queued": model["queued"], "pinned": model.get("pinned", False),
+                        "borrows": _borrowed(model.get("args", ()))}
     return {"address": address, "budget_mib": status.get("memory_budget_mib", 0), "models": models,
             "saved": sorted(saved), "in_flight": sum(m["in_flight"] for m in models.values()),
             "queued": sum(m["queued"] for m in models.values()), "time": now, "rpc": lending}
 
 
+def _borrowed(args) -> list[str]:
+    """The rpc-servers (host:port) a pooled model's `--rpc` flag names: loans no other pool may take."""
+    args = list(args)
+    return args[args.index("--rpc") + 1].split(",") if "--rpc" in args[:-1] else []
+
+
 def box_of(record: dict) -> Box:
     """The placement's view of a record."""
     models = {name: ModelOnBox(model["state"], model["memory_mib"], model["in_flight"], model["queued"],
-                               model["pinned"]) for name, model in record["models"].items()}
+                               model["pinned"], tuple(model.get("borrows", ()))) for name, model in record["models"].items()}
     lending = record.get("rpc") or {}
     return Box(record["address"], record["budget_mib"], models, frozenset(record.get("saved", ())),
                lending.get("endpoint"), lending.get("lend_mib", 0))

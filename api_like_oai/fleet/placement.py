@@ -39,6 +39,7 @@ class ModelOnBox:
     in_flight: int = 0
     queued: int = 0
     pinned: bool = False
+    borrows: tuple[str, ...] = ()    # the rpc-servers it was started with, pooled (their loans are taken)
 
     @property
     def holds_memory(self) -> bool:
@@ -151,10 +152,12 @@ def pool(model: str, boxes: list[Box]) -> Pool | None:
     fewest lending boxes (largest loans first) whose loans make up the rest; None if none can."""
     hosts = sorted((box for box in boxes if model in box.models and not box.models[model].holds_memory),
                    key=lambda box: (-box.free_mib, box.address))
+    taken = {endpoint for box in boxes for on_box in box.models.values() if on_box.holds_memory
+             for endpoint in on_box.borrows}
     for host in hosts:
         need = host.models[model].memory_mib - max(host.free_mib, 0)
-        helpers = sorted((box for box in boxes if box.address != host.address and box.rpc_endpoint),
-                         key=lambda box: (-box.rpc_lend_mib, box.address))
+        helpers = sorted((box for box in boxes if box.address != host.address and box.rpc_endpoint
+                          and box.rpc_endpoint not in taken), key=lambda box: (-box.rpc_lend_mib, box.address))
         endpoints, lent = [], 0
         for helper in helpers:
             if lent >= need:

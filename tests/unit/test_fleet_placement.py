@@ -159,3 +159,17 @@ def test_a_model_larger_than_any_box_is_pooled_on_the_roomiest_host_with_the_few
 def test_no_pool_when_the_loans_do_not_cover_it_or_when_it_fits_alone():
     assert pool("big", [box(A, budget=400, big=("unloaded", 600)), lender(B, 100)]) is None
     assert pool("big", [box(A, budget=800, big=("unloaded", 600)), lender(B, 300)]) is None
+
+
+def test_a_loan_another_pool_holds_is_not_lent_twice():
+    first_pool = ModelOnBox("loaded", 300, borrows=("127.0.0.4:50052",))
+    boxes = [box(A, budget=400, big=("unloaded", 600)), lender(B, 300, big=("unloaded", 600)),
+             lender(C, 300), box("http://127.0.0.5:8081", budget=400, other=first_pool)]
+    assert pool("big", boxes) == Pool(A, ("127.0.0.3:50052",), 300)     # C's loan is the other pool's
+    assert pool("big", boxes[:1] + boxes[2:]) is None
+
+
+def test_a_pooled_models_record_names_the_loans_it_took():
+    status = {"memory_budget_mib": 400, "models": {"big": {"value": "loaded", "memory_mib": 300, "in_flight": 0,
+                                                           "queued": 0, "args": ["--rpc", "10.0.0.3:50052,10.0.0.4:50052"]}}}
+    assert box_of(box_record(A, status, [], [], 0.0)).models["big"].borrows == ("10.0.0.3:50052", "10.0.0.4:50052")
