@@ -32,6 +32,7 @@ from .routes import (
     dashboard,
     docs,
     embeddings,
+    fleet,
     internal,
     keys,
     lifecycle,
@@ -68,6 +69,7 @@ class AppState:
     supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
     tracing: object | None = None     # tracing.Tracing with --otlp-endpoint (opentelemetry imported only then)
     history: History | None = None    # the dashboard's charts and recent errors, kept in the store
+    fleet: object | None = None       # fleet.front.FleetFront with --fleet: the boxes, placement, the relay
 
 
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
@@ -84,6 +86,8 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
+    if settings.fleet is not None:
+        app.register_blueprint(fleet.bp)
     # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
     app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
     app.extensions[dashboard.VIEW_KEY] = LiveView(state(app), state(app).history)
@@ -93,9 +97,13 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
         app.after_request(_cors_headers(settings.cors_origins))
     # The record opens before the key check, so a refused key is in the access log and the metrics.
     app.before_request(_open_record)
+    if settings.fleet is not None:   # before the key check: a fleet call's client was checked at its front
+        app.before_request(fleet.trust_fleet_call)
     if state(app).gate.required:
         app.before_request(_identify_caller)
         app.after_request(_rate_limit_headers)
+    if settings.fleet is not None:
+        app.before_request(fleet.forward_elsewhere)
     app.after_request(_close_record)
     _register_error_handlers(app)
     app.wsgi_app = CollapseSlashes(OnClose(app.wsgi_app))
@@ -119,7 +127,15 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
 
         supervisor = SupervisorClient(supervisor_socket)
     return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate, supervisor,
-                    _tracing(settings), History(open_buckets(store)))
+                    _tracing(settings), History(open_buckets(store)), _fleet_front(settings))
+
+
+def _fleet_front(settings: Settings):
+    if settings.fleet is None:
+        return None
+    from .fleet.front import FleetFront  # only with --fleet: it brings the redis client
+
+    return FleetFront(settings.fleet, connect_timeout=settings.connect_timeout, read_timeout=settings.read_timeout)
 
 
 def _tracing(settings: Settings):
@@ -135,6 +151,10 @@ def _metrics():
     text = generate_latest(shared.metrics.collected())
     if shared.supervisor is not None:
         text += lifecycle_metrics(shared.supervisor.ask("status"))
+    if shared.fleet is not None:
+        from .fleet.metrics import fleet_metrics
+
+        text += fleet_metrics(shared.fleet.membership.current())
     if shared.settings.upstream_metrics:
         from .upstream_metrics import upstream_metrics
 
@@ -218,8 +238,9 @@ def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
     CURRENT_TICKET.set(None)
+    # The page and its files hold no data (its stream needs the key); a fleet call's front checked its key.
     if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/") \
-            or dashboard.is_page(request.path):   # the page and its files hold no data: its stream needs the key
+            or dashboard.is_page(request.path) or g.get("fleet_call"):
         return
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)

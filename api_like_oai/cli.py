@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import dataclasses
 import functools
 import importlib.util
 import logging
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="An OpenAI-compatible API for llama.cpp's server. A literal \\n in a prompt "
                     "flag means a newline. Every flag may also be set as API_LIKE_OAI_<FLAG>.")
     for add_flags in (_add_original_flags, _add_template_flags, _add_server_flags, _add_limit_and_log_flags,
-                      _add_launch_flags):
+                      _add_launch_flags, _add_fleet_flags):
         add_flags(parser.add_argument)
     parser.add_argument("--version", action="version", version=f"api-like-oai {__version__}")
     for name, default in LEGACY_DEFAULTS.items():
@@ -210,6 +211,19 @@ def _add_launch_flags(add) -> None:
         help="idle time before a started model is unloaded: seconds, or 90m, 12h; 0 never (default: 15m)")
     add("--slot-save-dir", metavar="DIR", help="where models with slot_save keep their KV caches across "
         "swaps (default: a temporary directory)")
+
+
+def _add_fleet_flags(add) -> None:
+    """A fleet: several instances, one API, through one Redis (README "A fleet")."""
+    add("--fleet", metavar="REDIS_URL", help="join the fleet whose state is in this Redis (redis://HOST:PORT/DB): "
+        "requests for models this instance does not serve go to a box of the fleet that does")
+    add("--advertise", metavar="URL", help="with --fleet: this instance is a box, reached by the others at URL "
+        "(e.g. http://10.0.0.2:8081); without it, a front only")
+    add("--fleet-secret-file", metavar="PATH", help="with --fleet: the file holding the secret the fleet's "
+        "instances prove themselves to each other with (the same file on every instance)")
+    add("--rpc-lend", type=int, metavar="MIB", help="with --advertise: lend MIB of this box's --memory-budget to "
+        "models too large for any one box, through an rpc-server it runs (llama.cpp's RPC backend; trusted network only)")
+    add("--rpc-server", metavar="PATH", help="with --rpc-lend: the rpc-server binary (default: beside llama-server)")
 
 
 def _ttl(value: str) -> float:
@@ -376,7 +390,7 @@ def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoic
 def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
     models = models_from_config(args, config) if config is not None and config.models else ()
     models += models_from_flags(args, {model.name for model in models})
-    if not models:
+    if not models and (args.fleet is None or args.advertise):   # a fleet's front alone has no models of its own
         models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
                                 tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format,
                                 context_policy=_context_policy(args), routing=_routing_policy(args)),)
@@ -397,7 +411,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         images=ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
                            fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls,
                            tokens_per_image=args.image_tokens),
-        upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args))
+        upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args), fleet=_fleet(args))
 
 
 def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
@@ -408,7 +422,46 @@ def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
     if binary is None:
         raise StartupError("no llama-server to start the models with: give --llama-server PATH, put it on PATH, "
                            "or run scripts/provision")
-    return supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir)
+    settings = supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir)
+    if args.rpc_lend:   # what the box lends to a pooled model elsewhere is not its own models' to use
+        settings = dataclasses.replace(settings, memory_budget_mib=settings.memory_budget_mib - args.rpc_lend)
+    return settings
+
+
+def _fleet(args: argparse.Namespace):
+    if args.fleet is None:
+        if args.advertise or args.fleet_secret_file or args.rpc_lend:
+            raise StartupError("--advertise, --fleet-secret-file and --rpc-lend need --fleet redis://...")
+        return None
+    from .fleet.settings import FleetSettings
+
+    if not args.fleet.startswith(("redis://", "rediss://", "unix://")):
+        raise StartupError(f"--fleet takes a Redis URL (redis://HOST:PORT/DB), not {args.fleet!r}")
+    if importlib.util.find_spec("redis") is None:
+        raise StartupError("--fleet needs the redis client: pip install 'api-like-oai[redis]'")
+    if not args.fleet_secret_file:
+        raise StartupError("--fleet needs --fleet-secret-file: the secret the fleet's instances share")
+    try:
+        secret = Path(args.fleet_secret_file).read_text().strip()
+    except OSError as exc:
+        raise StartupError(f"cannot read --fleet-secret-file {args.fleet_secret_file}: {exc.strerror}") from None
+    if len(secret) < 16:
+        raise StartupError(f"--fleet-secret-file {args.fleet_secret_file}: the secret must be at least 16 characters")
+    return FleetSettings(args.fleet, secret, args.advertise.rstrip("/") if args.advertise else None,
+                         rpc_lend_mib=args.rpc_lend or 0, rpc_server=_rpc_server(args))
+
+
+def _rpc_server(args: argparse.Namespace) -> str | None:
+    """The rpc-server a box lending memory runs: --rpc-server, else the one beside llama-server."""
+    if not args.rpc_lend:
+        return None
+    if not args.advertise:
+        raise StartupError("--rpc-lend needs --advertise: the rpc-server listens on the advertised host")
+    llama_server = find_llama_server(args.llama_server)
+    binary = args.rpc_server or (os.path.join(os.path.dirname(llama_server), "rpc-server") if llama_server else None)
+    if not binary or not os.access(binary, os.X_OK):
+        raise StartupError("--rpc-lend needs rpc-server: give --rpc-server PATH (scripts/provision builds it)")
+    return binary
 
 
 def store_settings_of(args: argparse.Namespace) -> StoreSettings:
@@ -488,6 +541,10 @@ def main(argv: list[str] | None = None) -> int:
         from .access.commands import keys_main  # managing keys: no server
 
         return keys_main(argv[1:] if argv[0] == "keys" else argv)
+    if argv[:1] == ["fleet"]:
+        from .fleet.commands import fleet_main  # reading the fleet's Redis: no server
+
+        return fleet_main(argv[1:])
     try:
         settings = parse_settings(argv)
     except StartupError as exc:

@@ -149,6 +149,13 @@ class UpstreamUnavailable(UpstreamError):
         return 529
 
 
+class FleetUnavailable(UpstreamUnavailable):
+    """The fleet cannot place the request: its Redis unreachable past the last known membership's
+    expiry, or no box that can run the model answering (fleet/). Named so, never a 500."""
+
+    code = "fleet_unavailable"
+
+
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"

@@ -69,6 +69,11 @@ class Metrics:
         self.slot_waiting = Gauge("api_like_oai_slot_waiting", "Requests waiting in the proxy for a free upstream "
                                   "slot, by their key's priority", ["priority"], registry=self.registry,
                                   multiprocess_mode="livesum")
+        self.fleet_relays = Counter("api_like_oai_fleet_relays", "Requests a fleet's front relayed to a box, by box, "
+                                    "route (prefix, loaded, loading, restored, fits, evict, busy) and status",
+                                    ["box", "route", "status"], registry=self.registry)
+        self.fleet_passed_over = Counter("api_like_oai_fleet_passed_over", "Boxes a front passed over for the next "
+                                         "candidate: unreachable, or refusing (503)", ["box"], registry=self.registry)
         self._children: dict[tuple, object] = {}
 
     def child(self, metric, *values: str):

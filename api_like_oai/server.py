@@ -35,19 +35,35 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
     warn_if_open_to_the_network(settings)
     run_dir = tempfile.mkdtemp(prefix="api-like-oai-")
     owner = os.getpid()
-    supervisor = None
+    supervisor = member = socket_path = None
     try:
         if settings.supervisor is not None:
             from .supervisor import launch
 
             supervisor, socket_path = launch.start(settings.supervisor, run_dir, settings.log_level)
             make_app = functools.partial(make_app, supervisor_socket=socket_path)
+        member = _join_fleet(settings, run_dir, socket_path)
         _serve(settings, make_app, run_dir)
     finally:
         if os.getpid() == owner:  # a worker leaves through here too (SystemExit), and must not do this
+            if member is not None:
+                from .supervisor.launch import stop as stop_process
+
+                stop_process(member, 5)
             if supervisor is not None:
                 launch.stop(supervisor, settings.supervisor.stop_timeout + 5)
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _join_fleet(settings: Settings, run_dir: str, supervisor_socket: str | None):
+    """A box (--fleet with --advertise): its member process, which publishes it in Redis; else None."""
+    if settings.fleet is None or settings.fleet.advertise is None:
+        return None
+    from .fleet import launch as fleet_launch
+
+    static = [model.name for model in settings.models if model.launch is None]
+    slot_dir = settings.supervisor.slot_dir if settings.supervisor is not None else None
+    return fleet_launch.start(settings.fleet, run_dir, supervisor_socket, static, slot_dir, settings.log_level)
 
 
 def _serve(settings: Settings, make_app: Callable[..., object], run_dir: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .backends.routing import RoutingPolicy
+from .fleet.settings import FleetSettings
 from .prompts import TemplateChoice
 from .store.settings import StoreSettings
 from .supervisor.spec import LaunchSpec, SupervisorSettings
@@ -98,3 +99,4 @@ class Settings:
     otlp_endpoint: str | None = None          # traces sent there over OTLP/HTTP (tracing.py); None: no tracing
     store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite
     supervisor: SupervisorSettings | None = None   # models on demand: what the supervisor process runs
+    fleet: FleetSettings | None = None        # --fleet: the instances sharing one API through Redis (fleet/)

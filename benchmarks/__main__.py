@@ -28,6 +28,7 @@ from pathlib import Path
 from . import agent_turns as agent_turns_module
 from . import agents, capacity, gateway, generation, ratios, report, report_ratios, servers, startup, workload
 from . import dashboard as dashboard_row
+from . import fleet as fleet_row
 from . import keys as keys_row
 from . import paced as paced_part
 from . import routing as routing_row
@@ -235,7 +236,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "writes quick.md and quick.json")
     parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -311,6 +312,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
     if args.only == "keys":   # its own keys-results.md/json beside results.md
         return keys_row.keys_part(args.output_dir, args.quick_plans, progress)
+    if args.only == "fleet":  # its own fleet-results.md/json beside results.md
+        return fleet_row.fleet_part(args.output_dir, args.quick_plans, progress)
     previous = args.output_dir / "results.json"
     results = load(json.loads(previous.read_text())) if previous.exists() \
         else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -53,6 +54,35 @@ def command_line(pid: int) -> list[str]:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
     except OSError:
         return []
+
+
+def kill_instance(process: subprocess.Popen) -> list[int]:
+    """SIGKILL a proxy instance as a dying machine ends it: its master and its workers at once (what it
+    started besides, a supervisor and its llama-servers, a fleet member, must die with it by themselves).
+    The pids of everything it ran, to check that they are gone."""
+    everything = [process.pid, *descendants_of(process.pid)]
+    for pid in server_processes(process):
+        os.kill(pid, signal.SIGKILL)
+    process.wait()
+    return everything
+
+
+def server_processes(process: subprocess.Popen) -> list[int]:
+    """A proxy instance's gunicorn master and workers (the children with its command line)."""
+    return [process.pid, *(pid for pid in children_of(process.pid) if command_line(pid) == command_line(process.pid))]
+
+
+def still_running(pids: list[int]) -> list[int]:
+    """Those of `pids` that are running (not gone, not a zombie)."""
+    running = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            running.append(pid)
+    return running
 
 
 def llama_servers_on(port: int) -> list[int]:
@@ -107,6 +137,15 @@ def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 60.
             pass
         time.sleep(0.1)
     raise TimeoutError(f"{what} not ready after {timeout}s")
+
+
+def eventually(condition, what: str, timeout: float = 30.0) -> None:
+    """Poll `condition()` until true; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout} s: {what}")
+        time.sleep(0.1)
 
 
 def stop(*processes: subprocess.Popen) -> None:
@@ -183,10 +222,11 @@ class Proxy:
     command: tuple[str, ...] = (sys.executable, "-m", "api_like_oai")
     process: subprocess.Popen | None = None
     log_path: Path | None = None
+    host: str = "127.0.0.1"      # a fleet's instances each listen on a loopback address of their own
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> Proxy:
         return self.launch().ready()
@@ -194,8 +234,9 @@ class Proxy:
     def launch(self) -> Proxy:
         """Run the CLI without waiting for it to answer (`ready()` waits): several then start at once."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("API_LIKE_OAI_")}
-        self.log_path = Path(tempfile.gettempdir()) / f"api-like-oai-test-{self.port}.log"
-        self.process = subprocess.Popen([*self.command, "--port", str(self.port), *self.args],
+        self.log_path = Path(tempfile.gettempdir()) / f"api-like-oai-test-{self.host}-{self.port}.log"
+        host = ["--host", self.host] if self.host != "127.0.0.1" else []
+        self.process = subprocess.Popen([*self.command, "--port", str(self.port), *host, *self.args],
                                         cwd=ROOT, env={**env, **self.env},
                                         stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT)
         return self

@@ -279,9 +279,10 @@ class HTTPClient:
         self._tls_context = ssl.create_default_context() if self.tls else None
 
     def request(self, method: str, path: str, body: bytes | None = None,
-                content_type: str = "application/json") -> Response:
-        """Send the request in one write and read the answer's head; its body is left to read."""
-        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self.fixed_head}"
+                content_type: str = "application/json", headers: str = "") -> Response:
+        """Send the request in one write and read the answer's head; its body is left to read. `headers`:
+        more header lines, each ending in CRLF (a fleet front's to its box)."""
+        head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self.fixed_head}{headers}"
         if body is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
         message = (head + "\r\n").encode("latin-1") + (body or b"")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import threading
 import time
 
+from ..errors import ProxyError
+from ..fleet.membership import box_of
 from ..observability import GENERATING, PREFILL
 from .history import UNCHARTED, History
 
@@ -58,7 +60,8 @@ class LiveView:
         status = self.state.supervisor.ask("status") if self.state.supervisor is not None else None
         health = self._upstream_health(now, status)
         return {"time": time.time(), "requests": requests, "models": self._models(status, health),
-                "memory": _memory(status), "upstreams": self._upstreams(records, health, now)}
+                "memory": _memory(status), "upstreams": self._upstreams(records, health, now),
+                "fleet": _fleet(self.state.fleet)}
 
     def _models(self, status: dict | None, health: dict[str, str]) -> list[dict]:
         started = status["models"] if status is not None else {}
@@ -136,6 +139,24 @@ def _generated_rate(record) -> float:
         return 0.0
     seconds = time.perf_counter() - record.first_token
     return record.usage.completion_tokens / seconds if seconds > 0 else 0.0
+
+
+def _fleet(fleet) -> dict | None:
+    """The fleet's boxes as this instance knows them (None without --fleet): each box's budget and use,
+    its requests in flight and queued, and its models' states; or why the fleet is unknown."""
+    if fleet is None:
+        return None
+    try:
+        records = fleet.membership.current()
+    except ProxyError as exc:   # Redis unreachable past the last membership's expiry
+        return {"boxes": [], "error": exc.message}
+    boxes = []
+    for record in records:
+        box = box_of(record)
+        boxes.append({"box": box.address, "budget_mib": box.budget_mib, "used_mib": box.used_mib,
+                      "in_flight": record["in_flight"], "queued": record["queued"],
+                      "models": [{"name": name, "state": model.state} for name, model in sorted(box.models.items())]})
+    return {"boxes": boxes, "error": None}
 
 
 def _memory(status: dict | None) -> dict | None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify
 
-from ..answers import ModelCard, ModelList
+from ..answers import ModelCard, ModelList, ModelStatus
 from ..errors import ModelNotFound
 from . import current_caller, sees_everything, state, without_addresses
 
@@ -31,13 +31,34 @@ def list_models():
     """Every name the caller may send: each model and each of its aliases (those of its key's models)."""
     caller, names, statuses = current_caller(), state().registry.by_name, _statuses()
     return jsonify({"object": ModelList.model_fields["object"].default,
-                    "data": [_card(name, model, statuses) for name, model in names.items() if caller.allows(model.name, name)]})
+                    "data": [_card(name, model, statuses) for name, model in names.items() if caller.allows(model.name, name)]
+                    + [card for name, card in _fleet_cards().items() if name not in names and caller.allows(name, name)]})
+
+
+def _fleet_cards() -> dict[str, dict]:
+    """The fleet's models (with --fleet), each with where it is: `status.boxes` (box, state, memory,
+    in flight, queued); its value the best of its boxes' (loaded, else loading, else unloaded)."""
+    fleet = state().fleet
+    if fleet is None:
+        return {}
+    return {name: ModelCard(id=name, created=0, owned_by="fleet", context_length=None, max_model_len=None,
+                            capabilities=["completion", "chat"],
+                            status=ModelStatus(value=_best_state(boxes), boxes=boxes,
+                                               memory_mib=max(box["memory_mib"] for box in boxes))).model_dump()
+            for name, boxes in fleet.models().items()}
+
+
+def _best_state(boxes: list[dict]) -> str:
+    states = {box["state"] for box in boxes}
+    return next((value for value in ("loaded", "loading") if value in states), "unloaded")
 
 
 @bp.get("/v1/models/<path:model_id>")
 @bp.get("/models/<path:model_id>")
 def get_model(model_id: str):
     model = state().registry.by_name.get(model_id)
+    if model is None and model_id in (fleet_cards := _fleet_cards()) and current_caller().allows(model_id, model_id):
+        return jsonify(fleet_cards[model_id])
     if model is None or not current_caller().allows(model.name, model_id):
         raise ModelNotFound(f"model {model_id!r} does not exist", param="model")
     return jsonify(_card(model_id, model, _statuses()))

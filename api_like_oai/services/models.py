@@ -190,12 +190,15 @@ class ModelRegistry:
     def __init__(self, models: list[ServedModel], *, strict: bool = False, default: str | None = None):
         self.models = {model.name: model for model in models}
         self.by_name = {name: model for model in models for name in (model.name, *model.settings.aliases)}
-        self.default = self.by_name[default] if default else models[0]
-        self.strict = strict
+        # None: a fleet's front with no models of its own (every name is the fleet's to place)
+        self.default = self.by_name[default] if default else (models[0] if models else None)
+        self.strict = strict or not models
 
     def lookup(self, requested: str | None, allows=None) -> tuple[ServedModel, str]:
         """(the model, the name to answer with); ModelNotFound for an unknown name when strict, naming
         the known models `allows(name, alias)` lets the caller see (every one without it)."""
+        if self.default is None:
+            raise self.not_found(requested or "", allows)
         if not requested:
             return self.default, self.default.name
         if requested in self.by_name:

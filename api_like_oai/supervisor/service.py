@@ -63,6 +63,7 @@ class Managed:
     error: str | None = None
     exit_code: int | None = None
     extra_args: tuple[str, ...] = ()      # from a load request's "args"
+    lent_mib: int = 0                     # of its memory, what other boxes' rpc-servers hold (a fleet's pool)
     loads: int = 0
     load_seconds: float = 0.0
     evictions: int = 0
@@ -81,13 +82,14 @@ class Managed:
         return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
 
     def view(self) -> plan.ModelState:
-        return plan.ModelState(self.spec.name, self.footprint_mib, self.status, self.in_flight, self.last_used,
+        return plan.ModelState(self.spec.name, self.footprint_mib - self.lent_mib, self.status, self.in_flight, self.last_used,
                                self.waiters[0].arrived if self.waiters else None, self.draining,
                                self.spec.pinned, self.spec.ttl, self.retry_at, self.per_device)
 
     def status_dict(self) -> dict:
         status = {"value": self.status if self.status != plan.STOPPING else plan.LOADED,
-                  "memory_mib": self.footprint_mib, "replicas": len(self.spec.ports), "upstreams": list(self.spec.urls),
+                  "memory_mib": self.footprint_mib - self.lent_mib, "replicas": len(self.spec.ports),
+                  "upstreams": list(self.spec.urls),
                   "ready": len(self.ready_urls()) if self.status == plan.LOADED else 0,
                   "in_flight": self.in_flight, "queued": len(self.waiters), "pinned": self.spec.pinned,
                   "ttl": self.spec.ttl, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
@@ -107,6 +109,8 @@ class Managed:
             status["devices"] = dict(self.per_device)
         if self.spec.draft:
             status["draft"] = {"model": self.spec.draft, **self.drafts.status()}
+        if self.lent_mib:
+            status["lent_mib"] = self.lent_mib
         return status
 
     def live_children(self) -> list[Child]:
@@ -202,11 +206,13 @@ class Supervisor:
 
     # --- load and unload on request -----------------------------------------------------------
 
-    async def load(self, name: str, args: list[str] | None, say) -> dict:
+    async def load(self, name: str, args: list[str] | None, say, lent_mib: int = 0) -> dict:
+        """Load `name` (with `args` added to its command line, restarted if they changed); `lent_mib` of
+        its memory held elsewhere (a fleet's pool over RPC) is not counted against this budget."""
         model = self._model(name)
-        if args is not None and tuple(args) != model.extra_args:
+        if args is not None and (tuple(args) != model.extra_args or lent_mib != model.lent_mib):
             await self.unload(name)
-            model.extra_args = tuple(args)
+            model.extra_args, model.lent_mib = tuple(args), lent_mib
         await self.acquire(name, say)
         self.release(name)
         return model.status_dict()
@@ -412,7 +418,8 @@ class Connection:
         elif op == "logs":
             await self.say({"lines": supervisor.logs(name)})
         elif op == "load":
-            await self.say({"status": await self._until_gone(supervisor.load(name, request.get("args"), self.say))})
+            await self.say({"status": await self._until_gone(supervisor.load(name, request.get("args"), self.say,
+                                                                             request.get("lent_mib", 0)))})
         elif op == "unload":
             await self.say({"status": await self._until_gone(supervisor.unload(name))})
         elif op == "events":

@@ -82,6 +82,7 @@ function handleEvent(event, payload) {
   } else if (event === "live") {
     showModels(payload.models, payload.memory);
     showUpstreams(payload.upstreams);
+    showFleet(payload.fleet);
     showRequests(payload.requests);
   } else if (event === "history") {
     view.history = payload;
@@ -176,6 +177,17 @@ function showUpstreams(upstreams) {
     el("td", {}, number(upstream.prompt_tps)), el("td", {}, number(upstream.generated_tps)),
     el("td", {}, upstream.cache_share === null || upstream.cache_share === undefined ? "–"
       : Math.round(upstream.cache_share * 100) + "%"))));
+}
+
+function showFleet(fleet) {
+  $("fleet-section").hidden = !fleet;   // an instance without --fleet
+  if (!fleet) return;
+  $("fleet-error").textContent = fleet.error || "";
+  fill("fleet", fleet.boxes.map((box) => el("tr", {},
+    el("td", {}, box.box),
+    el("td", {}, box.used_mib + " of " + box.budget_mib + " MiB ", bar(box.budget_mib ? box.used_mib / box.budget_mib : 0)),
+    el("td", {}, String(box.in_flight)), el("td", {}, String(box.queued)),
+    el("td", {}, box.models.map((model) => model.name + " (" + model.state + ")").join(", ")))));
 }
 
 function phaseText(request) {

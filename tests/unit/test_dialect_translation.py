@@ -570,6 +570,7 @@ ANTHROPIC_ERRORS = [
     (errors.ProxyError("bug"), 500, "api_error"),
     (errors.UpstreamError("garbage"), 502, "api_error"),
     (errors.UpstreamUnavailable("down"), 529, "overloaded_error"),
+    (errors.FleetUnavailable("no box answers"), 529, "overloaded_error"),
     (errors.UpstreamTimeout("slow"), 504, "timeout_error"),
     (errors.StoreUnavailable("store down"), 503, "api_error"),   # Anthropic's API stores nothing; mapped all the same
     (errors.PermissionDenied("admin only"), 403, "permission_error"),

@@ -21,7 +21,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # `api-like-oai keys` command (it reads the same flags as the server, cli.py's parser). The package
     # root only exports create_app and render_chat, lazily.
     ("entry", ("api_like_oai", "api_like_oai.__main__", "api_like_oai.cli", "api_like_oai.server",
-               "api_like_oai.worker", "api_like_oai.access.commands", "api_like_oai.supervisor.__main__")),
+               "api_like_oai.worker", "api_like_oai.access.commands", "api_like_oai.supervisor.__main__",
+               "api_like_oai.fleet.__main__", "api_like_oai.fleet.commands")),
     # create_app wires everything one app shares (AppState): it builds the registry, the store, the
     # gate, the supervisor's client, the other workers' channel (siblings), traces and /metrics.
     ("app", ("api_like_oai.app", "api_like_oai.siblings", "api_like_oai.tracing", "api_like_oai.upstream_metrics",
@@ -33,12 +34,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # What services put together, each pure or one kind of I/O: the APIs' schemas, translations and
     # shapes (dialects, protocol.py, answers.py: the chat request every dialect becomes and OpenAI's
     # answers), prompts, the upstream clients, the store, the key book (access), the supervisor's
-    # processes and the configuration they are made from (settings, config), the thought split out of
+    # processes and the configuration they are made from (settings, config), the fleet (membership in
+    # Redis, placement, the relay to a box), the thought split out of
     # a model's text (reasoning), the dashboard's history and live view (dashboard). They may use each
     # other; prompts and backends never do (below).
     ("parts", ("api_like_oai.dialects", "api_like_oai.prompts", "api_like_oai.backends", "api_like_oai.store",
                "api_like_oai.dashboard",
                "api_like_oai.access", "api_like_oai.supervisor", "api_like_oai.protocol", "api_like_oai.answers",
+               "api_like_oai.fleet",
                "api_like_oai.settings", "api_like_oai.config", "api_like_oai.reasoning")),
     # Model text -> tool calls, and the grammars that hold a model to them: pure.
     ("tools", ("api_like_oai.tools",)),

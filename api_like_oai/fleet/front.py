@@ -1,0 +1,97 @@
+"""A front's fleet: the boxes read from Redis, a request placed (placement.place) and relayed to the
+first box that takes it (relay.Relay), with the cold-start lock taken when the model is loaded nowhere.
+One per worker (AppState.fleet)."""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import FleetUnavailable, ModelNotFound
+from . import lock
+from .affinity import session_key
+from .membership import Membership
+from .placement import LOADING, RPC, Box, Candidate, fleet_models, place, pool
+from .relay import Relay, Relayed
+from .settings import FleetSettings
+
+log = logging.getLogger("api_like_oai.fleet")
+
+
+class FleetFront:
+    def __init__(self, settings: FleetSettings, *, connect_timeout: float, read_timeout: float, connection=None):
+        self.settings = settings
+        self.membership = Membership(settings, connection)
+        self.relay = Relay(settings.secret, connect_timeout, read_timeout)
+
+    def serves(self, model: str) -> bool:
+        """Whether some box of the fleet can run `model` (FleetUnavailable if the fleet is unknown)."""
+        return any(model in box.models for box in self.membership.boxes())
+
+    def forward(self, model: str, body: dict, raw: bytes, method: str, path: str, headers: dict[str, str], *,
+                caller: str, anthropic: bool, on_passed_over=lambda address: None) -> Relayed:
+        """The request relayed to the best box for it that takes it; `on_passed_over(address)` for each
+        box that refused it or could not be reached."""
+        boxes = self.membership.boxes()
+        starting_on = self._cold_start(model, boxes)
+        candidates = place(model, boxes, session=session_key(body), starting_on=starting_on) \
+            or self._pooled(model, boxes)
+        if not candidates and model in fleet_models(boxes):
+            raise FleetUnavailable(f"no box of the fleet has room for model {model!r} now, alone or pooled over RPC")
+        if not candidates:
+            raise ModelNotFound(f"model {model!r} does not exist in the fleet; known models: "
+                                f"{', '.join(sorted(fleet_models(boxes)))}", param="model")
+
+        def refused(candidate: Candidate) -> None:
+            on_passed_over(candidate.address)
+            self.membership.forget()
+            if candidate.address == starting_on:
+                self._release(model, starting_on)
+
+        return self.relay.send(candidates, method, path, raw, headers, caller=caller, anthropic=anthropic,
+                               on_refused=refused)
+
+    def _cold_start(self, model: str, boxes: list[Box]) -> str | None:
+        """The box the fleet starts `model` on when no box has it loaded or loading: the lock's (this
+        front's first cold candidate, unless another front chose first); None when it is warm."""
+        if any(model in box.models and box.models[model].holds_memory for box in boxes):
+            return None
+        cold = place(model, boxes)
+        if not cold:
+            return None
+        try:
+            return lock.claim(self.membership.connection, model, cold[0].address)
+        except Exception as exc:  # noqa: BLE001 - Redis down: start where placement says, unlocked
+            log.warning("fleet: cold-start lock for %s not taken (%s)", model, exc)
+            return None
+
+    def _pooled(self, model: str, boxes: list[Box]) -> list[Candidate]:
+        """Rule 6: a model larger than any box's room, started on the pool's host with the helpers'
+        rpc-servers (once in the fleet: the cold-start lock names the host); [] when no pool can run it."""
+        plan = pool(model, boxes)
+        if plan is None:
+            return []
+        try:
+            host = lock.claim(self.membership.connection, model, plan.host)
+        except Exception as exc:  # noqa: BLE001 - Redis down: start it unlocked
+            log.warning("fleet: cold-start lock for %s not taken (%s)", model, exc)
+            host = plan.host
+        if host != plan.host:
+            return [Candidate(host, LOADING)]   # another front is starting it there
+        try:
+            self.relay.start_pool(plan, model)
+        except BaseException:
+            self._release(model, plan.host)
+            raise
+        return [Candidate(plan.host, RPC)]
+
+    def _release(self, model: str, address: str) -> None:
+        try:
+            lock.release(self.membership.connection, model, address)
+        except Exception as exc:  # noqa: BLE001 - the lock then expires by itself
+            log.warning("fleet: cold-start lock for %s not released (%s)", model, exc)
+
+    def models(self) -> dict[str, list[dict]]:
+        """Every model of the fleet with where it is: {model: [{box, state, memory_mib, in_flight}]}."""
+        return {name: [{"box": address, "state": on_box.state, "memory_mib": on_box.memory_mib,
+                        "in_flight": on_box.in_flight, "queued": on_box.queued} for address, on_box in where]
+                for name, where in fleet_models(self.membership.boxes()).items()}

@@ -1,0 +1,131 @@
+"""The front's side of a fleet call: a client's request relayed, as sent, to the box placement chose,
+through the box's own API with the fleet secret (the box trusts the front's key check), failing over
+to the next candidate while no byte of an answer has been relayed. No Flask: routes/fleet.py wraps it.
+
+A box that cannot be reached, or refuses with 503/529 (its budget no longer fits the model, its
+supervisor failed the start), is passed over; any other answer, errors included, is the client's.
+A box that dies once its answer has begun ends a stream with an error event in the API's shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import orjson
+
+from ..backends.http import HTTPClient, Response, TransportError
+from ..errors import FleetUnavailable, UpstreamUnavailable
+from .placement import Candidate, Pool
+from .settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
+
+log = logging.getLogger("api_like_oai.fleet")
+
+POOL_PATH = "/v1/fleet/pool"   # a host starts a pooled model (routes/fleet.start_pool)
+REFUSALS = (503, 529)       # a box's "not here, try another": the front tries the next candidate
+# Request headers a front does not pass on: the hop's own, and the client's key (checked at the front).
+NOT_FORWARDED = frozenset({"host", "content-length", "content-type", "accept", "connection", "keep-alive",
+                           "transfer-encoding", "authorization", "x-api-key", "te", "upgrade",
+                           SECRET_HEADER.lower(), CALLER_HEADER.lower(), ROUTE_HEADER.lower()})
+NOT_RETURNED = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "date", "server"})
+
+
+@dataclass
+class Relayed:
+    """A box's answer on its way to the client: its status, headers, the body's pieces, the box and route."""
+
+    status: int
+    headers: dict[str, str]
+    body: Iterator[bytes] | bytes     # an event stream's pieces as they come, else the whole answer
+    candidate: Candidate
+    close: Callable[[], None]
+
+
+class Relay:
+    """HTTP clients to the boxes (kept per address, with their idle connections)."""
+
+    def __init__(self, secret: str, connect_timeout: float, read_timeout: float):
+        self.secret = secret
+        self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
+        self.clients: dict[str, HTTPClient] = {}
+
+    def send(self, candidates: list[Candidate], method: str, path: str, body: bytes, headers: dict[str, str],
+             *, caller: str, anthropic: bool, on_refused: Callable[[Candidate], None] = lambda _: None) -> Relayed:
+        """The first candidate's answer that is not a refusal; FleetUnavailable if none answers."""
+        refusals = []
+        for index, candidate in enumerate(candidates):
+            last = index == len(candidates) - 1
+            try:
+                answer = self._client(candidate.address).request(
+                    method, path, body, headers.get("content-type", "application/json"),
+                    self._header_lines(headers, caller, candidate.route))
+            except TransportError as exc:
+                refusals.append(f"{candidate.address}: {type(exc).__name__} {exc}")
+                on_refused(candidate)
+                continue
+            if answer.status in REFUSALS and not last:
+                refusals.append(f"{candidate.address}: {answer.status} {_message(answer)}")
+                on_refused(candidate)
+                continue
+            body = _body(answer, anthropic)
+            if not answer.headers.get("content-type", "").startswith("text/event-stream"):
+                body = b"".join(body)   # a whole answer: written to the client at once, with its length
+            return Relayed(answer.status, _returned(answer.headers), body, candidate, answer.close)
+        raise FleetUnavailable("no box of the fleet could take the request: " + ("; ".join(refusals) or "none can run the model"))
+
+    def start_pool(self, plan: Pool, model: str) -> None:
+        """Have the pool's host start `model` with its helpers' rpc-servers; back once it is loaded."""
+        body = orjson.dumps({"model": model, "rpc": list(plan.endpoints), "lent_mib": plan.lent_mib})
+        try:
+            answer = self._client(plan.host).request("POST", POOL_PATH, body, headers=f"{SECRET_HEADER}: {self.secret}\r\n")
+            text = answer.read()
+        except TransportError as exc:
+            raise FleetUnavailable(f"the pool's host {plan.host} did not answer ({type(exc).__name__})") from None
+        if answer.status != 200:
+            raise FleetUnavailable(f"the pool's host {plan.host} could not start {model!r} over RPC: {text[:300]!r}")
+
+    def _client(self, address: str) -> HTTPClient:
+        client = self.clients.get(address)
+        if client is None:
+            client = self.clients[address] = HTTPClient(address, connect_timeout=self.connect_timeout,
+                                                        read_timeout=self.read_timeout)
+        return client
+
+    def _header_lines(self, headers: dict[str, str], caller: str, route: str) -> str:
+        lines = [f"{name}: {value}\r\n" for name, value in headers.items() if name.lower() not in NOT_FORWARDED]
+        lines += [f"{SECRET_HEADER}: {self.secret}\r\n", f"{CALLER_HEADER}: {caller}\r\n", f"{ROUTE_HEADER}: {route}\r\n"]
+        return "".join(lines)
+
+
+def _returned(headers: dict[str, str]) -> dict[str, str]:
+    return {name: value for name, value in headers.items() if name not in NOT_RETURNED}
+
+
+def _message(answer: Response) -> str:
+    try:
+        return orjson.loads(answer.read())["error"]["message"]
+    except (TransportError, ValueError, KeyError, TypeError):
+        return "refused"
+    finally:
+        answer.close()
+
+
+def _body(answer: Response, anthropic: bool) -> Iterator[bytes]:
+    """The answer's pieces as they arrive; a box lost mid-stream ends an event stream with an error event."""
+    streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
+    try:
+        yield from answer.iter_bytes()
+    except (TransportError, OSError) as exc:   # a reset connection is an OSError from recv itself
+        log.warning("fleet: the box's answer broke off: %s", exc)
+        answer.close()
+        if streamed:
+            yield error_event(UpstreamUnavailable(f"the box serving the request went away ({type(exc).__name__})"),
+                              anthropic)
+
+
+def error_event(error: UpstreamUnavailable, anthropic: bool) -> bytes:
+    """An SSE error frame in the API's shape (Anthropic's `event: error`, OpenAI's `data: {"error"}`)."""
+    if anthropic:
+        return b"event: error\ndata: " + orjson.dumps(error.to_anthropic()) + b"\n\n"
+    return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"

@@ -1,0 +1,175 @@
+"""fleet/placement.py and fleet/affinity.py: which box a request goes to, decided without I/O."""
+
+from __future__ import annotations
+
+import pytest
+
+from api_like_oai.fleet.affinity import session_key
+from api_like_oai.fleet.membership import box_of, box_record
+from api_like_oai.fleet.placement import Box, Candidate, ModelOnBox, Pool, fleet_models, place, pool
+from api_like_oai.fleet.usage import StreamUsage, counts_in
+
+A, B, C = "http://127.0.0.2:8081", "http://127.0.0.3:8081", "http://127.0.0.4:8081"
+
+
+def box(address, budget=1000, saved=(), **models) -> Box:
+    return Box(address, budget, {name: ModelOnBox(*state) if isinstance(state, tuple) else state
+                                 for name, state in models.items()}, frozenset(saved))
+
+
+def routes(candidates: list[Candidate]) -> list[tuple[str, str]]:
+    return [(c.address, c.route) for c in candidates]
+
+
+def test_a_session_goes_to_the_same_loaded_box_whatever_the_order_of_the_boxes():
+    boxes = [box(A, m=("loaded", 300)), box(B, m=("loaded", 300)), box(C, m=("loaded", 300))]
+    chosen = {place("m", order, session="session-1")[0].address for order in (boxes, boxes[::-1], boxes[1:] + boxes[:1])}
+    assert len(chosen) == 1
+    assert place("m", boxes, session="session-1")[0].route == "prefix"
+
+
+def test_sessions_spread_over_the_loaded_boxes():
+    boxes = [box(A, m=("loaded", 300)), box(B, m=("loaded", 300))]
+    chosen = [place("m", boxes, session=f"session-{n}")[0].address for n in range(200)]
+    assert 60 < chosen.count(A) < 140
+
+
+def test_a_box_leaving_moves_only_its_own_sessions():
+    three = [box(A, m=("loaded", 300)), box(B, m=("loaded", 300)), box(C, m=("loaded", 300))]
+    before = {n: place("m", three, session=f"s{n}")[0].address for n in range(100)}
+    after = {n: place("m", three[:2], session=f"s{n}")[0].address for n in range(100)}
+    assert all(after[n] == before[n] for n in before if before[n] != C)
+
+
+def test_without_a_session_the_least_busy_loaded_box_first():
+    boxes = [box(A, m=("loaded", 300, 3)), box(B, m=("loaded", 300, 1))]
+    assert routes(place("m", boxes)) == [(B, "loaded"), (A, "loaded")]
+
+
+def test_an_overloaded_box_comes_after_a_cold_one_that_fits():
+    boxes = [box(A, m=("loaded", 300, 8)), box(B, m=("unloaded", 300))]
+    assert routes(place("m", boxes, session="s")) == [(B, "fits"), (A, "busy")]
+
+
+def test_a_loading_box_is_joined_before_any_box_starts_a_second_copy():
+    boxes = [box(A, m=("unloaded", 300)), box(B, m=("loading", 300, 0, 2))]
+    assert routes(place("m", boxes)) == [(B, "loading"), (A, "fits")]
+
+
+def test_the_cold_start_locks_box_comes_first_among_cold_ones():
+    boxes = [box(A, budget=2000, m=("unloaded", 300)), box(B, m=("unloaded", 300))]
+    assert routes(place("m", boxes)) == [(A, "fits"), (B, "fits")]          # most free first
+    assert routes(place("m", boxes, starting_on=B)) == [(B, "loading"), (A, "fits")]
+
+
+def test_cold_order_saved_slot_then_fits_then_evicting_idle_models():
+    boxes = [box(A, m=("unloaded", 600), other=("loaded", 600)),                 # must evict `other`
+             box(B, m=("unloaded", 600)),                                        # fits
+             box(C, saved={"m"}, m=("unloaded", 600))]                           # fits, and has a saved slot
+    assert routes(place("m", boxes)) == [(C, "restored"), (B, "fits"), (A, "evict")]
+
+
+def test_a_box_whose_busy_or_pinned_models_leave_no_room_is_no_candidate():
+    boxes = [box(A, m=("unloaded", 600), busy=("loaded", 600, 1)),
+             box(B, m=("unloaded", 600), pinned=ModelOnBox("loaded", 600, pinned=True))]
+    assert place("m", boxes) == []
+
+
+def test_a_model_no_box_lists_has_no_candidate():
+    assert place("m", [box(A, other=("loaded", 300))]) == []
+
+
+def test_fleet_models_says_where_each_model_is():
+    found = fleet_models([box(B, m=("loaded", 300)), box(A, m=("unloaded", 300), n=("loading", 100))])
+    assert {name: [(address, on.state) for address, on in where] for name, where in found.items()} == \
+        {"m": [(A, "unloaded"), (B, "loaded")], "n": [(A, "loading")]}
+
+
+def test_a_record_made_from_the_supervisors_status_reads_back_as_the_box():
+    status = {"memory_budget_mib": 1000, "models": {
+        "m": {"value": "loaded", "memory_mib": 300, "in_flight": 2, "queued": 0, "pinned": False},
+        "n": {"value": "unloaded", "memory_mib": 500, "in_flight": 0, "queued": 1, "pinned": True}}}
+    record = box_record(A, status, ["static"], ["m"], 12.0)
+    assert (record["in_flight"], record["queued"]) == (2, 1)
+    parsed = box_of(record)
+    assert (parsed.budget_mib, parsed.used_mib, parsed.free_mib, parsed.saved) == (1000, 300, 700, frozenset({"m"}))
+    assert parsed.models["static"] == ModelOnBox("loaded", 0, pinned=True)
+
+
+CHAT_TURN_1 = {"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]}
+CHAT_TURN_2 = {"model": "m", "max_tokens": 9, "messages": [*CHAT_TURN_1["messages"], {"role": "assistant", "content": "yo"},
+                                                          {"role": "user", "content": "more"}]}
+
+
+@pytest.mark.parametrize("first, later", [
+    (CHAT_TURN_1, CHAT_TURN_2),
+    ({"model": "m", "system": "s", "messages": [{"role": "user", "content": "a"}]},
+     {"model": "m", "system": "s", "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                                {"role": "user", "content": "c"}]}),
+    ({"model": "m", "instructions": "i", "input": [{"role": "user", "content": "a"}]},
+     {"model": "m", "instructions": "i", "input": [{"role": "user", "content": "a"}, {"type": "function_call_output"}]}),
+])
+def test_every_turn_of_a_conversation_has_its_first_turns_session_key(first, later):
+    assert session_key(first) == session_key(later) is not None
+
+
+def test_another_conversation_has_another_key_and_the_clients_own_key_wins():
+    other = {**CHAT_TURN_1, "messages": [CHAT_TURN_1["messages"][0], {"role": "user", "content": "bye"}]}
+    assert session_key(other) != session_key(CHAT_TURN_1)
+    assert session_key({**CHAT_TURN_1, "prompt_cache_key": "k1"}) == "k1"
+    assert session_key({"model": "m", "metadata": {"user_id": "u_session_1"}, "messages": []}) == "u_session_1"
+    assert session_key({"model": "m"}) is None
+
+
+@pytest.mark.parametrize("document, counts", [
+    ({"usage": {"prompt_tokens": 30, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 20}}}, (30, 4, 20)),
+    ({"usage": {"prompt_tokens": 7, "total_tokens": 7}}, (7, 0, 0)),                       # embeddings
+    ({"type": "message_delta", "usage": {"input_tokens": 10, "cache_read_input_tokens": 20, "output_tokens": 4}},
+     (30, 4, 20)),                                                                         # Anthropic: input excludes the cache
+    ({"type": "response.completed", "response": {"usage": {"input_tokens": 30, "output_tokens": 4,
+                                                           "input_tokens_details": {"cached_tokens": 20}}}}, (30, 4, 20)),
+    ({"choices": []}, None), ([1, 2], None),
+])
+def test_a_relayed_answers_tokens_are_read_from_its_usage_in_every_api(document, counts):
+    assert counts_in(document) == counts
+
+
+def test_a_relayed_streams_tokens_are_its_last_usage_events():
+    usage = StreamUsage()
+    for piece in (b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n',
+                  b'event: message_delta\ndata: {"usage": {"input_tokens": 1, "cache_read_input_tokens": 2, '
+                  b'"output_tokens": 3}}\n\n',
+                  b"data: [DONE]\n\n"):
+        usage.feed(piece)
+    assert usage.counts == (3, 3, 2)
+
+
+def lender(address, lend, budget=100, **models) -> Box:
+    return Box(address, budget, {name: ModelOnBox(*state) for name, state in models.items()}, frozenset(),
+               f"{address.removeprefix('http://').split(':')[0]}:50052", lend)
+
+
+def test_a_model_larger_than_any_box_is_pooled_on_the_roomiest_host_with_the_fewest_lenders():
+    boxes = [box(A, budget=400, big=("unloaded", 600)), lender(B, 100, big=("unloaded", 600)),
+             lender(C, 300, big=("unloaded", 600))]
+    assert place("big", boxes) == []
+    assert pool("big", boxes) == Pool(A, ("127.0.0.4:50052",), 300)      # C's 300 cover the 200 A lacks
+
+
+def test_no_pool_when_the_loans_do_not_cover_it_or_when_it_fits_alone():
+    assert pool("big", [box(A, budget=400, big=("unloaded", 600)), lender(B, 100)]) is None
+    assert pool("big", [box(A, budget=800, big=("unloaded", 600)), lender(B, 300)]) is None
+
+
+def test_a_loan_another_pool_holds_is_not_lent_twice():
+    first_pool = ModelOnBox("loaded", 300, borrows=("127.0.0.4:50052",))
+    boxes = [box(A, budget=400, big=("unloaded", 600)), lender(B, 300, big=("unloaded", 600)),
+             lender(C, 300), box("http://127.0.0.5:8081", budget=400, other=first_pool)]
+    assert pool("big", boxes) == Pool(A, ("127.0.0.3:50052",), 300)     # C's loan is the other pool's
+    assert pool("big", boxes[:1] + boxes[2:]) is None
+
+
+def test_a_pooled_models_record_names_the_loans_it_took():
+    status = {"memory_budget_mib": 400, "models": {"big": {"value": "loaded", "memory_mib": 300, "in_flight": 0,
+                                                           "queued": 0, "args": ["--rpc", "10.0.0.3:50052,10.0.0.4:50052"]}}}
+    assert box_of(box_record(A, status, [], [], 0.0)).models["big"].borrows == ("10.0.0.3:50052", "10.0.0.4:50052")
