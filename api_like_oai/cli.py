@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .backends.routing import MODES, RoutingPolicy
+from .installation import data_dir
 from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
@@ -401,7 +402,8 @@ def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
     if binary is None:
         raise StartupError("no llama-server to start the models with: give --llama-server PATH, put it on PATH, "
                            "or run scripts/provision")
-    return supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir)
+    return supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir,
+                               str(data_dir() / "gguf-headers"))
 
 
 def store_settings_of(args: argparse.Namespace) -> StoreSettings:

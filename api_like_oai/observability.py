@@ -320,7 +320,7 @@ def lifecycle_metrics(status: dict) -> bytes:
         values = (model["value"] == "loaded", model["memory_mib"], model["loads"], model["load_seconds"],
                   model["evictions"], model["failures"])
         for family, value in zip(families, values, strict=True):
-            family.add_metric([name], float(value))
+            family.add_metric([name], float("nan") if value is None else float(value))   # an estimate not read yet
     budget = GaugeMetricFamily("api_like_oai_memory_budget_mib", "The started models' memory budget")
     budget.add_metric([], status["memory_budget_mib"])
     return generate_latest(MadeFamilies([*families, budget]))

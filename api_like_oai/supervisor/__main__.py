@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 
-from .footprint import estimate_mib
 from .service import run
 from .spec import SupervisorSettings
 
@@ -17,8 +16,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with open(settings_path, encoding="utf-8") as file:
         settings = SupervisorSettings.from_dict(json.load(file))
-    footprints = {spec.name: (spec.memory_mib or estimate_mib(spec)) * len(spec.ports) for spec in settings.models}
-    asyncio.run(run(settings, socket_path, footprints))
+    asyncio.run(run(settings, socket_path))   # it answers at once; the models' estimates follow (estimate_all)
     return 0
 
 

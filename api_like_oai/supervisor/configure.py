@@ -89,8 +89,8 @@ def gpu_free_mib() -> list[int]:
 
 
 def supervisor_settings(specs: list[LaunchSpec], llama_server: str, budget_mib: int | None,
-                        max_loaded: int | None, slot_dir: str | None) -> SupervisorSettings:
+                        max_loaded: int | None, slot_dir: str | None, header_cache: str | None = None) -> SupervisorSettings:
     if slot_dir is None and any(spec.slot_save for spec in specs):
         slot_dir = tempfile.mkdtemp(prefix="api-like-oai-slots-")
     return SupervisorSettings(llama_server, tuple(specs), budget_mib or default_budget_mib(), max_loaded or None,
-                              slot_dir=slot_dir)
+                              slot_dir=slot_dir, header_cache=header_cache)

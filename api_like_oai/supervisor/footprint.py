@@ -1,4 +1,4 @@
-"""A launched model's memory footprint, estimated from its GGUF file (read with the `gguf` package).
+"""A launched model's memory footprint, estimated from its GGUF file's header (gguf_header.py).
 
     footprint = the file's size (the weights, as llama.cpp maps them)
               + its projector's file size (mmproj), if any
@@ -12,9 +12,14 @@ large `--batch-size` more: set `memory:` by hand then. Imported only by the supe
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 
+from .gguf_header import cached_header, summary
 from .spec import LaunchSpec
+
+log = logging.getLogger("api_like_oai.supervisor")
 
 COMPUTE_RESERVE_MIB = 96
 MIB = 1024 * 1024
@@ -22,27 +27,31 @@ KV_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4
             "q5_0": 22 / 32, "q5_1": 24 / 32}
 
 
-def estimate_mib(spec: LaunchSpec) -> int:
-    """MiB one replica of `spec` needs, per the module's formula."""
+def estimate_mib(spec: LaunchSpec, header_cache: str | None = None) -> int:
+    """MiB one replica of `spec` needs, per the module's formula (the header kept in `header_cache`)."""
+    return estimate_from(spec, cached_header(spec.model_path, header_cache)["fields"])
+
+
+def estimate_from(spec: LaunchSpec, fields: dict) -> int:
+    """estimate_mib with the file's metadata `fields` already read."""
     total = os.path.getsize(spec.model_path) + (os.path.getsize(spec.mmproj) if spec.mmproj else 0)
-    total += kv_cache_bytes(gguf_fields(spec.model_path), spec)
+    total += kv_cache_bytes(fields, spec)
     return int(total / MIB) + COMPUTE_RESERVE_MIB
 
 
-def gguf_fields(path: str) -> dict:
-    """The GGUF file's metadata values that the estimate needs, by key (numbers and the architecture)."""
-    from gguf import GGUFReader  # numpy with it: only in the supervisor, only once per model
-
-    reader = GGUFReader(path, "r")
-    values = {}
-    for key, field in reader.fields.items():
-        if key.startswith("general.architecture") or any(key.endswith(suffix) for suffix in _NEEDED):
-            values[key] = field.contents()
-    return values
-
-
-_NEEDED = (".block_count", ".context_length", ".embedding_length", ".attention.head_count",
-           ".attention.head_count_kv", ".attention.key_length", ".attention.value_length")
+def model_facts(spec: LaunchSpec, header_cache: str | None) -> tuple[int, dict]:
+    """(MiB all replicas need: `memory:` if set, else estimated; what the model list shows of the file).
+    A file whose header cannot be read is counted by its size (llama-server will say what is wrong)."""
+    try:
+        header = cached_header(spec.model_path, header_cache)
+    except (OSError, ValueError, KeyError, struct.error) as exc:
+        log.warning("model %s: its GGUF header could not be read (%s); its size alone is counted", spec.name, exc)
+        header = {"fields": {}}
+    try:
+        per_replica = spec.memory_mib or estimate_from(spec, header["fields"])
+    except OSError:
+        per_replica = COMPUTE_RESERVE_MIB
+    return per_replica * len(spec.ports), summary(header)
 
 
 def kv_cache_bytes(fields: dict, spec: LaunchSpec) -> int:

@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import plan
+from .footprint import model_facts
 from .process import Child, StartFailed, http_request
 from .spec import LaunchSpec, SupervisorSettings
 
@@ -49,7 +50,9 @@ class Managed:
     """One launched model's state, owned by the run loop."""
 
     spec: LaunchSpec
-    footprint_mib: int
+    footprint_mib: int | None = None      # None until its file's header was read (estimate())
+    facts: dict = field(default_factory=dict)   # what the model list shows of its file (gguf_header.summary)
+    estimating: asyncio.Future | None = None
     status: str = plan.UNLOADED
     stage: str | None = None              # what a load is doing now
     children: list[Child | None] = field(default_factory=list)
@@ -70,7 +73,7 @@ class Managed:
         return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
 
     def view(self) -> plan.ModelState:
-        return plan.ModelState(self.spec.name, self.footprint_mib, self.status, self.in_flight, self.last_used,
+        return plan.ModelState(self.spec.name, self.footprint_mib or 0, self.status, self.in_flight, self.last_used,
                                self.waiters[0].arrived if self.waiters else None, self.draining,
                                self.spec.pinned, self.spec.ttl, self.retry_at)
 
@@ -89,14 +92,16 @@ class Managed:
             status |= {"failed": True, "exit_code": self.exit_code, "error": self.error}
         if self.extra_args:
             status["args"] = list(self.extra_args)
+        if self.facts:
+            status["file"] = self.facts
         return status
 
 
 class Supervisor:
-    def __init__(self, settings: SupervisorSettings, footprints: dict[str, int]):
+    def __init__(self, settings: SupervisorSettings):
         self.settings = settings
         self.budget = plan.Budget(settings.memory_budget_mib, settings.max_loaded)
-        self.models = {spec.name: Managed(spec, footprints[spec.name]) for spec in settings.models}
+        self.models = {spec.name: Managed(spec) for spec in settings.models}
         self.subscribers: list[asyncio.Queue] = []
         # llama-server reads its image marker from here (LLAMA_MEDIA_MARKER) instead of drawing one per start
         alphabet = string.ascii_letters + string.digits
@@ -123,11 +128,28 @@ class Supervisor:
             self.emit(model)
             asyncio.get_running_loop().create_task(self._start(model))
 
+    # --- estimates ---------------------------------------------------------------------------
+
+    async def estimate(self, model: Managed) -> None:
+        """The model's footprint and file facts, read once, off the loop: start-up never waits for them
+        (estimate_all reads them in the background; a request for a model not read yet waits here)."""
+        if model.estimating is None:
+            model.estimating = asyncio.ensure_future(asyncio.to_thread(model_facts, model.spec,
+                                                                       self.settings.header_cache))
+        model.footprint_mib, model.facts = await asyncio.shield(model.estimating)
+
+    async def estimate_all(self) -> None:
+        for model in self.models.values():
+            await self.estimate(model)
+            self.emit(model)
+
     # --- leases ------------------------------------------------------------------------------
 
     async def acquire(self, name: str, say) -> list[str]:
         """The ready URLs of model `name` once it is loaded; the caller then holds a lease (in_flight)."""
         model = self._model(name)
+        if model.footprint_mib is None:
+            await self.estimate(model)
         if model.status == plan.LOADED and not model.draining and model.ready_urls():
             return self._grant(model)
         if model.status == plan.FAILED and time.monotonic() < model.retry_at:
@@ -401,8 +423,8 @@ class Connection:
             self.supervisor.subscribers.remove(queue)
 
 
-async def run(settings: SupervisorSettings, socket_path: str, footprints: dict[str, int]) -> None:
-    supervisor = Supervisor(settings, footprints)
+async def run(settings: SupervisorSettings, socket_path: str) -> None:
+    supervisor = Supervisor(settings)
     server = await asyncio.start_unix_server(
         lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=socket_path)
     loop = asyncio.get_running_loop()
@@ -414,9 +436,11 @@ async def run(settings: SupervisorSettings, socket_path: str, footprints: dict[s
         if spec.preload:
             loop.create_task(_preload(supervisor, spec.name))
     ticker = loop.create_task(_tick(supervisor))
+    estimates = loop.create_task(supervisor.estimate_all())
     print("ready", flush=True)   # the parent waits for this line before it starts the workers
     await ended.wait()
     ticker.cancel()
+    estimates.cancel()
     server.close()
     await supervisor.stop_all()
 

@@ -72,6 +72,7 @@ class SupervisorSettings:
     max_loaded: int | None = None
     stop_timeout: float = DEFAULT_STOP_TIMEOUT_SECONDS
     slot_dir: str | None = None            # where slot_save models keep their KV caches
+    header_cache: str | None = None        # where the GGUF files' headers are kept (gguf_header.cached_header)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "models": [model.to_dict() for model in self.models]}
