@@ -40,13 +40,13 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
         if settings.supervisor is not None:
             from .supervisor import launch
 
-            supervisor, socket_path = launch.start(settings.supervisor, run_dir, settings.log_level)
-            make_app = functools.partial(make_app, supervisor_socket=socket_path)
+            supervisor = launch.Supervised(settings.supervisor, run_dir, settings.log_level)
+            make_app = functools.partial(make_app, supervisor_socket=supervisor.socket_path)
         _serve(settings, make_app, run_dir)
     finally:
         if os.getpid() == owner:  # a worker leaves through here too (SystemExit), and must not do this
             if supervisor is not None:
-                launch.stop(supervisor, settings.supervisor.stop_timeout + 5)
+                supervisor.stop(settings.supervisor.stop_timeout + 5)
             shutil.rmtree(run_dir, ignore_errors=True)
 
 

@@ -2,7 +2,7 @@
 locks: every change happens on the loop, and after each one `reconsider` asks plan.decide what to do).
 
 Workers talk to it over a Unix socket, one JSON line per request on a connection of its own:
-    {"op": "acquire", "model": m}  -> {"wait": stage}* then {"ok": true, "urls": [...]} or
+    {"op": "acquire", "model": m, "unreachable": [url]?}  -> {"wait": stage}* then {"ok": true, "urls": [...]} or
                                       {"error": msg, "status": 503|429|404, "retry_after": s};
                                       the connection is then the lease: its end releases it
     {"op": "load", "model": m, "args": [...]?}, {"op": "unload", "model": m}  -> {"status": ...}
@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 
 from . import plan
 from .footprint import model_facts
-from .process import Child, StartFailed, http_request
+from .process import Child, StartFailed, http_request, record_children, stop_leftovers
 from .spec import LaunchSpec, SupervisorSettings
 
 log = logging.getLogger("api_like_oai.supervisor")
 
 TICK_SECONDS = 1.0           # TTLs and retry times are looked at this often
 MAX_BACKOFF_SECONDS = 60.0
+DYING_SECONDS = 2.0          # a replica that refuses connections this long after a worker said so, is killed
 RETRY_AFTER_FULL_SECONDS = 5
 
 
@@ -98,8 +99,8 @@ class Managed:
 
 
 class Supervisor:
-    def __init__(self, settings: SupervisorSettings):
-        self.settings = settings
+    def __init__(self, settings: SupervisorSettings, pid_file: str | None = None):
+        self.settings, self.pid_file = settings, pid_file
         self.budget = plan.Budget(settings.memory_budget_mib, settings.max_loaded)
         self.models = {spec.name: Managed(spec) for spec in settings.models}
         self.subscribers: list[asyncio.Queue] = []
@@ -145,11 +146,15 @@ class Supervisor:
 
     # --- leases ------------------------------------------------------------------------------
 
-    async def acquire(self, name: str, say) -> list[str]:
-        """The ready URLs of model `name` once it is loaded; the caller then holds a lease (in_flight)."""
+    async def acquire(self, name: str, say, unreachable: list[str] | None = None) -> list[str]:
+        """The ready URLs of model `name` once it is loaded; the caller then holds a lease (in_flight).
+        `unreachable`: the URLs a worker could not reach (refused or reset before any byte), checked
+        first, so that a crashed replica is restarted and this request waits for it like any load."""
         model = self._model(name)
         if model.footprint_mib is None:
             await self.estimate(model)
+        if unreachable and model.status == plan.LOADED:
+            await self._recheck(model, set(unreachable))
         if model.status == plan.LOADED and not model.draining and model.ready_urls():
             return self._grant(model)
         if model.status == plan.FAILED and time.monotonic() < model.retry_at:
@@ -239,6 +244,7 @@ class Supervisor:
         try:
             for child in model.children:
                 await child.spawn()
+                self._record_children()
             await asyncio.gather(*(child.wait_ready(spec.load_timeout, lambda stage: self._stage(model, stage))
                                    for child in model.children))
             if slot_dir:
@@ -273,12 +279,34 @@ class Supervisor:
         log.warning("model %s failed: %s", model.spec.name, message)
         self.emit(model)
 
+    async def _recheck(self, model: Managed, urls: set[str]) -> None:
+        """The replicas at `urls` a worker could not reach: one that answers /health is left alone; one
+        that does not is given a moment to finish dying (a kill -9 the loop has not seen yet), killed if
+        it still runs, and counted lost at once, before the request that found it joins the waiters."""
+        for url, child in zip(model.spec.urls, model.children, strict=False):
+            if url not in urls or child is None or child.noticed or child.stopping:
+                continue
+            if child.exit_code is None and (await http_request(child.port, "GET", "/health", timeout=2))[0]:
+                continue
+            try:
+                await asyncio.wait_for(asyncio.shield(child.process.wait()), DYING_SECONDS)
+            except asyncio.TimeoutError:
+                log.warning("[%s] runs but does not accept connections: killed", child.label)
+                child.kill_now()
+                await child.process.wait()
+            self._lost(model, child)
+
     async def _watch(self, model: Managed, child: Child) -> None:
         """A replica that exits without being asked to: the model is failed once no replica is left
         (restarted by the next request, after a backoff); its leases fail on their own connections."""
         await child.process.wait()
-        if child.stopping:
+        self._lost(model, child)
+
+    def _lost(self, model: Managed, child: Child) -> None:
+        """`child` exited unasked (seen by its watch or by a worker's recheck, whichever is first)."""
+        if child.stopping or child.noticed:
             return
+        child.noticed = True
         log.warning("[%s] exited unexpectedly with code %s", child.label, child.exit_code)
         if model.status == plan.LOADED and not model.ready_urls():
             model.exit_code = child.exit_code
@@ -311,6 +339,10 @@ class Supervisor:
                                               json.dumps({"filename": filename}).encode(), timeout=60)
             if status != 200:
                 log.warning("[%s] slot %s %s: %d %s", child.label, slot["id"], action, status, body[:200])
+
+    def _record_children(self) -> None:
+        if self.pid_file:
+            record_children(self.pid_file, [child for model in self.models.values() for child in model.children if child])
 
     def _stage(self, model: Managed, stage: str) -> None:
         model.stage = stage
@@ -383,7 +415,7 @@ class Connection:
     async def _answer(self, request: dict) -> None:
         op, name, supervisor = request.get("op"), request.get("model"), self.supervisor
         if op == "acquire":
-            await self._lease(name)
+            await self._lease(name, request.get("unreachable"))
         elif op == "status":
             await self.say(supervisor.status())
         elif op == "logs":
@@ -404,8 +436,8 @@ class Connection:
             raise ConnectionError("the worker hung up")
         return task.result()
 
-    async def _lease(self, name: str) -> None:
-        urls = await self._until_gone(self.supervisor.acquire(name, self.say))
+    async def _lease(self, name: str, unreachable: list[str] | None) -> None:
+        urls = await self._until_gone(self.supervisor.acquire(name, self.say, unreachable))
         try:
             await self.say({"ok": True, "urls": urls})
             await self.hung_up   # the lease lasts as long as the connection
@@ -424,7 +456,9 @@ class Connection:
 
 
 async def run(settings: SupervisorSettings, socket_path: str) -> None:
-    supervisor = Supervisor(settings)
+    pid_file = socket_path + ".children"   # what a supervisor started in this one's place must not find running
+    stop_leftovers(pid_file)
+    supervisor = Supervisor(settings, pid_file)
     server = await asyncio.start_unix_server(
         lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=socket_path)
     loop = asyncio.get_running_loop()
