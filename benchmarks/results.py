@@ -240,10 +240,15 @@ class ModelsDirStartupResult:
     files: int
     seconds: list[float]      # process start to the first answered /v1/models, per run
     header_ms: list[float]    # each file's header read alone (gguf_header.read_header, no cache)
+    one_file_seconds: list[float] = field(default_factory=list)   # the same with one file, alternated
 
     @property
     def median_seconds(self) -> float:
         return percentile(self.seconds, 0.5)
+
+    @property
+    def one_file_median_seconds(self) -> float:
+        return percentile(self.one_file_seconds, 0.5) if self.one_file_seconds else math.nan
 
 
 @dataclass
@@ -680,7 +685,8 @@ class BenchmarkResults:
         per_file = "a GGUF file's header read, cache cold, slowest file (issue 42)"
         if s is None or not s.seconds:
             return [TargetCheck(first, "≤ 1 s", "not measured", False), TargetCheck(per_file, "≤ 50 ms", "not measured", False)]
-        return [TargetCheck(first, "≤ 1 s", f"{s.median_seconds:.2f} s", s.median_seconds <= 1.0),
+        return [TargetCheck(first, "≤ 1 s", f"{s.median_seconds:.2f} s (one file: {s.one_file_median_seconds:.2f} s)",
+                            s.median_seconds <= 1.0),
                 TargetCheck(per_file, "≤ 50 ms", f"{max(s.header_ms):.1f} ms (median {percentile(s.header_ms, 0.5):.1f} ms)",
                             max(s.header_ms) <= 50)]
 

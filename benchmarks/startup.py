@@ -67,20 +67,26 @@ MODELS_DIR_COPIES = 5   # names for each of the two models: ten files
 def measure_models_dir_startup(binary: str, smollm2: str, gemma: str, runs: int) -> ModelsDirStartupResult:
     """`api-like-oai --models-dir` of ten GGUF files (SmolLM2 and gemma-3-270m, five names each), each
     run with a data directory of its own (no header read before): process start to the first
-    /v1/models answered with all ten; then each file's header read by itself (no cache)."""
+    /v1/models answered with all ten, alternated with a folder of one file; then each file's header
+    read by itself (no cache)."""
     from api_like_oai.supervisor.gguf_header import read_header
 
     folder = Path(tempfile.mkdtemp(prefix="api-like-oai-bench-models-dir-"))
     for number in range(MODELS_DIR_COPIES):
         (folder / f"smollm2-{number}.gguf").symlink_to(smollm2)
         (folder / f"gemma3-{number}.gguf").symlink_to(gemma)
-    seconds = [_models_dir_start(binary, folder) for _ in range(runs)]
+    single = Path(tempfile.mkdtemp(prefix="api-like-oai-bench-models-dir-one-"))
+    (single / "smollm2-0.gguf").symlink_to(smollm2)
+    seconds, one_file_seconds = [], []
+    for _ in range(runs):   # alternated with one file, the same proxy's start-up by itself at this load
+        seconds.append(_models_dir_start(binary, folder))
+        one_file_seconds.append(_models_dir_start(binary, single))
     header_ms = []
     for path in sorted(folder.iterdir()):
         started = time.perf_counter()
         read_header(str(path))
         header_ms.append((time.perf_counter() - started) * 1000)
-    return ModelsDirStartupResult(len(header_ms), seconds, header_ms)
+    return ModelsDirStartupResult(len(header_ms), seconds, header_ms, one_file_seconds)
 
 
 def _models_dir_start(binary: str, folder: Path, timeout: float = 120.0) -> float:
