@@ -4,6 +4,7 @@ the supervisor is restarted when it dies with no llama-server left over or start
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -52,16 +53,24 @@ def test_a_generation_running_when_its_llama_server_dies_ends_with_a_clear_error
     proxy = launch(TWO_MODELS)
     assert chat(proxy, "smol-a").status_code == 200
     [pid] = llama_servers_on(model_port(proxy, "smol-a"))
-    body = {"model": "smol-a", "messages": LONG, "max_tokens": 400, "stream": True}
+    body = {"model": "smol-a", "messages": LONG, "max_tokens": 2000, "stream": True, "ignore_eos": True}
     with requests.post(f"{proxy.url}/v1/chat/completions", json=body, stream=True, timeout=120) as reply:
         lines = reply.iter_lines(decode_unicode=True)
-        assert next(line for line in lines if line.startswith("data: {"))   # the generation runs
-        os.kill(pid, signal.SIGKILL)
+        assert next(line for line in lines if _text_of(line))   # tokens given out: the generation runs
+        os.kill(pid, signal.SIGKILL)   # (killed while reading the prompt, it would be sent again after a restart)
         rest = [line for line in lines if line.startswith("data: ")]
     assert reply.status_code == 200
     assert '"error"' in rest[-1] or '"error"' in rest[-2], rest[-3:]
     assert "llama.cpp" in "".join(rest[-2:])
     assert chat(proxy, "smol-a").status_code == 200   # and the next one is answered
+
+
+def _text_of(line: str) -> str:
+    """The text a chat stream's `data:` line gives out ("" for the role chunk, an error, [DONE])."""
+    if not line.startswith("data: {"):
+        return ""
+    choices = json.loads(line[len("data: "):]).get("choices") or [{}]
+    return (choices[0].get("delta") or {}).get("content") or ""
 
 
 def test_a_model_that_crashes_at_every_start_is_still_a_503_with_its_log_lines(launch):
