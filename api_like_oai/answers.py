@@ -57,8 +57,11 @@ class ModelStatus(Answer):
     model_config = ConfigDict(defer_build=True, extra="allow")   # and in_flight, queued, loads, evictions, ...
 
     value: Literal["loaded", "loading", "unloaded", "failed"]
-    memory_mib: int = Field(description="The memory it needs (all replicas), estimated from its GGUF file or "
-                                        "its config's memory:, in MiB.")
+    memory_mib: int | None = Field(description="The memory it needs (all replicas), estimated from its GGUF file "
+                                               "or its config's memory:, in MiB (null for the moment after start-up "
+                                               "before its file's header is read).")
+    file: dict | None = Field(None, description="What its GGUF file's header says: architecture, context_length "
+                                                "(trained), parameters, quantization.")
     stage: str | None = Field(None, description="What a load or unload is doing now.")
     exit_code: int | None = Field(None, description="How its llama-server last exited, when it failed.")
     error: str | None = Field(None, description="Why it failed, with its llama-server's last log lines.")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from . import __version__
 from .backends.routing import MODES, RoutingPolicy
+from .installation import data_dir
 from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
@@ -422,7 +423,8 @@ def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
     if binary is None:
         raise StartupError("no llama-server to start the models with: give --llama-server PATH, put it on PATH, "
                            "or run scripts/provision")
-    settings = supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir)
+    settings = supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir,
+                                   str(data_dir() / "gguf-headers"))
     if args.rpc_lend:   # what the box lends to a pooled model elsewhere is not its own models' to use
         settings = dataclasses.replace(settings, memory_budget_mib=settings.memory_budget_mib - args.rpc_lend)
     return settings

@@ -334,7 +334,7 @@ def _model_families(models: dict) -> list:
         values = (model["value"] == "loaded", model["memory_mib"], model["loads"], model["load_seconds"],
                   model["evictions"], model["failures"], model["restored_tokens"], model["restore_failures"])
         for family, value in zip(families, values, strict=True):
-            family.add_metric([name], float(value))
+            family.add_metric([name], float("nan") if value is None else float(value))   # an estimate not read yet
     return families
 
 

@@ -35,14 +35,14 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
     warn_if_open_to_the_network(settings)
     run_dir = tempfile.mkdtemp(prefix="api-like-oai-")
     owner = os.getpid()
-    supervisor = member = socket_path = None
+    supervisor = member = None
     try:
         if settings.supervisor is not None:
             from .supervisor import launch
 
-            supervisor, socket_path = launch.start(settings.supervisor, run_dir, settings.log_level)
-            make_app = functools.partial(make_app, supervisor_socket=socket_path)
-        member = _join_fleet(settings, run_dir, socket_path)
+            supervisor = launch.Supervised(settings.supervisor, run_dir, settings.log_level)
+            make_app = functools.partial(make_app, supervisor_socket=supervisor.socket_path)
+        member = _join_fleet(settings, run_dir, supervisor.socket_path if supervisor is not None else None)
         _serve(settings, make_app, run_dir)
     finally:
         if os.getpid() == owner:  # a worker leaves through here too (SystemExit), and must not do this
@@ -51,7 +51,7 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
 
                 stop_process(member, 5)
             if supervisor is not None:
-                launch.stop(supervisor, settings.supervisor.stop_timeout + 5)
+                supervisor.stop(settings.supervisor.stop_timeout + 5)
             shutil.rmtree(run_dir, ignore_errors=True)
 
 

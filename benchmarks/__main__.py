@@ -236,7 +236,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "writes quick.md and quick.json")
     parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet",
+                                           "startup"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -308,6 +309,13 @@ def measure_swaps(results: BenchmarkResults, quick: bool) -> None:
                                         plan, progress)
 
 
+def measure_models_dir_startup(results: BenchmarkResults, plan: Plan) -> None:
+    """Issue 42: start-up with a --models-dir of ten real GGUF files."""
+    progress("start-up with --models-dir of 10 GGUF files")
+    results.models_dir_startup = startup.measure_models_dir_startup(
+        os.environ["LLAMA_SERVER"], os.environ["MODEL"], os.environ["GEMMA_MODEL"], plan.startup_runs)
+
+
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
     if args.only == "keys":   # its own keys-results.md/json beside results.md
@@ -321,6 +329,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
         measure_routing(results, args.quick_plans)
     elif args.only == "swaps":
         measure_swaps(results, args.quick_plans)
+    elif args.only == "startup":
+        measure_models_dir_startup(results, plan)
     else:
         results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
                                              f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
@@ -372,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
             llama.stop()  # the rest runs against the fake upstream alone
         measure_routing(results, args.quick_plans)
         measure_swaps(results, args.quick_plans)
+        measure_models_dir_startup(results, plan)
         measure_proxy_alone(results, plan, props_path, stack)
         keys_row.keys_part(args.output_dir, args.quick_plans, progress)
     results.duration_s = time.perf_counter() - STARTED

@@ -18,6 +18,7 @@ from .servers import (
     LlamaServer,
     Proxy,
     RedisServer,
+    bench_model_paths,
     command_line,
     descendants_of,
     provisioned_paths,
@@ -106,6 +107,12 @@ def data_home(tmp_path_factory):
 @pytest.fixture(scope="session")
 def provisioned() -> dict[str, str]:
     return provisioned_paths()
+
+
+@pytest.fixture(scope="session")
+def gemma_model() -> str:
+    """gemma-3-270m's GGUF file (scripts/provision-bench-models): a second real model, 262k tokens of vocabulary."""
+    return bench_model_paths()["GEMMA_MODEL"]
 
 
 def shared(server):

@@ -124,6 +124,16 @@ def provisioned_paths() -> dict[str, str]:
     return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
 
 
+def bench_model_paths() -> dict[str, str]:
+    """GEMMA_MODEL (gemma-3-270m, a 262k-token vocabulary): from the environment, else from
+    scripts/provision-bench-models (cached)."""
+    if os.environ.get("GEMMA_MODEL"):
+        return {"GEMMA_MODEL": os.environ["GEMMA_MODEL"]}
+    output = subprocess.run([str(ROOT / "scripts" / "provision-bench-models")], check=True, text=True,
+                            stdout=subprocess.PIPE, env={**os.environ, "PYTHON": sys.executable}).stdout
+    return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+
+
 def wait_until(ready, process: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
     """Poll `ready()` until true; fail at once if `process` died, or after `timeout` seconds."""
     deadline = time.monotonic() + timeout

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import TypeVar
 
@@ -28,6 +29,11 @@ from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad
 log = logging.getLogger("api_like_oai")
 
 RETRY_AFTER_SECONDS = 5
+
+# A request to a model the proxy starts itself: (its pool, renew), where renew(unreachable URLs) gives
+# the lease back, has the supervisor check those replicas (restarting a crashed model) and returns the
+# ready URLs once it is loaded again. Set per request by routes.hold_model; None for other models.
+RENEWAL: ContextVar[tuple[UpstreamPool, Callable[[list[str]], list[str]]] | None] = ContextVar("renewal", default=None)
 
 Answer = TypeVar("Answer")
 
@@ -146,7 +152,20 @@ class UpstreamPool:
 
     def _first_to_start(self, start, on_chosen, clients: list[LlamaCppClient]):
         """(server, start(server, whether it is the last candidate)) for the first of `clients` whose
-        start does not raise UpstreamUnavailable; the server counts as in flight from its attempt on."""
+        start does not raise UpstreamUnavailable; the server counts as in flight from its attempt on.
+        For a started model whose replicas all failed so, once more on those the supervisor gives back
+        (it restarts a model that crashed; the request waits for it as for any load)."""
+        try:
+            return self._first_of(start, on_chosen, clients)
+        except UpstreamUnavailable:
+            renewal = RENEWAL.get()
+            if renewal is None or renewal[0] is not self:
+                raise
+        ready = set(renewal[1]([client.base_url for client in clients]))
+        self.serve_only(list(ready))
+        return self._first_of(start, on_chosen, [client for client in self.clients if client.base_url in ready])
+
+    def _first_of(self, start, on_chosen, clients: list[LlamaCppClient]):
         failures = []
         for position, client in enumerate(clients):
             if on_chosen:

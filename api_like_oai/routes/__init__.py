@@ -129,19 +129,24 @@ def hold_model(model) -> None:
     """A model the proxy starts itself is loaded (or swapped in) for this request, and kept until its
     response is closed: the lease's release is the last thing the response does. A streamed request
     that would wait raises waiting.ModelLoading: its view's wrapper sends keep-alives meanwhile."""
-    from ..supervisor.client import PendingLease
+    from ..backends.pool import RENEWAL
+    from ..supervisor.client import HeldLease, PendingLease
     from .waiting import GRANTED, WANTS_STREAM, ModelLoading
 
     environ = request.environ
     record = g.get("record")
     if record is not None:
         record.phase = LOADING_MODEL   # while the supervisor makes the model ready (at once if it is)
-    lease = environ.pop(GRANTED, None) or state().supervisor.acquire(model.name, wait=not environ.get(WANTS_STREAM))
+    supervisor = state().supervisor
+    lease = environ.pop(GRANTED, None) or supervisor.acquire(model.name, wait=not environ.get(WANTS_STREAM))
     environ[ON_CLOSE].append(lease.release)
     if isinstance(lease, PendingLease):
         raise ModelLoading(lease)
     if record is not None:
         record.phase = QUEUED
+    held = HeldLease(supervisor, model.name, lease)
+    RENEWAL.set((model.pool, held.renew))   # a crashed replica this request finds: see pool.RENEWAL
+    environ[ON_CLOSE].extend([held.release, lambda: RENEWAL.set(None)])
     model.pool.serve_only(lease.urls)
 
 

@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 
-from .footprint import device_split, estimate_mib
 from .service import run
 from .spec import SupervisorSettings
 
@@ -17,14 +16,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with open(settings_path, encoding="utf-8") as file:
         settings = SupervisorSettings.from_dict(json.load(file))
-    one_replica = {spec.name: spec.memory_mib or estimate_mib(spec) for spec in settings.models}
-    footprints = {spec.name: one_replica[spec.name] * len(spec.ports) for spec in settings.models}
-    per_device = None
-    if settings.device_budgets is not None:
-        per_device = {spec.name: {device: mib * len(spec.ports) for device, mib in
-                                  device_split(spec, one_replica[spec.name], settings.device_budgets).items()}
-                      for spec in settings.models}
-    asyncio.run(run(settings, socket_path, footprints, per_device))
+    asyncio.run(run(settings, socket_path))   # it answers at once; the models' estimates follow (estimate_all)
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import time
 from collections.abc import Iterator
 
 from ..errors import ModelNotFound, ProxyError, RateLimited, UpstreamUnavailable
@@ -25,16 +26,20 @@ class Lease:
 
 
 class PendingLease:
-    """A lease the supervisor will grant once the model is loaded (a swap or a start under way)."""
+    """A lease the supervisor will grant once the model is loaded (a swap or a start under way). If the
+    supervisor dies meanwhile, the request is asked again of the one the master starts in its place."""
 
-    def __init__(self, connection: socket.socket, lines: LineReader, stage: str):
+    def __init__(self, client: SupervisorClient, request: dict, connection: socket.socket, lines: LineReader,
+                 stage: str):
+        self.client, self.request = client, request
         self.connection, self.lines, self.stage = connection, lines, stage
+        self.reconnects = 0
 
     def wait(self, timeout: float | None = None) -> Lease | None:
         """The lease once granted; None if `timeout` seconds pass first; the refusal's API error."""
         try:
             while True:
-                message = self.lines.next(timeout)
+                message = self._next(timeout)
                 if message is None:
                     return None
                 if "wait" in message:
@@ -45,27 +50,67 @@ class PendingLease:
             self.release()
             raise
 
+    def _next(self, timeout: float | None) -> dict | None:
+        try:
+            return self.lines.next(timeout)
+        except SupervisorGone:
+            if self.reconnects >= MAX_RECONNECTS:
+                raise
+            self.reconnects += 1
+            self.connection.close()
+            self.connection, self.lines = self.client._open(self.request)
+            return {"wait": self.stage}
+
     def release(self) -> None:
         self.connection.close()
+
+
+class HeldLease:
+    """A request's lease on a started model, given up and taken again when none of the replicas it
+    named could be reached (`renew`: the supervisor checks them, restarts the model if they crashed,
+    and this waits for it as a request for an unloaded model does)."""
+
+    def __init__(self, client: SupervisorClient, model: str, lease: Lease):
+        self.client, self.model, self.lease = client, model, lease
+
+    def renew(self, unreachable: list[str]) -> list[str]:
+        self.lease.release()
+        self.lease = self.client.acquire(self.model, unreachable=unreachable)
+        return self.lease.urls
+
+    def release(self) -> None:
+        self.lease.release()
+
+
+class SupervisorGone(UpstreamUnavailable):
+    """The supervisor's end of a connection closed: it died (the master starts another)."""
+
+
+MAX_RECONNECTS = 3                  # a request asks again this often of a supervisor that keeps dying
+RECONNECT_SECONDS = 60.0            # a supervisor being restarted is waited for this long (its start-up's bound)
+RECONNECT_POLL_SECONDS = 0.05
 
 
 class SupervisorClient:
     def __init__(self, socket_path: str):
         self.socket_path = socket_path
 
-    def acquire(self, model: str, *, wait: bool = True) -> Lease | PendingLease:
+    def acquire(self, model: str, *, wait: bool = True, unreachable: list[str] | None = None) -> Lease | PendingLease:
         """A lease on `model` once it is loaded (started, or swapped in, if need be). With `wait`
-        false, a PendingLease instead when it is not ready at once. Raises the API error the
+        false, a PendingLease instead when it is not ready at once. `unreachable`: the URLs of its
+        replicas this request could not reach, for the supervisor to check. Raises the API error the
         supervisor's refusal maps to."""
-        connection, lines = self._open({"op": "acquire", "model": model})
+        request = {"op": "acquire", "model": model, **({"unreachable": unreachable} if unreachable else {})}
+        connection, lines = self._open(request)
+        pending = PendingLease(self, request, connection, lines, "queued")
         try:
-            message = lines.next()
+            message = pending._next(None)
             if "wait" not in message:
-                return _granted(connection, message)
+                return _granted(pending.connection, message)
         except BaseException:
-            connection.close()
+            pending.release()
             raise
-        pending = PendingLease(connection, lines, message["wait"])
+        pending.stage = message["wait"]
         return pending.wait() if wait else pending
 
     def ask(self, op: str, **fields) -> dict:
@@ -87,14 +132,23 @@ class SupervisorClient:
                 yield lines.next()["event"]
 
     def _open(self, request: dict) -> tuple[socket.socket, LineReader]:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            connection.connect(self.socket_path)
-            connection.sendall(json.dumps(request).encode() + b"\n")
-        except OSError as exc:
-            connection.close()
-            raise UpstreamUnavailable(f"the model supervisor is not reachable ({exc.strerror})") from None
-        return connection, LineReader(connection)
+        """A connection with `request` sent. A supervisor that is not listening (it died, and the master
+        is starting another on the same socket) is waited for, up to RECONNECT_SECONDS."""
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        while True:
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                connection.connect(self.socket_path)
+                connection.sendall(json.dumps(request).encode() + b"\n")
+                return connection, LineReader(connection)
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                connection.close()
+                if time.monotonic() >= deadline:
+                    raise UpstreamUnavailable(f"the model supervisor is not reachable ({exc.strerror})") from None
+            except OSError as exc:
+                connection.close()
+                raise UpstreamUnavailable(f"the model supervisor is not reachable ({exc.strerror})") from None
+            time.sleep(RECONNECT_POLL_SECONDS)   # cooperative under the gevent worker
 
 
 class LineReader:
@@ -111,7 +165,7 @@ class LineReader:
                 return None
             received = self.connection.recv(65536)
             if not received:
-                raise UpstreamUnavailable("the model supervisor went away")
+                raise SupervisorGone("the model supervisor went away")
             self.buffer += received
         line, self.buffer = self.buffer.split(b"\n", 1)
         return json.loads(line)

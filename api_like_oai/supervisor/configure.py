@@ -120,10 +120,10 @@ def gpu_free_mib() -> list[int]:
 
 
 def supervisor_settings(specs: list[LaunchSpec], llama_server: str, budget_mib: int | None,
-                        max_loaded: int | None, slot_dir: str | None) -> SupervisorSettings:
+                        max_loaded: int | None, slot_dir: str | None, header_cache: str | None = None) -> SupervisorSettings:
     """--memory-budget, when given, is one pool for all devices; else the budgets are found (default_budget)."""
     if slot_dir is None and any(spec.slot_save for spec in specs):
         slot_dir = tempfile.mkdtemp(prefix="api-like-oai-slots-")
     total, devices = (budget_mib, None) if budget_mib else default_budget()
     return SupervisorSettings(llama_server, tuple(specs), total, max_loaded or None, slot_dir=slot_dir,
-                              device_budgets=devices, api_key=secrets.token_urlsafe(32))
+                              device_budgets=devices, api_key=secrets.token_urlsafe(32), header_cache=header_cache)

@@ -1,4 +1,4 @@
-"""A launched model's memory footprint, estimated from its GGUF file (read with the `gguf` package).
+"""A launched model's memory footprint, estimated from its GGUF file's header (gguf_header.py).
 
     footprint = the file's size (the weights, as llama.cpp maps them)
               + its projector's file size (mmproj), if any
@@ -13,9 +13,14 @@ large `--batch-size` more: set `memory:` by hand then. Imported only by the supe
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 
+from .gguf_header import cached_header, summary
 from .spec import LaunchSpec
+
+log = logging.getLogger("api_like_oai.supervisor")
 
 COMPUTE_RESERVE_MIB = 96
 MIB = 1024 * 1024
@@ -23,29 +28,33 @@ KV_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4
             "q5_0": 22 / 32, "q5_1": 24 / 32}
 
 
-def estimate_mib(spec: LaunchSpec) -> int:
-    """MiB one replica of `spec` needs, per the module's formula."""
+def estimate_mib(spec: LaunchSpec, header_cache: str | None = None) -> int:
+    """MiB one replica of `spec` needs, per the module's formula (the header kept in `header_cache`)."""
+    return estimate_from(spec, cached_header(spec.model_path, header_cache)["fields"], header_cache)
+
+
+def estimate_from(spec: LaunchSpec, fields: dict, header_cache: str | None = None) -> int:
+    """estimate_mib with the file's metadata `fields` already read (a draft's header read through `header_cache`)."""
     total = os.path.getsize(spec.model_path) + (os.path.getsize(spec.mmproj) if spec.mmproj else 0)
-    total += kv_cache_bytes(gguf_fields(spec.model_path), spec)
+    total += kv_cache_bytes(fields, spec)
     if spec.draft:   # llama-server gives the draft the target's context (common/speculative.cpp)
-        total += os.path.getsize(spec.draft) + kv_cache_bytes(gguf_fields(spec.draft), spec)
+        total += os.path.getsize(spec.draft) + kv_cache_bytes(cached_header(spec.draft, header_cache)["fields"], spec)
     return int(total / MIB) + COMPUTE_RESERVE_MIB
 
 
-def gguf_fields(path: str) -> dict:
-    """The GGUF file's metadata values that the estimate needs, by key (numbers and the architecture)."""
-    from gguf import GGUFReader  # numpy with it: only in the supervisor, only once per model
-
-    reader = GGUFReader(path, "r")
-    values = {}
-    for key, field in reader.fields.items():
-        if key.startswith("general.architecture") or any(key.endswith(suffix) for suffix in _NEEDED):
-            values[key] = field.contents()
-    return values
-
-
-_NEEDED = (".block_count", ".context_length", ".embedding_length", ".attention.head_count",
-           ".attention.head_count_kv", ".attention.key_length", ".attention.value_length")
+def model_facts(spec: LaunchSpec, header_cache: str | None) -> tuple[int, dict]:
+    """(MiB all replicas need: `memory:` if set, else estimated; what the model list shows of the file).
+    A file whose header cannot be read is counted by its size (llama-server will say what is wrong)."""
+    try:
+        header = cached_header(spec.model_path, header_cache)
+    except (OSError, ValueError, KeyError, struct.error) as exc:
+        log.warning("model %s: its GGUF header could not be read (%s); its size alone is counted", spec.name, exc)
+        header = {"fields": {}}
+    try:
+        per_replica = spec.memory_mib or estimate_from(spec, header["fields"], header_cache)
+    except (OSError, ValueError, KeyError, struct.error):
+        per_replica = COMPUTE_RESERVE_MIB
+    return per_replica * len(spec.ports), summary(header)
 
 
 def kv_cache_bytes(fields: dict, spec: LaunchSpec) -> int:
@@ -64,16 +73,17 @@ def kv_cache_bytes(fields: dict, spec: LaunchSpec) -> int:
     return int(layers * context * kv_heads * (key_size + value_size) * element)
 
 
-def device_split(spec: LaunchSpec, total_mib: int, device_budgets: dict[str, int]) -> dict[str, int]:
+def device_split(spec: LaunchSpec, total_mib: int, device_budgets: dict[str, int],
+                 header_cache: str | None = None) -> dict[str, int]:
     """per_device_mib, the GGUF file read for its layer count only where --n-gpu-layers needs it."""
     given = spec.arg_value("--n-gpu-layers", "-ngl", "--gpu-layers")
-    layers = layer_count(spec.model_path) if given is not None and given.isdigit() else None
+    layers = layer_count(spec.model_path, header_cache) if given is not None and given.isdigit() else None
     return per_device_mib(spec, total_mib, device_budgets, layers)
 
 
-def layer_count(path: str) -> int | None:
+def layer_count(path: str, header_cache: str | None = None) -> int | None:
     """The model's layer count (its `block_count`), for a split by --n-gpu-layers."""
-    fields = gguf_fields(path)
+    fields = cached_header(path, header_cache)["fields"]
     value = fields.get(f"{fields.get('general.architecture', 'llama')}.block_count")
     return int(value) if value is not None else None
 

@@ -6,7 +6,9 @@ lines kept for error messages and /v1/internal/model/logs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -32,6 +34,7 @@ class Child:
         self.lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.process: asyncio.subprocess.Process | None = None
         self.stopping = False
+        self.noticed = False     # its unasked exit has been handled (supervisor._lost)
         self._reader: asyncio.Task | None = None
 
     @property
@@ -114,6 +117,50 @@ class Child:
                 await asyncio.wait_for(asyncio.shield(self._reader), 2)
             except asyncio.TimeoutError:
                 pass
+
+
+def record_children(pid_file: str, children: list[Child]) -> None:
+    """Note the llama-servers running now where the next supervisor looks for leftovers (stop_leftovers)."""
+    with open(pid_file + ".new", "w", encoding="utf-8") as file:
+        file.writelines(json.dumps({"pid": child.pid, "argv": child.argv}) + "\n"
+                        for child in children if child.pid is not None and child.exit_code is None)
+    os.replace(pid_file + ".new", pid_file)
+
+
+def stop_leftovers(pid_file: str, patience: float = 10.0) -> list[int]:
+    """A supervisor started in place of one that died: the llama-servers its predecessor started that
+    still run (their parent-death signal kills them, but maybe not yet) are killed and waited for, so
+    that none serves twice and no port is still held when a model starts again. A process counts as
+    one of them only with the very command line recorded (its --port is this proxy's)."""
+    try:
+        with open(pid_file, encoding="utf-8") as file:
+            recorded = [json.loads(line) for line in file if line.strip()]
+    except (OSError, ValueError):
+        return []
+    found = [entry["pid"] for entry in recorded if _running(entry["pid"], entry["argv"])]
+    for pid in found:
+        log.warning("a llama-server of the previous supervisor still runs (pid %d): killed", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + patience
+    while any(_running(pid) for pid in found) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.unlink(pid_file)
+    return found
+
+
+def _running(pid: int, argv: list[str] | None = None) -> bool:
+    """Whether `pid` is alive (not a zombie), with the command line `argv` if given."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            if file.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return False
+        if argv is None:
+            return True
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read().split(b"\0")[:-1] == [arg.encode() for arg in argv]
+    except (OSError, IndexError):
+        return False
 
 
 def _die_with(parent: int) -> None:

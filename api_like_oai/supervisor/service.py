@@ -2,7 +2,7 @@
 locks: every change happens on the loop, and after each one `reconsider` asks plan.decide what to do).
 
 Workers talk to it over a Unix socket, one JSON line per request on a connection of its own:
-    {"op": "acquire", "model": m}  -> {"wait": stage}* then {"ok": true, "urls": [...]} or
+    {"op": "acquire", "model": m, "unreachable": [url]?}  -> {"wait": stage}* then {"ok": true, "urls": [...]} or
                                       {"error": msg, "status": 503|429|404, "retry_after": s};
                                       the connection is then the lease: its end releases it
     {"op": "load", "model": m, "args": [...]?}, {"op": "unload", "model": m}  -> {"status": ...}
@@ -28,13 +28,15 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import drafts, plan, slots
-from .process import Child, StartFailed, http_request
+from .footprint import device_split, model_facts
+from .process import Child, StartFailed, http_request, record_children, stop_leftovers
 from .spec import LaunchSpec, SupervisorSettings
 
 log = logging.getLogger("api_like_oai.supervisor")
 
 TICK_SECONDS = 1.0           # TTLs and retry times are looked at this often
 MAX_BACKOFF_SECONDS = 60.0
+DYING_SECONDS = 2.0          # a replica that refuses connections this long after a worker said so, is killed
 RETRY_AFTER_FULL_SECONDS = 5
 
 
@@ -49,8 +51,10 @@ class Managed:
     """One launched model's state, owned by the run loop."""
 
     spec: LaunchSpec
-    footprint_mib: int
-    per_device: dict | None = None        # device -> MiB, with a budget per device
+    footprint_mib: int | None = None      # None until its file's header was read (estimate())
+    facts: dict = field(default_factory=dict)   # what the model list shows of its file (gguf_header.summary)
+    estimating: asyncio.Future | None = None
+    per_device: dict | None = None        # device -> MiB, with a budget per device (once estimated)
     status: str = plan.UNLOADED
     stage: str | None = None              # what a load is doing now
     children: list[Child | None] = field(default_factory=list)
@@ -82,13 +86,15 @@ class Managed:
         return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
 
     def view(self) -> plan.ModelState:
-        return plan.ModelState(self.spec.name, self.footprint_mib - self.lent_mib, self.status, self.in_flight, self.last_used,
+        return plan.ModelState(self.spec.name, (self.footprint_mib or 0) - self.lent_mib, self.status, self.in_flight,
+                               self.last_used,
                                self.waiters[0].arrived if self.waiters else None, self.draining,
                                self.spec.pinned, self.spec.ttl, self.retry_at, self.per_device)
 
     def status_dict(self) -> dict:
         status = {"value": self.status if self.status != plan.STOPPING else plan.LOADED,
-                  "memory_mib": self.footprint_mib - self.lent_mib, "replicas": len(self.spec.ports),
+                  "memory_mib": None if self.footprint_mib is None else self.footprint_mib - self.lent_mib,
+                  "replicas": len(self.spec.ports),
                   "upstreams": list(self.spec.urls),
                   "ready": len(self.ready_urls()) if self.status == plan.LOADED else 0,
                   "in_flight": self.in_flight, "queued": len(self.waiters), "pinned": self.spec.pinned,
@@ -111,6 +117,8 @@ class Managed:
             status["draft"] = {"model": self.spec.draft, **self.drafts.status()}
         if self.lent_mib:
             status["lent_mib"] = self.lent_mib
+        if self.facts:
+            status["file"] = self.facts
         return status
 
     def live_children(self) -> list[Child]:
@@ -118,11 +126,10 @@ class Managed:
 
 
 class Supervisor:
-    def __init__(self, settings: SupervisorSettings, footprints: dict[str, int], per_device: dict | None = None):
-        self.settings = settings
+    def __init__(self, settings: SupervisorSettings, pid_file: str | None = None):
+        self.settings, self.pid_file = settings, pid_file
         self.budget = plan.Budget(settings.memory_budget_mib, settings.max_loaded, settings.device_budgets)
-        self.models = {spec.name: Managed(spec, footprints[spec.name], (per_device or {}).get(spec.name))
-                       for spec in settings.models}
+        self.models = {spec.name: Managed(spec) for spec in settings.models}
         self.subscribers: list[asyncio.Queue] = []
         # llama-server reads its image marker from here (LLAMA_MEDIA_MARKER) instead of drawing one per start
         alphabet = string.ascii_letters + string.digits
@@ -150,11 +157,37 @@ class Supervisor:
             self.emit(model)
             asyncio.get_running_loop().create_task(self._start(model))
 
+    # --- estimates ---------------------------------------------------------------------------
+
+    async def estimate(self, model: Managed) -> None:
+        """The model's footprint and file facts, read once, off the loop: start-up never waits for them
+        (estimate_all reads them in the background; a request for a model not read yet waits here)."""
+        if model.estimating is None:
+            model.estimating = asyncio.ensure_future(asyncio.to_thread(model_facts, model.spec,
+                                                                       self.settings.header_cache))
+        model.footprint_mib, model.facts = await asyncio.shield(model.estimating)
+        budgets = self.settings.device_budgets
+        if budgets is not None and model.per_device is None:
+            replicas = len(model.spec.ports)
+            model.per_device = {device: mib * replicas for device, mib in device_split(
+                model.spec, model.footprint_mib // replicas, budgets, self.settings.header_cache).items()}
+
+    async def estimate_all(self) -> None:
+        for model in self.models.values():
+            await self.estimate(model)
+            self.emit(model)
+
     # --- leases ------------------------------------------------------------------------------
 
-    async def acquire(self, name: str, say) -> list[str]:
-        """The ready URLs of model `name` once it is loaded; the caller then holds a lease (in_flight)."""
+    async def acquire(self, name: str, say, unreachable: list[str] | None = None) -> list[str]:
+        """The ready URLs of model `name` once it is loaded; the caller then holds a lease (in_flight).
+        `unreachable`: the URLs a worker could not reach (refused or reset before any byte), checked
+        first, so that a crashed replica is restarted and this request waits for it like any load."""
         model = self._model(name)
+        if model.footprint_mib is None:
+            await self.estimate(model)
+        if unreachable and model.status == plan.LOADED:
+            await self._recheck(model, set(unreachable))
         if model.status == plan.LOADED and not model.draining and model.ready_urls():
             return self._grant(model)
         if model.status == plan.FAILED and time.monotonic() < model.retry_at:
@@ -246,6 +279,7 @@ class Supervisor:
         try:
             for child in model.children:
                 await child.spawn()
+                self._record_children()
             spawned = model.timed("start", began)
             await asyncio.gather(*(child.wait_ready(spec.load_timeout, lambda stage: self._stage(model, stage))
                                    for child in model.children))
@@ -283,12 +317,34 @@ class Supervisor:
         log.warning("model %s failed: %s", model.spec.name, message)
         self.emit(model)
 
+    async def _recheck(self, model: Managed, urls: set[str]) -> None:
+        """The replicas at `urls` a worker could not reach: one that answers /health is left alone; one
+        that does not is given a moment to finish dying (a kill -9 the loop has not seen yet), killed if
+        it still runs, and counted lost at once, before the request that found it joins the waiters."""
+        for url, child in zip(model.spec.urls, model.children, strict=False):
+            if url not in urls or child is None or child.noticed or child.stopping:
+                continue
+            if child.exit_code is None and (await http_request(child.port, "GET", "/health", timeout=2))[0]:
+                continue
+            try:
+                await asyncio.wait_for(asyncio.shield(child.process.wait()), DYING_SECONDS)
+            except asyncio.TimeoutError:
+                log.warning("[%s] runs but does not accept connections: killed", child.label)
+                child.kill_now()
+                await child.process.wait()
+            self._lost(model, child)
+
     async def _watch(self, model: Managed, child: Child) -> None:
         """A replica that exits without being asked to: the model is failed once no replica is left
         (restarted by the next request, after a backoff); its leases fail on their own connections."""
         await child.process.wait()
-        if child.stopping:
+        self._lost(model, child)
+
+    def _lost(self, model: Managed, child: Child) -> None:
+        """`child` exited unasked (seen by its watch or by a worker's recheck, whichever is first)."""
+        if child.stopping or child.noticed:
             return
+        child.noticed = True
         log.warning("[%s] exited unexpectedly with code %s", child.label, child.exit_code)
         if model.status == plan.LOADED and not model.ready_urls():
             model.exit_code = child.exit_code
@@ -332,6 +388,10 @@ class Supervisor:
             if status == 200:
                 model.drafts.update(child.pid, body.decode("utf-8", "replace"))
         model.drafts.forget({child.pid for child in children})
+
+    def _record_children(self) -> None:
+        if self.pid_file:
+            record_children(self.pid_file, [child for model in self.models.values() for child in model.children if child])
 
     def _stage(self, model: Managed, stage: str) -> None:
         model.stage = stage
@@ -412,7 +472,7 @@ class Connection:
     async def _answer(self, request: dict) -> None:
         op, name, supervisor = request.get("op"), request.get("model"), self.supervisor
         if op == "acquire":
-            await self._lease(name)
+            await self._lease(name, request.get("unreachable"))
         elif op == "status":
             await self.say(supervisor.status())
         elif op == "logs":
@@ -434,8 +494,8 @@ class Connection:
             raise ConnectionError("the worker hung up")
         return task.result()
 
-    async def _lease(self, name: str) -> None:
-        urls = await self._until_gone(self.supervisor.acquire(name, self.say))
+    async def _lease(self, name: str, unreachable: list[str] | None) -> None:
+        urls = await self._until_gone(self.supervisor.acquire(name, self.say, unreachable))
         try:
             await self.say({"ok": True, "urls": urls})
             await self.hung_up   # the lease lasts as long as the connection
@@ -453,9 +513,10 @@ class Connection:
             self.supervisor.subscribers.remove(queue)
 
 
-async def run(settings: SupervisorSettings, socket_path: str, footprints: dict[str, int],
-              per_device: dict | None = None) -> None:
-    supervisor = Supervisor(settings, footprints, per_device)
+async def run(settings: SupervisorSettings, socket_path: str) -> None:
+    pid_file = socket_path + ".children"   # what a supervisor started in this one's place must not find running
+    stop_leftovers(pid_file)
+    supervisor = Supervisor(settings, pid_file)
     server = await asyncio.start_unix_server(
         lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=socket_path)
     loop = asyncio.get_running_loop()
@@ -468,10 +529,12 @@ async def run(settings: SupervisorSettings, socket_path: str, footprints: dict[s
             loop.create_task(_preload(supervisor, spec.name))
     ticker = loop.create_task(_tick(supervisor))
     draft_reader = loop.create_task(_read_drafts(supervisor))
+    estimates = loop.create_task(supervisor.estimate_all())
     print("ready", flush=True)   # the parent waits for this line before it starts the workers
     await ended.wait()
     ticker.cancel()
     draft_reader.cancel()
+    estimates.cancel()
     server.close()
     await supervisor.stop_all()
 

@@ -99,6 +99,7 @@ class SupervisorSettings:
     slot_dir: str | None = None            # where slot_save models keep their KV caches
     api_key: str = field(default="", repr=False)   # the children's --api-key: random per start, only the proxy's
     device_budgets: dict | None = None     # "gpu0", "gpu1", ..., "cpu" -> MiB; None: one pool
+    header_cache: str | None = None        # where the GGUF files' headers are kept (gguf_header.cached_header)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "models": [model.to_dict() for model in self.models]}

@@ -124,3 +124,34 @@ def test_every_call_of_a_request_fails_over_from_a_dead_upstream(tmp_path, fakes
     if dead_first:   # tried first, then marked down (last, it may never be tried: nothing needs it)
         assert client.get("/v1/internal/model/info", query_string={"model": "m"}).get_json()["upstreams"] == [
             {"url": url, "healthy": url != dead} for url in upstreams]
+
+
+def test_a_started_model_whose_replicas_all_fail_to_start_renews_its_lease_and_is_sent_again(fakes):
+    """pool.RENEWAL (a request for a model the proxy starts): when no replica starts the generation, the
+    lease is renewed naming them (the supervisor restarts a crashed model), and the generation goes to
+    the replicas given back; a pool the renewal is not for fails as before."""
+    from api_like_oai.backends.pool import RENEWAL
+
+    crashed = fakes[0]
+    crashed.behaviour = "loading"   # answers 503 before any byte, as an unreachable one fails
+    pool = UpstreamPool([LlamaCppClient(crashed.url)])
+    asked, restarts = [], ["ok", "loading"]   # restarted; then failing again
+
+    def renew(unreachable: list[str]) -> list[str]:
+        asked.append(unreachable)
+        crashed.behaviour = restarts.pop(0)
+        return [crashed.url]
+
+    token = RENEWAL.set((pool, renew))
+    try:
+        assert text_of(pool.generate("/completion", PAYLOAD)) == " Hello, world!"
+        assert asked == [[crashed.url]] and pool.healthy[crashed.url]
+        other = UpstreamPool([LlamaCppClient(f"http://127.0.0.1:{free_port()}")])
+        with pytest.raises(UpstreamUnavailable):
+            text_of(other.generate("/completion", PAYLOAD))
+        crashed.behaviour = "loading"   # renewed once a request: one failing again is the 503 it was
+        with pytest.raises(UpstreamUnavailable):
+            text_of(pool.generate("/completion", {**PAYLOAD, "again": True}))
+        assert len(asked) == 2
+    finally:
+        RENEWAL.reset(token)
