@@ -124,7 +124,7 @@ def _gunicorn_application():
 
         def load_config(self):
             settings = self.settings
-            options = {"bind": f"{settings.host}:{settings.port}", "workers": settings.workers,
+            options = {"bind": [f"{settings.host}:{settings.port}", *settings.ollama_listen], "workers": settings.workers,
                        "worker_class": WORKER_CLASSES[settings.worker_class], "preload_app": False,
                        "timeout": 0, "keepalive": 5, "loglevel": settings.log_level, "accesslog": None,
                        "child_exit": _forget_worker(self.run_dir, settings.workers > 1)}

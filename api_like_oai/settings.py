@@ -79,6 +79,7 @@ class Settings:
     api_key_priority: str = "normal"          # the flags' keys' place in the queue for a slot (access/priority.py)
     host: str = "127.0.0.1"
     port: int = 8081
+    ollama_listen: tuple[str, ...] = ()       # more host:port addresses (Ollama's 11434): --ollama-port, --ollama-listen
     connect_timeout: float = 5.0
     read_timeout: float = 600.0
     workers: int = 1

@@ -7,6 +7,7 @@ Workers talk to it over a Unix socket, one JSON line per request on a connection
                                       the connection is then the lease: its end releases it
     {"op": "load", "model": m, "args": [...]?}, {"op": "unload", "model": m}  -> {"status": ...}
     {"op": "status"} -> {"models": {name: status}}; {"op": "logs", "model": m} -> {"lines": [...]}
+    {"op": "keep_alive", "model": m, "seconds": s} -> {"status": ...} (its idle time until it stops; 0: never)
     {"op": "events"} -> one {"event": ...} line per change, until the worker closes it
 
 A lease is a live connection, so a worker that dies or a client that goes away can never strand a
@@ -65,6 +66,11 @@ class Managed:
     loads: int = 0
     load_seconds: float = 0.0
     evictions: int = 0
+    ttl: float | None = None              # a client's keep_alive (Ollama's API), over spec.ttl until it stops
+
+    @property
+    def idle_seconds(self) -> float:
+        return self.spec.ttl if self.ttl is None else self.ttl
 
     def ready_urls(self) -> list[str]:
         return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
@@ -72,14 +78,14 @@ class Managed:
     def view(self) -> plan.ModelState:
         return plan.ModelState(self.spec.name, self.footprint_mib, self.status, self.in_flight, self.last_used,
                                self.waiters[0].arrived if self.waiters else None, self.draining,
-                               self.spec.pinned, self.spec.ttl, self.retry_at)
+                               self.spec.pinned, self.idle_seconds, self.retry_at)
 
     def status_dict(self) -> dict:
         status = {"value": self.status if self.status != plan.STOPPING else plan.LOADED,
                   "memory_mib": self.footprint_mib, "replicas": len(self.spec.ports), "upstreams": list(self.spec.urls),
                   "ready": len(self.ready_urls()) if self.status == plan.LOADED else 0,
                   "in_flight": self.in_flight, "queued": len(self.waiters), "pinned": self.spec.pinned,
-                  "ttl": self.spec.ttl, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
+                  "ttl": self.idle_seconds, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
                   "evictions": self.evictions, "failures": self.failures}
         if self.status == plan.STOPPING:
             status["stopping"] = True
@@ -188,6 +194,13 @@ class Supervisor:
         self.release(name)
         return model.status_dict()
 
+    def keep_alive(self, name: str, seconds: float) -> dict:
+        """Model `name` stays loaded `seconds` idle (0: for ever) from now on, until it is stopped."""
+        model = self._model(name)
+        model.ttl = seconds
+        self.reconsider()
+        return model.status_dict()
+
     async def unload(self, name: str) -> dict:
         model = self._model(name)
         if model.status in (plan.LOADING, plan.LOADED) and not model.draining:
@@ -272,7 +285,7 @@ class Supervisor:
             await asyncio.gather(*(self._slots(child, "save", model.spec.name, n)
                                    for n, child in enumerate(model.children) if child))
         await asyncio.gather(*(child.stop(self.settings.stop_timeout) for child in model.children if child))
-        model.status, model.stage, model.draining = plan.UNLOADED, None, False
+        model.status, model.stage, model.draining, model.ttl = plan.UNLOADED, None, False, None
         log.info("model %s: unloaded", model.spec.name)
         self.emit(model)
         self.reconsider()
@@ -370,6 +383,8 @@ class Connection:
             await self.say({"status": await self._until_gone(supervisor.load(name, request.get("args"), self.say))})
         elif op == "unload":
             await self.say({"status": await self._until_gone(supervisor.unload(name))})
+        elif op == "keep_alive":
+            await self.say({"status": supervisor.keep_alive(name, float(request.get("seconds", 0)))})
         elif op == "events":
             await self._events()
 
