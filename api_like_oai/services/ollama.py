@@ -217,6 +217,7 @@ def show(name: str, model: ServedModel) -> dict:
     context_length = model.known_context_length() or file.metadata.get(f"{arch}.context_length")
     info = {key: value for key, value in file.metadata.items() if not key.startswith("tokenizer.chat_template")}
     info |= {"general.architecture": arch, f"{arch}.context_length": context_length}
+    info.setdefault("general.basename", name)   # Copilot Chat's display name
     template = getattr(model.formatter(), "template_source", None) if model.openai is None else None
     parameters = "\n".join(f"{key:<30} {value}" for key, value in model.settings.defaults.items())
     return {"license": "", "modelfile": f"# served by api-like-oai\nFROM {file.path or name}\n",
