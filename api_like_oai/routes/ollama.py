@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
+from ..errors import ModelNotFound
 from ..middleware import ON_CLOSE
 from . import admission, current_caller, generation_context, parse_dialect, require_admin, state
 
@@ -105,8 +106,11 @@ def show():
     from ..services.ollama import not_found, show
 
     name = parse_dialect(ModelRequest).named()
-    model = state().registry.by_name.get(name)
-    if model is None or not current_caller().allows(model.name, name):
+    try:
+        model, _ = state().registry.lookup(name)   # any name, with one model and no list: as /api/chat
+    except ModelNotFound:
+        raise not_found(name) from None
+    if not current_caller().allows(model.name, name):
         raise not_found(name)
     return jsonify(show(name, model))
 
