@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import agent_turns as agent_turns_module
-from . import agents, capacity, gateway, generation, ratios, report, report_ratios, servers, startup, workload
+from . import agents, capacity, gateway, generation, ollama_rows, ratios, report, report_ratios, servers, startup, workload
 from . import dashboard as dashboard_row
 from . import keys as keys_row
 from . import paced as paced_part
@@ -263,6 +263,7 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
         list(starting.map(Service.start, (*fakes.values(), *fronts.values())))
     rows = ratios.instant_and_paced_rows(fronts, plan, progress)
     rows += ratios.generation_rows(llama, fronts, plan, threads, progress)
+    results.ollama = ollama_rows.measure(llama, fronts["proxy"], plan, progress)
     results.ratios = RatiosResult(begun, load_at_start, threads,
                                   f"litellm[proxy]=={servers.LITELLM_VERSION}, `litellm --num_workers 1`", rows,
                                   time.perf_counter() - started)

@@ -484,6 +484,7 @@ class BenchmarkResults:
     swaps: SwapsResult | None = None
     ratios: RatiosResult | None = None  # issue 29: the proxy beside the floor, LiteLLM and llama-server
     dashboard: DashboardResult | None = None   # benchmarks/dashboard.py
+    ollama: list = field(default_factory=list)   # benchmarks/ollama_rows.py's OllamaRows (issue 38)
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)
