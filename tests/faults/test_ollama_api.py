@@ -171,3 +171,14 @@ def test_unknown_model_is_ollamas_404_and_a_key_is_asked(proxies, replay):
         ollama.Client(host=proxies[1].url).list()
     assert anonymous.value.status_code == 401
     assert requests.get(proxies[1].url + "/", timeout=5).status_code == 200   # the probe needs no key
+
+
+def test_a_stream_that_fails_ends_with_an_error_line(client, replay):
+    replay.behaviour = "die_mid_stream"
+    with pytest.raises(ollama.ResponseError) as failed:
+        list(client.chat(model="m", messages=HI, stream=True))
+    assert failed.value.error   # the client read Ollama's {"error": ...} line
+    replay.behaviour = "loading"
+    with pytest.raises(ollama.ResponseError) as loading:   # refused before the first object: a real status
+        list(client.chat(model="m", messages=HI, stream=True))
+    assert loading.value.status_code == 503
