@@ -11,6 +11,7 @@ it loaded; on an upstream someone else started it is accepted and changes nothin
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -101,10 +102,15 @@ class Ollama:
         return generation.answer(completion, events, shape, 1, self.context, transform=shape.stamp_first_event)
 
     def load_only(self, request, kind: str) -> dict:
-        """An empty request: the model loaded (done_reason "load"), or with keep_alive 0 unloaded ("unload")."""
-        model, model_name = self._named(request.model, lambda: self.admission.lookup_model(request.model))
+        """An empty request: the model loaded (done_reason "load"), or with keep_alive 0 unloaded at once,
+        without loading it first ("unload")."""
         unloading = dialect.keep_alive_seconds(request.keep_alive) == 0
-        self._keep_alive(model, request.keep_alive)
+        admission = dataclasses.replace(self.admission, hold=None) if unloading else self.admission
+        model, model_name = self._named(request.model, lambda: admission.lookup_model(request.model))
+        if unloading and self.supervisor is not None and model.settings.launch is not None:
+            self.supervisor.ask("unload", model=model.name)
+        else:
+            self._keep_alive(model, request.keep_alive)
         body = {"response": ""} if kind == GENERATE else {"message": {"role": "assistant", "content": ""}}
         return {"model": model_name, "created_at": created_at(), **body, "done": True,
                 "done_reason": "unload" if unloading else "load"}
