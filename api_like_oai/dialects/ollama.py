@@ -17,10 +17,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from ..errors import InvalidRequest
-from ..protocol import ChatCompletionRequest, CompletionRequest, check_bounded_schema
+from ..protocol import STRICT, ChatCompletionRequest, CompletionRequest, check_bounded_schema
 from .common import chat_request, function_tool, image_part
 
-_IGNORE_EXTRA = ConfigDict(extra="ignore")
+# Strict as the other APIs' models (and as Go's decoder: no "5" for 5); unknown fields ignored, as Ollama does.
+_IGNORE_EXTRA = ConfigDict(extra="ignore", **STRICT)
 KeepAlive = StrictStr | int | float | None
 Think = StrictBool | Literal["low", "medium", "high"] | None
 
@@ -74,7 +75,7 @@ class Tool(BaseModel):
 class Options(BaseModel):
     """Ollama's runtime options: the sampling ones map onto llama.cpp's fields; the rest are set aside."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", **STRICT)
     num_ctx: int | None = Field(None, ge=0)
     num_predict: int | None = None
     temperature: float | None = None

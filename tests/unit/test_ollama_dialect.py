@@ -141,3 +141,13 @@ def test_the_gguf_header_reader():
     assert details["family"] == "qwen3" and details["quantization_level"] == "Q4_K_M" and details["parameter_size"] == "4B"
     with pytest.raises(ValueError, match="GGUF"):
         read_metadata(io.BytesIO(b"not a model"))
+
+
+def test_types_are_strict_and_unknown_fields_ignored():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        ollama.GenerateRequest.model_validate({"model": "m", "options": {"num_predict": "5"}})
+    with pytest.raises(ValidationError):
+        ollama.ChatRequest.model_validate({"model": "m", "stream": "yes"})
+    assert ollama.ChatRequest.model_validate({"model": "m", "newer_field": 1}).model == "m"
