@@ -235,7 +235,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "writes quick.md and quick.json")
     parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard"],
+    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "ollama"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -308,6 +308,24 @@ def measure_swaps(results: BenchmarkResults, quick: bool) -> None:
                                         plan, progress)
 
 
+def measure_ollama(results: BenchmarkResults, quick: bool) -> None:
+    """Issue 38 alone (`--only ollama`): /api/chat beside /v1/chat/completions of one proxy, before the
+    instant fake and the real llama-server (no floor, no LiteLLM: the OpenAI route is the neighbour)."""
+    threads = max((os.cpu_count() or 2) - 1, 1)
+    with ExitStack() as stack:
+        llama = llama_server(os.environ["LLAMA_SERVER"], os.environ["MODEL"], threads).start()
+        stack.callback(llama.stop)
+        props_path = copy_props(llama)
+        stack.callback(props_path.unlink)
+        fake = fake_upstream(props_path)
+        proxy = servers.proxy_for_models({ratios.INSTANT: fake.url, ratios.REAL: llama.url})
+        for service in (fake, proxy):
+            stack.callback(service.stop)
+            service.start()
+        plan = ratios.RatioPlan.quick() if quick else ratios.RatioPlan()
+        results.ollama = ollama_rows.measure(llama, proxy, plan, progress)
+
+
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
     if args.only == "keys":   # its own keys-results.md/json beside results.md
@@ -319,6 +337,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
         measure_routing(results, args.quick_plans)
     elif args.only == "swaps":
         measure_swaps(results, args.quick_plans)
+    elif args.only == "ollama":
+        measure_ollama(results, args.quick_plans)
     else:
         results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
                                              f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")

@@ -13,35 +13,17 @@ import asyncio
 import json
 import math
 import time
-from dataclasses import dataclass, field
 
 from .client import Connection, FirstTextWatch, Sample, closed_loop, encode_post
 from .processes import Service
 from .ratios import INSTANT, REAL, RatioPlan, answered, load_now, passes, settle
 from .report import number, table
-from .results import TargetCheck, percentile
+from .results import OllamaRow, TargetCheck, percentile
 from .workload import PATHS, generation_body
 
 OLLAMA_PATH = "/api/chat"
 ROUTES = ("openai", "ollama")
 CPU_GOAL, TTFT_GOAL_MS = 1.1, 0.2
-
-
-@dataclass
-class OllamaRow:
-    name: str
-    cpu_us: dict[str, float] = field(default_factory=dict)     # route -> proxy CPU per request (µs)
-    ttft_ms: dict[str, float] = field(default_factory=dict)    # target -> TTFT p50 (ms), "direct" too
-    requests: dict[str, int] = field(default_factory=dict)
-    errors: int = 0
-    load_average: str = ""
-
-    @property
-    def cpu_ratio(self) -> float:
-        return self.cpu_us["ollama"] / self.cpu_us["openai"] if self.cpu_us.get("openai") else math.nan
-
-    def ttft_added_ms(self, route: str) -> float:
-        return self.ttft_ms[route] - self.ttft_ms["direct"]
 
 
 def ollama_body(streamed: bool, model: str) -> dict:
