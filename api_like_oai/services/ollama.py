@@ -23,6 +23,7 @@ from ..dialects.ollama_shape import CHAT, GENERATE, OllamaShape, created_at
 from ..errors import InvalidRequest, ModelNotFound
 from ..observability import stage
 from ..protocol import ChatCompletionRequest
+from ..reasoning import detect as detect_reasoning
 from . import completions, generation
 from .admission import Admission, client_request
 from .chat import dialect_answer, routed
@@ -201,30 +202,62 @@ def tag(name: str, model: ServedModel) -> dict:
 
 
 def capabilities(model: ServedModel, file: ModelFile) -> list[str]:
-    """What /api/show says the model can do, as far as the proxy and the file tell."""
+    """What /api/show says the model can do, as far as the proxy and the file tell: a server the proxy
+    starts with --embeddings only embeds (llama-server then refuses completions)."""
+    launch = model.settings.launch
+    if launch is not None and {"--embedding", "--embeddings"} & set(launch.args):
+        return ["embedding"]
     found = ["completion"]
     if model.openai is None:
         found.append("tools")
         if file.has_key_ending(".pooling_type"):
             found.append("embedding")
-        if file.has_key_ending("fim_pre_token_id") or file.has_key_ending("prefix_token_id"):
+        if _names_fim_tokens(model, file):
             found.append("insert")
-        if model.reasoning_markers(None) is not None:
+        if model.settings.reasoning_format != "none" and detect_reasoning(chat_template(model, file)):
             found.append("thinking")
     if "image" in model.input_modalities():
         found.append("vision")
     return found
 
 
+def context_length_of(model: ServedModel, file: ModelFile) -> int | None:
+    """The context one request has: its server's per slot (known without waiting), else the --ctx-size
+    the proxy starts it with shared by its --parallel slots (as llama-server shares it), else the one
+    the model was trained for (the GGUF's)."""
+    launch = model.settings.launch
+    given = launch.arg_value("--ctx-size", "-c") if launch is not None else None
+    slots = launch.arg_value("--parallel", "-np") if launch is not None else None
+    started = int(given) // max(int(slots or 1), 1) if given else None
+    return model.known_context_length() or started or file.metadata.get(f"{file.architecture}.context_length")
+
+
+def chat_template(model: ServedModel, file: ModelFile) -> str | None:
+    """The chat template in use if the model's formatter is resolved, else the GGUF's own; read without
+    asking an upstream, so that listing a model the proxy starts does not start it."""
+    resolved = model.resolved_formatter()
+    if resolved is not None:
+        return getattr(resolved, "template_source", None)
+    return file.metadata.get("tokenizer.chat_template")
+
+
+def _names_fim_tokens(model: ServedModel, file: ModelFile) -> bool:
+    """Whether llama.cpp's /infill can run: the GGUF names fill-in-the-middle tokens, or the llama-server
+    the proxy starts is given them (`--override-kv tokenizer.ggml.fim_pre_token_id=...`)."""
+    launch = model.settings.launch
+    overridden = launch is not None and any("fim_pre_token_id" in arg for arg in launch.args)
+    return overridden or file.has_key_ending("fim_pre_token_id") or file.has_key_ending("prefix_token_id")
+
+
 def show(name: str, model: ServedModel) -> dict:
     """/api/show: capabilities, model_info (with `<arch>.context_length`), details, template, parameters."""
     file = model_file(model_path(model))
     arch = file.architecture
-    context_length = model.known_context_length() or file.metadata.get(f"{arch}.context_length")
+    context_length = context_length_of(model, file)
     info = {key: value for key, value in file.metadata.items() if not key.startswith("tokenizer.chat_template")}
     info |= {"general.architecture": arch, f"{arch}.context_length": context_length}
     info.setdefault("general.basename", name)   # Copilot Chat's display name
-    template = getattr(model.formatter(), "template_source", None) if model.openai is None else None
+    template = chat_template(model, file) if model.openai is None else None
     parameters = "\n".join(f"{key:<30} {value}" for key, value in model.settings.defaults.items())
     return {"license": "", "modelfile": f"# served by api-like-oai\nFROM {file.path or name}\n",
             "parameters": parameters, "template": template or "", "details": file.details(), "model_info": info,
@@ -241,7 +274,8 @@ def running(statuses: dict, registry) -> list[dict]:
             continue
         size = status["memory_mib"] * 1024 * 1024 if status else model_file(model_path(model)).size
         entries.append({**tag(model.name, model), "size": size, "size_vram": 0,
-                        "expires_at": _expires_at(status), "context_length": model.known_context_length() or 0})
+                        "expires_at": _expires_at(status),
+                        "context_length": context_length_of(model, model_file(model_path(model))) or 0})
     return entries
 
 
