@@ -338,6 +338,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
     elif args.only == "swaps":
         measure_swaps(results, args.quick_plans)
     elif args.only == "ollama":
+        results.measured_alone["ollama"] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+                                            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
         measure_ollama(results, args.quick_plans)
     else:
         results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "

@@ -113,6 +113,11 @@ def measure(llama: Service, proxy: Service, plan: RatioPlan, progress) -> list[O
     return rows
 
 
+def signed(value: float) -> str:
+    """A difference with its sign (+0.55, -0.25); – when not measured."""
+    return "–" if math.isnan(value) else f"{value:+.2f}"
+
+
 def targets(rows: list[OllamaRow]) -> list[TargetCheck]:
     cpu = [row for row in rows if row.cpu_us]
     ttft = [row for row in rows if row.ttft_ms]
@@ -124,25 +129,25 @@ def targets(rows: list[OllamaRow]) -> list[TargetCheck]:
     for row in ttft:
         gap = row.ttft_added_ms("ollama") - row.ttft_added_ms("openai")
         checks.append(TargetCheck("Ollama's /api/chat: TTFT added beyond the OpenAI route's", f"≤ {TTFT_GOAL_MS} ms",
-                                  f"{row.name}: /api/chat +{number(row.ttft_added_ms('ollama'), 2)} ms, "
-                                  f"/v1/chat/completions +{number(row.ttft_added_ms('openai'), 2)} ms "
+                                  f"{row.name}: /api/chat {signed(row.ttft_added_ms('ollama'))} ms, "
+                                  f"/v1/chat/completions {signed(row.ttft_added_ms('openai'))} ms "
                                   f"({number(gap, 2)} ms apart)", gap <= TTFT_GOAL_MS))
     return checks
 
 
-def section(rows: list[OllamaRow]) -> str:
+def section(rows: list[OllamaRow], note: str = "") -> str:
     if not rows:
         return ""
     cpu = [[row.name, f"{number(row.cpu_us['openai'], 0)} µs", f"{number(row.cpu_us['ollama'], 0)} µs",
             f"{number(row.cpu_ratio, 2)}x", f"{row.requests['openai']} / {row.requests['ollama']}", str(row.errors),
             row.load_average] for row in rows if row.cpu_us]
-    ttft = [[row.name, number(row.ttft_ms["direct"], 2), f"+{number(row.ttft_added_ms('openai'), 2)}",
-             f"+{number(row.ttft_added_ms('ollama'), 2)}", str(min(row.requests.values())), str(row.errors),
+    ttft = [[row.name, number(row.ttft_ms["direct"], 2), signed(row.ttft_added_ms("openai")),
+             signed(row.ttft_added_ms("ollama")), str(min(row.requests.values())), str(row.errors),
              row.load_average] for row in rows if row.ttft_ms]
     return "\n\n".join([
         "## Ollama's API beside the OpenAI route (issue 38)",
-        "The same chat through the proxy's `/api/chat` and its `/v1/chat/completions`, window by window (ABBA). "
-        "CPU of the proxy's process tree per finished request:",
+        "The same chat through the proxy's `/api/chat` and its `/v1/chat/completions`, window by window (ABBA)."
+        + note + " CPU of the proxy's process tree per finished request:",
         table(["row", "/v1/chat/completions", "/api/chat", "ratio", "requests", "errors", "load after"], cpu),
         "Time to the first generated text (p50, ms), llama-server direct and what each route adds to it:",
         table(["row", "direct TTFT ms", "/v1/chat/completions added", "/api/chat added", "requests each", "errors",
