@@ -11,6 +11,7 @@ import ollama
 import pytest
 import requests
 
+from ..servers import free_port
 from .conftest import HERMES_CALL
 
 WEATHER = {"type": "function", "function": {
@@ -19,6 +20,7 @@ WEATHER = {"type": "function", "function": {
                    "required": ["city"]}}}
 HI = [{"role": "user", "content": "Hi"}]
 KEY = "sk-ollama-test"
+OLLAMA_PORT = free_port()   # the plain proxy's second listener (--ollama-listen), as 11434 would be
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,8 @@ def proxies(fake, start_proxies, tmp_path_factory):
     404s) and a key."""
     config = tmp_path_factory.mktemp("ollama") / "models.yaml"
     config.write_text(f"models:\n  qwen3:4b:\n    upstreams: [{fake.url}]\n    chat_prompt_model: qwen2.5\n")
-    plain, keyed = start_proxies(("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5"),
+    plain, keyed = start_proxies(("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5",
+                                  "--ollama-listen", f"127.0.0.1:{OLLAMA_PORT}"),
                                  ("--config", str(config), "--api-key", KEY))
     return plain, keyed
 
@@ -182,3 +185,9 @@ def test_a_stream_that_fails_ends_with_an_error_line(client, replay):
     with pytest.raises(ollama.ResponseError) as loading:   # refused before the first object: a real status
         list(client.chat(model="m", messages=HI, stream=True))
     assert loading.value.status_code == 503
+
+
+def test_the_extra_listener_serves_every_route(proxies, replay):
+    client = ollama.Client(host=f"http://127.0.0.1:{OLLAMA_PORT}")
+    assert client.chat(model="m", messages=HI).message.content == " Hello, world!"
+    assert requests.get(f"http://127.0.0.1:{OLLAMA_PORT}/v1/models", timeout=5).json()["data"]

@@ -151,3 +151,11 @@ def test_types_are_strict_and_unknown_fields_ignored():
     with pytest.raises(ValidationError):
         ollama.ChatRequest.model_validate({"model": "m", "stream": "yes"})
     assert ollama.ChatRequest.model_validate({"model": "m", "newer_field": 1}).model == "m"
+
+
+def test_the_ollama_listeners_from_the_flags():
+    from api_like_oai.cli import parse_settings
+
+    settings = parse_settings(["--host", "0.0.0.0", "--ollama-port", "11434", "--ollama-listen", "[::1]:11435"])
+    assert settings.ollama_listen == ("0.0.0.0:11434", "[::1]:11435")
+    assert parse_settings([]).ollama_listen == ()
