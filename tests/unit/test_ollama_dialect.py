@@ -159,3 +159,15 @@ def test_the_ollama_listeners_from_the_flags():
     settings = parse_settings(["--host", "0.0.0.0", "--ollama-port", "11434", "--ollama-listen", "[::1]:11435"])
     assert settings.ollama_listen == ("0.0.0.0:11434", "[::1]:11435")
     assert parse_settings([]).ollama_listen == ()
+
+
+def test_an_ollama_listener_beyond_loopback_without_a_key_is_warned_of(caplog):
+    import logging
+
+    from api_like_oai.cli import parse_settings
+    from api_like_oai.server import warn_if_open_to_the_network
+
+    with caplog.at_level(logging.WARNING, logger="api_like_oai"):
+        warn_if_open_to_the_network(parse_settings(["--ollama-listen", "0.0.0.0:11434"]))
+        warn_if_open_to_the_network(parse_settings(["--ollama-listen", "0.0.0.0:11434", "--api-key", "k"]))
+    assert [record.getMessage()[:45] for record in caplog.records] == ["api-like-oai listens on 0.0.0.0 port 11434 wi"]
