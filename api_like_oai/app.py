@@ -39,6 +39,7 @@ from .routes import (
     models,
     native,
     offered_key,
+    ollama,
     responses,
     state,
 )
@@ -50,7 +51,7 @@ from .store import open_store
 
 log = logging.getLogger("api_like_oai")
 
-PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *ollama.PUBLIC})
 UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", "/openapi.json"})
 
 
@@ -82,7 +83,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
     for blueprint in (completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp):
+                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp, ollama.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -265,9 +266,8 @@ def _rate_limit_headers(response: Response) -> Response:
 def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
-        # Each API's errors in its own shape: Anthropic's on its paths, OpenAI's everywhere else.
-        status, body = (exc.anthropic_status, exc.to_anthropic()) if anthropic.speaks_anthropic(request.path) \
-            else (exc.status, exc.to_dict())
+        # Each API's errors in its own shape: Anthropic's and Ollama's on their paths, OpenAI's everywhere else.
+        status, body = _error_body(exc, request.path)
         record = g.get("record")
         if record is not None:
             record.fail(status, exc.code, exc.message)
@@ -283,6 +283,16 @@ def _register_error_handlers(app: Flask) -> None:
     def unexpected_error(exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.path)
         return proxy_error(ProxyError("internal error in the proxy; see its log"))
+
+
+def _error_body(exc: ProxyError, path: str) -> tuple[int, dict]:
+    if anthropic.speaks_anthropic(path):
+        return exc.anthropic_status, exc.to_anthropic()
+    if ollama.speaks_ollama(path):
+        from .dialects.ollama_shape import error_body
+
+        return exc.status, error_body(exc)
+    return exc.status, exc.to_dict()
 
 
 def _from_http(exc: HTTPException) -> ProxyError:

@@ -106,6 +106,16 @@ def _add_original_flags(add) -> None:
              "no key when none is asked); managed keys have their own (keys create --priority) (default: %(default)s)")
     add("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     add("--port", type=int, default=8081, help="port to listen on (default: %(default)s)")
+    add("--ollama-port", type=int, help="also listen on this port of --host (11434, Ollama's), so clients set up for a "
+        "local Ollama need no setting; every route answers on both")
+    add("--ollama-listen", action="append", default=None, metavar="HOST:PORT",
+        help="also listen on this address (repeat for several), as --ollama-port does")
+
+
+def _ollama_listen(args) -> tuple[str, ...]:
+    """The extra addresses to listen on: --ollama-port on --host, then each --ollama-listen."""
+    addresses = [f"{args.host}:{args.ollama_port}"] if args.ollama_port else []
+    return (*addresses, *(args.ollama_listen or ()))
 
 
 def _add_template_flags(add) -> None:
@@ -401,8 +411,8 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         api_keys=read_api_keys(args.api_key, args.api_key_file), supervisor=_supervisor(args, models),
         admin_keys=read_api_keys(args.admin_key, args.admin_key_file, "--admin-key-file"),
         limits_on_store_error=args.limits_on_store_error, metrics_per_key=args.metrics_per_key,
-        max_stored_mib=args.max_stored_mib or None,
-        api_key_priority=args.api_key_priority, host=args.host, port=args.port, connect_timeout=args.connect_timeout,
+        max_stored_mib=args.max_stored_mib or None, api_key_priority=args.api_key_priority,
+        host=args.host, port=args.port, ollama_listen=_ollama_listen(args), connect_timeout=args.connect_timeout,
         read_timeout=args.read_timeout, workers=args.workers, worker_class=args.worker_class, threads=args.threads,
         debug=args.debug, log_level=args.log_level, log_prompts=args.log_prompts, log_format=args.log_format,
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),

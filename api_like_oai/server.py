@@ -85,11 +85,14 @@ def warn_if_open_to_the_network(settings: Settings) -> None:
     """Warn, once at start-up, when the proxy listens beyond this machine with no API key: anyone
     who can reach the address can then use the models (LiteLLM's proxy refuses to start so; this
     one starts, since a private network may be what the user means, but says so)."""
-    if settings.api_keys or settings.admin_keys or is_loopback(settings.host):
+    if settings.api_keys or settings.admin_keys:
         return
-    log.warning("api-like-oai listens on %s port %d with no API key: anyone who can reach this address "
-                "can use the models. Set --api-key-file (or API_LIKE_OAI_API_KEY), or listen on 127.0.0.1.",
-                settings.host, settings.port)
+    listeners = [(settings.host, str(settings.port)), *(address.rsplit(":", 1) for address in settings.ollama_listen)]
+    for host, port in listeners:
+        if not is_loopback(host):
+            log.warning("api-like-oai listens on %s port %s with no API key: anyone who can reach this address "
+                        "can use the models. Set --api-key-file (or API_LIKE_OAI_API_KEY), or listen on 127.0.0.1.",
+                        host, port)
 
 
 def is_loopback(host: str) -> bool:
@@ -140,7 +143,7 @@ def _gunicorn_application():
 
         def load_config(self):
             settings = self.settings
-            options = {"bind": f"{settings.host}:{settings.port}", "workers": settings.workers,
+            options = {"bind": [f"{settings.host}:{settings.port}", *settings.ollama_listen], "workers": settings.workers,
                        "worker_class": WORKER_CLASSES[settings.worker_class], "preload_app": False,
                        "timeout": 0, "keepalive": 5, "loglevel": settings.log_level, "accesslog": None,
                        "child_exit": _forget_worker(self.run_dir, settings.workers > 1)}

@@ -81,6 +81,7 @@ class Settings:
     max_stored_mib: int | None = None         # a key's stored objects at most (a managed key's own wins)
     host: str = "127.0.0.1"
     port: int = 8081
+    ollama_listen: tuple[str, ...] = ()       # more host:port addresses (Ollama's 11434): --ollama-port, --ollama-listen
     connect_timeout: float = 5.0
     read_timeout: float = 600.0
     workers: int = 1

@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 
 from . import agent_turns as agent_turns_module
-from . import agents, capacity, gateway, generation, ratios, report, report_ratios, servers, startup, workload
+from . import agents, capacity, gateway, generation, ollama_rows, ratios, report, report_ratios, servers, startup, workload
 from . import dashboard as dashboard_row
 from . import fleet as fleet_row
 from . import keys as keys_row
@@ -237,7 +237,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
     parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet",
-                                           "startup"],
+                                           "startup", "ollama"],
                         help="measure this part alone and merge it into the output dir's results.json")
     return parser.parse_args(argv)
 
@@ -265,6 +265,7 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
         list(starting.map(Service.start, (*fakes.values(), *fronts.values())))
     rows = ratios.instant_and_paced_rows(fronts, plan, progress)
     rows += ratios.generation_rows(llama, fronts, plan, threads, progress)
+    results.ollama = ollama_rows.measure(llama, fronts["proxy"], plan, progress)
     results.ratios = RatiosResult(begun, load_at_start, threads,
                                   f"litellm[proxy]=={servers.LITELLM_VERSION}, `litellm --num_workers 1`", rows,
                                   time.perf_counter() - started)
@@ -316,6 +317,24 @@ def measure_models_dir_startup(results: BenchmarkResults, plan: Plan) -> None:
         os.environ["LLAMA_SERVER"], os.environ["MODEL"], os.environ["GEMMA_MODEL"], plan.startup_runs)
 
 
+def measure_ollama(results: BenchmarkResults, quick: bool) -> None:
+    """Issue 38 alone (`--only ollama`): /api/chat beside /v1/chat/completions of one proxy, before the
+    instant fake and the real llama-server (no floor, no LiteLLM: the OpenAI route is the neighbour)."""
+    threads = max((os.cpu_count() or 2) - 1, 1)
+    with ExitStack() as stack:
+        llama = llama_server(os.environ["LLAMA_SERVER"], os.environ["MODEL"], threads).start()
+        stack.callback(llama.stop)
+        props_path = copy_props(llama)
+        stack.callback(props_path.unlink)
+        fake = fake_upstream(props_path)
+        proxy = servers.proxy_for_models({ratios.INSTANT: fake.url, ratios.REAL: llama.url})
+        for service in (fake, proxy):
+            stack.callback(service.stop)
+            service.start()
+        plan = ratios.RatioPlan.quick() if quick else ratios.RatioPlan()
+        results.ollama = ollama_rows.measure(llama, proxy, plan, progress)
+
+
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
     if args.only == "keys":   # its own keys-results.md/json beside results.md
@@ -331,6 +350,10 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
         measure_swaps(results, args.quick_plans)
     elif args.only == "startup":
         measure_models_dir_startup(results, plan)
+    elif args.only == "ollama":
+        results.measured_alone["ollama"] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+                                            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
+        measure_ollama(results, args.quick_plans)
     else:
         results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
                                              f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")

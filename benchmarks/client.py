@@ -104,13 +104,14 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def send(self, request: bytes, *, watch_text: bool = False, keep_body: bool = False,
+    async def send(self, request: bytes, *, watch_text: bool | FirstTextWatch = False, keep_body: bool = False,
                    arrivals: list[float] | None = None) -> Sample:
         """Send one encoded request and read its whole response; `arrivals`, if given, gets the time
-        each chunk of a chunked answer arrived."""
+        each chunk of a chunked answer arrived. `watch_text`: True for an OpenAI stream's first text,
+        or a watch of another stream's (benchmarks/ollama_rows.py's NDJSON)."""
         started, head = await self._send_head(request)
         status, length, chunked, closes = parse_response_head(head)
-        watch = FirstTextWatch() if watch_text else None
+        watch = FirstTextWatch() if watch_text is True else (watch_text or None)
         body = await self._read_body(length, chunked, watch, arrivals)
         finished = time.perf_counter()
         if closes or length is None and not chunked:

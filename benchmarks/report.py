@@ -389,12 +389,15 @@ def agent_turns_section(results: BenchmarkResults) -> str:
 
 def markdown(results: BenchmarkResults) -> str:
     from .dashboard import dashboard_section
+    from .ollama_rows import section as ollama_section
     from .report_ratios import ratios_section  # here: they build on this module's table helpers
     from .report_swaps import swaps_section
 
     sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
-                machine_section(results), targets_section(results), ratios_section(results), generation_section(results),
+                machine_section(results), targets_section(results), ratios_section(results),
+                ollama_section(results.ollama, _measured_alone_note(results, "ollama", "This part")),
+                generation_section(results),
                 capacity_section(results), paced_section(results), tool_call_section(results),
                 store_section(results), gateway_section(results),
                 comparison_section(results),

@@ -484,6 +484,25 @@ class TargetCheck:
 
 
 @dataclass
+class OllamaRow:
+    """A row of benchmarks/ollama_rows.py (issue 38): /api/chat beside /v1/chat/completions."""
+
+    name: str
+    cpu_us: dict[str, float] = field(default_factory=dict)     # route -> proxy CPU per request (µs)
+    ttft_ms: dict[str, float] = field(default_factory=dict)    # target -> TTFT p50 (ms), "direct" too
+    requests: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+    load_average: str = ""
+
+    @property
+    def cpu_ratio(self) -> float:
+        return self.cpu_us["ollama"] / self.cpu_us["openai"] if self.cpu_us.get("openai") else math.nan
+
+    def ttft_added_ms(self, route: str) -> float:
+        return self.ttft_ms[route] - self.ttft_ms["direct"]
+
+
+@dataclass
 class BenchmarkResults:
     machine: Machine
     output_checks: list[OutputCheck] = field(default_factory=list)
@@ -505,6 +524,7 @@ class BenchmarkResults:
     swaps: SwapsResult | None = None
     ratios: RatiosResult | None = None  # issue 29: the proxy beside the floor, LiteLLM and llama-server
     dashboard: DashboardResult | None = None   # benchmarks/dashboard.py
+    ollama: list[OllamaRow] = field(default_factory=list)   # benchmarks/ollama_rows.py (issue 38)
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)

@@ -46,7 +46,7 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
     prompts = [p for p in prompts_of(request) for _ in range(request.n or 1)]
     check_supported(request, prompts)
     if request.token_limit() is None:  # use the rest of the context, not llama.cpp's endless -1
-        request = request.model_copy(update={"max_tokens": _room_left(model, prompts)})
+        request = request.model_copy(update={"max_tokens": room_left(model, prompts)})
     shape = CompletionShape(model_name, request.logprobs, request.include_usage())
     events = generation.start(_routed_by_prompt(model, context, request.user),
                               [upstream_request(request, p) for p in prompts], context, folded=not request.stream)
@@ -63,7 +63,7 @@ def _routed_by_prompt(model: ServedModel, context: generation.Context, user: str
     return generate
 
 
-def _room_left(model: ServedModel, prompts: list) -> int | None:
+def room_left(model: ServedModel, prompts: list) -> int | None:
     context_length = model.context_length()
     if context_length is None:
         return None

@@ -50,6 +50,11 @@ class ServedModel:
                 log.info("model %s: chat template %s", self.name, formatter.describe())
         return self._formatter
 
+    def resolved_formatter(self) -> ChatFormatter | None:
+        """The formatter if it is resolved already; None otherwise (nothing is asked of an upstream:
+        Ollama's /api/show must not start a model)."""
+        return self._formatter
+
     def _resolve(self) -> tuple[ChatFormatter, bool]:
         """(formatter, whether it had everything it needs from the upstream)."""
         choice = self.template_choice

@@ -7,6 +7,7 @@ Workers talk to it over a Unix socket, one JSON line per request on a connection
                                       the connection is then the lease: its end releases it
     {"op": "load", "model": m, "args": [...]?}, {"op": "unload", "model": m}  -> {"status": ...}
     {"op": "status"} -> {"models": {name: status}}; {"op": "logs", "model": m} -> {"lines": [...]}
+    {"op": "keep_alive", "model": m, "seconds": s} -> {"status": ...} (its idle time until it stops; 0: never)
     {"op": "events"} -> one {"event": ...} line per change, until the worker closes it
 
 A lease is a live connection, so a worker that dies or a client that goes away can never strand a
@@ -71,6 +72,7 @@ class Managed:
     loads: int = 0
     load_seconds: float = 0.0
     evictions: int = 0
+    ttl: float | None = None              # a client's keep_alive (Ollama's API), over spec.ttl until it stops
     restores: slots.RestoreReport = field(default_factory=slots.RestoreReport)   # all loads together
     drafts: drafts.DraftCounts = field(default_factory=drafts.DraftCounts)
     stage_seconds: dict = field(default_factory=dict)   # a swap's stages, all swaps together (the bench reads them)
@@ -82,6 +84,10 @@ class Managed:
         self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + now - since
         return now
 
+    @property
+    def idle_seconds(self) -> float:
+        return self.spec.ttl if self.ttl is None else self.ttl
+
     def ready_urls(self) -> list[str]:
         return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
 
@@ -89,7 +95,7 @@ class Managed:
         return plan.ModelState(self.spec.name, (self.footprint_mib or 0) - self.lent_mib, self.status, self.in_flight,
                                self.last_used,
                                self.waiters[0].arrived if self.waiters else None, self.draining,
-                               self.spec.pinned, self.spec.ttl, self.retry_at, self.per_device)
+                               self.spec.pinned, self.idle_seconds, self.retry_at, self.per_device)
 
     def status_dict(self) -> dict:
         status = {"value": self.status if self.status != plan.STOPPING else plan.LOADED,
@@ -98,7 +104,7 @@ class Managed:
                   "upstreams": list(self.spec.urls),
                   "ready": len(self.ready_urls()) if self.status == plan.LOADED else 0,
                   "in_flight": self.in_flight, "queued": len(self.waiters), "pinned": self.spec.pinned,
-                  "ttl": self.spec.ttl, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
+                  "ttl": self.idle_seconds, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
                   "evictions": self.evictions, "failures": self.failures,
                   "restored_tokens": self.restores.restored_tokens, "restore_failures": self.restores.failures,
                   "restores_skipped": self.restores.skipped,
@@ -250,6 +256,13 @@ class Supervisor:
         self.release(name)
         return model.status_dict()
 
+    def keep_alive(self, name: str, seconds: float) -> dict:
+        """Model `name` stays loaded `seconds` idle (0: for ever) from now on, until it is stopped."""
+        model = self._model(name)
+        model.ttl = seconds
+        self.reconsider()
+        return model.status_dict()
+
     async def unload(self, name: str) -> dict:
         model = self._model(name)
         if model.status in (plan.LOADING, plan.LOADED) and not model.draining:
@@ -367,7 +380,7 @@ class Supervisor:
         signalled = model.timed("stop", began)
         await asyncio.gather(*(child.stop(self.settings.stop_timeout) for child in model.children if child))
         model.timed("exit", signalled)
-        model.status, model.stage, model.draining = plan.UNLOADED, None, False
+        model.status, model.stage, model.draining, model.ttl = plan.UNLOADED, None, False, None
         log.info("model %s: unloaded", model.spec.name)
         self.emit(model)
         self.reconsider()
@@ -482,6 +495,8 @@ class Connection:
                                                                              request.get("lent_mib", 0)))})
         elif op == "unload":
             await self.say({"status": await self._until_gone(supervisor.unload(name))})
+        elif op == "keep_alive":
+            await self.say({"status": supervisor.keep_alive(name, float(request.get("seconds", 0)))})
         elif op == "events":
             await self._events()
 

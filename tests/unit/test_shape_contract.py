@@ -12,6 +12,7 @@ import pytest
 
 import api_like_oai
 from api_like_oai.dialects.anthropic_shape import MessagesShape
+from api_like_oai.dialects.ollama_shape import OllamaShape
 from api_like_oai.dialects.openai_shape import ChatShape, CompletionShape
 from api_like_oai.dialects.responses import ResponsesRequest
 from api_like_oai.dialects.responses_shape import ResponsesShape
@@ -33,7 +34,7 @@ def stored_shape() -> StoredResponsesShape:
 SHAPES = {ChatShape: lambda: ChatShape("m"), CompletionShape: lambda: CompletionShape("m"),
           MessagesShape: lambda: MessagesShape("claude"),
           ResponsesShape: lambda: ResponsesShape("gpt", ResponsesRequest(input="hi")),
-          StoredResponsesShape: stored_shape}
+          StoredResponsesShape: stored_shape, OllamaShape: lambda: OllamaShape("llama3.2")}
 
 
 def test_the_protocol_names_what_generation_uses():
