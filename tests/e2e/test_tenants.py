@@ -166,6 +166,23 @@ ROUTES: dict[tuple[str, str], Row] = {
     ("GET", "/props"): Row(OWN_ONLY, get("/props?model=a")),
     ("GET", "/slots"): Row(OWN_ONLY, get("/slots?model=a")),
     ("GET", "/llamacpp/metrics"): Row(OWN_ONLY, get("/llamacpp/metrics?model=a"), ok(501)),   # no --metrics
+    # Ollama's API: its probes public, a model's routes a model's, its lists each key's own part.
+    ("GET", "/"): Row(PUBLIC, get("/")),
+    ("GET", "/api/version"): Row(PUBLIC, get("/api/version")),
+    ("POST", "/api/chat"): Row(OWN_ONLY, post("/api/chat", {**CHAT, "stream": False, "options": {"num_predict": 2}})),
+    ("POST", "/api/generate"): Row(OWN_ONLY, post("/api/generate", {"model": "a", "prompt": "Hi", "stream": False,
+                                                                    "options": {"num_predict": 2}})),
+    ("POST", "/api/embed"): Row(OWN_ONLY, post("/api/embed", {"model": "a", "input": "Hi"}), ok(400, 501)),
+    ("POST", "/api/embeddings"): Row(OWN_ONLY, post("/api/embeddings", {"model": "a", "prompt": "Hi"}), ok(400, 501)),
+    ("POST", "/api/show"): Row(OWN_CARD, post("/api/show", {"model": "a"})),   # a model card, as /v1/models/a
+    ("GET", "/api/tags"): Row(OWN_VIEW, get("/api/tags")),
+    ("GET", "/api/ps"): Row(OWN_VIEW, get("/api/ps")),
+    # No model hub: a 400 saying where models come from, for every key.
+    **{("POST", rule): Row(Kind("no hub", {NONE: ok(401), **{caller: ok(400) for caller in CALLERS if caller != NONE}}),
+                           post(path, {"model": "a"}))
+       for rule, path in (("/api/pull",) * 2, ("/api/push",) * 2, ("/api/create",) * 2, ("/api/copy",) * 2,
+                          ("/api/blobs/<path:digest>", "/api/blobs/sha256-00"))},
+    ("DELETE", "/api/delete"): Row(ADMIN_ONLY, lambda probe, caller: ("DELETE", "/api/delete", {"model": "b"})),
 }
 
 
