@@ -42,10 +42,10 @@ class ModelCard(Answer):
                     "llama.cpp's context per slot; null while the upstream has not answered. As OpenRouter "
                     "and LM Studio name it.")
     max_model_len: int | None = Field(description="The same number, as vLLM names it.")
-    capabilities: list[Literal["completion", "chat", "tools", "embeddings", "vision"]] = Field(
+    capabilities: list[Literal["completion", "chat", "tools", "embeddings", "vision", "rerank"]] = Field(
         description="What the model can be asked for: completion (/v1/completions), chat "
                     "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings), vision "
-                    "(images in chat).")
+                    "(images in chat), rerank (/v1/rerank).")
     input_modalities: list[Literal["text", "image"]] = Field(
         ["text"], description="What the model reads: image when its llama-server has a vision projector "
                               "(--mmproj), as its /props says (text only until the upstream has answered).")

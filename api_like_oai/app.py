@@ -37,6 +37,7 @@ from .routes import (
     models,
     native,
     offered_key,
+    rerank,
     responses,
     state,
 )
@@ -79,7 +80,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
     for blueprint in (completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp):
+                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp, rerank.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)

@@ -309,7 +309,8 @@ def _model_settings(args: argparse.Namespace, name: str, model) -> ModelSettings
                          dict(model.overrides), model.max_tokens, model.context_length,
                          model.tool_call_format or args.tool_call_format,
                          model.reasoning_format or args.reasoning_format,
-                         _context_policy(args, model), _routing_policy(args, model), launch)
+                         _context_policy(args, model), _routing_policy(args, model), launch,
+                         tuple(model.capabilities or ()))
 
 
 def _launch_options(args: argparse.Namespace, model_config=None) -> dict:

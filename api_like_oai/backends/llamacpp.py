@@ -205,6 +205,10 @@ class LlamaCppClient:
         ordered = sorted(results, key=lambda item: item.get("index", 0))
         return [_pooled(item["embedding"]) for item in ordered]
 
+    def rerank(self, body: dict) -> dict:
+        """llama-server's own answer to /v1/rerank (started with --reranking): results and usage."""
+        return self._json(self._request("POST", "/v1/rerank", body))
+
     def adds_bos(self) -> bool:
         """Whether llama.cpp prepends BOS to a prompt itself (then a template's BOS is one too many)."""
         return len(self.tokenize("a", add_special=True)) > len(self.tokenize("a"))
