@@ -46,9 +46,10 @@ class ModelCard(Answer):
         description="What the model can be asked for: completion (/v1/completions), chat "
                     "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings), vision "
                     "(images in chat), rerank (/v1/rerank).")
-    input_modalities: list[Literal["text", "image"]] = Field(
-        ["text"], description="What the model reads: image when its llama-server has a vision projector "
-                              "(--mmproj), as its /props says (text only until the upstream has answered).")
+    input_modalities: list[Literal["text", "image", "audio"]] = Field(
+        ["text"], description="What the model reads: image (audio) when its llama-server's projector (--mmproj) "
+                              "has a vision (audio) encoder, as its /props says (text only until the upstream "
+                              "has answered).")
     status: ModelStatus | None = Field(None, description="For a model the proxy starts itself: where it is in "
                                        "its life, as llama.cpp's router mode and llama-swap report it.")
 

@@ -69,6 +69,14 @@ class ImageLimits:
 
 
 @dataclass(frozen=True)
+class AudioLimits:
+    """What a file to transcribe may be (services/transcription.py): OpenAI's 25 MB, --max-audio-seconds."""
+
+    max_file_bytes: int = 25 * 1024 * 1024
+    max_seconds: float = 1500.0
+
+
+@dataclass(frozen=True)
 class Settings:
     models: tuple[ModelSettings, ...]
     strict_model_names: bool = False          # a config file names the models: unknown ones are a 404
@@ -92,6 +100,7 @@ class Settings:
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     images: ImageLimits = field(default_factory=ImageLimits)
+    audio: AudioLimits = field(default_factory=AudioLimits)
     grace_period: float = 30.0
     native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too
     upstream_metrics: bool = False            # /metrics carries each llama-server's own (upstream_metrics.py)

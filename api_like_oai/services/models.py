@@ -148,10 +148,16 @@ class ServedModel:
         return None
 
     def input_modalities(self) -> list[str]:
-        """What /v1/models says the model reads: text, and images when its llama-server has a projector
-        (as far as /props has told; an OpenAI-compatible upstream's are not known)."""
+        """What /v1/models says the model reads: text, images and audio when its llama-server's projector
+        reads them (as far as /props has told; an OpenAI-compatible upstream's are not known)."""
         props = self.facts.known_soon() if self.openai is None else None
-        return ["text", "image"] if props is not None and props.vision else ["text"]
+        if props is None:
+            return ["text"]
+        return ["text", *(["image"] if props.vision else []), *(["audio"] if props.audio else [])]
+
+    def takes_audio(self) -> bool:
+        """Whether the model's llama-server reads audio (a projector with an audio encoder), asking /props."""
+        return self.props().audio
 
     def takes_images(self) -> bool:
         """Whether the model's llama-server reads images (started with --mmproj), asking /props if need be."""
