@@ -13,7 +13,7 @@ from ..backends import http
 from ..backends.openai import SSEData
 from ..dialects import transcription as shape
 from ..dialects.audio_files import AudioFile, inspect
-from ..errors import InvalidRequest, PayloadTooLarge, UpstreamError
+from ..errors import InvalidRequest, UpstreamError
 from ..observability import RequestRecord
 from ..settings import AudioLimits
 from .models import ServedModel
@@ -28,10 +28,8 @@ class AudioUpload:
 
 
 def check_audio(upload: AudioUpload, limits: AudioLimits) -> AudioFile:
-    """The file's format and length, held to the limits: 413 over the size, 400 for another format, a
-    broken header or a length over --max-audio-seconds."""
-    if len(upload.data) > limits.max_file_bytes:
-        raise PayloadTooLarge(f"the audio file is {len(upload.data)} bytes; the limit is {limits.max_file_bytes}")
+    """The file's format and length, held to the limits: 400 for another format than wav, mp3 or flac, a
+    broken header or a length over --max-audio-seconds (its size was held to 25 MB as it came)."""
     audio = inspect(upload.data)
     if audio.seconds is not None and audio.seconds > limits.max_seconds:
         raise InvalidRequest(f"the audio is {audio.seconds:.1f} seconds long; the limit is {limits.max_seconds:g}",

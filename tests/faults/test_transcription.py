@@ -11,6 +11,7 @@ import io
 import json
 import wave
 
+import openai
 import pytest
 import requests
 
@@ -78,9 +79,16 @@ def llama_transcribe(handler, raw: bytes) -> None:
     handler._end()
 
 
+def speak(handler, raw: bytes) -> None:
+    """A TTS server's /v1/audio/speech: the request's input back as "audio" bytes."""
+    body = json.loads(raw)
+    handler.fake.requests.append(body)
+    handler._raw(200, b"ID3-fake-mp3:" + body["input"].encode(), "audio/mpeg")
+
+
 @pytest.fixture(scope="module")
 def hearing():
-    upstream = FakeLlamaCpp(routes={"/v1/audio/transcriptions": llama_transcribe},
+    upstream = FakeLlamaCpp(routes={"/v1/audio/transcriptions": llama_transcribe, "/v1/audio/speech": speak},
                             props_extra={"modalities": {"vision": False, "audio": True}}).start()
     yield upstream
     upstream.stop()
@@ -100,7 +108,8 @@ def proxy(hearing, deaf, start_proxy, tmp_path_factory):
     config.write_text(f"store: sqlite:///{folder}/store.sqlite3\nadmin_key: [{ADMIN['Authorization'].split()[1]}]\n"
                       "max_audio_seconds: 60\n"
                       f"models:\n  ears:\n    upstreams: [{hearing.url}]\n    chat_prompt_model: chatml\n"
-                      f"  text-only:\n    upstreams: [{deaf.url}]\n    chat_prompt_model: chatml\n")
+                      f"  text-only:\n    upstreams: [{deaf.url}]\n    chat_prompt_model: chatml\n"
+                      f"  remote:\n    kind: openai\n    upstreams: [{hearing.url}/v1]\n    upstream_model: whisper-1\n")
     return start_proxy("--config", str(config))
 
 
@@ -205,3 +214,23 @@ def test_models_list_says_which_model_hears(proxy):
     cards = {card["id"]: card for card in requests.get(proxy.url + "/v1/models", headers=ADMIN, timeout=10).json()["data"]}
     assert cards["ears"]["input_modalities"] == ["text", "audio"]
     assert cards["text-only"]["input_modalities"] == ["text"]
+
+
+def test_a_kind_openai_model_gets_the_form_as_it_is(client, hearing):
+    """Passed through without the proxy's checks of format or fields (the upstream decides), its model name
+    the upstream's: here a llama-server's /v1, which refuses a format it does not write, with its 400."""
+    audio = b"OggS" + bytes(100)
+    transcript = client.audio.transcriptions.create(model="remote", file=("speech.ogg", audio, "audio/ogg"),
+                                                    language="fr")
+    assert transcript.text == "Hello from the tape."
+    assert hearing.requests[-1] == {"fields": {"model": "whisper-1", "language": "fr"}, "file": audio}
+    with pytest.raises(openai.BadRequestError, match="Only 'json' response_format"):
+        client.audio.transcriptions.create(model="remote", file=("speech.ogg", audio, "audio/ogg"), response_format="srt")
+
+
+def test_text_to_speech_is_relayed_to_a_kind_openai_model_only(client, hearing):
+    spoken = client.audio.speech.create(model="remote", voice="alloy", input="Good morning")
+    assert spoken.content == b"ID3-fake-mp3:Good morning"
+    assert hearing.requests[-1] == {"model": "whisper-1", "voice": "alloy", "input": "Good morning"}
+    with pytest.raises(openai.BadRequestError, match="llama-server has no text to speech"):
+        client.audio.speech.create(model="ears", voice="alloy", input="Good morning")
