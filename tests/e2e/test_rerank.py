@@ -9,8 +9,6 @@ the same order, with the same scores and token counts), with the documents put b
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import cohere
 import pytest
 import requests
 
-from ..servers import ROOT, LlamaServer, Proxy, descendants_of
+from ..servers import LlamaServer, Proxy, descendants_of, made_model
 
 QUERY = "what is a panda"
 DOCUMENTS = ["hi", "the giant panda is a bear of china", "pandas eat bamboo", "a cat is an animal", "hello world"]
@@ -26,12 +24,7 @@ DOCUMENTS = ["hi", "the giant panda is a bear of china", "pandas eat bamboo", "a
 
 def reranker_path() -> Path:
     """The test reranker, written once into the provisioning cache (about 120 KB, not in the repository)."""
-    cache = Path(os.environ.get("API_LIKE_OAI_CACHE") or Path.home() / ".cache" / "api-like-oai")
-    path = cache / "models" / "test-reranker-bert.gguf"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_test_reranker.py"), str(path)], check=True)
-    return path
+    return made_model("test-reranker-bert.gguf", "make_test_reranker.py")
 
 
 @pytest.fixture(scope="module")
