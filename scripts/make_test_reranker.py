@@ -28,7 +28,8 @@ WORDS = ("the a an is are of in to and what which who how panda pandas bear bear
 def vocabulary() -> list[str]:
     """WordPiece as llama.cpp keeps it: a word's first piece marked with U+2581, its continuations bare."""
     letters = list(string.ascii_lowercase + string.digits + string.punctuation)
-    return SPECIALS + [f"\u2581{word}" for word in WORDS] + [f"\u2581{c}" for c in letters] + letters
+    pieces = SPECIALS + [f"\u2581{word}" for word in WORDS] + [f"\u2581{c}" for c in letters] + letters
+    return list(dict.fromkeys(pieces))   # each once ("a" is a word and a letter): llama.cpp refuses duplicates
 
 
 def weights(rng, n_vocab: int) -> dict:

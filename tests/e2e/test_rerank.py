@@ -90,7 +90,12 @@ def test_a_started_model_whose_gguf_ranks_is_a_reranker(proxy, llama_ranker):
     answer = requests.post(proxy.url + "/v1/rerank", json={"model": "started-ranker", "query": QUERY,
                                                            "documents": DOCUMENTS, "return_documents": False}, timeout=120)
     assert answer.status_code == 200, answer.text
-    assert answer.json()["results"] == own["results"] and answer.json()["usage"] == own["usage"]
+    # Another process with other threads and slots: the same ranking, scores equal to float32's last digits.
+    results = answer.json()["results"]
+    assert [result["index"] for result in results] == [result["index"] for result in own["results"]]
+    assert [result["relevance_score"] for result in results] == \
+        pytest.approx([result["relevance_score"] for result in own["results"]], rel=1e-5)
+    assert answer.json()["usage"] == own["usage"]
     cards = {card["id"]: card for card in requests.get(proxy.url + "/v1/models", timeout=10).json()["data"]}
     assert cards["started-ranker"]["capabilities"] == ["rerank"] == cards["ranker"]["capabilities"]
 
