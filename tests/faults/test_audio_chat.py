@@ -91,3 +91,14 @@ def test_audio_to_a_model_that_does_not_hear_is_a_400_naming_the_part(deaf):
     error = answer.get_json()["error"]
     assert (answer.status_code, error["param"], error["code"]) == (400, "messages.0.content.2", "audio_not_supported")
     assert not [body for body in deaf.requests if "n_predict" in body]
+
+
+def test_the_responses_api_takes_audio_as_this_servers_extension(hearing):
+    app = make_app("--llama-api", hearing.url, "--chat-prompt-model", "chatml", "--image-tokens", "16")
+    clip = {"type": "input_audio", "input_audio": {"data": base64.b64encode(SHORT).decode(), "format": "wav"}}
+    answer = app.test_client().post("/v1/responses", json={"max_output_tokens": 5, "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "Listen"}, clip]}]})
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    prompt = sent_prompt(hearing)
+    assert prompt["prompt_string"].count(MARKER) == 1
+    assert [base64.b64decode(data) for data in prompt["multimodal_data"]] == [SHORT]
