@@ -170,3 +170,13 @@ def test_a_key_without_the_model_gets_a_404_and_a_rankers_tokens_are_its_usage(p
     usage = requests.get(proxy.url + "/v1/internal/usage", headers=key, params={"by": "key,model"}, timeout=10).json()
     rows = [row for row in usage["data"] if row["model"] == "ranker"]
     assert [(row["requests"], row["prompt_tokens"], row["completion_tokens"]) for row in rows] == [(1, 32, 0)], usage
+
+
+def test_open_webuis_external_reranker_reads_a_score_per_document(proxy):
+    """Open WebUI's ExternalReranker (retrieval/models/external.py), replayed: every document, top_n their
+    count, and the scores read back in the documents' order by `index`."""
+    answer = post(proxy, "/v1/rerank", {"model": "ranker", "query": QUERY, "documents": DOCUMENTS,
+                                        "top_n": len(DOCUMENTS)})
+    scores = [result["relevance_score"] for result in sorted(answer.json()["results"], key=lambda r: r["index"])]
+    words = set(QUERY.split())
+    assert scores == [len(words & set(text.split())) - len(text.split()) / 10 for text in DOCUMENTS]

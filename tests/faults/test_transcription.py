@@ -234,3 +234,14 @@ def test_text_to_speech_is_relayed_to_a_kind_openai_model_only(client, hearing):
     assert hearing.requests[-1] == {"model": "whisper-1", "voice": "alloy", "input": "Good morning"}
     with pytest.raises(openai.BadRequestError, match="llama-server has no text to speech"):
         client.audio.speech.create(model="ears", voice="alloy", input="Good morning")
+
+
+def test_open_webuis_speech_to_text_request(proxy, hearing):
+    """Open WebUI's OpenAI engine for speech to text (routers/audio.py), replayed: the file and the model
+    (and the language when set) in a form to {base}/audio/transcriptions; it reads `text`."""
+    audio = wav_of(1.0)
+    answer = requests.post(proxy.url + "/v1/audio/transcriptions", headers=ADMIN,
+                           files={"file": ("recording.wav", audio)}, data={"model": "ears", "language": "en"}, timeout=30)
+    assert answer.status_code == 200 and answer.json()["text"] == "Hello from the tape."
+    assert hearing.requests[-1] == {"fields": {"response_format": "json", "stream": "false", "language": "en"},
+                                    "file": audio}
