@@ -69,6 +69,8 @@ class Metrics:
         self.slot_waiting = Gauge("api_like_oai_slot_waiting", "Requests waiting in the proxy for a free upstream "
                                   "slot, by their key's priority", ["priority"], registry=self.registry,
                                   multiprocess_mode="livesum")
+        self.audio_seconds = Counter("api_like_oai_audio_seconds", "Seconds of audio transcribed or translated, "
+                                     "by model (from each file's header)", ["model"], registry=self.registry)
         self._children: dict[tuple, object] = {}
 
     def child(self, metric, *values: str):

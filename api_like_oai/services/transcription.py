@@ -42,6 +42,8 @@ def transcribe(form: shape.TranscriptionForm, upload: AudioUpload, audio: AudioF
     """The answer: a dict or text in the asked format, or (streamed) llama-server's events as bytes."""
     body, content_type = shape.upstream_form(form, upload.data, upload.filename, translate=translate)
     response = model.client.transcribe(body, content_type)
+    if record is not None and audio.seconds:
+        record.metrics.child(record.metrics.audio_seconds, model.name).inc(audio.seconds)
     if form.stream:
         return _relayed(response, record, model.name)
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.parser
 import io
 import json
+import re
 import wave
 
 import openai
@@ -208,6 +209,9 @@ def test_a_key_without_the_model_gets_a_404_and_a_transcriptions_tokens_are_its_
     usage = requests.get(proxy.url + "/v1/internal/usage", headers=key, params={"by": "key,model"}, timeout=10).json()
     rows = [row for row in usage["data"] if row["model"] == "ears"]
     assert [(row["requests"], row["prompt_tokens"], row["completion_tokens"]) for row in rows] == [(1, 40, 5)], usage
+    metrics = requests.get(proxy.url + "/metrics", headers=ADMIN, timeout=10).text
+    counted = re.search(r'^api_like_oai_audio_seconds_total\{model="ears"\} (\S+)$', metrics, re.M)
+    assert counted is not None and float(counted[1]) >= 0.5   # this test's clip, beside the module's others
 
 
 def test_models_list_says_which_model_hears(proxy):
