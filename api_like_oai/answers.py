@@ -42,13 +42,14 @@ class ModelCard(Answer):
                     "llama.cpp's context per slot; null while the upstream has not answered. As OpenRouter "
                     "and LM Studio name it.")
     max_model_len: int | None = Field(description="The same number, as vLLM names it.")
-    capabilities: list[Literal["completion", "chat", "tools", "embeddings", "vision"]] = Field(
+    capabilities: list[Literal["completion", "chat", "tools", "embeddings", "vision", "rerank"]] = Field(
         description="What the model can be asked for: completion (/v1/completions), chat "
                     "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings), vision "
-                    "(images in chat).")
-    input_modalities: list[Literal["text", "image"]] = Field(
-        ["text"], description="What the model reads: image when its llama-server has a vision projector "
-                              "(--mmproj), as its /props says (text only until the upstream has answered).")
+                    "(images in chat), rerank (/v1/rerank).")
+    input_modalities: list[Literal["text", "image", "audio"]] = Field(
+        ["text"], description="What the model reads: image (audio) when its llama-server's projector (--mmproj) "
+                              "has a vision (audio) encoder, as its /props says (text only until the upstream "
+                              "has answered).")
     status: ModelStatus | None = Field(None, description="For a model the proxy starts itself: where it is in "
                                        "its life, as llama.cpp's router mode and llama-swap report it.")
 

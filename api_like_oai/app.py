@@ -27,6 +27,7 @@ from .routes import (
     STATE_KEY,
     admin_once_configured,
     anthropic,
+    audio,
     completions,
     conversations,
     dashboard,
@@ -40,6 +41,7 @@ from .routes import (
     native,
     offered_key,
     ollama,
+    rerank,
     responses,
     state,
 )
@@ -83,7 +85,8 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
     for blueprint in (completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp, ollama.bp):
+                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp, ollama.bp, rerank.bp,
+                      audio.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)

@@ -23,7 +23,7 @@ from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
 from .prompts.resolve import load_plugin, named_formatter
-from .settings import ImageLimits, Limits, ModelSettings, Policy, Settings
+from .settings import AudioLimits, ImageLimits, Limits, ModelSettings, Policy, Settings
 from .store.settings import DEFAULT_TTL_SECONDS, StoreSettings, duration, store_settings
 from .supervisor.configure import discover, find_llama_server, launch_spec, supervisor_settings
 from .tools.formats import FORMATS
@@ -161,6 +161,9 @@ def _add_limit_and_log_flags(add) -> None:
     add("--image-tokens", type=int, default=576,
         help="tokens an image is counted as when a prompt is fitted to the context: llama.cpp's /tokenize "
              "knows no images, and its projector decides (576 for LLaVA-1.5, 256 for Gemma 3) (default: %(default)s)")
+    add("--max-audio-seconds", type=float, default=1500.0,
+        help="longest audio file to transcribe, by its header (its bytes are held to OpenAI's 25 MB) "
+             "(default: %(default)s)")
     add("--allow-private-image-urls", action="store_true",
         help="fetch images from private, loopback and link-local addresses too (default: public ones only)")
     add("--context-overflow", default="truncate", choices=["truncate", "error"],
@@ -339,7 +342,8 @@ def _model_settings(args: argparse.Namespace, name: str, model) -> ModelSettings
                          dict(model.overrides), model.max_tokens, model.context_length,
                          model.tool_call_format or args.tool_call_format,
                          model.reasoning_format or args.reasoning_format,
-                         _context_policy(args, model), _routing_policy(args, model), launch)
+                         _context_policy(args, model), _routing_policy(args, model), launch,
+                         tuple(model.capabilities or ()))
 
 
 def _launch_options(args: argparse.Namespace, model_config=None) -> dict:
@@ -422,6 +426,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         images=ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
                            fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls,
                            tokens_per_image=args.image_tokens),
+        audio=AudioLimits(max_seconds=args.max_audio_seconds),
         upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args), fleet=_fleet(args))
 
 

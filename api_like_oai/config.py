@@ -64,6 +64,8 @@ class ModelConfig(BaseModel):
     context_length: int | None = Field(None, ge=16)
     routing: Literal[MODES] | None = None
     routing_load_margin: int | None = Field(None, ge=0)
+    # what the model serves when its upstream cannot say (README "Reranking"): ["rerank"] for a reranker
+    capabilities: list[Literal["completion", "chat", "tools", "embeddings", "vision", "rerank"]] | None = None
 
     @field_validator("upstreams", mode="before")
     @classmethod

@@ -74,6 +74,8 @@ class Metrics:
                                     ["box", "route", "status"], registry=self.registry)
         self.fleet_passed_over = Counter("api_like_oai_fleet_passed_over", "Boxes a front passed over for the next "
                                          "candidate: unreachable, or refusing (503)", ["box"], registry=self.registry)
+        self.audio_seconds = Counter("api_like_oai_audio_seconds", "Seconds of audio transcribed or translated, "
+                                     "by model (from each file's header)", ["model"], registry=self.registry)
         self._children: dict[tuple, object] = {}
 
     def child(self, metric, *values: str):

@@ -43,6 +43,7 @@ class ModelSettings:
     context_policy: Policy = field(default_factory=Policy)   # what a conversation too long for max_tokens gets
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)   # which of its upstreams a request goes to
     launch: LaunchSpec | None = None          # a model the proxy starts itself (its upstreams are its replicas)
+    capabilities: tuple[str, ...] = ()        # declared in the config ("rerank": a reranker; README "Reranking")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,14 @@ class ImageLimits:
     fetch_timeout: float = 10.0
     allow_private_urls: bool = False
     tokens_per_image: int = 576
+
+
+@dataclass(frozen=True)
+class AudioLimits:
+    """What a file to transcribe may be (services/transcription.py): OpenAI's 25 MB, --max-audio-seconds."""
+
+    max_file_bytes: int = 25 * 1024 * 1024
+    max_seconds: float = 1500.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,7 @@ class Settings:
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     images: ImageLimits = field(default_factory=ImageLimits)
+    audio: AudioLimits = field(default_factory=AudioLimits)
     grace_period: float = 30.0
     native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too
     upstream_metrics: bool = False            # /metrics carries each llama-server's own (upstream_metrics.py)

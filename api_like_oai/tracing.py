@@ -35,7 +35,9 @@ SEMCONV_SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
 PROVIDER_NAME = "llama.cpp"
 OPERATIONS = {"/v1/chat/completions": "chat", "/chat/completions": "chat", "/v1/messages": "chat",
               "/v1/responses": "chat", "/v1/completions": "text_completion", "/completions": "text_completion",
-              "/v1/embeddings": "embeddings", "/embeddings": "embeddings"}
+              "/v1/embeddings": "embeddings", "/embeddings": "embeddings",
+              "/v1/rerank": "rerank", "/rerank": "rerank", "/v1/reranking": "rerank", "/v2/rerank": "rerank",
+              "/v1/audio/transcriptions": "transcription", "/v1/audio/translations": "translation"}
 
 
 class Tracing:

@@ -51,6 +51,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(404, {"error": {"code": 404, "message": "File Not Found"}})
 
     def do_POST(self):  # noqa: N802
+        if self.path in self.fake.routes:   # a test's own llama-server endpoint (reranking, audio): the raw body
+            return self.fake.routes[self.path](self, self.rfile.read(int(self.headers.get("Content-Length", 0))))
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         self.fake.requests.append(body)
         if self.path == "/tokenize":
@@ -192,6 +194,7 @@ class FakeLlamaCpp:
     prompt_progress: tuple = ()                  # `prompt_progress` objects sent first when asked (return_progress)
     progress_pause: float = 0.0                  # seconds between them
     requests: list = field(default_factory=list)
+    routes: dict = field(default_factory=dict)   # POST path -> answer(handler, raw body), before the rest
     get_paths: list = field(default_factory=list)
     streaming: int = 0                           # streams being sent now (ended when the client hangs up)
     first_token_gate: threading.Barrier | None = None   # streams wait here for each other before answering

@@ -17,6 +17,17 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def made_model(file_name: str, script: str) -> Path:
+    """A test GGUF that `scripts/<script>` writes (random weights, not in the repository), written once into
+    the provisioning cache beside the provisioned model."""
+    cache = Path(os.environ.get("API_LIKE_OAI_CACHE") or Path.home() / ".cache" / "api-like-oai")
+    path = cache / "models" / file_name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(ROOT / "scripts" / script), str(path)], check=True)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

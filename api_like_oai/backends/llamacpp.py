@@ -35,6 +35,7 @@ class UpstreamProps:
     sampling: dict[str, float] = field(default_factory=dict)   # its defaults of SAMPLING_ECHOED it reports
     vision: bool = False         # loaded with --mmproj: takes images (`modalities.vision`)
     media_marker: str = ""       # what stands for an image in a prompt (changes at each start: PR #21962)
+    audio: bool = False          # its projector has an audio encoder (`modalities.audio`): transcribes, hears
 
 
 # The sampling values the Responses API's answer echoes, and llama-server's own defaults of them
@@ -191,6 +192,7 @@ class LlamaCppClient:
             lazy_grammar=_knows_lazy_grammars(body),
             sampling=_default_sampling(settings),
             vision=bool((body.get("modalities") or {}).get("vision")),
+            audio=bool((body.get("modalities") or {}).get("audio")),
             media_marker=body.get("media_marker") or "",
         )
 
@@ -206,6 +208,18 @@ class LlamaCppClient:
         results = body if isinstance(body, list) else [body]
         ordered = sorted(results, key=lambda item: item.get("index", 0))
         return [_pooled(item["embedding"]) for item in ordered]
+
+    def rerank(self, body: dict) -> dict:
+        """llama-server's own answer to /v1/rerank (started with --reranking): results and usage."""
+        return self._json(self._request("POST", "/v1/rerank", body))
+
+    def transcribe(self, form: bytes, content_type: str) -> http.Response:
+        """llama-server's answer to a multipart /v1/audio/transcriptions (a model with an audio projector),
+        its body unread (an event stream when the form asks for one); its refusals raised as ours."""
+        response = self._send("POST", "/v1/audio/transcriptions", form, content_type)
+        if response.status >= 400:
+            raise _status_error(response, self.base_url)
+        return response
 
     def adds_bos(self) -> bool:
         """Whether llama.cpp prepends BOS to a prompt itself (then a template's BOS is one too many)."""
@@ -232,10 +246,10 @@ class LlamaCppClient:
             raise _status_error(response, self.base_url)
         return response
 
-    def _send(self, method: str, path: str, body: bytes | None) -> http.Response:
+    def _send(self, method: str, path: str, body: bytes | None, content_type: str = "application/json") -> http.Response:
         """The response to one request, whatever its status; failures to connect or to hear back as ours."""
         try:
-            response = self.http.request(method, path, body)
+            response = self.http.request(method, path, body, content_type)
         except http.ConnectTimeout as exc:
             raise UpstreamUnavailable(f"llama.cpp at {self.base_url} did not accept the connection "
                                       "in time") from exc

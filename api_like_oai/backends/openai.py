@@ -35,6 +35,11 @@ class OpenAIUpstream:
         """The upstream's response to POST `path` (streamed when body["stream"]); errors mapped to ours."""
         return self._send("POST", path, json=body, stream=bool(body.get("stream")))
 
+    def send(self, path: str, **kwargs) -> requests.Response:
+        """The upstream's response to POST `path` with requests' own arguments (a multipart form: `data`,
+        `files`), streamed; errors mapped to ours."""
+        return self._send("POST", path, stream=True, **kwargs)
+
     def health(self) -> None:
         self._send("GET", "/models").close()
 

@@ -289,6 +289,12 @@ class AnyServer:
     def embeddings(self, inputs: list) -> list[list[float]]:
         return self.pool.ask(lambda client: client.embeddings(inputs))
 
+    def rerank(self, body: dict) -> dict:
+        return self.pool.ask(lambda client: client.rerank(body))
+
+    def transcribe(self, form: bytes, content_type: str):
+        return self.pool.ask(lambda client: client.transcribe(form, content_type))
+
 
 def prompt_bytes(prompt) -> int:
     """A bound of a prompt's tokens without asking a server: its UTF-8 length (a token is at least a

@@ -47,10 +47,23 @@ class Refusal(_Strict):
 
 
 class UnsupportedContent(BaseModel):
-    """Files and audio: recognised so that the answer is a 400 saying so."""
+    """Files: recognised so that the answer is a 400 saying so."""
 
     model_config = ConfigDict(extra="allow", **STRICT)
-    type: Literal["input_file", "input_audio"]
+    type: Literal["input_file"]
+
+
+class AudioData(_Strict):
+    data: StrictStr = Field(description="The audio, base64")
+    format: Literal["wav", "mp3", "flac"]
+
+
+class InputAudio(_Strict):
+    """An extension of this server (OpenAI's Responses API takes no audio): Chat Completions' audio part,
+    for a model whose projector hears (README "Images and audio")."""
+
+    type: Literal["input_audio"]
+    input_audio: AudioData
 
 
 class InputImage(_Strict):
@@ -61,7 +74,8 @@ class InputImage(_Strict):
         None, description="Accepted and ignored: the model's projector decides the resolution.")
 
 
-ContentPart = Annotated[InputText | OutputText | Refusal | InputImage | UnsupportedContent, Field(discriminator="type")]
+ContentPart = Annotated[InputText | OutputText | Refusal | InputImage | InputAudio | UnsupportedContent,
+                        Field(discriminator="type")]
 
 
 class MessageItem(_Strict):

@@ -228,17 +228,26 @@ def _text(content: str | list, param: str) -> str:
 def _part_text(part, param: str) -> str:
     if part.type == "input_image":
         raise InvalidRequest("input_image belongs in user messages and function call outputs", param=param)
-    if part.type in ("input_file", "input_audio"):
+    if part.type in ("input_file", "input_audio"):   # audio is taken where images are (_content), not here
         raise text_only(part.type, param)
     return part.refusal if part.type == "refusal" else part.text
 
 
 def _content(content: str | list, param: str) -> str | list[dict]:
-    """A user message's or a call output's content: its text, or text and image parts when it holds images."""
-    if isinstance(content, str) or all(part.type != "input_image" for part in content):
+    """A user message's or a call output's content: its text, or text, image and audio parts when it holds media."""
+    if isinstance(content, str) or all(part.type not in MEDIA for part in content):
         return _text(content, param)
-    return [_image_part(part, f"{param}.{m}") if part.type == "input_image"
+    return [_media_part(part, f"{param}.{m}") if part.type in MEDIA
             else {"type": "text", "text": _part_text(part, f"{param}.{m}")} for m, part in enumerate(content)]
+
+
+MEDIA = ("input_image", "input_audio")
+
+
+def _media_part(part, param: str) -> dict:
+    if part.type == "input_audio":   # this server's extension: Chat Completions' part as it is
+        return {"type": "input_audio", "input_audio": part.input_audio.model_dump()}
+    return _image_part(part, param)
 
 
 def _image_part(part: InputImage, param: str) -> dict:

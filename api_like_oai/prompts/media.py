@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 from ..errors import InvalidRequest
 
-PLACEHOLDER = re.compile(r"\x00image:([0-9a-f]{32})\x00")
+# A medium's placeholder (an image's or an audio clip's: llama.cpp's marker and multimodal_data take both)
+PLACEHOLDER = re.compile(r"\x00(?:image|audio):([0-9a-f]{32})\x00")
+IMAGE_PLACEHOLDER = re.compile(r"\x00image:([0-9a-f]{32})\x00")   # what a template's image parts stand for
 DEFAULT_MARKER = "<__media__>"   # llama.cpp before PR #21962, and servers whose /props names none
 # llama.cpp's markers since PR #21962 (`<__media_` + 32 random characters + `__>`) and the old fixed one
 MARKER_LIKE = re.compile(r"<__media_[0-9A-Za-z_]*>")
@@ -53,6 +55,16 @@ class Image:
     @property
     def placeholder(self) -> str:
         return f"\x00image:{self.digest}\x00"
+
+
+@dataclass(frozen=True)
+class Audio(Image):
+    """One audio clip of a chat request (wav, mp3 or flac: services/audio_parts.py checked it): sent as llama.cpp
+    media like an image, at the model's marker, but never made a template's image part."""
+
+    @property
+    def placeholder(self) -> str:
+        return f"\x00audio:{self.digest}\x00"
 
 
 def sniff_format(data: bytes) -> str | None:
@@ -90,7 +102,7 @@ def png_is_whole(data: bytes) -> bool:
     return False
 
 
-def decode_base64(text: str, param: str) -> bytes:
+def decode_base64(text: str, param: str, what: str = "image") -> bytes:
     """Standard or URL-safe base64 (whitespace and missing padding forgiven) as bytes; InvalidRequest if not."""
     compact = "".join(text.split())
     compact += "=" * (-len(compact) % 4)
@@ -98,7 +110,7 @@ def decode_base64(text: str, param: str) -> bytes:
         alphabet = b"-_" if ("-" in compact or "_" in compact) else None
         return base64.b64decode(compact, altchars=alphabet, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidRequest("the image is not valid base64", param=param, code="invalid_image") from None
+        raise InvalidRequest(f"the {what} is not valid base64", param=param, code=f"invalid_{what}") from None
 
 
 def inline_image_bytes(url: str, param: str) -> bytes | None:
@@ -118,8 +130,9 @@ def inline_image_bytes(url: str, param: str) -> bytes | None:
 
 
 def has_placeholder(text: str) -> bool:
-    """Whether `text` holds an image placeholder (a substring test: every prompt an agent sends is asked)."""
-    return "\x00image:" in text
+    """Whether `text` holds a placeholder of an image or audio (a substring test: every prompt an agent sends
+    is asked)."""
+    return "\x00image:" in text or "\x00audio:" in text
 
 
 def placeholders_in(text: str) -> list[str]:
@@ -168,7 +181,7 @@ def with_image_parts(messages: list[dict], markup: str) -> list[dict]:
     typed = []
     for message in messages:
         content = message.get("content")
-        if message.get("role") != "user" or not isinstance(content, str) or not PLACEHOLDER.search(content):
+        if message.get("role") != "user" or not isinstance(content, str) or not IMAGE_PLACEHOLDER.search(content):
             typed.append(message)
             continue
         typed.append({**message, "content": _content_parts(content.replace(markup, _neutralised(markup)))})
@@ -176,10 +189,11 @@ def with_image_parts(messages: list[dict], markup: str) -> list[dict]:
 
 
 def _content_parts(text: str) -> list[dict]:
-    """`text` as text parts and {"type": "image", "image": placeholder} parts, in order."""
+    """`text` as text parts and {"type": "image", "image": placeholder} parts, in order (audio placeholders
+    stay in the text, where llama-server's own chat endpoint puts a clip's marker)."""
     parts: list[dict] = []
     position = 0
-    for match in PLACEHOLDER.finditer(text):
+    for match in IMAGE_PLACEHOLDER.finditer(text):
         if match.start() > position:
             parts.append({"type": "text", "text": text[position:match.start()]})
         parts.append({"type": "image", "image": match[0]})

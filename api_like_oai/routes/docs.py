@@ -26,6 +26,7 @@ def endpoints() -> list[tuple]:
     from ..dialects import anthropic as a
     from ..dialects import anthropic_answers as aa
     from ..dialects import conversations as s
+    from ..dialects import rerank as rr
     from ..dialects import responses as r
     from ..dialects import responses_answers as ra
 
@@ -35,6 +36,8 @@ def endpoints() -> list[tuple]:
         ("post", "/v1/completions", "Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
          p.CompletionRequest, o.Completion),
         ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, o.EmbeddingList),
+        ("post", "/v1/rerank", "Rerank documents by relevance to a query (Jina's and Cohere's shape; also /rerank, "
+         "/v1/reranking; the model's llama-server runs with --reranking)", rr.RerankRequest, rr.RerankList),
         ("get", "/v1/models", "The served models", None, o.ModelList),
         ("get", "/v1/models/{model_id}", "One served model", None, o.ModelCard),
         ("post", "/v1/internal/chat-prompt", "The prompt a chat request would send, without generating",

@@ -58,6 +58,8 @@ class Admission:
         them (429)."""
         self.check_limits(api_request)
         model, model_name = self._lookup(api_request.model)
+        if model.reranks():
+            raise capability_mismatch(model, model_name, "generate text")
         max_tokens = effective_max_tokens(api_request, model.settings, self.limits, bound=bound)
         return with_max_tokens(api_request, max_tokens), *self._admitted(model, model_name, max_tokens)
 
@@ -102,6 +104,13 @@ class Admission:
             if choices > limits.max_n:
                 raise InvalidRequest(f"{choices} choices asked for (prompts x n); the limit is {limits.max_n}",
                                      param="prompt")
+
+
+def capability_mismatch(model: ServedModel, model_name: str, what: str) -> InvalidRequest:
+    """The 400 of a request the model cannot serve (a chat request to a reranker, a rerank to a chat
+    model), naming what it can."""
+    return InvalidRequest(f"model {model_name!r} cannot {what}: its capabilities are "
+                          f"{', '.join(model.capabilities())}", param="model", code="model_not_supported")
 
 
 @contextlib.contextmanager

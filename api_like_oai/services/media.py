@@ -36,9 +36,17 @@ def image_parts(request: ChatCompletionRequest) -> list[tuple[int, int, ContentP
 
 
 def resolve_images(request: ChatCompletionRequest, model) -> tuple[ChatCompletionRequest, dict[str, Image]]:
-    """(the request with its images as placeholders, the images by digest); the request itself, and no
-    images, when it has none. InvalidRequest naming the part for an image the model (a ServedModel: its
-    takes_images(), name, image_limits) or the limits refuse."""
+    """(the request with its images and audio clips as placeholders, the media by digest); the request
+    itself, and none, when it has none. InvalidRequest naming the part for an image the model (a
+    ServedModel: its takes_images(), name, image_limits) or the limits refuse; audio_parts.py's for a clip."""
+    from .audio_parts import resolve_audio
+
+    request, clips = resolve_audio(request, model)
+    request, images = _resolve_image_parts(request, model)
+    return request, {**images, **clips}
+
+
+def _resolve_image_parts(request: ChatCompletionRequest, model) -> tuple[ChatCompletionRequest, dict[str, Image]]:
     found = image_parts(request)
     if not found:
         return request, {}
@@ -51,7 +59,7 @@ def resolve_images(request: ChatCompletionRequest, model) -> tuple[ChatCompletio
     images = [_checked(data, param, model.image_limits) for param, data in zip(params, given, strict=True)]
     _check_total(images, params, model.image_limits.max_request_bytes)
     placed = {(n, m): image.placeholder for image, (n, m, _) in zip(images, found, strict=True)}
-    return _with_placeholders(request, placed), {image.digest: image for image in images}
+    return with_placeholders(request, placed), {image.digest: image for image in images}
 
 
 def _checked(data: bytes | str, param: str, limits: ImageLimits) -> Image:
@@ -70,7 +78,7 @@ def _check_total(images: list[Image], params: list[str], max_bytes: int) -> None
                                  "(--max-request-image-bytes)", param=param, code="image_too_large")
 
 
-def _with_placeholders(request: ChatCompletionRequest, placed: dict[tuple[int, int], str]) -> ChatCompletionRequest:
+def with_placeholders(request: ChatCompletionRequest, placed: dict[tuple[int, int], str]) -> ChatCompletionRequest:
     messages = list(request.messages)
     for n in {n for n, _ in placed}:
         parts = [ContentPart(type="text", text=placed[(n, m)]) if (n, m) in placed else part

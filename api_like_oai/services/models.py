@@ -21,6 +21,7 @@ from .fitting import TOKEN_FIELDS
 log = logging.getLogger("api_like_oai")
 
 # OpenAI's documented defaults: what an OpenAI-compatible upstream is assumed to use when not told.
+RERANK_FLAGS = ("--reranking", "--rerank")   # llama-server's flag (and its alias) for a model's rank head
 OPENAI_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
@@ -130,17 +131,38 @@ class ServedModel:
         return props.context_length if props else None
 
     def capabilities(self) -> list[str]:
-        """What /v1/models says the model can do: the proxy formats chat and tool calls itself for a
-        llama.cpp model; an OpenAI-compatible upstream gets chat and completions passed through."""
+        """What /v1/models says the model can do: what its config declares; a reranker ranks only; the
+        proxy formats chat and tool calls itself for a llama.cpp model; an OpenAI-compatible upstream
+        gets chat and completions passed through."""
+        if self.settings.capabilities:
+            return list(self.settings.capabilities)
+        if self.reranks():
+            return ["rerank"]
         if self.openai is not None:
             return ["completion", "chat"]
         return ["completion", "chat", "tools", *(["vision"] if "image" in self.input_modalities() else [])]
 
+    def reranks(self) -> bool | None:
+        """Whether the model is a reranker: declared (`capabilities`), or started with --reranking (which
+        supervisor/configure.py adds for a GGUF whose pooling type is rank); None when nothing says (an
+        upstream the proxy does not start, no capabilities declared): its llama-server decides."""
+        if self.settings.capabilities:
+            return "rerank" in self.settings.capabilities
+        if self.settings.launch is not None:
+            return any(arg in RERANK_FLAGS for arg in self.settings.launch.args)
+        return None
+
     def input_modalities(self) -> list[str]:
-        """What /v1/models says the model reads: text, and images when its llama-server has a projector
-        (as far as /props has told; an OpenAI-compatible upstream's are not known)."""
+        """What /v1/models says the model reads: text, images and audio when its llama-server's projector
+        reads them (as far as /props has told; an OpenAI-compatible upstream's are not known)."""
         props = self.facts.known_soon() if self.openai is None else None
-        return ["text", "image"] if props is not None and props.vision else ["text"]
+        if props is None:
+            return ["text"]
+        return ["text", *(["image"] if props.vision else []), *(["audio"] if props.audio else [])]
+
+    def takes_audio(self) -> bool:
+        """Whether the model's llama-server reads audio (a projector with an audio encoder), asking /props."""
+        return self.props().audio
 
     def takes_images(self) -> bool:
         """Whether the model's llama-server reads images (started with --mmproj), asking /props if need be."""

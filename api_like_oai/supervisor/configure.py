@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .gguf_meta import POOLING_RANK, pooling_type
 from .spec import LaunchSpec, SupervisorSettings
 
 RESERVE_MIB = 1024          # left to the system and the proxy when the budget is the available memory
@@ -53,8 +54,17 @@ def launch_spec(name: str, model_path: str, *, replicas: int = 1, args=(), avoid
             options[key] = tuple(options[key])
     if options.get("draft"):
         options["draft"] = str(Path(options["draft"]).expanduser())
-    return LaunchSpec(name, str(Path(model_path).expanduser()), tuple(free_port(avoid_port) for _ in range(replicas)),
-                      tuple(str(arg) for arg in args), **options)
+    path = str(Path(model_path).expanduser())
+    return LaunchSpec(name, path, tuple(free_port(avoid_port) for _ in range(replicas)),
+                      tuple(str(arg) for arg in args) + reranking_flag(path, args), **options)
+
+
+def reranking_flag(model_path: str, args) -> tuple[str, ...]:
+    """("--reranking",) for a GGUF with a rank head (pooling type rank) started without it: llama-server
+    serves /v1/rerank only with the flag, and the model is no chat model."""
+    if any(str(arg) in ("--reranking", "--rerank") for arg in args):
+        return ()
+    return ("--reranking",) if pooling_type(model_path) == POOLING_RANK else ()
 
 
 def discover(models_dir: str) -> dict[str, tuple[str, str | None]]:

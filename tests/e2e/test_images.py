@@ -15,8 +15,6 @@ import functools
 import http.server
 import io
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -27,7 +25,7 @@ import requests
 from PIL import Image
 
 from ..conftest import openai_client
-from ..servers import ROOT
+from ..servers import made_model
 from .test_anthropic import claude_client
 
 IMAGE_TOKENS = 16   # the test projector: (32 / 8) ** 2 patches, one token each
@@ -36,12 +34,7 @@ CLAUDE = {"model": "claude-sonnet-4-5", "max_tokens": 8}
 
 def projector_path() -> Path:
     """The test projector, written once into the provisioning cache (about 1.5 MB, not in the repository)."""
-    cache = Path(os.environ.get("API_LIKE_OAI_CACHE") or Path.home() / ".cache" / "api-like-oai")
-    path = cache / "models" / "test-mmproj-smollm2-135m.gguf"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_test_mmproj.py"), str(path)], check=True)
-    return path
+    return made_model("test-mmproj-smollm2-135m.gguf", "make_test_mmproj.py")
 
 
 def vision(**fields) -> dict:

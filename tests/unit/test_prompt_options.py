@@ -38,11 +38,15 @@ def test_continue_final_message_with_add_generation_prompt_is_a_400(app_client):
 def test_text_parts_are_joined_and_other_parts_refused(app_client):
     parts = [{"role": "user", "content": [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]}]
     assert "user\nHello<|im_end|>" in app_client.post("/v1/internal/chat-prompt", json={"messages": parts}).get_json()["prompt"]
-    audio = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]
-    response = app_client.post("/v1/internal/chat-prompt", json={"messages": audio})
+    file = [{"role": "user", "content": [{"type": "file", "file": {"file_data": "AAAA", "filename": "a.pdf"}}]}]
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": file})
     assert response.status_code == 400
-    assert "input_audio" in response.get_json()["error"]["message"]
+    assert "file" in response.get_json()["error"]["message"]
     assert response.get_json()["error"]["param"] == "messages.0.content.0"
+    audio = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": audio})   # served: its bytes checked
+    assert response.status_code == 400
+    assert response.get_json()["error"]["param"] == "messages.0.content.0.input_audio.data"
 
 
 def test_unusual_roles_reach_jinja_templates_unchanged(app_client):

@@ -1,0 +1,96 @@
+"""Speech to text (OpenAI's multipart `/v1/audio/transcriptions` and `/translations`) and, for a `kind:
+openai` model, text to speech (`/v1/audio/speech`): the form parsed, the model admitted, then transcribed
+(services/transcription.py) or passed to an OpenAI-compatible upstream as it is (services/audio_relay.py)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, g, request
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..dialects.transcription import TEXT_FORMATS, TranscriptionForm
+from ..errors import InvalidRequest, PayloadTooLarge
+from ..observability import stage
+from ..services.admission import capability_mismatch, invalid_request
+from ..services.audio_relay import Relayed, relay_form, relay_json
+from ..services.transcription import AudioUpload, check_audio, transcribe
+from . import lookup_model, parse_body, respond, state
+
+bp = Blueprint("audio", __name__)
+FORM_OVERHEAD_BYTES = 1024 * 1024   # the form's other fields and boundaries, beside the file
+
+
+class SpeechRequest(BaseModel):
+    """OpenAI's text to speech request: passed on as it is (`input`, `voice`, `response_format`, ...)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    model: str | None = None
+
+
+@bp.post("/v1/audio/transcriptions")
+@bp.post("/audio/transcriptions")
+def create_transcription():
+    return _speech_to_text("/audio/transcriptions", translate=False)
+
+
+@bp.post("/v1/audio/translations")
+@bp.post("/audio/translations")
+def create_translation():
+    return _speech_to_text("/audio/translations", translate=True)
+
+
+@bp.post("/v1/audio/speech")
+@bp.post("/audio/speech")
+def create_speech():
+    speech = parse_body(SpeechRequest)
+    model, model_name = lookup_model(speech.model)
+    if model.settings.kind != "openai":
+        raise InvalidRequest(f"model {model_name!r} cannot speak: llama-server has no text to speech; serve a "
+                             "TTS server as a `kind: openai` model", param="model", code="not_supported")
+    return _relayed(relay_json(model, "/audio/speech", speech.model_dump(exclude_unset=True), g.get("record")))
+
+
+def _speech_to_text(path: str, *, translate: bool):
+    settings = state().settings
+    # A file may be larger than a JSON body (--max-body-bytes): OpenAI's 25 MB, and the form around it.
+    request.max_content_length = max(settings.limits.max_body_bytes, settings.audio.max_file_bytes + FORM_OVERHEAD_BYTES)
+    upload = _upload(settings.audio.max_file_bytes)
+    model, model_name = lookup_model(request.form.get("model"))
+    if model.settings.kind == "openai":
+        fields = [(name, value) for name, value in request.form.items(multi=True)]
+        return _relayed(relay_form(model, path, fields, (upload.filename, upload.data), g.get("record")))
+    with stage(g.get("record"), "admission"):
+        form = _form()
+        audio = check_audio(upload, settings.audio)
+    if model.reranks() or not model.takes_audio():
+        raise capability_mismatch(model, model_name, "transcribe audio (its llama-server reads no audio)")
+    answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate)
+    if isinstance(answer, str):
+        return Response(answer, mimetype=TEXT_FORMATS[form.response_format])
+    return respond(answer)
+
+
+def _upload(max_bytes: int) -> AudioUpload:
+    """The form's file: a 400 without one, a 413 over OpenAI's 25 MB."""
+    if request.mimetype != "multipart/form-data":
+        raise InvalidRequest("send the audio as multipart/form-data, with the file in `file`", param="file")
+    file = request.files.get("file")
+    if file is None:
+        raise InvalidRequest("missing required field 'file'", param="file")
+    data = file.read()
+    if len(data) > max_bytes:
+        raise PayloadTooLarge(f"the audio file is {len(data)} bytes; the limit is {max_bytes}")
+    return AudioUpload(data, file.filename or "audio")
+
+
+def _form() -> TranscriptionForm:
+    """The form's fields validated: a 400 naming the field."""
+    fields = {name: values if name == "timestamp_granularities[]" else values[0]
+              for name, values in request.form.lists()}
+    try:
+        return TranscriptionForm.model_validate(fields)
+    except ValidationError as exc:
+        raise invalid_request(exc) from None
+
+
+def _relayed(relayed: Relayed) -> Response:
+    return Response(relayed.body, content_type=relayed.content_type, direct_passthrough=True)
