@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .backends.routing import RoutingPolicy
+from .mcp.policy import Bounds as McpBounds
 from .prompts import TemplateChoice
 from .store.settings import StoreSettings
 from .supervisor.spec import LaunchSpec, SupervisorSettings
@@ -97,3 +98,4 @@ class Settings:
     otlp_endpoint: str | None = None          # traces sent there over OTLP/HTTP (tracing.py); None: no tracing
     store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite
     supervisor: SupervisorSettings | None = None   # models on demand: what the supervisor process runs
+    mcp: McpBounds = field(default_factory=McpBounds)   # what a request's MCP tools may make the proxy do

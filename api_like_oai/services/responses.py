@@ -13,26 +13,33 @@ import functools
 from ..dialects.responses import ResponsesRequest
 from ..dialects.responses_tools import at_most
 from ..dialects.responses_translation import Translation
+from ..mcp.policy import Bounds
 from ..observability import stage
 from ..sealing import Seal
+from . import mcp_loop
 from .admission import Admission, DialectRequest, client_request
-from .chat import count_prompt_tokens, dialect_answer
+from .chat import chained, count_prompt_tokens, dialect_answer, start_chat
 from .inflight import Context
 from .scope import Scope, fetched, listed, removed, response_not_found
 from .stored_responses import Turn, kept
 
 
-def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: Seal, context: Context):
-    """(answer, headers): the response as one dict, or its event stream's bytes when `request.stream`."""
+def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: Seal, context: Context,
+           mcp_bounds: Bounds | None = None):
+    """(answer, headers): the response as one dict, or its event stream's bytes when `request.stream`.
+    With mcp tools, the proxy lists and calls their servers within `mcp_bounds` (services/mcp_loop.py)."""
     turn = Turn(scope, seal, context.record)
-    dialect, translation = _admitted(request, turn, admission, context.record)
+    servers = _mcp_servers(request, mcp_bounds)
+    dialect, translation = _admitted(request, turn, admission, context.record, servers, mcp_bounds)
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
     # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
     shape = turn.shape(dialect.model_name, functools.partial(dialect.model.sampling_used, dialect.chat))
     turn.begin(shape)
+    transform = at_most(request.max_tool_calls) if request.max_tool_calls else None
+    if servers:
+        transform = _tool_loop(dialect, translation, servers, mcp_bounds, turn.made, context, transform)
     try:
-        answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context,
-                                         at_most(request.max_tool_calls) if request.max_tool_calls else None)
+        answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context, transform)
     except BaseException:
         turn.discard()   # a stream kept as in_progress that never started
         raise
@@ -45,11 +52,32 @@ def input_tokens(request: ResponsesRequest, admission: Admission, scope: Scope, 
     return {"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)}
 
 
-def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, record) -> tuple[DialectRequest, Translation]:
+def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, record, servers=None,
+              mcp_bounds: Bounds | None = None) -> tuple[DialectRequest, Translation]:
+    prelude = functools.partial(mcp_loop.prelude, servers, bounds=mcp_bounds) if servers else None
     with stage(record, "admission"):
         with client_request():
-            translation = turn.translate(request)
+            translation = turn.translate(request, prelude)
         return admission.dialect(request, translation.chat), translation
+
+
+def _mcp_servers(request: ResponsesRequest, bounds: Bounds | None) -> dict:
+    """The request's MCP servers, their URLs checked (a 400 before anything is generated)."""
+    if not request.mcp_tools():
+        return {}
+    return mcp_loop.servers_of(request, bounds or Bounds())
+
+
+def _tool_loop(dialect: DialectRequest, translation: Translation, servers: dict, bounds: Bounds | None,
+               made: list[dict], context: Context, per_round):
+    """The MCP rounds around the events; `per_round` (max_tool_calls' cut) applies to each round's."""
+    def next_round(chat_request):
+        chat = start_chat(chat_request, dialect.model, context, max_tokens_is_bound=True)
+        return functools.reduce(lambda events, step: step(events) if step else events,
+                                (chat.transform, per_round), chat.events)
+    loop = mcp_loop.ToolLoop(dialect.chat, translation.toolbox, servers, bounds or Bounds(), made, next_round,
+                             dialect.request.max_tool_calls)
+    return chained([step for step in (per_round, loop) if step is not None])
 
 
 # --- reading back ------------------------------------------------------------------------------

@@ -1,0 +1,284 @@
+"""MCP tools run by the proxy inside one Responses answer (issue 39): a loop around the one event stream.
+
+A round is a generation whose calls of MCP tools the proxy answers itself: the calls are held out of
+the events, run (or, where require_approval says so, turned into mcp_approval_request items), written
+as mcp_call items, and the model is asked again with their results, until it answers without one,
+asks for an approval, calls a function the client runs, or reaches the bound of rounds
+(--mcp-max-rounds, max_tool_calls), which ends the response as incomplete. What each round leads to
+is mcp.policy's pure decision; the listing and calling are mcp.client's.
+
+Before the first round (`prelude`) each server of the request without an mcp_list_tools item in the
+conversation is listed (once per conversation: a continued one, or an input that carries the item,
+lists nothing), and the calls the client approved or denied since (mcp_approval_response) are run or
+refused. The items made meet the model through the conversation (the translation reads them) and
+the client through the answer's output, first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+from pydantic import TypeAdapter
+
+from ..backends.events import GenerationEvent, ItemStep, PromptProgress
+from ..dialects import responses_mcp as items
+from ..dialects.responses import ResponsesRequest
+from ..dialects.responses_tools import Toolbox
+from ..mcp import policy
+from ..mcp.addresses import pinned
+from ..mcp.client import Endpoint, McpFailure, McpToolError, call_tool, list_tools
+from ..protocol import ChatCompletionRequest
+from .merge import close
+
+log = logging.getLogger("api_like_oai")
+_MESSAGES = TypeAdapter(ChatCompletionRequest.model_fields["messages"].annotation)
+
+
+@dataclass(frozen=True)
+class Server:
+    """One mcp tool of the request, with where the proxy connects for it."""
+
+    tool: items.McpTool
+    endpoint: Endpoint
+
+
+def servers_of(request: ResponsesRequest, bounds: policy.Bounds) -> dict[str, Server]:
+    """The request's mcp servers by server_label, each URL checked and pinned (a 400 for one that is
+    not public, unless allowed)."""
+    servers = {}
+    for n, tool in enumerate(request.tools or ()):
+        if tool.type == items.MCP:
+            target = pinned(tool.server_url, f"tools.{n}.server_url", bounds.allow_private_urls)
+            servers[tool.server_label] = Server(tool, Endpoint(target, tool.headers_sent()))
+    return servers
+
+
+# --- before the first round --------------------------------------------------------------------------
+
+def prelude(servers: dict[str, Server], conversation: list[dict], bounds: policy.Bounds) -> list[dict]:
+    """The items made before the model is asked: a listing of each server the conversation has none
+    of, then the approved calls run (and the denied ones refused) that no mcp_call answers yet."""
+    listed = {item["server_label"] for item in conversation if item.get("type") == items.LIST_TOOLS}
+    made = [_listing(label, server, bounds) for label, server in servers.items() if label not in listed]
+    return made + [_approved(request, response, servers, bounds)
+                   for request, response in _answered_approvals(conversation)]
+
+
+def _listing(label: str, server: Server, bounds: policy.Bounds) -> dict:
+    started = time.monotonic()
+    try:
+        tools = list_tools(server.endpoint, bounds)
+    except McpFailure as exc:
+        log.info("mcp list_tools %s failed after %.2f s: %s", label, time.monotonic() - started, exc)
+        return items.list_tools_item(label, [], str(exc))
+    return items.list_tools_item(label, tools)
+
+
+def _answered_approvals(conversation: list[dict]) -> list[tuple[dict, dict]]:
+    """(approval request, its response) for each answered request no mcp_call has followed yet."""
+    requests = {item["id"]: item for item in conversation if item.get("type") == items.APPROVAL_REQUEST}
+    done = {item.get("approval_request_id") for item in conversation if item.get("type") == items.CALL}
+    return [(requests[item["approval_request_id"]], item) for item in conversation
+            if item.get("type") == items.APPROVAL_RESPONSE and item["approval_request_id"] in requests
+            and item["approval_request_id"] not in done]
+
+
+def _approved(request: dict, response: dict, servers: dict[str, Server], bounds: policy.Bounds) -> dict:
+    call = policy.Call(items.new_id("mcp"), request["server_label"], request["name"], request["arguments"])
+    started = items.call_item(call.call_id, call.server_label, call.name, call.arguments, request["id"])
+    if not response.get("approve"):
+        reason = f": {response['reason']}" if response.get("reason") else ""
+        return items.finished_call(started, None, items.tool_error(f"the user did not approve this call{reason}"))
+    return run_call(call, started, servers, bounds)
+
+
+def run_call(call: policy.Call, started: dict, servers: dict[str, Server], bounds: policy.Bounds) -> dict:
+    """The mcp_call item `started`, finished with the call's output or its error (never raised)."""
+    server = servers.get(call.server_label)
+    if server is None:
+        return items.finished_call(started, None, items.protocol_error(
+            f"the MCP server {call.server_label!r} is not among this request's tools"))
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return items.finished_call(started, None, items.tool_error("the arguments are not JSON"))
+    clock = time.monotonic()
+    try:
+        output = call_tool(server.endpoint, call.name, arguments if isinstance(arguments, dict) else {}, bounds)
+    except McpToolError as exc:
+        return items.finished_call(started, None, items.tool_error(str(exc)))
+    except McpFailure as exc:
+        return items.finished_call(started, None, items.protocol_error(str(exc)))
+    finally:
+        log.info("mcp call %s.%s took %.3f s", call.server_label, call.name, time.monotonic() - clock)
+    return items.finished_call(started, output, None)
+
+
+# --- the rounds -------------------------------------------------------------------------------------
+
+@dataclass
+class _Round:
+    """One generation's events as the loop reads them: MCP calls held out, the rest passed on."""
+
+    is_mcp: Callable[[str | None], bool]
+    calls: dict[int, list] = field(default_factory=dict)      # delta index -> [id, name, arguments]
+    held: set[int] = field(default_factory=set)               # the indices of MCP calls
+    client_calls: int = 0
+    text: list[str] = field(default_factory=list)
+    finish: GenerationEvent | None = None
+
+    def take(self, event: GenerationEvent) -> GenerationEvent | None:
+        """What of `event` goes on to the client (None: nothing); its finish is held for the loop."""
+        if event.text:
+            self.text.append(event.text)
+        passed = tuple(delta for delta in event.tool_calls or () if not self._held(delta))
+        if event.finish_reason:
+            self.finish = event
+        if passed == tuple(event.tool_calls or ()) and not event.finish_reason:
+            return event
+        kept = replace(event, tool_calls=passed or None, finish_reason=None)
+        return kept if kept.text or kept.reasoning or kept.tool_calls else None
+
+    def _held(self, delta) -> bool:
+        if delta.index not in self.calls:
+            self.calls[delta.index] = [delta.id, delta.name, ""]
+            if self.is_mcp(delta.name):
+                self.held.add(delta.index)
+            else:
+                self.client_calls += 1
+        self.calls[delta.index][2] += delta.arguments or ""
+        return delta.index in self.held
+
+    def mcp_calls(self, label_of: Callable[[str], tuple[str, str]]) -> list[policy.Call]:
+        return [policy.Call(self.calls[index][0] or items.new_id("mcp"), *label_of(self.calls[index][1]),
+                            self.calls[index][2] or "{}") for index in sorted(self.held)]
+
+
+class ToolLoop:
+    """The event transformation that runs a response's MCP rounds (see the module's docstring)."""
+
+    def __init__(self, chat: ChatCompletionRequest, toolbox: Toolbox, servers: dict[str, Server],
+                 bounds: policy.Bounds, made: list[dict], next_round: Callable, max_calls: int | None = None):
+        """`next_round(chat_request) -> events` starts one more generation (tool-parsed); `made`: the
+        prelude's items, given out first."""
+        self.chat, self.toolbox, self.servers, self.bounds = chat, toolbox, servers, bounds
+        self.made, self.next_round, self.max_calls = made, next_round, max_calls
+        self.messages = [message.model_dump(exclude_none=True) for message in chat.messages]
+
+    def is_mcp(self, name: str | None) -> bool:
+        offered = self.toolbox.by_name(name)
+        return offered is not None and offered.kind == items.MCP
+
+    def label_of(self, name: str) -> tuple[str, str]:
+        offered = self.toolbox.by_name(name)
+        return offered.namespace, offered.tool_name
+
+    def __call__(self, events: Iterator[GenerationEvent]) -> Iterator[GenerationEvent]:
+        for item in self.made:
+            yield from _whole(item)
+        rounds, calls_run, totals = 0, 0, _Totals()
+        upstream = None
+        try:
+            while True:
+                current = _Round(self.is_mcp)
+                for event in events:
+                    if type(event) is PromptProgress:
+                        continue
+                    passed = current.take(totals.added(event))
+                    if passed is not None:
+                        yield passed
+                calls = current.mcp_calls(self.label_of)
+                rounds, calls_run = rounds + bool(calls), calls_run + len(calls)
+                actions = policy.decide(calls, self._needs_approval)
+                results = yield from self._answered(actions)
+                step = policy.after_round(actions, current.client_calls, rounds, self._max_rounds(calls_run))
+                if step != policy.AGAIN:
+                    yield from _finished(current, step)
+                    return
+                totals.round_ended(current.finish)
+                self._extend(current, results)
+                close(upstream)
+                events = upstream = self.next_round(self.chat.model_copy(update={"messages": _MESSAGES.validate_python(
+                    self.messages)}))
+        finally:
+            close(upstream)
+
+    def _max_rounds(self, calls_run: int) -> int:
+        """The rounds allowed: --mcp-max-rounds, and none more once max_tool_calls calls have run."""
+        if self.max_calls is not None and calls_run >= self.max_calls:
+            return 0
+        return self.bounds.max_rounds
+
+    def _needs_approval(self, call: policy.Call) -> bool:
+        return policy.needs_approval(call.name, self.servers[call.server_label].tool.approval())
+
+    def _answered(self, actions) -> Iterator[GenerationEvent]:
+        """Each call run (its item added, then done) or asked of the client; returns (call, item) run."""
+        results = []
+        for action, call in actions:
+            if action == policy.ASK:
+                yield from _whole(items.approval_request_item(call.server_label, call.name, call.arguments))
+                continue
+            started = items.call_item(call.call_id, call.server_label, call.name, call.arguments)
+            yield GenerationEvent(item=ItemStep(started, done=False))
+            finished = run_call(call, started, self.servers, self.bounds)
+            yield GenerationEvent(item=ItemStep(finished, done=True))
+            results.append((call, finished))
+        return results
+
+    def _extend(self, current: _Round, results: list) -> None:
+        """The round as the next one's conversation: the assistant's text and calls, then their results."""
+        calls = [{"id": call.call_id, "type": "function",
+                  "function": {"name": self._offered_name(call), "arguments": call.arguments}} for call, _ in results]
+        self.messages.append({"role": "assistant", "content": "".join(current.text) or None, "tool_calls": calls})
+        self.messages += [{"role": "tool", "tool_call_id": call.call_id,
+                           "content": items.call_result_text(items.McpCallItem.model_validate(item))}
+                          for call, item in results]
+
+    def _offered_name(self, call: policy.Call) -> str:
+        offered = self.toolbox.find(items.MCP, call.name, call.server_label)
+        return offered.name if offered else call.name
+
+
+def _whole(item: dict) -> Iterator[GenerationEvent]:
+    yield GenerationEvent(item=ItemStep(item, done=False))
+    yield GenerationEvent(item=ItemStep(item, done=True))
+
+
+def _finished(current: _Round, step: str) -> Iterator[GenerationEvent]:
+    """The held finish event of the last round, with why the response ends: the bound of rounds, calls
+    the client answers, an answer after the proxy's calls, or the model's own reason."""
+    finish = current.finish
+    if finish is None:
+        return
+    if step == policy.BOUND:
+        reason = "tool_rounds"
+    elif current.client_calls:
+        reason = "tool_calls"
+    else:
+        reason = "stop" if current.held else finish.finish_reason
+    yield replace(finish, tool_calls=None, text="", reasoning="", finish_reason=reason)
+
+
+class _Totals:
+    """The counts of the rounds before, added to each event's own (an event counts its generation)."""
+
+    def __init__(self):
+        self.prompt = self.completion = self.cached = 0
+
+    def added(self, event: GenerationEvent) -> GenerationEvent:
+        if not (self.prompt or self.completion) or event.prompt_tokens is None and event.completion_tokens is None:
+            return event
+        return replace(event, prompt_tokens=(event.prompt_tokens or 0) + self.prompt,
+                       completion_tokens=(event.completion_tokens or 0) + self.completion,
+                       cached_tokens=(event.cached_tokens or 0) + self.cached)
+
+    def round_ended(self, finish: GenerationEvent | None) -> None:
+        """`finish` (already added to) holds the totals so far."""
+        if finish is not None:
+            self.prompt, self.completion = finish.prompt_tokens or 0, finish.completion_tokens or 0
+            self.cached = finish.cached_tokens or 0
