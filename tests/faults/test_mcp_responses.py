@@ -1,0 +1,220 @@
+"""The Responses API's `mcp` tool, run by the proxy (issue 39), against real MCP servers (the `mcp` SDK's,
+over Streamable HTTP and HTTP+SSE) and a scripted model (Qwen2.5's template, Hermes calls) whose calls
+are planned per test: listed once per conversation, calls run and fed back within one response, errors
+and timeouts as the call's error, the round bound, approvals (stored and stateless), the URL checks;
+through the official OpenAI SDK, streamed and not, its types strict."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import requests
+from openai.types.responses import (
+    ResponseOutputMessage,
+)
+from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
+
+from ..conftest import openai_client
+from ..mcp_servers import BIG_BYTES, WEATHER, McpServer
+from ..scripted_model import QWEN_TEMPLATE, SCRIPTED_PROPS, offered_tools
+from .test_responses_tools import hermes_call
+
+_RESULTS = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+PLAN: list = []   # the scripted model's calls, in order: (name, arguments); then it answers
+
+
+def planned_turn(body: dict) -> list[str]:
+    """The next call of PLAN (one per tool result already in the prompt), else an answer quoting every
+    result; "looping" in PLAN: a call of `add` whatever came back."""
+    prompt = body.get("prompt", "")
+    results = _RESULTS.findall(prompt)
+    if PLAN == ["looping"]:
+        return hermes_call("add", {"a": len(results), "b": 1})
+    if not offered_tools(prompt) or len(results) >= len(PLAN):
+        return ["Results: ", " | ".join(results) or "none"]
+    name, arguments = PLAN[len(results)]
+    return hermes_call(name, arguments, preface="")
+
+
+@pytest.fixture(scope="module")
+def mcp_http():
+    server = McpServer("http").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def mcp_sse():
+    server = McpServer("sse").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def fake(start_fake):
+    return start_fake(chat_template=QWEN_TEMPLATE, props_extra=dict(SCRIPTED_PROPS), script=planned_turn)
+
+
+@pytest.fixture(scope="module")
+def proxy(fake, start_proxy):
+    return start_proxy("--llama-api", fake.url, "--mcp-allow-private-urls", "--mcp-call-timeout", "2",
+                       "--mcp-max-rounds", "3", "--mcp-max-output-bytes", "1000")
+
+
+@pytest.fixture
+def plan():
+    yield PLAN
+    PLAN.clear()
+
+
+def mcp_tool(server: McpServer, **fields) -> dict:
+    return {"type": "mcp", "server_label": "tools", "server_url": server.url, "require_approval": "never", **fields}
+
+
+def output_types(response) -> list[str]:
+    return [item.type for item in response.output]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_task_of_two_tool_rounds_completes_in_one_response(proxy, fake, mcp_http, plan, stream):
+    plan += [("add", {"a": 2, "b": 3}), ("weather", {"city": "Paris"})]
+    client = openai_client(proxy.url)
+    body = {"model": "m", "input": "Add 2 and 3, then tell me the weather in Paris.", "tools": [mcp_tool(mcp_http)]}
+    if stream:
+        with client.responses.stream(**body) as events:
+            kinds = [event.type for event in events]
+            response = events.get_final_response()
+        assert_streamed_in_order(kinds)
+    else:
+        response = client.responses.create(**body)
+    assert response.status == "completed"
+    assert output_types(response) == ["mcp_list_tools", "mcp_call", "mcp_call", "message"]
+    listing, add, weather, answer = response.output
+    assert isinstance(listing, McpListTools) and isinstance(add, McpCall) and isinstance(answer, ResponseOutputMessage)
+    assert {tool.name for tool in listing.tools} == {"add", "weather", "inventory", "fail", "big", "slow"}
+    assert next(tool for tool in listing.tools if tool.name == "weather").annotations["readOnlyHint"] is True
+    assert (add.server_label, add.name, json.loads(add.arguments), add.output, add.error, add.status) == \
+        ("tools", "add", {"a": 2, "b": 3}, "5", None, "completed")
+    assert weather.output == WEATHER.format(city="Paris")
+    assert answer.content[0].text == f"Results: 5 | {WEATHER.format(city='Paris')}"
+    assert response.usage.output_tokens > 0
+
+
+def assert_streamed_in_order(kinds: list[str]) -> None:
+    """The listing's and each call's events, each inside its output_item.added and .done."""
+    mcp_kinds = [kind for kind in kinds if kind.startswith(("response.mcp", "response.output_item"))]
+    call = ["response.output_item.added", "response.mcp_call_arguments.delta", "response.mcp_call_arguments.done",
+            "response.mcp_call.in_progress", "response.mcp_call.completed", "response.output_item.done"]
+    assert mcp_kinds == ["response.output_item.added", "response.mcp_list_tools.in_progress",
+                         "response.mcp_list_tools.completed", "response.output_item.done", *call, *call,
+                         "response.output_item.added", "response.output_item.done"]
+    assert kinds[-1] == "response.completed"
+
+
+def test_a_legacy_sse_server_returns_json(proxy, mcp_sse, plan):
+    plan.append(("inventory", {}))
+    response = openai_client(proxy.url).responses.create(model="m", input="What is in stock?",
+                                                         tools=[mcp_tool(mcp_sse, server_label="shop")])
+    assert output_types(response) == ["mcp_list_tools", "mcp_call", "message"]
+    assert json.loads(response.output[1].output) == {"apples": 3, "pears": 0}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failing_tool_and_a_hanging_one_are_the_calls_errors(proxy, fake, mcp_http, plan, stream):
+    plan += [("fail", {}), ("slow", {"seconds": 30})]
+    client = openai_client(proxy.url)
+    body = {"model": "m", "input": "Try the tools.", "tools": [mcp_tool(mcp_http)]}
+    if stream:
+        with client.responses.stream(**body) as events:
+            kinds = [event.type for event in events]
+            response = events.get_final_response()
+        assert kinds.count("response.mcp_call.failed") == 2
+    else:
+        response = client.responses.create(**body)
+    assert response.status == "completed"
+    failed, hung = response.output[1], response.output[2]
+    assert (failed.status, failed.error.type, hung.status, hung.error.type) == \
+        ("failed", "mcp_tool_execution_error", "failed", "mcp_protocol_error")
+    assert "the fail tool failed" in failed.error.content[0]["text"]
+    assert "did not answer within" in hung.error.message
+    told = fake.requests[-1]["prompt"]   # the model read both errors
+    assert "the fail tool failed" in told and "did not answer within" in told
+
+
+def test_an_oversized_output_is_cut_with_a_note(proxy, mcp_http, plan):
+    plan.append(("big", {}))
+    response = openai_client(proxy.url).responses.create(model="m", input="Big.", tools=[mcp_tool(mcp_http)])
+    output = response.output[1].output
+    assert output.startswith("x" * 1000) and f"1000 of {BIG_BYTES} bytes" in output
+
+
+def test_a_looping_model_stops_at_the_round_bound(proxy, mcp_http, plan):
+    plan.append("looping")
+    # Not strict: the SDK's IncompleteDetails names only max_output_tokens and content_filter (Open
+    # Responses' takes any reason); its default, lenient parsing reads this one.
+    client = openai_client(proxy.url, strict=False)
+    response = client.responses.create(model="m", input="Loop.", tools=[mcp_tool(mcp_http)])
+    assert response.status == "incomplete" and response.incomplete_details.reason == "max_tool_calls"
+    assert output_types(response) == ["mcp_list_tools", "mcp_call", "mcp_call", "mcp_call"]   # --mcp-max-rounds 3
+
+
+def test_allowed_tools_are_the_only_ones_offered(proxy, fake, mcp_http, plan):
+    openai_client(proxy.url).responses.create(model="m", input="Hi.", tools=[mcp_tool(
+        mcp_http, allowed_tools={"read_only": True})])
+    assert offered_tools(fake.requests[-1]["prompt"]) == ["weather"]
+    openai_client(proxy.url).responses.create(model="m", input="Hi.", tools=[mcp_tool(
+        mcp_http, allowed_tools=["add", "fail"])])
+    assert offered_tools(fake.requests[-1]["prompt"]) == ["add", "fail"]
+
+
+def test_the_list_is_kept_and_an_approval_resumes_a_stored_response(proxy, fake, mcp_http, plan):
+    plan += [("add", {"a": 20, "b": 22}), ("weather", {"city": "Oslo"})]
+    client = openai_client(proxy.url)
+    tools = [mcp_tool(mcp_http, require_approval={"never": {"tool_names": ["weather"]}})]
+    first = client.responses.create(model="m", input="Add, then the weather.", tools=tools)
+    assert output_types(first) == ["mcp_list_tools", "mcp_approval_request"]
+    request = first.output[1]
+    assert isinstance(request, McpApprovalRequest) and (request.name, json.loads(request.arguments)) == \
+        ("add", {"a": 20, "b": 22})
+    second = client.responses.create(model="m", previous_response_id=first.id, tools=tools, input=[
+        {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}])
+    assert output_types(second) == ["mcp_call", "mcp_call", "message"]   # listed once: not again
+    approved, weather, answer = second.output
+    assert (approved.approval_request_id, approved.output, weather.approval_request_id) == (request.id, "42", None)
+    assert answer.content[0].text == f"Results: 42 | {WEATHER.format(city='Oslo')}"
+
+
+def test_a_denied_call_is_not_run_and_the_model_is_told(proxy, fake, mcp_http, plan):
+    plan.append(("add", {"a": 1, "b": 1}))
+    client = openai_client(proxy.url)
+    tools = [mcp_tool(mcp_http, require_approval="always")]
+    first = client.responses.create(model="m", input="Add.", tools=tools, store=False)
+    items = [item.model_dump(exclude_none=True) for item in first.output]
+    second = client.responses.create(model="m", tools=tools, store=False, input=[
+        {"role": "user", "content": "Add."}, *items,
+        {"type": "mcp_approval_response", "approval_request_id": items[1]["id"], "approve": False,
+         "reason": "not today"}])
+    denied = second.output[0]
+    assert (denied.type, denied.status, denied.output) == ("mcp_call", "failed", None)
+    assert "did not approve this call: not today" in denied.error.content[0]["text"]
+    assert "did not approve this call: not today" in fake.requests[-1]["prompt"]
+
+
+def test_a_server_url_at_a_private_address_is_refused_unless_allowed(fake, mcp_http, start_proxy):
+    guarded = start_proxy("--llama-api", fake.url)
+    response = requests.post(guarded.url + "/v1/responses", timeout=30, json={
+        "model": "m", "input": "Hi.", "tools": [mcp_tool(mcp_http)]})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == ("tools.0.server_url", "invalid_mcp_server_url")
+    assert "--mcp-allow-private-urls" in error["message"]
+
+
+@pytest.mark.parametrize("field", ["connector_id", "tunnel_id"])
+def test_openai_hosted_connectors_are_refused(proxy, field):
+    response = requests.post(proxy.url + "/v1/responses", timeout=30, json={
+        "model": "m", "input": "Hi.", "tools": [{"type": "mcp", "server_label": "x", field: "connector_gmail"}]})
+    assert response.status_code == 400
+    assert "OpenAI-hosted" in response.json()["error"]["message"]
