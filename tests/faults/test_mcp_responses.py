@@ -31,7 +31,7 @@ def planned_turn(body: dict) -> list[str]:
     prompt = body.get("prompt", "")
     results = _RESULTS.findall(prompt)
     if PLAN == ["looping"]:
-        return hermes_call("add", {"a": len(results), "b": 1})
+        return hermes_call("add", {"a": len(results), "b": 1}, preface="")
     if not offered_tools(prompt) or len(results) >= len(PLAN):
         return ["Results: ", " | ".join(results) or "none"]
     name, arguments = PLAN[len(results)]
