@@ -54,6 +54,7 @@ class McpTool(_Strict):
     require_approval: Literal["always", "never"] | ApprovalFilter | None = Field(
         None, description="Default always, as OpenAI's.")
     defer_loading: bool | None = Field(None, description="Accepted; the tools are listed at once.")
+    allowed_callers: list[Literal["direct", "programmatic"]] | None = Field(None, description="Accepted and ignored.")
 
     @model_validator(mode="after")
     def is_reachable(self):

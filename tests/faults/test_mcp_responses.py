@@ -6,11 +6,14 @@ through the official OpenAI SDK, streamed and not, its types strict."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
 import pytest
 import requests
+from agents import Agent, HostedMCPTool, OpenAIResponsesModel, Runner, set_tracing_disabled
+from openai import AsyncOpenAI
 from openai.types.responses import (
     ResponseOutputMessage,
 )
@@ -218,3 +221,33 @@ def test_openai_hosted_connectors_are_refused(proxy, field):
         "model": "m", "input": "Hi.", "tools": [{"type": "mcp", "server_label": "x", field: "connector_gmail"}]})
     assert response.status_code == 400
     assert "OpenAI-hosted" in response.json()["error"]["message"]
+
+
+async def _run_agent(agent: Agent, task: str, streamed: bool) -> str:
+    if not streamed:
+        return (await Runner.run(agent, task)).final_output
+    result = Runner.run_streamed(agent, task)
+    async for _ in result.stream_events():
+        pass
+    return result.final_output
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("approval", ["never", "always"])
+def test_the_agents_sdk_hosted_mcp_tool_finishes_its_task(proxy, mcp_http, plan, approval, streamed):
+    plan.append(("add", {"a": 2, "b": 3}))
+    set_tracing_disabled(True)   # traces would go to OpenAI
+    asked = []
+
+    def approve(request):
+        asked.append(request.data.name)
+        return {"approve": True}
+
+    tool = HostedMCPTool(tool_config={"type": "mcp", "server_label": "tools", "server_url": mcp_http.url,
+                                      "require_approval": approval},
+                         on_approval_request=approve if approval == "always" else None)
+    client = AsyncOpenAI(base_url=proxy.url + "/v1", api_key="sk-no-key", max_retries=0)
+    agent = Agent(name="calculator", instructions="Use the tools.", tools=[tool],
+                  model=OpenAIResponsesModel(model="m", openai_client=client))
+    assert asyncio.run(_run_agent(agent, "Add 2 and 3.", streamed)) == "Results: 5"
+    assert asked == (["add"] if approval == "always" else [])
