@@ -250,19 +250,31 @@ def toolbox(tools: list | None, loaded: list[tuple[str, list]] = (),
     none of them. `loaded`: (where, tools) that a client's tool search returned in the input, offered
     after the request's own unless already offered. `listed`: (where, mcp tool, its server's tools as
     an mcp_list_tools item lists them), offered by their own names when allowed_tools allows them."""
-    from ..mcp.policy import tool_allowed
-
     offering = _Offering({tool.name for tool in tools or () if tool.type in (FUNCTION, CUSTOM)})
     for n, tool in enumerate(tools or ()):
         offering.add(tool, f"tools.{n}", reserved=True)
     for where, found in loaded:
         for m, tool in enumerate(found):
             offering.add(tool, f"{where}.{m}", reserved=False)
+    _offer_listed(offering, listed)
+    return Toolbox(tuple(offering.offered), tuple(offering.set_aside))
+
+
+def mcp_toolbox(listed: list[tuple[str, McpTool, list]], taken: set[str]) -> Toolbox:
+    """The functions offered for MCP servers' listed tools alone (Anthropic's connector), under names
+    none of `taken` (the client's own tools) has."""
+    offering = _Offering(set(taken))
+    _offer_listed(offering, listed)
+    return Toolbox(tuple(offering.offered))
+
+
+def _offer_listed(offering: _Offering, listed: list[tuple[str, McpTool, list]]) -> None:
+    from ..mcp.policy import tool_allowed
+
     for where, server, server_tools in listed:
         for m, tool in enumerate(server_tools):
             if tool_allowed(tool, server.allowed()):
                 offering.add_mcp(server, tool, f"{where}.{m}")
-    return Toolbox(tuple(offering.offered), tuple(offering.set_aside))
 
 
 class _Offering:

@@ -26,7 +26,6 @@ from pydantic import TypeAdapter
 
 from ..backends.events import GenerationEvent, ItemStep, PromptProgress
 from ..dialects import responses_mcp as items
-from ..dialects.responses import ResponsesRequest
 from ..dialects.responses_tools import Toolbox
 from ..mcp import policy
 from ..mcp.addresses import pinned
@@ -46,15 +45,28 @@ class Server:
     endpoint: Endpoint
 
 
-def servers_of(request: ResponsesRequest, bounds: policy.Bounds) -> dict[str, Server]:
-    """The request's mcp servers by server_label, each URL checked and pinned (a 400 for one that is
-    not public, unless allowed)."""
+def servers_of(tools: list[tuple[str, items.McpTool]], bounds: policy.Bounds) -> dict[str, Server]:
+    """The servers of (where the URL was sent, mcp tool) by server_label, each URL checked and pinned
+    (a 400 naming where, for one that is not public unless allowed)."""
     servers = {}
-    for n, tool in enumerate(request.tools or ()):
-        if tool.type == items.MCP:
-            target = pinned(tool.server_url, f"tools.{n}.server_url", bounds.allow_private_urls)
-            servers[tool.server_label] = Server(tool, Endpoint(target, tool.headers_sent()))
+    for param, tool in tools:
+        target = pinned(tool.server_url, param, bounds.allow_private_urls)
+        servers[tool.server_label] = Server(tool, Endpoint(target, tool.headers_sent()))
     return servers
+
+
+def tool_loop(dialect, toolbox: Toolbox, servers: dict[str, Server], bounds: policy.Bounds, made: list[dict],
+              context, per_round=None, max_calls: int | None = None, edit_messages=None) -> ToolLoop:
+    """The MCP rounds around a dialect request's events (admission.DialectRequest); `per_round` (an
+    event transformation: max_tool_calls' cut) applies to every round's events, the first included,
+    `edit_messages` (chat.MessageEdit) to every round's messages."""
+    from .chat import chained, start_chat
+
+    def next_round(chat_request):
+        chat = start_chat(chat_request, dialect.model, context, max_tokens_is_bound=True, edit_messages=edit_messages)
+        steps = chained([step for step in (chat.transform, per_round) if step is not None])
+        return steps(chat.events) if steps else chat.events
+    return ToolLoop(dialect.chat, toolbox, servers, bounds, made, next_round, max_calls)
 
 
 # --- before the first round --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from ..observability import stage
 from ..sealing import Seal
 from . import mcp_loop
 from .admission import Admission, DialectRequest, client_request
-from .chat import chained, count_prompt_tokens, dialect_answer, start_chat
+from .chat import chained, count_prompt_tokens, dialect_answer
 from .inflight import Context
 from .scope import Scope, fetched, listed, removed, response_not_found
 from .stored_responses import Turn, kept
@@ -28,6 +28,7 @@ def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: 
            mcp_bounds: Bounds | None = None):
     """(answer, headers): the response as one dict, or its event stream's bytes when `request.stream`.
     With mcp tools, the proxy lists and calls their servers within `mcp_bounds` (services/mcp_loop.py)."""
+    mcp_bounds = mcp_bounds or Bounds()
     turn = Turn(scope, seal, context.record)
     servers = _mcp_servers(request, mcp_bounds)
     dialect, translation = _admitted(request, turn, admission, context.record, servers, mcp_bounds)
@@ -37,7 +38,9 @@ def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: 
     turn.begin(shape)
     transform = at_most(request.max_tool_calls) if request.max_tool_calls else None
     if servers:
-        transform = _tool_loop(dialect, translation, servers, mcp_bounds, turn.made, context, transform)
+        loop = mcp_loop.tool_loop(dialect, translation.toolbox, servers, mcp_bounds, turn.made, context,
+                                  transform, request.max_tool_calls)
+        transform = chained([step for step in (transform, loop) if step is not None])
     try:
         answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context, transform)
     except BaseException:
@@ -61,23 +64,10 @@ def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, recor
         return admission.dialect(request, translation.chat), translation
 
 
-def _mcp_servers(request: ResponsesRequest, bounds: Bounds | None) -> dict:
+def _mcp_servers(request: ResponsesRequest, bounds: Bounds) -> dict:
     """The request's MCP servers, their URLs checked (a 400 before anything is generated)."""
-    if not request.mcp_tools():
-        return {}
-    return mcp_loop.servers_of(request, bounds or Bounds())
-
-
-def _tool_loop(dialect: DialectRequest, translation: Translation, servers: dict, bounds: Bounds | None,
-               made: list[dict], context: Context, per_round):
-    """The MCP rounds around the events; `per_round` (max_tool_calls' cut) applies to each round's."""
-    def next_round(chat_request):
-        chat = start_chat(chat_request, dialect.model, context, max_tokens_is_bound=True)
-        return functools.reduce(lambda events, step: step(events) if step else events,
-                                (chat.transform, per_round), chat.events)
-    loop = mcp_loop.ToolLoop(dialect.chat, translation.toolbox, servers, bounds or Bounds(), made, next_round,
-                             dialect.request.max_tool_calls)
-    return chained([step for step in (per_round, loop) if step is not None])
+    tools = [(f"tools.{n}.server_url", tool) for n, tool in enumerate(request.tools or ()) if tool.type == "mcp"]
+    return mcp_loop.servers_of(tools, bounds) if tools else {}
 
 
 # --- reading back ------------------------------------------------------------------------------
