@@ -1,8 +1,9 @@
-"""The Responses API's `mcp` tool, run by the proxy (issue 39), against real MCP servers (the `mcp` SDK's,
-over Streamable HTTP and HTTP+SSE) and a scripted model (Qwen2.5's template, Hermes calls) whose calls
-are planned per test: listed once per conversation, calls run and fed back within one response, errors
-and timeouts as the call's error, the round bound, approvals (stored and stateless), the URL checks;
-through the official OpenAI SDK, streamed and not, its types strict."""
+"""MCP tools run by the proxy (issue 39), against real MCP servers (the `mcp` SDK's, over Streamable HTTP
+and HTTP+SSE) and a scripted model (Qwen2.5's template, Hermes calls) whose calls are planned per test.
+The Responses API's `mcp` tool: listed once per conversation, calls run and fed back within one
+response, errors and timeouts as the call's error, the round bound, approvals (stored and stateless),
+the URL checks; through the official OpenAI SDK (streamed and not, its types strict) and the Agents
+SDK's HostedMCPTool. Anthropic's MCP connector (`mcp_servers`) through the Anthropic SDK's beta."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import json
 import re
 
+import anthropic
 import pytest
 import requests
 from agents import Agent, HostedMCPTool, OpenAIResponsesModel, Runner, set_tracing_disabled
@@ -205,8 +207,13 @@ def test_a_denied_call_is_not_run_and_the_model_is_told(proxy, fake, mcp_http, p
     assert "did not approve this call: not today" in fake.requests[-1]["prompt"]
 
 
-def test_a_server_url_at_a_private_address_is_refused_unless_allowed(fake, mcp_http, start_proxy):
-    guarded = start_proxy("--llama-api", fake.url)
+@pytest.fixture(scope="module")
+def guarded(fake, start_proxy):
+    """A proxy without --mcp-allow-private-urls."""
+    return start_proxy("--llama-api", fake.url)
+
+
+def test_a_server_url_at_a_private_address_is_refused_unless_allowed(guarded, mcp_http):
     response = requests.post(guarded.url + "/v1/responses", timeout=30, json={
         "model": "m", "input": "Hi.", "tools": [mcp_tool(mcp_http)]})
     assert response.status_code == 400
@@ -251,3 +258,65 @@ def test_the_agents_sdk_hosted_mcp_tool_finishes_its_task(proxy, mcp_http, plan,
                   model=OpenAIResponsesModel(model="m", openai_client=client))
     assert asyncio.run(_run_agent(agent, "Add 2 and 3.", streamed)) == "Results: 5"
     assert asked == (["add"] if approval == "always" else [])
+
+
+# --- Anthropic's MCP connector ---------------------------------------------------------------------
+
+def anthropic_beta(proxy):
+    return anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0, _strict_response_validation=True)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_anthropic_mcp_servers_give_tool_use_and_result_blocks(proxy, mcp_http, plan, stream):
+    plan += [("add", {"a": 2, "b": 3}), ("weather", {"city": "Rome"})]
+    body = {"model": "m", "max_tokens": 200, "betas": ["mcp-client-2025-04-04"],
+            "messages": [{"role": "user", "content": "Add 2 and 3, then the weather in Rome."}],
+            "mcp_servers": [{"type": "url", "url": mcp_http.url, "name": "tools",
+                             "tool_configuration": {"allowed_tools": ["add", "weather"]}}]}
+    beta = anthropic_beta(proxy).beta.messages
+    if stream:
+        with beta.stream(**body) as events:
+            kinds = [(event.type, getattr(event, "content_block", None) and event.content_block.type)
+                     for event in events]
+            message = events.get_final_message()
+        assert ("content_block_start", "mcp_tool_use") in kinds and ("content_block_start", "mcp_tool_result") in kinds
+    else:
+        message = beta.create(**body)
+    assert [block.type for block in message.content] == \
+        ["mcp_tool_use", "mcp_tool_result", "mcp_tool_use", "mcp_tool_result", "text"]
+    use, result = message.content[0], message.content[1]
+    assert (use.name, use.server_name, use.input, result.tool_use_id, result.is_error, result.content[0].text) == \
+        ("add", "tools", {"a": 2, "b": 3}, use.id, False, "5")
+    assert message.content[4].text == f"Results: 5 | {WEATHER.format(city='Rome')}"
+    assert message.stop_reason == "end_turn"
+
+
+def test_anthropic_mcp_blocks_sent_back_reach_the_prompt_and_toolsets_filter(proxy, fake, mcp_http, plan):
+    plan += [("add", {"a": 2, "b": 3}), ("inventory", {})]
+    before = len(fake.requests)
+    first = anthropic_beta(proxy).beta.messages.create(
+        model="m", max_tokens=200, betas=["mcp-client-2025-11-20"],
+        messages=[{"role": "user", "content": "Go."}],
+        mcp_servers=[{"type": "url", "url": mcp_http.url, "name": "tools"}],
+        tools=[{"type": "mcp_toolset", "mcp_server_name": "tools", "default_config": {"enabled": False},
+                "configs": {"add": {"enabled": True}, "inventory": {"enabled": True}}}])
+    assert offered_tools(fake.requests[before]["prompt"]) == ["add", "inventory"]
+    assert first.content[-1].text.startswith("Results: 5 | ")
+    plan.clear()
+    anthropic_beta(proxy).beta.messages.create(
+        model="m", max_tokens=200, betas=["mcp-client-2025-04-04"],
+        mcp_servers=[{"type": "url", "url": mcp_http.url, "name": "tools"}],
+        messages=[{"role": "user", "content": "Go."},
+                  {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in first.content]},
+                  {"role": "user", "content": "Again?"}])
+    prompt = fake.requests[-1]["prompt"]
+    assert prompt.count("<tool_response>") == 2 and '"apples": 3' in prompt
+
+
+def test_anthropic_mcp_server_at_a_private_address_is_refused_unless_allowed(guarded, mcp_http):
+    response = requests.post(guarded.url + "/v1/messages", timeout=30, headers={"anthropic-beta": "mcp-client-2025-04-04"},
+                             json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "Hi"}],
+                                   "mcp_servers": [{"type": "url", "url": mcp_http.url, "name": "tools"}]})
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert "--mcp-allow-private-urls" in response.json()["error"]["message"]
