@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 
 import anthropic
 import pytest
@@ -20,6 +21,10 @@ from openai.types.responses import (
     ResponseOutputMessage,
 )
 from openai.types.responses.response_output_item import McpApprovalRequest, McpCall, McpListTools
+
+from api_like_oai.mcp.addresses import Pinned
+from api_like_oai.mcp.client import Endpoint, list_tools
+from api_like_oai.mcp.policy import Bounds
 
 from ..conftest import openai_client
 from ..mcp_servers import BIG_BYTES, WEATHER, McpServer
@@ -258,6 +263,16 @@ def test_the_agents_sdk_hosted_mcp_tool_finishes_its_task(proxy, mcp_http, plan,
                   model=OpenAIResponsesModel(model="m", openai_client=client))
     assert asyncio.run(_run_agent(agent, "Add 2 and 3.", streamed)) == "Results: 5"
     assert asked == (["add"] if approval == "always" else [])
+
+
+def test_the_connection_goes_to_the_pinned_address_whatever_dns_says_later(monkeypatch, mcp_http):
+    """The address checked is the one connected to: the host is never looked up again, so an answer that
+    changed since (rebinding) is never used. (The SDK's servers take only a Host of localhost.)"""
+    asked, resolve = [], socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *args, **kwargs: asked.append(host) or resolve(host, *args, **kwargs))
+    target = Pinned(f"http://localhost:{mcp_http.port}/mcp", "localhost", "127.0.0.1")
+    assert "add" in {tool["name"] for tool in list_tools(Endpoint(target), Bounds())}
+    assert "localhost" not in asked
 
 
 # --- Anthropic's MCP connector ---------------------------------------------------------------------
