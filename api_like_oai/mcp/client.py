@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -80,6 +81,8 @@ def _text_of(result) -> str:
 
 def _run(endpoint: Endpoint, use, timeout: float, connect_timeout: float):
     """`use(client)` on a connected mcp.Client, within `timeout` seconds, off the event loop."""
+    # httpx2 logs every request at INFO: the proxy logs each listing and call once (services/mcp_loop.py).
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     try:
         return off_the_loop(_in_own_loop, endpoint, use, timeout, connect_timeout)
     except McpFailure:

@@ -41,7 +41,7 @@ class Connector:
                                   edit_messages=edit_messages)
 
 
-def listed(request: MessagesRequest, bounds: Bounds) -> Connector:
+def listed(request: MessagesRequest, bounds: Bounds, record=None) -> Connector:
     """The request's enabled servers, checked (a 400 for a URL that is not public, unless allowed) and
     listed where the conversation has no listing of them."""
     numbered = [(n, server, anthropic_mcp.as_mcp_tool(server)) for n, server in enumerate(request.mcp_servers)
@@ -49,7 +49,7 @@ def listed(request: MessagesRequest, bounds: Bounds) -> Connector:
     servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds)
     carried = anthropic_mcp.listed_in(request.messages)
     listings = {item["server_label"]: item["tools"]
-                for item in carried + mcp_loop.prelude(servers, carried, bounds) if item["type"] == LIST_TOOLS}
+                for item in carried + mcp_loop.prelude(servers, carried, bounds, record) if item["type"] == LIST_TOOLS}
     toolsets = request.mcp_toolsets()
     offered = [(f"mcp_servers.{n}", tool, anthropic_mcp.offered(server, toolsets, listings.get(server.name) or []))
                for n, server, tool in numbered]

@@ -16,6 +16,7 @@ the client through the answer's output, first.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -30,6 +31,7 @@ from ..dialects.responses_tools import Toolbox
 from ..mcp import policy
 from ..mcp.addresses import pinned
 from ..mcp.client import Endpoint, McpFailure, McpToolError, call_tool, list_tools
+from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from .merge import close
 
@@ -66,28 +68,53 @@ def tool_loop(dialect, toolbox: Toolbox, servers: dict[str, Server], bounds: pol
         chat = start_chat(chat_request, dialect.model, context, max_tokens_is_bound=True, edit_messages=edit_messages)
         steps = chained([step for step in (chat.transform, per_round) if step is not None])
         return steps(chat.events) if steps else chat.events
-    return ToolLoop(dialect.chat, toolbox, servers, bounds, made, next_round, max_calls)
+    return ToolLoop(dialect.chat, toolbox, servers, bounds, made, next_round, max_calls, context.record)
 
 
 # --- before the first round --------------------------------------------------------------------------
 
-def prelude(servers: dict[str, Server], conversation: list[dict], bounds: policy.Bounds) -> list[dict]:
+def prelude(servers: dict[str, Server], conversation: list[dict], bounds: policy.Bounds, record=None) -> list[dict]:
     """The items made before the model is asked: a listing of each server the conversation has none
-    of, then the approved calls run (and the denied ones refused) that no mcp_call answers yet."""
+    of, then the approved calls run (and the denied ones refused) that no mcp_call answers yet.
+    `record` (the request's RequestRecord) gets each listing and call as a span and in /metrics."""
     listed = {item["server_label"] for item in conversation if item.get("type") == items.LIST_TOOLS}
-    made = [_listing(label, server, bounds) for label, server in servers.items() if label not in listed]
-    return made + [_approved(request, response, servers, bounds)
+    made = [_listing(label, server, bounds, record) for label, server in servers.items() if label not in listed]
+    return made + [_approved(request, response, servers, bounds, record)
                    for request, response in _answered_approvals(conversation)]
 
 
-def _listing(label: str, server: Server, bounds: policy.Bounds) -> dict:
-    started = time.monotonic()
+def _listing(label: str, server: Server, bounds: policy.Bounds, record) -> dict:
     try:
-        tools = list_tools(server.endpoint, bounds)
+        with observed(record, label, LISTING):
+            tools = list_tools(server.endpoint, bounds)
     except McpFailure as exc:
-        log.info("mcp list_tools %s failed after %.2f s: %s", label, time.monotonic() - started, exc)
         return items.list_tools_item(label, [], str(exc))
     return items.list_tools_item(label, tools)
+
+
+LISTING = "tools/list"   # the "tool" a listing is observed as
+_SERIES_CAP = 256        # (server, tool) label pairs per process; the labels are the requests' own names
+_series: set[tuple[str, str]] = set()
+
+
+@contextlib.contextmanager
+def observed(record, server: str, tool: str):
+    """One MCP listing or call: a span of the request's trace, counted and timed in /metrics by server,
+    tool and outcome, and a log line; what it raises goes on."""
+    started, outcome = time.monotonic(), "error"
+    try:
+        with stage(record, f"mcp {server} {tool}"):
+            yield
+        outcome = "ok"
+    finally:
+        seconds = time.monotonic() - started
+        log.info("mcp %s %s: %s in %.3f s", server, tool, outcome, seconds)
+        if record is not None:
+            if (server, tool) not in _series and len(_series) >= _SERIES_CAP:
+                server = tool = "other"
+            _series.add((server, tool))
+            record.metrics.child(record.metrics.mcp_calls, server, tool, outcome).inc()
+            record.metrics.child(record.metrics.mcp_call_seconds, server, tool).observe(seconds)
 
 
 def _answered_approvals(conversation: list[dict]) -> list[tuple[dict, dict]]:
@@ -99,16 +126,16 @@ def _answered_approvals(conversation: list[dict]) -> list[tuple[dict, dict]]:
             and item["approval_request_id"] not in done]
 
 
-def _approved(request: dict, response: dict, servers: dict[str, Server], bounds: policy.Bounds) -> dict:
+def _approved(request: dict, response: dict, servers: dict[str, Server], bounds: policy.Bounds, record) -> dict:
     call = policy.Call(items.new_id("mcp"), request["server_label"], request["name"], request["arguments"])
     started = items.call_item(call.call_id, call.server_label, call.name, call.arguments, request["id"])
     if not response.get("approve"):
         reason = f": {response['reason']}" if response.get("reason") else ""
         return items.finished_call(started, None, items.tool_error(f"the user did not approve this call{reason}"))
-    return run_call(call, started, servers, bounds)
+    return run_call(call, started, servers, bounds, record)
 
 
-def run_call(call: policy.Call, started: dict, servers: dict[str, Server], bounds: policy.Bounds) -> dict:
+def run_call(call: policy.Call, started: dict, servers: dict[str, Server], bounds: policy.Bounds, record=None) -> dict:
     """The mcp_call item `started`, finished with the call's output or its error (never raised)."""
     server = servers.get(call.server_label)
     if server is None:
@@ -118,15 +145,13 @@ def run_call(call: policy.Call, started: dict, servers: dict[str, Server], bound
         arguments = json.loads(call.arguments or "{}")
     except ValueError:
         return items.finished_call(started, None, items.tool_error("the arguments are not JSON"))
-    clock = time.monotonic()
     try:
-        output = call_tool(server.endpoint, call.name, arguments if isinstance(arguments, dict) else {}, bounds)
+        with observed(record, call.server_label, call.name):
+            output = call_tool(server.endpoint, call.name, arguments if isinstance(arguments, dict) else {}, bounds)
     except McpToolError as exc:
         return items.finished_call(started, None, items.tool_error(str(exc)))
     except McpFailure as exc:
         return items.finished_call(started, None, items.protocol_error(str(exc)))
-    finally:
-        log.info("mcp call %s.%s took %.3f s", call.server_label, call.name, time.monotonic() - clock)
     return items.finished_call(started, output, None)
 
 
@@ -174,11 +199,12 @@ class ToolLoop:
     """The event transformation that runs a response's MCP rounds (see the module's docstring)."""
 
     def __init__(self, chat: ChatCompletionRequest, toolbox: Toolbox, servers: dict[str, Server],
-                 bounds: policy.Bounds, made: list[dict], next_round: Callable, max_calls: int | None = None):
+                 bounds: policy.Bounds, made: list[dict], next_round: Callable, max_calls: int | None = None,
+                 record=None):
         """`next_round(chat_request) -> events` starts one more generation (tool-parsed); `made`: the
         prelude's items, given out first."""
         self.chat, self.toolbox, self.servers, self.bounds = chat, toolbox, servers, bounds
-        self.made, self.next_round, self.max_calls = made, next_round, max_calls
+        self.made, self.next_round, self.max_calls, self.record = made, next_round, max_calls, record
         self.messages = [message.model_dump(exclude_none=True) for message in chat.messages]
 
     def is_mcp(self, name: str | None) -> bool:
@@ -237,7 +263,7 @@ class ToolLoop:
                 continue
             started = items.call_item(call.call_id, call.server_label, call.name, call.arguments)
             yield GenerationEvent(item=ItemStep(started, done=False))
-            finished = run_call(call, started, self.servers, self.bounds)
+            finished = run_call(call, started, self.servers, self.bounds, self.record)
             yield GenerationEvent(item=ItemStep(finished, done=True))
             results.append((call, finished))
         return results

@@ -25,7 +25,7 @@ def create(request: MessagesRequest, admission: Admission, seal: Seal, context: 
            mcp_bounds: Bounds | None = None):
     """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`.
     With mcp_servers, the proxy lists and calls them within `mcp_bounds` (services/mcp_loop.py)."""
-    connector = mcp_connector.listed(request, mcp_bounds or Bounds()) if request.mcp_servers else None
+    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record) if request.mcp_servers else None
     dialect = _admitted(request, admission, seal, context.record, connector)
     edits = _context_edits(request)
     edit_messages = edits.apply if edits else None

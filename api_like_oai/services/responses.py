@@ -57,7 +57,7 @@ def input_tokens(request: ResponsesRequest, admission: Admission, scope: Scope, 
 
 def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, record, servers=None,
               mcp_bounds: Bounds | None = None) -> tuple[DialectRequest, Translation]:
-    prelude = functools.partial(mcp_loop.prelude, servers, bounds=mcp_bounds) if servers else None
+    prelude = functools.partial(mcp_loop.prelude, servers, bounds=mcp_bounds, record=record) if servers else None
     with stage(record, "admission"):
         with client_request():
             translation = turn.translate(request, prelude)

@@ -153,6 +153,16 @@ def test_a_failing_tool_and_a_hanging_one_are_the_calls_errors(proxy, fake, mcp_
     assert "the fail tool failed" in told and "did not answer within" in told
 
 
+def test_listings_and_calls_are_counted_per_server_and_tool(proxy, mcp_http, plan):
+    plan += [("add", {"a": 1, "b": 1}), ("fail", {})]
+    openai_client(proxy.url).responses.create(model="m", input="Count.", tools=[mcp_tool(mcp_http, server_label="counted")])
+    metrics = requests.get(proxy.url + "/metrics", timeout=10).text
+    for labels in ('outcome="ok",server="counted",tool="tools/list"', 'outcome="ok",server="counted",tool="add"',
+                   'outcome="error",server="counted",tool="fail"'):
+        assert f"api_like_oai_mcp_calls_total{{{labels}}} 1.0" in metrics
+    assert 'api_like_oai_mcp_call_seconds_count{server="counted",tool="add"} 1.0' in metrics
+
+
 def test_an_oversized_output_is_cut_with_a_note(proxy, mcp_http, plan):
     plan.append(("big", {}))
     response = openai_client(proxy.url).responses.create(model="m", input="Big.", tools=[mcp_tool(mcp_http)])
