@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__
 from .backends.routing import MODES, RoutingPolicy
-from .mcp.policy import Bounds
+from .mcp.policy import Bounds, NamedServer
 from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
@@ -205,10 +205,13 @@ def _add_mcp_flags(add) -> None:
              "(default: %(default)s)")
 
 
-def _mcp_bounds(args: argparse.Namespace) -> Bounds:
+def _mcp_bounds(args: argparse.Namespace, config=None) -> Bounds:
+    """The --mcp-* bounds and the config's named MCP servers."""
+    named = tuple(NamedServer(name, server.url, tuple(server.headers.items()))
+                  for name, server in (getattr(config, "mcp_servers", None) or {}).items())
     return Bounds(connect_timeout=args.mcp_connect_timeout, call_timeout=args.mcp_call_timeout,
                   max_output_bytes=args.mcp_max_output_bytes, max_tools=args.mcp_max_tools,
-                  max_rounds=args.mcp_max_rounds, allow_private_urls=args.mcp_allow_private_urls)
+                  max_rounds=args.mcp_max_rounds, allow_private_urls=args.mcp_allow_private_urls, named_servers=named)
 
 
 def _add_launch_flags(add) -> None:
@@ -413,7 +416,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         images=ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
                            fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls,
                            tokens_per_image=args.image_tokens),
-        upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args), mcp=_mcp_bounds(args))
+        upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args), mcp=_mcp_bounds(args, config))
 
 
 def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):

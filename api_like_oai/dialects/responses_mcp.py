@@ -44,7 +44,9 @@ class McpTool(_Strict):
 
     type: Literal["mcp"]
     server_label: StrictStr = Field(min_length=1, max_length=64)
-    server_url: StrictStr | None = Field(None, description="Streamable HTTP, or HTTP+SSE for a path ending in /sse.")
+    server_url: StrictStr | None = Field(None, description=(
+        "Streamable HTTP, or HTTP+SSE for a path ending in /sse; absent or \"config\": the server the config "
+        "names server_label."))
     connector_id: StrictStr | None = Field(None, description="Refused: an OpenAI-hosted connector.")
     tunnel_id: StrictStr | None = Field(None, description="Refused: an OpenAI-hosted tunnel.")
     server_description: StrictStr | None = None
@@ -62,9 +64,12 @@ class McpTool(_Strict):
             if getattr(self, hosted) is not None:
                 raise InvalidRequest(f"{hosted} names an OpenAI-hosted connector, which a local server cannot reach; "
                                      "give server_url", param=hosted)
-        if self.server_url is None:
-            raise InvalidRequest("an mcp tool needs server_url", param="server_url")
         return self
+
+    @property
+    def named(self) -> bool:
+        """Whether the tool names a server of the config (by its server_label) instead of a URL."""
+        return self.server_url in (None, "config")
 
     def allowed(self):
         """allowed_tools as policy.tool_allowed takes it."""
@@ -76,11 +81,12 @@ class McpTool(_Strict):
         approval = self.require_approval
         return approval.model_dump(exclude_none=True) if isinstance(approval, ApprovalFilter) else approval
 
-    def headers_sent(self) -> dict[str, str]:
+    def headers_sent(self, configured: dict[str, str] | None = None) -> dict[str, str]:
+        """The request's headers and authorization, under the config's (`configured`) for a named server."""
         headers = dict(self.headers or {})
         if self.authorization:
             headers["Authorization"] = f"Bearer {self.authorization}"
-        return headers
+        return headers | dict(configured or {})
 
 
 class ListedTool(BaseModel):

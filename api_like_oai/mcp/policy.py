@@ -14,8 +14,18 @@ TRUNCATION_NOTE = "\n[output truncated by the proxy: {kept} of {total} bytes]"
 
 
 @dataclass(frozen=True)
+class NamedServer:
+    """An MCP server the config names (`mcp_servers:`), which a request names by its server_label."""
+
+    name: str
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Bounds:
-    """What one request may make the proxy do with MCP servers (--mcp-* flags)."""
+    """What one request may make the proxy do with MCP servers (--mcp-* flags), and the servers the
+    config names (no address check: the operator chose them)."""
 
     connect_timeout: float = 10.0      # seconds to connect and list a server's tools
     call_timeout: float = 60.0         # seconds one tool call may take
@@ -23,6 +33,10 @@ class Bounds:
     max_tools: int = 128               # tools kept of one server's list
     max_rounds: int = 8                # rounds of calls the proxy answers within one response
     allow_private_urls: bool = False   # server_url may reach private, loopback and link-local addresses
+    named_servers: tuple[NamedServer, ...] = ()
+
+    def named(self, name: str) -> NamedServer | None:
+        return next((server for server in self.named_servers if server.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -84,3 +98,25 @@ def truncated(text: str, max_bytes: int) -> str:
         return text
     kept = encoded[:max_bytes].decode(errors="ignore")
     return kept + TRUNCATION_NOTE.format(kept=len(kept.encode()), total=len(encoded))
+
+
+def granted(grants: tuple[str, ...] | None, server: str) -> tuple[str, ...] | None:
+    """What a managed key's grants (`server`, or `server.tool` for one tool) give of a named server: the
+    tools (empty: all of them), or None when the key has no grant of it. `grants` None: a key from the
+    flags or the admin, which may use every named server."""
+    if grants is None:
+        return ()
+    tools = [grant[len(server) + 1:] for grant in grants if grant.startswith(server + ".")]
+    if server in grants:
+        return ()
+    return tuple(tools) or None
+
+
+def narrowed(allowed, tools: tuple[str, ...]):
+    """`allowed_tools` (as tool_allowed takes it) narrowed to the granted `tools`."""
+    if allowed is None:
+        return list(tools)
+    if isinstance(allowed, (list, tuple)):
+        return [name for name in allowed if name in tools]
+    names = allowed.get("tool_names")
+    return allowed | {"tool_names": [name for name in names if name in tools] if names is not None else list(tools)}

@@ -28,6 +28,7 @@ from pydantic import TypeAdapter
 from ..backends.events import GenerationEvent, ItemStep, PromptProgress
 from ..dialects import responses_mcp as items
 from ..dialects.responses_tools import Toolbox
+from ..errors import InvalidRequest, PermissionDenied
 from ..mcp import policy
 from ..mcp.addresses import pinned
 from ..mcp.client import Endpoint, McpFailure, McpToolError, call_tool, list_tools
@@ -47,14 +48,48 @@ class Server:
     endpoint: Endpoint
 
 
-def servers_of(tools: list[tuple[str, items.McpTool]], bounds: policy.Bounds) -> dict[str, Server]:
+def servers_of(tools: list[tuple[str, items.McpTool]], bounds: policy.Bounds,
+               grants: tuple[str, ...] | None = None) -> dict[str, Server]:
     """The servers of (where the URL was sent, mcp tool) by server_label, each URL checked and pinned
-    (a 400 naming where, for one that is not public unless allowed)."""
+    (a 400 naming where, for one that is not public unless allowed); a tool naming a server of the
+    config gets that one, if the caller's `grants` (policy.granted) give it (else a 403)."""
     servers = {}
     for param, tool in tools:
+        if tool.named:
+            servers[tool.server_label] = _named(tool, param, bounds, grants)
+            continue
         target = pinned(tool.server_url, param, bounds.allow_private_urls)
         servers[tool.server_label] = Server(tool, Endpoint(target, tool.headers_sent()))
     return servers
+
+
+def _named(tool: items.McpTool, param: str, bounds: policy.Bounds, grants: tuple[str, ...] | None) -> Server:
+    label = tool.server_label
+    server = bounds.named(label)
+    if server is None:
+        known = ", ".join(named.name for named in bounds.named_servers) or "none"
+        raise InvalidRequest(f"no MCP server named {label!r} in the config (named: {known}); give server_url",
+                             param=param.rsplit(".", 1)[0] + ".server_label")
+    tools = policy.granted(grants, label)
+    if tools is None:
+        raise PermissionDenied(f"this key is not granted the MCP server {label!r}")
+    if tools:   # a grant of some tools: the others are not offered, whatever allowed_tools says
+        tool = tool.model_copy(update={"allowed_tools": policy.narrowed(tool.allowed(), tools)})
+    target = pinned(server.url, param, allow_private=True)   # the operator's choice: no address check
+    return Server(tool, Endpoint(target, tool.headers_sent(dict(server.headers))))
+
+
+def grants_of(caller) -> tuple[str, ...] | None:
+    """The named servers (and tools) the caller (access.keys.Caller) may use: a managed key's grants
+    (none unless given), every one for the admin and for keys from the flags (None)."""
+    if caller is None or caller.admin or caller.record is None:
+        return None
+    return caller.record.mcp_servers or ()
+
+
+def with_servers_tools(tools: list, servers: dict[str, Server]) -> list:
+    """The request's tools, each mcp tool as its server took it (narrowed by the key's grants)."""
+    return [servers[tool.server_label].tool if tool.type == items.MCP else tool for tool in tools]
 
 
 def tool_loop(dialect, toolbox: Toolbox, servers: dict[str, Server], bounds: policy.Bounds, made: list[dict],

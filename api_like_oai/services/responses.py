@@ -30,7 +30,9 @@ def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: 
     With mcp tools, the proxy lists and calls their servers within `mcp_bounds` (services/mcp_loop.py)."""
     mcp_bounds = mcp_bounds or Bounds()
     turn = Turn(scope, seal, context.record)
-    servers = _mcp_servers(request, mcp_bounds)
+    servers = _mcp_servers(request, mcp_bounds, admission.ticket.caller if admission.ticket else None)
+    if servers:   # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
+        request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
     dialect, translation = _admitted(request, turn, admission, context.record, servers, mcp_bounds)
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
     # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
@@ -64,10 +66,11 @@ def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, recor
         return admission.dialect(request, translation.chat), translation
 
 
-def _mcp_servers(request: ResponsesRequest, bounds: Bounds) -> dict:
-    """The request's MCP servers, their URLs checked (a 400 before anything is generated)."""
+def _mcp_servers(request: ResponsesRequest, bounds: Bounds, caller) -> dict:
+    """The request's MCP servers, their URLs checked and the caller's grants of named ones (a 400 or a
+    403 before anything is generated)."""
     tools = [(f"tools.{n}.server_url", tool) for n, tool in enumerate(request.tools or ()) if tool.type == "mcp"]
-    return mcp_loop.servers_of(tools, bounds) if tools else {}
+    return mcp_loop.servers_of(tools, bounds, mcp_loop.grants_of(caller)) if tools else {}
 
 
 # --- reading back ------------------------------------------------------------------------------

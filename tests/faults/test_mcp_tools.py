@@ -222,19 +222,59 @@ def test_a_denied_call_is_not_run_and_the_model_is_told(proxy, fake, mcp_http, p
     assert "did not approve this call: not today" in fake.requests[-1]["prompt"]
 
 
+ADMIN = {"Authorization": "Bearer admin-key-for-mcp"}
+
+
 @pytest.fixture(scope="module")
-def guarded(fake, start_proxy):
-    """A proxy without --mcp-allow-private-urls."""
-    return start_proxy("--llama-api", fake.url)
+def guarded(fake, mcp_http, start_proxy, tmp_path_factory):
+    """A proxy without --mcp-allow-private-urls, with managed keys and a config naming an MCP server."""
+    folder = tmp_path_factory.mktemp("mcp")
+    config = folder / "config.yaml"
+    config.write_text(f"mcp_servers:\n  named:\n    url: {mcp_http.url}\n    headers:\n      X-From: config\n")
+    return start_proxy("--llama-api", fake.url, "--config", str(config), "--store", f"sqlite:///{folder / 'store.db'}",
+                       "--admin-key", ADMIN["Authorization"].split()[1])
 
 
 def test_a_server_url_at_a_private_address_is_refused_unless_allowed(guarded, mcp_http):
-    response = requests.post(guarded.url + "/v1/responses", timeout=30, json={
+    response = requests.post(guarded.url + "/v1/responses", timeout=30, headers=ADMIN, json={
         "model": "m", "input": "Hi.", "tools": [mcp_tool(mcp_http)]})
     assert response.status_code == 400
     error = response.json()["error"]
     assert (error["param"], error["code"]) == ("tools.0.server_url", "invalid_mcp_server_url")
     assert "--mcp-allow-private-urls" in error["message"]
+
+
+def key_for(proxy, name: str, **grants) -> dict:
+    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": name, **grants}, headers=ADMIN, timeout=10)
+    assert created.status_code == 201, created.text
+    return {"Authorization": f"Bearer {created.json()['key']}"}
+
+
+NAMED = {"type": "mcp", "server_label": "named", "require_approval": "never"}
+
+
+def test_a_named_server_of_the_config_is_granted_per_key(guarded, fake, plan):
+    plan.append(("add", {"a": 40, "b": 2}))
+    body = {"model": "m", "input": "Add.", "tools": [NAMED], "store": False}
+    as_admin = requests.post(guarded.url + "/v1/responses", json=body, headers=ADMIN, timeout=30).json()
+    assert [item["type"] for item in as_admin["output"]] == ["mcp_list_tools", "mcp_call", "message"]
+    assert as_admin["output"][1]["output"] == "42"
+    refused = requests.post(guarded.url + "/v1/responses", json=body, headers=key_for(guarded, "ungranted"), timeout=30)
+    assert refused.status_code == 403
+    assert refused.json()["error"]["message"] == "this key is not granted the MCP server 'named'"
+    granted = key_for(guarded, "granted", mcp_servers=["named.add", "named.weather"])
+    answered = requests.post(guarded.url + "/v1/responses", json=body | {"tools": [NAMED | {"server_url": "config"}]},
+                             headers=granted, timeout=30)
+    assert answered.status_code == 200 and answered.json()["output"][1]["output"] == "42"
+    assert offered_tools(fake.requests[-2]["prompt"]) == ["add", "weather"]   # the grant's tools only
+
+
+def test_a_named_server_the_config_does_not_have_is_a_400(guarded):
+    response = requests.post(guarded.url + "/v1/responses", headers=ADMIN, timeout=30, json={
+        "model": "m", "input": "Hi.", "tools": [{"type": "mcp", "server_label": "absent"}]})
+    assert response.status_code == 400
+    assert (response.json()["error"]["param"], response.json()["error"]["message"]) == \
+        ("tools.0.server_label", "no MCP server named 'absent' in the config (named: named); give server_url")
 
 
 @pytest.mark.parametrize("field", ["connector_id", "tunnel_id"])
@@ -339,7 +379,8 @@ def test_anthropic_mcp_blocks_sent_back_reach_the_prompt_and_toolsets_filter(pro
 
 
 def test_anthropic_mcp_server_at_a_private_address_is_refused_unless_allowed(guarded, mcp_http):
-    response = requests.post(guarded.url + "/v1/messages", timeout=30, headers={"anthropic-beta": "mcp-client-2025-04-04"},
+    response = requests.post(guarded.url + "/v1/messages", timeout=30, headers={"anthropic-beta": "mcp-client-2025-04-04",
+                                                                                 **ADMIN},
                              json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "Hi"}],
                                    "mcp_servers": [{"type": "url", "url": mcp_http.url, "name": "tools"}]})
     assert response.status_code == 400
