@@ -275,10 +275,17 @@ class ToolLoop:
                 totals.round_ended(current.finish)
                 self._extend(current, results)
                 close(upstream)
-                events = upstream = self.next_round(self.chat.model_copy(update={"messages": _MESSAGES.validate_python(
-                    self.messages)}))
+                events = upstream = self.next_round(self._next_request())
         finally:
             close(upstream)
+
+    def _next_request(self) -> ChatCompletionRequest:
+        """The chat request of the next round: the conversation so far; a tool_choice that forced a call
+        has had its call (as OpenAI's: it holds the response's first), so the model may now answer."""
+        update = {"messages": _MESSAGES.validate_python(self.messages)}
+        if self.chat.tool_choice not in (None, "auto", "none"):
+            update["tool_choice"] = "auto"
+        return self.chat.model_copy(update=update)
 
     def _max_rounds(self, calls_run: int) -> int:
         """The rounds allowed: --mcp-max-rounds, and none more once max_tool_calls calls have run."""

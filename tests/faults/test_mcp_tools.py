@@ -386,3 +386,13 @@ def test_anthropic_mcp_server_at_a_private_address_is_refused_unless_allowed(gua
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "invalid_request_error"
     assert "--mcp-allow-private-urls" in response.json()["error"]["message"]
+
+
+def test_a_required_tool_choice_holds_the_first_round_only(proxy, fake, mcp_http, plan):
+    plan.append(("add", {"a": 1, "b": 2}))
+    response = openai_client(proxy.url).responses.create(model="m", input="Add.", tool_choice="required",
+                                                         tools=[mcp_tool(mcp_http, allowed_tools=["add"])])
+    assert output_types(response) == ["mcp_list_tools", "mcp_call", "message"]
+    first, second = fake.requests[-2], fake.requests[-1]
+    assert first.get("grammar") and not first.get("grammar_lazy")   # the call is forced
+    assert not second.get("grammar") or second.get("grammar_lazy")   # then the model may answer
