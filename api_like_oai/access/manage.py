@@ -63,6 +63,7 @@ class KeyView(BaseModel):
 
     name: str
     models: list[str] | None
+    mcp_servers: list[str] | None = Field(None, description="MCP servers of the config it is granted (name, name.tool)")
     rpm: int | None
     tpm: int | None
     tokens_per_day: int | None

@@ -78,3 +78,27 @@ def test_a_public_host_is_pinned_to_the_address_checked(monkeypatch):
 def test_only_http_urls_are_taken(url):
     with pytest.raises(InvalidRequest):
         addresses.pinned(url, "p", allow_private=True)
+
+
+@pytest.mark.parametrize(("grants", "server", "tools"), [
+    (None, "github", ()), (("github",), "github", ()), (("github.search", "github.read"), "github", ("search", "read")),
+    (("files",), "github", None), ((), "github", None), (("github.search", "github"), "github", ()),
+    (("githubx",), "github", None)])
+def test_a_keys_grants_give_a_named_server_whole_tool_by_tool_or_not(grants, server, tools):
+    assert policy.granted(grants, server) == tools
+
+
+@pytest.mark.parametrize(("allowed", "narrowed"), [
+    (None, ["add"]), (["add", "fail"], ["add"]), ({"read_only": True}, {"read_only": True, "tool_names": ["add"]}),
+    ({"tool_names": ["weather"]}, {"tool_names": []})])
+def test_a_grant_of_some_tools_narrows_allowed_tools(allowed, narrowed):
+    assert policy.narrowed(allowed, ("add",)) == narrowed
+
+
+def test_keys_create_takes_mcp_server_grants():
+    from api_like_oai.access.commands import _changes, keys_parser
+
+    args = keys_parser().parse_args(["create", "--name", "agent", "--mcp-servers", "github, files.read_file"])
+    changes = _changes(args)
+    assert changes.mcp_servers == ["github", "files.read_file"]
+    assert changes.record_fields(0.0)["mcp_servers"] == ("github", "files.read_file")
