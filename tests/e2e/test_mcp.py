@@ -19,10 +19,8 @@ CITY_WEATHER = "Sunny and 21 degrees in"
 
 
 @pytest.fixture(scope="module")
-def mcp_http():
-    server = McpServer("http").start()
-    yield server
-    server.stop()
+def mcp_http(start_mcp_server):
+    return start_mcp_server("http")
 
 
 @pytest.fixture(scope="module")

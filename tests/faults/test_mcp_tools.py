@@ -49,17 +49,13 @@ def planned_turn(body: dict) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def mcp_http():
-    server = McpServer("http").start()
-    yield server
-    server.stop()
+def mcp_http(start_mcp_server):
+    return start_mcp_server("http")
 
 
 @pytest.fixture(scope="module")
-def mcp_sse():
-    server = McpServer("sse").start()
-    yield server
-    server.stop()
+def mcp_sse(start_mcp_server):
+    return start_mcp_server("sse")
 
 
 @pytest.fixture(scope="module")
