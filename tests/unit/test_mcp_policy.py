@@ -102,3 +102,16 @@ def test_keys_create_takes_mcp_server_grants():
     changes = _changes(args)
     assert changes.mcp_servers == ["github", "files.read_file"]
     assert changes.record_fields(0.0)["mcp_servers"] == ("github", "files.read_file")
+
+
+def test_the_config_names_mcp_servers_and_refuses_stdio_ones_for_now(tmp_path, capsys):
+    from api_like_oai.cli import main, parse_settings
+
+    config = tmp_path / "config.yaml"
+    config.write_text("mcp_servers:\n  github:\n    url: https://mcp.example.com/mcp\n    headers: {X-Team: a}\n")
+    bounds = parse_settings(["--config", str(config), "--mcp-max-rounds", "3"]).mcp
+    assert (bounds.max_rounds, bounds.named("github")) == \
+        (3, policy.NamedServer("github", "https://mcp.example.com/mcp", (("X-Team", "a"),)))
+    config.write_text("mcp_servers:\n  files:\n    command: npx\n")
+    assert main(["--config", str(config)]) == 2
+    assert "mcp_servers.files: " in capsys.readouterr().err
