@@ -11,6 +11,7 @@ client read; nothing of the SDK reaches the layers above.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 from dataclasses import dataclass, field
@@ -106,6 +107,9 @@ def _in_own_loop(endpoint: Endpoint, use, timeout: float, connect_timeout: float
     try:
         return loop.run_until_complete(asyncio.wait_for(_session(endpoint, use, connect_timeout), timeout))
     finally:
+        # A transport a cancelled call left behind is closed here, while this thread's loop (and, under
+        # gevent, its hub) still exists; collected later, its socket's close would meet a destroyed one.
+        gc.collect()
         loop.close()
 
 

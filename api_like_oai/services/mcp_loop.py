@@ -102,7 +102,7 @@ def tool_loop(dialect, toolbox: Toolbox, servers: dict[str, Server], bounds: pol
     def next_round(chat_request):
         chat = start_chat(chat_request, dialect.model, context, max_tokens_is_bound=True, edit_messages=edit_messages)
         steps = chained([step for step in (chat.transform, per_round) if step is not None])
-        return steps(chat.events) if steps else chat.events
+        return _released(chat.events, steps)
     return ToolLoop(dialect.chat, toolbox, servers, bounds, made, next_round, max_calls, context.record)
 
 
@@ -230,6 +230,16 @@ class _Round:
                             self.calls[index][2] or "{}") for index in sorted(self.held)]
 
 
+def _released(events: Iterator, steps: Callable | None) -> Iterator[GenerationEvent]:
+    """A later round's events without llama.cpp's prompt progress (which only the first round's reader
+    takes off the front), transformed by `steps`; closing them releases the upstream."""
+    try:
+        answer = (event for event in events if type(event) is not PromptProgress)
+        yield from steps(answer) if steps else answer
+    finally:
+        close(events)
+
+
 class ToolLoop:
     """The event transformation that runs a response's MCP rounds (see the module's docstring)."""
 
@@ -259,8 +269,6 @@ class ToolLoop:
             while True:
                 current = _Round(self.is_mcp)
                 for event in events:
-                    if type(event) is PromptProgress:
-                        continue
                     passed = current.take(totals.added(event))
                     if passed is not None:
                         yield passed

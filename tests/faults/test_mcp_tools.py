@@ -60,7 +60,9 @@ def mcp_sse(start_mcp_server):
 
 @pytest.fixture(scope="module")
 def fake(start_fake):
-    return start_fake(chat_template=QWEN_TEMPLATE, props_extra=dict(SCRIPTED_PROPS), script=planned_turn)
+    # Every generation reads its prompt with progress events first, as a real llama-server's do.
+    return start_fake(chat_template=QWEN_TEMPLATE, props_extra=dict(SCRIPTED_PROPS), script=planned_turn,
+                      prompt_progress=({"total": 40, "cache": 0, "processed": 40, "time_ms": 2.0},))
 
 
 @pytest.fixture(scope="module")
