@@ -124,7 +124,8 @@ def _listing(label: str, server: Server, bounds: policy.Bounds, record) -> dict:
             tools = list_tools(server.endpoint, bounds)
     except McpFailure as exc:
         return items.list_tools_item(label, [], str(exc))
-    return items.list_tools_item(label, tools)
+    # As OpenAI's: the item lists the tools imported, those allowed_tools lets through.
+    return items.list_tools_item(label, [tool for tool in tools if policy.tool_allowed(tool, server.tool.allowed())])
 
 
 LISTING = "tools/list"   # the "tool" a listing is observed as

@@ -179,9 +179,10 @@ def test_a_looping_model_stops_at_the_round_bound(proxy, mcp_http, plan):
 
 
 def test_allowed_tools_are_the_only_ones_offered(proxy, fake, mcp_http, plan):
-    openai_client(proxy.url).responses.create(model="m", input="Hi.", tools=[mcp_tool(
+    listed = openai_client(proxy.url).responses.create(model="m", input="Hi.", tools=[mcp_tool(
         mcp_http, allowed_tools={"read_only": True})])
     assert offered_tools(fake.requests[-1]["prompt"]) == ["weather"]
+    assert [tool.name for tool in listed.output[0].tools] == ["weather"]   # the item lists what is imported
     openai_client(proxy.url).responses.create(model="m", input="Hi.", tools=[mcp_tool(
         mcp_http, allowed_tools=["add", "fail"])])
     assert offered_tools(fake.requests[-1]["prompt"]) == ["add", "fail"]
