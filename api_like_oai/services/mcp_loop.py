@@ -231,6 +231,19 @@ class _Round:
                             self.calls[index][2] or "{}") for index in sorted(self.held)]
 
 
+def answered_before(made: list[dict]) -> bool:
+    """Whether the prelude ran calls (approved ones) before the model is asked."""
+    return any(item["type"] == items.CALL for item in made)
+
+
+def choice_satisfied(chat: ChatCompletionRequest) -> ChatCompletionRequest:
+    """`chat` once the response has had a call: a tool_choice that forced one (as OpenAI's, it holds
+    the response's first call) becomes auto, so the model may answer with the results."""
+    if chat.tool_choice in (None, "auto", "none"):
+        return chat
+    return chat.model_copy(update={"tool_choice": "auto"})
+
+
 def _released(events: Iterator, steps: Callable | None) -> Iterator[GenerationEvent]:
     """A later round's events without llama.cpp's prompt progress (which only the first round's reader
     takes off the front), transformed by `steps`; closing them releases the upstream."""
@@ -289,12 +302,8 @@ class ToolLoop:
             close(upstream)
 
     def _next_request(self) -> ChatCompletionRequest:
-        """The chat request of the next round: the conversation so far; a tool_choice that forced a call
-        has had its call (as OpenAI's: it holds the response's first), so the model may now answer."""
-        update = {"messages": _MESSAGES.validate_python(self.messages)}
-        if self.chat.tool_choice not in (None, "auto", "none"):
-            update["tool_choice"] = "auto"
-        return self.chat.model_copy(update=update)
+        """The chat request of the next round: the conversation so far, any tool_choice satisfied."""
+        return choice_satisfied(self.chat.model_copy(update={"messages": _MESSAGES.validate_python(self.messages)}))
 
     def _max_rounds(self, calls_run: int) -> int:
         """The rounds allowed: --mcp-max-rounds, and none more once max_tool_calls calls have run."""

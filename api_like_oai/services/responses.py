@@ -34,6 +34,8 @@ def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: 
     if servers:   # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
         request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
     dialect, translation = _admitted(request, turn, admission, context.record, servers, mcp_bounds)
+    if mcp_loop.answered_before(turn.made):   # approved calls ran first: a forced tool_choice has had its call
+        dialect.chat = mcp_loop.choice_satisfied(dialect.chat)
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
     # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
     shape = turn.shape(dialect.model_name, functools.partial(dialect.model.sampling_used, dialect.chat))

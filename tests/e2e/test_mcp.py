@@ -10,12 +10,12 @@ import asyncio
 
 import pytest
 from agents import Agent, HostedMCPTool, ModelSettings, OpenAIResponsesModel, Runner, set_tracing_disabled
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, OpenAI
 
-from ..conftest import openai_client
 from ..mcp_servers import McpServer
 
 CITY_WEATHER = "Sunny and 21 degrees in"
+TIMEOUT = 600   # seconds: two generations of SmolLM2 on a loaded two-core machine take minutes
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +35,11 @@ def weather_tool(server: McpServer, approval: str = "never") -> dict:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_smollm2_calls_an_mcp_tool_the_proxy_runs(mcp_proxy, mcp_http, stream):
-    client = openai_client(mcp_proxy.url)
+    # Lenient, as the SDK's default: SmolLM2 may call again until the bound of rounds, whose reason
+    # (max_tool_calls) the SDK's strict types do not list (tests/faults/test_mcp_tools.py holds them strict).
+    client = OpenAI(base_url=mcp_proxy.url + "/v1", api_key="sk-no-key", max_retries=0, timeout=TIMEOUT)
     body = {"model": "smollm2", "input": "What is the weather in Paris?", "tool_choice": "required",
-            "tools": [weather_tool(mcp_http)], "max_output_tokens": 60}
+            "tools": [weather_tool(mcp_http)], "max_output_tokens": 24}
     if stream:
         with client.responses.stream(**body) as events:
             kinds = [event.type for event in events]
@@ -59,11 +61,11 @@ def test_the_agents_sdk_hosted_mcp_tool_runs_on_smollm2(mcp_proxy, mcp_http, app
     approved = []
     tool = HostedMCPTool(tool_config=weather_tool(mcp_http, approval),
                          on_approval_request=lambda request: approved.append(request.data.name) or {"approve": True})
-    client = AsyncOpenAI(base_url=mcp_proxy.url + "/v1", api_key="sk-no-key", max_retries=0)
+    client = AsyncOpenAI(base_url=mcp_proxy.url + "/v1", api_key="sk-no-key", max_retries=0, timeout=TIMEOUT)
     agent = Agent(name="weather", instructions="Answer with the weather tool.", tools=[tool],
                   model=OpenAIResponsesModel(model="smollm2", openai_client=client),
-                  model_settings=ModelSettings(tool_choice="required", max_tokens=60))
-    result = asyncio.run(Runner.run(agent, "What is the weather in Paris?", max_turns=4))
+                  model_settings=ModelSettings(tool_choice="required", max_tokens=24))
+    result = asyncio.run(Runner.run(agent, "What is the weather in Paris?", max_turns=3))
     calls = [item.raw_item for item in result.new_items if getattr(item.raw_item, "type", None) == "mcp_call"]
     assert calls and calls[0].output.startswith(CITY_WEATHER)
     assert isinstance(result.final_output, str)
