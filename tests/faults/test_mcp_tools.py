@@ -197,9 +197,12 @@ def test_the_list_is_kept_and_an_approval_resumes_a_stored_response(proxy, fake,
     request = first.output[1]
     assert isinstance(request, McpApprovalRequest) and (request.name, json.loads(request.arguments)) == \
         ("add", {"a": 20, "b": 22})
-    second = client.responses.create(model="m", previous_response_id=first.id, tools=tools, input=[
-        {"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}])
+    second = client.responses.create(model="m", previous_response_id=first.id, tools=tools, tool_choice="required",
+                                     input=[{"type": "mcp_approval_response", "approval_request_id": request.id,
+                                             "approve": True}])
     assert output_types(second) == ["mcp_call", "mcp_call", "message"]   # listed once: not again
+    asked = fake.requests[-2]   # the approved call ran first: the forced tool_choice has had its call
+    assert not asked.get("grammar") or asked.get("grammar_lazy")
     approved, weather, answer = second.output
     assert (approved.approval_request_id, approved.output, weather.approval_request_id) == (request.id, "42", None)
     assert answer.content[0].text == f"Results: 42 | {WEATHER.format(city='Oslo')}"
