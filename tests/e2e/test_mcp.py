@@ -39,7 +39,7 @@ def test_smollm2_calls_an_mcp_tool_the_proxy_runs(mcp_proxy, mcp_http, stream):
     # (max_tool_calls) the SDK's strict types do not list (tests/faults/test_mcp_tools.py holds them strict).
     client = OpenAI(base_url=mcp_proxy.url + "/v1", api_key="sk-no-key", max_retries=0, timeout=TIMEOUT)
     body = {"model": "smollm2", "input": "What is the weather in Paris?", "tool_choice": "required",
-            "tools": [weather_tool(mcp_http)], "max_output_tokens": 24}
+            "tools": [weather_tool(mcp_http)], "max_output_tokens": 60}
     if stream:
         with client.responses.stream(**body) as events:
             kinds = [event.type for event in events]
@@ -64,7 +64,7 @@ def test_the_agents_sdk_hosted_mcp_tool_runs_on_smollm2(mcp_proxy, mcp_http, app
     client = AsyncOpenAI(base_url=mcp_proxy.url + "/v1", api_key="sk-no-key", max_retries=0, timeout=TIMEOUT)
     agent = Agent(name="weather", instructions="Answer with the weather tool.", tools=[tool],
                   model=OpenAIResponsesModel(model="smollm2", openai_client=client),
-                  model_settings=ModelSettings(tool_choice="required", max_tokens=24))
+                  model_settings=ModelSettings(tool_choice="required", max_tokens=60))
     result = asyncio.run(Runner.run(agent, "What is the weather in Paris?", max_turns=3))
     calls = [item.raw_item for item in result.new_items if getattr(item.raw_item, "type", None) == "mcp_call"]
     assert calls and calls[0].output.startswith(CITY_WEATHER)
