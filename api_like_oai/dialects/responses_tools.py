@@ -391,10 +391,24 @@ def plan_choice(choice, box: Toolbox) -> ChoicePlan:
     if choice.type == "allowed_tools":
         allowed = {offered.name for listed in choice.tools for offered in _listed(listed, box)}
         return ChoicePlan(choice.mode if allowed else None, allowed)
+    if choice.type == MCP:
+        return _mcp_choice(choice, box)
     offered = box.find(choice.type, choice.type) if choice.type in (LOCAL_SHELL, TOOL_SEARCH) else None
     if offered is not None:
         return ChoicePlan(named_tool_choice(offered.name))
     return ChoicePlan("auto", set_aside=choice.type)
+
+
+def _mcp_choice(choice, box: Toolbox) -> ChoicePlan:
+    """{"type": "mcp", "server_label", "name"}: that tool of the server, or (without a name) one of its
+    tools; a server or tool not offered is set aside (auto)."""
+    label, name = getattr(choice, "server_label", None), getattr(choice, "name", None)
+    tools = [o for o in box.offered if o.kind == MCP and o.namespace == label and name in (None, o.tool_name)]
+    if not tools:
+        return ChoicePlan("auto", set_aside=MCP)
+    if name is not None:
+        return ChoicePlan(named_tool_choice(tools[0].name))
+    return ChoicePlan("required", {offered.name for offered in tools})
 
 
 def _listed(listed: dict, box: Toolbox) -> list[Offered]:

@@ -115,3 +115,26 @@ def test_the_config_names_mcp_servers_and_refuses_stdio_ones_for_now(tmp_path, c
     config.write_text("mcp_servers:\n  files:\n    command: npx\n")
     assert main(["--config", str(config)]) == 2
     assert "mcp_servers.files: " in capsys.readouterr().err
+
+
+LISTED = {"type": "mcp_list_tools", "server_label": "s", "tools": [
+    {"name": "add", "input_schema": {"type": "object"}}, {"name": "sub", "input_schema": {"type": "object"}}]}
+
+
+@pytest.mark.parametrize(("choice", "chat_choice", "offered", "set_aside"), [
+    ({"type": "mcp", "server_label": "s", "name": "sub"}, {"type": "function", "function": {"name": "sub"}},
+     ["f", "add", "sub"], {}),
+    ({"type": "mcp", "server_label": "s"}, "required", ["add", "sub"], {}),
+    ({"type": "mcp", "server_label": "other"}, "auto", ["f", "add", "sub"], {"X-Tool-Choice-Set-Aside": "mcp"})])
+def test_a_tool_choice_of_an_mcp_server_or_tool_is_held(choice, chat_choice, offered, set_aside):
+    from api_like_oai.dialects.responses import ResponsesRequest
+    from api_like_oai.dialects.responses_translation import translate
+
+    translation = translate(ResponsesRequest.model_validate({
+        "model": "m", "input": [{"role": "user", "content": "Hi"}, LISTED], "tool_choice": choice,
+        "tools": [{"type": "mcp", "server_label": "s", "server_url": "https://mcp.example.com/mcp"},
+                  {"type": "function", "name": "f", "parameters": {"type": "object"}}]}))
+    chosen = translation.chat.tool_choice
+    assert (chosen if isinstance(chosen, str) else chosen.model_dump(exclude_none=True)) == chat_choice
+    assert [tool.function.name for tool in translation.chat.tools] == offered
+    assert translation.headers() == set_aside
