@@ -19,6 +19,7 @@ from pathlib import Path
 from . import __version__
 from .backends.routing import MODES, RoutingPolicy
 from .installation import data_dir
+from .mcp.policy import Bounds, NamedServer
 from .prompts import LegacyFormatter, TemplateChoice, UnknownTemplate
 from .prompts.base import FormatterOptions
 from .prompts.legacy import DEFAULT_CHAT_PROMPT
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="An OpenAI-compatible API for llama.cpp's server. A literal \\n in a prompt "
                     "flag means a newline. Every flag may also be set as API_LIKE_OAI_<FLAG>.")
     for add_flags in (_add_original_flags, _add_template_flags, _add_server_flags, _add_limit_and_log_flags,
-                      _add_launch_flags, _add_fleet_flags):
+                      _add_mcp_flags, _add_launch_flags, _add_fleet_flags):
         add_flags(parser.add_argument)
     parser.add_argument("--version", action="version", version=f"api-like-oai {__version__}")
     for name, default in LEGACY_DEFAULTS.items():
@@ -205,6 +206,31 @@ def _add_limit_and_log_flags(add) -> None:
     add("--max-stored-mib", type=int, metavar="MIB",
         help="what one key's stored responses and conversations may hold; then its writes are refused (429) "
              "(a managed key's own --max-stored-mib wins; default: no quota)")
+
+
+def _add_mcp_flags(add) -> None:
+    """The bounds of what a request's MCP tools may make the proxy do (mcp/policy.Bounds)."""
+    add("--mcp-allow-private-urls", action="store_true",
+        help="connect to MCP servers at private, loopback and link-local addresses too (default: public ones only)")
+    add("--mcp-connect-timeout", type=float, default=10.0,
+        help="seconds to connect to an MCP server and list its tools (default: %(default)s)")
+    add("--mcp-call-timeout", type=float, default=60.0,
+        help="seconds one MCP tool call may take; past it the call's item has the error (default: %(default)s)")
+    add("--mcp-max-output-bytes", type=int, default=64 * 1024,
+        help="an MCP tool's output past this is cut, with a note the model reads (default: %(default)s)")
+    add("--mcp-max-tools", type=int, default=128, help="tools kept of one MCP server's list (default: %(default)s)")
+    add("--mcp-max-rounds", type=int, default=8,
+        help="rounds of MCP calls the proxy answers within one response; past it the response is incomplete "
+             "(default: %(default)s)")
+
+
+def _mcp_bounds(args: argparse.Namespace, config=None) -> Bounds:
+    """The --mcp-* bounds and the config's named MCP servers."""
+    named = tuple(NamedServer(name, server.url, tuple(server.headers.items()))
+                  for name, server in (getattr(config, "mcp_servers", None) or {}).items())
+    return Bounds(connect_timeout=args.mcp_connect_timeout, call_timeout=args.mcp_call_timeout,
+                  max_output_bytes=args.mcp_max_output_bytes, max_tools=args.mcp_max_tools,
+                  max_rounds=args.mcp_max_rounds, allow_private_urls=args.mcp_allow_private_urls, named_servers=named)
 
 
 def _add_launch_flags(add) -> None:
@@ -426,7 +452,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         images=ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
                            fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls,
                            tokens_per_image=args.image_tokens),
-        audio=AudioLimits(max_seconds=args.max_audio_seconds),
+        audio=AudioLimits(max_seconds=args.max_audio_seconds), mcp=_mcp_bounds(args, config),
         upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args), fleet=_fleet(args))
 
 

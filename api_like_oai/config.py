@@ -104,11 +104,31 @@ class ModelConfig(BaseModel):
         return fields
 
 
+class McpServerConfig(BaseModel):
+    """An MCP server requests name by its server_label (README "MCP tools")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = None
+    headers: dict[str, str] = {}
+    command: str | None = Field(None, description="not supported yet: stdio servers")
+
+    @model_validator(mode="after")
+    def reachable(self):
+        if self.command is not None:
+            raise ValueError("stdio MCP servers (command) are not supported yet: give the url of a Streamable "
+                             "HTTP or HTTP+SSE server")
+        if not self.url or not self.url.startswith(("http://", "https://")):
+            raise ValueError("an MCP server needs an http(s) url")
+        return self
+
+
 def config_model(flag_names: list[str]) -> type[BaseModel]:
-    """The file's schema: one optional key per CLI flag, plus models and default_model."""
+    """The file's schema: one optional key per CLI flag, plus models, default_model and mcp_servers."""
     flags = {name: (Any, None) for name in flag_names if name != "config"}
     return create_model("ConfigFile", __config__=ConfigDict(extra="forbid"),
-                        models=(dict[str, ModelConfig] | None, None), default_model=(str | None, None), **flags)
+                        models=(dict[str, ModelConfig] | None, None), default_model=(str | None, None),
+                        mcp_servers=(dict[str, McpServerConfig] | None, None), **flags)
 
 
 def load_config(path: str, flag_names: list[str]) -> BaseModel:

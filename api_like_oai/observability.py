@@ -64,6 +64,12 @@ class Metrics:
                                          "prompt (its own prompt_progress.time_ms), from prefill start to the "
                                          "first token, queueing excluded", ["model"], buckets=LATENCY_BUCKETS,
                                          registry=self.registry)
+        self.mcp_calls = Counter("api_like_oai_mcp_calls", "MCP tool calls the proxy ran for requests (tool "
+                                 "tools/list: a listing), by server label, tool and outcome (ok, error); past 256 "
+                                 "server and tool pairs a process counts the rest as other", ["server", "tool", "outcome"],
+                                 registry=self.registry)
+        self.mcp_call_seconds = Histogram("api_like_oai_mcp_call_seconds", "Seconds an MCP tool call (or listing) took",
+                                          ["server", "tool"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
                                        registry=self.registry, multiprocess_mode="livesum")
         self.slot_waiting = Gauge("api_like_oai_slot_waiting", "Requests waiting in the proxy for a free upstream "

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .backends.routing import RoutingPolicy
 from .fleet.settings import FleetSettings
+from .mcp.policy import Bounds as McpBounds
 from .prompts import TemplateChoice
 from .store.settings import StoreSettings
 from .supervisor.spec import LaunchSpec, SupervisorSettings
@@ -111,3 +112,4 @@ class Settings:
     store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite
     supervisor: SupervisorSettings | None = None   # models on demand: what the supervisor process runs
     fleet: FleetSettings | None = None        # --fleet: the instances sharing one API through Redis (fleet/)
+    mcp: McpBounds = field(default_factory=McpBounds)   # what a request's MCP tools may make the proxy do

@@ -13,6 +13,7 @@ import pytest
 from openai import OpenAI
 
 from .fake_llamacpp import FakeLlamaCpp
+from .mcp_servers import McpServer
 from .servers import (
     RUN_VARIABLE,
     LlamaServer,
@@ -157,6 +158,21 @@ def start_llama_server(provisioned):
 
     yield start
     stop(*(server.process for server in servers if server.process))
+
+
+@pytest.fixture(scope="module")
+def start_mcp_server():
+    """Start a real MCP server (tests/mcp_servers.py): `start_mcp_server("http" | "sse")`, each stopped
+    when the module ends."""
+    servers: list[McpServer] = []
+
+    def start(transport: str = "http") -> McpServer:
+        servers.append(McpServer(transport).start())
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -55,6 +55,8 @@ def _command(commands, name: str, description: str) -> argparse.ArgumentParser:
 
 def _add_changes(command: argparse.ArgumentParser) -> None:
     command.add_argument("--models", help="comma-separated model names the key may use (default: every model)")
+    command.add_argument("--mcp-servers", help="comma-separated MCP servers of the config the key may use: a name "
+                         "(every tool) or name.tool (that tool) (default: none)")
     for option, description in LIMIT_OPTIONS:
         command.add_argument(option, type=int, help=description + " (default: no limit)")
     command.add_argument("--priority", choices=("high", "normal", "low"),
@@ -90,6 +92,8 @@ def _changes(args: argparse.Namespace) -> manage.KeyChanges:
     if args.models is not None:
         models = models_list(args.models)
         given["models"] = list(models) if models is not None else None
+    if args.mcp_servers is not None:
+        given["mcp_servers"] = [name.strip() for name in args.mcp_servers.split(",") if name.strip()]
     return manage.KeyChanges(**given)
 
 

@@ -51,6 +51,7 @@ class KeyRecord:
     max_stored_mib: int | None = None       # its stored responses and conversations (None: --max-stored-mib)
     expires_at: float | None = None         # epoch seconds; None: never
     priority: str = NORMAL                  # of PRIORITIES: its place among requests waiting for a slot
+    mcp_servers: tuple[str, ...] | None = None   # MCP servers of the config ("name", or "name.tool") it may use
     revoked: bool = False
     created_at: float = field(default_factory=time.time)
 
@@ -69,14 +70,16 @@ class KeyRecord:
         """The record as stored (the digest included; never the key)."""
         record = asdict(self)
         record["models"] = list(self.models) if self.models is not None else None
+        record["mcp_servers"] = list(self.mcp_servers) if self.mcp_servers is not None else None
         return record
 
     @classmethod
     def from_json(cls, stored: dict) -> KeyRecord:
         known = {f.name for f in fields(cls)}
         record = {name: value for name, value in stored.items() if name in known}
-        if record.get("models") is not None:
-            record["models"] = tuple(record["models"])
+        for listed in ("models", "mcp_servers"):
+            if record.get(listed) is not None:
+                record[listed] = tuple(record[listed])
         return cls(**record)
 
     def encode(self) -> bytes:
@@ -142,7 +145,7 @@ def matching(offered: str, keys: tuple[str, ...]) -> bool:
 
 
 def updated(record: KeyRecord, changes: dict) -> KeyRecord:
-    """`record` with `changes` (models, the limits, expires_at, priority); a value of 0 or "" clears a limit
+    """`record` with `changes` (models, MCP servers, the limits, expires_at, priority); a value of 0 or "" clears a limit
     (and sets the priority back to normal)."""
     cleared = {name: (None if value in (0, "", ()) else value) for name, value in changes.items()}
     if "priority" in cleared:

@@ -26,6 +26,8 @@ class KeyChanges(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     models: list[str] | None = None
+    mcp_servers: list[str] | None = Field(None, description="MCP servers of the config it may use: a name (every "
+                                                             "tool), or name.tool (that tool); none by default")
     rpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
     tpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
     tokens_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX)
@@ -48,8 +50,9 @@ class KeyChanges(BaseModel):
         fields = self.model_dump(exclude_unset=True, exclude={"expires"})
         if fields.get("priority", "") is None:   # an explicit null leaves it as it is
             del fields["priority"]
-        if "models" in fields and fields["models"] is not None:
-            fields["models"] = tuple(fields["models"]) or None
+        for listed in ("models", "mcp_servers"):
+            if listed in fields and fields[listed] is not None:
+                fields[listed] = tuple(fields[listed]) or None
         if "expires" in self.model_fields_set:
             fields["expires_at"] = now + duration(self.expires) if self.expires not in (None, "", "never") else None
         return fields
@@ -64,6 +67,7 @@ class KeyView(BaseModel):
 
     name: str
     models: list[str] | None
+    mcp_servers: list[str] | None = Field(None, description="MCP servers of the config it is granted (name, name.tool)")
     rpm: int | None
     tpm: int | None
     tokens_per_day: int | None

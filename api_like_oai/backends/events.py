@@ -24,6 +24,17 @@ class GenerationEvent:
     reasoning: str = ""                     # the model's thought, split out of the text (reasoning.py)
     stop_word: str | None = None            # the stop string that ended the generation, if one did
     cached_tokens: int | None = None        # of prompt_tokens, how many llama.cpp took from its cache
+    item: ItemStep | None = None            # an output item the proxy made itself (services/mcp_loop.py)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ItemStep:
+    """An output item of the proxy's own (an MCP server's tool list, a call it ran, an approval it asks
+    for) in a generation's events: `done` false when it starts, true with its final form. Hashed by
+    identity (its item is a dict)."""
+
+    item: dict
+    done: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag
 
 from ..protocol import STRICT, TOOL_NAME, Request
 from .anthropic_edits import ContextManagement
+from .anthropic_mcp import TOOLSET, McpServerDefinition, McpToolListingBlock, McpToolResultBlock, McpToolUseBlock
 
 CacheControl = Annotated[dict[str, Any] | None,
                          Field(None, description="Prompt caching hint: accepted and ignored (llama.cpp caches prefixes itself).")]
@@ -88,7 +89,7 @@ class RedactedThinkingBlock(_Block):
 
 
 ContentBlock = (TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock | ImageBlock
-                | UnsupportedBlock)
+                | UnsupportedBlock | McpToolUseBlock | McpToolResultBlock | McpToolListingBlock)
 
 
 class ToolChangeBlock(_Block):
@@ -227,7 +228,8 @@ class CountTokensRequest(Request):
     context_management: ContextManagement | None = Field(
         None, description="clear_tool_uses and clear_thinking edits are applied to the prompt as Anthropic defines them.")
     output_config: OutputConfig | None = None
-    mcp_servers: list[dict[str, Any]] | None = Field(None, description="Set aside: a local server connects to no MCP server.")
+    mcp_servers: list[McpServerDefinition] | None = Field(None, max_length=32, description=(
+        "MCP servers whose tools the proxy lists, offers to the model and calls itself (the MCP connector)."))
     container: StrictStr | dict[str, Any] | None = Field(None, description="Accepted and ignored (no code execution).")
 
     def client_tools(self) -> list[tuple[int, CustomTool]]:
@@ -245,7 +247,12 @@ class CountTokensRequest(Request):
 
     def set_aside_tools(self) -> list[str]:
         """The tools only Anthropic's servers can run, by name (or type), left out of the prompt."""
-        return [tool.name or tool.type for tool in self.tools or () if isinstance(tool, ServerTool)]
+        return [tool.name or tool.type for tool in self.tools or () if isinstance(tool, ServerTool)
+                and tool.type != TOOLSET]
+
+    def mcp_toolsets(self) -> list[dict]:
+        """The mcp_toolset tools (the MCP connector's later shape), as sent."""
+        return [tool.model_dump() for tool in self.tools or () if isinstance(tool, ServerTool) and tool.type == TOOLSET]
 
 
 class MessagesRequest(CountTokensRequest):

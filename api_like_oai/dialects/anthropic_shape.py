@@ -17,12 +17,13 @@ import uuid
 from dataclasses import replace
 
 from .. import sse
-from ..backends.events import GenerationEvent
+from ..backends.events import GenerationEvent, ItemStep
 from ..errors import ProxyError
 from ..sealing import Seal
 from .anthropic import THINKING
 from .anthropic_edits import ContextEdits
-from .blocks import DELTA, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, arguments_object, reasoning_tokens
+from .anthropic_mcp import blocks_of, content_of
+from .blocks import DELTA, ITEM, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, arguments_object, reasoning_tokens
 
 _BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
 # Fields of Anthropic's message (and of message_delta's delta) that never apply here, present as null as
@@ -76,11 +77,20 @@ class MessagesShape:
         chunks = [] if self.started else [self._message_start(event.prompt_tokens or 0, event.cached_tokens or 0)]
         if event.reasoning and self.thinking_display is None:
             event = replace(event, reasoning="")   # thinking disabled: no thinking block
-        for change in self.blocks.add(event):
+        for change in self.blocks.add(event) if event.item is None else self._item_changes(event.item):
             chunks += self._block_events(*change)
         if event.finish_reason:
             self.finish_reason, self.stop_word = event.finish_reason, event.stop_word
         return chunks
+
+    def _item_changes(self, step) -> list:
+        """An item of the proxy's MCP loop as the blocks a stream gives out whole (started and stopped)."""
+        changes = []
+        for block in blocks_of(step.item, step.done):
+            item = {"id": f"{block['type']}_{step.item['id']}", "block": block}
+            changes += self.blocks.add(GenerationEvent(item=ItemStep(item, done=False)))
+            changes += self.blocks.add(GenerationEvent(item=ItemStep(item, done=True)))
+        return changes
 
     def closings(self, usage: dict) -> list[dict]:
         chunks = [] if self.started else \
@@ -99,7 +109,7 @@ class MessagesShape:
         choice = choices[0]
         stop_reason, stop_sequence = self._stop_reason(choice["finish_reason"], choice["stop_word"])
         shown = [block for block in choice["blocks"] if block.kind != REASONING or self.thinking_display is not None]
-        content = [self._content(block) for block in shown]
+        content = [content for block in shown for content in self._contents(block)]
         return {**self._message(content, stop_reason, stop_sequence, _usage(usage, shown)),
                 **self._context_management()}
 
@@ -124,6 +134,8 @@ class MessagesShape:
         template's own (end of turn) and the end-of-sequence token are end_turn."""
         if finish_reason == "tool_calls":
             return "tool_use", None
+        if finish_reason == "tool_rounds":   # the proxy's MCP rounds reached their bound, as Anthropic's server tools
+            return "pause_turn", None
         if finish_reason == "length":
             return "max_tokens", None
         if stop_word is not None and stop_word in self.stop_sequences:
@@ -134,7 +146,8 @@ class MessagesShape:
         """The stream events of one change to a block: a thinking block's signature comes in a
         signature_delta just before it stops; with display "omitted" its text is not streamed."""
         if change == START:
-            return [{"type": "content_block_start", "index": block.index, "content_block": _opened(block)}]
+            opened = block.item["block"] if block.kind == ITEM else _opened(block)
+            return [{"type": "content_block_start", "index": block.index, "content_block": opened}]
         stop = {"type": "content_block_stop", "index": block.index}
         if block.kind != REASONING:
             return [stop] if change == STOP else [{"type": "content_block_delta", "index": block.index,
@@ -145,6 +158,10 @@ class MessagesShape:
         if self.thinking_display == "omitted":
             return []
         return [{"type": "content_block_delta", "index": block.index, "delta": {"type": "thinking_delta", "thinking": piece}}]
+
+    def _contents(self, block: Block) -> list[dict]:
+        """A block of the fold as the message's content blocks: an MCP call of the proxy's is two."""
+        return content_of(block.item) if block.kind == ITEM else [self._content(block)]
 
     def _content(self, block: Block) -> dict:
         if block.kind == TEXT:

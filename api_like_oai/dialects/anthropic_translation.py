@@ -22,6 +22,7 @@ from .anthropic import (
     ThinkingBlock,
     ToolResultBlock,
 )
+from .anthropic_mcp import result_text
 from .common import chat_request, function_tool, given, image_part, named_tool_choice, text_only
 
 
@@ -90,7 +91,7 @@ def chat_messages(request: CountTokensRequest, seal: Seal | None = None) -> list
             if message.clear_at != "next_user_message" or n > last_user:
                 messages.append({"role": "system", "content": _system_turn_text(message, n)})
         else:
-            messages.append(_assistant_turn(message, n, seal))
+            messages += _assistant_turns(message, n, seal)
     return messages
 
 
@@ -165,6 +166,25 @@ def _image_part(block: ImageBlock, param: str) -> dict:
     return image_part(url, param)
 
 
+def _assistant_turns(message: InputMessage, n: int, seal: Seal | None) -> list[dict]:
+    """An assistant turn; one holding the results of MCP calls the proxy ran is cut after each result
+    (a `tool` message), as its rounds were; tool listings say nothing to the model."""
+    if isinstance(message.content, str) or all(block.type != "mcp_tool_result" for block in message.content):
+        return [_assistant_turn(message, n, seal)]
+    turns, run = [], []
+    for block in message.content:
+        if block.type == "mcp_tool_result":
+            if run:
+                turns.append(_assistant_turn(message.model_copy(update={"content": run}), n, seal))
+            turns.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": result_text(block)})
+            run = []
+        else:
+            run.append(block)
+    if run:
+        turns.append(_assistant_turn(message.model_copy(update={"content": run}), n, seal))
+    return turns
+
+
 def _assistant_turn(message: InputMessage, n: int, seal: Seal | None) -> dict:
     if isinstance(message.content, str):
         return {"role": "assistant", "content": message.content}
@@ -172,12 +192,12 @@ def _assistant_turn(message: InputMessage, n: int, seal: Seal | None) -> dict:
     for m, block in enumerate(message.content):
         if block.type == "text":
             texts.append(block.text)
-        elif block.type == "tool_use":
+        elif block.type in ("tool_use", "mcp_tool_use"):
             calls.append({"id": block.id, "type": "function",
                           "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
         elif block.type in ("thinking", "redacted_thinking"):
             thoughts.append(thought_of(block, seal))
-        else:
+        elif block.type != "mcp_tool_listing":
             raise _unsupported(block.type, f"messages.{n}.content.{m}", "assistant")
     turn: dict = {"role": "assistant", "content": "\n".join(texts) if texts or not calls else None}
     if calls:

@@ -13,19 +13,20 @@ from dataclasses import dataclass, field
 
 from ..backends.events import GenerationEvent
 
-TEXT, TOOL_CALL, REASONING = "text", "tool_call", "reasoning"
+TEXT, TOOL_CALL, REASONING, ITEM = "text", "tool_call", "reasoning", "item"
 # What Blocks.add reports: a block starts, grows by a piece (text, or a call's arguments), stops.
 START, DELTA, STOP = "start", "delta", "stop"
 
 
 @dataclass
 class Block:
-    kind: str                               # TEXT, TOOL_CALL or REASONING (the model's thought)
+    kind: str                               # TEXT, TOOL_CALL, REASONING (the model's thought) or ITEM
     index: int                              # its position among the choice's blocks
     pieces: list[str] = field(default_factory=list)   # the text, or the call's arguments, as they came
     call_id: str | None = None
     name: str | None = None
     completion_tokens: int | None = None     # a thought's: the answer's token count at its last piece
+    item: dict | None = None                 # an ITEM's: the output item the proxy made, as it stands
 
     @property
     def content(self) -> str:
@@ -55,6 +56,8 @@ class Blocks:
             changes += self._add_run(TEXT, event.text)
         for delta in event.tool_calls or ():
             changes += self._add_call_delta(delta)
+        if event.item is not None:
+            changes += self._add_item(event.item)
         return changes
 
     def extend_open_text(self, event: GenerationEvent) -> bool:
@@ -107,6 +110,16 @@ class Blocks:
             block.pieces.append(delta.arguments)
             changes.append((DELTA, block, delta.arguments))
         return changes
+
+    def _add_item(self, step) -> list[tuple[str, Block, str]]:
+        """An item of the proxy's own (events.ItemStep): started when added, stopped when done."""
+        if not step.done:
+            return self._start(Block(ITEM, len(self.blocks), item=step.item))
+        block = next(block for block in reversed(self.blocks) if block.item and block.item["id"] == step.item["id"])
+        block.item = step.item
+        if self.open is block:
+            return self.close()
+        return [(STOP, block, "")]
 
     def _start(self, block: Block) -> list[tuple[str, Block, str]]:
         changes = self.close()

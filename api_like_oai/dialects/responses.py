@@ -14,6 +14,17 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag
 
 from ..errors import InvalidRequest
 from ..protocol import STRICT, Request, check_schema
+from .responses_mcp import (
+    APPROVAL_REQUEST,
+    APPROVAL_RESPONSE,
+    CALL,
+    LIST_TOOLS,
+    MCP,
+    McpApprovalRequestItem,
+    McpApprovalResponseItem,
+    McpCallItem,
+    McpListToolsItem,
+)
 from .responses_tools import (
     Tool,
     Toolbox,
@@ -189,7 +200,8 @@ class ReasoningItem(BaseModel):
 
 
 _ITEM_TYPES = ("message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-               "local_shell_call", "local_shell_call_output", "tool_search_call", "tool_search_output", "reasoning")
+               "local_shell_call", "local_shell_call_output", "tool_search_call", "tool_search_output", "reasoning",
+               LIST_TOOLS, CALL, APPROVAL_REQUEST, APPROVAL_RESPONSE)
 
 
 class SetAsideItem(BaseModel):
@@ -216,6 +228,9 @@ InputItem = Annotated[Annotated[MessageItem, Tag("message")] | Annotated[Functio
                       | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
                       | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
                       | Annotated[ReasoningItem, Tag("reasoning")]
+                      | Annotated[McpListToolsItem, Tag(LIST_TOOLS)] | Annotated[McpCallItem, Tag(CALL)]
+                      | Annotated[McpApprovalRequestItem, Tag(APPROVAL_REQUEST)]
+                      | Annotated[McpApprovalResponseItem, Tag(APPROVAL_RESPONSE)]
                       | Annotated[SetAsideItem, Tag("set_aside")], Discriminator(_item_type)]
 
 
@@ -278,8 +293,9 @@ class ResponsesRequest(Request):
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, ge=0.0, le=1.0)
     tools: list[Tool] | None = Field(None, max_length=512, description=(
-        "function, namespace, custom and local_shell tools are offered to the model; others (web_search, "
-        "file_search, code_interpreter, image_generation, computer use, remote mcp, ...) are set aside and named "
+        "function, namespace, custom and local_shell tools are offered to the model; mcp servers' tools are "
+        "listed, offered and called by the proxy; others (web_search, "
+        "file_search, code_interpreter, image_generation, computer use, ...) are set aside and named "
         "in the X-Tools-Set-Aside response header."))
     tool_choice: ToolChoice | None = Field(None, description=(
         "Every form; a choice of a tool set aside becomes auto (X-Tool-Choice-Set-Aside)."))
@@ -330,4 +346,19 @@ class ResponsesRequest(Request):
     def _toolbox(self) -> Toolbox:
         found = [] if isinstance(self.input, str) else [
             (f"input.{n}.tools", item.tools) for n, item in enumerate(self.input) if item.type == "tool_search_output"]
-        return toolbox(self.tools, found)
+        return toolbox(self.tools, found, self._mcp_listed())
+
+    def mcp_tools(self) -> list:
+        """The request's `mcp` tools."""
+        return [tool for tool in self.tools or () if tool.type == MCP]
+
+    def _mcp_listed(self) -> list[tuple]:
+        """(where, mcp tool, listed tools) of the last mcp_list_tools item in the input of each of the
+        request's mcp servers (by server_label)."""
+        servers = {tool.server_label: tool for tool in self.mcp_tools()}
+        if not servers or isinstance(self.input, str):
+            return []
+        latest = {item.server_label: (f"input.{n}.tools", item) for n, item in enumerate(self.input)
+                  if item.type == LIST_TOOLS and item.server_label in servers}
+        return [(where, servers[label], [tool.model_dump(exclude_none=True) for tool in item.tools])
+                for label, (where, item) in latest.items()]

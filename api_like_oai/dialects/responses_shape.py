@@ -31,13 +31,16 @@ from ..backends.events import GenerationEvent
 from ..backends.llamacpp import LLAMA_CPP_SAMPLING
 from ..errors import ProxyError
 from ..sealing import Seal
-from .blocks import REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
+from .blocks import ITEM, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, reasoning_tokens
 from .common import given
 from .responses import REASONING_PURPOSE, ResponsesRequest
+from .responses_mcp import CALL, LIST_TOOLS
 from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, TOOL_SEARCH, output_item, partial_custom_input
 
 _SEQUENCE = sse.NUMBER_HOLES[0]   # the sequence number's stand-in in a sample frame
 _ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOCAL_SHELL: "lsh", TOOL_SEARCH: "tsc"}
+# Why a response ended before the model's answer, by the finish reason the events end with.
+INCOMPLETE_REASONS = {"length": "max_output_tokens", "tool_rounds": "max_tool_calls"}
 
 
 class ResponsesShape:
@@ -109,15 +112,16 @@ class ResponsesShape:
     # --- the response object ---------------------------------------------------------------------
 
     def _finished(self, blocks: list[Block], finish_reason: str | None, usage: dict) -> dict:
-        """The response at its end; when max_output_tokens cut it, its last item is the incomplete one."""
-        incomplete = finish_reason == "length"
+        """The response at its end; when max_output_tokens cut it, its last item is the incomplete one
+        (the bound of the proxy's tool rounds ends it as incomplete too, its items whole)."""
+        incomplete = finish_reason in INCOMPLETE_REASONS
         statuses = ["completed"] * len(blocks)
-        if incomplete and blocks:
+        if finish_reason == "length" and blocks:
             statuses[-1] = "incomplete"
         output = [self._item(block, status) for block, status in zip(blocks, statuses, strict=True)]
         response = self._response("incomplete" if incomplete else "completed", output, _usage(usage, blocks))
         if incomplete:
-            response["incomplete_details"] = {"reason": "max_output_tokens"}
+            response["incomplete_details"] = {"reason": INCOMPLETE_REASONS[finish_reason]}
         return response
 
     def _response(self, status: str, output: list, usage: dict | None) -> dict:
@@ -150,6 +154,8 @@ class ResponsesShape:
 
     def _item(self, block: Block, status: str) -> dict:
         done = status != "in_progress"
+        if block.kind == ITEM:
+            return dict(block.item)   # the proxy's own item says its own status
         if block.kind == TEXT:
             return {"id": self._item_id(block), "type": "message", "status": status, "role": "assistant",
                     "content": [_text_part(block.content)] if done else []}
@@ -173,12 +179,16 @@ class ResponsesShape:
         return item
 
     def _item_kind(self, block: Block) -> str:
+        if block.kind == ITEM:
+            return block.item["type"]
         if block.kind != TOOL_CALL:
             return block.kind
         offered = self.toolbox.by_name(block.name)
         return offered.kind if offered else FUNCTION
 
     def _item_id(self, block: Block) -> str:
+        if block.kind == ITEM:
+            return block.item["id"]
         return f"{_ID_PREFIXES[self._item_kind(block)]}_{self.hex}_{block.index}"
 
     # --- stream events ---------------------------------------------------------------------------
@@ -218,13 +228,40 @@ class ResponsesShape:
 
     def _started(self, block: Block) -> list[dict]:
         added = self._event("response.output_item.added", output_index=block.index, item=self._item(block, "in_progress"))
+        if block.kind == ITEM:
+            return [added, *self._item_started(block)]
         part = _text_part("") if block.kind == TEXT else _reasoning_part("") if block.kind == REASONING else None
         if part is None:
             return [added]
         return [added, self._event("response.content_part.added", item_id=self._item_id(block),
                                    output_index=block.index, content_index=0, part=part)]
 
+    def _item_started(self, block: Block) -> list[dict]:
+        """An MCP listing or call under way: its in_progress event (a call's arguments first, whole)."""
+        where = {"item_id": block.item["id"], "output_index": block.index}
+        kind = block.item["type"]
+        if kind == LIST_TOOLS:
+            return [self._event("response.mcp_list_tools.in_progress", **where)]
+        if kind != CALL:
+            return []
+        arguments = block.item["arguments"]
+        return [self._event("response.mcp_call_arguments.delta", **where, delta=arguments),
+                self._event("response.mcp_call_arguments.done", **where, arguments=arguments),
+                self._event("response.mcp_call.in_progress", **where)]
+
+    def _item_stopped(self, block: Block) -> list[dict]:
+        """An MCP listing or call done: completed, or failed when it has an error."""
+        item = block.item
+        if item["type"] not in (LIST_TOOLS, CALL):
+            return []
+        prefix = "response.mcp_list_tools" if item["type"] == LIST_TOOLS else "response.mcp_call"
+        outcome = "failed" if item.get("error") is not None else "completed"
+        return [self._event(f"{prefix}.{outcome}", item_id=item["id"], output_index=block.index)]
+
     def _stopped(self, block: Block) -> list[dict]:
+        if block.kind == ITEM:
+            return [*self._item_stopped(block),
+                    self._event("response.output_item.done", output_index=block.index, item=self._item(block, ""))]
         status = "incomplete" if self.finish_reason == "length" else "completed"
         item = self._item(block, status)
         where = {"item_id": item["id"], "output_index": block.index}

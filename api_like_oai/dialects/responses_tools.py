@@ -13,8 +13,10 @@ reaches the prompt under the name the model was offered.
   is a `local_shell_call` with its `exec` action.
 - `tool_search` run by the client (`execution: "client"`): offered as a function; a call is a
   `tool_search_call`, and the tools of the `tool_search_output` items in the input are offered too.
+- `mcp`: a server's tools, from its `mcp_list_tools` item, offered by their own names; the proxy runs
+  their calls (services/mcp_loop.py).
 - Every other kind (`web_search*`, `file_search`, `code_interpreter`, `image_generation`,
-  `computer*`, remote `mcp`, `shell`, `apply_patch`, a server-side `tool_search`, ...) runs on OpenAI's servers or
+  `computer*`, `shell`, `apply_patch`, a server-side `tool_search`, ...) runs on OpenAI's servers or
   needs its own call protocol: it is set aside (left out of the prompt, named in the
   `X-Tools-Set-Aside` response header), never a 400, so an agent that lists it still works.
 
@@ -38,6 +40,7 @@ from ..protocol import STRICT, TOOL_NAME
 from ..tools.grammar import MAX_SCHEMA_BYTES
 from .blocks import arguments_object
 from .common import function_tool, named_tool_choice
+from .responses_mcp import MCP, McpTool
 
 FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE, TOOL_SEARCH = "function", "custom", "local_shell", "namespace", "tool_search"
 RUN_HERE = (FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE)
@@ -136,7 +139,7 @@ class SetAsideTool(BaseModel):
     model_config = ConfigDict(extra="allow", json_schema_extra={"not": {  # a client's tool search is ToolSearchTool
         "properties": {"type": {"const": TOOL_SEARCH}, "execution": {"const": "client"}}, "required": ["type", "execution"]}},
         **STRICT)
-    type: StrictStr = Field(json_schema_extra=other_than(*RUN_HERE))
+    type: StrictStr = Field(json_schema_extra=other_than(*RUN_HERE, MCP))
 
 
 def _tool_tag(value) -> str:
@@ -144,10 +147,11 @@ def _tool_tag(value) -> str:
     if kind == TOOL_SEARCH:
         execution = value.get("execution") if isinstance(value, dict) else getattr(value, "execution", None)
         return TOOL_SEARCH if execution == "client" else "set_aside"
-    return kind if kind in RUN_HERE else "set_aside"
+    return kind if kind in RUN_HERE or kind == MCP else "set_aside"
 
 
 Tool = Annotated[Annotated[FunctionTool, Tag(FUNCTION)] | Annotated[CustomToolDefinition, Tag(CUSTOM)]
+                 | Annotated[McpTool, Tag(MCP)]
                  | Annotated[NamespaceTool, Tag(NAMESPACE)] | Annotated[LocalShellTool, Tag(LOCAL_SHELL)]
                  | Annotated[ToolSearchTool, Tag(TOOL_SEARCH)] | Annotated[SetAsideTool, Tag("set_aside")],
                  Discriminator(_tool_tag)]
@@ -191,9 +195,9 @@ class Offered:
     """One function the model sees, and what it stands for in the Responses API."""
 
     name: str                  # the name the model sees and writes
-    kind: str                  # FUNCTION, CUSTOM, LOCAL_SHELL or TOOL_SEARCH
+    kind: str                  # FUNCTION, CUSTOM, LOCAL_SHELL, TOOL_SEARCH or MCP
     tool_name: str             # the tool's own name (inside its namespace, if any)
-    namespace: str | None
+    namespace: str | None      # its namespace tool; an MCP tool's server_label
     chat_tool: dict            # the chat request's tool
     param: str                 # where it came from in the request, for refusals ("tools.4.tools.1")
 
@@ -239,18 +243,38 @@ class Toolbox:
         return f"{namespace}.{tool_name}" if namespace else tool_name
 
 
-def toolbox(tools: list | None, loaded: list[tuple[str, list]] = ()) -> Toolbox:
+def toolbox(tools: list | None, loaded: list[tuple[str, list]] = (),
+            listed: list[tuple[str, McpTool, list]] = ()) -> Toolbox:
     """The functions offered for `tools` (the request's, validated): names of top-level functions and
     custom tools are kept; namespaced ones, `local_shell` and `tool_search` get names that collide with
     none of them. `loaded`: (where, tools) that a client's tool search returned in the input, offered
-    after the request's own unless already offered."""
+    after the request's own unless already offered. `listed`: (where, mcp tool, its server's tools as
+    an mcp_list_tools item lists them), offered by their own names when allowed_tools allows them."""
     offering = _Offering({tool.name for tool in tools or () if tool.type in (FUNCTION, CUSTOM)})
     for n, tool in enumerate(tools or ()):
         offering.add(tool, f"tools.{n}", reserved=True)
     for where, found in loaded:
         for m, tool in enumerate(found):
             offering.add(tool, f"{where}.{m}", reserved=False)
+    _offer_listed(offering, listed)
     return Toolbox(tuple(offering.offered), tuple(offering.set_aside))
+
+
+def mcp_toolbox(listed: list[tuple[str, McpTool, list]], taken: set[str]) -> Toolbox:
+    """The functions offered for MCP servers' listed tools alone (Anthropic's connector), under names
+    none of `taken` (the client's own tools) has."""
+    offering = _Offering(set(taken))
+    _offer_listed(offering, listed)
+    return Toolbox(tuple(offering.offered))
+
+
+def _offer_listed(offering: _Offering, listed: list[tuple[str, McpTool, list]]) -> None:
+    from ..mcp.policy import tool_allowed
+
+    for where, server, server_tools in listed:
+        for m, tool in enumerate(server_tools):
+            if tool_allowed(tool, server.allowed()):
+                offering.add_mcp(server, tool, f"{where}.{m}")
 
 
 class _Offering:
@@ -263,6 +287,8 @@ class _Offering:
 
     def add(self, tool, param: str, reserved: bool) -> None:
         """`reserved`: a top-level name of the request's own, kept as it is."""
+        if tool.type == MCP:
+            return   # its tools are offered from its mcp_list_tools item (`toolbox`'s `listed`)
         if isinstance(tool, SetAsideTool):
             if tool.type not in self.set_aside:
                 self.set_aside.append(tool.type)
@@ -273,6 +299,17 @@ class _Offering:
                 self._function(inner, f"{tool.name}.{inner.name}", tool, f"{param}.tools.{m}", False)
         else:
             self._built_in(tool, param)
+
+    def add_mcp(self, server: McpTool, tool: dict, param: str) -> None:
+        """One tool of an MCP server, offered under its own name (numbered if another has it)."""
+        if self._offers(MCP, tool["name"], server.server_label):
+            return
+        name = _unique(tool["name"], self.taken)
+        description = tool.get("description") or ""
+        if server.server_description:
+            description = f"({server.server_label}: {server.server_description}) {description}".strip()
+        chat_tool = function_tool(name, description or None, tool.get("input_schema") or {"type": "object"})
+        self.offered.append(Offered(name, MCP, tool["name"], server.server_label, chat_tool, param))
 
     def _offers(self, kind: str, tool_name: str, namespace: str | None) -> bool:
         return any((o.kind, o.tool_name, o.namespace) == (kind, tool_name, namespace) for o in self.offered)
@@ -354,10 +391,24 @@ def plan_choice(choice, box: Toolbox) -> ChoicePlan:
     if choice.type == "allowed_tools":
         allowed = {offered.name for listed in choice.tools for offered in _listed(listed, box)}
         return ChoicePlan(choice.mode if allowed else None, allowed)
+    if choice.type == MCP:
+        return _mcp_choice(choice, box)
     offered = box.find(choice.type, choice.type) if choice.type in (LOCAL_SHELL, TOOL_SEARCH) else None
     if offered is not None:
         return ChoicePlan(named_tool_choice(offered.name))
     return ChoicePlan("auto", set_aside=choice.type)
+
+
+def _mcp_choice(choice, box: Toolbox) -> ChoicePlan:
+    """{"type": "mcp", "server_label", "name"}: that tool of the server, or (without a name) one of its
+    tools; a server or tool not offered is set aside (auto)."""
+    label, name = getattr(choice, "server_label", None), getattr(choice, "name", None)
+    tools = [o for o in box.offered if o.kind == MCP and o.namespace == label and name in (None, o.tool_name)]
+    if not tools:
+        return ChoicePlan("auto", set_aside=MCP)
+    if name is not None:
+        return ChoicePlan(named_tool_choice(tools[0].name))
+    return ChoicePlan("required", {offered.name for offered in tools})
 
 
 def _listed(listed: dict, box: Toolbox) -> list[Offered]:

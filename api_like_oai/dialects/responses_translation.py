@@ -23,6 +23,7 @@ from .responses import (
     SetAsideItem,
     TextConfig,
 )
+from .responses_mcp import CALL, MCP, call_result_text
 from .responses_tools import (
     CHOICE_SET_ASIDE_HEADER,
     CUSTOM,
@@ -48,6 +49,7 @@ class Translation:
     tools_set_aside: tuple[str, ...] = ()
     choice_set_aside: str | None = None
     items_set_aside: tuple[tuple[int, str], ...] = ()   # (position in the input, item type)
+    toolbox: Toolbox | None = None   # the functions offered, and what each stands for (the MCP loop asks)
 
     def headers(self, first_item: int = 0) -> dict[str, str]:
         """The response headers naming what was set aside; of the input items, those from `first_item`
@@ -85,7 +87,7 @@ def translate(request: ResponsesRequest, seal: Seal | None = None) -> Translatio
         fields["reasoning_effort"] = request.reasoning.effort   # onto the template, as for chat
     if request.text is not None and request.text.verbosity is not None:
         fields["verbosity"] = request.text.verbosity
-    return Translation(chat_request(fields, tool_params), box.set_aside, choice.set_aside, tuple(turns.set_aside))
+    return Translation(chat_request(fields, tool_params), box.set_aside, choice.set_aside, tuple(turns.set_aside), box)
 
 
 def _tool_fields(request: ResponsesRequest, box: Toolbox, choice: ChoicePlan) -> tuple[dict, list[str]]:
@@ -151,7 +153,8 @@ def chat_messages(request: ResponsesRequest, box: Toolbox | None = None, seal: S
     messages before the first turn join the instructions (many templates take one system message, first),
     calls join the assistant turn before them (under the names the model is offered), their outputs
     become `tool` messages, recalled thoughts the next assistant turn's reasoning_content; items of
-    other kinds are set aside."""
+    other kinds are set aside; an mcp_call is a call and its result, the other mcp items say nothing
+    to the model (their tools are offered, their approvals answered before)."""
     return chat_turns(request, box if box is not None else request.toolbox(), seal).messages
 
 
@@ -188,6 +191,9 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
         names = box.names_of(item.tools)
         turns.add_output(item.call_id or item.id or f"call_{n}",
                          "Tools found, callable from now on: " + ", ".join(names) if names else "No tools found.")
+    elif kind == CALL:
+        turns.add_call(item.id, box.name_for(MCP, item.name, item.server_label), item.arguments)
+        turns.add_output(item.id, call_result_text(item))
     elif kind == "reasoning":
         thought = recalled_thought(item, seal)
         if thought:

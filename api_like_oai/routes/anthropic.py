@@ -27,7 +27,9 @@ def create():
     from ..dialects.anthropic import MessagesRequest
     from ..services import messages
 
-    return respond(*messages.create(parse_dialect(MessagesRequest), admission(), state().seal, generation_context()))
+    app_state = state()
+    return respond(*messages.create(parse_dialect(MessagesRequest), admission(), app_state.seal, generation_context(),
+                                    app_state.settings.mcp))
 
 
 @bp.post("/v1/messages/count_tokens")

@@ -27,7 +27,9 @@ def create():
     from ..dialects.responses import ResponsesRequest
 
     request = parse_dialect(ResponsesRequest)
-    return respond(*_service().create(request, admission(), caller_scope(), state().seal, generation_context()))
+    app_state = state()
+    return respond(*_service().create(request, admission(), caller_scope(), app_state.seal, generation_context(),
+                                      app_state.settings.mcp))
 
 
 @bp.post("/v1/responses/input_tokens")

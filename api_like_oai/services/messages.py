@@ -12,20 +12,26 @@ from ..dialects.anthropic_edits import ContextEdits
 from ..dialects.anthropic_shape import MessagesShape
 from ..dialects.anthropic_translation import to_chat_request
 from ..dialects.common import set_aside_header
+from ..mcp.policy import Bounds
 from ..observability import stage
 from ..sealing import Seal
+from . import mcp_connector
 from .admission import Admission, DialectRequest, client_request
 from .chat import count_prompt_tokens, dialect_answer
 from .inflight import Context
 
 
-def create(request: MessagesRequest, admission: Admission, seal: Seal, context: Context):
-    """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`."""
-    dialect = _admitted(request, admission, seal, context.record)
+def create(request: MessagesRequest, admission: Admission, seal: Seal, context: Context,
+           mcp_bounds: Bounds | None = None):
+    """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`.
+    With mcp_servers, the proxy lists and calls them within `mcp_bounds` (services/mcp_loop.py)."""
+    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record) if request.mcp_servers else None
+    dialect = _admitted(request, admission, seal, context.record, connector)
     edits = _context_edits(request)
+    edit_messages = edits.apply if edits else None
     shape = MessagesShape(dialect.model_name, request.stop_sequences, seal, request.thinking_display(), edits)
-    answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context,
-                                     edit_messages=edits.apply if edits else None)
+    loop = connector.loop(dialect, context, edit_messages) if connector else None
+    answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context, loop, edit_messages=edit_messages)
     return answer, headers | set_aside_header(request.set_aside_tools())
 
 
@@ -40,10 +46,12 @@ def count_tokens(request: CountTokensRequest, admission: Admission, seal: Seal, 
     return count, set_aside_header(request.set_aside_tools())
 
 
-def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record) -> DialectRequest:
+def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None) -> DialectRequest:
     with stage(record, "admission"):
         with client_request():   # thinking blocks are checked with the installation's seal
             chat = to_chat_request(request, seal)
+            if connector is not None:
+                chat = connector.offered_to(chat)
         return admission.dialect(request, chat)
 
 

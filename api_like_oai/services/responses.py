@@ -13,26 +13,40 @@ import functools
 from ..dialects.responses import ResponsesRequest
 from ..dialects.responses_tools import at_most
 from ..dialects.responses_translation import Translation
+from ..mcp.policy import Bounds
 from ..observability import stage
 from ..sealing import Seal
+from . import mcp_loop
 from .admission import Admission, DialectRequest, client_request
-from .chat import count_prompt_tokens, dialect_answer
+from .chat import chained, count_prompt_tokens, dialect_answer
 from .inflight import Context
 from .scope import Scope, fetched, listed, removed, response_not_found
 from .stored_responses import Turn, kept
 
 
-def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: Seal, context: Context):
-    """(answer, headers): the response as one dict, or its event stream's bytes when `request.stream`."""
+def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: Seal, context: Context,
+           mcp_bounds: Bounds | None = None):
+    """(answer, headers): the response as one dict, or its event stream's bytes when `request.stream`.
+    With mcp tools, the proxy lists and calls their servers within `mcp_bounds` (services/mcp_loop.py)."""
+    mcp_bounds = mcp_bounds or Bounds()
     turn = Turn(scope, seal, context.record)
-    dialect, translation = _admitted(request, turn, admission, context.record)
+    servers = _mcp_servers(request, mcp_bounds, admission.ticket.caller if admission.ticket else None)
+    if servers:   # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
+        request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
+    dialect, translation = _admitted(request, turn, admission, context.record, servers, mcp_bounds)
+    if mcp_loop.answered_before(turn.made):   # approved calls ran first: a forced tool_choice has had its call
+        dialect.chat = mcp_loop.choice_satisfied(dialect.chat)
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
     # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
     shape = turn.shape(dialect.model_name, functools.partial(dialect.model.sampling_used, dialect.chat))
     turn.begin(shape)
+    transform = at_most(request.max_tool_calls) if request.max_tool_calls else None
+    if servers:
+        loop = mcp_loop.tool_loop(dialect, translation.toolbox, servers, mcp_bounds, turn.made, context,
+                                  transform, request.max_tool_calls)
+        transform = chained([step for step in (transform, loop) if step is not None])
     try:
-        answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context,
-                                         at_most(request.max_tool_calls) if request.max_tool_calls else None)
+        answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context, transform)
     except BaseException:
         turn.discard()   # a stream kept as in_progress that never started
         raise
@@ -45,11 +59,20 @@ def input_tokens(request: ResponsesRequest, admission: Admission, scope: Scope, 
     return {"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)}
 
 
-def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, record) -> tuple[DialectRequest, Translation]:
+def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, record, servers=None,
+              mcp_bounds: Bounds | None = None) -> tuple[DialectRequest, Translation]:
+    prelude = functools.partial(mcp_loop.prelude, servers, bounds=mcp_bounds, record=record) if servers else None
     with stage(record, "admission"):
         with client_request():
-            translation = turn.translate(request)
+            translation = turn.translate(request, prelude)
         return admission.dialect(request, translation.chat), translation
+
+
+def _mcp_servers(request: ResponsesRequest, bounds: Bounds, caller) -> dict:
+    """The request's MCP servers, their URLs checked and the caller's grants of named ones (a 400 or a
+    403 before anything is generated)."""
+    tools = [(f"tools.{n}.server_url", tool) for n, tool in enumerate(request.tools or ()) if tool.type == "mcp"]
+    return mcp_loop.servers_of(tools, bounds, mcp_loop.grants_of(caller)) if tools else {}
 
 
 # --- reading back ------------------------------------------------------------------------------

@@ -50,22 +50,26 @@ class Turn:
         self.input: list[dict] = []          # its own input, as stored items
         self.conversation: str | None = None
         self.response_id: str | None = None  # once stored as in_progress
+        self.made: list[dict] = []           # output items made before the model is asked (MCP's)
 
-    def translate(self, request: ResponsesRequest) -> Translation:
+    def translate(self, request: ResponsesRequest, prelude: Callable[[list[dict]], list[dict]] | None = None) -> Translation:
         """The chat request: the earlier turns' items, then the request's own input (whose items come
-        from len(self.history) on, for what Translation.headers names)."""
+        from len(self.history) on, for what Translation.headers names), then the items `prelude` makes
+        of that conversation before the model is asked (the MCP tools' listings and approved calls: the
+        answer's first output items, kept in `self.made`)."""
         self.request, self.conversation = request, conversation_id(request)
         with stage(self.record, "store"):
             self.history = self._history(request)
-        if not self.stateful:
+        if not self.stateful and prelude is None:
             return translate(request, self.seal)
         if self.stores or self.conversation is not None:   # it will write: within the key's storage quota
             self.scope.check_room()
         self.input = input_items(request.input)
-        if not self.history:
+        self.made = prelude(self.history + self.input) if prelude is not None else []
+        if not self.history and not self.made:
             return translate(request, self.seal)
-        return translate(request.model_copy(update={"input": INPUT_ITEMS.validate_python(self.history + self.input)}),
-                         self.seal)
+        items = self.history + self.input + [stored_item(item) for item in self.made]
+        return translate(request.model_copy(update={"input": INPUT_ITEMS.validate_python(items)}), self.seal)
 
     @property
     def stores(self) -> bool:

@@ -299,7 +299,8 @@ def test_responses_tool_kinds_become_functions_whose_names_cannot_collide():
                                            f"The input must follow this lark grammar:\n{PATCH_GRAMMAR}")
     assert functions[4]["parameters"] == responses_tools.LOCAL_SHELL_PARAMETERS
     request = responses.ResponsesRequest.model_validate({"input": "Hi", "tools": CODEX_TOOLS})
-    assert responses_translation.translate(request).headers() == {"X-Tools-Set-Aside": "web_search, image_generation, mcp"}
+    # An mcp tool is the proxy's to run (services/mcp_loop.py): not set aside, and offered once listed.
+    assert responses_translation.translate(request).headers() == {"X-Tools-Set-Aside": "web_search, image_generation"}
 
 
 @pytest.mark.parametrize("tool_choice, chat_choice, names", [

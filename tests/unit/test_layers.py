@@ -35,11 +35,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # shapes (dialects, protocol.py, answers.py: the chat request every dialect becomes and OpenAI's
     # answers), prompts, the upstream clients, the store, the key book (access), the supervisor's
     # processes and the configuration they are made from (settings, config), the fleet (membership in
-    # Redis, placement, the relay to a box), the thought split out of
-    # a model's text (reasoning), the dashboard's history and live view (dashboard). They may use each
-    # other; prompts and backends never do (below).
+    # Redis, placement, the relay to a box), the thought split out of a model's text (reasoning), the
+    # dashboard's history and live view (dashboard), the MCP clients and the tool loop's pure decisions
+    # (mcp). They may use each other; prompts and backends never do (below).
     ("parts", ("api_like_oai.dialects", "api_like_oai.prompts", "api_like_oai.backends", "api_like_oai.store",
-               "api_like_oai.dashboard",
+               "api_like_oai.dashboard", "api_like_oai.mcp",
                "api_like_oai.access", "api_like_oai.supervisor", "api_like_oai.protocol", "api_like_oai.answers",
                "api_like_oai.fleet",
                "api_like_oai.settings", "api_like_oai.config", "api_like_oai.reasoning")),
