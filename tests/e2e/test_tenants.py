@@ -65,6 +65,26 @@ class Row:
         return self.served if answers == ok() else answers
 
 
+@dataclass(frozen=True)
+class Form:
+    """A multipart body (OpenAI's audio routes): its fields and files."""
+
+    data: dict
+    files: dict
+
+
+def wav(seconds: float = 0.5, rate: int = 16000) -> bytes:
+    """A silent 16-bit mono WAV file."""
+    samples = b"\0\0" * int(seconds * rate)
+    header = b"RIFF" + (36 + len(samples)).to_bytes(4, "little") + b"WAVEfmt " + (16).to_bytes(4, "little")
+    header += (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + rate.to_bytes(4, "little")
+    header += (rate * 2).to_bytes(4, "little") + (2).to_bytes(2, "little") + (16).to_bytes(2, "little")
+    return header + b"data" + len(samples).to_bytes(4, "little") + samples
+
+
+AUDIO = Form({"model": "a"}, {"file": ("clip.wav", wav(), "audio/wav")})
+
+
 def post(path: str, body: dict | None = None):
     return lambda probe, caller: ("POST", path, body)
 
@@ -183,6 +203,13 @@ ROUTES: dict[tuple[str, str], Row] = {
        for rule, path in (("/api/pull",) * 2, ("/api/push",) * 2, ("/api/create",) * 2, ("/api/copy",) * 2,
                           ("/api/blobs/<path:digest>", "/api/blobs/sha256-00"))},
     ("DELETE", "/api/delete"): Row(ADMIN_ONLY, lambda probe, caller: ("DELETE", "/api/delete", {"model": "b"})),
+    # Reranking and audio: a model's (a is a chat model without an audio projector: a 400 naming what it does).
+    **{("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "query": "q", "documents": ["d"]}), ok(400))
+       for path in ("/v1/rerank", "/rerank", "/v1/reranking", "/v2/rerank")},
+    **{("POST", prefix + "/audio/" + kind): Row(OWN_ONLY, post(prefix + "/audio/" + kind, AUDIO), ok(400))
+       for prefix in ("/v1", "") for kind in ("transcriptions", "translations")},
+    **{("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "input": "Hi", "voice": "alloy"}), ok(400))
+       for path in ("/v1/audio/speech", "/audio/speech")},
 }
 
 
@@ -208,8 +235,11 @@ class Probe:
         return {"Authorization": f"Bearer {self.keys[caller]}"} if caller in self.keys else {}
 
     def send(self, caller: str, method: str, path: str, body=None, **options) -> requests.Response:
-        return requests.request(method, self.proxy.url + path, json=body, headers=self.headers(caller),
-                                timeout=120, **options)
+        if isinstance(body, Form):
+            options |= {"data": body.data, "files": body.files}
+        else:
+            options["json"] = body
+        return requests.request(method, self.proxy.url + path, headers=self.headers(caller), timeout=120, **options)
 
     def objects(self, caller: str, fresh: bool = False) -> dict:
         """Ids of a stored response and a conversation with an item, the caller's (the admin's and a's
