@@ -362,6 +362,7 @@ def _model_settings(args: argparse.Namespace, name: str, model) -> ModelSettings
     launch = None
     if model.model is not None:
         launch = launch_spec(name, model.model, replicas=model.replicas, args=model.args, avoid_port=args.port,
+                             header_cache=_header_cache(),
                              **_launch_options(args, model))
     return ModelSettings(name, launch.urls if launch else tuple(model.upstreams), _model_template(args, name, model),
                          tuple(model.aliases), model.kind, model.upstream_model, dict(model.defaults),
@@ -395,9 +396,15 @@ def models_from_flags(args: argparse.Namespace, known: set[str]) -> tuple[ModelS
                  for name, (path, mmproj) in files.items() if name not in known)
 
 
+def _header_cache() -> str:
+    """Where the GGUF files' headers are kept between starts (gguf_header.cached_header)."""
+    return str(data_dir() / "gguf-headers")
+
+
 def _flag_model(args: argparse.Namespace, name: str, path: str, mmproj: str | None, *, preload: bool) -> ModelSettings:
     """A model --model (preloaded) or --models-dir (started on its first request) names."""
     spec = launch_spec(name, path, args=args.llama_args or (), avoid_port=args.port,
+                       header_cache=_header_cache(),
                        **{**_launch_options(args), "mmproj": mmproj, "preload": preload})
     return ModelSettings(name, spec.urls, template_choice(args), tool_call_format=args.tool_call_format,
                          reasoning_format=args.reasoning_format, context_policy=_context_policy(args),
@@ -465,7 +472,7 @@ def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):
         raise StartupError("no llama-server to start the models with: give --llama-server PATH, put it on PATH, "
                            "or run scripts/provision")
     settings = supervisor_settings(specs, binary, args.memory_budget, args.max_loaded, args.slot_save_dir,
-                                   str(data_dir() / "gguf-headers"))
+                                   _header_cache())
     if args.rpc_lend:   # what the box lends to a pooled model elsewhere is not its own models' to use
         settings = dataclasses.replace(settings, memory_budget_mib=settings.memory_budget_mib - args.rpc_lend)
     return settings

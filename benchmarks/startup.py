@@ -69,7 +69,7 @@ def measure_models_dir_startup(binary: str, smollm2: str, gemma: str, runs: int)
     run with a data directory of its own (no header read before): process start to the first
     /v1/models answered with all ten, alternated with a folder of one file; then each file's header
     read by itself (no cache)."""
-    from api_like_oai.supervisor.gguf_header import read_header
+    from api_like_oai.gguf_header import read_header
 
     folder = Path(tempfile.mkdtemp(prefix="api-like-oai-bench-models-dir-"))
     for number in range(MODELS_DIR_COPIES):

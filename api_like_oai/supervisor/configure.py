@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .gguf_meta import POOLING_RANK, pooling_type
+from ..gguf_header import POOLING_RANK, pooling_type
 from .spec import LaunchSpec, SupervisorSettings
 
 RESERVE_MIB = 1024          # left to the system and the proxy when the budget is the available memory
@@ -42,9 +42,9 @@ def free_port(avoid: int | None = None) -> int:
 
 
 def launch_spec(name: str, model_path: str, *, replicas: int = 1, args=(), avoid_port: int | None = None,
-                **options) -> LaunchSpec:
+                header_cache: str | None = None, **options) -> LaunchSpec:
     """A LaunchSpec with a port held per replica (never `avoid_port`, the proxy's own); `args` a list of
-    flags or one shell-quoted string."""
+    flags or one shell-quoted string; the file's header read through `header_cache` (gguf_header)."""
     args = shlex.split(args) if isinstance(args, str) else args
     options = {key: value for key, value in options.items() if value is not None}
     if isinstance(options.get("draft_args"), str):
@@ -56,15 +56,15 @@ def launch_spec(name: str, model_path: str, *, replicas: int = 1, args=(), avoid
         options["draft"] = str(Path(options["draft"]).expanduser())
     path = str(Path(model_path).expanduser())
     return LaunchSpec(name, path, tuple(free_port(avoid_port) for _ in range(replicas)),
-                      tuple(str(arg) for arg in args) + reranking_flag(path, args), **options)
+                      tuple(str(arg) for arg in args) + reranking_flag(path, args, header_cache), **options)
 
 
-def reranking_flag(model_path: str, args) -> tuple[str, ...]:
+def reranking_flag(model_path: str, args, header_cache: str | None = None) -> tuple[str, ...]:
     """("--reranking",) for a GGUF with a rank head (pooling type rank) started without it: llama-server
     serves /v1/rerank only with the flag, and the model is no chat model."""
     if any(str(arg) in ("--reranking", "--rerank") for arg in args):
         return ()
-    return ("--reranking",) if pooling_type(model_path) == POOLING_RANK else ()
+    return ("--reranking",) if pooling_type(model_path, header_cache) == POOLING_RANK else ()
 
 
 def discover(models_dir: str) -> dict[str, tuple[str, str | None]]:

@@ -17,7 +17,7 @@ import logging
 import os
 import struct
 
-from .gguf_header import cached_header, summary
+from ..gguf_header import cached_header, summary
 from .spec import LaunchSpec
 
 log = logging.getLogger("api_like_oai.supervisor")

@@ -1,5 +1,5 @@
 """What an audio file is, read from its header (dialects/audio_files.py), and one metadata value of a GGUF
-file read without the gguf package (supervisor/gguf_meta.py): pure functions over bytes."""
+file read without the gguf package (gguf_header.py): pure functions over bytes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from api_like_oai.dialects.audio_files import AudioFile, inspect
 from api_like_oai.errors import InvalidRequest
-from api_like_oai.supervisor.gguf_meta import POOLING_RANK, pooling_type
+from api_like_oai.gguf_header import POOLING_RANK, pooling_type
 
 from ..faults.test_transcription import flac_of, mp3_of, wav_of
 

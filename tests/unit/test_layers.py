@@ -46,10 +46,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Model text -> tool calls, and the grammars that hold a model to them: pure.
     ("tools", ("api_like_oai.tools",)),
     # What every layer may use: errors, event-stream framing and its JSON, digests, work off the event
-    # loop, the seal, the request's record (observability) and the WSGI middleware both routes and app use.
+    # loop, the seal, the request's record (observability), the WSGI middleware both routes and app use,
+    # and the one GGUF header reader (the supervisor's estimate, a reranker's pooling, Ollama's model facts).
     ("foundation", ("api_like_oai.errors", "api_like_oai.sse", "api_like_oai.compact_json", "api_like_oai.digests",
                     "api_like_oai.offload", "api_like_oai.sealing", "api_like_oai.observability",
-                    "api_like_oai.middleware")),
+                    "api_like_oai.middleware", "api_like_oai.gguf_header")),
 ]
 # Of the package root only its version is imported from below (tracing, /api/hello): importing any
 # module of the package runs the root's __init__ anyway, and the version is all it holds eagerly.

@@ -4,7 +4,6 @@ would), and the GGUF header reader."""
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 
@@ -14,7 +13,7 @@ from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.dialects import ollama
 from api_like_oai.dialects.ollama_shape import GENERATE, OllamaShape
 from api_like_oai.errors import InvalidRequest
-from api_like_oai.services.gguf_facts import ModelFile, read_metadata
+from api_like_oai.services.gguf_facts import model_file
 from api_like_oai.tools.parser import ToolCallDelta
 
 USAGE = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7, "prompt_tokens_details": {"cached_tokens": 0}}
@@ -132,15 +131,17 @@ def gguf(values: dict) -> bytes:
     return b"GGUF" + struct.pack("<IQQ", 3, 0, len(values) + 1) + body
 
 
-def test_the_gguf_header_reader():
-    metadata = read_metadata(io.BytesIO(gguf({"general.architecture": "qwen3", "qwen3.context_length": 40960,
-                                              "general.file_type": 15, "general.size_label": "4B"})))
-    assert metadata == {"general.architecture": "qwen3", "qwen3.context_length": 40960, "general.file_type": 15,
-                        "general.size_label": "4B"}
-    details = ModelFile("m.gguf", 1, 0.0, metadata).details()
+def test_a_models_file_is_described_from_its_gguf_header(tmp_path):
+    path = tmp_path / "m.gguf"
+    path.write_bytes(gguf({"general.architecture": "qwen3", "qwen3.context_length": 40960,
+                           "general.file_type": 15, "general.size_label": "4B"}))
+    described = model_file(str(path))
+    assert described.metadata == {"general.architecture": "qwen3", "qwen3.context_length": 40960,
+                                  "general.file_type": 15, "general.size_label": "4B"}   # the vocabulary skipped
+    details = described.details()
     assert details["family"] == "qwen3" and details["quantization_level"] == "Q4_K_M" and details["parameter_size"] == "4B"
-    with pytest.raises(ValueError, match="GGUF"):
-        read_metadata(io.BytesIO(b"not a model"))
+    (tmp_path / "not.gguf").write_bytes(b"not a model")
+    assert model_file(str(tmp_path / "not.gguf")).metadata == {}
 
 
 def test_types_are_strict_and_unknown_fields_ignored():

@@ -1,7 +1,8 @@
-"""The few facts of a GGUF file the supervisor needs (its memory estimate, the model list), read from its
-header without decoding it: `gguf.GGUFReader` builds every metadata array, the vocabulary of 128k-262k
-strings included, and took 4-15 s per file; here an array is skipped by its length (a string array by
-its strings' lengths alone) and only the scalar values asked for are decoded.
+"""What the proxy reads of a GGUF file (the supervisor's memory estimate and model list, a reranker's
+pooling type, Ollama's /api/show and /api/tags), from its header without decoding it, in one reader:
+`gguf.GGUFReader` builds every metadata array, the vocabulary of 128k-262k strings included, and took
+4-15 s per file; here an array is skipped by its length (a string array by its strings' lengths alone)
+and only the values kept are decoded.
 
 Each file's facts are kept on disk by (path, size, modification time), so a folder seen before costs one
 small JSON read per model. The format (llama.cpp's gguf.md): magic `GGUF`, version, tensor count and
@@ -25,19 +26,24 @@ FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9:
               19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
               26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
               36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE"}
-# The metadata kept: the architecture's own keys by these suffixes (`llama.block_count`), and these
+# The metadata kept: every value that is not an array (numbers and strings, the chat template too), and
+# of the arrays only the architecture's own keys by these suffixes (per-layer head counts), and these
 NEEDED_SUFFIXES = (".block_count", ".context_length", ".embedding_length", ".attention.head_count",
                    ".attention.head_count_kv", ".attention.key_length", ".attention.value_length")
 NEEDED_KEYS = ("general.architecture", "general.file_type", "general.name", "general.size_label")
-CACHE_VERSION = 1
+CACHE_VERSION = 2   # 2: every scalar and string kept, not only the estimate's
+
+
+POOLING_RANK = 4   # llama.h's LLAMA_POOLING_TYPE_RANK: a reranker's classification head
 
 
 class NotGGUF(ValueError):
     pass
 
 
-def wanted(key: str) -> bool:
-    return key in NEEDED_KEYS or key.endswith(NEEDED_SUFFIXES)
+def wanted(key: str, value_type: int | None = None) -> bool:
+    """Whether a metadata value is kept: any value of the estimate's keys, any other that is no array."""
+    return key in NEEDED_KEYS or key.endswith(NEEDED_SUFFIXES) or (value_type is not None and value_type != ARRAY)
 
 
 def read_header(path: str) -> dict:
@@ -55,7 +61,7 @@ def read_header(path: str) -> dict:
         for _ in range(metadata_count):
             key = reader.string()
             value_type = reader.u32()
-            if wanted(key):
+            if wanted(key, value_type):
                 fields[key] = reader.value(value_type)
             else:
                 reader.skip(value_type)
@@ -149,6 +155,16 @@ def cached_header(path: str, cache_dir: str | None) -> dict:
     except OSError:
         pass
     return header
+
+
+def pooling_type(path: str, cache_dir: str | None = None) -> int | None:
+    """The model's `<architecture>.pooling_type`; None when it has none or the file cannot be read."""
+    try:
+        fields = cached_header(path, cache_dir)["fields"]
+    except (OSError, ValueError, KeyError, struct.error):
+        return None
+    value = fields.get(f"{fields.get('general.architecture', 'llama')}.pooling_type")
+    return value if isinstance(value, int) else None
 
 
 def _cache_key(path: str) -> str:
