@@ -14,11 +14,11 @@ a.post_ln and mm.a.fc (models/whisper-enc.cpp builds the graph).
 
 Usage: make_test_audio_mmproj.py OUTPUT.gguf
 """
-import os
 import sys
 
 import gguf
 import numpy as np
+from gguf_files import finish
 
 TEXT_EMBD = 576   # SmolLM2-135M's hidden size: the projector's output must match it
 WIDTH, HEADS, FFN, LAYERS, MELS, POSITIONS = 32, 2, 64, 2, 128, 1500
@@ -61,13 +61,7 @@ def write(path: str) -> None:
     writer.add_float32("clip.audio.attention.layer_norm_epsilon", 1e-5)
     writer.add_uint32("clip.audio.projection_dim", TEXT_EMBD)
     writer.add_uint32("clip.audio.num_mel_bins", MELS)
-    for name, tensor in weights(np.random.default_rng(40)).items():
-        writer.add_tensor(name, tensor)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(path + ".tmp", path)
+    finish(writer, weights(np.random.default_rng(40)), path)
 
 
 if __name__ == "__main__":

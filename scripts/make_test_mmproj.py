@@ -12,11 +12,11 @@ mm.0 and mm.2. Deterministic (fixed seed), about 1.5 MB.
 
 Usage: make_test_mmproj.py OUTPUT.gguf
 """
-import os
 import sys
 
 import gguf
 import numpy as np
+from gguf_files import finish
 
 TEXT_EMBD = 576  # SmolLM2-135M's hidden size: the projector's output must match it
 WIDTH, HEADS, FFN, LAYERS = 32, 2, 64, 2
@@ -67,13 +67,7 @@ def write(path):
     writer.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
     writer.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     writer.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    for name, data in weights(np.random.default_rng(27)).items():
-        writer.add_tensor(name, data)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(path + ".tmp", path)
+    finish(writer, weights(np.random.default_rng(27)), path)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,12 @@ The tensor names and metadata keys are those llama.cpp's src/models/bert.cpp and
 
 Usage: make_test_reranker.py OUTPUT.gguf
 """
-import os
 import string
 import sys
 
 import gguf
 import numpy as np
+from gguf_files import finish
 
 WIDTH, HEADS, FFN, LAYERS, POSITIONS = 32, 2, 64, 2, 128
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -77,13 +77,7 @@ def write(path: str) -> None:
         add(token)
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(True)
-    for name, tensor in weights(np.random.default_rng(40), len(tokens)).items():
-        writer.add_tensor(name, tensor)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(path + ".tmp", path)
+    finish(writer, weights(np.random.default_rng(40), len(tokens)), path)
 
 
 if __name__ == "__main__":
