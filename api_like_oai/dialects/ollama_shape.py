@@ -58,6 +58,7 @@ class OllamaShape:
         self.blocks = Blocks()
         self.calls = 0
         self.finish_reason: str | None = None
+        self.context: list[int] = []   # /api/generate's: the reply's tokens, set by the service when it ends
         self._text_pattern: sse.FramePattern | None = None
         self._stamped_at, self._stamp = -1.0, b""
 
@@ -151,7 +152,8 @@ class OllamaShape:
         now = time.monotonic_ns()
         started = self.arrived_ns + self.load_ns
         first = self.first_event_ns or now
-        return {"done": True, "done_reason": "length" if finish_reason == "length" else "stop",
+        done = {"done": True, "done_reason": "length" if finish_reason == "length" else "stop",
                 "total_duration": now - self.arrived_ns, "load_duration": self.load_ns,
                 "prompt_eval_count": usage["prompt_tokens"], "prompt_eval_duration": max(first - started, 0),
                 "eval_count": usage["completion_tokens"], "eval_duration": now - first}
+        return (done | {"context": self.context}) if self.kind == GENERATE else done

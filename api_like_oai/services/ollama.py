@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from ..dialects import ollama as dialect
 from ..dialects.ollama_shape import CHAT, GENERATE, OllamaShape, created_at
-from ..errors import InvalidRequest, ModelNotFound
+from ..errors import InvalidRequest, ModelNotFound, ProxyError
 from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from ..reasoning import detect as detect_reasoning
@@ -83,7 +83,7 @@ class Ollama:
         self._keep_alive(model, request.keep_alive)
         _check_num_ctx(request.options, model)
         shape = OllamaShape(admitted.model_name, kind, self.arrived_ns, load_ns)
-        return dialect_answer(shape, admitted.chat, model, self.context, shape.stamp_first_event)
+        return dialect_answer(shape, admitted.chat, model, self.context, self._transform(shape, model))
 
     def _completed(self, request: dialect.GenerateRequest):
         completion = dialect.generate_to_completion(request)
@@ -100,7 +100,14 @@ class Ollama:
         events = generation.start(routed(model, self.context, payload.get("input_prefix") or payload["prompt"],
                                          self.context.session), [(path, payload)], self.context,
                                   folded=not completion.stream)
-        return generation.answer(completion, events, shape, 1, self.context, transform=shape.stamp_first_event)
+        return generation.answer(completion, events, shape, 1, self.context, transform=self._transform(shape, model))
+
+    @staticmethod
+    def _transform(shape: OllamaShape, model: ServedModel):
+        """The events' first stamped (the durations); /api/generate's reply counted for its `context`."""
+        if shape.kind != GENERATE:
+            return shape.stamp_first_event
+        return lambda events: with_reply_context(shape.stamp_first_event(events), shape, model)
 
     def load_only(self, request, kind: str) -> dict:
         """An empty request: the model loaded (done_reason "load"), or with keep_alive 0 unloaded at once,
@@ -153,6 +160,26 @@ class Ollama:
             return look_up()
         except ModelNotFound:
             raise not_found(name) from None
+
+
+def with_reply_context(events, shape: OllamaShape, model: ServedModel):
+    """`events` as they are, /api/generate's `context` put on the shape with the last (the one with a
+    finish reason; a fold reads no further): the reply's text as llama.cpp's /tokenize gives its tokens
+    (one call; none for an empty reply). A server that cannot count them leaves it empty: a client
+    resending `context` loses nothing, it is set aside."""
+    pieces = []
+    for event in events:
+        pieces.append(getattr(event, "text", ""))
+        if getattr(event, "finish_reason", None):
+            _count_context(shape, model, "".join(pieces))
+        yield event
+
+
+def _count_context(shape: OllamaShape, model: ServedModel, reply: str) -> None:
+    try:
+        shape.context = model.client.tokenize(reply) if reply else []
+    except ProxyError as exc:
+        log.debug("ollama: the reply's context was not counted: %s", exc.message)
 
 
 def _note_ignored(options: dialect.Options | None) -> None:

@@ -86,6 +86,17 @@ def test_num_predict_and_stop(client):
     assert cut.response == long.response[:long.response.index(words[2])]
 
 
+def test_generate_returns_the_replys_tokens_as_its_context(client, supervised):
+    answer = client.generate(model="smol", prompt="Count: one, two, three,", options={**GREEDY, "num_predict": 6})
+    assert answer.context and all(isinstance(token, int) for token in answer.context)
+    decoded = requests.post(supervised[0].url + "/detokenize", json={"model": "smol", "tokens": answer.context},
+                            headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()["content"]
+    assert decoded == answer.response   # llama.cpp's own tokens of the reply
+    parts = list(client.generate(model="smol", prompt="Count: one, two, three,", stream=True,
+                                 options={**GREEDY, "num_predict": 6}))
+    assert parts[-1].context == answer.context and not any(part.context for part in parts[:-1])
+
+
 def test_generate_with_a_suffix_fills_the_middle(client):
     prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
     answer = client.generate(model="smol", prompt=prefix, suffix=suffix, options={**GREEDY, "num_predict": 8})

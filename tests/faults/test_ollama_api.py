@@ -108,14 +108,19 @@ def test_a_tool_result_goes_back_as_a_tool_message(client, replay):
 
 
 def test_generate_templated_raw_and_suffix(client, replay):
+    def generated() -> dict:   # the last generation sent upstream (a /tokenize of the reply follows it)
+        return [body for body in replay.requests if "n_predict" in body][-1]
+
     answer = client.generate(model="m", prompt="Why is the sky blue?", system="Be brief.", stream=False)
     assert answer.response == " Hello, world!" and answer.done
-    assert "Be brief." in replay.requests[-1]["prompt"] and "<|im_start|>user" in replay.requests[-1]["prompt"]
+    assert "Be brief." in generated()["prompt"] and "<|im_start|>user" in generated()["prompt"]
+    assert replay.requests[-1] == {"content": " Hello, world!", "add_special": False}
+    assert answer.context == [0, 1]   # the reply's tokens as the upstream counts them (the fake: words)
     client.generate(model="m", prompt="plain text", raw=True, stream=False)
-    assert replay.requests[-1]["prompt"] == "plain text"
+    assert generated()["prompt"] == "plain text"
     parts = list(client.generate(model="m", prompt="def add(a, b):\n    return ", suffix="\n\nprint(add(1, 2))", stream=True))
-    assert "".join(part.response for part in parts) == " Hello, world!"
-    sent = replay.requests[-1]
+    assert "".join(part.response for part in parts) == " Hello, world!" and parts[-1].context == [0, 1]
+    sent = generated()
     assert sent["input_prefix"] == "def add(a, b):\n    return " and sent["input_suffix"] == "\n\nprint(add(1, 2))"
 
 

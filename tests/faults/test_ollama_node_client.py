@@ -41,7 +41,7 @@ def test_plain_methods(proxy, replay):
     assert lines["chat-stream"]["text"] == " Hello, world!" and lines["chat-stream"]["lines"] >= 2
     assert lines["chat-stream"]["done"] and lines["chat-stream"]["doneReason"] == "stop"
     assert lines["generate-suffix"]["text"] == " Hello, world!"
-    assert replay.requests[-1]["input_suffix"] == "\n"
+    assert [body for body in replay.requests if "input_prefix" in body][-1]["input_suffix"] == "\n"
     assert lines["pull"] == {"case": "pull", "ok": True, "refused": True, "status": 400,
                              "error": lines["pull"]["error"]} and "--models-dir" in lines["pull"]["error"]
 
