@@ -73,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="api-like-oai", allow_abbrev=False,  # --model is not --model-name: a mistyped flag is an error
         description="An OpenAI-compatible API for llama.cpp's server. A literal \\n in a prompt "
                     "flag means a newline. Every flag may also be set as API_LIKE_OAI_<FLAG>.")
-    for add_flags in (_add_original_flags, _add_template_flags, _add_server_flags, _add_limit_and_log_flags,
-                      _add_mcp_flags, _add_launch_flags, _add_fleet_flags):
+    for add_flags in (_add_original_flags, _add_template_flags, _add_server_flags, _add_limit_flags,
+                      _add_log_and_store_flags, _add_mcp_flags, _add_launch_flags, _add_fleet_flags):
         add_flags(parser.add_argument)
     parser.add_argument("--version", action="version", version=f"api-like-oai {__version__}")
     for name, default in LEGACY_DEFAULTS.items():
@@ -148,8 +148,8 @@ def _add_server_flags(add) -> None:
     add("--cors-origins", help="comma-separated origins allowed cross-origin, or * (default: none)")
 
 
-def _add_limit_and_log_flags(add) -> None:
-    """Request limits, context fitting, logging and the native API."""
+def _add_limit_flags(add) -> None:
+    """Request limits, images and audio, context fitting and routing."""
     add("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default: %(default)s)")
     add("--max-messages", type=int, default=2048, help="most messages in a chat request (default: %(default)s)")
     add("--max-n", type=int, default=16, help="largest n (choices per request) (default: %(default)s)")
@@ -182,6 +182,10 @@ def _add_limit_and_log_flags(add) -> None:
         help="with --routing prefix: how many more requests in flight than the least busy upstream the one "
              "holding a prompt's prefix may have before the request goes to the least busy (default: %(default)s)")
     add("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: none)")
+
+
+def _add_log_and_store_flags(add) -> None:
+    """What is logged and measured, llama.cpp's own API, and where stored objects live."""
     add("--metrics-per-key", action="store_true",
         help="/metrics counts requests and tokens per managed key, labelled by its name (one series per key)")
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")

@@ -64,6 +64,11 @@ class Metrics:
                                          "prompt (its own prompt_progress.time_ms), from prefill start to the "
                                          "first token, queueing excluded", ["model"], buckets=LATENCY_BUCKETS,
                                          registry=self.registry)
+        self._add_subsystem_metrics()
+        self._children: dict[tuple, object] = {}
+
+    def _add_subsystem_metrics(self) -> None:
+        """The metrics of the parts that came later: MCP calls, streams and slots, the fleet, audio."""
         self.mcp_calls = Counter("api_like_oai_mcp_calls", "MCP tool calls the proxy ran for requests (tool "
                                  "tools/list: a listing), by server label, tool and outcome (ok, error); past 256 "
                                  "server and tool pairs a process counts the rest as other", ["server", "tool", "outcome"],
@@ -82,7 +87,6 @@ class Metrics:
                                          "candidate: unreachable, or refusing (503)", ["box"], registry=self.registry)
         self.audio_seconds = Counter("api_like_oai_audio_seconds", "Seconds of audio transcribed or translated, "
                                      "by model (from each file's header)", ["model"], registry=self.registry)
-        self._children: dict[tuple, object] = {}
 
     def child(self, metric, *values: str):
         """`metric.labels(*values)`, looked up once: prometheus_client checks the values and takes a lock

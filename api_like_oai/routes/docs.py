@@ -22,7 +22,6 @@ def endpoints() -> list[tuple]:
     """(method, path, summary, request model, response model); the one list the document is made from.
     A function, so that the dialects' models are imported when the document is first asked for, not
     when the app is built (idle memory, benchmarks/PROFILE.md)."""
-    from ..access import manage as k
     from ..dialects import anthropic as a
     from ..dialects import anthropic_answers as aa
     from ..dialects import conversations as s
@@ -65,6 +64,16 @@ def endpoints() -> list[tuple]:
         ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),
         ("get", "/v1/responses/{response_id}/input_items", "A stored response's input items (with the turns it continued)",
          None, s.ItemList),
+        *_stored_and_key_endpoints(),
+    ]
+
+
+def _stored_and_key_endpoints() -> list[tuple]:
+    """endpoints()' conversations, managed keys and usage."""
+    from ..access import manage as k
+    from ..dialects import conversations as s
+
+    return [
         ("post", "/v1/conversations", "Create a conversation", s.ConversationCreate, s.Conversation),
         ("get", "/v1/conversations/{conversation_id}", "A conversation", None, s.Conversation),
         ("post", "/v1/conversations/{conversation_id}", "Update a conversation's metadata", s.ConversationUpdate,
