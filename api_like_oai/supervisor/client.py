@@ -163,7 +163,10 @@ class LineReader:
         while b"\n" not in self.buffer:
             if timeout is not None and not select.select([self.connection], [], [], timeout)[0]:
                 return None
-            received = self.connection.recv(65536)
+            try:
+                received = self.connection.recv(65536)
+            except ConnectionError:   # reset rather than closed: a supervisor killed with data unread
+                received = b""
             if not received:
                 raise SupervisorGone("the model supervisor went away")
             self.buffer += received
