@@ -15,7 +15,7 @@ from api_like_oai.dialects import anthropic, anthropic_translation, responses, r
 from api_like_oai.errors import InvalidRequest
 from api_like_oai.sealing import Seal
 from api_like_oai.services.fitting import ERROR, Policy, fit
-from api_like_oai.supervisor.client import SupervisorGone   # imported whatever ran before: a fixed set of errors
+from api_like_oai.supervisor.client import SupervisorGone  # imported whatever ran before: a fixed set of errors
 from api_like_oai.tools.parser import ToolCallDelta
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
