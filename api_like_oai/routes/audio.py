@@ -13,7 +13,7 @@ from ..observability import stage
 from ..services.admission import capability_mismatch, invalid_request
 from ..services.audio_relay import Relayed, relay_form, relay_json
 from ..services.transcription import AudioUpload, check_audio, transcribe
-from . import lookup_model, parse_body, respond, state
+from . import door, lookup_model, parse_body, respond, state
 
 bp = Blueprint("audio", __name__)
 FORM_OVERHEAD_BYTES = 1024 * 1024   # the form's other fields and boundaries, beside the file
@@ -43,7 +43,7 @@ def create_translation():
 def create_speech():
     speech = parse_body(SpeechRequest)
     model, model_name = lookup_model(speech.model)
-    if model.settings.kind != "openai":
+    if not model.upstream.capabilities.speech:
         raise InvalidRequest(f"model {model_name!r} cannot speak: llama-server has no text to speech; serve a "
                              "TTS server as a `kind: openai` model", param="model", code="not_supported")
     return _relayed(relay_json(model, "/audio/speech", speech.model_dump(exclude_unset=True), g.get("record")))
@@ -55,7 +55,7 @@ def _speech_to_text(path: str, *, translate: bool):
     request.max_content_length = max(settings.limits.max_body_bytes, settings.audio.max_file_bytes + FORM_OVERHEAD_BYTES)
     upload = _upload(settings.audio.max_file_bytes)
     model, model_name = lookup_model(request.form.get("model"))
-    if model.settings.kind == "openai":
+    if model.upstream.capabilities.passes_through:
         fields = [(name, value) for name, value in request.form.items(multi=True)]
         return _relayed(relay_form(model, path, fields, (upload.filename, upload.data), g.get("record")))
     with stage(g.get("record"), "admission"):
@@ -63,7 +63,7 @@ def _speech_to_text(path: str, *, translate: bool):
         audio = check_audio(upload, settings.audio)
     if model.reranks() or not model.takes_audio():
         raise capability_mismatch(model, model_name, "transcribe audio (its llama-server reads no audio)")
-    answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate)
+    answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate, door=door(model))
     if isinstance(answer, str):
         return Response(answer, mimetype=TEXT_FORMATS[form.response_format])
     return respond(answer)

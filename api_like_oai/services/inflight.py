@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from ..backends.events import GenerationEvent
 from ..errors import UpstreamUnavailable
@@ -61,6 +61,9 @@ class Context:
     log_prompts: bool = False
     session: str | None = None        # the conversation's id from a request header (X-Claude-Code-Session-Id)
     request_bytes: int = 0            # the request body's size: whether its stages let others run (offload.py)
+    # model -> its upstream as this request goes through it (services/door.py: the key's limits and
+    # priority, the lease's renewal), given by the route; without one, the model's door with neither
+    door: Callable = field(default=lambda model: model.door())
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:
