@@ -66,7 +66,7 @@ def generation_context() -> Context:
     settings = state().settings
     return Context(state().inflight, g.get("record"), settings.log_prompts,
                    session=request.headers.get("X-Claude-Code-Session-Id"), request_bytes=request.content_length or 0,
-                   door=door)
+                   opens_door=door)
 
 
 def door(model):
