@@ -194,6 +194,7 @@ class RequestRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0        # of prompt_tokens, those llama.cpp took from its cache
+    audio_seconds: float = 0.0    # of the audio it sends (files' headers): a managed key's usage counts them
     first_token: float | None = None
     error_code: str | None = None
     error_reason: str | None = None   # the error's message, for the dashboard's recent errors
