@@ -56,7 +56,7 @@ def _speech_to_text(path: str, *, translate: bool):
     request.max_content_length = max(settings.limits.max_body_bytes, settings.audio.max_file_bytes + FORM_OVERHEAD_BYTES)
     upload = _upload(settings.audio.max_file_bytes)
     with stage(g.get("record"), "admission"):
-        # the file read before the key's limits count the request with its seconds (a bad one: a 400, uncounted)
+        # the file read before the key's limits count the request with its seconds (a broken one: a 400, uncounted)
         model, model_name = admission().find(request.form.get("model"))
         if model.settings.kind == "openai":
             admission().admit_audio(model, model_name, _relayed_seconds(upload))
@@ -64,9 +64,9 @@ def _speech_to_text(path: str, *, translate: bool):
             return _relayed(relay_form(model, path, fields, (upload.filename, upload.data), g.get("record")))
         form = _form()
         audio = check_audio(upload, settings.audio)
-        if model.reranks() or not model.takes_audio():
-            raise capability_mismatch(model, model_name, "transcribe audio (its llama-server reads no audio)")
-        admission().admit_audio(model, model_name, audio.seconds)
+        admission().admit_audio(model, model_name, audio.seconds)   # then, as for every request, what the model does
+    if model.reranks() or not model.takes_audio():
+        raise capability_mismatch(model, model_name, "transcribe audio (its llama-server reads no audio)")
     answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate)
     if isinstance(answer, str):
         return Response(answer, mimetype=TEXT_FORMATS[form.response_format])
