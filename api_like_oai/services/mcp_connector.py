@@ -41,12 +41,14 @@ class Connector:
                                   edit_messages=edit_messages)
 
 
-def listed(request: MessagesRequest, bounds: Bounds, record=None) -> Connector:
-    """The request's enabled servers, checked (a 400 for a URL that is not public, unless allowed) and
-    listed where the conversation has no listing of them."""
+def listed(request: MessagesRequest, bounds: Bounds, record=None, caller=None) -> Connector:
+    """The request's enabled servers, checked (a 400 for a URL that is not public, unless allowed; a 403
+    for a server of the config, `url: "config"`, the caller's key is not granted) and listed where the
+    conversation has no listing of them."""
     numbered = [(n, server, anthropic_mcp.as_mcp_tool(server)) for n, server in enumerate(request.mcp_servers)
                 if anthropic_mcp.enabled(server)]
-    servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds)
+    servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds,
+                                  mcp_loop.grants_of(caller))
     carried = anthropic_mcp.listed_in(request.messages)
     listings = {item["server_label"]: item["tools"]
                 for item in carried + mcp_loop.prelude(servers, carried, bounds, record) if item["type"] == LIST_TOOLS}

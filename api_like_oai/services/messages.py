@@ -25,7 +25,8 @@ def create(request: MessagesRequest, admission: Admission, seal: Seal, context: 
            mcp_bounds: Bounds | None = None):
     """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`.
     With mcp_servers, the proxy lists and calls them within `mcp_bounds` (services/mcp_loop.py)."""
-    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record) if request.mcp_servers else None
+    caller = admission.ticket.caller if admission.ticket else None
+    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record, caller) if request.mcp_servers else None
     dialect = _admitted(request, admission, seal, context.record, connector)
     edits = _context_edits(request)
     edit_messages = edits.apply if edits else None

@@ -1,0 +1,158 @@
+"""A stdio MCP server of the config (issue 39): a real one (tests/mcp_servers.py, the `mcp` SDK's, over
+stdin and stdout) that the proxy starts once, behind a bridge process its workers reach over HTTP
+(api_like_oai/mcp/stdio.py, bridge.py), driven through Responses and Messages with the scripted model
+of tests/faults/test_mcp_tools.py. Its process killed mid-call: that call's error, the next call
+works; its bridge killed: another, with a new server; the proxy stopped or killed: nothing left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import anthropic
+import pytest
+import requests
+
+from ..conftest import openai_client
+from ..servers import children_of, command_line, descendants_of, eventually, kill_instance, still_running
+from .test_mcp_tools import PLAN, created, fake, planned_turn  # noqa: F401 - the scripted model and its plan
+
+ADMIN = {"Authorization": "Bearer admin-key-for-stdio"}
+FILES = {"type": "mcp", "server_label": "files", "require_approval": "never"}
+BRIDGE = "api_like_oai.mcp.bridge"
+
+
+def stdio_config(folder) -> str:
+    config = folder / "config.yaml"
+    config.write_text(json.dumps({"mcp_servers": {"files": {
+        "command": sys.executable, "args": ["-m", "tests.mcp_servers", "stdio"], "env": {"FROM_CONFIG": "1"}}}}))
+    return str(config)
+
+
+@pytest.fixture(scope="module")
+def proxy(fake, start_proxy, tmp_path_factory):  # noqa: F811 - the fake is test_mcp_tools'
+    folder = tmp_path_factory.mktemp("stdio")
+    return start_proxy("--llama-api", fake.url, "--config", stdio_config(folder), "--mcp-call-timeout", "20",
+                       "--store", f"sqlite:///{folder / 'store.db'}", "--admin-key", ADMIN["Authorization"].split()[1])
+
+
+@pytest.fixture
+def plan():
+    yield PLAN
+    PLAN.clear()
+
+
+def respond(proxy, plan, *calls, headers=ADMIN, **body) -> dict:
+    plan[:] = list(calls)
+    response = requests.post(proxy.url + "/v1/responses", headers=headers, timeout=60, json={
+        "model": "m", "input": "Go.", "tools": [FILES], "store": False, **body})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def server_pid(proxy, plan) -> int:
+    return int(respond(proxy, plan, ("pid", {}))["output"][1]["output"])
+
+
+def bridges_of(proxy) -> list[int]:
+    return [pid for pid in children_of(proxy.process.pid) if BRIDGE in command_line(pid)]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stdio_server_of_the_config_answers_through_responses(proxy, plan, stream):
+    plan += [("add", {"a": 2, "b": 3})]
+    client = openai_client(proxy.url, api_key=ADMIN["Authorization"].split()[1])
+    body = {"model": "m", "input": "Add 2 and 3.", "tools": [FILES]}
+    response, kinds = created(client, body, stream)
+    assert ("response.mcp_call.completed" in kinds) == stream
+    listing, call, answer = response.output
+    assert {tool.name for tool in listing.tools} == {"add", "weather", "inventory", "fail", "big", "slow", "pid"}
+    assert (call.type, call.server_label, call.name, call.output, call.error) == ("mcp_call", "files", "add", "5", None)
+    assert answer.content[0].text == "Results: 5"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stdio_server_of_the_config_answers_through_messages(proxy, plan, stream):
+    plan += [("add", {"a": 4, "b": 5}), ("fail", {})]
+    client = anthropic.Anthropic(base_url=proxy.url, api_key=ADMIN["Authorization"].split()[1], max_retries=0,
+                                 _strict_response_validation=True)
+    body = {"model": "m", "max_tokens": 200, "betas": ["mcp-client-2025-04-04"],
+            "messages": [{"role": "user", "content": "Add 4 and 5, then fail."}],
+            "mcp_servers": [{"type": "url", "url": "config", "name": "files"}]}
+    if stream:
+        with client.beta.messages.stream(**body) as events:
+            message = events.get_final_message()
+    else:
+        message = client.beta.messages.create(**body)
+    assert [block.type for block in message.content] == \
+        ["mcp_tool_use", "mcp_tool_result", "mcp_tool_use", "mcp_tool_result", "text"]
+    added, failed = message.content[1], message.content[3]
+    assert (added.is_error, added.content[0].text, failed.is_error) == (False, "9", True)
+    assert "the fail tool failed" in failed.content[0].text
+
+
+def test_the_server_is_started_once_and_a_key_needs_its_grant(proxy, plan):
+    assert server_pid(proxy, plan) == server_pid(proxy, plan)   # one process across calls
+    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": "ungranted"}, headers=ADMIN, timeout=10)
+    key = {"Authorization": f"Bearer {created.json()['key']}"}
+    refused = requests.post(proxy.url + "/v1/messages", headers=key, timeout=30, json={
+        "model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "Hi"}],
+        "mcp_servers": [{"type": "url", "url": "config", "name": "files"}]})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["message"] == "this key is not granted the MCP server 'files'"
+
+
+def test_the_bridge_takes_only_requests_with_its_secret(proxy, plan):
+    server_pid(proxy, plan)
+    [port] = listening_ports(bridges_of(proxy)[0])
+    answer = requests.post(f"http://127.0.0.1:{port}/mcp", timeout=10, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers={"Authorization": "Bearer guessed"})
+    assert answer.status_code == 401
+
+
+def listening_ports(pid: int) -> list[int]:
+    """The TCP ports `pid` holds a listening socket of (/proc/net/tcp's state 0A)."""
+    inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
+              if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
+    with open("/proc/net/tcp") as table:
+        rows = [line.split() for line in table.read().splitlines()[1:]]
+    return [int(row[1].split(":")[1], 16) for row in rows if row[3] == "0A" and row[9] in inodes]
+
+
+def test_a_server_killed_mid_call_fails_that_call_and_the_next_call_works(proxy, plan):
+    before = server_pid(proxy, plan)
+    threading.Timer(2.0, os.kill, (before, signal.SIGKILL)).start()
+    started = time.monotonic()
+    killed = respond(proxy, plan, ("slow", {"seconds": 15}))
+    assert time.monotonic() - started < 10   # the error came when the process died, not at the timeout
+    call = killed["output"][1]
+    assert (call["status"], call["error"]["type"]) == ("failed", "mcp_protocol_error")
+    assert "ended during the call" in call["error"]["message"]
+    assert killed["status"] == "completed"
+    after = server_pid(proxy, plan)
+    assert after != before and not still_running([before])
+
+
+def test_a_killed_bridge_takes_its_server_with_it_and_another_starts(proxy, plan):
+    server = server_pid(proxy, plan)
+    [bridge] = bridges_of(proxy)
+    os.kill(bridge, signal.SIGKILL)
+    eventually(lambda: not still_running([server]), "the stdio server died with its bridge")
+    assert server_pid(proxy, plan) != server   # the port is the same: the workers' URL still works
+    assert len(bridges_of(proxy)) == 1
+
+
+@pytest.mark.parametrize("ending", ["stopped", "killed"])
+def test_nothing_outlives_the_proxy(fake, start_proxy, plan, tmp_path, ending):  # noqa: F811
+    proxy = start_proxy("--llama-api", fake.url, "--config", stdio_config(tmp_path))
+    server = server_pid(proxy, plan)
+    started = [*bridges_of(proxy), server, *descendants_of(server)]
+    if ending == "stopped":
+        proxy.stop()
+    else:
+        kill_instance(proxy.process)
+    eventually(lambda: not still_running(started), "the bridge and its server are gone", timeout=15)
