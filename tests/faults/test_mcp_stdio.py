@@ -16,8 +16,11 @@ import time
 import anthropic
 import pytest
 import requests
+from playwright.sync_api import expect
 
 from ..conftest import openai_client
+from ..e2e.test_dashboard_browser import page  # noqa: F401 - a headless Chromium's page
+from ..otlp_receiver import OtlpReceiver
 from ..servers import children_of, command_line, descendants_of, eventually, kill_instance, still_running
 from .test_mcp_tools import PLAN, created, fake, planned_turn  # noqa: F401 - the scripted model and its plan
 
@@ -34,10 +37,18 @@ def stdio_config(folder) -> str:
 
 
 @pytest.fixture(scope="module")
-def proxy(fake, start_proxy, tmp_path_factory):  # noqa: F811 - the fake is test_mcp_tools'
+def receiver():
+    server = OtlpReceiver().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(fake, start_proxy, receiver, tmp_path_factory):  # noqa: F811 - the fake is test_mcp_tools'
     folder = tmp_path_factory.mktemp("stdio")
     return start_proxy("--llama-api", fake.url, "--config", stdio_config(folder), "--mcp-call-timeout", "20",
-                       "--store", f"sqlite:///{folder / 'store.db'}", "--admin-key", ADMIN["Authorization"].split()[1])
+                       "--store", f"sqlite:///{folder / 'store.db'}", "--admin-key", ADMIN["Authorization"].split()[1],
+                       "--otlp-endpoint", receiver.url, env={"OTEL_BSP_SCHEDULE_DELAY": "100"})
 
 
 @pytest.fixture
@@ -93,6 +104,73 @@ def test_a_stdio_server_of_the_config_answers_through_messages(proxy, plan, stre
     added, failed = message.content[1], message.content[3]
     assert (added.is_error, added.content[0].text, failed.is_error) == (False, "9", True)
     assert "the fail tool failed" in failed.content[0].text
+
+
+def test_each_mcp_step_is_a_span_with_its_server_tool_and_error(proxy, receiver, plan):
+    def traces() -> list[list[dict]]:
+        """The traces of /v1/responses requests with a span of the fail tool, oldest first."""
+        roots = [span for span in receiver.spans if span["attributes"].get("http.route") == "/v1/responses"]
+        found = [[span for span in receiver.spans if span["trace_id"] == root["trace_id"]] for root in roots]
+        return [trace for trace in found if any(span["name"] == "mcp files fail" for span in trace)]
+    before = len(traces())
+    respond(proxy, plan, ("add", {"a": 1, "b": 2}), ("fail", {}), input="Trace me.")
+    eventually(lambda: len(traces()) > before, "the trace exported")
+    trace = traces()[-1]
+    [root] = [span for span in trace if not span["parent_span_id"]]
+    steps = sorted((span for span in trace if span["name"].startswith("mcp ")), key=lambda span: span["start"])
+    assert [span["name"] for span in steps] == ["mcp files tools/list", "mcp files add", "mcp files fail"]
+    assert all(span["parent_span_id"] == root["span_id"] and root["start"] <= span["start"] <= span["end"] <= root["end"]
+               for span in steps)
+    listing, added, failed = steps
+    assert listing["attributes"] == {"mcp.method.name": "tools/list", "api_like_oai.mcp.server": "files"}
+    assert (added["attributes"]["gen_ai.tool.name"], added["error"]) == ("add", False)
+    assert (failed["error"], failed["attributes"]["error.type"], failed["attributes"]["gen_ai.operation.name"]) == \
+        (True, "mcp_tool_execution_error", "execute_tool")
+    assert not root["error"]
+
+
+def test_the_dashboard_shows_a_requests_mcp_steps_while_it_runs(proxy, plan):
+    answered = threading.Thread(target=respond, args=(proxy, plan, ("add", {"a": 1, "b": 1}), ("slow", {"seconds": 3})))
+    answered.start()
+    try:
+        steps = running_steps(proxy, "slow")
+    finally:
+        answered.join(60)
+    assert [(step["server"], step["tool"], step["running"], step["error"]) for step in steps] == \
+        [("files", "tools/list", False, None), ("files", "add", False, None), ("files", "slow", True, None)]
+    assert all(step["seconds"] >= 0 for step in steps)
+
+
+def test_the_dashboard_page_lists_the_steps_under_the_request(proxy, plan, page):  # noqa: F811
+    page.goto(proxy.url + "/ui")
+    page.fill("#key", ADMIN["Authorization"].split()[1])
+    page.click("#key-form button[type=submit]")
+    expect(page.locator("#connection")).to_have_text("live", timeout=30_000)
+    answered = threading.Thread(target=respond, args=(proxy, plan, ("fail", {}), ("slow", {"seconds": 4})))
+    answered.start()
+    try:
+        steps = page.locator("#requests tr.steps")
+        expect(steps).to_contain_text("files · slow", timeout=30_000)
+        expect(steps).to_contain_text("(running)")
+        expect(steps.locator(".step-error")).to_contain_text("files · fail")
+        expect(steps.locator(".step-error")).to_contain_text("the fail tool failed")
+    finally:
+        answered.join(60)
+    expect(page.locator("#requests tbody tr")).to_have_count(0, timeout=30_000)   # answered: its row and steps go
+
+
+def running_steps(proxy, tool: str) -> list[dict]:
+    """The MCP steps of the first request in flight the dashboard's stream shows running `tool`."""
+    with requests.get(proxy.url + "/v1/internal/events", headers=ADMIN, stream=True, timeout=30) as stream:
+        event = None
+        for line in stream.iter_lines():
+            if line.startswith(b"event: "):
+                event = line[7:].decode()
+            elif line.startswith(b"data: ") and event == "live":
+                for request in json.loads(line[6:])["requests"]:
+                    if any(step["running"] and step["tool"] == tool for step in request.get("mcp", ())):
+                        return request["mcp"]
+    raise AssertionError("no request with a running MCP step was shown")
 
 
 def test_the_server_is_started_once_and_a_key_needs_its_grant(proxy, plan):
