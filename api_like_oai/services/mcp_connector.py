@@ -7,17 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import TypeAdapter
-
 from ..dialects import anthropic_mcp
 from ..dialects.anthropic import MessagesRequest
 from ..dialects.responses_mcp import LIST_TOOLS
 from ..dialects.responses_tools import Toolbox, mcp_toolbox
 from ..mcp.policy import Bounds
-from ..protocol import ChatCompletionRequest
 from . import mcp_loop
-
-_TOOLS = TypeAdapter(ChatCompletionRequest.model_fields["tools"].annotation)
 
 
 @dataclass
@@ -28,13 +23,10 @@ class Connector:
     toolbox: Toolbox
     bounds: Bounds
 
-    def offered_to(self, chat: ChatCompletionRequest) -> ChatCompletionRequest:
-        """The chat request with the servers' tools after the client's own."""
-        added = [offered.chat_tool for offered in self.toolbox.offered]
-        if not added:
-            return chat
-        own = [tool.model_dump(exclude_none=True) for tool in chat.tools or ()]
-        return chat.model_copy(update={"tools": _TOOLS.validate_python(own + added)})
+    def tools(self) -> list[tuple[str, dict]]:
+        """(where the server was given, the chat request's tool) of each tool offered: the chat request
+        has them with the client's own from the start, so a tool_choice may force one of them."""
+        return [(offered.param, offered.chat_tool) for offered in self.toolbox.offered]
 
     def loop(self, dialect, context, edit_messages=None) -> mcp_loop.ToolLoop:
         return mcp_loop.tool_loop(dialect, self.toolbox, self.servers, self.bounds, [], context,

@@ -50,9 +50,7 @@ def count_tokens(request: CountTokensRequest, admission: Admission, seal: Seal, 
 def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None) -> DialectRequest:
     with stage(record, "admission"):
         with client_request():   # thinking blocks are checked with the installation's seal
-            chat = to_chat_request(request, seal)
-            if connector is not None:
-                chat = connector.offered_to(chat)
+            chat = to_chat_request(request, seal, connector.tools() if connector is not None else ())
         return admission.dialect(request, chat)
 
 

@@ -173,6 +173,19 @@ def running_steps(proxy, tool: str) -> list[dict]:
     raise AssertionError("no request with a running MCP step was shown")
 
 
+def test_a_messages_tool_choice_may_force_a_call_of_the_mcp_servers_tools(proxy, fake, plan):  # noqa: F811
+    plan.append(("add", {"a": 1, "b": 1}))
+    before = len(fake.requests)
+    answer = requests.post(proxy.url + "/v1/messages", headers=ADMIN, timeout=60, json={
+        "model": "m", "max_tokens": 100, "tool_choice": {"type": "any"}, "messages": [{"role": "user", "content": "Add."}],
+        "mcp_servers": [{"type": "url", "url": "config", "name": "files"}]})
+    assert answer.status_code == 200, answer.text
+    assert [block["type"] for block in answer.json()["content"]] == ["mcp_tool_use", "mcp_tool_result", "text"]
+    forced, then = fake.requests[before], fake.requests[-1]
+    assert forced.get("grammar") and not forced.get("grammar_lazy")   # the call is forced, then the model answers
+    assert not then.get("grammar") or then.get("grammar_lazy")
+
+
 def test_the_server_is_started_once_and_a_key_needs_its_grant(proxy, plan):
     assert server_pid(proxy, plan) == server_pid(proxy, plan)   # one process across calls
     created = requests.post(proxy.url + "/v1/internal/keys", json={"name": "ungranted"}, headers=ADMIN, timeout=10)
