@@ -20,11 +20,13 @@ import os
 import socket
 import sys
 import threading
+import time
 from contextlib import asynccontextmanager
 
 log = logging.getLogger("api_like_oai")
 
 RESTART_PAUSES = (0.2, 1.0, 5.0)   # seconds before starting the server again, after each failure in a row
+STEADY_SECONDS = 30.0              # a server that ran this long before it ended did not fail in a row
 PATH = "/mcp"
 
 
@@ -47,21 +49,21 @@ class StdioUpstream:
 
         failures = 0
         while True:
-            ended = anyio.Event()
+            ended, started = anyio.Event(), time.monotonic()
             params = StdioServerParameters(command=sys.executable, env=self.env,
                                            args=["-m", "api_like_oai.mcp.bridge", "--exec", str(os.getpid()), *self.command])
             try:
                 async with Client(_watched(stdio_client(params), ended), cache=None, mode="legacy") as client:
                     self._set(client, None)
                     log.info("stdio MCP server %s started", self.name)
-                    failures = 0
                     await ended.wait()
                 self.failure = "the server's process ended"
             except Exception as exc:  # noqa: BLE001 - whatever the command does, the bridge goes on
                 self.failure = f"the server did not start: {_reason(exc)}"
             self._set(None, self.failure)
+            # A server that ran a while is started again at once; one that keeps dying, less and less often.
+            failures = failures + 1 if time.monotonic() - started < STEADY_SECONDS else 0
             pause = RESTART_PAUSES[min(failures, len(RESTART_PAUSES) - 1)]
-            failures += 1
             log.error("stdio MCP server %s: %s; starting it again in %g s", self.name, self.failure, pause)
             await anyio.sleep(pause)
 

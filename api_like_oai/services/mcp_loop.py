@@ -28,7 +28,7 @@ from pydantic import TypeAdapter
 from ..backends.events import GenerationEvent, ItemStep, PromptProgress
 from ..dialects import responses_mcp as items
 from ..dialects.responses_tools import Toolbox
-from ..errors import InvalidRequest, PermissionDenied
+from ..errors import InvalidRequest, PermissionDenied, UpstreamUnavailable
 from ..mcp import policy
 from ..mcp.addresses import pinned
 from ..mcp.client import Endpoint, McpFailure, McpToolError, call_tool, list_tools
@@ -74,6 +74,8 @@ def _named(tool: items.McpTool, param: str, bounds: policy.Bounds, grants: tuple
         raise PermissionDenied(f"this key is not granted the MCP server {label!r}")
     if tools:   # a grant of some tools: the others are not offered, whatever allowed_tools says
         tool = tool.model_copy(update={"allowed_tools": policy.narrowed(tool.allowed(), tools)})
+    if server.url is None:   # a stdio server whose bridge this process was not given (mcp/stdio.py)
+        raise UpstreamUnavailable(f"the stdio MCP server {label!r} is not running: the proxy starts it when it starts")
     target = pinned(server.url, param, allow_private=True)   # the operator's choice: no address check
     return Server(tool, Endpoint(target, tool.headers_sent(dict(server.headers))))
 

@@ -155,3 +155,13 @@ def test_a_tool_choice_of_an_mcp_server_or_tool_is_held(choice, chat_choice, off
     assert (chosen if isinstance(chosen, str) else chosen.model_dump(exclude_none=True)) == chat_choice
     assert [tool.function.name for tool in translation.chat.tools] == offered
     assert translation.headers() == set_aside
+
+
+def test_a_stdio_server_without_its_bridge_is_unavailable_not_a_500():
+    from api_like_oai.dialects.responses_mcp import McpTool
+    from api_like_oai.errors import UpstreamUnavailable
+    from api_like_oai.services.mcp_loop import servers_of
+
+    bounds = policy.Bounds(named_servers=(policy.NamedServer("files", command=("npx",)),))
+    with pytest.raises(UpstreamUnavailable, match="'files' is not running"):
+        servers_of([("tools.0.server_url", McpTool(type="mcp", server_label="files"))], bounds)
