@@ -92,7 +92,9 @@ class Bridges:
     """The bridges of every stdio server of the config; `endpoints` is what the workers are given."""
 
     def __init__(self, bounds: Bounds, log_level: str):
-        self.bridges = {server.name: Bridge(server, bounds.connect_timeout, log_level)
+        # A call waits for a server starting again half the time the worker waits for the bridge: the
+        # worker then reads why it is not running, not a timeout.
+        self.bridges = {server.name: Bridge(server, bounds.connect_timeout / 2, log_level)
                         for server in bounds.named_servers if server.stdio}
 
     @property

@@ -247,3 +247,12 @@ def test_nothing_outlives_the_proxy(fake, start_proxy, plan, tmp_path, ending): 
     else:
         kill_instance(proxy.process)
     eventually(lambda: not still_running(started), "the bridge and its server are gone", timeout=15)
+
+
+def test_a_command_that_cannot_run_is_the_calls_error_and_the_proxy_serves_on(fake, start_proxy, plan, tmp_path):  # noqa: F811
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"mcp_servers": {"files": {"command": str(tmp_path / "no-such-server")}}}))
+    proxy = start_proxy("--llama-api", fake.url, "--config", str(config), "--mcp-connect-timeout", "8")
+    listing = respond(proxy, plan)["output"][0]
+    assert listing["type"] == "mcp_list_tools" and "'files' is not running (the server did not start" in listing["error"]
+    assert "cannot run the stdio MCP server" in proxy.log()   # the shim's stderr, in the proxy's log
