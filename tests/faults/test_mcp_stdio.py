@@ -238,9 +238,11 @@ def test_a_killed_bridge_takes_its_server_with_it_and_another_starts(proxy, plan
 
 
 @pytest.mark.parametrize("ending", ["stopped", "killed"])
-def test_nothing_outlives_the_proxy(fake, start_proxy, plan, tmp_path, ending):  # noqa: F811
-    proxy = start_proxy("--llama-api", fake.url, "--config", stdio_config(tmp_path))
+def test_one_server_serves_every_worker_and_nothing_outlives_the_proxy(fake, start_proxy, plan, tmp_path, ending):  # noqa: F811
+    proxy = start_proxy("--llama-api", fake.url, "--config", stdio_config(tmp_path), "--workers", "2")
     server = server_pid(proxy, plan)
+    assert {server_pid(proxy, plan) for _ in range(4)} == {server}   # one server per instance, whichever worker asks
+    assert len(bridges_of(proxy)) == 1
     started = [*bridges_of(proxy), server, *descendants_of(server)]
     if ending == "stopped":
         proxy.stop()
