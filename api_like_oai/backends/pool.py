@@ -19,10 +19,11 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import TypeVar
 
+from .. import sse
 from ..access.gate import current_ticket
 from ..access.priority import Place, SlotQueue, current_priority, note_waiting
 from ..errors import ProxyError, UpstreamUnavailable
-from .events import GenerationEvent, PromptProgress
+from .events import GenerationEvent, PromptProgress, UpstreamWait
 from .llamacpp import LlamaCppClient, RawAnswer
 from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad
 
@@ -31,9 +32,11 @@ log = logging.getLogger("api_like_oai")
 RETRY_AFTER_SECONDS = 5
 
 # A request to a model the proxy starts itself: (its pool, renew), where renew(unreachable URLs) gives
-# the lease back, has the supervisor check those replicas (restarting a crashed model) and returns the
-# ready URLs once it is loaded again. Set per request by routes.hold_model; None for other models.
-RENEWAL: ContextVar[tuple[UpstreamPool, Callable[[list[str]], list[str]]] | None] = ContextVar("renewal", default=None)
+# the lease back and has the supervisor check those replicas (restarting a crashed model); it returns
+# wait(timeout): the ready URLs once the model is loaded again, None while `timeout` seconds pass first
+# (None: no limit), the refusal's API error. Set per request by routes.hold_model; None for other models.
+Renew = Callable[[list[str]], Callable[[float | None], list[str] | None]]
+RENEWAL: ContextVar[tuple[UpstreamPool, Renew] | None] = ContextVar("renewal", default=None)
 
 Answer = TypeVar("Answer")
 
@@ -100,24 +103,56 @@ class UpstreamPool:
         place = self.places.take(self.slot_count(), current_priority())   # every slot busy: wait, by priority
         try:
             clients, route = self.route(affinity)
-            client, (events, first) = self._first_to_start(start, on_chosen, clients)
+            try:
+                started = self._first_of(start, on_chosen, clients)
+            except UpstreamUnavailable:
+                renew = self._renewal()
+                if renew is None:
+                    raise
+                wait = renew([client.base_url for client in clients])
+                return self._after_restart(wait, start, on_chosen, index, place, observe, affinity)
         except BaseException:
             place.release()
             raise
-        if client is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
+        if started[0] is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
             with self._lock:
-                self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
+                self.router.learn(affinity, started[0].base_url)  # it has the prompt's prefix in its cache now
         if on_routed:
-            on_routed(route if client is clients[0] else replace(route, reason="failover"))
+            on_routed(route if started[0] is clients[0] else replace(route, reason="failover"))
+        return self._relayed(started, clients, start, on_chosen, place, observe, affinity)
 
+    def _relayed(self, started, clients: list[LlamaCppClient], start, on_chosen, place: Place, observe,
+                 affinity: Affinity | None) -> Iterator[GenerationEvent]:
+        """The events of the generation `started` (server, (events, first)) on one of `clients`."""
         def elsewhere(lost: LlamaCppClient):
             rest = clients[clients.index(lost) + 1:]
-            moved, started = self._first_to_start(start, on_chosen, rest)
+            moved, restarted = self._first_to_start(start, on_chosen, rest)
             with self._lock:
                 self.router.learn(affinity, moved.base_url)
-            return moved, started
+            return moved, restarted
 
+        client, (events, first) = started
         return self._relay(client, first, events, elsewhere, place, observe)
+
+    def _after_restart(self, wait, start, on_chosen, index: int, place: Place, observe,
+                       affinity: Affinity | None) -> Iterator[GenerationEvent]:
+        """A generation whose replicas were all unreachable (a crash): UpstreamWait events while the
+        supervisor restarts the model (a stream sends a keep-alive for each), then its events from the
+        replicas it gives back. The request's prompt, rendered once, is sent as it was."""
+        try:
+            ready = wait(0)   # not ready at once: a keep-alive at once, then one per interval
+            while ready is None:
+                yield UpstreamWait(index)
+                ready = wait(sse.KEEPALIVE_SECONDS)
+            self.serve_only(ready)
+            clients = [client for client in self.clients if client.base_url in ready]
+            started = self._first_of(start, on_chosen, clients)
+            with self._lock:
+                self.router.learn(affinity, started[0].base_url)
+        except BaseException:
+            place.release()
+            raise
+        yield from self._relayed(started, clients, start, on_chosen, place, observe, affinity)
 
     def _prompt_tokens(self, payload: dict) -> int:
         """The tokens of a generation's prompt, from a server's /tokenize (token ids are counted as they are)."""
@@ -158,12 +193,17 @@ class UpstreamPool:
         try:
             return self._first_of(start, on_chosen, clients)
         except UpstreamUnavailable:
-            renewal = RENEWAL.get()
-            if renewal is None or renewal[0] is not self:
+            renew = self._renewal()
+            if renew is None:
                 raise
-        ready = set(renewal[1]([client.base_url for client in clients]))
+        ready = set(renew([client.base_url for client in clients])(None))
         self.serve_only(list(ready))
         return self._first_of(start, on_chosen, [client for client in self.clients if client.base_url in ready])
+
+    def _renewal(self) -> Renew | None:
+        """The request's renewal of its lease on this pool's model (RENEWAL), None if it has none."""
+        renewal = RENEWAL.get()
+        return renewal[1] if renewal is not None and renewal[0] is self else None
 
     def _first_of(self, start, on_chosen, clients: list[LlamaCppClient]):
         failures = []

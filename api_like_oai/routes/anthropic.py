@@ -7,7 +7,6 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
-from .waiting import keeps_alive_while_loading
 
 # The dialect and its service are imported by the first request that needs them, not at start-up:
 # a worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
@@ -22,7 +21,6 @@ def speaks_anthropic(path: str) -> bool:
 
 
 @bp.post("/v1/messages")
-@keeps_alive_while_loading("anthropic")
 def create():
     from ..dialects.anthropic import MessagesRequest
     from ..services import messages

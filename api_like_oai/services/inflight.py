@@ -7,10 +7,14 @@ import contextlib
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..backends.events import GenerationEvent
 from ..errors import UpstreamUnavailable
 from ..observability import LiveRequests, RequestRecord
+
+if TYPE_CHECKING:
+    from .waiting import Waiting
 
 
 class InFlight:
@@ -61,6 +65,7 @@ class Context:
     log_prompts: bool = False
     session: str | None = None        # the conversation's id from a request header (X-Claude-Code-Session-Id)
     request_bytes: int = 0            # the request body's size: whether its stages let others run (offload.py)
+    waiting: Waiting | None = None    # a model load admission left pending for the waiting step (waiting.py)
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:

@@ -137,10 +137,10 @@ def test_a_started_model_whose_replicas_all_fail_to_start_renews_its_lease_and_i
     pool = UpstreamPool([LlamaCppClient(crashed.url)])
     asked, restarts = [], ["ok", "loading"]   # restarted; then failing again
 
-    def renew(unreachable: list[str]) -> list[str]:
+    def renew(unreachable: list[str]):
         asked.append(unreachable)
         crashed.behaviour = restarts.pop(0)
-        return [crashed.url]
+        return lambda timeout: [crashed.url]
 
     token = RENEWAL.set((pool, renew))
     try:
@@ -153,5 +153,43 @@ def test_a_started_model_whose_replicas_all_fail_to_start_renews_its_lease_and_i
         with pytest.raises(UpstreamUnavailable):
             text_of(pool.generate("/completion", {**PAYLOAD, "again": True}))
         assert len(asked) == 2
+    finally:
+        RENEWAL.reset(token)
+
+
+def test_a_generation_waiting_for_its_restart_says_so_until_it_is_ready(fakes):
+    """While the supervisor restarts a crashed model (the renewal's wait times out), the generation's
+    first events are UpstreamWait (a stream's keep-alives), then the answer, its prompt sent as it was;
+    a refusal while waiting is the generation's error."""
+    from api_like_oai.backends.events import UpstreamWait
+    from api_like_oai.backends.pool import RENEWAL
+
+    crashed = fakes[0]
+    crashed.behaviour = "loading"
+    pool = UpstreamPool([LlamaCppClient(crashed.url)])
+    answers = [None, None, [crashed.url]]
+    timeouts = []
+
+    def wait(timeout):
+        timeouts.append(timeout)
+        if answers[0] is not None:
+            crashed.behaviour = "ok"
+        return answers.pop(0)
+
+    token = RENEWAL.set((pool, lambda unreachable: wait))
+    try:
+        events = list(pool.generate("/completion", PAYLOAD))
+        assert [type(event) for event in events[:2]] == [UpstreamWait, UpstreamWait]
+        assert "".join(event.text for event in events[2:]) == " Hello, world!"
+        assert timeouts == [0, 5.0, 5.0]   # a keep-alive at once, then one per interval
+        crashed.behaviour = "loading"
+
+        def refused(timeout):
+            raise UpstreamUnavailable("model m failed to start")
+
+        RENEWAL.set((pool, lambda unreachable: refused))
+        with pytest.raises(UpstreamUnavailable, match="failed to start"):
+            list(pool.generate("/completion", PAYLOAD))
+        assert pool.in_flight[crashed.url] == 0
     finally:
         RENEWAL.reset(token)
