@@ -1,6 +1,6 @@
 """Anthropic's Messages API: /v1/messages and /v1/messages/count_tokens (`?beta=true` accepted; no
 header, `anthropic-beta` values included, is refused). Errors on these paths are written in
-Anthropic's shape (app.py asks `speaks_anthropic`)."""
+Anthropic's shape (its descriptor, routes/apis.py, says so)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,6 @@ from . import admission, generation_context, parse_dialect, respond, state
 # a worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
 
 bp = Blueprint("anthropic", __name__)
-
-PATH_PREFIX = "/v1/messages"
-
-
-def speaks_anthropic(path: str) -> bool:
-    return path == PATH_PREFIX or path.startswith(PATH_PREFIX + "/")
-
 
 @bp.post("/v1/messages")
 def create():
