@@ -51,6 +51,7 @@ def after_wait(context: Context, shape, proceed: Callable[[], tuple]) -> tuple:
 
 
 def _streamed_after(wait: Wait, shape, proceed: Callable[[], tuple], context: Context) -> Iterator[bytes]:
+    record, answer = context.record, None
     try:
         yield shape.keepalive   # the answer starts at once (the model was not ready when admitted)
         while not wait(KEEPALIVE_SECONDS):
@@ -58,12 +59,13 @@ def _streamed_after(wait: Wait, shape, proceed: Callable[[], tuple], context: Co
         answer, _ = proceed()
     except Exception as exc:  # noqa: BLE001 - the stream has started: every failure is the API's error event
         error = exc if isinstance(exc, ProxyError) else _internal(exc)
-        record = context.record
         if record is not None:
             record.fail(error.status, error.code)
-            record.close()
         yield shape.frame(shape.error_chunk(error))
         return
+    finally:
+        if record is not None and answer is None:
+            record.close()   # the client left, or the error event is written: the answer's stream never came
     yield from answer
 
 
