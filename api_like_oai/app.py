@@ -39,7 +39,6 @@ from .routes import (
     models,
     native,
     offered_key,
-    ollama,
     rerank,
     state,
 )
@@ -52,7 +51,7 @@ from .store import open_store
 
 log = logging.getLogger("api_like_oai")
 
-PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *ollama.PUBLIC})
+PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *(path for api in APIS for path in api.public)})
 UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", "/openapi.json"})
 
 

@@ -34,6 +34,7 @@ class Api:
     error_model: str              # the model /openapi.json documents its errors with, "module:Class"
     endpoints: Callable[[], list[Endpoint]]          # its documented routes (models imported when called)
     not_its: frozenset[str] = frozenset()             # paths under its prefix that are another's
+    public: frozenset[str] = frozenset()              # its probes a client sends before it has a key (no key asked)
     unavailable_status: int = 503  # an upstream that is down (Anthropic's clients retry its 529 overloaded_error)
 
     def owns(self, path: str) -> bool:
@@ -136,7 +137,7 @@ RESPONSES = Api("responses", "/v1/responses", "api_like_oai.routes.responses", (
 OLLAMA = Api("ollama", "/api/", "api_like_oai.routes.ollama",
              ("api_like_oai.services.ollama:Ollama.chat", "api_like_oai.services.ollama:Ollama.generate"),
              ("api_like_oai.dialects.ollama_shape:OllamaShape",), _ollama_error, "api_like_oai.dialects.ollama:ErrorBody",
-             _ollama_endpoints, not_its=frozenset({"/api/hello"}))
+             _ollama_endpoints, not_its=frozenset({"/api/hello"}), public=frozenset({"/", "/api/version"}))
 
 APIS = (OPENAI, ANTHROPIC, RESPONSES, OLLAMA)
 

@@ -13,9 +13,7 @@ from . import admission, current_caller, generation_context, parse_dialect, requ
 
 bp = Blueprint("ollama", __name__)
 
-RUNNING = "Ollama is running"
-# The probes a client sends before it has a key to send: they say nothing but that the server is there.
-PUBLIC = frozenset({"/", "/api/version"})
+RUNNING = "Ollama is running"   # `/` and /api/version ask no key (its descriptor's `public`): they say only that it runs
 
 
 def _service():
