@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from dataclasses import dataclass
 
@@ -25,9 +26,7 @@ from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
     STATE_KEY,
     admin_once_configured,
-    anthropic,
     audio,
-    completions,
     conversations,
     dashboard,
     docs,
@@ -39,11 +38,10 @@ from .routes import (
     models,
     native,
     offered_key,
-    ollama,
     rerank,
-    responses,
     state,
 )
+from .routes.apis import ANTHROPIC, APIS, api_of
 from .sealing import Seal
 from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
@@ -52,7 +50,7 @@ from .store import open_store
 
 log = logging.getLogger("api_like_oai")
 
-PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *ollama.PUBLIC})
+PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *(path for api in APIS for path in api.public)})
 UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", "/openapi.json"})
 
 
@@ -83,9 +81,9 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
-    for blueprint in (completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp, ollama.bp, rerank.bp,
-                      audio.bp):
+    api_blueprints = [importlib.import_module(api.blueprint).bp for api in APIS]   # each API's views (routes/apis.py)
+    for blueprint in (*api_blueprints, embeddings.bp, models.bp, internal.bp, docs.bp, conversations.bp, keys.bp,
+                      lifecycle.bp, dashboard.bp, rerank.bp, audio.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -260,7 +258,7 @@ def _rate_limit_headers(response: Response) -> Response:
     """Every answer to a key with limits says what is left (OpenAI's headers, Anthropic's on its API)."""
     ticket = g.get("ticket")
     if ticket is not None:
-        response.headers.update(ticket.headers(anthropic.speaks_anthropic(request.path)))
+        response.headers.update(ticket.headers(api_of(request.path) is ANTHROPIC))
     return response
 
 
@@ -268,7 +266,7 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
         # Each API's errors in its own shape: Anthropic's and Ollama's on their paths, OpenAI's everywhere else.
-        status, body = _error_body(exc, request.path)
+        status, body = api_of(request.path).error(exc)
         record = g.get("record")
         if record is not None:
             record.fail(status, exc.code, exc.message)
@@ -284,16 +282,6 @@ def _register_error_handlers(app: Flask) -> None:
     def unexpected_error(exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.path)
         return proxy_error(ProxyError("internal error in the proxy; see its log"))
-
-
-def _error_body(exc: ProxyError, path: str) -> tuple[int, dict]:
-    if anthropic.speaks_anthropic(path):
-        return exc.anthropic_status, exc.to_anthropic()
-    if ollama.speaks_ollama(path):
-        from .dialects.ollama_shape import error_body
-
-        return exc.status, error_body(exc)
-    return exc.status, exc.to_dict()
 
 
 def _from_http(exc: HTTPException) -> ProxyError:

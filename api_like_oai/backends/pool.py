@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TypeVar
 
+from .. import sse
 from ..errors import ProxyError, UpstreamUnavailable
-from .events import GenerationEvent, PromptProgress
+from .events import GenerationEvent, PromptProgress, UpstreamWait
 from .llamacpp import LlamaCppClient, RawAnswer, UpstreamProps
 from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad
 from .upstream import Capabilities, Renew, UpstreamRequest, not_supported
@@ -94,21 +95,48 @@ class UpstreamPool:
             return events, next(events, None)  # a connection that fails before any token is retried elsewhere
 
         clients, route = self.route(affinity)
-        client, (events, first) = self._first_to_start(start, on_chosen, clients, renew)
-        if client is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
+        try:
+            started = self._first_of(start, on_chosen, clients)
+        except UpstreamUnavailable:
+            if renew is None:
+                raise
+            wait = renew([client.base_url for client in clients])
+            return self._after_restart(wait, start, on_chosen, affinity, index)
+        if started[0] is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
             with self._lock:
-                self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
+                self.router.learn(affinity, started[0].base_url)  # it has the prompt's prefix in its cache now
         if on_routed:
-            on_routed(route if client is clients[0] else replace(route, reason="failover"))
+            on_routed(route if started[0] is clients[0] else replace(route, reason="failover"))
+        return self._relayed(started, clients, start, on_chosen, affinity, renew)
 
+    def _relayed(self, started, clients: list[LlamaCppClient], start, on_chosen, affinity: Affinity | None,
+                 renew: Renew | None) -> Iterator[GenerationEvent]:
+        """The events of the generation `started` (server, (events, first)) on one of `clients`."""
         def elsewhere(lost: LlamaCppClient):
             rest = clients[clients.index(lost) + 1:]
-            moved, started = self._first_to_start(start, on_chosen, rest, renew)
+            moved, restarted = self._first_to_start(start, on_chosen, rest, renew)
             with self._lock:
                 self.router.learn(affinity, moved.base_url)
-            return moved, started
+            return moved, restarted
 
+        client, (events, first) = started
         return self._relay(client, first, events, elsewhere)
+
+    def _after_restart(self, wait, start, on_chosen, affinity: Affinity | None, index: int = 0
+                       ) -> Iterator[GenerationEvent]:
+        """A generation whose replicas were all unreachable (a crash): UpstreamWait events while the
+        supervisor restarts the model (a stream sends a keep-alive for each), then its events from the
+        replicas it gives back. The request's prompt, rendered once, is sent as it was."""
+        ready = wait(0)   # not ready at once: a keep-alive at once, then one per interval
+        while ready is None:
+            yield UpstreamWait(index)
+            ready = wait(sse.KEEPALIVE_SECONDS)
+        self.serve_only(ready)
+        clients = [client for client in self.clients if client.base_url in ready]
+        started = self._first_of(start, on_chosen, clients)
+        with self._lock:
+            self.router.learn(affinity, started[0].base_url)
+        yield from self._relayed(started, clients, start, on_chosen, affinity, None)
 
     def slot_count(self) -> int | None:
         """The slots of the healthy servers, None while any of them has not said how many it has."""
@@ -175,7 +203,7 @@ class UpstreamPool:
         except UpstreamUnavailable:
             if renew is None:
                 raise
-        ready = set(renew([client.base_url for client in clients]))
+        ready = set(renew([client.base_url for client in clients])(None))
         self.serve_only(list(ready))
         return self._first_of(start, on_chosen, [client for client in self.clients if client.base_url in ready])
 

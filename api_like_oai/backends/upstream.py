@@ -21,9 +21,11 @@ if TYPE_CHECKING:
     from .events import GenerationEvent
     from .llamacpp import RawAnswer, UpstreamProps
 
-# A request for a model the proxy starts: renew(unreachable URLs) gives its lease back, has the supervisor
-# check those replicas (restarting a crashed model) and returns the ready URLs once it is loaded again.
-Renew = Callable[[list[str]], list[str]]
+# A request for a model the proxy starts: renew(unreachable URLs) gives its lease back and has the
+# supervisor check those replicas (restarting a crashed model); it returns wait(timeout): the ready URLs
+# once the model is loaded again, None while `timeout` seconds pass first (None: no limit); raises the
+# refusal's API error.
+Renew = Callable[[list[str]], Callable[[float | None], list[str] | None]]
 
 
 @runtime_checkable

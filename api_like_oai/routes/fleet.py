@@ -18,7 +18,7 @@ from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, Upstre
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 from ..fleet.usage import StreamUsage, counts_in
 from . import current_caller, state
-from .anthropic import speaks_anthropic
+from .apis import ANTHROPIC, api_of
 
 bp = Blueprint("fleet", __name__)
 
@@ -74,7 +74,7 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
     record = g.get("record")
     metrics = state().metrics
     relayed = state().fleet.forward(model, body, raw, request.method, request.full_path.rstrip("?"),
-                                    dict(request.headers), caller=caller.name, anthropic=speaks_anthropic(request.path),
+                                    dict(request.headers), caller=caller.name, anthropic=api_of(request.path) is ANTHROPIC,
                                     on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc())
     metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
     if record is not None:

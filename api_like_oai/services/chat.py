@@ -24,7 +24,7 @@ from ..prompts import merge_stops, normalise_messages
 from ..prompts.media import has_placeholder, media_prompt, placeholders_in
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
-from . import fitting, generation, merge, passthrough
+from . import fitting, generation, merge, passthrough, waiting
 from .media import resolve_images
 from .models import ServedModel
 
@@ -207,7 +207,14 @@ def routed(upstream: Upstream, context: generation.Context):
 
 def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
                     context: generation.Context):
-    """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`."""
+    """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`
+    (after the waiting step, if its model is still loading)."""
+    return waiting.after_wait(context, ChatShape(model_name),
+                              functools.partial(_chat_completion, request, model, model_name, context))
+
+
+def _chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
+                     context: generation.Context):
     chat = start_chat(request, model, context)
     request, tool_plan = chat.request, chat.tool_plan
     role = model.template_choice.response_role
@@ -226,7 +233,13 @@ def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedMode
     """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
     dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (fitting.fit).
     `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
-    `edit_messages`: see MessageEdit."""
+    `edit_messages`: see MessageEdit. A model still loading is waited for first (the waiting step)."""
+    return waiting.after_wait(context, shape, functools.partial(_dialect_answer, shape, chat_request, model, context,
+                                                                transform, edit_messages))
+
+
+def _dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context,
+                    transform: Callable | None, edit_messages: MessageEdit | None):
     try:
         chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages,
                           cached_at_start=bool(chat_request.stream) and shape.usage_at_start)

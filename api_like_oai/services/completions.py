@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 from ..backends import routing
 from ..backends.upstream import Upstream, UpstreamRequest
 from ..dialects.openai_shape import CompletionShape
 from ..errors import ContextLengthExceeded, InvalidRequest
 from ..protocol import CompletionRequest
-from . import generation
+from . import generation, waiting
 from .chat import routed
 from .models import ServedModel
 
@@ -43,7 +45,12 @@ def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
 
 def completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     """(answer, headers), as chat.chat_completion: the answer is a dict, or an iterator of SSE bytes
-    when `request.stream`; no headers."""
+    when `request.stream` (after the waiting step, if its model is still loading); no headers."""
+    return waiting.after_wait(context, CompletionShape(model_name),
+                              functools.partial(_completion, request, model, model_name, context))
+
+
+def _completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     request = model.adjust(request)
     upstream = context.door(model)
     prompts = [p for p in prompts_of(request) for _ in range(request.n or 1)]

@@ -15,7 +15,7 @@ admitted the request rather than read from context variables inside the pool.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..access.gate import Ticket
 from ..access.keys import NORMAL
@@ -26,11 +26,16 @@ from ..backends.upstream import Capabilities, Renew, Upstream, UpstreamRequest
 
 class Door:
     """`upstream` for one request: `ticket` its key (None without keys), `places` the model's slot queue,
-    `renew` its lease's renewal (None for a model the proxy does not start). Implements Upstream."""
+    `renewal()` its lease's renewal (None for a model the proxy does not start). Implements Upstream."""
 
     def __init__(self, upstream: Upstream, places: SlotQueue | None = None, ticket: Ticket | None = None,
-                 renew: Renew | None = None):
-        self.upstream, self.places, self.ticket, self.renew = upstream, places, ticket, renew
+                 renewal: Callable[[], Renew | None] = lambda: None):
+        self.upstream, self.places, self.ticket, self.renewal = upstream, places, ticket, renewal
+
+    @property
+    def renew(self) -> Renew | None:
+        """The lease's renewal as it is now: a streamed request's lease is held after its door opened."""
+        return self.renewal()
 
     @property
     def capabilities(self) -> Capabilities:

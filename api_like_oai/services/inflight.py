@@ -7,10 +7,14 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..backends.events import GenerationEvent
 from ..errors import UpstreamUnavailable
 from ..observability import LiveRequests, RequestRecord
+
+if TYPE_CHECKING:
+    from .waiting import Waiting
 
 
 class InFlight:
@@ -65,6 +69,7 @@ class Context:
     # priority, the lease's renewal), given by the route; without one, the model's door with neither
     opens_door: Callable = field(default=lambda model: model.door())
     _doors: dict = field(default_factory=dict, repr=False)
+    waiting: Waiting | None = None    # a model load admission left pending for the waiting step (waiting.py)
 
     def door(self, model):
         """The model's door for this request, opened once: a later round of an MCP loop, run while the

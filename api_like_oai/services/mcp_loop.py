@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import TypeAdapter
 
-from ..backends.events import GenerationEvent, ItemStep, PromptProgress
+from ..backends.events import GenerationEvent, ItemStep, PromptProgress, UpstreamWait
 from ..dialects import responses_mcp as items
 from ..dialects.responses_tools import Toolbox
 from ..errors import InvalidRequest, PermissionDenied, UpstreamUnavailable
@@ -260,7 +260,7 @@ def _released(events: Iterator, steps: Callable | None) -> Iterator[GenerationEv
     """A later round's events without llama.cpp's prompt progress (which only the first round's reader
     takes off the front), transformed by `steps`; closing them releases the upstream."""
     try:
-        answer = (event for event in events if type(event) is not PromptProgress)
+        answer = (event for event in events if type(event) not in (PromptProgress, UpstreamWait))
         yield from steps(answer) if steps else answer
     finally:
         close(events)

@@ -27,7 +27,7 @@ def create(request: MessagesRequest, admission: Admission, seal: Seal, context: 
     With mcp_servers, the proxy lists and calls them within `mcp_bounds` (services/mcp_loop.py)."""
     caller = admission.ticket.caller if admission.ticket else None
     connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record, caller) if request.mcp_servers else None
-    dialect = _admitted(request, admission, seal, context.record, connector)
+    dialect = _admitted(request, admission, seal, context.record, connector, waits_later=True)
     edits = _context_edits(request)
     edit_messages = edits.apply if edits else None
     shape = MessagesShape(dialect.model_name, request.stop_sequences, seal, request.thinking_display(), edits)
@@ -47,11 +47,12 @@ def count_tokens(request: CountTokensRequest, admission: Admission, seal: Seal, 
     return count, set_aside_header(request.set_aside_tools())
 
 
-def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None) -> DialectRequest:
+def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None, *,
+              waits_later: bool = False) -> DialectRequest:
     with stage(record, "admission"):
         with client_request():   # thinking blocks are checked with the installation's seal
             chat = to_chat_request(request, seal, connector.tools() if connector is not None else ())
-        return admission.dialect(request, chat)
+        return admission.dialect(request, chat, waits_later=waits_later)
 
 
 def _context_edits(request: CountTokensRequest) -> ContextEdits | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from ..access.gate import Ticket
 from ..access.priority import SlotQueue
@@ -40,9 +41,9 @@ class ServedModel:
         self.places = SlotQueue()         # its generations, held to its servers' slots by priority
         self._formatter: ChatFormatter | None = None
 
-    def door(self, ticket: Ticket | None = None, renew: Renew | None = None) -> Door:
+    def door(self, ticket: Ticket | None = None, renewal: Callable[[], Renew | None] = lambda: None) -> Door:
         """The upstream as one request goes through it: its key's limits and priority, its lease's renewal."""
-        return Door(self.upstream, self.places, ticket, renew)
+        return Door(self.upstream, self.places, ticket, renewal)
 
     def formatter(self) -> ChatFormatter:
         """The chat formatter, resolved on first use (the upstream may start after the proxy). No lock

@@ -24,7 +24,7 @@ from ..errors import InvalidRequest, ModelNotFound, ProxyError
 from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from ..reasoning import detect as detect_reasoning
-from . import completions, generation
+from . import completions, generation, waiting
 from .admission import Admission, client_request
 from .chat import dialect_answer, routed
 from .gguf_facts import ModelFile, model_file
@@ -71,33 +71,47 @@ class Ollama:
         if request.template:
             log.debug("ollama: /api/generate's template set aside; the model's own is used")
         if request.raw or request.suffix is not None:
-            return self._completed(request), {}
+            return self._completed(request)
         with client_request():
             chat = dialect.generate_to_chat_request(request)
         return self._generated(request, chat, GENERATE)
 
     def _generated(self, request, chat: ChatCompletionRequest, kind: str):
         with stage(self.context.record, "admission"):
-            admitted = self._named(request.model, lambda: self.admission.dialect(request, chat))
-        model, load_ns = admitted.model, time.monotonic_ns() - self.arrived_ns
+            admitted = self._named(request.model,
+                                   lambda: self.admission.dialect(request, chat, waits_later=True))
+        model = admitted.model
         self._keep_alive(model, request.keep_alive)
         _check_num_ctx(request.options, model)
-        shape = OllamaShape(admitted.model_name, kind, self.arrived_ns, load_ns)
-        return dialect_answer(shape, admitted.chat, model, self.context, self._transform(shape, model))
+        shape = OllamaShape(admitted.model_name, kind, self.arrived_ns)
+
+        def answer():
+            return dialect_answer(self._loaded(shape), admitted.chat, model, self.context, self._transform(shape, model))
+
+        return waiting.after_wait(self.context, shape, answer)
+
+    def _loaded(self, shape: OllamaShape) -> OllamaShape:
+        """`shape` told the model's load time: from the request's arrival until its model was ready."""
+        shape.load_ns = time.monotonic_ns() - self.arrived_ns
+        return shape
 
     def _completed(self, request: dialect.GenerateRequest):
         completion = dialect.generate_to_completion(request)
         with stage(self.context.record, "admission"):
-            completion, model, model_name = self._named(request.model, lambda: self.admission.admit(completion, bound=True))
-        load_ns = time.monotonic_ns() - self.arrived_ns
+            completion, model, model_name = self._named(
+                request.model, lambda: self.admission.admit(completion, bound=True, waits_later=True))
         self._keep_alive(model, request.keep_alive)
+        shape = OllamaShape(model_name, GENERATE, self.arrived_ns)
+        return waiting.after_wait(self.context, shape,
+                                  lambda: (self._completion(completion, model, self._loaded(shape)), {}))
+
+    def _completion(self, completion, model: ServedModel, shape: OllamaShape):
         completion = model.adjust(completion)
         completions.check_supported(completion, [completion.prompt])
         upstream = self.context.door(model)
         if completion.token_limit() is None:
             room = completions.room_left(model, [completion.prompt], upstream)
             completion = completion.model_copy(update={"max_tokens": room})
-        shape = OllamaShape(model_name, GENERATE, self.arrived_ns, load_ns)
         sent = completions.typed(*completions.upstream_request(completion, completion.prompt), self.context.session)
         events = generation.start(routed(upstream, self.context), [sent], self.context, folded=not completion.stream)
         return generation.answer(completion, events, shape, 1, self.context, transform=self._transform(shape, model))

@@ -33,7 +33,7 @@ def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: 
     servers = _mcp_servers(request, mcp_bounds, admission.ticket.caller if admission.ticket else None)
     if servers:   # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
         request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
-    dialect, translation = _admitted(request, turn, admission, context.record, servers, mcp_bounds)
+    dialect, translation = _admitted(request, turn, admission, context.record, servers, mcp_bounds, waits_later=True)
     if mcp_loop.answered_before(turn.made):   # approved calls ran first: a forced tool_choice has had its call
         dialect.chat = mcp_loop.choice_satisfied(dialect.chat)
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
@@ -60,12 +60,12 @@ def input_tokens(request: ResponsesRequest, admission: Admission, scope: Scope, 
 
 
 def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, record, servers=None,
-              mcp_bounds: Bounds | None = None) -> tuple[DialectRequest, Translation]:
+              mcp_bounds: Bounds | None = None, *, waits_later: bool = False) -> tuple[DialectRequest, Translation]:
     prelude = functools.partial(mcp_loop.prelude, servers, bounds=mcp_bounds, record=record) if servers else None
     with stage(record, "admission"):
         with client_request():
             translation = turn.translate(request, prelude)
-        return admission.dialect(request, translation.chat), translation
+        return admission.dialect(request, translation.chat, waits_later=waits_later), translation
 
 
 def _mcp_servers(request: ResponsesRequest, bounds: Bounds, caller) -> dict:

@@ -68,14 +68,24 @@ class PendingLease:
 class HeldLease:
     """A request's lease on a started model, given up and taken again when none of the replicas it
     named could be reached (`renew`: the supervisor checks them, restarts the model if they crashed,
-    and this waits for it as a request for an unloaded model does)."""
+    and the request waits for it as a request for an unloaded model does, with its queue bound)."""
 
-    def __init__(self, client: SupervisorClient, model: str, lease: Lease):
+    def __init__(self, client: SupervisorClient, model: str, lease: Lease | PendingLease):
         self.client, self.model, self.lease = client, model, lease
 
-    def renew(self, unreachable: list[str]) -> list[str]:
+    def renew(self, unreachable: list[str]):
+        """wait(timeout): the ready URLs once the lease is granted again, None if `timeout` seconds
+        (None: no limit) pass first; the refusal's API error (the Renew of backends/upstream.py)."""
         self.lease.release()
-        self.lease = self.client.acquire(self.model, unreachable=unreachable)
+        self.lease = self.client.acquire(self.model, wait=False, unreachable=unreachable)
+        return self._granted_urls
+
+    def _granted_urls(self, timeout: float | None) -> list[str] | None:
+        if isinstance(self.lease, PendingLease):
+            granted = self.lease.wait(timeout)
+            if granted is None:
+                return None
+            self.lease = granted
         return self.lease.urls
 
     def release(self) -> None:

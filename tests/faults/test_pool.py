@@ -137,10 +137,10 @@ def test_a_started_model_whose_replicas_all_fail_to_start_renews_its_lease_and_i
     pool = UpstreamPool([LlamaCppClient(crashed.url)])
     asked, restarts = [], ["ok", "loading"]   # restarted; then failing again
 
-    def renew(unreachable: list[str]) -> list[str]:
+    def renew(unreachable: list[str]):
         asked.append(unreachable)
         crashed.behaviour = restarts.pop(0)
-        return [crashed.url]
+        return lambda timeout: [crashed.url]
 
     assert text_of(pool.generate(REQUEST, renew=renew)) == " Hello, world!"
     assert asked == [[crashed.url]] and pool.healthy[crashed.url]
@@ -151,3 +151,36 @@ def test_a_started_model_whose_replicas_all_fail_to_start_renews_its_lease_and_i
     with pytest.raises(UpstreamUnavailable):
         text_of(pool.generate(UpstreamRequest.of("/completion", {**PAYLOAD, "again": True}), renew=renew))
     assert len(asked) == 2
+
+
+def test_a_generation_waiting_for_its_restart_says_so_until_it_is_ready(fakes):
+    """While the supervisor restarts a crashed model (the renewal's wait times out), the generation's
+    first events are UpstreamWait (a stream's keep-alives), then the answer, its prompt sent as it was;
+    a refusal while waiting is the generation's error."""
+    from api_like_oai.backends.events import UpstreamWait
+
+    crashed = fakes[0]
+    crashed.behaviour = "loading"
+    pool = UpstreamPool([LlamaCppClient(crashed.url)])
+    answers = [None, None, [crashed.url]]
+    timeouts = []
+
+    def wait(timeout):
+        timeouts.append(timeout)
+        if answers[0] is not None:
+            crashed.behaviour = "ok"
+        return answers.pop(0)
+
+    events = list(pool.generate(REQUEST, renew=lambda unreachable: wait))
+    assert [type(event) for event in events[:2]] == [UpstreamWait, UpstreamWait]
+    assert "".join(event.text for event in events[2:]) == " Hello, world!"
+    assert timeouts == [0, 5.0, 5.0]   # a keep-alive at once, then one per interval
+    crashed.behaviour = "loading"
+
+    def refused(timeout):
+        raise UpstreamUnavailable("model m failed to start")
+
+    with pytest.raises(UpstreamUnavailable, match="failed to start"):
+        list(pool.generate(REQUEST, renew=lambda unreachable: refused))
+    assert pool.in_flight[crashed.url] == 0
+

@@ -103,10 +103,11 @@ def test_the_door_observes_the_events_and_passes_the_renewal_and_frees_its_slot(
     from api_like_oai.access.priority import SlotQueue
 
     upstream, ticket, places = Recorded(), Ticket(left=1000), SlotQueue()
-    renew = object()
-    door = Door(upstream, places, ticket, renew)
+    held = []   # the lease's renewal, held after the door opened (a streamed request's waiting step)
+    door = Door(upstream, places, ticket, lambda: held[0] if held else None)
+    held.append(object())
     events = list(door.generate(UpstreamRequest("/completion", prompt="hi")))
-    assert ticket.observed == events and upstream.renewals == [renew]
+    assert ticket.observed == events and upstream.renewals == [held[0]]
     assert places.running == 0
 
 
