@@ -145,7 +145,7 @@ def _fleet_front(settings: Settings):
 def _tracing(settings: Settings):
     if settings.otlp_endpoint is None:
         return None
-    from .tracing import Tracing  # only with traces on: the `otel` extra (cli.py checked it is installed)
+    from .tracing import Tracing  # only with traces on: the `otel` extra (arguments.py checked it is installed)
 
     return Tracing(settings.otlp_endpoint)
 
