@@ -1,15 +1,13 @@
-"""The key book in the proxy's SQLite file (store/sqlite.py): its own tables, the same connection
-and the same retries. Each admission is one write transaction (BEGIN IMMEDIATE): every worker of
+"""The key book in the proxy's SQLite file (store/seam.SQLiteFile): its own tables, registered with
+the seam, the same connection and the same retries. Each admission is one write transaction (BEGIN IMMEDIATE): every worker of
 the instance sees the counts the others wrote, and no two take the same last place."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 
-from .book import LEASE_SECONDS, KeyBook
 from .keys import KeyRecord
-from .limits import WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more
+from .limits import LEASE_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more
 from .usage import UsageEntry
 
 SCHEMA = """
@@ -45,18 +43,16 @@ errors = errors + excluded.errors, seconds = seconds + excluded.seconds
 """
 
 
-class SQLiteKeyBook(KeyBook):
-    def __init__(self, store):
-        super().__init__(store)
-        self._schema_pid = 0
+class SQLiteKeyBook:
+    """access.book.KeyBook in the store's SQLite file."""
 
-    def _run(self, operation, write: bool = False):
-        """`operation(connection)` through the store (its lock, retries and errors), the tables made
-        once per process."""
-        if self._schema_pid != os.getpid():
-            self.store.run(lambda db: db.executescript(SCHEMA))
-            self._schema_pid = os.getpid()
-        return self.store.run(operation, write)
+    def __init__(self, store):
+        self.store = store
+        self._run = store.seam.run
+        store.seam.register("access", SCHEMA)
+
+    def digest(self, api_key: str) -> str:
+        return self.store.owner(api_key)
 
     # --- keys ------------------------------------------------------------------------------------
 
