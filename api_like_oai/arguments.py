@@ -15,7 +15,6 @@ import logging
 import os
 from pathlib import Path
 
-from . import __version__
 from .backends.routing import MODES, RoutingPolicy
 from .installation import data_dir
 from .mcp.policy import Bounds, NamedServer
@@ -27,6 +26,7 @@ from .settings import AudioLimits, ImageLimits, Limits, ModelSettings, Policy, S
 from .store.settings import DEFAULT_TTL_SECONDS, StoreSettings, duration, store_settings
 from .supervisor.configure import discover, find_llama_server, launch_spec, supervisor_settings
 from .tools.formats import FORMATS
+from .version import __version__
 
 ENV_PREFIX = "API_LIKE_OAI_"
 LEGACY_DEFAULTS = {"chat_prompt": DEFAULT_CHAT_PROMPT, "user_name": "USER: ",

@@ -10,9 +10,9 @@ from flask import Blueprint, Response, jsonify, send_from_directory
 from openapi_ui_bundles import swagger_ui
 from pydantic.json_schema import models_json_schema
 
-from .. import __version__
 from .. import answers as o
 from .. import protocol as p
+from ..version import __version__
 
 bp = Blueprint("docs", __name__)
 

@@ -58,14 +58,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("tools", ("api_like_oai.tools",)),
     # What every layer may use: errors, event-stream framing and its JSON, digests, work off the event
     # loop, the seal, the request's record (observability), the WSGI middleware both routes and app use,
-    # and the one GGUF header reader (the supervisor's estimate, a reranker's pooling, Ollama's model facts).
+    # the one GGUF header reader (the supervisor's estimate, a reranker's pooling, Ollama's model facts), the version.
     ("foundation", ("api_like_oai.errors", "api_like_oai.sse", "api_like_oai.compact_json", "api_like_oai.digests",
                     "api_like_oai.offload", "api_like_oai.sealing", "api_like_oai.observability",
-                    "api_like_oai.middleware", "api_like_oai.gguf_header")),
+                    "api_like_oai.middleware", "api_like_oai.gguf_header", "api_like_oai.version")),
 ]
-# Of the package root only its version is imported from below (tracing, /api/hello): importing any
-# module of the package runs the root's __init__ anyway, and the version is all it holds eagerly.
-ROOT_NAMES_FOR_ALL = {"__version__"}
 # Apart, whatever their layers: the prompt layer and the upstream clients know nothing of each other (DESIGN.md).
 APART = [("api_like_oai.prompts", "api_like_oai.backends"), ("api_like_oai.backends", "api_like_oai.prompts")]
 
@@ -90,8 +87,6 @@ def imported_modules(path: Path) -> set[str]:
                 base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + [node.module or ""])
                 base = base.rstrip(".")
             if base.split(".")[0] != "api_like_oai":
-                continue
-            if base == "api_like_oai" and all(alias.name in ROOT_NAMES_FOR_ALL for alias in node.names):
                 continue
             for alias in node.names:  # `from . import routes` imports the module api_like_oai.routes
                 submodule = f"{base}.{alias.name}"
