@@ -5,6 +5,7 @@ for new requests ("admit") and a running request's further reservation ("more"),
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from datetime import UTC, datetime
 
@@ -28,6 +29,9 @@ USED = [Counts(), Counts(requests=2, tokens=40, tokens_today=40, in_flight=1, re
 LIMIT_SETS = [{}, {"max_parallel": 2}, {"rpm": 3}, {"tpm": 100}, {"tpm": 60}, {"tokens_per_day": 1000},
               {"max_parallel": 3, "rpm": 4, "tpm": 200, "tokens_per_day": 2000}]
 NEEDS = [None, 0, 5, 50, 5000]
+# What the key used that no longer counts, beside it or not: requests and tokens of a second past the
+# window, and a lease that ran out still holding a reservation. The script drops them before deciding.
+STALE = [False, True]
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +41,18 @@ def book(redis_server):
     store.close()
 
 
-def with_used(book, name: str, used: Counts) -> None:
-    """The Redis keys of key `name` holding `used` (the window's events 10 s old, leases far from ending)."""
+def with_used(book, name: str, used: Counts, stale: bool = False) -> None:
+    """The Redis keys of key `name` holding `used` (the window's events 10 s old, leases far from ending),
+    and with `stale` what no longer counts beside it (STALE)."""
     requests, tokens, day, leases, reserved = _limit_keys(name, NOON)
     client = book.client
     client.delete(requests, tokens, day, leases, reserved)
     second = str(int(NOON - 10))
+    if stale:
+        client.hset(requests, str(int(NOON - WINDOW_SECONDS - 5)), 7)
+        client.hset(tokens, str(int(NOON - WINDOW_SECONDS - 5)), 900)
+        client.zadd(leases, {"ran-out": NOON - 1})
+        client.hset(reserved, "ran-out", 300)
     if used.requests:
         client.hset(requests, second, used.requests)
     if used.tokens:
@@ -64,22 +74,32 @@ def script_verdict(book, record, need: int, mode: str) -> tuple[bool, Counts]:
     return admitted == 1, counts
 
 
-CASES = list(itertools.product(range(len(USED)), range(len(LIMIT_SETS)), NEEDS))
+CASES = list(itertools.product(range(len(USED)), range(len(LIMIT_SETS)), NEEDS, STALE))
 
 
-@pytest.mark.parametrize(("used", "limits", "max_tokens"), CASES)
-def test_the_scripts_admission_is_limits_decide(book, used, limits, max_tokens):
-    record = KeyRecord(f"k{used}-{limits}-{max_tokens}", "digest", created_at=NOON, **LIMIT_SETS[limits])
-    with_used(book, record.name, USED[used])
+@pytest.mark.parametrize(("used", "limits", "max_tokens", "stale"), CASES)
+def test_the_scripts_admission_is_limits_decide(book, used, limits, max_tokens, stale):
+    record = KeyRecord(f"k{used}-{limits}-{max_tokens}-{stale}", "digest", created_at=NOON, **LIMIT_SETS[limits])
+    with_used(book, record.name, USED[used], stale)
     admitted, counts = script_verdict(book, record, needed_tokens(record, max_tokens), "admit")
-    assert counts.requests == USED[used].requests and counts.in_flight == USED[used].in_flight
-    assert counts.tokens_today == USED[used].tokens_today and counts.reserved == USED[used].reserved
+    second = float(int(NOON - 10))
+    assert counts == dataclasses.replace(USED[used], oldest_request_at=second if USED[used].requests else None,
+                                         oldest_tokens_at=second if USED[used].tokens else None)   # stale left out
     assert admitted == decide(record, counts, NOON, max_tokens).allowed
 
 
-@pytest.mark.parametrize(("used", "limits", "more"), [case for case in CASES if case[2] is not None])
-def test_the_scripts_further_reservation_is_limits_decide_more(book, used, limits, more):
-    record = KeyRecord(f"m{used}-{limits}-{more}", "digest", created_at=NOON, **LIMIT_SETS[limits])
-    with_used(book, record.name, USED[used])
+@pytest.mark.parametrize(("used", "limits", "more", "stale"), [case for case in CASES if case[2] is not None])
+def test_the_scripts_further_reservation_is_limits_decide_more(book, used, limits, more, stale):
+    record = KeyRecord(f"m{used}-{limits}-{more}-{stale}", "digest", created_at=NOON, **LIMIT_SETS[limits])
+    with_used(book, record.name, USED[used], stale)
     admitted, counts = script_verdict(book, record, more, "more")
     assert admitted == decide_more(record, counts, NOON, more).allowed
+
+
+def test_the_cases_meet_every_verdict():
+    """The cases are not all one way: each limit refuses some and every set admits some."""
+    refused_by = set()
+    for used, limits, max_tokens, _ in CASES:
+        record = KeyRecord("any", "digest", created_at=NOON, **LIMIT_SETS[limits])
+        refused_by.add(decide(record, USED[used], NOON, max_tokens).refused_by)
+    assert refused_by == {None, *LIMITS}
