@@ -4,10 +4,15 @@ request: atomic, one round trip); the end of a request is one MULTI transaction.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..store.seam import PREFIX
 from .keys import KeyRecord
 from .limits import DAY_SECONDS, LEASE_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more, needed_tokens
 from .usage import COUNTERS, UsageEntry
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 RECORDS = PREFIX + "access:keys"      # hash: digest -> record
 NAMES = PREFIX + "access:names"       # hash: name -> digest
@@ -81,7 +86,7 @@ return {admitted, requests, tokens, today, in_flight, tostring(oldest_request), 
 class RedisKeyBook:
     """access.book.KeyBook in the store's Redis: its scripts registered with the seam."""
 
-    def __init__(self, store):
+    def __init__(self, store: Store):
         self.store, seam = store, store.seam
         self.client, self._call = seam.client, seam.call
         self.create_script, self.admit_script = seam.script(CREATE), seam.script(ADMIT)

@@ -1,14 +1,19 @@
 """The key book in the proxy's SQLite file (store/seam.SQLiteFile): its own tables, registered with
-the seam, the same connection and the same retries. Each admission is one write transaction (BEGIN IMMEDIATE): every worker of
-the instance sees the counts the others wrote, and no two take the same last place."""
+the seam, the same connection and the same retries. Each admission is one write transaction (BEGIN
+IMMEDIATE): every worker of the instance sees the counts the others wrote, and no two take the same
+last place."""
 
 from __future__ import annotations
 
 import sqlite3
+from typing import TYPE_CHECKING
 
 from .keys import KeyRecord
 from .limits import LEASE_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more
 from .usage import UsageEntry
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS access_keys (
@@ -46,7 +51,7 @@ errors = errors + excluded.errors, seconds = seconds + excluded.seconds
 class SQLiteKeyBook:
     """access.book.KeyBook in the store's SQLite file."""
 
-    def __init__(self, store):
+    def __init__(self, store: Store):
         self.store = store
         self._run = store.seam.run
         store.seam.register("access", SCHEMA)
