@@ -32,6 +32,7 @@ from typing import Any, Literal, TypeVar
 from ..errors import StoreUnavailable
 
 Kind = Literal["sqlite", "redis"]
+Column = tuple[str, str, str]   # (table, column, definition): a column added to a table since it was first made
 T = TypeVar("T")
 
 BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -51,13 +52,14 @@ class SQLiteFile:
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
-        self._schemas: dict[str, str] = {}
+        self._schemas: dict[str, tuple[str, tuple[Column, ...]]] = {}
         self._made: set[str] = set()
 
-    def register(self, name: str, schema: str) -> None:
-        """A subsystem's tables (`CREATE ... IF NOT EXISTS`), made on each process's connection
-        before the next `run`; registering the same name again changes nothing."""
-        self._schemas.setdefault(name, schema)
+    def register(self, name: str, schema: str, added_columns: tuple[Column, ...] = ()) -> None:
+        """A subsystem's tables (`CREATE ... IF NOT EXISTS`), made on each process's connection before
+        the next `run`, and the columns added to them since (table, column, definition), added to a
+        file an older proxy made; registering the same name again changes nothing."""
+        self._schemas.setdefault(name, (schema, added_columns))
 
     def run(self, operation: Callable[[sqlite3.Connection], T], write: bool = False) -> T:
         """`operation(connection)`, in one transaction (BEGIN IMMEDIATE) if `write`, retried while
@@ -94,9 +96,18 @@ class SQLiteFile:
             connection.execute("PRAGMA synchronous=NORMAL")   # durable at checkpoints; never corrupt
             self._connection, self._pid, self._made = connection, os.getpid(), set()
         for name in self._schemas.keys() - self._made:
-            self._connection.executescript(self._schemas[name])
+            schema, added_columns = self._schemas[name]
+            self._connection.executescript(schema)
+            if added_columns:   # in a write transaction: one process adds each
+                _transaction(self._connection, lambda db, added=added_columns: _add_columns(db, added))
             self._made.add(name)
         return self._connection
+
+
+def _add_columns(connection: sqlite3.Connection, added_columns: tuple[Column, ...]) -> None:
+    for table, column, definition in added_columns:
+        if column not in {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}:
+            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
 def _transaction(connection: sqlite3.Connection, operation: Callable[[sqlite3.Connection], T]) -> T:

@@ -31,6 +31,21 @@ def test_each_subsystem_registers_its_tables_even_after_the_connection_opened(tm
     assert tables(seam) == {"one", "two"}
 
 
+def test_columns_added_since_are_added_to_an_older_file(tmp_path):
+    older = SQLiteFile(tmp_path / "shared.sqlite3")
+    older.register("one", "CREATE TABLE IF NOT EXISTS one (x INTEGER)")
+    older.run(lambda db: db.execute("INSERT INTO one VALUES (1)"), write=True)
+    older.close()
+    newer = SQLiteFile(tmp_path / "shared.sqlite3")
+    newer.register("one", "CREATE TABLE IF NOT EXISTS one (x INTEGER, y REAL NOT NULL DEFAULT 0)",
+                   (("one", "y", "REAL NOT NULL DEFAULT 0"),))
+    assert newer.run(lambda db: db.execute("SELECT x, y FROM one").fetchall()) == [(1, 0.0)]
+    again = SQLiteFile(tmp_path / "shared.sqlite3")   # another process: the column is there already
+    again.register("one", "CREATE TABLE IF NOT EXISTS one (x INTEGER, y REAL NOT NULL DEFAULT 0)",
+                   (("one", "y", "REAL NOT NULL DEFAULT 0"),))
+    assert again.run(lambda db: db.execute("SELECT x, y FROM one").fetchall()) == [(1, 0.0)]
+
+
 def test_a_failed_write_is_rolled_back_whole(tmp_path):
     seam = SQLiteFile(tmp_path / "shared.sqlite3")
     seam.register("one", "CREATE TABLE IF NOT EXISTS one (x INTEGER)")
