@@ -1,6 +1,6 @@
 """The direction of the imports, read from the code with `ast`: entry -> app -> routes -> services ->
-settings -> dialects -> backends -> access -> {store, prompts, ...} -> tools, no module imports a layer
-above its own, and no two rooms (the package's top-level modules and packages) import each other
+dashboard -> settings -> dialects -> fleet -> backends -> access -> parts -> tools -> foundation, no
+module imports a layer above its own, and no two rooms (the package's top-level modules and packages) import each other
 round a circle, even within one layer (`api-like-oai keys` and cli.py once did).
 
 Every import counts, at the top of a module or inside a function (the lazy ones that keep a worker's
@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("dashboard", ("api_like_oai.dashboard",)),
     # What the operator said: flags, environment and YAML merged once into Settings (arguments, config),
     # gathering each subsystem's own declared part (RoutingPolicy, StoreSettings, LaunchSpec, ...) from
-    # below. The services read Settings; no subsystem below needs more than its own part. And where this
+    # below. The services read Settings; the subsystems below get only their own part. And where this
     # installation keeps its files and its key (installation: the data dir, the seal's secret).
     ("settings", ("api_like_oai.arguments", "api_like_oai.config", "api_like_oai.settings",
                   "api_like_oai.installation")),
@@ -49,9 +49,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("backends", ("api_like_oai.backends",)),
     # Keys, limits and usage, counted on the storage seam.
     ("access", ("api_like_oai.access",)),
-    # Each one kind of I/O or pure, none importing another: the store (and the storage seam), the
-    # supervisor's processes, the MCP clients and policy, the prompt layer, the chat request every
-    # dialect becomes (protocol) and OpenAI's answers. test_no_circle_between_rooms holds them apart.
+    # Each one kind of I/O or pure: the store (and the storage seam), the supervisor's processes, the MCP
+    # clients and policy, the prompt layer, the chat request every dialect becomes (protocol) and
+    # OpenAI's answers. None imports another today; one that comes to need another gets a layer above it.
     ("parts", ("api_like_oai.store", "api_like_oai.supervisor", "api_like_oai.mcp", "api_like_oai.prompts",
                "api_like_oai.protocol", "api_like_oai.answers")),
     # Model text -> tool calls, and the grammars that hold a model to them: pure.
