@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from . import ollama_rows
+from . import ollama_rows, rerank_row
 from .dashboard import dashboard_section
 from .report_ratios import measured_targets, ratios_section
 from .report_swaps import swaps_section
@@ -402,8 +402,8 @@ def quick_markdown(results: BenchmarkResults) -> str:
                 "Short windows: read the ratios, and run it twice before believing a change of a few percent. "
                 "Run it before merging anything on the request path; the whole `scripts/bench` writes results.md.",
                 machine_section(results), "## Targets", table(["target", "goal", "measured", "verdict"], rows),
-                ratios_section(results), ollama_rows.section(results.ollama), tool_call_section(results),
-                agent_turns_section(results)]
+                ratios_section(results), ollama_rows.section(results.ollama), rerank_row.section(results.rerank),
+                tool_call_section(results), agent_turns_section(results)]
     return "\n\n".join(section for section in sections if section) + "\n"
 
 

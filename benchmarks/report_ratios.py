@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from . import ollama_rows
+from . import ollama_rows, rerank_row
 from .results import BenchmarkResults, RatioRow, RatiosResult, TargetCheck
 from .tables import number, table
 
@@ -76,4 +76,6 @@ QUICK_TARGETS = ("non-streamed CPU per request, proxy ÷ floor", "paced streams:
 
 def measured_targets(results: BenchmarkResults) -> list[TargetCheck]:
     """The targets `--quick` judges."""
-    return [*(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)), *ollama_rows.targets(results.ollama)]
+    return [*(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)), *ollama_rows.targets(results.ollama),
+            *rerank_row.targets(results.rerank)]
+
