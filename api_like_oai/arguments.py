@@ -229,7 +229,8 @@ def _add_mcp_flags(add) -> None:
 
 def _mcp_bounds(args: argparse.Namespace, config=None) -> Bounds:
     """The --mcp-* bounds and the config's named MCP servers."""
-    named = tuple(NamedServer(name, server.url, tuple(server.headers.items()))
+    named = tuple(NamedServer(name, server.url, tuple(server.headers.items()),
+                              (server.command, *server.args) if server.command else (), tuple(server.env.items()))
                   for name, server in (getattr(config, "mcp_servers", None) or {}).items())
     return Bounds(connect_timeout=args.mcp_connect_timeout, call_timeout=args.mcp_call_timeout,
                   max_output_bytes=args.mcp_max_output_bytes, max_tools=args.mcp_max_tools,

@@ -6,6 +6,7 @@ dispatches, so that every command reads the same settings and none imports anoth
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import sys
@@ -41,7 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _create_app(settings: Settings, run_dir: str | None = None, supervisor_socket: str | None = None):
+def _create_app(settings: Settings, run_dir: str | None = None, supervisor_socket: str | None = None,
+                mcp_bridges: dict[str, tuple[str, str]] | None = None):
+    """`mcp_bridges`: where the main process's bridges serve the config's stdio MCP servers (mcp/stdio.py)."""
     from .app import create_app  # in the worker, after gevent patched it (server.py)
 
+    if mcp_bridges:
+        settings = dataclasses.replace(settings, mcp=settings.mcp.bridged(mcp_bridges))
     return create_app(settings, run_dir=run_dir, supervisor_socket=supervisor_socket)
