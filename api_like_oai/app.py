@@ -6,6 +6,7 @@ import functools
 import importlib
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -46,7 +47,13 @@ from .sealing import Seal
 from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
-from .store import open_store
+from .store import Store, open_store
+
+if TYPE_CHECKING:   # built only with their flags: traces, the supervisor, the fleet, several workers
+    from .fleet.front import FleetFront
+    from .siblings import Siblings
+    from .supervisor.client import SupervisorClient
+    from .tracing import Tracing
 
 log = logging.getLogger("api_like_oai")
 
@@ -63,13 +70,13 @@ class AppState:
     inflight: InFlight
     metrics: Metrics
     seal: Seal                       # signs thoughts handed out and checks them when they come back
-    store: object | None = None      # store.Store: stored responses and conversations (None: --store none)
-    siblings: object | None = None   # siblings.Siblings: the other workers, with --workers > 1
+    store: Store | None = None       # stored responses and conversations (None: --store none)
+    siblings: Siblings | None = None  # the other workers, with --workers > 1
     gate: Gate = Gate()              # the keys requests may bring, managed ones in the store's key book
-    supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
-    tracing: object | None = None     # tracing.Tracing with --otlp-endpoint (opentelemetry imported only then)
+    supervisor: SupervisorClient | None = None  # the models the proxy starts itself
+    tracing: Tracing | None = None    # with --otlp-endpoint (opentelemetry imported only then)
     history: History | None = None    # the dashboard's charts and recent errors, kept in the store
-    fleet: object | None = None       # fleet.front.FleetFront with --fleet: the boxes, placement, the relay
+    fleet: FleetFront | None = None   # with --fleet: the boxes, placement, the relay
 
 
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
@@ -142,7 +149,7 @@ def _fleet_front(settings: Settings):
 def _tracing(settings: Settings):
     if settings.otlp_endpoint is None:
         return None
-    from .tracing import Tracing  # only with traces on: the `otel` extra (cli.py checked it is installed)
+    from .tracing import Tracing  # only with traces on: the `otel` extra (arguments.py checked it is installed)
 
     return Tracing(settings.otlp_endpoint)
 

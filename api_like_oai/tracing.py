@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from . import __version__
+from .version import __version__
 
 # The GenAI semantic conventions are still marked Development: these attribute names are those of
 # semantic conventions 1.44.0 (opentelemetry-semantic-conventions 0.66b2), pinned here.

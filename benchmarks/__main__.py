@@ -302,7 +302,7 @@ def quick_guard(args: argparse.Namespace) -> int:
         results.agent_turns = agents.agent_turns(turn_fake.url, plan.agent_turn_rounds)
     results.duration_s = time.perf_counter() - STARTED
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    text = report_ratios.quick_markdown(results)
+    text = report.quick_markdown(results)
     (args.output_dir / "quick.md").write_text(text)
     raw = {**dataclasses.asdict(results), "targets": [dataclasses.asdict(t) for t in report_ratios.measured_targets(results)]}
     (args.output_dir / "quick.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")

@@ -22,9 +22,9 @@ from pathlib import Path
 from .client import closed_loop, encode_post
 from .processes import Service, free_port
 from .ratios import RatioPlan, load_now, passes, settle
-from .report import number, table
 from .results import RerankRow, TargetCheck, percentile
 from .servers import ROOT, _temporary_file, proxy
+from .tables import number, table
 
 TARGETS = ("direct", "proxy")
 MODEL = "ranker"

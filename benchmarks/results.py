@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .dashboard import DashboardResult, dashboard_target
+DASHBOARD_TARGET = 0.05   # at most 5% more CPU per token with the dashboard's stream open (benchmarks/dashboard.py)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -503,6 +504,34 @@ class OllamaRow:
 
 
 @dataclass
+class DashboardResult:
+    clients: int
+    interval_ms: float
+    dashboards: int                                   # event streams open in the "open" windows
+    closed_us_per_token: list[float] = field(default_factory=list)
+    open_us_per_token: list[float] = field(default_factory=list)
+    frames_received: int = 0                          # by the dashboards, over their windows
+    open_seconds: float = 0.0
+    errors: int = 0
+    load_average: str = ""
+    idle_cpu_ms_per_s: dict[str, list[float]] = field(default_factory=dict)   # no traffic: "closed", "open"
+    tokens_per_s: list[float] = field(default_factory=list)                  # relayed, in the closed windows
+
+    @property
+    def added_share(self) -> float:
+        """How much more CPU a token costs with the stream open: median open / median closed - 1."""
+        return statistics.median(self.open_us_per_token) / statistics.median(self.closed_us_per_token) - 1
+
+    @property
+    def implied_share(self) -> float:
+        """The open stream's own CPU a second (no traffic, open minus closed) over the proxy's CPU a
+        second in the closed windows: what the A/B windows should find, without their noise."""
+        stream_ms = statistics.median(self.idle_cpu_ms_per_s["open"]) - statistics.median(self.idle_cpu_ms_per_s["closed"])
+        proxy_ms = statistics.median(self.tokens_per_s) * statistics.median(self.closed_us_per_token) / 1000
+        return stream_ms / proxy_ms
+
+
+@dataclass
 class RerankRow:
     """The row of benchmarks/rerank_row.py (issue 40): /v1/rerank through the proxy beside llama-server's own."""
 
@@ -825,3 +854,14 @@ def _value(hint, raw):
     if origin is types.UnionType:
         return _value(next(arg for arg in args if arg is not type(None)), raw)
     return _built(hint, raw) if dataclasses.is_dataclass(hint) else raw
+
+
+def dashboard_target(result: DashboardResult | None):
+    name = "dashboard's event stream open: proxy CPU per relayed token vs closed, paced streams (issue 26)"
+    if result is None or not result.open_us_per_token or not result.closed_us_per_token:
+        return TargetCheck(name, "≤ 5% more", "not measured", False)
+    measured = (f"{result.added_share:+.1%} (implied by the stream's own CPU: {result.implied_share:+.1%}; "
+                f"medians {statistics.median(result.open_us_per_token):.1f} vs "
+                f"{statistics.median(result.closed_us_per_token):.1f} µs, {len(result.open_us_per_token)} windows each, "
+                f"{result.clients} streams @ {result.interval_ms:g} ms)")
+    return TargetCheck(name, "≤ 5% more", measured, result.added_share <= DASHBOARD_TARGET and result.errors == 0)

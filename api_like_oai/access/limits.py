@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from .keys import KeyRecord
 
 WINDOW_SECONDS = 60.0
+LEASE_SECONDS = 900.0   # a request in flight holds its place this long at most (a worker killed mid-request)
 DAY_SECONDS = 86400
 # The order limits are checked in, and the index the Redis script answers with (1-based there).
 LIMIT_ORDER = ("max_parallel", "rpm", "tpm", "tokens_per_day", "audio_seconds_per_day")

@@ -1,17 +1,18 @@
-"""The key book in the proxy's Redis (store/redis.py): every instance sharing the Redis shares the
+"""The key book in the proxy's Redis (store/seam.RedisServer): every instance sharing the Redis shares the
 keys, the counts and the usage. An admission is one Lua script (read the counts, decide, count the
 request: atomic, one round trip); the end of a request is one MULTI transaction."""
 
 from __future__ import annotations
 
-import redis
+from typing import TYPE_CHECKING
 
-from ..errors import StoreUnavailable
-from ..store.redis import PREFIX
-from .book import LEASE_SECONDS, KeyBook
+from ..store.seam import PREFIX
 from .keys import KeyRecord
-from .limits import DAY_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more, needed_tokens
+from .limits import DAY_SECONDS, LEASE_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more, needed_tokens
 from .usage import COUNTERS, FLOAT_COUNTERS, UsageEntry
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 RECORDS = PREFIX + "access:keys"      # hash: digest -> record
 NAMES = PREFIX + "access:names"       # hash: name -> digest
@@ -91,18 +92,16 @@ return {admitted, requests, tokens, today, in_flight, tostring(oldest_request), 
 """
 
 
-class RedisKeyBook(KeyBook):
-    def __init__(self, store):
-        super().__init__(store)
-        self.client = store.client
-        self.create_script = self.client.register_script(CREATE)
-        self.admit_script = self.client.register_script(ADMIT)
+class RedisKeyBook:
+    """access.book.KeyBook in the store's Redis: its scripts registered with the seam."""
 
-    def _call(self, command, *args):
-        try:
-            return command(*args)
-        except redis.RedisError as exc:
-            raise StoreUnavailable(f"the key store (Redis) failed: {exc}") from exc
+    def __init__(self, store: Store):
+        self.store, seam = store, store.seam
+        self.client, self._call = seam.client, seam.call
+        self.create_script, self.admit_script = seam.script(CREATE), seam.script(ADMIT)
+
+    def digest(self, api_key: str) -> str:
+        return self.store.owner(api_key)
 
     # --- keys ------------------------------------------------------------------------------------
 

@@ -1,16 +1,19 @@
-"""The key book in the proxy's SQLite file (store/sqlite.py): its own tables, the same connection
-and the same retries. Each admission is one write transaction (BEGIN IMMEDIATE): every worker of
-the instance sees the counts the others wrote, and no two take the same last place."""
+"""The key book in the proxy's SQLite file (store/seam.SQLiteFile): its own tables, registered with
+the seam, the same connection and the same retries. Each admission is one write transaction (BEGIN
+IMMEDIATE): every worker of the instance sees the counts the others wrote, and no two take the same
+last place."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
+from typing import TYPE_CHECKING
 
-from .book import LEASE_SECONDS, KeyBook
 from .keys import KeyRecord
-from .limits import WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more
+from .limits import LEASE_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more
 from .usage import UsageEntry
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS access_keys (
@@ -33,8 +36,8 @@ CREATE TABLE IF NOT EXISTS access_usage (
     completion_tokens INTEGER NOT NULL, errors INTEGER NOT NULL, seconds REAL NOT NULL,
     audio_seconds REAL NOT NULL DEFAULT 0, PRIMARY KEY (day, key_name, model, api)) WITHOUT ROWID;
 """
-# Columns added since the tables were first made: (table, column, its definition), added to a file
-# an older proxy made (SQLite appends them, so the columns keep UsageEntry's order).
+# Columns added since the tables were first made: (table, column, its definition), added by the seam to
+# a file an older proxy made (SQLite appends them, so the columns keep UsageEntry's order).
 ADDED_COLUMNS = (("access_days", "audio_ms", "INTEGER NOT NULL DEFAULT 0"),
                  ("access_usage", "audio_seconds", "REAL NOT NULL DEFAULT 0"))
 ADD_TO_SECOND = """
@@ -55,19 +58,16 @@ ON CONFLICT (key_name, day) DO UPDATE SET tokens = tokens + excluded.tokens, aud
 """
 
 
-class SQLiteKeyBook(KeyBook):
-    def __init__(self, store):
-        super().__init__(store)
-        self._schema_pid = 0
+class SQLiteKeyBook:
+    """access.book.KeyBook in the store's SQLite file."""
 
-    def _run(self, operation, write: bool = False):
-        """`operation(connection)` through the store (its lock, retries and errors), the tables made
-        once per process."""
-        if self._schema_pid != os.getpid():
-            self.store.run(lambda db: db.executescript(SCHEMA))
-            self.store.run(_add_columns, write=True)   # in a write transaction: one process adds each
-            self._schema_pid = os.getpid()
-        return self.store.run(operation, write)
+    def __init__(self, store: Store):
+        self.store = store
+        self._run = store.seam.run
+        store.seam.register("access", SCHEMA, ADDED_COLUMNS)
+
+    def digest(self, api_key: str) -> str:
+        return self.store.owner(api_key)
 
     # --- keys ------------------------------------------------------------------------------------
 
@@ -139,13 +139,6 @@ class SQLiteKeyBook(KeyBook):
             "SELECT * FROM access_usage WHERE day >= ? AND day <= ? ORDER BY day, key_name, model, api",
             (since_day, until_day or "9999-12-31")).fetchall())
         return [UsageEntry(*row) for row in rows]
-
-
-def _add_columns(db: sqlite3.Connection) -> None:
-    """The columns added since, to the tables of a file an older proxy made."""
-    for table, column, definition in ADDED_COLUMNS:
-        if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
 def _reserve(db: sqlite3.Connection, record: KeyRecord, request_id: str, tokens: int) -> None:

@@ -11,9 +11,9 @@ from flask import Blueprint, Flask, Response, current_app, jsonify, send_from_di
 from openapi_ui_bundles import swagger_ui
 from pydantic.json_schema import models_json_schema
 
-from .. import __version__
 from .. import answers as o
 from .. import protocol as p
+from ..version import __version__
 from .apis import APIS, Endpoint, api_of
 
 bp = Blueprint("docs", __name__)

@@ -13,7 +13,6 @@ from ..errors import InvalidRequest
 from ..prompts.media import Audio, decode_base64
 from ..protocol import ChatCompletionRequest, ContentPart
 from ..settings import AudioLimits
-from .media import with_placeholders
 
 AUDIO_PART_TYPE = "input_audio"
 LIMITS = AudioLimits()
@@ -38,7 +37,7 @@ def resolve_audio(request: ChatCompletionRequest, model) -> tuple[ChatCompletion
         raise InvalidRequest(f"model {model.name!r} does not take audio: its llama-server has no audio projector "
                              "(--mmproj of an audio model)", param=params[0], code="audio_not_supported")
     placed = {(n, m): clip.placeholder for clip, (n, m, _) in zip(clips, found, strict=True)}
-    return with_placeholders(request, placed), {clip.digest: clip for clip in clips}
+    return request.with_placeholders(placed), {clip.digest: clip for clip in clips}
 
 
 def audio_seconds(request: ChatCompletionRequest, *, strict: bool = True) -> float | None:

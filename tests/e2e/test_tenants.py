@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from api_like_oai import create_app
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 
 ADMIN_KEY = "sk-admin-of-the-tenants-test"
 NONE, OWN, OTHER, LIMITED, ADMIN = "no key", "key of a", "key of b", "rate-limited key of a", "admin key"

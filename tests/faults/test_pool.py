@@ -81,7 +81,7 @@ def test_none_left_is_503_with_retry_after(fakes):
 
 def pool_app(tmp_path, fakes):
     from api_like_oai import create_app
-    from api_like_oai.cli import parse_settings
+    from api_like_oai.arguments import parse_settings
 
     config = tmp_path / "config.yaml"
     config.write_text(f"models:\n  m:\n    upstreams: [{fakes[0].url}, {fakes[1].url}]\n"
@@ -110,7 +110,7 @@ def test_a_pool_serving_one_model_from_different_directories_is_healthy(tmp_path
 def test_every_call_of_a_request_fails_over_from_a_dead_upstream(tmp_path, fakes, dead_first):
     """Not only the generation: /props (the template), /tokenize (the count) and the native API too."""
     from api_like_oai import create_app
-    from api_like_oai.cli import parse_settings
+    from api_like_oai.arguments import parse_settings
 
     dead = f"http://127.0.0.1:{free_port()}"
     upstreams = [dead, fakes[0].url] if dead_first else [fakes[0].url, dead]

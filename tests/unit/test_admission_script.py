@@ -6,6 +6,7 @@ on a real redis-server."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from datetime import UTC, datetime
 
@@ -13,7 +14,7 @@ import pytest
 
 from api_like_oai.access.book import open_book
 from api_like_oai.access.keys import KeyRecord
-from api_like_oai.access.limits import Counts, decide, decide_more, needed_tokens
+from api_like_oai.access.limits import LIMIT_ORDER, WINDOW_SECONDS, Counts, decide, decide_more, needed_tokens
 from api_like_oai.access.redis import _limit_keys, admit_arguments, counts_of
 
 from .test_store import make_store
@@ -39,12 +40,18 @@ def book(redis_server):
     store.close()
 
 
-def with_used(book, name: str, used: Counts) -> None:
-    """The Redis keys of key `name` holding `used` (the window's events 10 s old, leases far from ending)."""
+def with_used(book, name: str, used: Counts, stale: bool = False) -> None:
+    """The Redis keys of key `name` holding `used` (the window's events 10 s old, leases far from ending),
+    and with `stale` what no longer counts beside it (STALE)."""
     requests, tokens, day, leases, reserved, audio = _limit_keys(name, NOON)
     client = book.client
     client.delete(requests, tokens, day, leases, reserved, audio)
     second = str(int(NOON - 10))
+    if stale:
+        client.hset(requests, str(int(NOON - WINDOW_SECONDS - 5)), 7)
+        client.hset(tokens, str(int(NOON - WINDOW_SECONDS - 5)), 900)
+        client.zadd(leases, {"ran-out": NOON - 1})
+        client.hset(reserved, "ran-out", 300)
     if used.requests:
         client.hset(requests, second, used.requests)
     if used.tokens:
@@ -65,26 +72,40 @@ def script_verdict(book, record, need: int, mode: str, audio: int = 0) -> tuple[
     return admitted == 1, counts_of(numbers)
 
 
-CASES = list(itertools.product(range(len(USED)), range(len(LIMIT_SETS)), NEEDS, AUDIO))
+# Every used, limits, max_tokens and audio together; and, without audio, with what no longer counts beside
+# what is used (stale: requests and tokens of a second past the window, and a lease that ran out still
+# holding a reservation), which the script must drop before deciding.
+CASES = [(*case, False) for case in itertools.product(range(len(USED)), range(len(LIMIT_SETS)), NEEDS, AUDIO)] + [
+    (*case, 0, True) for case in itertools.product(range(len(USED)), range(len(LIMIT_SETS)), NEEDS)]
 
 
-@pytest.mark.parametrize(("used", "limits", "max_tokens", "audio"), CASES)
-def test_the_scripts_admission_is_limits_decide(book, used, limits, max_tokens, audio):
-    record = KeyRecord(f"k{used}-{limits}-{max_tokens}-{audio}", "digest", created_at=NOON, **LIMIT_SETS[limits])
-    with_used(book, record.name, USED[used])
+@pytest.mark.parametrize(("used", "limits", "max_tokens", "audio", "stale"), CASES)
+def test_the_scripts_admission_is_limits_decide(book, used, limits, max_tokens, audio, stale):
+    record = KeyRecord(f"k{used}-{limits}-{max_tokens}-{audio}-{stale}", "digest", created_at=NOON, **LIMIT_SETS[limits])
+    with_used(book, record.name, USED[used], stale)
     admitted, counts = script_verdict(book, record, needed_tokens(record, max_tokens), "admit", audio)
-    assert (counts.requests, counts.in_flight, counts.tokens_today, counts.reserved, counts.audio_ms_today) == (
-        USED[used].requests, USED[used].in_flight, USED[used].tokens_today, USED[used].reserved,
-        USED[used].audio_ms_today)
+    second = float(int(NOON - 10))
+    assert counts == dataclasses.replace(USED[used], oldest_request_at=second if USED[used].requests else None,
+                                         oldest_tokens_at=second if USED[used].tokens else None)   # stale left out
     assert admitted == decide(record, counts, NOON, max_tokens, audio).allowed
     counted = int(book.client.get(_limit_keys(record.name, NOON)[5]) or 0)
     counts_audio = admitted and audio > 0 and record.audio_seconds_per_day is not None
     assert counted == USED[used].audio_ms_today + (audio if counts_audio else 0)
 
 
-@pytest.mark.parametrize(("used", "limits", "more"), [case[:3] for case in CASES if case[2] is not None and case[3] == 0])
-def test_the_scripts_further_reservation_is_limits_decide_more(book, used, limits, more):
-    record = KeyRecord(f"m{used}-{limits}-{more}", "digest", created_at=NOON, **LIMIT_SETS[limits])
-    with_used(book, record.name, USED[used])
+@pytest.mark.parametrize(("used", "limits", "more", "stale"),
+                         [(*case[:3], case[4]) for case in CASES if case[2] is not None and case[3] == 0])
+def test_the_scripts_further_reservation_is_limits_decide_more(book, used, limits, more, stale):
+    record = KeyRecord(f"m{used}-{limits}-{more}-{stale}", "digest", created_at=NOON, **LIMIT_SETS[limits])
+    with_used(book, record.name, USED[used], stale)
     admitted, counts = script_verdict(book, record, more, "more")
     assert admitted == decide_more(record, counts, NOON, more).allowed
+
+
+def test_the_cases_meet_every_verdict():
+    """The cases are not all one way: each limit refuses some and every set admits some."""
+    refused_by = set()
+    for used, limits, max_tokens, audio, _ in CASES:
+        record = KeyRecord("any", "digest", created_at=NOON, **LIMIT_SETS[limits])
+        refused_by.add(decide(record, USED[used], NOON, max_tokens, audio).refused_by)
+    assert refused_by == {None, *LIMIT_ORDER}

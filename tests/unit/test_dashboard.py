@@ -13,7 +13,7 @@ import pytest
 
 from api_like_oai import create_app
 from api_like_oai.access.keys import Caller, KeyRecord
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 from api_like_oai.dashboard import history as h
 from api_like_oai.dashboard.buckets import MemoryBuckets, RedisBuckets, SQLiteBuckets
 from api_like_oai.dashboard.live import for_viewer

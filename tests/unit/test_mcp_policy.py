@@ -96,7 +96,7 @@ def test_a_grant_of_some_tools_narrows_allowed_tools(allowed, narrowed):
 
 
 def test_keys_create_takes_mcp_server_grants():
-    from api_like_oai.access.commands import _changes, keys_parser
+    from api_like_oai.keys_command import _changes, keys_parser
 
     args = keys_parser().parse_args(["create", "--name", "agent", "--mcp-servers", "github, files.read_file"])
     changes = _changes(args)
@@ -105,7 +105,7 @@ def test_keys_create_takes_mcp_server_grants():
 
 
 def test_the_config_names_mcp_servers_at_urls_and_stdio_ones(tmp_path):
-    from api_like_oai.cli import parse_settings
+    from api_like_oai.arguments import parse_settings
 
     config = tmp_path / "config.yaml"
     config.write_text("mcp_servers:\n  github:\n    url: https://mcp.example.com/mcp\n    headers: {X-Team: a}\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api_like_oai import create_app
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 from api_like_oai.errors import UpstreamUnavailable
 from api_like_oai.routes import state
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from api_like_oai.access import limits, manage
-from api_like_oai.cli import StartupError, parse_settings
+from api_like_oai.arguments import StartupError, parse_settings
 from api_like_oai.routes import state
 
 from . import test_keys_app

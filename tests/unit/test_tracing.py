@@ -7,13 +7,13 @@ import sys
 
 import pytest
 
-from api_like_oai.cli import build_parser, settings_from_args
+from api_like_oai.arguments import build_parser, settings_from_args
 from api_like_oai.observability import Metrics, RequestRecord, stage
 from api_like_oai.tracing import traces_url
 
 
 def test_without_an_endpoint_no_opentelemetry_is_imported():
-    script = ("import sys; from api_like_oai import create_app; from api_like_oai.cli import parse_settings; "
+    script = ("import sys; from api_like_oai import create_app; from api_like_oai.arguments import parse_settings; "
               "app = create_app(parse_settings(['--llama-api', 'http://127.0.0.1:9'])); "
               "assert app.test_client().get('/v1/internal/requests').status_code == 200; "
               "print([m for m in sys.modules if m.startswith('opentelemetry')])")

@@ -10,14 +10,14 @@ import sys
 
 from pydantic import ValidationError
 
-from ..cli import StartupError, parse_arguments, store_settings_of
-from ..errors import StoreUnavailable
-from ..store import open_store
-from ..store.settings import duration
-from . import manage
-from .book import open_book
-from .keys import KeyProblem, KeyRecord, models_list
-from .usage import GROUPS, as_csv, as_json, summed
+from .access import manage
+from .access.book import open_book
+from .access.keys import KeyProblem, KeyRecord, models_list
+from .access.usage import GROUPS, as_csv, as_json, summed
+from .arguments import StartupError, parse_arguments, store_settings_of
+from .errors import StoreUnavailable
+from .store import open_store
+from .store.settings import duration
 
 LIMIT_OPTIONS = (("--rpm", "requests per minute"), ("--tpm", "tokens (prompt + completion) per minute"),
                  ("--tokens-per-day", "tokens per UTC day"), ("--max-parallel", "requests in flight at once"),
