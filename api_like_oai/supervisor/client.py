@@ -1,4 +1,4 @@
-"""The workers' side of the supervisor's socket (messages.py's typed protocol, service.py answers it).
+"""The workers' side of the supervisor's socket (messages.py's typed protocol, listener.py answers it).
 Plain sockets: under the gevent worker they are cooperative, so a request waiting for a load holds no
 thread."""
 

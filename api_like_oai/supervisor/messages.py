@@ -1,4 +1,4 @@
-"""The supervisor's socket protocol, typed, shared by both ends (service.py answers, client.py asks).
+"""The supervisor's socket protocol, typed, shared by both ends (listener.py answers, client.py asks).
 
 One connection per request; one JSON line per message. A worker sends one request:
     Acquire(model, unreachable)   -> Wait* then Granted (the connection is then the lease: its end

@@ -12,7 +12,8 @@ import pytest
 from api_like_oai.errors import ModelNotFound
 from api_like_oai.supervisor import messages, plan
 from api_like_oai.supervisor.client import SupervisorClient
-from api_like_oai.supervisor.service import Connection, Managed, Supervisor
+from api_like_oai.supervisor.listener import Connection
+from api_like_oai.supervisor.service import Managed, Supervisor
 from api_like_oai.supervisor.spec import LaunchSpec, SupervisorSettings
 
 STATUSES = (plan.UNLOADED, plan.LOADING, plan.LOADED, plan.STOPPING, plan.FAILED)
