@@ -124,10 +124,10 @@ class Collector:
         health = self._checked_health(now, [model for model in models if model.name not in started])
         health = health | started_health(started)
         slots = {client.base_url: self._slot_count(client, health.get(client.base_url), now)
-                 for model in models if model.openai is None for client in _clients(model)}
+                 for model in models if model.upstream.capabilities.props for client in _clients(model)}
         return Collected(time.time(), self.sources.requests(),
                          [ModelUpstreams(model.name, tuple(client.base_url for client in _clients(model)),
-                                         model.openai is None) for model in models],
+                                         model.upstream.capabilities.props) for model in models],
                          health, status, slots, cache_shares, self._fleet())
 
     def _checked_health(self, now: float, models: list) -> dict[str, str]:
@@ -167,7 +167,7 @@ def started_health(started: dict) -> dict[str, str]:
 
 
 def _clients(model) -> list:
-    return [model.openai] if model.openai is not None else list(model.pool.clients)
+    return model.upstream.servers()
 
 
 # --- payload: pure -------------------------------------------------------------------------------

@@ -79,9 +79,12 @@ class Client:
 
 
 class Model:
+    """A llama.cpp model's stand-in: its upstream's servers say their slots (capabilities.props)."""
+
     def __init__(self, name: str, clients: list[Client], health: dict[str, str]):
-        self.name, self.openai, self.health, self.checks = name, None, health, 0
-        self.pool = type("Pool", (), {"clients": clients})()
+        self.name, self.health, self.checks = name, health, 0
+        self.upstream = type("Upstream", (), {"capabilities": type("Capabilities", (), {"props": True})(),
+                                              "servers": lambda _self: clients})()
 
     def check_health(self) -> dict[str, str]:
         self.checks += 1

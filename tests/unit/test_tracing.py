@@ -59,3 +59,15 @@ def test_the_live_view_says_the_phase_and_nothing_of_the_prompt():
     assert set(record.live()) == {"request_id", "endpoint", "model", "upstream", "phase", "elapsed_seconds",
                                   "prefill_percent", "prompt_tokens", "generated_tokens", "tokens_per_second",
                                   "stoppable"}
+
+
+def test_an_mcp_steps_span_carries_its_method_tool_server_and_error():
+    from api_like_oai.observability import McpStep
+    from api_like_oai.tracing import mcp_attributes
+
+    assert mcp_attributes(McpStep("files", "tools/list", "tools/list")) == \
+        {"mcp.method.name": "tools/list", "api_like_oai.mcp.server": "files"}
+    failed = McpStep("files", "fail", "tools/call", error_type="mcp_tool_execution_error", error="it failed")
+    assert mcp_attributes(failed) == {"mcp.method.name": "tools/call", "api_like_oai.mcp.server": "files",
+                                      "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fail",
+                                      "error.type": "mcp_tool_execution_error"}
