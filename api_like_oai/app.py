@@ -20,7 +20,7 @@ from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .dashboard.buckets import open_buckets
 from .dashboard.history import History
-from .dashboard.live import LiveView
+from .dashboard.live import Collector, LiveRequest, LiveView, Sources, live_requests
 from .errors import InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
@@ -98,7 +98,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
         app.register_blueprint(fleet.bp)
     # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
     app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
-    app.extensions[dashboard.VIEW_KEY] = LiveView(state(app), state(app).history)
+    app.extensions[dashboard.VIEW_KEY] = LiveView(Collector(_live_sources(state(app))), state(app).history)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
@@ -124,7 +124,9 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
     if run_dir is not None:
         from .siblings import Siblings  # only with several workers
 
-        siblings = Siblings(run_dir, inflight.stop_all)
+        siblings = Siblings(run_dir, {"stop": lambda _: inflight.stop_all(), "stop_one": inflight.stop_one,
+                                      "requests": lambda _: [row.to_wire() for row in
+                                                             live_requests(inflight.requests.records())]})
     store = open_store(settings.store, settings.limits.max_body_bytes)
     seal = Seal(*installation.seal_key_sources(store))
     gate = Gate(settings.api_keys, settings.admin_keys, open_book(store), settings.limits_on_store_error,
@@ -136,6 +138,22 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         supervisor = SupervisorClient(supervisor_socket)
     return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate, supervisor,
                     _tracing(settings), History(open_buckets(store)), _fleet_front(settings))
+
+
+def _live_sources(shared: AppState) -> Sources:
+    """What the dashboard's live frame reads of the app: every worker's requests, the models and their
+    upstreams, the supervisor's status, the fleet's records."""
+
+    def requests() -> list[LiveRequest]:
+        own = live_requests(shared.inflight.requests.records())
+        if shared.siblings is None:
+            return own
+        return own + [LiveRequest.from_wire(row) for rows in shared.siblings.ask("requests") for row in rows]
+
+    supervisor, fleet_front = shared.supervisor, shared.fleet
+    return Sources(requests, lambda: shared.registry.models.values(),
+                   (lambda: supervisor.ask("status")) if supervisor is not None else (lambda: None),
+                   (lambda: fleet_front.membership.current()) if fleet_front is not None else None)
 
 
 def _fleet_front(settings: Settings):

@@ -16,6 +16,9 @@ from ..observability import LiveRequests, RequestRecord
 if TYPE_CHECKING:
     from .waiting import Waiting
 
+# What stopping one request found (InFlight.stop_one; a word, so that another worker can say it too).
+STOPPED, NOT_GENERATING, ABSENT = "stopped", "not generating", "absent"
+
 
 class InFlight:
     """The generations running in this process, so /v1/internal/stop-generation can end them; and
@@ -54,6 +57,14 @@ class InFlight:
             for stop_event in self._stop_events:
                 stop_event.set()
             return len(self._stop_events)
+
+    def stop_one(self, request_id: str) -> str:
+        """End request `request_id`'s generation now: STOPPED, NOT_GENERATING (it has no generation yet)
+        or ABSENT (not a request of this process)."""
+        record = self.requests.get(request_id)
+        if record is None:
+            return ABSENT
+        return STOPPED if record.stop() else NOT_GENERATING
 
 
 @dataclass
