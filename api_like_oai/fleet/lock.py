@@ -2,6 +2,7 @@
 fronts receive its first requests at once.
 
     api-like-oai:fleet:start:<model>   the box chosen to start it, SET NX PX LOCK_SECONDS
+    api-like-oai:fleet:start:<model>#<n>  the box chosen for its n-th copy (a model on several boxes)
 
 The front that sets it sends its request to that box, whose supervisor starts the model; a front that
 finds it set sends its request to the same box, whose supervisor makes it wait for that load (as a
@@ -31,6 +32,16 @@ def claim(connection, model: str, address: str, seconds: float = LOCK_SECONDS) -
     front set it to (one round trip either way: SET NX GET)."""
     previous = connection.set(lock_key(model), address, nx=True, px=int(seconds * 1000), get=True)
     return address if previous is None else previous.decode()
+
+
+def take(connection, name: str, address: str, seconds: float = LOCK_SECONDS) -> bool:
+    """Whether this call set the lock `name` (to `address`): a replica's start, by one front only."""
+    return bool(connection.set(lock_key(name), address, nx=True, px=int(seconds * 1000)))
+
+
+def replica_lock(model: str, copies: int) -> str:
+    """The lock's name for starting `model`'s copy number `copies` (replicas spanning boxes)."""
+    return f"{model}#{copies}"
 
 
 def holder(connection, model: str) -> str | None:

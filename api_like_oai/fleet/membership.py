@@ -40,15 +40,16 @@ def connect(redis_url: str):
 
 
 def box_record(address: str, status: dict, static_models: list[str], saved: list[str], now: float,
-               lending: dict | None = None) -> dict:
+               lending: dict | None = None, spread: dict[str, int] | None = None) -> dict:
     """A box's record from its supervisor's status (`{"op": "status"}`) and its models with fixed
-    upstreams (always loaded, no memory counted); `lending`: its rpc-server's endpoint and what it lends."""
+    upstreams (always loaded, no memory counted); `lending`: its rpc-server's endpoint and what it lends;
+    `spread`: the models its config keeps on several boxes (`boxes:`), and on how many."""
     models = {name: {"state": "loaded", "memory_mib": 0, "in_flight": 0, "queued": 0, "pinned": True}
               for name in static_models}
     for name, model in status.get("models", {}).items():
         models[name] = {"state": model["value"], "memory_mib": model["memory_mib"], "in_flight": model["in_flight"],
                         "queued": model["queued"], "pinned": model.get("pinned", False),
-                        "borrows": _borrowed(model.get("args", ()))}
+                        "borrows": _borrowed(model.get("args", ())), "boxes": (spread or {}).get(name, 1)}
     return {"address": address, "budget_mib": status.get("memory_budget_mib", 0), "models": models,
             "saved": sorted(saved), "in_flight": sum(m["in_flight"] for m in models.values()),
             "queued": sum(m["queued"] for m in models.values()), "time": now, "rpc": lending}
@@ -63,7 +64,8 @@ def _borrowed(args) -> list[str]:
 def box_of(record: dict) -> Box:
     """The placement's view of a record."""
     models = {name: ModelOnBox(model["state"], model["memory_mib"], model["in_flight"], model["queued"],
-                               model["pinned"], tuple(model.get("borrows", ()))) for name, model in record["models"].items()}
+                               model["pinned"], tuple(model.get("borrows", ())), model.get("boxes", 1))
+              for name, model in record["models"].items()}
     lending = record.get("rpc") or {}
     return Box(record["address"], record["budget_mib"], models, frozenset(record.get("saved", ())),
                lending.get("endpoint"), lending.get("lend_mib", 0))

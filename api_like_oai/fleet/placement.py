@@ -15,6 +15,11 @@ The order (issue 37, section 2):
 8. rpc:      none of those: a model larger than any one box's room, pooled over llama.cpp's RPC backend
              (`pool`): a host's llama-server with `--rpc` to other boxes' rpc-servers, which lend memory.
 A box stays the arbiter of its own memory: it may refuse, and the front tries the next candidate.
+
+Replicas spanning boxes (a model's `boxes: N`): while fewer than N boxes hold a model that is loaded
+somewhere, `replica_start` names the box to start one more copy on (a box with a saved slot of it
+first, then the most free; never by evicting: a replica is not worth another model's place); once
+loaded there it joins the boxes `prefix` spreads sessions over.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from dataclasses import dataclass, field
 from ..backends.routing import rendezvous
 
 PREFIX, LOADED, LOADING, RESTORED, FITS, EVICT, BUSY = "prefix", "loaded", "loading", "restored", "fits", "evict", "busy"
-RPC = "rpc"
+RPC, REPLICA = "rpc", "replica"
 COLD_ROUTES = (LOADING, RESTORED, FITS, EVICT)      # routes on which the box starts the model
 OVERLOAD_IN_FLIGHT = 8       # requests in flight on one model of one box beyond which another box is better
 
@@ -40,6 +45,7 @@ class ModelOnBox:
     queued: int = 0
     pinned: bool = False
     borrows: tuple[str, ...] = ()    # the rpc-servers it was started with, pooled (their loans are taken)
+    boxes: int = 1                   # on how many boxes its config keeps it (`boxes:`, replicas spanning boxes)
 
     @property
     def holds_memory(self) -> bool:
@@ -117,6 +123,20 @@ def _cold(model: str, boxes: list[Box]) -> list[Candidate]:
                    key=lambda b: need[b.address] - b.free_mib)
     return [*(Candidate(box.address, RESTORED) for box in restored), *(Candidate(box.address, FITS) for box in fits),
             *(Candidate(box.address, EVICT) for box in evict)]
+
+
+def replica_start(model: str, boxes: list[Box]) -> Candidate | None:
+    """The box to start one more copy of `model` on, when it is loaded somewhere and held by fewer boxes
+    than its `boxes:` (the most any box serving it asks): one whose free budget fits it, a box with its
+    saved slot first, then the most free; None when it is held by enough boxes, or nowhere, or fits none."""
+    serving = [box for box in boxes if model in box.models]
+    held = [box for box in serving if box.models[model].holds_memory]
+    wanted = max((box.models[model].boxes for box in serving), default=1)
+    if not any(box.models[model].state == "loaded" for box in held) or len(held) >= wanted:
+        return None
+    room = [box for box in serving if box not in held and box.free_mib >= box.models[model].memory_mib]
+    room.sort(key=lambda box: (model not in box.saved, -box.free_mib, box.address))
+    return Candidate(room[0].address, REPLICA) if room else None
 
 
 def _can_make_room(box: Box, need_mib: int) -> bool:

@@ -16,7 +16,7 @@ from flask import Blueprint, Response, g, jsonify, request
 
 from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
-from ..fleet.usage import StreamUsage, counts_in
+from ..fleet.usage import StreamUsage, counts_in, prompt_bound, reply_bound
 from . import current_caller, state
 from .anthropic import speaks_anthropic
 
@@ -69,8 +69,9 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
     if not caller.allows(model, model):
         raise ModelNotFound(f"model {model!r} does not exist", param="model")
     ticket = g.get("ticket")
-    if ticket is not None:
-        ticket.admit(body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None)
+    if ticket is not None:   # once, here, as for a request served here: the box counts no limit of its own
+        ticket.admit(reply_bound(body))
+        ticket.before_generation(len(raw), lambda: prompt_bound(body))
     record = g.get("record")
     metrics = state().metrics
     relayed = state().fleet.forward(model, body, raw, request.method, request.full_path.rstrip("?"),
@@ -144,8 +145,24 @@ def start_pool():
     if not isinstance(model, str) or not isinstance(lent, int) or lent < 0 or not isinstance(endpoints, list) \
             or not endpoints or not all(isinstance(e, str) and RPC_ENDPOINT.fullmatch(e) for e in endpoints):
         raise InvalidRequest("a pool is {model, rpc: [host:port, ...], lent_mib}")
-    supervisor = state().supervisor
-    if supervisor is None:
-        raise ModelNotFound(f"model {model!r} is not one this box starts", param="model")
-    answer = supervisor.ask("load", model=model, args=["--rpc", ",".join(endpoints)], lent_mib=lent)
+    answer = _supervisor(model).ask("load", model=model, args=["--rpc", ",".join(endpoints)], lent_mib=lent)
     return jsonify({"model": model, "status": answer["status"]})
+
+
+@bp.post("/v1/fleet/load")
+def start_copy():
+    """A front has this box start one more copy of a model kept on several boxes (`boxes:`), within
+    its budget (a start that no longer fits is refused, 503). Back once it is loaded."""
+    model = _json_object(request.get_data()).get("model")
+    if not isinstance(model, str):
+        raise InvalidRequest("a load is {model}")
+    answer = _supervisor(model).ask("load", model=model)
+    return jsonify({"model": model, "status": answer["status"]})
+
+
+def _supervisor(model: str):
+    """This box's supervisor, if it starts `model`; else the 404 of a model it does not start."""
+    supervisor = state().supervisor
+    if supervisor is None or model not in state().registry.by_name:
+        raise ModelNotFound(f"model {model!r} is not one this box starts", param="model")
+    return supervisor
