@@ -14,10 +14,10 @@ import re
 import orjson
 from flask import Blueprint, Response, g, jsonify, request
 
-from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
+from ..errors import AuthenticationFailed, FleetUnavailable, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 from ..fleet.usage import StreamUsage, counts_in, prompt_bound, reply_bound
-from . import current_caller, state
+from . import current_caller, sees_everything, state
 from .anthropic import speaks_anthropic
 
 bp = Blueprint("fleet", __name__)
@@ -27,6 +27,7 @@ MODEL_ROUTES = frozenset({"/v1/chat/completions", "/chat/completions", "/v1/comp
                           "/v1/embeddings", "/embeddings", "/v1/messages", "/v1/messages/count_tokens",
                           "/v1/responses", "/responses"})
 FLEET_PATHS = "/v1/fleet/"   # the fleet's own routes: fleet calls only
+ADDRESS = re.compile(r"(?:https?://)?[A-Za-z0-9.\-]+:[0-9]{2,5}")   # a box's or Redis's, in a refusal's message
 
 
 def trust_fleet_call():
@@ -74,9 +75,14 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
         ticket.before_generation(len(raw), lambda: prompt_bound(body))
     record = g.get("record")
     metrics = state().metrics
-    relayed = state().fleet.forward(model, body, raw, request.method, request.full_path.rstrip("?"),
-                                    dict(request.headers), caller=caller.name, anthropic=speaks_anthropic(request.path),
-                                    on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc())
+    try:
+        relayed = state().fleet.forward(model, body, raw, request.method, request.full_path.rstrip("?"),
+                                        dict(request.headers), caller=caller.name, anthropic=speaks_anthropic(request.path),
+                                        on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc())
+    except FleetUnavailable as exc:
+        if sees_everything():
+            raise
+        raise FleetUnavailable(ADDRESS.sub("<a box>", exc.message)) from None   # no addresses to a tenant
     metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
     if record is not None:
         record.model, record.requested_model = model, model
@@ -87,7 +93,9 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
         _count(record, counts_in(_json_or_none(body_pieces)))
     elif record is not None:
         body_pieces = _counted_stream(body_pieces, record)   # app._close_record leaves streams to close their own
-    headers = {**relayed.headers, "X-Fleet-Box": relayed.candidate.address, ROUTE_HEADER: relayed.candidate.route}
+    headers = {**relayed.headers, ROUTE_HEADER: relayed.candidate.route}
+    if sees_everything():   # the box's address: only to who sees every address
+        headers["X-Fleet-Box"] = relayed.candidate.address
     response = Response(body_pieces, status=relayed.status, headers=headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
     return response
