@@ -12,7 +12,10 @@ The order (issue 37, section 2):
 5. fits:     a box whose free budget fits it without eviction, most free first;
 6. evict:    a box where stopping only idle, unpinned models makes room, least memory evicted first;
 7. busy:     the boxes where it is loaded but overloaded, least busy first: better queued than refused;
-8. rpc:      none of those: a model larger than any one box's room, pooled over llama.cpp's RPC backend
+8. wait:     a box where it fits once the requests of its busy, unpinned models are done, least busy
+             first: the request waits in that box's queue (keep-alives, its queue bound, a 429 with
+             Retry-After), as it would on one box, rather than being refused;
+9. rpc:      none of those: a model larger than any one box's room, pooled over llama.cpp's RPC backend
              (`pool`): a host's llama-server with `--rpc` to other boxes' rpc-servers, which lend memory.
 A box stays the arbiter of its own memory: it may refuse, and the front tries the next candidate.
 
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from ..backends.routing import rendezvous
 
 PREFIX, LOADED, LOADING, RESTORED, FITS, EVICT, BUSY = "prefix", "loaded", "loading", "restored", "fits", "evict", "busy"
+WAIT = "wait"
 RPC, REPLICA = "rpc", "replica"
 COLD_ROUTES = (LOADING, RESTORED, FITS, EVICT)      # routes on which the box starts the model
 OVERLOAD_IN_FLIGHT = 8       # requests in flight on one model of one box beyond which another box is better
@@ -97,8 +101,10 @@ def place(model: str, boxes: list[Box], *, session: str | None = None, starting_
     candidates = _warm(model, ready, session)
     loading = [box for box in serving if box.models[model].state == "loading" or box.address == starting_on]
     candidates += [Candidate(box.address, LOADING) for box in sorted(loading, key=lambda b: b.address != starting_on)]
-    candidates += _cold(model, [box for box in serving if not box.models[model].holds_memory])
+    cold = [box for box in serving if not box.models[model].holds_memory]
+    candidates += _cold(model, cold)
     candidates += [Candidate(box.address, BUSY) for box in _least_busy(model, loaded) if box not in ready]
+    candidates += [Candidate(box.address, WAIT) for box in _once_idle(model, cold)]
     return _first_of_each(candidates)
 
 
@@ -137,6 +143,16 @@ def replica_start(model: str, boxes: list[Box]) -> Candidate | None:
     room = [box for box in serving if box not in held and box.free_mib >= box.models[model].memory_mib]
     room.sort(key=lambda box: (model not in box.saved, -box.free_mib, box.address))
     return Candidate(room[0].address, REPLICA) if room else None
+
+
+def _once_idle(model: str, boxes: list[Box]) -> list[Box]:
+    """Boxes whose budget fits `model` once their unpinned models stop (when their requests are done),
+    least busy first."""
+    def pinned_mib(box: Box) -> int:
+        return sum(on_box.memory_mib for on_box in box.models.values() if on_box.holds_memory and on_box.pinned)
+
+    fit = [box for box in boxes if box.budget_mib - pinned_mib(box) >= box.models[model].memory_mib]
+    return sorted(fit, key=lambda box: (box.in_flight, box.address))
 
 
 def _can_make_room(box: Box, need_mib: int) -> bool:

@@ -69,10 +69,11 @@ def test_cold_order_saved_slot_then_fits_then_evicting_idle_models():
     assert routes(place("m", boxes)) == [(C, "restored"), (B, "fits"), (A, "evict")]
 
 
-def test_a_box_whose_busy_or_pinned_models_leave_no_room_is_no_candidate():
+def test_a_box_whose_pinned_models_leave_no_room_is_no_candidate_one_whose_busy_models_do_is_waited_on():
     boxes = [box(A, m=("unloaded", 600), busy=("loaded", 600, 1)),
              box(B, m=("unloaded", 600), pinned=ModelOnBox("loaded", 600, pinned=True))]
-    assert place("m", boxes) == []
+    assert routes(place("m", boxes)) == [(A, "wait")]
+    assert place("m", boxes[1:]) == []
 
 
 def test_a_model_no_box_lists_has_no_candidate():
@@ -217,3 +218,11 @@ def test_a_relayed_prompt_is_bounded_by_its_texts_bytes_and_its_turns(body, boun
 def test_the_reply_bound_is_the_clients_own_in_every_api():
     assert [reply_bound(b) for b in ({"max_tokens": 8}, {"max_completion_tokens": 4, "max_tokens": 9},
                                      {"max_output_tokens": 16}, {}, {"max_tokens": True})] == [8, 4, 16, None, None]
+
+
+def test_a_box_whose_busy_models_must_finish_first_is_waited_on_rather_than_refused_or_pooled():
+    busy = box(A, budget=450, m=("unloaded", 400), other=("loaded", 300, 2))
+    pinned = box(B, budget=450, m=("unloaded", 400), other=ModelOnBox("loaded", 300, 0, pinned=True))
+    assert routes(place("m", [busy, pinned])) == [(A, "wait")]
+    busier = box(C, budget=450, m=("unloaded", 400), other=("loaded", 300, 5))
+    assert routes(place("m", [busier, busy])) == [(A, "wait"), (C, "wait")]
