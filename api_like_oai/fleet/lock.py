@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from .membership import PREFIX
 
-LOCK_SECONDS = 30.0
+# Long enough for the box's record to say the model is loading (a heartbeat and a front's read: ~1.5 s,
+# more on a busy machine), after which placement needs no lock; short, because while it lasts it steers
+# the model's requests to its box even if that box has since evicted the model for another.
+LOCK_SECONDS = 10.0
 # Deletes the lock only if it still names the box this front chose (another front's lock stays).
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end

@@ -124,7 +124,10 @@ def _cold(model: str, boxes: list[Box]) -> list[Candidate]:
     evicting idle models makes room."""
     need = {box.address: box.models[model].memory_mib for box in boxes}
     restored = [box for box in boxes if model in box.saved and _can_make_room(box, need[box.address])]
-    fits = sorted((box for box in boxes if box.free_mib >= need[box.address]), key=lambda b: -b.free_mib)
+    spread = {address: rank for rank, address in enumerate(rendezvous(model, [box.address for box in boxes]))}
+    # most free first; between equals, the model's own hash order: two cold models go to two empty boxes
+    fits = sorted((box for box in boxes if box.free_mib >= need[box.address]),
+                  key=lambda b: (-b.free_mib, spread[b.address]))
     evict = sorted((box for box in boxes if box.free_mib < need[box.address] and _can_make_room(box, need[box.address])),
                    key=lambda b: need[b.address] - b.free_mib)
     return [*(Candidate(box.address, RESTORED) for box in restored), *(Candidate(box.address, FITS) for box in fits),

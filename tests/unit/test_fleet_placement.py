@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from api_like_oai.fleet.affinity import session_key
@@ -226,3 +228,46 @@ def test_a_box_whose_busy_models_must_finish_first_is_waited_on_rather_than_refu
     assert routes(place("m", [busy, pinned])) == [(A, "wait")]
     busier = box(C, budget=450, m=("unloaded", 400), other=("loaded", 300, 5))
     assert routes(place("m", [busier, busy])) == [(A, "wait"), (C, "wait")]
+
+
+class FlakyRedis:
+    """Redis as membership reads it: the records, until `down`."""
+
+    def __init__(self, record: dict):
+        self.record, self.down = record, False
+        self.connection_pool = type("Pool", (), {"connection_kwargs": {"host": "10.0.0.1", "port": 6379}})()
+
+    def smembers(self, _key):
+        if self.down:
+            raise ConnectionError("Redis is down")
+        return {self.record["address"].encode()}
+
+    def mget(self, _keys):
+        return [json.dumps(self.record)]
+
+
+def test_a_front_idle_past_the_expiry_keeps_its_records_until_redis_has_failed_for_the_expiry():
+    from api_like_oai.errors import FleetUnavailable
+    from api_like_oai.fleet.membership import Membership
+    from api_like_oai.fleet.settings import FleetSettings
+
+    now = [0.0]
+    redis = FlakyRedis(box_record(A, {"memory_budget_mib": 400, "models": {}}, ["m"], [], 0.0))
+    membership = Membership(FleetSettings("redis://10.0.0.1:6379/0"), redis, clock=lambda: now[0])
+    assert [box.address for box in membership.boxes()] == [A]
+    now[0], redis.down = 60.0, True    # a minute without a request, then Redis fails once
+    assert [box.address for box in membership.boxes()] == [A]
+    now[0] = 64.0
+    assert [box.address for box in membership.boxes()] == [A]
+    now[0] = 65.5
+    with pytest.raises(FleetUnavailable, match="10.0.0.1:6379"):
+        membership.boxes()
+    now[0], redis.down = 66.0, False
+    assert [box.address for box in membership.boxes()] == [A]
+
+
+def test_cold_models_spread_over_equally_free_boxes_by_their_own_hash():
+    empty = [box(A, **{f"m{n}": ("unloaded", 300) for n in range(20)}), box(B, **{f"m{n}": ("unloaded", 300) for n in range(20)})]
+    first = {place(f"m{n}", empty)[0].address for n in range(20)}
+    assert first == {A, B}
+    assert all(place(f"m{n}", empty)[0] == place(f"m{n}", empty[::-1])[0] for n in range(20))
