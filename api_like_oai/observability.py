@@ -51,8 +51,8 @@ class Metrics:
                                "overloaded; failover when it failed to start the request; only for a model with one upstream)",
                                ["model", "result", "reason"], registry=self.registry)
         self.limit_refusals = Counter("api_like_oai_limit_refusals", "Requests refused with a 429 by the key "
-                                      "limit they were over (max_parallel, rpm, tpm, tokens_per_day)", ["limit"],
-                                      registry=self.registry)
+                                      "limit they were over (max_parallel, rpm, tpm, tokens_per_day, "
+                                      "audio_seconds_per_day)", ["limit"], registry=self.registry)
         self.limits_unchecked = Counter("api_like_oai_limits_unchecked", "Requests whose key limits could not be "
                                         "checked, the store failing; outcome: refused (closed) or let run (open)",
                                         ["outcome"], registry=self.registry)
@@ -194,6 +194,7 @@ class RequestRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0        # of prompt_tokens, those llama.cpp took from its cache
+    audio_seconds: float = 0.0    # of the audio it sends (files' headers): a managed key's usage counts them
     first_token: float | None = None
     error_code: str | None = None
     error_reason: str | None = None   # the error's message, for the dashboard's recent errors

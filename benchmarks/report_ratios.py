@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from . import ollama_rows
+from . import ollama_rows, rerank_row
 from .report import agent_turns_section, machine_section, number, table, tool_call_section
 from .results import BenchmarkResults, RatioRow, RatiosResult, TargetCheck
 
@@ -76,7 +76,8 @@ QUICK_TARGETS = ("non-streamed CPU per request, proxy ÷ floor", "paced streams:
 
 def measured_targets(results: BenchmarkResults) -> list[TargetCheck]:
     """The targets `--quick` judges."""
-    return [*(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)), *ollama_rows.targets(results.ollama)]
+    return [*(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)), *ollama_rows.targets(results.ollama),
+            *rerank_row.targets(results.rerank)]
 
 
 def quick_markdown(results: BenchmarkResults) -> str:
@@ -86,6 +87,7 @@ def quick_markdown(results: BenchmarkResults) -> str:
                 "Short windows: read the ratios, and run it twice before believing a change of a few percent. "
                 "Run it before merging anything on the request path; the whole `scripts/bench` writes results.md.",
                 machine_section(results), "## Targets", table(["target", "goal", "measured", "verdict"], rows),
-                ratios_section(results), ollama_rows.section(results.ollama), tool_call_section(results),
+                ratios_section(results), ollama_rows.section(results.ollama), rerank_row.section(results.rerank),
+                tool_call_section(results),
                 agent_turns_section(results)]
     return "\n\n".join(section for section in sections if section) + "\n"

@@ -503,6 +503,27 @@ class OllamaRow:
 
 
 @dataclass
+class RerankRow:
+    """The row of benchmarks/rerank_row.py (issue 40): /v1/rerank through the proxy beside llama-server's own."""
+
+    name: str
+    time_ms: dict[str, float] = field(default_factory=dict)   # target ("direct", "proxy") -> time per request p50
+    proxy_cpu_us: float = math.nan                              # the proxy's CPU per request
+    requests: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+    load_average: str = ""
+
+    @property
+    def time_ratio(self) -> float:
+        return self.time_ms["proxy"] / self.time_ms["direct"] if self.time_ms.get("direct") else math.nan
+
+    @property
+    def cpu_share(self) -> float:
+        """The proxy's CPU per request ÷ the direct call's time."""
+        return self.proxy_cpu_us / (self.time_ms["direct"] * 1000) if self.time_ms.get("direct") else math.nan
+
+
+@dataclass
 class BenchmarkResults:
     machine: Machine
     output_checks: list[OutputCheck] = field(default_factory=list)
@@ -525,6 +546,7 @@ class BenchmarkResults:
     ratios: RatiosResult | None = None  # issue 29: the proxy beside the floor, LiteLLM and llama-server
     dashboard: DashboardResult | None = None   # benchmarks/dashboard.py
     ollama: list[OllamaRow] = field(default_factory=list)   # benchmarks/ollama_rows.py (issue 38)
+    rerank: list[RerankRow] = field(default_factory=list)   # benchmarks/rerank_row.py (issue 40)
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)

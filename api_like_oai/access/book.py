@@ -47,9 +47,11 @@ class KeyBook(abc.ABC):
         """Every managed key, revoked ones included, by name."""
 
     @abc.abstractmethod
-    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None) -> Decision:
+    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None,
+              audio: int = 0) -> Decision:
         """Whether a request of `record`'s key may run now (limits.decide on the counts, atomically);
-        if so it is counted in the minute's requests and holds a place in flight until `finish`."""
+        if so it is counted in the minute's requests and holds a place in flight until `finish`, and the
+        `audio` milliseconds it carries are counted in the day's (against audio_seconds_per_day)."""
 
     @abc.abstractmethod
     def reserve(self, record: KeyRecord, request_id: str, now: float, more: int) -> Decision:

@@ -12,10 +12,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ..errors import AuthenticationFailed, RateLimited, StoreUnavailable
+from ..errors import AuthenticationFailed, InvalidRequest, RateLimited, StoreUnavailable
 from .book import KeyBook
 from .keys import ADMIN_NAME, ANONYMOUS, CONFIG_KEY_NAME, NORMAL, Caller, KeyRecord, matching
-from .limits import Decision, anthropic_headers, day_of, needed_tokens, openai_headers, retry_after_header
+from .limits import Decision, anthropic_headers, audio_ms, day_of, needed_tokens, openai_headers, retry_after_header
 from .usage import UsageEntry, entry_of, progress_entry
 
 log = logging.getLogger("api_like_oai")
@@ -112,15 +112,21 @@ class Ticket:
     last_write: float = field(default_factory=time.monotonic)
     _writing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def admit(self, max_tokens: int | None = None) -> None:
+    def admit(self, max_tokens: int | None = None, audio_seconds: float | None = 0.0) -> None:
         """Count the request against its key's limits; RateLimited if it is over one. Once per request.
-        Its max_tokens are reserved."""
+        Its max_tokens are reserved, the `audio_seconds` it carries counted (None: audio whose header
+        does not say its length, refused for a key limited in audio seconds: it could not be counted)."""
         self.for_model = True
         if not self.caller.limited or self.decision is not None:
             return
+        if audio_seconds is None and self.caller.record.audio_seconds_per_day is not None:
+            raise InvalidRequest(f"the audio's length cannot be read from its header, and key {self.caller.name!r} "
+                                 "is limited in audio seconds per day: send wav, mp3 or flac that says its length",
+                                 code="audio_length_unknown")
         self.max_tokens = max_tokens
         try:
-            decision = self.gate.book.admit(self.caller.record, self.request_id, time.time(), max_tokens)
+            decision = self.gate.book.admit(self.caller.record, self.request_id, time.time(), max_tokens,
+                                            audio_ms(audio_seconds))
         except StoreUnavailable as exc:
             self._store_failed(exc)
             return

@@ -95,6 +95,8 @@ def _stored_and_key_endpoints() -> list[tuple]:
          None, k.UsageList),
         ("get", "/v1/organization/usage/completions", "OpenAI's usage API for completions: daily buckets from "
          "start_time, group_by api_key_id (the key's name) and model", None, k.OpenAIUsagePage),
+        ("get", "/v1/organization/usage/audio_transcriptions", "OpenAI's usage API for speech to text: the "
+         "seconds transcribed or translated per day, grouped as for completions", None, k.OpenAIAudioUsagePage),
     ]
 
 
@@ -105,7 +107,8 @@ def queries() -> dict:
 
     return {"/v1/responses/{response_id}/input_items": s.ItemListQuery,
             "/v1/conversations/{conversation_id}/items": s.ItemListQuery, "/v1/internal/usage": k.UsageQuery,
-            "/v1/organization/usage/completions": k.OpenAIUsageQuery}
+            "/v1/organization/usage/completions": k.OpenAIUsageQuery,
+            "/v1/organization/usage/audio_transcriptions": k.OpenAIUsageQuery}
 
 
 STREAM_MODELS = [o.ChatCompletionChunk]

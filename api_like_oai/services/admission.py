@@ -17,6 +17,7 @@ from ..errors import InvalidRequest
 from ..observability import RequestRecord
 from ..protocol import ChatCompletionRequest
 from ..settings import Limits
+from .audio_parts import audio_seconds
 from .completions import prompts_of
 from .fitting import effective_max_tokens, with_max_tokens
 from .models import ModelRegistry, ServedModel
@@ -61,13 +62,26 @@ class Admission:
         if model.reranks():
             raise capability_mismatch(model, model_name, "generate text")
         max_tokens = effective_max_tokens(api_request, model.settings, self.limits, bound=bound)
-        return with_max_tokens(api_request, max_tokens), *self._admitted(model, model_name, max_tokens)
+        # a chat's input_audio parts, read now so that its key counts their seconds (an upstream of `kind: openai`
+        # reads them itself: what the proxy cannot read there is not its 400)
+        chat = hasattr(api_request, "messages")
+        seconds = audio_seconds(api_request, strict=model.settings.kind != "openai") if chat else 0.0
+        return with_max_tokens(api_request, max_tokens), *self._admitted(model, model_name, max_tokens, seconds)
 
     def lookup_model(self, requested: str | None) -> tuple[ServedModel, str]:
         """(model, name to answer with) for a request that asks the model something other than to
         generate (tokens, embeddings, its prompt, llama.cpp's own API): looked up and admitted as
         `admit` does, with no tokens to find left."""
         return self._admitted(*self._lookup(requested), None)
+
+    def find(self, requested: str | None) -> tuple[ServedModel, str]:
+        """(model, name to answer with), not yet admitted: for a request that reads its audio's length
+        (a 400 for a bad file) before it is counted against its key's limits with it (`admit_audio`)."""
+        return self._lookup(requested)
+
+    def admit_audio(self, model: ServedModel, model_name: str, seconds: float | None) -> None:
+        """The request `find` looked up, admitted as `lookup_model` does, with the `seconds` of audio it sends."""
+        self._admitted(model, model_name, None, seconds)
 
     def _lookup(self, requested: str | None) -> tuple[ServedModel, str]:
         """(model, name to answer with) for the request's `model`, noted on the access record: a 404 as
@@ -80,11 +94,15 @@ class Admission:
             self.record.model, self.record.requested_model = model.name, requested
         return model, model_name
 
-    def _admitted(self, model: ServedModel, model_name: str, max_tokens: int | None) -> tuple[ServedModel, str]:
+    def _admitted(self, model: ServedModel, model_name: str, max_tokens: int | None,
+                  audio: float | None = 0.0) -> tuple[ServedModel, str]:
         """The request counted against its key's limits (429 over one), `max_tokens` the tokens it must
-        find left; a model the proxy starts held for it. No upstream work happens before this."""
+        find left, `audio` the seconds of audio it sends (None: not known); a model the proxy starts
+        held for it. No upstream work happens before this."""
         if self.ticket is not None:
-            self.ticket.admit(max_tokens)
+            self.ticket.admit(max_tokens, audio)
+        if self.record is not None:   # a request refused above sent no audio: its usage counts none
+            self.record.audio_seconds = audio or 0.0
         if model.settings.launch is not None and self.hold is not None:
             self.hold(model)
         return model, model_name

@@ -174,6 +174,8 @@ ROUTES: dict[tuple[str, str], Row] = {
     # Usage: a key its own, the admin every key's; reading it counts.
     ("GET", "/v1/internal/usage"): Row(OWN_USAGE, get("/v1/internal/usage")),
     ("GET", "/v1/organization/usage/completions"): Row(OWN_USAGE, get("/v1/organization/usage/completions?start_time=0")),
+    ("GET", "/v1/organization/usage/audio_transcriptions"): Row(OWN_USAGE, get(
+        "/v1/organization/usage/audio_transcriptions?start_time=0")),
     # Managing keys.
     ("GET", "/v1/internal/keys"): Row(ADMIN_ONLY, get("/v1/internal/keys")),
     ("POST", "/v1/internal/keys"): Row(ADMIN_ONLY, lambda probe, caller: ("POST", "/v1/internal/keys",
