@@ -230,7 +230,8 @@ def _add_mcp_flags(add) -> None:
 
 def _mcp_bounds(args: argparse.Namespace, config=None) -> Bounds:
     """The --mcp-* bounds and the config's named MCP servers."""
-    named = tuple(NamedServer(name, server.url, tuple(server.headers.items()))
+    named = tuple(NamedServer(name, server.url, tuple(server.headers.items()),
+                              (server.command, *server.args) if server.command else (), tuple(server.env.items()))
                   for name, server in (getattr(config, "mcp_servers", None) or {}).items())
     return Bounds(connect_timeout=args.mcp_connect_timeout, call_timeout=args.mcp_call_timeout,
                   max_output_bytes=args.mcp_max_output_bytes, max_tools=args.mcp_max_tools,
@@ -616,7 +617,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _create_app(settings: Settings, run_dir: str | None = None, supervisor_socket: str | None = None):
+def _create_app(settings: Settings, run_dir: str | None = None, supervisor_socket: str | None = None,
+                mcp_bridges: dict[str, tuple[str, str]] | None = None):
+    """`mcp_bridges`: where the main process's bridges serve the config's stdio MCP servers (mcp/stdio.py)."""
     from .app import create_app  # in the worker, after gevent patched it (server.py)
 
+    if mcp_bridges:
+        settings = dataclasses.replace(settings, mcp=settings.mcp.bridged(mcp_bridges))
     return create_app(settings, run_dir=run_dir, supervisor_socket=supervisor_socket)

@@ -35,8 +35,13 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
     warn_if_open_to_the_network(settings)
     run_dir = tempfile.mkdtemp(prefix="api-like-oai-")
     owner = os.getpid()
-    supervisor = member = None
+    supervisor = member = bridges = None
     try:
+        if any(server.stdio for server in settings.mcp.named_servers):
+            from .mcp.stdio import Bridges
+
+            bridges = Bridges(settings.mcp, settings.log_level)
+            make_app = functools.partial(make_app, mcp_bridges=bridges.endpoints)
         if settings.supervisor is not None:
             from .supervisor import launch
 
@@ -52,6 +57,8 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
                 stop_process(member, 5)
             if supervisor is not None:
                 supervisor.stop(settings.supervisor.stop_timeout + 5)
+            if bridges is not None:
+                bridges.stop()
             shutil.rmtree(run_dir, ignore_errors=True)
 
 

@@ -25,7 +25,8 @@ def create(request: MessagesRequest, admission: Admission, seal: Seal, context: 
            mcp_bounds: Bounds | None = None):
     """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`.
     With mcp_servers, the proxy lists and calls them within `mcp_bounds` (services/mcp_loop.py)."""
-    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record) if request.mcp_servers else None
+    caller = admission.ticket.caller if admission.ticket else None
+    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record, caller) if request.mcp_servers else None
     dialect = _admitted(request, admission, seal, context.record, connector)
     edits = _context_edits(request)
     edit_messages = edits.apply if edits else None
@@ -49,9 +50,7 @@ def count_tokens(request: CountTokensRequest, admission: Admission, seal: Seal, 
 def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None) -> DialectRequest:
     with stage(record, "admission"):
         with client_request():   # thinking blocks are checked with the installation's seal
-            chat = to_chat_request(request, seal)
-            if connector is not None:
-                chat = connector.offered_to(chat)
+            chat = to_chat_request(request, seal, connector.tools() if connector is not None else ())
         return admission.dialect(request, chat)
 
 

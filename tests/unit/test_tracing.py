@@ -69,3 +69,15 @@ def test_a_relayed_requests_span_names_its_box_and_the_fleets_route():
     attributes = root_attributes(record)
     assert (attributes["server.address"], attributes["api_like_oai.route"]) == ("http://10.0.0.2:8081", "prefix")
     assert "api_like_oai.route" not in root_attributes(RequestRecord("/v1/chat/completions", Metrics(), model="smol"))
+
+
+def test_an_mcp_steps_span_carries_its_method_tool_server_and_error():
+    from api_like_oai.observability import McpStep
+    from api_like_oai.tracing import mcp_attributes
+
+    assert mcp_attributes(McpStep("files", "tools/list", "tools/list")) == \
+        {"mcp.method.name": "tools/list", "api_like_oai.mcp.server": "files"}
+    failed = McpStep("files", "fail", "tools/call", error_type="mcp_tool_execution_error", error="it failed")
+    assert mcp_attributes(failed) == {"mcp.method.name": "tools/call", "api_like_oai.mcp.server": "files",
+                                      "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "fail",
+                                      "error.type": "mcp_tool_execution_error"}
