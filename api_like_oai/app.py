@@ -12,7 +12,6 @@ from werkzeug.exceptions import HTTPException
 
 from . import installation
 from .access.book import open_book
-from .access.gate import CURRENT as CURRENT_TICKET
 from .access.gate import Gate, Ticket
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
@@ -164,7 +163,7 @@ def _metrics():
 
         text += upstream_metrics([(model.name, client.base_url, client.api_key)
                                   for model in shared.registry.models.values()
-                                  if model.openai is None for client in model.pool.clients])
+                                  if model.upstream.capabilities.metrics for client in model.upstream.servers()])
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
 
@@ -225,14 +224,15 @@ def build_registry(settings: Settings) -> ModelRegistry:
                               api_key=api_key)
 
     def served(model: ModelSettings) -> ServedModel:
+        # The one place the kind is read: after this, callers ask the upstream's capabilities.
         if model.kind == "openai":
             upstream = OpenAIUpstream(model.upstreams[0], connect_timeout=settings.connect_timeout,
-                                      read_timeout=settings.read_timeout)
-            return ServedModel(model, UpstreamPool([]), upstream, settings.images)
+                                      read_timeout=settings.read_timeout, name=model.name)
+            return ServedModel(model, upstream, settings.images)
         # The llama-servers the proxy starts take only its own key (supervisor/spec.py).
         key = settings.supervisor.api_key if model.launch is not None and settings.supervisor is not None else ""
-        return ServedModel(model, UpstreamPool([client(url, key) for url in model.upstreams], routing=model.routing),
-                           image_limits=settings.images)
+        return ServedModel(model, UpstreamPool([client(url, key) for url in model.upstreams], routing=model.routing,
+                                               name=model.name), image_limits=settings.images)
 
     served = [served(model) for model in settings.models]
     return ModelRegistry(served, strict=settings.strict_model_names, default=settings.default_model)
@@ -241,7 +241,6 @@ def build_registry(settings: Settings) -> ModelRegistry:
 def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
-    CURRENT_TICKET.set(None)
     # The page and its files hold no data (its stream needs the key); a fleet call's front checked its key.
     if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/") \
             or dashboard.is_page(request.path) or g.get("fleet_call"):
@@ -249,7 +248,6 @@ def _identify_caller():
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)
     g.ticket = ticket
-    CURRENT_TICKET.set(ticket)   # the upstream pool reads the request's priority from it
     record = g.get("record")
     if record is not None:
         record.key_name = ticket.caller.name

@@ -127,7 +127,7 @@ def log_start(app, settings: Settings) -> None:
 
     registry = state(app).registry
     for model in registry.models.values():
-        if model.openai is not None or model.settings.launch is not None:
+        if model.upstream.capabilities.renders_prompts or model.settings.launch is not None:
             continue   # an OpenAI-compatible upstream formats chats itself; a started model may not be loaded
         try:
             model.formatter()  # logs the chosen template source

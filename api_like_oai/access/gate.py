@@ -1,10 +1,9 @@
 """The access check of each request: who the caller is (`Gate.identify`), and the request's `Ticket`,
-which admission asks before any upstream work, the upstream pool asks again before each generation
-(its prompt's tokens), and which writes the request's usage as llama.cpp reports it and when it ends."""
+which admission asks before any upstream work, the request's door (services/door.py) asks again
+before each generation (its prompt's tokens), and which writes the request's usage as llama.cpp reports it and when it ends."""
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
@@ -78,16 +77,6 @@ class Gate:
         return record
 
 
-# The ticket of the request this thread (greenlet) serves: what the upstream pool asks for the
-# request's priority without every service passing it down (services/merge.py runs each choice of a
-# request in a copy of this context). Set for each request before it reaches a route.
-CURRENT: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar("api_like_oai_ticket", default=None)
-
-
-def current_ticket() -> Ticket | None:
-    return CURRENT.get()
-
-
 @dataclass
 class Ticket:
     """One request's passage: its caller's limits checked once (`admit`, when it names a model), its
@@ -156,7 +145,7 @@ class Ticket:
                               of_tokens=decision.refused_by in ("tpm", "tokens_per_day"))
 
     def before_generation(self, prompt_bytes: int, count_prompt: Callable[[], int]) -> None:
-        """One generation of the request is about to be sent (the upstream pool asks): its prompt's tokens,
+        """One generation of the request is about to be sent (the request's door asks): its prompt's tokens,
         and for a second choice its max_tokens too, must fit what is left of the key's token limits, and
         are reserved; RateLimited (a 429 before any token) if not. The prompt's byte length bounds its
         tokens; `count_prompt()` (llama.cpp's /tokenize) is asked only when that bound does not fit."""
@@ -186,7 +175,7 @@ class Ticket:
         return decision
 
     def observer(self) -> Callable | None:
-        """For one generation: a callable the pool gives each of its events, so that llama.cpp's counts
+        """For one generation: a callable the door gives each of its events, so that llama.cpp's counts
         are written as they arrive (every CHECKPOINT_SECONDS); None when the request's usage is not kept."""
         if self.caller.record is None or self.gate.book is None or not self.for_model or self.record is None:
             return None

@@ -89,7 +89,7 @@ class LiveView:
                 on_it = [record for record in records if record.upstream == url]
                 rows.append({"model": model.name, "url": url, "health": health.get(url, "unknown"),
                              "slots_busy": sum(record.phase in (PREFILL, GENERATING) for record in on_it),
-                             "slots_total": self._slot_count(client, health.get(url), now) if model.openai is None
+                             "slots_total": self._slot_count(client, health.get(url), now) if model.upstream.capabilities.props
                              else None,
                              "prompt_tps": round(sum(_prompt_rate(record) for record in on_it), 1),
                              "generated_tps": round(sum(_generated_rate(record) for record in on_it), 1),
@@ -123,7 +123,7 @@ class LiveView:
 
 
 def _clients(model) -> list:
-    return [model.openai] if model.openai is not None else list(model.pool.clients)
+    return model.upstream.servers()
 
 
 def _prompt_rate(record) -> float:

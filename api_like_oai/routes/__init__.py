@@ -65,7 +65,14 @@ def respond(answer, headers: dict | None = None) -> Response:
 def generation_context() -> Context:
     settings = state().settings
     return Context(state().inflight, g.get("record"), settings.log_prompts,
-                   session=request.headers.get("X-Claude-Code-Session-Id"), request_bytes=request.content_length or 0)
+                   session=request.headers.get("X-Claude-Code-Session-Id"), request_bytes=request.content_length or 0,
+                   opens_door=door)
+
+
+def door(model):
+    """The model's upstream as this request goes through it (services/door.py): its key's ticket and, for
+    a model the proxy starts, its lease's renewal (hold_model's), given explicitly."""
+    return model.door(g.get("ticket"), g.get("renew"))
 
 
 def offered_key() -> str:
@@ -129,7 +136,6 @@ def hold_model(model) -> None:
     """A model the proxy starts itself is loaded (or swapped in) for this request, and kept until its
     response is closed: the lease's release is the last thing the response does. A streamed request
     that would wait raises waiting.ModelLoading: its view's wrapper sends keep-alives meanwhile."""
-    from ..backends.pool import RENEWAL
     from ..supervisor.client import HeldLease, PendingLease
     from .waiting import GRANTED, WANTS_STREAM, ModelLoading
 
@@ -145,9 +151,9 @@ def hold_model(model) -> None:
     if record is not None:
         record.phase = QUEUED
     held = HeldLease(supervisor, model.name, lease)
-    RENEWAL.set((model.pool, held.renew))   # a crashed replica this request finds: see pool.RENEWAL
-    environ[ON_CLOSE].extend([held.release, lambda: RENEWAL.set(None)])
-    model.pool.serve_only(lease.urls)
+    g.renew = held.renew   # a crashed replica this request finds: its door renews the lease (services/door.py)
+    environ[ON_CLOSE].append(held.release)
+    model.upstream.serve_only(lease.urls)
 
 
 def parse_dialect(request_model: type[BaseModel]):
@@ -171,7 +177,7 @@ def completed(request_model: type[BaseModel], path: str, service) -> Response:
     (request, model, model_name, context) -> (answer, headers)."""
     sent = parse_body(request_model)
     api_request, model, model_name = admit(sent)
-    if model.settings.kind == "openai":
+    if model.upstream.capabilities.passes_through:
         return respond(passthrough(sent, model, model_name, path, g.get("record")))
     return respond(*service(api_request, model, model_name, generation_context()))
 

@@ -14,7 +14,7 @@ from ..observability import stage
 from ..services.admission import capability_mismatch, invalid_request
 from ..services.audio_relay import Relayed, relay_form, relay_json
 from ..services.transcription import AudioUpload, check_audio, transcribe
-from . import admission, lookup_model, parse_body, respond, state
+from . import admission, door, lookup_model, parse_body, respond, state
 
 bp = Blueprint("audio", __name__)
 FORM_OVERHEAD_BYTES = 1024 * 1024   # the form's other fields and boundaries, beside the file
@@ -44,7 +44,7 @@ def create_translation():
 def create_speech():
     speech = parse_body(SpeechRequest)
     model, model_name = lookup_model(speech.model)
-    if model.settings.kind != "openai":
+    if not model.upstream.capabilities.speech:
         raise InvalidRequest(f"model {model_name!r} cannot speak: llama-server has no text to speech; serve a "
                              "TTS server as a `kind: openai` model", param="model", code="not_supported")
     return _relayed(relay_json(model, "/audio/speech", speech.model_dump(exclude_unset=True), g.get("record")))
@@ -58,7 +58,7 @@ def _speech_to_text(path: str, *, translate: bool):
     with stage(g.get("record"), "admission"):
         # the file read before the key's limits count the request with its seconds (a broken one: a 400, uncounted)
         model, model_name = admission().find(request.form.get("model"))
-        if model.settings.kind == "openai":
+        if model.upstream.capabilities.passes_through:
             admission().admit_audio(model, model_name, _relayed_seconds(upload))
             fields = [(name, value) for name, value in request.form.items(multi=True)]
             return _relayed(relay_form(model, path, fields, (upload.filename, upload.data), g.get("record")))
@@ -67,7 +67,7 @@ def _speech_to_text(path: str, *, translate: bool):
         admission().admit_audio(model, model_name, audio.seconds)   # then, as for every request, what the model does
     if model.reranks() or not model.takes_audio():
         raise capability_mismatch(model, model_name, "transcribe audio (its llama-server reads no audio)")
-    answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate)
+    answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate, door=door(model))
     if isinstance(answer, str):
         return Response(answer, mimetype=TEXT_FORMATS[form.response_format])
     return respond(answer)

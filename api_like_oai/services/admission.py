@@ -62,10 +62,10 @@ class Admission:
         if model.reranks():
             raise capability_mismatch(model, model_name, "generate text")
         max_tokens = effective_max_tokens(api_request, model.settings, self.limits, bound=bound)
-        # a chat's input_audio parts, read now so that its key counts their seconds (an upstream of `kind: openai`
+        # a chat's input_audio parts, read now so that its key counts their seconds (an upstream that renders prompts
         # reads them itself: what the proxy cannot read there is not its 400)
         chat = hasattr(api_request, "messages")
-        seconds = audio_seconds(api_request, strict=model.settings.kind != "openai") if chat else 0.0
+        seconds = audio_seconds(api_request, strict=not model.upstream.capabilities.renders_prompts) if chat else 0.0
         return with_max_tokens(api_request, max_tokens), *self._admitted(model, model_name, max_tokens, seconds)
 
     def lookup_model(self, requested: str | None) -> tuple[ServedModel, str]:

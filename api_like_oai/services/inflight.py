@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 from ..backends.events import GenerationEvent
 from ..errors import UpstreamUnavailable
@@ -61,6 +61,18 @@ class Context:
     log_prompts: bool = False
     session: str | None = None        # the conversation's id from a request header (X-Claude-Code-Session-Id)
     request_bytes: int = 0            # the request body's size: whether its stages let others run (offload.py)
+    # model -> its upstream as this request goes through it (services/door.py: the key's limits and
+    # priority, the lease's renewal), given by the route; without one, the model's door with neither
+    opens_door: Callable = field(default=lambda model: model.door())
+    _doors: dict = field(default_factory=dict, repr=False)
+
+    def door(self, model):
+        """The model's door for this request, opened once: a later round of an MCP loop, run while the
+        answer streams (outside the route), goes through the door its first round had."""
+        door = self._doors.get(model.name)
+        if door is None:
+            door = self._doors[model.name] = self.opens_door(model)
+        return door
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:
