@@ -374,7 +374,7 @@ def _model_settings(args: argparse.Namespace, name: str, model) -> ModelSettings
                          model.tool_call_format or args.tool_call_format,
                          model.reasoning_format or args.reasoning_format,
                          _context_policy(args, model), _routing_policy(args, model), launch,
-                         tuple(model.capabilities or ()))
+                         tuple(model.capabilities or ()), boxes=model.boxes or 1)
 
 
 def _launch_options(args: argparse.Namespace, model_config=None) -> dict:

@@ -34,6 +34,7 @@ class ModelConfig(BaseModel):
     devices: list[Annotated[int, Field(ge=0)]] | None = None          # the GPUs (nvidia-smi's indices) it may use
     env: dict[str, str] = {}
     replicas: int = Field(1, ge=1, le=64)
+    boxes: int | None = Field(None, ge=1, le=64)   # in a fleet: kept loaded on this many boxes (README "A fleet")
     ttl: float | str | None = None
     memory: int | None = Field(None, ge=1)
     preload: bool = False

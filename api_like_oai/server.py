@@ -70,7 +70,8 @@ def _join_fleet(settings: Settings, run_dir: str, supervisor_socket: str | None)
 
     static = [model.name for model in settings.models if model.launch is None]
     slot_dir = settings.supervisor.slot_dir if settings.supervisor is not None else None
-    return fleet_launch.start(settings.fleet, run_dir, supervisor_socket, static, slot_dir, settings.log_level)
+    spread = {model.name: model.boxes for model in settings.models if model.boxes > 1}
+    return fleet_launch.start(settings.fleet, run_dir, supervisor_socket, static, slot_dir, settings.log_level, spread)
 
 
 def _serve(settings: Settings, make_app: Callable[..., object], run_dir: str) -> None:

@@ -117,6 +117,8 @@ def root_attributes(record) -> dict:
                    "gen_ai.usage.output_tokens": record.completion_tokens}
     if record.upstream != "-":
         attributes["server.address"] = record.upstream
+    if record.route != "-":   # why that upstream (prefix routing's reason, a fleet front's route=)
+        attributes["api_like_oai.route"] = record.route
     if record.first_token is not None:
         attributes["gen_ai.response.time_to_first_chunk"] = record.first_token - record.started
     return attributes

@@ -271,7 +271,7 @@ class LiveView:
 def for_viewer(payload: dict, caller, sees_all: bool) -> dict:
     """`payload` (live or history) as `caller` (access.keys.Caller) may see it: an admin (or a key from
     the flags while no admin key is configured) sees everything; another key its own requests and
-    errors, its key's models and their upstreams without addresses, its own series of tokens; the
+    errors, its key's models and their upstreams without addresses, its own series of tokens, no fleet; the
     server-wide counts stay (they name nothing)."""
     if sees_all:
         return payload
@@ -288,6 +288,8 @@ def for_viewer(payload: dict, caller, sees_all: bool) -> dict:
                               for number, row in enumerate(row for row in payload["upstreams"] if caller.allows(row["model"]))]
     if "cache_shares" in payload:
         shown["cache_shares"] = {}
+    if payload.get("fleet") is not None:   # the boxes' addresses and every model on them: the operator's
+        shown["fleet"] = None
     for window in ("minute", "hour"):
         if window in payload:
             shown[window] = {**payload[window], "keys": {name: series for name, series in payload[window]["keys"].items()

@@ -61,6 +61,16 @@ def test_the_live_view_says_the_phase_and_nothing_of_the_prompt():
                                   "stoppable"}
 
 
+def test_a_relayed_requests_span_names_its_box_and_the_fleets_route():
+    from api_like_oai.tracing import root_attributes
+
+    record = RequestRecord("/v1/chat/completions", Metrics(), model="smol")
+    record.upstream, record.route, record.status = "http://10.0.0.2:8081", "prefix", 200
+    attributes = root_attributes(record)
+    assert (attributes["server.address"], attributes["api_like_oai.route"]) == ("http://10.0.0.2:8081", "prefix")
+    assert "api_like_oai.route" not in root_attributes(RequestRecord("/v1/chat/completions", Metrics(), model="smol"))
+
+
 def test_an_mcp_steps_span_carries_its_method_tool_server_and_error():
     from api_like_oai.observability import McpStep
     from api_like_oai.tracing import mcp_attributes
