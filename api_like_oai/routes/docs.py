@@ -79,6 +79,7 @@ def _internal_endpoints() -> list[Endpoint]:
          None, None),
         ("get", "/v1/fleet/status", "The fleet's boxes and models (with --fleet)", None, None),
         ("post", "/v1/fleet/pool", "Load a model across a box and its lenders (with --fleet)", None, None),
+        ("post", "/v1/fleet/load", "Start one more copy of a model kept on several boxes (with --fleet)", None, None),
     ]
 
 
