@@ -11,6 +11,7 @@ on the next server. With none left: 503 + Retry-After, naming every server and w
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -24,7 +25,7 @@ from ..access.priority import Place, SlotQueue, current_priority, note_waiting
 from ..errors import ProxyError, UpstreamUnavailable
 from .events import GenerationEvent, PromptProgress
 from .llamacpp import LlamaCppClient, RawAnswer
-from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad
+from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad, wants_probabilities
 
 log = logging.getLogger("api_like_oai")
 
@@ -40,8 +41,9 @@ Answer = TypeVar("Answer")
 
 class UpstreamPool:
     def __init__(self, clients: list[LlamaCppClient], health_interval: float = 2.0,
-                 routing: RoutingPolicy | None = None):
+                 routing: RoutingPolicy | None = None, drafting: tuple[str, ...] = ()):
         self.clients = clients
+        self.drafting = frozenset(drafting)   # the servers that speculate with a draft model
         self.router = Router(routing)
         self.health_interval = health_interval
         self.healthy = {client.base_url: True for client in clients}
@@ -58,7 +60,8 @@ class UpstreamPool:
         requests in flight first; then the others, as a last resort."""
         return self.route(affinity)[0]
 
-    def route(self, affinity: Affinity | None = None) -> tuple[list[LlamaCppClient], Route]:
+    def route(self, affinity: Affinity | None = None, exact: bool = False) -> tuple[list[LlamaCppClient], Route]:
+        """`exact`: the request asks for log probabilities (servers without a draft first: routing.py)."""
         self._ensure_polling()
         if len(self.clients) == 1:
             # Nothing to choose: no prompt is hashed or learned (an agent's prompt is tens of kilobytes).
@@ -67,8 +70,8 @@ class UpstreamPool:
             affinity.digests  # noqa: B018 - hashed before taking the lock
         by_url = {client.base_url: client for client in self.clients}
         with self._lock:
-            route = self.router.route([UpstreamLoad(url, self.healthy[url], self.in_flight[url]) for url in by_url],
-                                      affinity)
+            route = self.router.route([UpstreamLoad(url, self.healthy[url], self.in_flight[url], url in self.drafting)
+                                       for url in by_url], affinity, exact)
             if affinity is not None and route.order:
                 # Learned at once, not only when it answers: the n choices of one request start together
                 # and must meet the same server (generate learns again where a failover moved it).
@@ -99,7 +102,7 @@ class UpstreamPool:
         observe = ticket.observer() if ticket is not None else None
         place = self.places.take(self.slot_count(), current_priority())   # every slot busy: wait, by priority
         try:
-            clients, route = self.route(affinity)
+            clients, route = self.route(affinity, bool(self.drafting) and wants_probabilities(payload))
             client, (events, first) = self._first_to_start(start, on_chosen, clients)
         except BaseException:
             place.release()
@@ -146,7 +149,8 @@ class UpstreamPool:
                 raise UpstreamUnavailable(f"llama.cpp at {client.base_url} answered 503")
             return answer
 
-        client, answer = self._first_to_start(start, on_chosen, self.candidates())
+        clients = self.route(exact=bool(self.drafting) and _asks_probabilities(body))[0]
+        client, answer = self._first_to_start(start, on_chosen, clients)
         answer.on_close(lambda: self._count(client, -1))
         return answer
 
@@ -317,6 +321,17 @@ def _prompt_of(prompt):
 def _media_tokens(prompt) -> int:
     """The tokens a MediaPrompt's images take beyond their placeholders' text (0 for any other prompt)."""
     return getattr(prompt, "media_tokens", 0)
+
+
+def _asks_probabilities(body: bytes | None) -> bool:
+    """wants_probabilities of a relayed JSON body (read only if it names one of the fields)."""
+    if not body or b"probs" not in body:   # n_probs, logprobs, top_logprobs
+        return False
+    try:
+        fields = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(fields, dict) and wants_probabilities(fields)
 
 
 def _none_left(failures: list[str]) -> UpstreamUnavailable:

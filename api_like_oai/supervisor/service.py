@@ -120,7 +120,7 @@ class Managed:
         if self.per_device is not None:
             status["devices"] = dict(self.per_device)
         if self.spec.draft:
-            status["draft"] = {"model": self.spec.draft, **self.drafts.status()}
+            status["draft"] = {"model": self.spec.draft, "replicas": len(self.spec.drafting_urls), **self.drafts.status()}
         if self.lent_mib:
             status["lent_mib"] = self.lent_mib
         if self.facts:
