@@ -192,7 +192,8 @@ def gateway_section(results: BenchmarkResults) -> str:
         f"Open loop: requests are sent at a fixed rate whatever the answers take, non-streamed, {GENERATED_TOKENS} "
         "tokens, against the instant fake; the same generation straight to the fake's `/completion` (“direct”) "
         "and through the proxy's `/v1/completions`, alternately. Added latency is proxy − direct at the same "
-        "percentile. The proxy reads the upstream answer as a stream even here, batched (the tokens that arrive together are one event).",
+        "percentile. The proxy reads the upstream answer as a stream even here, batched (the tokens that arrive "
+        "together are one event).",
         table(["req/s", "requests", "direct p50 ms", "proxy p50 ms", "added p50 ms", "direct p99 ms",
                "proxy p99 ms", "added p99 ms", "errors"], rows)])
 

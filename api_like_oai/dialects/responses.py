@@ -342,6 +342,14 @@ class ResponsesRequest(Request):
         (made once: the translation, the answer's shape and the headers each ask for it)."""
         return self._toolbox
 
+    def model_copy(self, *, update=None, deep=False):
+        """A copy whose toolbox is made anew: pydantic copies the instance's `__dict__`, cached toolbox
+        included, so a copy with other `tools` (the MCP servers' own, services/responses.py) would offer
+        the original's."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop("_toolbox", None)
+        return copied
+
     @functools.cached_property
     def _toolbox(self) -> Toolbox:
         found = [] if isinstance(self.input, str) else [

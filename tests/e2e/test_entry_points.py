@@ -40,7 +40,7 @@ def test_legacy_flags_format_the_prompt_as_the_original_script(llama_server, sta
 
 
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
-def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
+def test_scripts_run_stops_everything_it_started(signal_name, provisioned, tmp_path):
     import os
     import signal
     import subprocess
@@ -51,12 +51,14 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
     from ..servers import free_port, wait_until
 
     port = free_port()
-    env = {**os.environ, "PORT": str(port), **provisioned}
+    # PORT names another port: a --port among the extra arguments is the one served and the one announced.
+    env = {**os.environ, "PORT": str(free_port()), **provisioned}
+    log = tmp_path / "run.log"
     # Started as a terminal starts it, with SIGINT at its default: a suite run in the background
     # (`scripts/test &`) ignores SIGINT, every child inherits that, and a shell cannot trap a signal
     # ignored when it started.
-    script = subprocess.Popen([str(ROOT / "scripts" / "run")], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL,
+    script = subprocess.Popen([str(ROOT / "scripts" / "run"), "--port", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=log.open("w"),
                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     started: list[int] = []
     try:
@@ -65,6 +67,7 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned):
         reply = requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120,
                               json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
         assert reply.status_code == 200, reply.text
+        assert f"on http://127.0.0.1:{port}/v1" in log.read_text()
         started = descendants_of(script.pid)  # the proxy, its workers, its supervisor and the llama-server it started
         assert sum(command_line(pid)[0].endswith("llama-server") for pid in started if command_line(pid)) == 1
         script.send_signal(getattr(signal, signal_name))

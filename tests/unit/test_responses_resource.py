@@ -187,3 +187,17 @@ def test_openapi_documents_every_field_of_the_resource():
     assert set(RESOURCE_FIELDS) <= set(documented["properties"])
     assert set(RESOURCE_FIELDS) - {"conversation"} <= set(documented["required"])
     json.dumps(documented)
+
+
+def test_a_copy_with_other_tools_offers_its_own_tools():
+    from api_like_oai.dialects.responses import ResponsesRequest
+
+    def function(name):
+        return {"type": "function", "name": name, "parameters": {"type": "object"}}
+
+    request = ResponsesRequest.model_validate({"model": "m", "input": "hi", "tools": [function("a")]})
+    assert [offered.name for offered in request.toolbox().offered] == ["a"]
+    other_tools = ResponsesRequest.model_validate({"model": "m", "input": "hi", "tools": [function("b")]}).tools
+    copied = request.model_copy(update={"tools": other_tools})
+    assert [offered.name for offered in copied.toolbox().offered] == ["b"]
+    assert [offered.name for offered in request.toolbox().offered] == ["a"]
