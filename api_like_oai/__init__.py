@@ -1,11 +1,6 @@
 """api_like_oai: an OpenAI-compatible API in front of llama.cpp's server."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("api-like-oai")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+from .version import __version__
 
 __all__ = ["create_app", "render_chat", "__version__"]
 

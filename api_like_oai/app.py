@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -12,23 +14,20 @@ from werkzeug.exceptions import HTTPException
 
 from . import installation
 from .access.book import open_book
-from .access.gate import CURRENT as CURRENT_TICKET
 from .access.gate import Gate, Ticket
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
 from .dashboard.buckets import open_buckets
 from .dashboard.history import History
-from .dashboard.live import LiveView
+from .dashboard.live import Collector, LiveRequest, LiveView, Sources, live_requests
 from .errors import InvalidRequest, NotFound, PayloadTooLarge, ProxyError
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
     STATE_KEY,
     admin_once_configured,
-    anthropic,
     audio,
-    completions,
     conversations,
     dashboard,
     docs,
@@ -40,20 +39,25 @@ from .routes import (
     models,
     native,
     offered_key,
-    ollama,
     rerank,
-    responses,
     state,
 )
+from .routes.apis import ANTHROPIC, APIS, api_of
 from .sealing import Seal
 from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
-from .store import open_store
+from .store import Store, open_store
+
+if TYPE_CHECKING:   # built only with their flags: traces, the supervisor, the fleet, several workers
+    from .fleet.front import FleetFront
+    from .siblings import Siblings
+    from .supervisor.client import SupervisorClient
+    from .tracing import Tracing
 
 log = logging.getLogger("api_like_oai")
 
-PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *ollama.PUBLIC})
+PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *(path for api in APIS for path in api.public)})
 UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", "/openapi.json"})
 
 
@@ -66,13 +70,13 @@ class AppState:
     inflight: InFlight
     metrics: Metrics
     seal: Seal                       # signs thoughts handed out and checks them when they come back
-    store: object | None = None      # store.Store: stored responses and conversations (None: --store none)
-    siblings: object | None = None   # siblings.Siblings: the other workers, with --workers > 1
+    store: Store | None = None       # stored responses and conversations (None: --store none)
+    siblings: Siblings | None = None  # the other workers, with --workers > 1
     gate: Gate = Gate()              # the keys requests may bring, managed ones in the store's key book
-    supervisor: object | None = None  # supervisor.client.SupervisorClient: the models the proxy starts itself
-    tracing: object | None = None     # tracing.Tracing with --otlp-endpoint (opentelemetry imported only then)
+    supervisor: SupervisorClient | None = None  # the models the proxy starts itself
+    tracing: Tracing | None = None    # with --otlp-endpoint (opentelemetry imported only then)
     history: History | None = None    # the dashboard's charts and recent errors, kept in the store
-    fleet: object | None = None       # fleet.front.FleetFront with --fleet: the boxes, placement, the relay
+    fleet: FleetFront | None = None   # with --fleet: the boxes, placement, the relay
 
 
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
@@ -84,9 +88,9 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
-    for blueprint in (completions.bp, embeddings.bp, models.bp, internal.bp, docs.bp, anthropic.bp,
-                      responses.bp, conversations.bp, keys.bp, lifecycle.bp, dashboard.bp, ollama.bp, rerank.bp,
-                      audio.bp):
+    api_blueprints = [importlib.import_module(api.blueprint).bp for api in APIS]   # each API's views (routes/apis.py)
+    for blueprint in (*api_blueprints, embeddings.bp, models.bp, internal.bp, docs.bp, conversations.bp, keys.bp,
+                      lifecycle.bp, dashboard.bp, rerank.bp, audio.bp):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -94,7 +98,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
         app.register_blueprint(fleet.bp)
     # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
     app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
-    app.extensions[dashboard.VIEW_KEY] = LiveView(state(app), state(app).history)
+    app.extensions[dashboard.VIEW_KEY] = LiveView(Collector(_live_sources(state(app))), state(app).history)
     # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
@@ -120,7 +124,9 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
     if run_dir is not None:
         from .siblings import Siblings  # only with several workers
 
-        siblings = Siblings(run_dir, inflight.stop_all)
+        siblings = Siblings(run_dir, {"stop": lambda _: inflight.stop_all(), "stop_one": inflight.stop_one,
+                                      "requests": lambda _: [row.to_wire() for row in
+                                                             live_requests(inflight.requests.records())]})
     store = open_store(settings.store, settings.limits.max_body_bytes)
     seal = Seal(*installation.seal_key_sources(store))
     gate = Gate(settings.api_keys, settings.admin_keys, open_book(store), settings.limits_on_store_error,
@@ -134,6 +140,22 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
                     _tracing(settings), History(open_buckets(store)), _fleet_front(settings))
 
 
+def _live_sources(shared: AppState) -> Sources:
+    """What the dashboard's live frame reads of the app: every worker's requests, the models and their
+    upstreams, the supervisor's status, the fleet's records."""
+
+    def requests() -> list[LiveRequest]:
+        own = live_requests(shared.inflight.requests.records())
+        if shared.siblings is None:
+            return own
+        return own + [LiveRequest.from_wire(row) for rows in shared.siblings.ask("requests") for row in rows]
+
+    supervisor, fleet_front = shared.supervisor, shared.fleet
+    return Sources(requests, lambda: shared.registry.models.values(),
+                   (lambda: supervisor.ask("status")) if supervisor is not None else (lambda: None),
+                   (lambda: fleet_front.membership.current()) if fleet_front is not None else None)
+
+
 def _fleet_front(settings: Settings):
     if settings.fleet is None:
         return None
@@ -145,7 +167,7 @@ def _fleet_front(settings: Settings):
 def _tracing(settings: Settings):
     if settings.otlp_endpoint is None:
         return None
-    from .tracing import Tracing  # only with traces on: the `otel` extra (cli.py checked it is installed)
+    from .tracing import Tracing  # only with traces on: the `otel` extra (arguments.py checked it is installed)
 
     return Tracing(settings.otlp_endpoint)
 
@@ -164,7 +186,7 @@ def _metrics():
 
         text += upstream_metrics([(model.name, client.base_url, client.api_key)
                                   for model in shared.registry.models.values()
-                                  if model.openai is None for client in model.pool.clients])
+                                  if model.upstream.capabilities.metrics for client in model.upstream.servers()])
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
 
@@ -225,15 +247,16 @@ def build_registry(settings: Settings) -> ModelRegistry:
                               api_key=api_key)
 
     def served(model: ModelSettings) -> ServedModel:
+        # The one place the kind is read: after this, callers ask the upstream's capabilities.
         if model.kind == "openai":
             upstream = OpenAIUpstream(model.upstreams[0], connect_timeout=settings.connect_timeout,
-                                      read_timeout=settings.read_timeout)
-            return ServedModel(model, UpstreamPool([]), upstream, settings.images)
+                                      read_timeout=settings.read_timeout, name=model.name)
+            return ServedModel(model, upstream, settings.images)
         # The llama-servers the proxy starts take only its own key (supervisor/spec.py).
         key = settings.supervisor.api_key if model.launch is not None and settings.supervisor is not None else ""
         drafting = model.launch.drafting_urls if model.launch is not None else ()
         return ServedModel(model, UpstreamPool([client(url, key) for url in model.upstreams], routing=model.routing,
-                                               drafting=drafting), image_limits=settings.images)
+                                               name=model.name, drafting=drafting), image_limits=settings.images)
 
     served = [served(model) for model in settings.models]
     return ModelRegistry(served, strict=settings.strict_model_names, default=settings.default_model)
@@ -242,7 +265,6 @@ def build_registry(settings: Settings) -> ModelRegistry:
 def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
-    CURRENT_TICKET.set(None)
     # The page and its files hold no data (its stream needs the key); a fleet call's front checked its key.
     if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/") \
             or dashboard.is_page(request.path) or g.get("fleet_call"):
@@ -250,7 +272,6 @@ def _identify_caller():
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)
     g.ticket = ticket
-    CURRENT_TICKET.set(ticket)   # the upstream pool reads the request's priority from it
     record = g.get("record")
     if record is not None:
         record.key_name = ticket.caller.name
@@ -263,7 +284,7 @@ def _rate_limit_headers(response: Response) -> Response:
     """Every answer to a key with limits says what is left (OpenAI's headers, Anthropic's on its API)."""
     ticket = g.get("ticket")
     if ticket is not None:
-        response.headers.update(ticket.headers(anthropic.speaks_anthropic(request.path)))
+        response.headers.update(ticket.headers(api_of(request.path) is ANTHROPIC))
     return response
 
 
@@ -271,7 +292,7 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
         # Each API's errors in its own shape: Anthropic's and Ollama's on their paths, OpenAI's everywhere else.
-        status, body = _error_body(exc, request.path)
+        status, body = api_of(request.path).error(exc)
         record = g.get("record")
         if record is not None:
             record.fail(status, exc.code, exc.message)
@@ -287,16 +308,6 @@ def _register_error_handlers(app: Flask) -> None:
     def unexpected_error(exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.path)
         return proxy_error(ProxyError("internal error in the proxy; see its log"))
-
-
-def _error_body(exc: ProxyError, path: str) -> tuple[int, dict]:
-    if anthropic.speaks_anthropic(path):
-        return exc.anthropic_status, exc.to_anthropic()
-    if ollama.speaks_ollama(path):
-        from .dialects.ollama_shape import error_body
-
-        return exc.status, error_body(exc)
-    return exc.status, exc.to_dict()
 
 
 def _from_http(exc: HTTPException) -> ProxyError:

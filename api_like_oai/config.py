@@ -35,6 +35,7 @@ class ModelConfig(BaseModel):
     devices: list[Annotated[int, Field(ge=0)]] | None = None          # the GPUs (nvidia-smi's indices) it may use
     env: dict[str, str] = {}
     replicas: int = Field(1, ge=1, le=64)
+    boxes: int | None = Field(None, ge=1, le=64)   # in a fleet: kept loaded on this many boxes (README "A fleet")
     ttl: float | str | None = None
     memory: int | None = Field(None, ge=1)
     preload: bool = False
@@ -108,21 +109,30 @@ class ModelConfig(BaseModel):
 
 
 class McpServerConfig(BaseModel):
-    """An MCP server requests name by its server_label (README "MCP tools")."""
+    """An MCP server requests name by its server_label (README "MCP tools"): at a `url`, or a stdio
+    server's `command` the proxy runs (mcp/stdio.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
     url: str | None = None
     headers: dict[str, str] = {}
-    command: str | None = Field(None, description="not supported yet: stdio servers")
+    command: str | None = Field(None, description="a stdio server: the program the proxy runs")
+    args: list[str] = []
+    env: dict[str, str] = {}
 
     @model_validator(mode="after")
     def reachable(self):
+        if (self.url is None) == (self.command is None):
+            raise ValueError("an MCP server needs either a url (Streamable HTTP or HTTP+SSE) or a command (stdio)")
         if self.command is not None:
-            raise ValueError("stdio MCP servers (command) are not supported yet: give the url of a Streamable "
-                             "HTTP or HTTP+SSE server")
-        if not self.url or not self.url.startswith(("http://", "https://")):
+            if not self.command.strip():
+                raise ValueError("command must name a program")
+            if self.headers:
+                raise ValueError("headers go with url: a stdio server (command) takes env")
+        elif not self.url.startswith(("http://", "https://")):
             raise ValueError("an MCP server needs an http(s) url")
+        elif self.args or self.env:
+            raise ValueError("args and env go with command (a stdio server)")
         return self
 
 

@@ -12,7 +12,7 @@
     ├── RateLimited                  429 requests|tokens, code=rate_limit_exceeded (a key's limit: access/;
     │                                    model_queue_full: too many wait for a model's load)
     ├── StorageQuotaExceeded         429 storage, code=storage_quota_exceeded (a key's stored objects)
-    ├── StoreUnavailable             503 server_error (the response store failed: store/)
+    ├── StoreUnavailable             503 server_error (the storage failed: store/seam.py)
     └── UpstreamError                502 upstream_error (bad answer from llama.cpp)
         ├── UpstreamUnavailable      503 (refused, down, or loading the model)
         └── UpstreamTimeout          504

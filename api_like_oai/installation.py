@@ -50,7 +50,7 @@ def seal_key_sources(store: Store | None) -> tuple[Callable[[], bytes | None], .
     """Where the key thoughts are signed under comes from, preferred first (sealing.Seal): the
     environment's key if one is given; else, with a store several instances share, a key derived
     from its secret, then this installation's own while that store cannot be reached."""
-    if os.environ.get(SECRET_ENV) or store is None or not store.shared_by_instances:
+    if os.environ.get(SECRET_ENV) or store is None or store.seam.kind != "redis":   # one instance's alone
         return (secret,)
 
     def from_the_shared_store() -> bytes | None:

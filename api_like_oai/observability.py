@@ -51,8 +51,8 @@ class Metrics:
                                "overloaded; failover when it failed to start the request; only for a model with one upstream)",
                                ["model", "result", "reason"], registry=self.registry)
         self.limit_refusals = Counter("api_like_oai_limit_refusals", "Requests refused with a 429 by the key "
-                                      "limit they were over (max_parallel, rpm, tpm, tokens_per_day)", ["limit"],
-                                      registry=self.registry)
+                                      "limit they were over (max_parallel, rpm, tpm, tokens_per_day, "
+                                      "audio_seconds_per_day)", ["limit"], registry=self.registry)
         self.limits_unchecked = Counter("api_like_oai_limits_unchecked", "Requests whose key limits could not be "
                                         "checked, the store failing; outcome: refused (closed) or let run (open)",
                                         ["outcome"], registry=self.registry)
@@ -142,6 +142,29 @@ def _timed(stages: list[list], name: str):
             earlier[2] = time.perf_counter()
 
 
+@dataclass
+class McpStep:
+    """One MCP listing or call a request made (services/mcp_loop.observed), for its trace (a span with
+    its server, tool and error) and the dashboard (the request's steps, running ones included)."""
+
+    server: str
+    tool: str                    # the tool called, or "tools/list" for a listing
+    method: str                  # MCP's method: tools/list or tools/call
+    started: float = field(default_factory=time.perf_counter)
+    ended: float | None = None
+    error_type: str | None = None   # the item's error type (mcp_protocol_error, mcp_tool_execution_error)
+    error: str | None = None
+
+    def shown(self, now: float) -> dict:
+        """As the dashboard shows it (the error cut short)."""
+        return {"server": self.server, "tool": self.tool, "seconds": round((self.ended or now) - self.started, 3),
+                "running": self.ended is None, "error": self.error[:STEP_ERROR_CHARS] if self.error else None}
+
+
+STEP_ERROR_CHARS = 300
+SHOWN_STEPS = 20   # the last ones a request shows on the dashboard
+
+
 class LiveRequests:
     """The requests of this process not yet closed, by request id: what a live view (the dashboard)
     reads. A record adds itself when it opens and leaves when it closes; reading takes a snapshot."""
@@ -194,6 +217,7 @@ class RequestRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0        # of prompt_tokens, those llama.cpp took from its cache
+    audio_seconds: float = 0.0    # of the audio it sends (files' headers): a managed key's usage counts them
     first_token: float | None = None
     error_code: str | None = None
     error_reason: str | None = None   # the error's message, for the dashboard's recent errors
@@ -217,6 +241,7 @@ class RequestRecord:
     prefill_at: float | None = None       # the upstream started reading the prompt (its first progress)
     prompt_read_at: float | None = None   # the answer's first event arrived
     generated_at: float | None = None     # the generation ended (counted)
+    mcp_steps: list[McpStep] = field(default_factory=list)   # the MCP listings and calls it made, in order
 
     def __post_init__(self):
         if self.live_requests is not None:
@@ -256,7 +281,20 @@ class RequestRecord:
                 "prompt_tokens": self.prefill.total if self.prefill is not None else None,
                 "generated_tokens": generated,
                 "tokens_per_second": round(generated / generating_for, 2) if generating_for > 0 else None,
-                "stoppable": self.stop_switch is not None}
+                "stoppable": self.stop_switch is not None, **self.shown_steps(now)}
+
+    def mcp_step(self, server: str, tool: str, method: str) -> McpStep:
+        """An MCP listing or call starting now (the caller ends it)."""
+        step = McpStep(server, tool, method)
+        self.mcp_steps.append(step)
+        return step
+
+    def shown_steps(self, now: float | None = None) -> dict:
+        """{"mcp": its last MCP steps as the dashboard shows them}, or nothing for a request without any."""
+        if not self.mcp_steps:
+            return {}
+        now = time.perf_counter() if now is None else now
+        return {"mcp": [step.shown(now) for step in self.mcp_steps[-SHOWN_STEPS:]]}
 
     def stop(self) -> bool:
         """End this request's generation now (as stop-generation does); whether it was generating."""

@@ -314,6 +314,16 @@ class ChatCompletionRequest(SamplingFields):
         params = self._dialect_image_params
         return params[ordinal] if ordinal < len(params) else chat_param
 
+    def with_placeholders(self, placed: dict[tuple[int, int], str]) -> ChatCompletionRequest:
+        """A copy whose parts at (message index, part index) are text: a medium's placeholder
+        (services/media.py for images, audio_parts.py for clips)."""
+        messages = list(self.messages)
+        for n in {n for n, _ in placed}:
+            parts = [ContentPart(type="text", text=placed[(n, m)]) if (n, m) in placed else part
+                     for m, part in enumerate(messages[n].content)]
+            messages[n] = messages[n].model_copy(update={"content": parts})
+        return self.model_copy(update={"messages": messages})
+
     @property
     def parameters_digest(self) -> bytes | None:
         return self._parameters_digest

@@ -35,8 +35,13 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
     warn_if_open_to_the_network(settings)
     run_dir = tempfile.mkdtemp(prefix="api-like-oai-")
     owner = os.getpid()
-    supervisor = member = None
+    supervisor = member = bridges = None
     try:
+        if any(server.stdio for server in settings.mcp.named_servers):
+            from .mcp.stdio import Bridges
+
+            bridges = Bridges(settings.mcp, settings.log_level)
+            make_app = functools.partial(make_app, mcp_bridges=bridges.endpoints)
         if settings.supervisor is not None:
             from .supervisor import launch
 
@@ -52,6 +57,8 @@ def serve(settings: Settings, make_app: Callable[..., object]) -> None:
                 stop_process(member, 5)
             if supervisor is not None:
                 supervisor.stop(settings.supervisor.stop_timeout + 5)
+            if bridges is not None:
+                bridges.stop()
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
@@ -63,7 +70,8 @@ def _join_fleet(settings: Settings, run_dir: str, supervisor_socket: str | None)
 
     static = [model.name for model in settings.models if model.launch is None]
     slot_dir = settings.supervisor.slot_dir if settings.supervisor is not None else None
-    return fleet_launch.start(settings.fleet, run_dir, supervisor_socket, static, slot_dir, settings.log_level)
+    spread = {model.name: model.boxes for model in settings.models if model.boxes > 1}
+    return fleet_launch.start(settings.fleet, run_dir, supervisor_socket, static, slot_dir, settings.log_level, spread)
 
 
 def _serve(settings: Settings, make_app: Callable[..., object], run_dir: str) -> None:
@@ -119,7 +127,7 @@ def log_start(app, settings: Settings) -> None:
 
     registry = state(app).registry
     for model in registry.models.values():
-        if model.openai is not None or model.settings.launch is not None:
+        if model.upstream.capabilities.renders_prompts or model.settings.launch is not None:
             continue   # an OpenAI-compatible upstream formats chats itself; a started model may not be loaded
         try:
             model.formatter()  # logs the chosen template source

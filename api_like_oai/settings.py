@@ -45,6 +45,7 @@ class ModelSettings:
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)   # which of its upstreams a request goes to
     launch: LaunchSpec | None = None          # a model the proxy starts itself (its upstreams are its replicas)
     capabilities: tuple[str, ...] = ()        # declared in the config ("rerank": a reranker; README "Reranking")
+    boxes: int = 1                            # in a fleet: the boxes it is kept loaded on (its replicas spanning boxes)
 
 
 @dataclass(frozen=True)

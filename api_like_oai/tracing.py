@@ -13,6 +13,8 @@ request, continuing the client's `traceparent`:
       upstream queue      sent, until the upstream starts reading the prompt (with prefill progress)
       prefill             the prompt read, until the answer's first event
       generation          the answer, until its last event
+      mcp SERVER TOOL     each MCP listing and call the proxy ran (mcp.method.name, gen_ai.tool.name, the
+                          server's label, error.type and the error as the span's status)
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from . import __version__
+from .version import __version__
 
 # The GenAI semantic conventions are still marked Development: these attribute names are those of
 # semantic conventions 1.44.0 (opentelemetry-semantic-conventions 0.66b2), pinned here.
@@ -69,6 +71,12 @@ class Tracing:
         inside = set_span_in_context(root)
         for name, started, ended in child_spans(record):
             self.tracer().start_span(name, context=inside, start_time=clock.ns(started)).end(clock.ns(ended))
+        for step in record.mcp_steps:
+            span = self.tracer().start_span(f"mcp {step.server} {step.tool}", context=inside,
+                                            start_time=clock.ns(step.started), attributes=mcp_attributes(step))
+            if step.error is not None:
+                span.set_status(Status(StatusCode.ERROR, step.error))
+            span.end(clock.ns(step.ended or closed_at))
         root.end(clock.ns(closed_at))
 
 
@@ -109,8 +117,21 @@ def root_attributes(record) -> dict:
                    "gen_ai.usage.output_tokens": record.completion_tokens}
     if record.upstream != "-":
         attributes["server.address"] = record.upstream
+    if record.route != "-":   # why that upstream (prefix routing's reason, a fleet front's route=)
+        attributes["api_like_oai.route"] = record.route
     if record.first_token is not None:
         attributes["gen_ai.response.time_to_first_chunk"] = record.first_token - record.started
+    return attributes
+
+
+def mcp_attributes(step) -> dict:
+    """An MCP step's span attributes (observability.McpStep): the MCP semantic conventions' method and
+    tool (a call is GenAI's execute_tool), the server as the request named it, the error's type."""
+    attributes = {"mcp.method.name": step.method, "api_like_oai.mcp.server": step.server}
+    if step.method == "tools/call":
+        attributes |= {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": step.tool}
+    if step.error_type is not None:
+        attributes["error.type"] = step.error_type
     return attributes
 
 

@@ -26,7 +26,20 @@ from importlib import metadata
 from pathlib import Path
 
 from . import agent_turns as agent_turns_module
-from . import agents, capacity, gateway, generation, ollama_rows, ratios, report, report_ratios, servers, startup, workload
+from . import (
+    agents,
+    capacity,
+    gateway,
+    generation,
+    ollama_rows,
+    ratios,
+    report,
+    report_ratios,
+    rerank_row,
+    servers,
+    startup,
+    workload,
+)
 from . import dashboard as dashboard_row
 from . import fleet as fleet_row
 from . import keys as keys_row
@@ -275,12 +288,13 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
 
 
 def quick_guard(args: argparse.Namespace) -> int:
-    """`--quick`: the ratio rows, the streamed tool call against text and the agent turns against a one-line
-    chat, briefly; quick.md and quick.json in the output directory (results.* are left alone)."""
+    """`--quick`: the ratio rows, the rerank row, the streamed tool call against text and the agent turns
+    against a one-line chat, briefly; quick.md and quick.json in the output directory (results.* are left alone)."""
     results = BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
     plan = dataclasses.replace(Plan.quick(), repeats=4, capacity_seconds=1.5, agent_turn_rounds=10)
     with ExitStack() as stack:
         props_path = measure_ratios(results, ratios.RatioPlan.quick(), stack)
+        results.rerank = rerank_row.measure(os.environ["LLAMA_SERVER"], ratios.RatioPlan.quick(), progress)
         measure_tool_call(results, plan, props_path, stack)
         turn_fake = fake_upstream(agents.agent_props(props_path), answer_tokens=2).start()
         stack.callback(turn_fake.stop)
@@ -288,7 +302,7 @@ def quick_guard(args: argparse.Namespace) -> int:
         results.agent_turns = agents.agent_turns(turn_fake.url, plan.agent_turn_rounds)
     results.duration_s = time.perf_counter() - STARTED
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    text = report_ratios.quick_markdown(results)
+    text = report.quick_markdown(results)
     (args.output_dir / "quick.md").write_text(text)
     raw = {**dataclasses.asdict(results), "targets": [dataclasses.asdict(t) for t in report_ratios.measured_targets(results)]}
     (args.output_dir / "quick.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")

@@ -197,7 +197,7 @@ def build_app(upstream: str):
     from gevent import get_hub
 
     from api_like_oai import create_app
-    from api_like_oai.cli import build_parser, settings_from_args
+    from api_like_oai.arguments import build_parser, settings_from_args
     from api_like_oai.worker import SWITCH_INTERVAL_SECONDS
 
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)

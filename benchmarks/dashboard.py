@@ -3,48 +3,26 @@
 sends them, each waking the proxy). Windows alternate closed, open, open, closed, ... so that drift
 in the machine's load falls on both sides alike; the row compares the medians. Target: ≤ 5% more.
 
-Kept in a module of its own (the dataclass, the measurement and its report section) and hooked into
-results.py, report.py and __main__.py with a line each."""
+Kept in a module of its own (the measurement and its report section) and hooked into report.py and
+__main__.py with a line each; its result and target are in results.py, with the others."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import http.client
+import os
 import statistics
 import threading
-from dataclasses import dataclass, field
+import time
+
+from .capacity import CapacityRig
+from .paced import paced_row
+from .results import DashboardResult
 
 CLIENTS = 16
 INTERVAL_MS = 8.0
-TARGET = 0.05   # at most 5% more CPU per token with the stream open
 IDLE_SECONDS = 5.0
-
-
-@dataclass
-class DashboardResult:
-    clients: int
-    interval_ms: float
-    dashboards: int                                   # event streams open in the "open" windows
-    closed_us_per_token: list[float] = field(default_factory=list)
-    open_us_per_token: list[float] = field(default_factory=list)
-    frames_received: int = 0                          # by the dashboards, over their windows
-    open_seconds: float = 0.0
-    errors: int = 0
-    load_average: str = ""
-    idle_cpu_ms_per_s: dict[str, list[float]] = field(default_factory=dict)   # no traffic: "closed", "open"
-    tokens_per_s: list[float] = field(default_factory=list)                  # relayed, in the closed windows
-
-    @property
-    def added_share(self) -> float:
-        """How much more CPU a token costs with the stream open: median open / median closed - 1."""
-        return statistics.median(self.open_us_per_token) / statistics.median(self.closed_us_per_token) - 1
-
-    @property
-    def implied_share(self) -> float:
-        """The open stream's own CPU a second (no traffic, open minus closed) over the proxy's CPU a
-        second in the closed windows: what the A/B windows should find, without their noise."""
-        stream_ms = statistics.median(self.idle_cpu_ms_per_s["open"]) - statistics.median(self.idle_cpu_ms_per_s["closed"])
-        proxy_ms = statistics.median(self.tokens_per_s) * statistics.median(self.closed_us_per_token) / 1000
-        return stream_ms / proxy_ms
 
 
 class DashboardReader:
@@ -78,13 +56,6 @@ class DashboardReader:
 def dashboard_row(make_fake, make_proxy, plan, progress, rounds: int = 4) -> DashboardResult:
     """`rounds` pairs of windows (closed and open, alternating which comes first) on one proxy;
     `make_fake(interval_ms)` and `make_proxy(upstream_url)` make the services (__main__.py's)."""
-    import asyncio
-    import contextlib
-    import os
-
-    from .capacity import CapacityRig
-    from .paced import paced_row
-
     fake = make_fake(INTERVAL_MS).start()
     served = make_proxy(fake.url).start()
     result = DashboardResult(CLIENTS, INTERVAL_MS, 1, load_average=", ".join(f"{v:.2f}" for v in os.getloadavg()))
@@ -115,25 +86,10 @@ def dashboard_row(make_fake, make_proxy, plan, progress, rounds: int = 4) -> Das
 
 
 def idle_cpu_ms_per_s(served) -> float:
-    import time
-
     time.sleep(1.0)   # past the first frames (the stream's start, the first history read)
     before, started = served.tree().cpu_seconds(), time.perf_counter()
     time.sleep(IDLE_SECONDS)
     return (served.tree().cpu_seconds() - before) * 1000 / (time.perf_counter() - started)
-
-
-def dashboard_target(result: DashboardResult | None):
-    from .results import TargetCheck
-
-    name = "dashboard's event stream open: proxy CPU per relayed token vs closed, paced streams (issue 26)"
-    if result is None or not result.open_us_per_token or not result.closed_us_per_token:
-        return TargetCheck(name, "≤ 5% more", "not measured", False)
-    measured = (f"{result.added_share:+.1%} (implied by the stream's own CPU: {result.implied_share:+.1%}; "
-                f"medians {statistics.median(result.open_us_per_token):.1f} vs "
-                f"{statistics.median(result.closed_us_per_token):.1f} µs, {len(result.open_us_per_token)} windows each, "
-                f"{result.clients} streams @ {result.interval_ms:g} ms)")
-    return TargetCheck(name, "≤ 5% more", measured, result.added_share <= TARGET and result.errors == 0)
 
 
 def dashboard_section(results) -> str:

@@ -7,6 +7,9 @@ event, one client: the difference at p50 is the hop. Placement is then timed in 
 body's session key and `placement.place` over the records, per request (a warm model needs no Redis
 round trip of its own: a front worker reads the records every 0.5 s, two round trips).
 
+The rows with real models (affinity across two fronts, a swap workload over two boxes) are
+fleet_workloads.py's, run after these when LLAMA_SERVER, MODEL and GEMMA_MODEL name them.
+
     scripts/bench --only fleet      # writes fleet-results.md and fleet-results.json beside results.md
 """
 
@@ -22,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import fleet_workloads
 from .keys import BODY, KeysSample, _redis, _window
 from .processes import Service, free_port
 
@@ -48,6 +52,9 @@ class FleetResult:
     load_average: str
     samples: dict[str, KeysSample] = field(default_factory=dict)   # "direct"/"front" x "answer"/"first event"
     placement_us: float = 0.0
+    affinity: list[fleet_workloads.AffinityRow] = field(default_factory=list)
+    swaps: list[fleet_workloads.SwapRow] = field(default_factory=list)
+    workloads_load_average: str = ""
 
     def added_ms(self, kind: str) -> float:
         return self.samples[f"front {kind}"].p50_ms - self.samples[f"direct {kind}"].p50_ms
@@ -73,7 +80,10 @@ class FleetResult:
                   f"- placement: {self.placement_us / 1000:.3f} ms, "
                   f"**{'met' if self.placement_us / 1000 <= PLACEMENT_TARGET_MS else 'missed'}** "
                   f"(target {PLACEMENT_TARGET_MS:g} ms)"]
-        return "\n".join(lines) + "\n"
+        text = "\n".join(lines) + "\n"
+        if self.affinity or self.swaps:
+            text += fleet_workloads.markdown(self.affinity, self.swaps, self.workloads_load_average)
+        return text
 
 
 def measure(plan: FleetPlan, progress) -> FleetResult:
@@ -176,7 +186,9 @@ def _placement_us(rounds: int = 2000) -> float:
 def write(result: FleetResult, output_dir: Path) -> str:
     text = result.markdown()
     (output_dir / "fleet-results.md").write_text(text)
-    raw = {**{k: v for k, v in asdict(result).items() if k != "samples"}, "samples": {
+    raw = {**{k: v for k, v in asdict(result).items() if k not in ("samples", "affinity", "swaps")},
+           "affinity": [_summary(row) for row in result.affinity], "swaps": [_summary(row) for row in result.swaps],
+           "samples": {
         name: {"requests": len(s.latencies_ms), "p50_ms": round(s.p50_ms, 3), "errors": s.errors}
         for name, s in result.samples.items()}, "added_p50_ms": {
         kind: round(result.added_ms(kind), 3) for kind in ("answer", "first event")}}
@@ -184,7 +196,19 @@ def write(result: FleetResult, output_dir: Path) -> str:
     return text
 
 
+def _summary(row) -> dict:
+    """A row without its list of latencies: its counts and its p50."""
+    return {**{k: v for k, v in asdict(row).items() if k != "ttft_ms" and k != "latencies_ms"}, "p50_ms": round(row.p50_ms, 1)}
+
+
 def fleet_part(output_dir: Path, quick: bool, progress) -> int:
     """`scripts/bench --only fleet`: the rows measured and written beside results.md."""
-    print(write(measure(FleetPlan.quick() if quick else FleetPlan(), progress), output_dir))
+    result = measure(FleetPlan.quick() if quick else FleetPlan(), progress)
+    if all(os.environ.get(name) for name in ("LLAMA_SERVER", "MODEL", "GEMMA_MODEL")):
+        plan = fleet_workloads.WorkloadPlan.quick() if quick else fleet_workloads.WorkloadPlan()
+        result.workloads_load_average = ", ".join(f"{n:.2f}" for n in os.getloadavg())
+        result.affinity = fleet_workloads.affinity_rows(os.environ["LLAMA_SERVER"], os.environ["MODEL"], plan, progress)
+        result.swaps = fleet_workloads.swap_rows(os.environ["LLAMA_SERVER"], os.environ["MODEL"],
+                                                 os.environ["GEMMA_MODEL"], plan, progress)
+    print(write(result, output_dir))
     return 0

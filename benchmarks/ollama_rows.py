@@ -17,8 +17,8 @@ import time
 from .client import Connection, FirstTextWatch, Sample, closed_loop, encode_post
 from .processes import Service
 from .ratios import INSTANT, REAL, RatioPlan, answered, load_now, passes, settle
-from .report import number, table
 from .results import OllamaRow, TargetCheck, percentile
+from .tables import number, table
 from .workload import PATHS, generation_body
 
 OLLAMA_PATH = "/api/chat"

@@ -5,21 +5,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from . import ollama_rows, rerank_row
+from .dashboard import dashboard_section
+from .report_ratios import measured_targets, ratios_section
+from .report_swaps import swaps_section
 from .results import BenchmarkResults, CapacityResult, GenerationResult, percentile
+from .tables import number, percent, table
 from .workload import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
-
-
-def number(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None or math.isnan(value) else f"{value:,.{digits}f}"
-
-
-def percent(value: float, digits: int = 0) -> str:
-    return "–" if math.isnan(value) else f"{value:.{digits}%}"
 
 
 def machine_section(results: BenchmarkResults) -> str:
@@ -389,15 +381,10 @@ def agent_turns_section(results: BenchmarkResults) -> str:
 
 
 def markdown(results: BenchmarkResults) -> str:
-    from .dashboard import dashboard_section
-    from .ollama_rows import section as ollama_section
-    from .report_ratios import ratios_section  # here: they build on this module's table helpers
-    from .report_swaps import swaps_section
-
     sections = ["# Benchmark: what the proxy costs, measured against llama.cpp itself",
                 "Produced by `scripts/bench`. Every number below comes from one run on the machine described.",
                 machine_section(results), targets_section(results), ratios_section(results),
-                ollama_section(results.ollama, _measured_alone_note(results, "ollama", "This part")),
+                ollama_rows.section(results.ollama, _measured_alone_note(results, "ollama", "This part")),
                 generation_section(results),
                 capacity_section(results), paced_section(results), tool_call_section(results),
                 store_section(results), gateway_section(results),
@@ -406,6 +393,18 @@ def markdown(results: BenchmarkResults) -> str:
                 swaps_section(results), dashboard_section(results)]
     sections = [section for section in sections if section]
     return "\n\n".join(sections) + "\n"
+
+
+def quick_markdown(results: BenchmarkResults) -> str:
+    """quick.md: what `scripts/bench --quick` measured, its targets, and the machine it ran on."""
+    rows = [[t.name, t.goal, t.measured, "**met**" if t.met else "**missed**"] for t in measured_targets(results)]
+    sections = ["# scripts/bench --quick: the proxy against its neighbours (the regression guard)",
+                "Short windows: read the ratios, and run it twice before believing a change of a few percent. "
+                "Run it before merging anything on the request path; the whole `scripts/bench` writes results.md.",
+                machine_section(results), "## Targets", table(["target", "goal", "measured", "verdict"], rows),
+                ratios_section(results), ollama_rows.section(results.ollama), rerank_row.section(results.rerank),
+                tool_call_section(results), agent_turns_section(results)]
+    return "\n\n".join(section for section in sections if section) + "\n"
 
 
 def chart(results: BenchmarkResults, path: Path) -> None:

@@ -1,12 +1,12 @@
-"""The ratio rows' section of results.md (issue 29), and quick.md, the regression guard's report."""
+"""The ratio rows' section of results.md (issue 29), and the targets quick.md (report.py) judges."""
 
 from __future__ import annotations
 
 import math
 
-from . import ollama_rows
-from .report import agent_turns_section, machine_section, number, table, tool_call_section
+from . import ollama_rows, rerank_row
 from .results import BenchmarkResults, RatioRow, RatiosResult, TargetCheck
+from .tables import number, table
 
 NAMES = {"direct": "llama-server direct", "floor": "floor", "proxy": "proxy", "litellm": "LiteLLM"}
 
@@ -76,16 +76,6 @@ QUICK_TARGETS = ("non-streamed CPU per request, proxy ÷ floor", "paced streams:
 
 def measured_targets(results: BenchmarkResults) -> list[TargetCheck]:
     """The targets `--quick` judges."""
-    return [*(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)), *ollama_rows.targets(results.ollama)]
+    return [*(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)), *ollama_rows.targets(results.ollama),
+            *rerank_row.targets(results.rerank)]
 
-
-def quick_markdown(results: BenchmarkResults) -> str:
-    """quick.md: what `scripts/bench --quick` measured, its targets, and the machine it ran on."""
-    rows = [[t.name, t.goal, t.measured, "**met**" if t.met else "**missed**"] for t in measured_targets(results)]
-    sections = ["# scripts/bench --quick: the proxy against its neighbours (the regression guard)",
-                "Short windows: read the ratios, and run it twice before believing a change of a few percent. "
-                "Run it before merging anything on the request path; the whole `scripts/bench` writes results.md.",
-                machine_section(results), "## Targets", table(["target", "goal", "measured", "verdict"], rows),
-                ratios_section(results), ollama_rows.section(results.ollama), tool_call_section(results),
-                agent_turns_section(results)]
-    return "\n\n".join(section for section in sections if section) + "\n"

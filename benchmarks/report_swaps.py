@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .report import number, table
 from .results import BenchmarkResults, SwapsResult, percentile
 from .swaps import AGENT_ARGS, STAGES
+from .tables import number, table
 
 COLUMNS = ["", "answered in the window", "answered after it", "failed", "swaps (loads)", "TTFT p50 s", "TTFT max s",
            "waited for a swap", "their TTFT p50 s", "their TTFT max s"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .dashboard import DashboardResult, dashboard_target
+DASHBOARD_TARGET = 0.05   # at most 5% more CPU per token with the dashboard's stream open (benchmarks/dashboard.py)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -503,6 +504,55 @@ class OllamaRow:
 
 
 @dataclass
+class DashboardResult:
+    clients: int
+    interval_ms: float
+    dashboards: int                                   # event streams open in the "open" windows
+    closed_us_per_token: list[float] = field(default_factory=list)
+    open_us_per_token: list[float] = field(default_factory=list)
+    frames_received: int = 0                          # by the dashboards, over their windows
+    open_seconds: float = 0.0
+    errors: int = 0
+    load_average: str = ""
+    idle_cpu_ms_per_s: dict[str, list[float]] = field(default_factory=dict)   # no traffic: "closed", "open"
+    tokens_per_s: list[float] = field(default_factory=list)                  # relayed, in the closed windows
+
+    @property
+    def added_share(self) -> float:
+        """How much more CPU a token costs with the stream open: median open / median closed - 1."""
+        return statistics.median(self.open_us_per_token) / statistics.median(self.closed_us_per_token) - 1
+
+    @property
+    def implied_share(self) -> float:
+        """The open stream's own CPU a second (no traffic, open minus closed) over the proxy's CPU a
+        second in the closed windows: what the A/B windows should find, without their noise."""
+        stream_ms = statistics.median(self.idle_cpu_ms_per_s["open"]) - statistics.median(self.idle_cpu_ms_per_s["closed"])
+        proxy_ms = statistics.median(self.tokens_per_s) * statistics.median(self.closed_us_per_token) / 1000
+        return stream_ms / proxy_ms
+
+
+@dataclass
+class RerankRow:
+    """The row of benchmarks/rerank_row.py (issue 40): /v1/rerank through the proxy beside llama-server's own."""
+
+    name: str
+    time_ms: dict[str, float] = field(default_factory=dict)   # target ("direct", "proxy") -> time per request p50
+    proxy_cpu_us: float = math.nan                              # the proxy's CPU per request
+    requests: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+    load_average: str = ""
+
+    @property
+    def time_ratio(self) -> float:
+        return self.time_ms["proxy"] / self.time_ms["direct"] if self.time_ms.get("direct") else math.nan
+
+    @property
+    def cpu_share(self) -> float:
+        """The proxy's CPU per request ÷ the direct call's time."""
+        return self.proxy_cpu_us / (self.time_ms["direct"] * 1000) if self.time_ms.get("direct") else math.nan
+
+
+@dataclass
 class BenchmarkResults:
     machine: Machine
     output_checks: list[OutputCheck] = field(default_factory=list)
@@ -525,6 +575,7 @@ class BenchmarkResults:
     ratios: RatiosResult | None = None  # issue 29: the proxy beside the floor, LiteLLM and llama-server
     dashboard: DashboardResult | None = None   # benchmarks/dashboard.py
     ollama: list[OllamaRow] = field(default_factory=list)   # benchmarks/ollama_rows.py (issue 38)
+    rerank: list[RerankRow] = field(default_factory=list)   # benchmarks/rerank_row.py (issue 40)
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)
@@ -803,3 +854,14 @@ def _value(hint, raw):
     if origin is types.UnionType:
         return _value(next(arg for arg in args if arg is not type(None)), raw)
     return _built(hint, raw) if dataclasses.is_dataclass(hint) else raw
+
+
+def dashboard_target(result: DashboardResult | None):
+    name = "dashboard's event stream open: proxy CPU per relayed token vs closed, paced streams (issue 26)"
+    if result is None or not result.open_us_per_token or not result.closed_us_per_token:
+        return TargetCheck(name, "≤ 5% more", "not measured", False)
+    measured = (f"{result.added_share:+.1%} (implied by the stream's own CPU: {result.implied_share:+.1%}; "
+                f"medians {statistics.median(result.open_us_per_token):.1f} vs "
+                f"{statistics.median(result.closed_us_per_token):.1f} µs, {len(result.open_us_per_token)} windows each, "
+                f"{result.clients} streams @ {result.interval_ms:g} ms)")
+    return TargetCheck(name, "≤ 5% more", measured, result.added_share <= DASHBOARD_TARGET and result.errors == 0)

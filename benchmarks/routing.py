@@ -70,12 +70,15 @@ def session_prefix(session: int, tokens: int) -> str:
     return f"Session {session}. Remember these notes and answer briefly.\n" + " ".join(words)
 
 
-def stream_turn(port: int, body: dict) -> tuple[float, dict, str]:
-    """(seconds to the first generated text, the usage, the reply) of one streamed chat request."""
+def stream_turn(port: int, body: dict, headers: dict | None = None) -> tuple[float, dict, str]:
+    """(seconds to the first generated text, the usage, the reply) of one streamed chat request; the
+    answer's headers put in `headers` if given."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
     started = time.perf_counter()
     connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
     response = connection.getresponse()
+    if headers is not None:
+        headers.update(response.getheaders())
     first, usage, reply = None, {}, []
     for line in response:
         if not line.startswith(b"data: {"):

@@ -1,12 +1,15 @@
 """Real MCP servers for the tests, written with the official `mcp` SDK (its MCPServer, once FastMCP):
 `python -m tests.mcp_servers http|sse PORT` serves the same tools over Streamable HTTP (/mcp) or the
-older HTTP+SSE transport (/sse). `McpServer` starts one as a subprocess and waits until it answers.
+older HTTP+SSE transport (/sse), `python -m tests.mcp_servers stdio` over stdin and stdout (with one more
+tool, `pid`, its process id: a test kills it). `McpServer` starts an HTTP one as a subprocess and waits
+until it answers; the proxy starts a stdio one itself, from its config.
 
 The tools return text (`weather`, read-only), JSON (`add`, `inventory`), an error (`fail`), too much
 text (`big`) and nothing for a while (`slow`)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -18,7 +21,7 @@ WEATHER = "Sunny and 21 degrees in {city}"
 BIG_BYTES = 200_000
 
 
-def serve(transport: str, port: int) -> None:
+def serve(transport: str, port: int | None = None) -> None:
     import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
@@ -51,7 +54,13 @@ def serve(transport: str, port: int) -> None:
         await anyio.sleep(seconds)
         return "woke up"
 
-    if transport == "sse":
+    if transport == "stdio":
+        @app.tool(description="The server's process id.")
+        def pid() -> int:
+            return os.getpid()
+
+        app.run("stdio")
+    elif transport == "sse":
         app.run("sse", host="127.0.0.1", port=port)
     else:
         app.run("streamable-http", host="127.0.0.1", port=port)
@@ -83,4 +92,4 @@ class McpServer:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -317,3 +317,19 @@ class RedisServer:
             stop(self.process)
         if self.directory:
             self.directory.cleanup()
+
+
+def fleet_redis(directory: Path, secret: str) -> tuple[RedisServer, list[str]]:
+    """A fleet's Redis, started, and the flags that join an instance to it (the secret in a file)."""
+    secret_file = directory / "fleet-secret"
+    secret_file.write_text(secret + "\n")
+    redis_server = RedisServer().start()
+    return redis_server, ["--fleet", redis_server.url, "--fleet-secret-file", str(secret_file)]
+
+
+def launch_all(proxies: list[Proxy]) -> None:
+    """Start the instances side by side, then wait for each to be ready."""
+    for proxy in proxies:
+        proxy.launch()
+    for proxy in proxies:
+        proxy.ready()

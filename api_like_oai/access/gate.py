@@ -1,10 +1,9 @@
 """The access check of each request: who the caller is (`Gate.identify`), and the request's `Ticket`,
-which admission asks before any upstream work, the upstream pool asks again before each generation
-(its prompt's tokens), and which writes the request's usage as llama.cpp reports it and when it ends."""
+which admission asks before any upstream work, the request's door (services/door.py) asks again
+before each generation (its prompt's tokens), and which writes the request's usage as llama.cpp reports it and when it ends."""
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
@@ -12,10 +11,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from ..errors import AuthenticationFailed, RateLimited, StoreUnavailable
+from ..errors import AuthenticationFailed, InvalidRequest, RateLimited, StoreUnavailable
 from .book import KeyBook
 from .keys import ADMIN_NAME, ANONYMOUS, CONFIG_KEY_NAME, NORMAL, Caller, KeyRecord, matching
-from .limits import Decision, anthropic_headers, day_of, needed_tokens, openai_headers, retry_after_header
+from .limits import Decision, anthropic_headers, audio_ms, day_of, needed_tokens, openai_headers, retry_after_header
 from .usage import UsageEntry, entry_of, progress_entry
 
 log = logging.getLogger("api_like_oai")
@@ -78,16 +77,6 @@ class Gate:
         return record
 
 
-# The ticket of the request this thread (greenlet) serves: what the upstream pool asks for the
-# request's priority without every service passing it down (services/merge.py runs each choice of a
-# request in a copy of this context). Set for each request before it reaches a route.
-CURRENT: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar("api_like_oai_ticket", default=None)
-
-
-def current_ticket() -> Ticket | None:
-    return CURRENT.get()
-
-
 @dataclass
 class Ticket:
     """One request's passage: its caller's limits checked once (`admit`, when it names a model), its
@@ -112,15 +101,21 @@ class Ticket:
     last_write: float = field(default_factory=time.monotonic)
     _writing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def admit(self, max_tokens: int | None = None) -> None:
+    def admit(self, max_tokens: int | None = None, audio_seconds: float | None = 0.0) -> None:
         """Count the request against its key's limits; RateLimited if it is over one. Once per request.
-        Its max_tokens are reserved."""
+        Its max_tokens are reserved, the `audio_seconds` it carries counted (None: audio whose header
+        does not say its length, refused for a key limited in audio seconds: it could not be counted)."""
         self.for_model = True
         if not self.caller.limited or self.decision is not None:
             return
+        if audio_seconds is None and self.caller.record.audio_seconds_per_day is not None:
+            raise InvalidRequest(f"the audio's length cannot be read from its header, and key {self.caller.name!r} "
+                                 "is limited in audio seconds per day: send wav, mp3 or flac that says its length",
+                                 code="audio_length_unknown")
         self.max_tokens = max_tokens
         try:
-            decision = self.gate.book.admit(self.caller.record, self.request_id, time.time(), max_tokens)
+            decision = self.gate.book.admit(self.caller.record, self.request_id, time.time(), max_tokens,
+                                            audio_ms(audio_seconds))
         except StoreUnavailable as exc:
             self._store_failed(exc)
             return
@@ -150,7 +145,7 @@ class Ticket:
                               of_tokens=decision.refused_by in ("tpm", "tokens_per_day"))
 
     def before_generation(self, prompt_bytes: int, count_prompt: Callable[[], int]) -> None:
-        """One generation of the request is about to be sent (the upstream pool asks): its prompt's tokens,
+        """One generation of the request is about to be sent (the request's door asks): its prompt's tokens,
         and for a second choice its max_tokens too, must fit what is left of the key's token limits, and
         are reserved; RateLimited (a 429 before any token) if not. The prompt's byte length bounds its
         tokens; `count_prompt()` (llama.cpp's /tokenize) is asked only when that bound does not fit."""
@@ -180,7 +175,7 @@ class Ticket:
         return decision
 
     def observer(self) -> Callable | None:
-        """For one generation: a callable the pool gives each of its events, so that llama.cpp's counts
+        """For one generation: a callable the door gives each of its events, so that llama.cpp's counts
         are written as they arrive (every CHECKPOINT_SECONDS); None when the request's usage is not kept."""
         if self.caller.record is None or self.gate.book is None or not self.for_model or self.record is None:
             return None

@@ -17,7 +17,7 @@ import orjson
 
 KEY_PREFIX = "sk-alo-"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
-LIMIT_FIELDS = ("rpm", "tpm", "tokens_per_day", "max_parallel")
+LIMIT_FIELDS = ("rpm", "tpm", "tokens_per_day", "max_parallel", "audio_seconds_per_day")
 PRIORITIES = ("high", "normal", "low")   # who goes first to a free upstream slot (access/priority.py)
 NORMAL = "normal"
 CONFIG_KEY_NAME = "config-key"   # the name usage and logs give a key from --api-key / the config file
@@ -48,6 +48,7 @@ class KeyRecord:
     tpm: int | None = None                  # tokens (prompt + completion) per minute
     tokens_per_day: int | None = None       # tokens per UTC day
     max_parallel: int | None = None         # requests in flight at once
+    audio_seconds_per_day: int | None = None   # seconds of audio sent (transcribed, or in chat) per UTC day
     max_stored_mib: int | None = None       # its stored responses and conversations (None: --max-stored-mib)
     expires_at: float | None = None         # epoch seconds; None: never
     priority: str = NORMAL                  # of PRIORITIES: its place among requests waiting for a slot

@@ -12,6 +12,10 @@ replace the reservation as they arrive (access/gate.Ticket writes them every CHE
 the end). So requests running together cannot all take the same tokens that are left, a stream that
 started is never cut for a limit, and a worker killed mid-request leaves its last written tokens and
 what is left of its reservation counted (until its lease runs out).
+
+Audio seconds per day are known before anything is sent (read from each file's header), so they are
+not reserved but counted when the request is admitted, in whole milliseconds (exact in SQLite, in Redis
+and in its Lua script alike); only a request that carries audio is refused by that limit.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ from datetime import UTC, datetime
 from .keys import KeyRecord
 
 WINDOW_SECONDS = 60.0
+LEASE_SECONDS = 900.0   # a request in flight holds its place this long at most (a worker killed mid-request)
 DAY_SECONDS = 86400
 # The order limits are checked in, and the index the Redis script answers with (1-based there).
-LIMIT_ORDER = ("max_parallel", "rpm", "tpm", "tokens_per_day")
+LIMIT_ORDER = ("max_parallel", "rpm", "tpm", "tokens_per_day", "audio_seconds_per_day")
 DESCRIPTIONS = {"max_parallel": "requests in flight", "rpm": "requests per minute",
-                "tpm": "tokens per minute", "tokens_per_day": "tokens per day"}
+                "tpm": "tokens per minute", "tokens_per_day": "tokens per day",
+                "audio_seconds_per_day": "seconds of audio per day"}
+# A limit is compared in these units of what it counts: audio in milliseconds of its seconds.
+LIMIT_SCALE = {"audio_seconds_per_day": 1000}
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,7 @@ class Counts:
     oldest_request_at: float | None = None
     oldest_tokens_at: float | None = None
     reserved: int = 0          # tokens the requests in flight hold before llama.cpp reports them
+    audio_ms_today: int = 0    # milliseconds of audio admitted today
 
     @property
     def tokens_taken(self) -> int:
@@ -81,14 +90,23 @@ def needed_tokens(record: KeyRecord, max_tokens: int | None, prompt_tokens: int 
     return prompt_tokens + generated
 
 
-def decide(record: KeyRecord, counts: Counts, now: float, max_tokens: int | None = None) -> Decision:
-    """The decision for one request of `record`'s key with `counts` used (checked in LIMIT_ORDER)."""
+def audio_ms(seconds: float | None) -> int:
+    """Audio seconds as the limit counts them: whole milliseconds, rounded up."""
+    return math.ceil(seconds * 1000) if seconds else 0
+
+
+def decide(record: KeyRecord, counts: Counts, now: float, max_tokens: int | None = None,
+           audio: int = 0) -> Decision:
+    """The decision for one request of `record`'s key with `counts` used (checked in LIMIT_ORDER);
+    `audio`: the milliseconds of audio it carries (audio_ms)."""
     need = needed_tokens(record, max_tokens)
     checks = {
         "max_parallel": (counts.in_flight + 1, 1.0),
         "rpm": (counts.requests + 1, _window_left(counts.oldest_request_at, now)),
         **_token_checks(counts, now, max(need, 1)),
     }
+    if audio > 0:
+        checks["audio_seconds_per_day"] = (counts.audio_ms_today + audio, seconds_to_midnight(now))
     return _first_over(record, counts, now, checks, need)
 
 
@@ -106,7 +124,7 @@ def _token_checks(counts: Counts, now: float, need: int) -> dict:
 def _first_over(record: KeyRecord, counts: Counts, now: float, checks: dict, need: int) -> Decision:
     for name in LIMIT_ORDER:
         limit = getattr(record, name)
-        if name in checks and limit is not None and checks[name][0] > limit:
+        if name in checks and limit is not None and checks[name][0] > limit * LIMIT_SCALE.get(name, 1):
             return Decision(record, counts, now, name, checks[name][1])
     return Decision(record, counts, now, reserved_tokens=need)
 

@@ -32,6 +32,8 @@ class KeyChanges(BaseModel):
     tpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
     tokens_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX)
     max_parallel: int | None = Field(None, ge=0, le=LIMIT_MAX)
+    audio_seconds_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX // 1000,
+                                              description="seconds of audio (transcribed, or in chat) per UTC day")
     max_stored_mib: int | None = Field(None, ge=0, le=LIMIT_MAX,
                                        description="MiB its stored responses and conversations may hold")
     priority: Literal["high", "normal", "low"] | None = Field(
@@ -72,6 +74,7 @@ class KeyView(BaseModel):
     tpm: int | None
     tokens_per_day: int | None
     max_parallel: int | None
+    audio_seconds_per_day: int | None
     max_stored_mib: int | None
     priority: str
     expires_at: float | None
@@ -128,6 +131,29 @@ class OpenAIUsageBucket(BaseModel):
     start_time: int
     end_time: int
     results: list[OpenAIUsageResult]
+
+
+class OpenAIAudioUsageResult(BaseModel):
+    object: Literal["organization.usage.audio_transcriptions.result"]
+    seconds: int
+    num_model_requests: int
+    project_id: str | None
+    user_id: str | None
+    api_key_id: str | None
+    model: str | None
+
+
+class OpenAIAudioUsageBucket(OpenAIUsageBucket):
+    results: list[OpenAIAudioUsageResult]
+
+
+class OpenAIAudioUsagePage(BaseModel):
+    """OpenAI's usage API answer for speech to text."""
+
+    object: Literal["page"]
+    data: list[OpenAIAudioUsageBucket]
+    has_more: bool
+    next_page: str | None
 
 
 class OpenAIUsagePage(BaseModel):

@@ -2,9 +2,9 @@
 waiting for one are let in highest priority first, and in arrival order within a priority.
 
 llama-server queues what it cannot start in arrival order, so the order must be decided before a
-request is sent: each model's pool (backends/pool.py) holds its generations to the slots its servers
-have (/props' total_slots, summed) with one `SlotQueue`. Under the slot count nothing waits and the
-cost is a lock; a pool whose slot count is not known yet does not hold anything back, and neither does
+request is sent: each model holds its generations to the slots its servers have (/props' total_slots,
+summed) with one `SlotQueue`, where the request's door (services/door.py) takes a place. Under the slot
+count nothing waits and the cost is a lock; a pool whose slot count is not known yet does not hold anything back, and neither does
 one that has only seen requests of one priority (normal): until a high or low one comes, holding the
 others would only repeat llama-server's own arrival order, one hop earlier.
 
@@ -19,7 +19,6 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
-from .gate import current_ticket
 from .keys import NORMAL, PRIORITIES
 
 RANK = {name: rank for rank, name in enumerate(PRIORITIES)}
@@ -63,9 +62,10 @@ class SlotQueue:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def take(self, capacity: int | None, priority: str = NORMAL) -> Place:
+    def take(self, capacity: int | None, priority: str = NORMAL, on_wait=None) -> Place:
         """A place for one generation: at once if a slot is free and nobody waits, else when every
-        waiter of a higher priority, and every earlier one of the same, went first."""
+        waiter of a higher priority, and every earlier one of the same, went first; `on_wait` as the
+        queue's, for this request (its metrics)."""
         with self._lock:
             self.capacity = capacity
             self.ordering = self.ordering or priority != NORMAL
@@ -74,14 +74,15 @@ class SlotQueue:
                 return Place(self)
             waiter = _Waiter(RANK.get(priority, RANK[NORMAL]), next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
-        self._note_wait(priority, +1)
+        note = on_wait or self.on_wait or _unnoted
+        note(priority, +1)
         try:
             waiter.granted.wait()
         except BaseException:   # the request ended while it waited (a timeout, the client gone, shut-down)
             self._abandon(waiter)
             raise
         finally:
-            self._note_wait(priority, -1)
+            note(priority, -1)
         return Place(self)
 
     def _abandon(self, waiter: _Waiter) -> None:
@@ -99,19 +100,6 @@ class SlotQueue:
                 self.running += 1
                 heapq.heappop(self._waiting).granted.set()
 
-    def _note_wait(self, priority: str, delta: int) -> None:
-        if self.on_wait is not None:
-            self.on_wait(priority, delta)
 
-
-def current_priority() -> str:
-    """The priority of the request this thread serves (its key's; normal outside a request)."""
-    ticket = current_ticket()
-    return ticket.caller.priority if ticket is not None else NORMAL
-
-
-def note_waiting(priority: str, delta: int) -> None:
-    """/metrics' requests waiting for a slot, by priority (the metrics of the request's app)."""
-    ticket = current_ticket()
-    if ticket is not None and ticket.metrics is not None:
-        ticket.metrics.slot_waiting.labels(priority).inc(delta)
+def _unnoted(priority: str, delta: int) -> None:
+    """No one counts the waiters."""

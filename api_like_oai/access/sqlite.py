@@ -1,16 +1,19 @@
-"""The key book in the proxy's SQLite file (store/sqlite.py): its own tables, the same connection
-and the same retries. Each admission is one write transaction (BEGIN IMMEDIATE): every worker of
-the instance sees the counts the others wrote, and no two take the same last place."""
+"""The key book in the proxy's SQLite file (store/seam.SQLiteFile): its own tables, registered with
+the seam, the same connection and the same retries. Each admission is one write transaction (BEGIN
+IMMEDIATE): every worker of the instance sees the counts the others wrote, and no two take the same
+last place."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
+from typing import TYPE_CHECKING
 
-from .book import LEASE_SECONDS, KeyBook
 from .keys import KeyRecord
-from .limits import WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more
+from .limits import LEASE_SECONDS, WINDOW_SECONDS, Counts, Decision, day_of, decide, decide_more
 from .usage import UsageEntry
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS access_keys (
@@ -19,7 +22,8 @@ CREATE TABLE IF NOT EXISTS access_seconds (
     key_name TEXT NOT NULL, kind TEXT NOT NULL, second INTEGER NOT NULL, amount INTEGER NOT NULL,
     PRIMARY KEY (key_name, kind, second)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS access_days (
-    key_name TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (key_name, day)) WITHOUT ROWID;
+    key_name TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL, audio_ms INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (key_name, day)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS access_leases (
     request_id TEXT PRIMARY KEY, key_name TEXT NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS access_leases_by_key ON access_leases (key_name, expires_at);
@@ -30,33 +34,40 @@ CREATE TABLE IF NOT EXISTS access_usage (
     day TEXT NOT NULL, key_name TEXT NOT NULL, model TEXT NOT NULL, api TEXT NOT NULL,
     requests INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL, errors INTEGER NOT NULL, seconds REAL NOT NULL,
-    PRIMARY KEY (day, key_name, model, api)) WITHOUT ROWID;
+    audio_seconds REAL NOT NULL DEFAULT 0, PRIMARY KEY (day, key_name, model, api)) WITHOUT ROWID;
 """
+# Columns added since the tables were first made: (table, column, its definition), added by the seam to
+# a file an older proxy made (SQLite appends them, so the columns keep UsageEntry's order).
+ADDED_COLUMNS = (("access_days", "audio_ms", "INTEGER NOT NULL DEFAULT 0"),
+                 ("access_usage", "audio_seconds", "REAL NOT NULL DEFAULT 0"))
 ADD_TO_SECOND = """
 INSERT INTO access_seconds VALUES (?, ?, ?, ?)
 ON CONFLICT (key_name, kind, second) DO UPDATE SET amount = amount + excluded.amount
 """
 ADD_USAGE = """
-INSERT INTO access_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO access_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (day, key_name, model, api) DO UPDATE SET
 requests = requests + excluded.requests, prompt_tokens = prompt_tokens + excluded.prompt_tokens,
 cached_tokens = cached_tokens + excluded.cached_tokens, completion_tokens = completion_tokens + excluded.completion_tokens,
-errors = errors + excluded.errors, seconds = seconds + excluded.seconds
+errors = errors + excluded.errors, seconds = seconds + excluded.seconds,
+audio_seconds = audio_seconds + excluded.audio_seconds
+"""
+ADD_TO_DAY = """
+INSERT INTO access_days (key_name, day, tokens, audio_ms) VALUES (?, ?, ?, ?)
+ON CONFLICT (key_name, day) DO UPDATE SET tokens = tokens + excluded.tokens, audio_ms = audio_ms + excluded.audio_ms
 """
 
 
-class SQLiteKeyBook(KeyBook):
-    def __init__(self, store):
-        super().__init__(store)
-        self._schema_pid = 0
+class SQLiteKeyBook:
+    """access.book.KeyBook in the store's SQLite file."""
 
-    def _run(self, operation, write: bool = False):
-        """`operation(connection)` through the store (its lock, retries and errors), the tables made
-        once per process."""
-        if self._schema_pid != os.getpid():
-            self.store.run(lambda db: db.executescript(SCHEMA))
-            self._schema_pid = os.getpid()
-        return self.store.run(operation, write)
+    def __init__(self, store: Store):
+        self.store = store
+        self._run = store.seam.run
+        store.seam.register("access", SCHEMA, ADDED_COLUMNS)
+
+    def digest(self, api_key: str) -> str:
+        return self.store.owner(api_key)
 
     # --- keys ------------------------------------------------------------------------------------
 
@@ -87,11 +98,14 @@ class SQLiteKeyBook(KeyBook):
 
     # --- limits and usage ------------------------------------------------------------------------
 
-    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None) -> Decision:
+    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None,
+              audio: int = 0) -> Decision:
         def admit(db: sqlite3.Connection) -> Decision:
-            decision = decide(record, _counts(db, record.name, now), now, max_tokens)
+            decision = decide(record, _counts(db, record.name, now), now, max_tokens, audio)
             if decision.allowed:
                 db.execute(ADD_TO_SECOND, (record.name, "r", int(now), 1))
+                if audio > 0 and record.audio_seconds_per_day is not None:
+                    db.execute(ADD_TO_DAY, (record.name, day_of(now), 0, audio))
                 db.execute("INSERT OR REPLACE INTO access_leases VALUES (?, ?, ?)",
                            (request_id, record.name, now + LEASE_SECONDS))
                 _reserve(db, record, request_id, decision.reserved_tokens)
@@ -139,8 +153,7 @@ def _count_usage(db: sqlite3.Connection, record: KeyRecord, request_id: str | No
     added to the key's usage."""
     if entry.tokens and record.has_token_limits:
         db.execute(ADD_TO_SECOND, (record.name, "t", int(now), entry.tokens))
-        db.execute("INSERT INTO access_days VALUES (?, ?, ?) ON CONFLICT (key_name, day) "
-                   "DO UPDATE SET tokens = tokens + excluded.tokens", (record.name, day_of(now), entry.tokens))
+        db.execute(ADD_TO_DAY, (record.name, day_of(now), entry.tokens, 0))
         if request_id is not None:
             db.execute("UPDATE access_reserved SET tokens = max(tokens - ?, 0) WHERE request_id = ?",
                        (entry.tokens, request_id))
@@ -157,10 +170,11 @@ def _counts(db: sqlite3.Connection, name: str, now: float) -> Counts:
                "(SELECT request_id FROM access_leases WHERE key_name = ?)", (name, name))
     requests, oldest_request = _window(db, name, "r")
     tokens, oldest_tokens = _window(db, name, "t")
-    today = db.execute("SELECT tokens FROM access_days WHERE key_name = ? AND day = ?", (name, day_of(now))).fetchone()
+    today = db.execute("SELECT tokens, audio_ms FROM access_days WHERE key_name = ? AND day = ?",
+                       (name, day_of(now))).fetchone() or (0, 0)
     in_flight = db.execute("SELECT count(*) FROM access_leases WHERE key_name = ?", (name,)).fetchone()[0]
     reserved = db.execute("SELECT coalesce(sum(tokens), 0) FROM access_reserved WHERE key_name = ?", (name,)).fetchone()[0]
-    return Counts(requests, tokens, today[0] if today else 0, in_flight, oldest_request, oldest_tokens, reserved)
+    return Counts(requests, tokens, today[0], in_flight, oldest_request, oldest_tokens, reserved, today[1])
 
 
 def _window(db: sqlite3.Connection, name: str, kind: str) -> tuple[int, float | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
@@ -17,8 +18,10 @@ from datetime import UTC, datetime
 
 from .limits import day_of
 
-COUNTERS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "errors", "seconds")
+COUNTERS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "errors", "seconds", "audio_seconds")
+FLOAT_COUNTERS = ("seconds", "audio_seconds")
 GROUPS = ("key", "model", "api", "day")
+TRANSCRIPTION_APIS = ("/audio/transcriptions", "/audio/translations")   # speech to text's routes (and /v1/...)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class UsageEntry:
     completion_tokens: int = 0
     errors: int = 0
     seconds: float = 0.0
+    audio_seconds: float = 0.0   # of the audio it sent (a file transcribed, input_audio in chat), read from its header
 
     @property
     def tokens(self) -> int:
@@ -56,7 +60,7 @@ def entry_of(record, key_name: str, now: float, seconds: float) -> UsageEntry:
     """The entry of one finished request from its access record (observability.RequestRecord)."""
     return UsageEntry(day_of(now), key_name, record.model, record.endpoint, 1, record.prompt_tokens,
                       record.cached_tokens, record.completion_tokens, 1 if record.status >= 400 else 0,
-                      round(seconds, 6))
+                      round(seconds, 6), _audio_seconds(record))
 
 
 def progress_entry(written: UsageEntry | None, record, key_name: str, now: float, prompt_tokens: int,
@@ -64,8 +68,12 @@ def progress_entry(written: UsageEntry | None, record, key_name: str, now: float
     """What a running request adds to its usage since `written` (None: nothing yet; then the request
     itself is counted), from llama.cpp's latest counts: the checkpoint of Ticket._checkpoint."""
     so_far = UsageEntry(day_of(now), key_name, record.model, record.endpoint, 1, prompt_tokens, cached_tokens,
-                        completion_tokens, 0, round(time.perf_counter() - record.started, 6))
+                        completion_tokens, 0, round(time.perf_counter() - record.started, 6), _audio_seconds(record))
     return so_far.minus(written) if written is not None else so_far
+
+
+def _audio_seconds(record) -> float:
+    return round(getattr(record, "audio_seconds", 0.0) or 0.0, 6)
 
 
 def summed(entries: Iterable[UsageEntry], by: tuple[str, ...] = ("key",)) -> list[UsageEntry]:
@@ -95,24 +103,37 @@ def as_json(entry: UsageEntry) -> dict:
     return asdict(entry) | {"total_tokens": entry.tokens}
 
 
-def openai_buckets(entries: Iterable[UsageEntry], days: list[str], group_by: tuple[str, ...]) -> list[dict]:
+def openai_buckets(entries: Iterable[UsageEntry], days: list[str], group_by: tuple[str, ...],
+                   kind: str = "completions") -> list[dict]:
     """OpenAI's usage API page data: a daily bucket per day of `days` (UTC, YYYY-MM-DD), each with one
-    result per distinct value of `group_by` ("api_key_id": the key's name; "model")."""
+    result per distinct value of `group_by` ("api_key_id": the key's name; "model"). `kind`:
+    "completions" (every row) or "audio_transcriptions" (the rows of speech to text: their seconds)."""
     by = tuple({"api_key_id": "key"}.get(name, name) for name in group_by)
     per_day: dict[str, list[UsageEntry]] = {day: [] for day in days}
     for entry in entries:
-        if entry.day in per_day:
+        if entry.day in per_day and (kind == "completions" or entry.api.endswith(TRANSCRIPTION_APIS)):
             per_day[entry.day].append(entry)
+    result = _openai_result if kind == "completions" else _openai_audio_result
     return [{"object": "bucket", "start_time": _epoch(day), "end_time": _epoch(day) + 86400,
-             "results": [_openai_result(row, by) for row in summed(per_day[day], by)]} for day in days]
+             "results": [result(row, by) for row in summed(per_day[day], by)]} for day in days]
 
 
 def _openai_result(row: UsageEntry, by: tuple[str, ...]) -> dict:
     return {"object": "organization.usage.completions.result", "input_tokens": row.prompt_tokens,
             "output_tokens": row.completion_tokens, "input_cached_tokens": row.cached_tokens,
             "input_audio_tokens": 0, "output_audio_tokens": 0, "num_model_requests": row.requests,
-            "project_id": None, "user_id": None, "api_key_id": row.key if "key" in by else None,
-            "model": row.model if "model" in by else None, "batch": None, "service_tier": None}
+            **_grouped(row, by), "batch": None, "service_tier": None}
+
+
+def _openai_audio_result(row: UsageEntry, by: tuple[str, ...]) -> dict:
+    """OpenAI counts whole seconds of audio transcribed."""
+    return {"object": "organization.usage.audio_transcriptions.result", "seconds": math.ceil(row.audio_seconds),
+            "num_model_requests": row.requests, **_grouped(row, by)}
+
+
+def _grouped(row: UsageEntry, by: tuple[str, ...]) -> dict:
+    return {"project_id": None, "user_id": None, "api_key_id": row.key if "key" in by else None,
+            "model": row.model if "model" in by else None}
 
 
 def _epoch(day: str) -> int:

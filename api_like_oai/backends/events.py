@@ -69,3 +69,13 @@ class TokenLogprob:
     logprob: float
     top: tuple = ()                          # ((token, logprob, bytes), ...) most likely first
     bytes: tuple = ()                        # the token's exact bytes (a token may end mid-character)
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamWait:
+    """The request waits for its model to be ready again (a crashed llama-server being restarted: the
+    pool's renewal), sent once per sse.KEEPALIVE_SECONDS of waiting, before any other event. Like
+    PromptProgress it goes no further than generation.py, which sends the API's keep-alive for it."""
+
+    index: int = 0
+    finish_reason: ClassVar[None] = None

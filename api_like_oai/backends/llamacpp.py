@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -19,6 +20,9 @@ from ..compact_json import json_bytes
 from ..errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from . import http
 from .events import GenerationEvent, PromptProgress, TokenLogprob
+
+if TYPE_CHECKING:
+    from .upstream import Media
 
 
 @dataclass(frozen=True)
@@ -61,22 +65,22 @@ class LlamaCppClient:
 
     # --- generation -------------------------------------------------------------------------
 
-    def generate(self, path: str, payload: dict, *, index: int = 0, batched: bool = False) -> Iterator[GenerationEvent]:
-        """Send `payload` to `path` (/completion, /infill); the events of the answer, streamed if
-        payload["stream"]. The request is sent before this returns, so a refused connection or an
-        error status raises here, before any event, and the caller can still answer with a plain
-        HTTP error. `batched`: the plain tokens received together come as one event (for a fold,
+    def generate(self, path: str, payload: Mapping, *, index: int = 0, batched: bool = False,
+                 media: Media | None = None) -> Iterator[GenerationEvent]:
+        """Send `payload` to `path` (/completion, /infill), with `media` as its prompt if given; the events
+        of the answer, streamed if payload["stream"]. The request is sent before this returns, so a refused
+        connection or an error status raises here, before any event, and the caller can still answer with
+        a plain HTTP error. `batched`: the plain tokens received together come as one event (for a fold,
         which gives nothing out until the end: one step through the event path for them all)."""
-        upstream_prompt = getattr(payload.get("prompt"), "upstream", None)   # prompts.media.MediaPrompt
-        if upstream_prompt is not None:
-            response = self._request_with_media(path, payload, upstream_prompt)
+        if media is not None:
+            response = self._request_with_media(path, payload, media.upstream)
         else:
             response = self._request("POST", path, payload)
         if payload.get("stream"):
             return self._stream_events(response, index, batched)
         return iter((completion_event(self._json(response), index),))
 
-    def _request_with_media(self, path: str, payload: dict, upstream_prompt) -> http.Response:
+    def _request_with_media(self, path: str, payload: Mapping, upstream_prompt) -> http.Response:
         """`payload` sent with its images, `upstream_prompt(marker)` giving the prompt object for this server's
         media marker. A server restarted since its marker was read has a new one, which leaves the old one
         plain text and the request a 400 ("Failed to tokenize prompt": mtmd found fewer markers than
@@ -238,7 +242,7 @@ class LlamaCppClient:
 
     # --- transport --------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, payload: dict | None = None) -> http.Response:
+    def _request(self, method: str, path: str, payload: Mapping | None = None) -> http.Response:
         """The response, its body unread; the upstream's errors raised as ours."""
         body = None if payload is None else json_bytes(payload)  # an agent's prompt and grammar: tens of KB
         response = self._send(method, path, body)

@@ -16,37 +16,94 @@ import orjson
 from ..errors import InvalidRequest, ModelNotFound, ProxyError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from ..tools.parser import ToolCallDelta, new_call_id
 from .events import GenerationEvent
+from .upstream import Capabilities, Renew, UpstreamRequest, not_supported
 
 if TYPE_CHECKING:
     import requests
 
 
 class OpenAIUpstream:
-    """Forwards request bodies to `base_url` (which ends in /v1) and relays the answers unchanged."""
+    """Forwards request bodies to `base_url` (which ends in /v1) and relays the answers unchanged; as
+    backends.upstream.Upstream, it renders its own prompts and has no tokenizer, /props or native API."""
 
-    def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0):
+    capabilities = Capabilities(renders_prompts=True, passes_through=True, speech=True)
+
+    def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0, name: str = ""):
+        self.name = name
         self.base_url = base_url.rstrip("/")
         self.timeouts = (connect_timeout, read_timeout)
         import requests  # here: only configs with an "openai" upstream pay for loading it (~5 MB per worker)
 
         self.session = requests.Session()
 
-    def forward(self, path: str, body: dict) -> requests.Response:
+    def forward(self, path: str, body: dict, *, on_chosen=None) -> requests.Response:
         """The upstream's response to POST `path` (streamed when body["stream"]); errors mapped to ours."""
+        if on_chosen is not None:
+            on_chosen(self.base_url)
         return self._send("POST", path, json=body, stream=bool(body.get("stream")))
 
-    def send(self, path: str, **kwargs) -> requests.Response:
+    def send(self, path: str, *, on_chosen=None, **kwargs) -> requests.Response:
         """The upstream's response to POST `path` with requests' own arguments (a multipart form: `data`,
         `files`), streamed; errors mapped to ours."""
+        if on_chosen is not None:
+            on_chosen(self.base_url)
         return self._send("POST", path, stream=True, **kwargs)
 
     def health(self) -> None:
         self._send("GET", "/models").close()
 
-    def stream_chat(self, body: dict) -> Iterator[GenerationEvent]:
-        """The events of the chat completion `body` asks for (it must ask for a stream): the request
-        is sent at the first next(), so an upstream that refuses it raises before any event."""
-        response = self.forward("/chat/completions", body)
+    def check(self) -> dict[str, str]:
+        try:
+            self.health()
+            return {self.base_url: "ok"}
+        except ProxyError as exc:
+            return {self.base_url: exc.message}
+
+    def servers(self) -> list[OpenAIUpstream]:
+        return [self]
+
+    def listed(self) -> list[dict]:
+        return [{"url": self.base_url}]
+
+    def serve_only(self, urls: list[str]) -> None:
+        """Nothing to do: the proxy starts no OpenAI-compatible server."""
+
+    def slot_count(self) -> int | None:
+        return None
+
+    def generate(self, request: UpstreamRequest, *, index: int = 0, batched: bool = False, on_chosen=None,
+                 on_routed=None, renew: Renew | None = None) -> Iterator[GenerationEvent]:
+        """The events of a chat request (`request.fields`, the body: the upstream renders it); the request is
+        sent before this returns, so a refusal raises here, before any event."""
+        if request.path != "/chat/completions" or request.prompt is not None:
+            raise not_supported(self.name, "take a prompt the proxy rendered (it renders chats itself)")
+        response = self.forward(request.path, dict(request.fields), on_chosen=on_chosen)
+        return self._events(response)
+
+    # What only llama.cpp has: the callers ask the capabilities first; these are the 400 if one did not.
+    def tokenize(self, text: str, *, add_special: bool = False, renew: Renew | None = None) -> list[int]:
+        raise not_supported(self.name, "tokenize text (it has no tokenizer endpoint)")
+
+    def detokenize(self, tokens: list[int], *, renew: Renew | None = None) -> str:
+        raise not_supported(self.name, "turn tokens into text (it has no tokenizer endpoint)")
+
+    def embeddings(self, inputs: list, *, renew: Renew | None = None) -> list[list[float]]:
+        raise not_supported(self.name, "embed through llama.cpp's /embedding; /v1/embeddings passes through")
+
+    def rerank(self, body: dict, *, renew: Renew | None = None) -> dict:
+        raise not_supported(self.name, "rerank through llama.cpp's /v1/rerank; /v1/rerank passes through")
+
+    def transcribe(self, form: bytes, content_type: str, *, renew: Renew | None = None):
+        raise not_supported(self.name, "transcribe through llama.cpp; /v1/audio passes through")
+
+    def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *, on_chosen=None,
+              renew: Renew | None = None):
+        raise not_supported(self.name, f"answer llama.cpp's own API ({path}); use the /v1 endpoints")
+
+    def props(self):
+        raise not_supported(self.name, "tell its chat template and context (it has no /props)")
+
+    def _events(self, response: requests.Response) -> Iterator[GenerationEvent]:
         try:
             yield from chat_events(self._chunks(response))
         finally:

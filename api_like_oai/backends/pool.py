@@ -16,32 +16,31 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from dataclasses import replace
 from typing import TypeVar
 
-from ..access.gate import current_ticket
-from ..access.priority import Place, SlotQueue, current_priority, note_waiting
+from .. import sse
 from ..errors import ProxyError, UpstreamUnavailable
-from .events import GenerationEvent, PromptProgress
-from .llamacpp import LlamaCppClient, RawAnswer
+from .events import GenerationEvent, PromptProgress, UpstreamWait
+from .llamacpp import LlamaCppClient, RawAnswer, UpstreamProps
 from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad, wants_probabilities
+from .upstream import Capabilities, Renew, UpstreamRequest, not_supported
 
 log = logging.getLogger("api_like_oai")
 
 RETRY_AFTER_SECONDS = 5
 
-# A request to a model the proxy starts itself: (its pool, renew), where renew(unreachable URLs) gives
-# the lease back, has the supervisor check those replicas (restarting a crashed model) and returns the
-# ready URLs once it is loaded again. Set per request by routes.hold_model; None for other models.
-RENEWAL: ContextVar[tuple[UpstreamPool, Callable[[list[str]], list[str]]] | None] = ContextVar("renewal", default=None)
-
 Answer = TypeVar("Answer")
 
 
 class UpstreamPool:
+    """The llama.cpp servers of one model, as backends.upstream.Upstream: the proxy renders their prompts."""
+
+    capabilities = Capabilities(tokenize=True, props=True, native_api=True, rerank=True, transcribe=True, metrics=True)
+
     def __init__(self, clients: list[LlamaCppClient], health_interval: float = 2.0,
-                 routing: RoutingPolicy | None = None, drafting: tuple[str, ...] = ()):
+                 routing: RoutingPolicy | None = None, name: str = "", drafting: tuple[str, ...] = ()):
+        self.name = name
         self.clients = clients
         self.drafting = frozenset(drafting)   # the servers that speculate with a draft model
         self.router = Router(routing)
@@ -49,7 +48,6 @@ class UpstreamPool:
         self.healthy = {client.base_url: True for client in clients}
         self.in_flight = {client.base_url: 0 for client in clients}
         self.slots: dict[str, int] = {}   # each server's slots (/props' total_slots), as UpstreamFacts reads them
-        self.places = SlotQueue(on_wait=note_waiting)   # generations wait here for a slot, by priority
         self._lock = threading.Lock()
         self._poller_pid: int | None = None
 
@@ -78,57 +76,70 @@ class UpstreamPool:
                 self.router.learn(affinity, route.order[0])
         return [by_url[url] for url in route.order], route
 
-    def ask(self, call: Callable[[LlamaCppClient], Answer]) -> Answer:
+    def ask(self, call: Callable[[LlamaCppClient], Answer], renew: Renew | None = None) -> Answer:
         """`call(server)` for a request any server can answer (tokenize, /props, embeddings), on the
         first server that answers it: one that fails to is marked down and the next one is asked."""
-        client, answer = self._first_to_start(lambda client, last: call(client), None, self.candidates())
+        client, answer = self._first_to_start(lambda client, last: call(client), None, self.candidates(), renew)
         self._count(client, -1)
         return answer
 
-    def generate(self, path: str, payload: dict, *, index: int = 0, on_chosen=None,
-                 affinity: Affinity | None = None, on_routed=None, batched: bool = False) -> Iterator[GenerationEvent]:
+    def generate(self, request: UpstreamRequest, *, index: int = 0, batched: bool = False, on_chosen=None,
+                 on_routed=None, renew: Renew | None = None) -> Iterator[GenerationEvent]:
         """The events of one generation, from the first server that starts it; `on_chosen(url)` says which,
         `on_routed(route)` why (its reason "failover" when the router's choice failed to start it);
         `batched` as LlamaCppClient.generate's (the tokens received together as one event, for a fold).
-        `affinity` (the prompt, the client's session) routes the request, and the server that answers
+        The request's affinity (the prompt, the client's session) routes it, and the server that answers
         is learned as the holder of its prompt."""
+        affinity, media = request.affinity, request.media
+        payload = request.fields if media is not None else request.body()
+
         def start(client: LlamaCppClient, last: bool):
-            events = client.generate(path, payload, index=index, batched=batched)
+            events = client.generate(request.path, payload, index=index, batched=batched, media=media)
             return events, next(events, None)  # a connection that fails before any token is retried elsewhere
 
-        ticket = current_ticket()   # the request's key: its token limits, its usage, its priority
-        if ticket is not None:      # its prompt's tokens must fit what is left of them (a 429 if not)
-            ticket.before_generation(prompt_bytes(payload.get("prompt")), lambda: self._prompt_tokens(payload))
-        observe = ticket.observer() if ticket is not None else None
-        place = self.places.take(self.slot_count(), current_priority())   # every slot busy: wait, by priority
+        clients, route = self.route(affinity, bool(self.drafting) and wants_probabilities(request.fields))
         try:
-            clients, route = self.route(affinity, bool(self.drafting) and wants_probabilities(payload))
-            client, (events, first) = self._first_to_start(start, on_chosen, clients)
-        except BaseException:
-            place.release()
-            raise
-        if client is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
+            started = self._first_of(start, on_chosen, clients)
+        except UpstreamUnavailable:
+            if renew is None:
+                raise
+            wait = renew([client.base_url for client in clients])
+            return self._after_restart(wait, start, on_chosen, affinity, index)
+        if started[0] is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
             with self._lock:
-                self.router.learn(affinity, client.base_url)  # it has the prompt's prefix in its cache now
+                self.router.learn(affinity, started[0].base_url)  # it has the prompt's prefix in its cache now
         if on_routed:
-            on_routed(route if client is clients[0] else replace(route, reason="failover"))
+            on_routed(route if started[0] is clients[0] else replace(route, reason="failover"))
+        return self._relayed(started, clients, start, on_chosen, affinity, renew)
 
+    def _relayed(self, started, clients: list[LlamaCppClient], start, on_chosen, affinity: Affinity | None,
+                 renew: Renew | None) -> Iterator[GenerationEvent]:
+        """The events of the generation `started` (server, (events, first)) on one of `clients`."""
         def elsewhere(lost: LlamaCppClient):
             rest = clients[clients.index(lost) + 1:]
-            moved, started = self._first_to_start(start, on_chosen, rest)
+            moved, restarted = self._first_to_start(start, on_chosen, rest, renew)
             with self._lock:
                 self.router.learn(affinity, moved.base_url)
-            return moved, started
+            return moved, restarted
 
-        return self._relay(client, first, events, elsewhere, place, observe)
+        client, (events, first) = started
+        return self._relay(client, first, events, elsewhere)
 
-    def _prompt_tokens(self, payload: dict) -> int:
-        """The tokens of a generation's prompt, from a server's /tokenize (token ids are counted as they are)."""
-        prompt = _prompt_of(payload.get("prompt"))
-        if not isinstance(prompt, str):
-            return len(prompt or ())
-        counted = self.ask(lambda client: client.tokenize(prompt, add_special=True))
-        return len(counted) + _media_tokens(payload.get("prompt"))
+    def _after_restart(self, wait, start, on_chosen, affinity: Affinity | None, index: int = 0
+                       ) -> Iterator[GenerationEvent]:
+        """A generation whose replicas were all unreachable (a crash): UpstreamWait events while the
+        supervisor restarts the model (a stream sends a keep-alive for each), then its events from the
+        replicas it gives back. The request's prompt, rendered once, is sent as it was."""
+        ready = wait(0)   # not ready at once: a keep-alive at once, then one per interval
+        while ready is None:
+            yield UpstreamWait(index)
+            ready = wait(sse.KEEPALIVE_SECONDS)
+        self.serve_only(ready)
+        clients = [client for client in self.clients if client.base_url in ready]
+        started = self._first_of(start, on_chosen, clients)
+        with self._lock:
+            self.router.learn(affinity, started[0].base_url)
+        yield from self._relayed(started, clients, start, on_chosen, affinity, None)
 
     def slot_count(self) -> int | None:
         """The slots of the healthy servers, None while any of them has not said how many it has."""
@@ -138,7 +149,7 @@ class UpstreamPool:
         return sum(self.slots[url] for url in healthy)
 
     def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *,
-              on_chosen=None) -> RawAnswer:
+              on_chosen=None, renew: Renew | None = None) -> RawAnswer:
         """A request to llama.cpp's own API, passed on as it is to the first server that answers it:
         a refused connection or a 503 (loading) moves on to the next; the last one's 503 is the answer.
         The request counts as in flight on its server until the answer is closed."""
@@ -150,11 +161,43 @@ class UpstreamPool:
             return answer
 
         clients = self.route(exact=bool(self.drafting) and _asks_probabilities(body))[0]
-        client, answer = self._first_to_start(start, on_chosen, clients)
+        client, answer = self._first_to_start(start, on_chosen, clients, renew)
         answer.on_close(lambda: self._count(client, -1))
         return answer
 
-    def _first_to_start(self, start, on_chosen, clients: list[LlamaCppClient]):
+    # --- the requests any server answers ----------------------------------------------------------
+
+    def servers(self) -> list[LlamaCppClient]:
+        return list(self.clients)
+
+    def tokenize(self, text: str, *, add_special: bool = False, renew: Renew | None = None) -> list[int]:
+        return self.ask(lambda client: client.tokenize(text, add_special=add_special), renew)
+
+    def detokenize(self, tokens: list[int], *, renew: Renew | None = None) -> str:
+        return self.ask(lambda client: client.detokenize(tokens), renew)
+
+    def embeddings(self, inputs: list, *, renew: Renew | None = None) -> list[list[float]]:
+        return self.ask(lambda client: client.embeddings(inputs), renew)
+
+    def rerank(self, body: dict, *, renew: Renew | None = None) -> dict:
+        return self.ask(lambda client: client.rerank(body), renew)
+
+    def transcribe(self, form: bytes, content_type: str, *, renew: Renew | None = None):
+        return self.ask(lambda client: client.transcribe(form, content_type), renew)
+
+    def props(self) -> UpstreamProps:
+        return self.ask(LlamaCppClient.props)
+
+    def forward(self, path: str, body: dict, *, on_chosen=None):
+        raise not_supported(self.name, "take OpenAI's requests as they are (the proxy renders llama.cpp's prompts)")
+
+    def send(self, path: str, *, on_chosen=None, **request):
+        raise not_supported(self.name, "speak (llama-server has no text to speech)")
+
+    def listed(self) -> list[dict]:
+        return [{"url": url, "healthy": healthy} for url, healthy in self.healthy.items()]
+
+    def _first_to_start(self, start, on_chosen, clients: list[LlamaCppClient], renew: Renew | None = None):
         """(server, start(server, whether it is the last candidate)) for the first of `clients` whose
         start does not raise UpstreamUnavailable; the server counts as in flight from its attempt on.
         For a started model whose replicas all failed so, once more on those the supervisor gives back
@@ -162,10 +205,9 @@ class UpstreamPool:
         try:
             return self._first_of(start, on_chosen, clients)
         except UpstreamUnavailable:
-            renewal = RENEWAL.get()
-            if renewal is None or renewal[0] is not self:
+            if renew is None:
                 raise
-        ready = set(renewal[1]([client.base_url for client in clients]))
+        ready = set(renew([client.base_url for client in clients])(None))
         self.serve_only(list(ready))
         return self._first_of(start, on_chosen, [client for client in self.clients if client.base_url in ready])
 
@@ -186,26 +228,20 @@ class UpstreamPool:
                 raise
         raise _none_left(failures)
 
-    def _relay(self, client: LlamaCppClient, first, events, elsewhere=None, place: Place | None = None,
-               observe=None) -> Iterator[GenerationEvent]:
+    def _relay(self, client: LlamaCppClient, first, events, elsewhere=None) -> Iterator[GenerationEvent]:
         """The events of `client`'s generation. A server lost while it is still reading the prompt (only
         prompt progress so far: nothing of the answer was given out) is left for the next one that
-        starts it, `elsewhere(lost) -> (server, (events, first))`; the client sees the prefill begin again.
-        `observe(event)`, if given, sees each event first (the key's usage, written as it arrives)."""
+        starts it, `elsewhere(lost) -> (server, (events, first))`; the client sees the prefill begin again."""
         reading = isinstance(first, PromptProgress)
         try:
             while True:
                 try:
                     if first is not None:
-                        if observe is not None:
-                            observe(first)
                         yield first
-                    for event in events:   # while the prompt is read, or each event when they are observed
+                    for event in events:   # while the prompt is read
                         reading = reading and isinstance(event, PromptProgress)
-                        if observe is not None:
-                            observe(event)
                         yield event
-                        if not reading and observe is None:
+                        if not reading:
                             break
                     yield from events   # the tokens, passed on by the interpreter without a loop here
                     return
@@ -222,8 +258,6 @@ class UpstreamPool:
             if client is not None:
                 events.close()
                 self._count(client, -1)
-            if place is not None:
-                place.release()
 
     def _count(self, client: LlamaCppClient, delta: int) -> None:
         with self._lock:
@@ -275,52 +309,6 @@ class UpstreamPool:
         stop = threading.Event()
         while not stop.wait(self.health_interval):
             self.check()
-
-
-class AnyServer:
-    """LlamaCppClient's requests that any server of a pool can answer, each sent with the pool's
-    failover (`UpstreamPool.ask`): a dead server never fails a tokenize while another one is up."""
-
-    def __init__(self, pool: UpstreamPool):
-        self.pool = pool
-
-    def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
-        return self.pool.ask(lambda client: client.tokenize(text, add_special=add_special))
-
-    def detokenize(self, tokens: list[int]) -> str:
-        return self.pool.ask(lambda client: client.detokenize(tokens))
-
-    def embeddings(self, inputs: list) -> list[list[float]]:
-        return self.pool.ask(lambda client: client.embeddings(inputs))
-
-    def rerank(self, body: dict) -> dict:
-        return self.pool.ask(lambda client: client.rerank(body))
-
-    def transcribe(self, form: bytes, content_type: str):
-        return self.pool.ask(lambda client: client.transcribe(form, content_type))
-
-
-def prompt_bytes(prompt) -> int:
-    """A bound of a prompt's tokens without asking a server: its UTF-8 length (a token is at least a
-    byte), or the number of token ids it is."""
-    media = _media_tokens(prompt)
-    prompt = _prompt_of(prompt)
-    if isinstance(prompt, str):
-        return len(prompt.encode()) + media
-    return len(prompt) if isinstance(prompt, list) else 0
-
-
-def _prompt_of(prompt):
-    """A payload's prompt without its images: the text of a multimodal prompt (llama.cpp's object or
-    prompts.media.MediaPrompt, whose placeholders the backend swaps for its markers), else the prompt as sent."""
-    if isinstance(prompt, dict):
-        return prompt.get("prompt_string", "")
-    return getattr(prompt, "text", prompt)
-
-
-def _media_tokens(prompt) -> int:
-    """The tokens a MediaPrompt's images take beyond their placeholders' text (0 for any other prompt)."""
-    return getattr(prompt, "media_tokens", 0)
 
 
 def _asks_probabilities(body: bytes | None) -> bool:

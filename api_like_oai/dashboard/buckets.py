@@ -1,7 +1,8 @@
 """Where the dashboard's history (history.py) is kept: the proxy's store, so that it survives a
 restart and is shared by every worker and instance that shares the store. One small interface,
 three backends: memory (--store none: the history lasts as long as the process), the SQLite file
-(its own two tables), Redis (one hash per bucket, a list of errors). Counts are added, never
+(its own two tables), Redis (one hash per bucket, a list of errors), the last two through the store's
+seam (store/seam.py), chosen by its declared kind. Counts are added, never
 overwritten, so that several processes add into one bucket."""
 
 from __future__ import annotations
@@ -10,19 +11,18 @@ import time
 
 import orjson
 
-from ..errors import StoreUnavailable
+from ..store import Store
+from ..store.seam import PREFIX
 from .history import KEEP_SECONDS, KEPT_ERRORS
 
 Buckets = dict[tuple[int, int], dict[str, float]]   # (resolution, start) -> field -> count
 
 
-def open_buckets(store):
-    """The history's backend in `store` (store.Store), or in memory without one."""
+def open_buckets(store: Store | None) -> MemoryBuckets | SQLiteBuckets | RedisBuckets:
+    """The history's backend beside `store`, in its seam, or in memory without one."""
     if store is None:
         return MemoryBuckets()
-    if getattr(store, "shared_by_instances", False):
-        return RedisBuckets(store)
-    return SQLiteBuckets(store)
+    return RedisBuckets(store) if store.seam.kind == "redis" else SQLiteBuckets(store)
 
 
 class MemoryBuckets:
@@ -61,17 +61,11 @@ ON CONFLICT (resolution, start, field) DO UPDATE SET count = count + excluded.co
 
 
 class SQLiteBuckets:
-    """Two tables in the store's SQLite file, through its connection and retries (store/sqlite.py)."""
+    """Two tables in the store's SQLite file, through its connection and retries (store/seam.py)."""
 
-    def __init__(self, store):
-        self.store = store
-        self._schema_made = False
-
-    def _run(self, operation, write: bool = False):
-        if not self._schema_made:
-            self.store.run(lambda db: db.executescript(SQLITE_SCHEMA))
-            self._schema_made = True
-        return self.store.run(operation, write)
+    def __init__(self, store: Store):
+        self._run = store.seam.run
+        store.seam.register("dashboard", SQLITE_SCHEMA)
 
     def add(self, counts: Buckets, errors: list[dict]) -> None:
         rows = [(resolution, start, field, count) for (resolution, start), fields in counts.items()
@@ -106,21 +100,14 @@ class SQLiteBuckets:
 class RedisBuckets:
     """A hash per bucket (HINCRBYFLOAT: instances add into the same one) and a capped list of errors."""
 
-    def __init__(self, store):
-        from ..store.redis import PREFIX
-
-        self.store, self.prefix = store, PREFIX + "dashboard:"
+    def __init__(self, store: Store):
+        self.seam, self.prefix = store.seam, PREFIX + "dashboard:"
 
     def _bucket_key(self, resolution: int, start: int) -> str:
         return f"{self.prefix}{resolution}:{start}"
 
     def _call(self, operation):
-        import redis
-
-        try:
-            return operation(self.store.client)
-        except redis.RedisError as exc:
-            raise StoreUnavailable(f"the dashboard history (Redis) failed: {exc}") from exc
+        return self.seam.call(operation, self.seam.client)
 
     def add(self, counts: Buckets, errors: list[dict]) -> None:
         def write(client):

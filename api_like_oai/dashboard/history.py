@@ -61,10 +61,11 @@ def request_counts(record) -> dict[str, float]:
 
 def error_entry(record, reason: str | None, now: float) -> dict:
     """A failed or refused request as the recent errors list shows it: never its prompt, only what
-    the proxy said of it (its error code and message, cut short)."""
+    the proxy said of it (its error code and message, cut short) and the MCP steps it ran."""
     return {"time": round(now, 3), "request_id": record.request_id, "endpoint": record.endpoint,
             "model": record.model, "key": getattr(record, "key_name", None), "status": record.status,
-            "code": record.error_code, "reason": (reason or record.error_code or "")[:REASON_CHARS]}
+            "code": record.error_code, "reason": (reason or record.error_code or "")[:REASON_CHARS],
+            **(record.shown_steps() if hasattr(record, "shown_steps") else {})}   # its MCP steps, if any
 
 
 def percentile(histogram: dict[int, float], fraction: float) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidRequest
@@ -26,15 +27,18 @@ from .anthropic_mcp import result_text
 from .common import chat_request, function_tool, given, image_part, named_tool_choice, text_only
 
 
-def to_chat_request(request: CountTokensRequest, seal: Seal | None = None) -> ChatCompletionRequest:
-    """The chat request `request` becomes: system and messages, tools and tool choice, sampling; the
-    chat schema checks the tools (a refusal names `tools.N.input_schema`). A thinking block reaches the
-    template only when `seal` verifies its signature."""
+def to_chat_request(request: CountTokensRequest, seal: Seal | None = None,
+                    mcp_tools: Sequence[tuple[str, dict]] = ()) -> ChatCompletionRequest:
+    """The chat request `request` becomes: system and messages, tools (the client's, then `mcp_tools`:
+    (param, chat tool) of its MCP servers' tools) and tool choice, sampling; the chat schema checks the
+    tools (a refusal names `tools.N.input_schema`). A thinking block reaches the template only when
+    `seal` verifies its signature."""
     messages = chat_messages(request, seal)
     fields: dict[str, Any] = {"model": request.model, "messages": messages}
     tools = request.client_tools()
-    if tools:
-        fields["tools"] = [function_tool(tool.name, _described(tool), tool.input_schema) for _, tool in tools]
+    if tools or mcp_tools:
+        fields["tools"] = [function_tool(tool.name, _described(tool), tool.input_schema) for _, tool in tools] + \
+            [tool for _, tool in mcp_tools]
     fields |= _tool_choice_fields(request.tool_choice)
     if _continues_last_message(request):
         fields |= {"add_generation_prompt": False, "continue_final_message": True}
@@ -46,7 +50,7 @@ def to_chat_request(request: CountTokensRequest, seal: Seal | None = None) -> Ch
             fields["stop"] = list(request.stop_sequences)
         if request.metadata is not None and request.metadata.user_id:
             fields["user"] = request.metadata.user_id   # a session key for routing (backends/routing.py)
-    return chat_request(fields, [f"tools.{n}.input_schema" for n, _ in tools])
+    return chat_request(fields, [f"tools.{n}.input_schema" for n, _ in tools] + [param for param, _ in mcp_tools])
 
 
 def _template_fields(request: CountTokensRequest) -> dict:

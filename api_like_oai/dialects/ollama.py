@@ -300,3 +300,9 @@ def generate_to_completion(request: GenerateRequest) -> CompletionRequest:
     if request.suffix is not None:
         fields["suffix"] = request.suffix
     return CompletionRequest.model_validate(fields)
+
+
+class ErrorBody(BaseModel):
+    """Ollama's error (under /api/): the message, the field it is about named in it; /openapi.json's only."""
+
+    error: str

@@ -46,7 +46,6 @@ def tool_call(block: Block, index: int) -> dict:
 
 class OllamaShape:
     end = b""          # the object with `done: true` is the last
-    keepalive = b""    # Ollama's clients read every line as JSON: nothing is sent before the first object
     usage_at_start = False
 
     def __init__(self, model: str, kind: str = CHAT, arrived_ns: int | None = None, load_ns: int = 0):
@@ -65,6 +64,12 @@ class OllamaShape:
     @staticmethod
     def frame(chunk: dict) -> bytes:
         return json_bytes(chunk) + b"\n"
+
+    @property
+    def keepalive(self) -> bytes:
+        """An empty piece of the answer (no text, not done): Ollama's clients read every line as one
+        of its objects, so a comment or a blank line would break them, and an empty piece adds nothing."""
+        return self.frame(self._piece("", ""))
 
     @staticmethod
     def error_chunk(exc: ProxyError) -> dict:

@@ -157,14 +157,17 @@ def finished_call(item: dict, output: str | None, error: dict | None) -> dict:
     return item | {"output": output, "error": error, "status": "failed" if error is not None else "completed"}
 
 
+TOOL_ERROR, PROTOCOL_ERROR = "mcp_tool_execution_error", "mcp_protocol_error"   # OpenAI's error types
+
+
 def tool_error(message: str) -> dict:
     """OpenAI's error object for a tool that ran and reported an error."""
-    return {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": message}]}
+    return {"type": TOOL_ERROR, "content": [{"type": "text", "text": message}]}
 
 
 def protocol_error(message: str, code: int = -32000) -> dict:
     """OpenAI's error object for a server that could not be reached, timed out or broke the protocol."""
-    return {"type": "mcp_protocol_error", "code": code, "message": message}
+    return {"type": PROTOCOL_ERROR, "code": code, "message": message}
 
 
 def error_text(error) -> str:

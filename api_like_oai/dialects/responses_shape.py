@@ -14,7 +14,9 @@ response.output_item.added, then
 then response.output_item.done; at the end response.completed (or response.incomplete when
 max_output_tokens cut it, response.failed when the generation failed after the start).
 
-The shape Protocol (shape.py), so generation.stream and generation.fold drive it. One
+The shape Protocol (shape.py), so generation.stream and generation.fold drive it. A stored turn's
+answer is handed to its `Keeper` (services/stored_responses.TurnWriter, the turn's one writer) as it is
+finished, before its last event goes out or the answer is returned; the shape does no I/O itself. One
 choice; output items are cut by dialects/blocks.Blocks, as in the fold. Calls are written as the
 Responses tool kind their offered function stands for (responses_tools.py).
 """
@@ -22,9 +24,11 @@ Responses tool kind their offered function stands for (responses_tools.py).
 from __future__ import annotations
 
 import functools
+import secrets
 import time
 import uuid
 from collections.abc import Callable
+from typing import Protocol
 
 from .. import sse
 from ..backends.events import GenerationEvent
@@ -43,16 +47,30 @@ _ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOC
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "tool_rounds": "max_tool_calls"}
 
 
+class Keeper(Protocol):
+    """Where a stored or continued turn's answer goes (services/stored_responses.TurnWriter)."""
+
+    fields: dict   # what the response says of itself over the stateless answer (store, conversation, ...)
+
+    def keep(self, response: dict) -> None:
+        """The finished answer, before it goes out; a ProxyError ends a stream with that error instead."""
+
+    def keep_failure(self, response: dict) -> None:
+        """A generation that failed after it started, best effort."""
+
+
 class ResponsesShape:
     end = b""   # the stream ends with response.completed (or .incomplete / .failed), no [DONE]
     keepalive = sse.KEEPALIVE_COMMENT   # OpenAI's SDKs skip comments
     usage_at_start = False   # the usage comes with response.completed
 
     def __init__(self, model: str, request: ResponsesRequest, seal: Seal | None = None,
-                 sampling: Callable[[], dict[str, float]] | None = None):
+                 sampling: Callable[[], dict[str, float]] | None = None, keeper: Keeper | None = None):
         """`sampling` gives the sampling values the request is generated with (ServedModel.sampling_used),
-        asked once, by the first event; without it, llama.cpp's defaults under the request's own values."""
-        self.hex = uuid.uuid4().hex
+        asked once, by the first event; without it, llama.cpp's defaults under the request's own values.
+        `keeper`: a stored turn's (its id then has 128 random bits: it names a stored object)."""
+        self.keeper = keeper
+        self.hex = secrets.token_hex(16) if keeper is not None else uuid.uuid4().hex
         self.id = f"resp_{self.hex}"
         self.created_at = int(time.time())
         self.completed_at: int | None = None
@@ -73,7 +91,7 @@ class ResponsesShape:
         return sse.named_frame(chunk["type"], chunk)
 
     def openings(self, index: int) -> list[dict]:
-        in_progress = self._response("in_progress", [], None)
+        in_progress = self.in_progress()
         return [self._event("response.created", response=in_progress),
                 self._event("response.in_progress", response=in_progress)]
 
@@ -98,16 +116,39 @@ class ResponsesShape:
         chunks = self._block_events(self.blocks.close())
         response = self._finished(self.blocks.blocks, self.finish_reason, usage)
         kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+        if self.keeper is not None:
+            try:
+                self.keeper.keep(response)
+            except ProxyError as exc:
+                return [*chunks, self.error_chunk(exc)]
         return [*chunks, self._event(kind, response=response)]
 
     def error_chunk(self, exc: ProxyError) -> dict:
         response = self._response("failed", [], None) | {"error": {"code": "server_error", "message": exc.message}}
+        if self.keeper is not None:
+            self.keeper.keep_failure(response)
         return self._event("response.failed", response=response)
 
     def response(self, choices: list[dict], usage: dict) -> dict:
         """The response object from the folded choice."""
         choice = choices[0]
-        return self._finished(choice["blocks"], choice["finish_reason"], usage)
+        answer = self._finished(choice["blocks"], choice["finish_reason"], usage)
+        if self.keeper is not None:
+            self.keeper.keep(answer)
+        return answer
+
+    def in_progress(self) -> dict:
+        """The response before anything was generated (what a stored stream is first kept as)."""
+        return self._response("in_progress", [], None)
+
+    def so_far(self, usage: dict) -> dict:
+        """The response of what was generated until now, as incomplete (a stream the client dropped)."""
+        self.blocks.close()
+        response = self._finished(self.blocks.blocks, None, usage)
+        response["status"], response["completed_at"] = "incomplete", None
+        for item in response["output"]:
+            item["status"] = "incomplete"
+        return response
 
     # --- the response object ---------------------------------------------------------------------
 
@@ -129,7 +170,7 @@ class ResponsesShape:
         return {"id": self.id, "object": "response", "created_at": self.created_at,
                 "completed_at": self._completed_at() if status == "completed" else None, "status": status,
                 "error": None, "incomplete_details": None, "model": self.model, "output": output, "usage": usage,
-                **self._settings}
+                **self._settings, **(self.keeper.fields if self.keeper is not None else {})}
 
     def _completed_at(self) -> int:
         """When the answer completed: the first time it was written as completed (a stream's last event)."""

@@ -26,9 +26,10 @@ class Shape(Protocol):
     # The bytes after the closings: `data: [DONE]` for OpenAI's chat and completions, b"" for APIs whose
     # last event says it is the last.
     end: ClassVar[bytes]
-    # What is sent while the prompt is read, after each silence of sse.KEEPALIVE_SECONDS (a client with a
-    # read timeout waits on a long prompt): OpenAI's SSE comment, Anthropic's `ping` event.
-    keepalive: ClassVar[bytes]
+    # What is sent while the client waits, after each silence of sse.KEEPALIVE_SECONDS (a client with a
+    # read timeout waits on a model's load or a long prompt): OpenAI's SSE comment, Anthropic's `ping`
+    # event, Ollama's empty piece (which names the model: an attribute of the shape, not of its class).
+    keepalive: bytes
     # Whether the stream's first event must say how much of the prompt llama.cpp had cached (Anthropic's
     # message_start does): the upstream is asked for its per-token timings then (services/chat.start_chat).
     usage_at_start: ClassVar[bool]

@@ -5,12 +5,13 @@ One per worker (AppState.fleet)."""
 from __future__ import annotations
 
 import logging
+import threading
 
 from ..errors import FleetUnavailable, ModelNotFound
 from . import lock
 from .affinity import session_key
 from .membership import Membership
-from .placement import LOADING, RPC, Box, Candidate, fleet_models, place, pool
+from .placement import LOADING, RPC, Box, Candidate, fleet_models, place, pool, replica_start
 from .relay import Relay, Relayed
 from .settings import FleetSettings
 
@@ -47,6 +48,7 @@ class FleetFront:
             if candidate.address == starting_on:
                 self._release(model, starting_on)
 
+        self._add_replica(model, boxes)
         return self.relay.send(candidates, method, path, raw, headers, caller=caller, anthropic=anthropic,
                                on_refused=refused)
 
@@ -83,6 +85,33 @@ class FleetFront:
             self._release(model, plan.host)
             raise
         return [Candidate(plan.host, RPC)]
+
+    def _add_replica(self, model: str, boxes: list[Box]) -> None:
+        """Replicas spanning boxes: when `model` is held by fewer boxes than its `boxes:`, one more copy
+        started (once in the fleet: the front that takes the copy's lock) on the box placement names, in
+        the background: the request goes on to a box where it is loaded."""
+        target = replica_start(model, boxes)
+        if target is None:
+            return
+        copies = sum(1 for box in boxes if model in box.models and box.models[model].holds_memory) + 1
+        name = lock.replica_lock(model, copies)
+        try:
+            if not lock.take(self.membership.connection, name, target.address):
+                return
+        except Exception as exc:  # noqa: BLE001 - Redis down: no replica started until it is back
+            log.warning("fleet: replica lock for %s not taken (%s)", model, exc)
+            return
+        log.info("fleet: starting copy %d of %s on %s", copies, model, target.address)
+        threading.Thread(target=self._start_replica, args=(model, target.address, name), daemon=True).start()
+
+    def _start_replica(self, model: str, address: str, name: str) -> None:
+        try:
+            self.relay.load(address, model)
+        except Exception as exc:  # noqa: BLE001 - refused or unreachable: a later request tries again
+            log.warning("fleet: copy of %s not started on %s: %s", model, address, exc)
+            self._release(name, address)
+        finally:
+            self.membership.forget()
 
     def _release(self, model: str, address: str) -> None:
         try:

@@ -2,6 +2,7 @@
 fronts receive its first requests at once.
 
     api-like-oai:fleet:start:<model>   the box chosen to start it, SET NX PX LOCK_SECONDS
+    api-like-oai:fleet:start:<model>#<n>  the box chosen for its n-th copy (a model on several boxes)
 
 The front that sets it sends its request to that box, whose supervisor starts the model; a front that
 finds it set sends its request to the same box, whose supervisor makes it wait for that load (as a
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 from .membership import PREFIX
 
-LOCK_SECONDS = 30.0
+# Long enough for the box's record to say the model is loading (a heartbeat and a front's read: ~1.5 s,
+# more on a busy machine), after which placement needs no lock; short, because while it lasts it steers
+# the model's requests to its box even if that box has since evicted the model for another.
+LOCK_SECONDS = 10.0
 # Deletes the lock only if it still names the box this front chose (another front's lock stays).
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -31,6 +35,16 @@ def claim(connection, model: str, address: str, seconds: float = LOCK_SECONDS) -
     front set it to (one round trip either way: SET NX GET)."""
     previous = connection.set(lock_key(model), address, nx=True, px=int(seconds * 1000), get=True)
     return address if previous is None else previous.decode()
+
+
+def take(connection, name: str, address: str, seconds: float = LOCK_SECONDS) -> bool:
+    """Whether this call set the lock `name` (to `address`): a replica's start, by one front only."""
+    return bool(connection.set(lock_key(name), address, nx=True, px=int(seconds * 1000)))
+
+
+def replica_lock(model: str, copies: int) -> str:
+    """The lock's name for starting `model`'s copy number `copies` (replicas spanning boxes)."""
+    return f"{model}#{copies}"
 
 
 def holder(connection, model: str) -> str | None:

@@ -76,7 +76,7 @@ def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
             status = supervisor.ask("status") if supervisor is not None else {}
             names = [*status.get("models", {}), *config["static_models"]]
             record = box_record(address, status, config["static_models"], saved_models(config.get("slot_dir"), names),
-                                time.time(), _lending(config.get("rpc"), rpc_server))
+                                time.time(), _lending(config.get("rpc"), rpc_server), config.get("spread"))
             publish(connection, record, config["expiry_seconds"])
         except Exception as exc:  # noqa: BLE001 - Redis or the supervisor away: the next beat tries again
             log.warning("fleet: heartbeat of %s not written: %s", address, exc)

@@ -6,14 +6,15 @@ heartbeat), and the set of addresses that names them.
     api-like-oai:fleet:boxes           SET of addresses; a front drops those whose record expired
 
 A front reads the records at most every REFRESH_SECONDS per worker (two round trips: SMEMBERS, MGET)
-and keeps the last it read: while Redis does not answer it places by them until they are as old as the
-expiry, then answers 503 naming Redis (FleetUnavailable), never a 500.
+and keeps the last it read: while Redis does not answer it places by them for the expiry from its first
+failure, then answers 503 naming Redis (FleetUnavailable), never a 500.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 from ..errors import FleetUnavailable
@@ -40,15 +41,16 @@ def connect(redis_url: str):
 
 
 def box_record(address: str, status: dict, static_models: list[str], saved: list[str], now: float,
-               lending: dict | None = None) -> dict:
+               lending: dict | None = None, spread: dict[str, int] | None = None) -> dict:
     """A box's record from its supervisor's status (`{"op": "status"}`) and its models with fixed
-    upstreams (always loaded, no memory counted); `lending`: its rpc-server's endpoint and what it lends."""
+    upstreams (always loaded, no memory counted); `lending`: its rpc-server's endpoint and what it lends;
+    `spread`: the models its config keeps on several boxes (`boxes:`), and on how many."""
     models = {name: {"state": "loaded", "memory_mib": 0, "in_flight": 0, "queued": 0, "pinned": True}
               for name in static_models}
     for name, model in status.get("models", {}).items():
         models[name] = {"state": model["value"], "memory_mib": model["memory_mib"], "in_flight": model["in_flight"],
                         "queued": model["queued"], "pinned": model.get("pinned", False),
-                        "borrows": _borrowed(model.get("args", ()))}
+                        "borrows": _borrowed(model.get("args", ())), "boxes": (spread or {}).get(name, 1)}
     return {"address": address, "budget_mib": status.get("memory_budget_mib", 0), "models": models,
             "saved": sorted(saved), "in_flight": sum(m["in_flight"] for m in models.values()),
             "queued": sum(m["queued"] for m in models.values()), "time": now, "rpc": lending}
@@ -63,7 +65,8 @@ def _borrowed(args) -> list[str]:
 def box_of(record: dict) -> Box:
     """The placement's view of a record."""
     models = {name: ModelOnBox(model["state"], model["memory_mib"], model["in_flight"], model["queued"],
-                               model["pinned"], tuple(model.get("borrows", ()))) for name, model in record["models"].items()}
+                               model["pinned"], tuple(model.get("borrows", ())), model.get("boxes", 1))
+              for name, model in record["models"].items()}
     lending = record.get("rpc") or {}
     return Box(record["address"], record["budget_mib"], models, frozenset(record.get("saved", ())),
                lending.get("endpoint"), lending.get("lend_mib", 0))
@@ -95,20 +98,31 @@ class Membership:
         self.clock = clock
         self.records: list[dict] = []
         self.read_at: float | None = None       # when Redis last answered
+        self.failing_since: float | None = None  # the first read that failed since it last answered
         self.tried_at: float | None = None
+        self.reading = threading.Lock()         # one read at a time (gevent patches it for the worker)
 
     def boxes(self) -> list[Box]:
         return [box_of(record) for record in self.current()]
 
     def current(self) -> list[dict]:
-        """The boxes' records; FleetUnavailable once Redis has not answered for the expiry."""
+        """The boxes' records; FleetUnavailable once Redis has failed for the expiry (counted from its
+        first failure, not from the last read: a front idle for a minute still has its records), or
+        before it ever answered. A request that comes while the first read is under way waits for it;
+        one that comes during a later read is placed by the records it replaces."""
         now = self.clock()
         if self.tried_at is None or now - self.tried_at >= REFRESH_SECONDS:
             self.tried_at = now
-            self._refresh(now)
-        if self.read_at is None or now - self.read_at > self.settings.expiry_seconds:
+            with self.reading:
+                self._refresh(now)
+        elif self.read_at is None:
+            with self.reading:
+                pass
+        failing_for = now - self.failing_since if self.failing_since is not None else 0.0
+        if self.read_at is None or failing_for > self.settings.expiry_seconds:
             raise FleetUnavailable(f"the fleet's Redis ({self._where()}) has not answered for "
-                                   f"{self.settings.expiry_seconds:g} s: which boxes serve the model is unknown")
+                                   f"{max(failing_for, self.settings.expiry_seconds):g} s: which boxes serve "
+                                   "the model is unknown")
         return self.records
 
     def forget(self) -> None:
@@ -118,8 +132,9 @@ class Membership:
     def _refresh(self, now: float) -> None:
         try:
             self.records = self._read()
-            self.read_at = now
+            self.read_at, self.failing_since = now, None
         except Exception as exc:  # noqa: BLE001 - any failure of Redis: keep the last records for their expiry
+            self.failing_since = self.failing_since if self.failing_since is not None else now
             log.warning("fleet: Redis (%s) unreadable, placing by the records read %s: %s", self._where(),
                         "never" if self.read_at is None else f"{now - self.read_at:.1f} s ago", exc)
 

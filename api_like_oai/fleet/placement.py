@@ -12,9 +12,17 @@ The order (issue 37, section 2):
 5. fits:     a box whose free budget fits it without eviction, most free first;
 6. evict:    a box where stopping only idle, unpinned models makes room, least memory evicted first;
 7. busy:     the boxes where it is loaded but overloaded, least busy first: better queued than refused;
-8. rpc:      none of those: a model larger than any one box's room, pooled over llama.cpp's RPC backend
+8. wait:     a box where it fits once the requests of its busy, unpinned models are done, least busy
+             first: the request waits in that box's queue (keep-alives, its queue bound, a 429 with
+             Retry-After), as it would on one box, rather than being refused;
+9. rpc:      none of those: a model larger than any one box's room, pooled over llama.cpp's RPC backend
              (`pool`): a host's llama-server with `--rpc` to other boxes' rpc-servers, which lend memory.
 A box stays the arbiter of its own memory: it may refuse, and the front tries the next candidate.
+
+Replicas spanning boxes (a model's `boxes: N`): while fewer than N boxes hold a model that is loaded
+somewhere, `replica_start` names the box to start one more copy on (a box with a saved slot of it
+first, then the most free; never by evicting: a replica is not worth another model's place); once
+loaded there it joins the boxes `prefix` spreads sessions over.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from dataclasses import dataclass, field
 from ..backends.routing import rendezvous
 
 PREFIX, LOADED, LOADING, RESTORED, FITS, EVICT, BUSY = "prefix", "loaded", "loading", "restored", "fits", "evict", "busy"
-RPC = "rpc"
+WAIT = "wait"
+RPC, REPLICA = "rpc", "replica"
 COLD_ROUTES = (LOADING, RESTORED, FITS, EVICT)      # routes on which the box starts the model
 OVERLOAD_IN_FLIGHT = 8       # requests in flight on one model of one box beyond which another box is better
 
@@ -40,6 +49,7 @@ class ModelOnBox:
     queued: int = 0
     pinned: bool = False
     borrows: tuple[str, ...] = ()    # the rpc-servers it was started with, pooled (their loans are taken)
+    boxes: int = 1                   # on how many boxes its config keeps it (`boxes:`, replicas spanning boxes)
 
     @property
     def holds_memory(self) -> bool:
@@ -91,8 +101,10 @@ def place(model: str, boxes: list[Box], *, session: str | None = None, starting_
     candidates = _warm(model, ready, session)
     loading = [box for box in serving if box.models[model].state == "loading" or box.address == starting_on]
     candidates += [Candidate(box.address, LOADING) for box in sorted(loading, key=lambda b: b.address != starting_on)]
-    candidates += _cold(model, [box for box in serving if not box.models[model].holds_memory])
+    cold = [box for box in serving if not box.models[model].holds_memory]
+    candidates += _cold(model, cold)
     candidates += [Candidate(box.address, BUSY) for box in _least_busy(model, loaded) if box not in ready]
+    candidates += [Candidate(box.address, WAIT) for box in _once_idle(model, cold)]
     return _first_of_each(candidates)
 
 
@@ -112,11 +124,38 @@ def _cold(model: str, boxes: list[Box]) -> list[Candidate]:
     evicting idle models makes room."""
     need = {box.address: box.models[model].memory_mib for box in boxes}
     restored = [box for box in boxes if model in box.saved and _can_make_room(box, need[box.address])]
-    fits = sorted((box for box in boxes if box.free_mib >= need[box.address]), key=lambda b: -b.free_mib)
+    spread = {address: rank for rank, address in enumerate(rendezvous(model, [box.address for box in boxes]))}
+    # most free first; between equals, the model's own hash order: two cold models go to two empty boxes
+    fits = sorted((box for box in boxes if box.free_mib >= need[box.address]),
+                  key=lambda b: (-b.free_mib, spread[b.address]))
     evict = sorted((box for box in boxes if box.free_mib < need[box.address] and _can_make_room(box, need[box.address])),
                    key=lambda b: need[b.address] - b.free_mib)
     return [*(Candidate(box.address, RESTORED) for box in restored), *(Candidate(box.address, FITS) for box in fits),
             *(Candidate(box.address, EVICT) for box in evict)]
+
+
+def replica_start(model: str, boxes: list[Box]) -> Candidate | None:
+    """The box to start one more copy of `model` on, when it is loaded somewhere and held by fewer boxes
+    than its `boxes:` (the most any box serving it asks): one whose free budget fits it, a box with its
+    saved slot first, then the most free; None when it is held by enough boxes, or nowhere, or fits none."""
+    serving = [box for box in boxes if model in box.models]
+    held = [box for box in serving if box.models[model].holds_memory]
+    wanted = max((box.models[model].boxes for box in serving), default=1)
+    if not any(box.models[model].state == "loaded" for box in held) or len(held) >= wanted:
+        return None
+    room = [box for box in serving if box not in held and box.free_mib >= box.models[model].memory_mib]
+    room.sort(key=lambda box: (model not in box.saved, -box.free_mib, box.address))
+    return Candidate(room[0].address, REPLICA) if room else None
+
+
+def _once_idle(model: str, boxes: list[Box]) -> list[Box]:
+    """Boxes whose budget fits `model` once their unpinned models stop (when their requests are done),
+    least busy first."""
+    def pinned_mib(box: Box) -> int:
+        return sum(on_box.memory_mib for on_box in box.models.values() if on_box.holds_memory and on_box.pinned)
+
+    fit = [box for box in boxes if box.budget_mib - pinned_mib(box) >= box.models[model].memory_mib]
+    return sorted(fit, key=lambda box: (box.in_flight, box.address))
 
 
 def _can_make_room(box: Box, need_mib: int) -> bool:

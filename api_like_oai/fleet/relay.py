@@ -23,6 +23,7 @@ from .settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 log = logging.getLogger("api_like_oai.fleet")
 
 POOL_PATH = "/v1/fleet/pool"   # a host starts a pooled model (routes/fleet.start_pool)
+LOAD_PATH = "/v1/fleet/load"   # a box starts one more copy of a model (routes/fleet.start_copy)
 REFUSALS = (503, 529)       # a box's "not here, try another": the front tries the next candidate
 # Request headers a front does not pass on: the hop's own, and the client's key (checked at the front).
 NOT_FORWARDED = frozenset({"host", "content-length", "content-type", "accept", "connection", "keep-alive",
@@ -76,14 +77,22 @@ class Relay:
 
     def start_pool(self, plan: Pool, model: str) -> None:
         """Have the pool's host start `model` with its helpers' rpc-servers; back once it is loaded."""
-        body = orjson.dumps({"model": model, "rpc": list(plan.endpoints), "lent_mib": plan.lent_mib})
+        body = {"model": model, "rpc": list(plan.endpoints), "lent_mib": plan.lent_mib}
+        self._start(plan.host, POOL_PATH, body, f"the pool's host {plan.host} could not start {model!r} over RPC")
+
+    def load(self, address: str, model: str) -> None:
+        """Have the box at `address` start a copy of `model`; back once it is loaded."""
+        self._start(address, LOAD_PATH, {"model": model}, f"the box {address} could not start {model!r}")
+
+    def _start(self, address: str, path: str, body: dict, failed: str) -> None:
         try:
-            answer = self._client(plan.host).request("POST", POOL_PATH, body, headers=f"{SECRET_HEADER}: {self.secret}\r\n")
+            answer = self._client(address).request("POST", path, orjson.dumps(body),
+                                                   headers=f"{SECRET_HEADER}: {self.secret}\r\n")
             text = answer.read()
         except TransportError as exc:
-            raise FleetUnavailable(f"the pool's host {plan.host} did not answer ({type(exc).__name__})") from None
+            raise FleetUnavailable(f"{failed}: no answer ({type(exc).__name__})") from None
         if answer.status != 200:
-            raise FleetUnavailable(f"the pool's host {plan.host} could not start {model!r} over RPC: {text[:300]!r}")
+            raise FleetUnavailable(f"{failed}: {text[:300]!r}")
 
     def _client(self, address: str) -> HTTPClient:
         client = self.clients.get(address)

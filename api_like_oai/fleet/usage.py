@@ -1,5 +1,8 @@
-"""The tokens of a relayed answer, read from the usage the box wrote in it (pure), so that the front's
-access record, metrics and the caller's key count them as for an answer of its own: OpenAI's
+"""The tokens of a relayed request (pure): before it is relayed, the bounds its key's token limits
+reserve at the front (`reply_bound`, `prompt_bound`: the front has no tokenizer, so a prompt is bounded
+by the UTF-8 length of its text, as a local request's is before llama.cpp's /tokenize is asked); after,
+the usage the box wrote in its answer, so that the front's access record, metrics and the caller's key
+count them as for an answer of its own and the reservation is settled by them: OpenAI's
 `prompt_tokens`, Anthropic's `input_tokens` + `cache_read_input_tokens`, the Responses API's
 `input_tokens` (a stream's `response.completed` carries it under `response`)."""
 
@@ -8,6 +11,39 @@ from __future__ import annotations
 import orjson
 
 Counts = tuple[int, int, int]     # prompt tokens, completion tokens, prompt tokens from the cache
+REPLY_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens")   # OpenAI's, Anthropic's, Responses'
+TOKENS_PER_TURN = 8     # what a chat template adds around each message, at most (role markers, separators)
+
+
+def reply_bound(body: dict) -> int | None:
+    """The most tokens the client lets the reply have (its own bound, as admission reads it); None: none."""
+    for name in REPLY_FIELDS:
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def prompt_bound(body: dict) -> int:
+    """A bound on the prompt's tokens: every string of the request but the model's name and the
+    reply's options (a token is at least one byte of its text), and each message's template turn."""
+    fields = {key: value for key, value in body.items() if key not in ("model", "stream", *REPLY_FIELDS)}
+    return _text_bytes(fields) + TOKENS_PER_TURN * (_turns(body) + 1)
+
+
+def _text_bytes(value) -> int:
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, dict):
+        return sum(_text_bytes(item) for item in value.values())
+    if isinstance(value, list):
+        return sum(_text_bytes(item) for item in value)
+    return len(str(value)) if value is not None else 0
+
+
+def _turns(body: dict) -> int:
+    turns = body.get("messages", body.get("input"))
+    return len(turns) if isinstance(turns, list) else 1
 
 
 def counts_in(document) -> Counts | None:

@@ -7,4 +7,6 @@
   its DNS answer pinned for the connection, so no rebinding between the check and the connect.
 - `client.py` (I/O): list a server's tools and call one, through the official `mcp` SDK (Streamable
   HTTP, or HTTP+SSE for a URL ending in /sse), on an asyncio loop in gevent's thread pool.
+- `stdio.py` (the main process) and `bridge.py` (a process per server): a stdio server of the config,
+  run once per instance and served to the workers over Streamable HTTP on a loopback port.
 """

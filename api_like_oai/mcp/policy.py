@@ -6,7 +6,7 @@ proxy (and the model asked again), ends the response with approval requests, or 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 RUN, ASK = "run", "ask"                                # what one call gets
 AGAIN, ANSWER, BOUND = "again", "answer", "bound"      # what a round leads to
@@ -15,11 +15,19 @@ TRUNCATION_NOTE = "\n[output truncated by the proxy: {kept} of {total} bytes]"
 
 @dataclass(frozen=True)
 class NamedServer:
-    """An MCP server the config names (`mcp_servers:`), which a request names by its server_label."""
+    """An MCP server the config names (`mcp_servers:`), which a request names by its server_label: at a
+    `url`, or a stdio server's `command` (with its arguments), which the proxy runs behind a bridge
+    (mcp/bridge.py) whose URL and secret the main process fills in before the workers start."""
 
     name: str
-    url: str
+    url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def stdio(self) -> bool:
+        return bool(self.command)
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,15 @@ class Bounds:
 
     def named(self, name: str) -> NamedServer | None:
         return next((server for server in self.named_servers if server.name == name), None)
+
+    def bridged(self, bridges: dict[str, tuple[str, str]]) -> Bounds:
+        """These bounds with each stdio server's bridge (name -> (url, secret)) as its URL and header."""
+        def reached(server: NamedServer) -> NamedServer:
+            if server.name not in bridges:
+                return server
+            url, secret = bridges[server.name]
+            return replace(server, url=url, headers=(("Authorization", f"Bearer {secret}"),))
+        return replace(self, named_servers=tuple(reached(server) for server in self.named_servers))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from ..offload import let_others_run
 from ..services.admission import Admission, invalid_request
 from ..services.inflight import Context
 from ..services.passthrough import passthrough
+from ..services.waiting import Waiting
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STATE_KEY = "api_like_oai"   # where app.create_app keeps the AppState in `app.extensions`
@@ -64,8 +65,30 @@ def respond(answer, headers: dict | None = None) -> Response:
 
 def generation_context() -> Context:
     settings = state().settings
+    ticket, waiting = g.get("ticket"), _waiting()
+    # The doors open when the service first needs one: after a streamed request's waiting step, outside
+    # the request's Flask context, so what they hold is taken from it now.
     return Context(state().inflight, g.get("record"), settings.log_prompts,
-                   session=request.headers.get("X-Claude-Code-Session-Id"), request_bytes=request.content_length or 0)
+                   session=request.headers.get("X-Claude-Code-Session-Id"), request_bytes=request.content_length or 0,
+                   opens_door=functools.partial(_door, ticket, waiting), waiting=waiting)
+
+
+def door(model):
+    """The model's upstream as this request goes through it (services/door.py): its key's ticket and, for
+    a model the proxy starts, its lease's renewal (hold_model's)."""
+    return _door(g.get("ticket"), _waiting(), model)
+
+
+def _door(ticket, waiting: Waiting, model):
+    # the renewal looked up when a replica is found crashed: the lease may be held after the door opened
+    return model.door(ticket, lambda: waiting.renew)
+
+
+def _waiting() -> Waiting:
+    """The request's model load left pending by admission (hold_model), for its service's waiting step."""
+    if "waiting" not in g:
+        g.waiting = Waiting()
+    return g.waiting
 
 
 def offered_key() -> str:
@@ -125,29 +148,46 @@ def admission() -> Admission:
     return Admission(state().settings.limits, state().registry, g.get("record"), g.get("ticket"), hold_model)
 
 
-def hold_model(model) -> None:
+def hold_model(model, later: bool = False) -> None:
     """A model the proxy starts itself is loaded (or swapped in) for this request, and kept until its
-    response is closed: the lease's release is the last thing the response does. A streamed request
-    that would wait raises waiting.ModelLoading: its view's wrapper sends keep-alives meanwhile."""
-    from ..backends.pool import RENEWAL
-    from ..supervisor.client import HeldLease, PendingLease
-    from .waiting import GRANTED, WANTS_STREAM, ModelLoading
+    response is closed: the lease's release is the last thing the response does. With `later` (a
+    streamed request whose service runs the waiting step), a model not ready yet is left pending in
+    the request's Waiting instead of waited for here: the service sends keep-alives meanwhile."""
+    from ..supervisor.client import PendingLease
 
     environ = request.environ
     record = g.get("record")
     if record is not None:
         record.phase = LOADING_MODEL   # while the supervisor makes the model ready (at once if it is)
-    supervisor = state().supervisor
-    lease = environ.pop(GRANTED, None) or supervisor.acquire(model.name, wait=not environ.get(WANTS_STREAM))
+    lease = state().supervisor.acquire(model.name, wait=not later)
     environ[ON_CLOSE].append(lease.release)
+    held = functools.partial(_held, state().supervisor, model, environ, record, _waiting())
     if isinstance(lease, PendingLease):
-        raise ModelLoading(lease)
+        _waiting().pending = functools.partial(_when_granted, lease, held)
+        return
+    held(lease)
+
+
+def _when_granted(pending, held, timeout: float) -> bool:
+    """Whether the pending lease was granted within `timeout` seconds (then held); the refusal's error."""
+    lease = pending.wait(timeout)
+    if lease is None:
+        return False
+    held(lease)
+    return True
+
+
+def _held(supervisor, model, environ: dict, record, waiting: Waiting, lease) -> None:
+    """A granted lease held for the request (no Flask context needed: also run from a waiting stream);
+    its renewal kept for the request's door (a crashed replica it finds: services/door.py)."""
+    from ..supervisor.client import HeldLease
+
     if record is not None:
         record.phase = QUEUED
     held = HeldLease(supervisor, model.name, lease)
-    RENEWAL.set((model.pool, held.renew))   # a crashed replica this request finds: see pool.RENEWAL
-    environ[ON_CLOSE].extend([held.release, lambda: RENEWAL.set(None)])
-    model.pool.serve_only(lease.urls)
+    waiting.renew = held.renew
+    environ[ON_CLOSE].append(held.release)
+    model.upstream.serve_only(lease.urls)
 
 
 def parse_dialect(request_model: type[BaseModel]):
@@ -170,13 +210,13 @@ def completed(request_model: type[BaseModel], path: str, service) -> Response:
     client sent it to a `kind: openai` model's upstream at `path`, else answered by `service`
     (request, model, model_name, context) -> (answer, headers)."""
     sent = parse_body(request_model)
-    api_request, model, model_name = admit(sent)
-    if model.settings.kind == "openai":
+    api_request, model, model_name = admit(sent, waits_later=True)
+    if model.upstream.capabilities.passes_through:
         return respond(passthrough(sent, model, model_name, path, g.get("record")))
     return respond(*service(api_request, model, model_name, generation_context()))
 
 
-def admit(api_request):
+def admit(api_request, *, waits_later: bool = False):
     """(request with its max_tokens decided, model, name to answer with): Admission.admit."""
     with stage(g.get("record"), "admission"):
-        return admission().admit(api_request)
+        return admission().admit(api_request, waits_later=waits_later)

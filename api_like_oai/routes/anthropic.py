@@ -1,28 +1,19 @@
 """Anthropic's Messages API: /v1/messages and /v1/messages/count_tokens (`?beta=true` accepted; no
 header, `anthropic-beta` values included, is refused). Errors on these paths are written in
-Anthropic's shape (app.py asks `speaks_anthropic`)."""
+Anthropic's shape (its descriptor, routes/apis.py, says so)."""
 
 from __future__ import annotations
 
 from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
-from .waiting import keeps_alive_while_loading
 
 # The dialect and its service are imported by the first request that needs them, not at start-up:
 # a worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
 
 bp = Blueprint("anthropic", __name__)
 
-PATH_PREFIX = "/v1/messages"
-
-
-def speaks_anthropic(path: str) -> bool:
-    return path == PATH_PREFIX or path.startswith(PATH_PREFIX + "/")
-
-
 @bp.post("/v1/messages")
-@keeps_alive_while_loading("anthropic")
 def create():
     from ..dialects.anthropic import MessagesRequest
     from ..services import messages

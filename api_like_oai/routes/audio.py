@@ -7,13 +7,14 @@ from __future__ import annotations
 from flask import Blueprint, Response, g, request
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..dialects.audio_files import inspect
 from ..dialects.transcription import TEXT_FORMATS, TranscriptionForm
 from ..errors import InvalidRequest, PayloadTooLarge
 from ..observability import stage
 from ..services.admission import capability_mismatch, invalid_request
 from ..services.audio_relay import Relayed, relay_form, relay_json
 from ..services.transcription import AudioUpload, check_audio, transcribe
-from . import lookup_model, parse_body, respond, state
+from . import admission, door, lookup_model, parse_body, respond, state
 
 bp = Blueprint("audio", __name__)
 FORM_OVERHEAD_BYTES = 1024 * 1024   # the form's other fields and boundaries, beside the file
@@ -43,7 +44,7 @@ def create_translation():
 def create_speech():
     speech = parse_body(SpeechRequest)
     model, model_name = lookup_model(speech.model)
-    if model.settings.kind != "openai":
+    if not model.upstream.capabilities.speech:
         raise InvalidRequest(f"model {model_name!r} cannot speak: llama-server has no text to speech; serve a "
                              "TTS server as a `kind: openai` model", param="model", code="not_supported")
     return _relayed(relay_json(model, "/audio/speech", speech.model_dump(exclude_unset=True), g.get("record")))
@@ -54,19 +55,31 @@ def _speech_to_text(path: str, *, translate: bool):
     # A file may be larger than a JSON body (--max-body-bytes): OpenAI's 25 MB, and the form around it.
     request.max_content_length = max(settings.limits.max_body_bytes, settings.audio.max_file_bytes + FORM_OVERHEAD_BYTES)
     upload = _upload(settings.audio.max_file_bytes)
-    model, model_name = lookup_model(request.form.get("model"))
-    if model.settings.kind == "openai":
-        fields = [(name, value) for name, value in request.form.items(multi=True)]
-        return _relayed(relay_form(model, path, fields, (upload.filename, upload.data), g.get("record")))
     with stage(g.get("record"), "admission"):
+        # the file read before the key's limits count the request with its seconds (a broken one: a 400, uncounted)
+        model, model_name = admission().find(request.form.get("model"))
+        if model.upstream.capabilities.passes_through:
+            admission().admit_audio(model, model_name, _relayed_seconds(upload))
+            fields = [(name, value) for name, value in request.form.items(multi=True)]
+            return _relayed(relay_form(model, path, fields, (upload.filename, upload.data), g.get("record")))
         form = _form()
         audio = check_audio(upload, settings.audio)
+        admission().admit_audio(model, model_name, audio.seconds)   # then, as for every request, what the model does
     if model.reranks() or not model.takes_audio():
         raise capability_mismatch(model, model_name, "transcribe audio (its llama-server reads no audio)")
-    answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate)
+    answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate, door=door(model))
     if isinstance(answer, str):
         return Response(answer, mimetype=TEXT_FORMATS[form.response_format])
     return respond(answer)
+
+
+def _relayed_seconds(upload: AudioUpload) -> float | None:
+    """The length of a file an OpenAI-compatible upstream reads itself (it may take formats llama.cpp does
+    not): from its header if it is wav, mp3 or flac, else not known."""
+    try:
+        return inspect(upload.data).seconds
+    except InvalidRequest:
+        return None
 
 
 def _upload(max_bytes: int) -> AudioUpload:

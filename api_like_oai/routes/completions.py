@@ -8,20 +8,17 @@ from ..protocol import ChatCompletionRequest, CompletionRequest
 from ..services.chat import chat_completion
 from ..services.completions import completion
 from . import completed
-from .waiting import keeps_alive_while_loading
 
 bp = Blueprint("completions", __name__)
 
 
 @bp.post("/v1/chat/completions")
 @bp.post("/chat/completions")
-@keeps_alive_while_loading("openai")
 def create_chat_completion():
     return completed(ChatCompletionRequest, "/chat/completions", chat_completion)
 
 
 @bp.post("/v1/completions")
 @bp.post("/completions")
-@keeps_alive_while_loading("openai")
 def create_completion():
     return completed(CompletionRequest, "/completions", completion)

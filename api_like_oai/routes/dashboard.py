@@ -15,6 +15,7 @@ from flask import Blueprint, Response, current_app, g, send_from_directory
 
 from ..dashboard.live import for_viewer
 from ..errors import InvalidRequest, NotFound
+from ..services.inflight import ABSENT, NOT_GENERATING, STOPPED
 from ..sse import json_bytes
 from . import SSE_HEADERS, admin_once_configured, current_caller, sees_everything, state
 
@@ -30,6 +31,7 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
 PAGE_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff",
                 "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-cache"}
 SECONDS_BETWEEN_FRAMES = 1.0
+FOUND_ORDER = (STOPPED, NOT_GENERATING, ABSENT)   # what one worker found outranks what the next did
 VIEW_KEY = "api_like_oai.dashboard"   # where app.create_app keeps the LiveView in `app.extensions`
 
 
@@ -90,10 +92,13 @@ def _frame(event: str, payload: dict) -> bytes:
 @admin_once_configured
 def stop_request(request_id: str):
     """End one request's generation now (as stop-generation does for all): it finishes with
-    finish_reason "stop". This worker's requests only (the dashboard's stream shows those)."""
-    record = state().inflight.requests.get(request_id)
-    if record is None:
-        raise NotFound(f"no request {request_id!r} in flight in this worker")
-    if not record.stop():
+    finish_reason "stop". In whichever worker it runs (the dashboard's stream lists every worker's)."""
+    shared = state()
+    found = shared.inflight.stop_one(request_id)
+    if found == ABSENT and shared.siblings is not None:
+        found = min(shared.siblings.ask("stop_one", request_id), key=FOUND_ORDER.index, default=ABSENT)
+    if found == ABSENT:
+        raise NotFound(f"no request {request_id!r} in flight")
+    if found == NOT_GENERATING:
         raise InvalidRequest(f"request {request_id!r} is not generating yet; it can be stopped once it is")
     return {"stopped": request_id}

@@ -1,44 +1,72 @@
-"""/openapi.json generated from the pydantic models of requests and answers (protocol.py, answers.py,
-dialects/), and /docs (Swagger UI, offline)."""
+"""/openapi.json made from the routes the app registered (app.url_map), each documented by its API's
+descriptor (routes/apis.py) or the proxy's own table below, with the pydantic models of requests and
+answers; and /docs (Swagger UI, offline). tests/unit/test_openapi.py holds the two equal: every public
+route is documented, nothing is documented that is not registered."""
 
 from __future__ import annotations
 
-import functools
 import re
 
-from flask import Blueprint, Response, jsonify, send_from_directory
+from flask import Blueprint, Flask, Response, current_app, jsonify, send_from_directory
 from openapi_ui_bundles import swagger_ui
 from pydantic.json_schema import models_json_schema
 
-from .. import __version__
 from .. import answers as o
 from .. import protocol as p
+from ..version import __version__
+from .apis import APIS, Endpoint, api_of
 
 bp = Blueprint("docs", __name__)
 
+# Registered, not documented: the document itself, its page, and the files of its page and the dashboard's.
+UNDOCUMENTED = frozenset({"/openapi.json", "/docs", "/docs/static/{filename}", "/static/{filename}", "/ui", "/ui/",
+                          "/ui/{name}"})
+DOCUMENT_KEY = "api_like_oai.openapi"
 
-@functools.lru_cache(maxsize=1)
-def endpoints() -> list[tuple]:
-    """(method, path, summary, request model, response model); the one list the document is made from.
-    A function, so that the dialects' models are imported when the document is first asked for, not
-    when the app is built (idle memory, benchmarks/PROFILE.md)."""
-    from ..dialects import anthropic as a
-    from ..dialects import anthropic_answers as aa
-    from ..dialects import conversations as s
+
+def endpoints() -> list[Endpoint]:
+    """Every documented route: each API's (its descriptor's), then the proxy's own. A function, so that
+    the dialects' models are imported when the document is first asked for, not when the app is built
+    (idle memory, benchmarks/PROFILE.md)."""
+    return [endpoint for api in APIS for endpoint in api.endpoints()] + _model_endpoints() + _internal_endpoints() \
+        + _stored_and_key_endpoints() + _relayed_endpoints()
+
+
+def _model_endpoints() -> list[Endpoint]:
+    """The models, embeddings, reranking, speech and the health check."""
     from ..dialects import rerank as rr
-    from ..dialects import responses as r
-    from ..dialects import responses_answers as ra
 
     return [
-        ("post", "/v1/chat/completions", "Chat completion (set stream for server-sent events of ChatCompletionChunk)",
-         p.ChatCompletionRequest, o.ChatCompletion),
-        ("post", "/v1/completions", "Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
-         p.CompletionRequest, o.Completion),
-        ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, o.EmbeddingList),
-        ("post", "/v1/rerank", "Rerank documents by relevance to a query (Jina's and Cohere's shape; also /rerank, "
-         "/v1/reranking; the model's llama-server runs with --reranking)", rr.RerankRequest, rr.RerankList),
+        ("get", "/health", "200 when every upstream answers its health check, else 503 saying why (public)", None, None),
+        ("get", "/metrics", "Prometheus metrics (the admin key once one is configured)", None, None),
+        ("get", "/api/hello", "Claude Code's connectivity probe (public)", None, None),
+        ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest,
+         o.EmbeddingList),
+        ("post", "/v1/rerank", "Rerank documents by relevance to a query (Jina's and Cohere's shape; the model's "
+         "llama-server runs with --reranking)", rr.RerankRequest, rr.RerankList),
+        ("post", "/v1/audio/transcriptions", "Speech to text (multipart form, OpenAI's shape), by llama-server's own",
+         None, None),
+        ("post", "/v1/audio/translations", "Speech to English text (multipart form, OpenAI's shape)", None, None),
+        ("post", "/v1/audio/speech", "Text to speech (OpenAI's shape)", None, None),
         ("get", "/v1/models", "The served models", None, o.ModelList),
         ("get", "/v1/models/{model_id}", "One served model", None, o.ModelCard),
+        ("post", "/v1/internal/model/load", "Load a model the proxy starts (waits until loaded)",
+         p.ModelLoadRequest, o.ModelLoadResponse),
+        ("post", "/v1/internal/model/unload", "Unload a model the proxy starts (waits for its requests, then stops it)",
+         p.ModelLoadRequest, o.ModelLoadResponse),
+        ("post", "/models/load", "llama.cpp router mode's load (`model`)", p.ModelLoadRequest, o.ModelLoadResponse),
+        ("post", "/models/unload", "llama.cpp router mode's unload (`model`)", p.ModelLoadRequest, o.ModelLoadResponse),
+        ("get", "/v1/internal/model/list", "text-generation-webui's list: the names of the models the proxy starts",
+         None, None),
+        ("get", "/v1/internal/model/logs", "A model's llama-server's last lines", None, None),
+        ("get", "/v1/internal/models/events", "Server-sent events: the models' status, then each change", None, None),
+        ("get", "/v1/internal/model/info", "The model's template, context and upstreams", None, None),
+    ]
+
+
+def _internal_endpoints() -> list[Endpoint]:
+    """The prompt, tokens, requests in flight and the dashboard's stream."""
+    return [
         ("post", "/v1/internal/chat-prompt", "The prompt a chat request would send, without generating",
          p.ChatCompletionRequest, o.ChatPromptResponse),
         ("post", "/v1/internal/encode", "Tokenize text", p.EncodeRequest, o.EncodeResponse),
@@ -46,29 +74,24 @@ def endpoints() -> list[tuple]:
         ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, o.TokenCountResponse),
         ("post", "/v1/internal/stop-generation", "End every generation in flight", None, o.StopGenerationResponse),
         ("get", "/v1/internal/requests", "This worker's requests in flight and their phase", None, o.LiveRequestList),
-        ("post", "/v1/internal/model/load", "Load a model the proxy starts (waits until loaded)",
-         p.ModelLoadRequest, o.ModelLoadResponse),
-        ("post", "/v1/internal/model/unload", "Unload a model the proxy starts (waits for its requests, then stops it)",
-         p.ModelLoadRequest, o.ModelLoadResponse),
-        ("post", "/models/load", "llama.cpp router mode's load (`model`)", p.ModelLoadRequest, o.ModelLoadResponse),
-        ("post", "/models/unload", "llama.cpp router mode's unload (`model`)", p.ModelLoadRequest, o.ModelLoadResponse),
-        ("post", "/v1/messages", "Anthropic Messages API (set stream for its named events; ?beta=true accepted)",
-         a.MessagesRequest, aa.MessageResponse),
-        ("post", "/v1/messages/count_tokens", "Anthropic Messages API: the prompt's token count",
-         a.CountTokensRequest, aa.TokenCount),
-        ("post", "/v1/responses", "OpenAI Responses API (set stream for its named events; store, previous_response_id "
-         "and conversation keep and continue turns)", r.ResponsesRequest, ra.ResponseObject),
-        ("post", "/v1/responses/input_tokens", "OpenAI Responses API: the prompt's token count",
-         r.ResponsesRequest, ra.InputTokenCount),
-        ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, ra.ResponseObject),
-        ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),
-        ("get", "/v1/responses/{response_id}/input_items", "A stored response's input items (with the turns it continued)",
-         None, s.ItemList),
-        *_stored_and_key_endpoints(),
+        ("post", "/v1/internal/requests/{request_id}/stop", "End one request's generation now", None, None),
+        ("get", "/v1/internal/events", "The dashboard's stream: live requests every second, history when it changed",
+         None, None),
+        ("get", "/v1/fleet/status", "The fleet's boxes and models (with --fleet)", None, None),
+        ("post", "/v1/fleet/pool", "Load a model across a box and its lenders (with --fleet)", None, None),
+        ("post", "/v1/fleet/load", "Start one more copy of a model kept on several boxes (with --fleet)", None, None),
     ]
 
 
-def _stored_and_key_endpoints() -> list[tuple]:
+def _relayed_endpoints() -> list[Endpoint]:
+    """llama.cpp's own API, relayed to the model's llama-server as it is (off with --no-native-api)."""
+    from .native import ROUTES
+
+    return [(method.lower(), path, f"llama.cpp's own {upstream_path}, relayed as it is (`model` in the body or "
+             "the query names the model)", None, None) for method, path, upstream_path in ROUTES]
+
+
+def _stored_and_key_endpoints() -> list[Endpoint]:
     """endpoints()' conversations, managed keys and usage."""
     from ..access import manage as k
     from ..dialects import conversations as s
@@ -95,6 +118,8 @@ def _stored_and_key_endpoints() -> list[tuple]:
          None, k.UsageList),
         ("get", "/v1/organization/usage/completions", "OpenAI's usage API for completions: daily buckets from "
          "start_time, group_by api_key_id (the key's name) and model", None, k.OpenAIUsagePage),
+        ("get", "/v1/organization/usage/audio_transcriptions", "OpenAI's usage API for speech to text: the "
+         "seconds transcribed or translated per day, grouped as for completions", None, k.OpenAIAudioUsagePage),
     ]
 
 
@@ -105,7 +130,8 @@ def queries() -> dict:
 
     return {"/v1/responses/{response_id}/input_items": s.ItemListQuery,
             "/v1/conversations/{conversation_id}/items": s.ItemListQuery, "/v1/internal/usage": k.UsageQuery,
-            "/v1/organization/usage/completions": k.OpenAIUsageQuery}
+            "/v1/organization/usage/completions": k.OpenAIUsageQuery,
+            "/v1/organization/usage/audio_transcriptions": k.OpenAIUsageQuery}
 
 
 STREAM_MODELS = [o.ChatCompletionChunk]
@@ -113,22 +139,51 @@ ERROR_STATUSES = {"400": "Invalid request", "401": "Missing or wrong API key", "
                   "404": "Unknown route or model", "413": "Body too large",
                   "429": "A key over one of its limits (Retry-After)", "500": "Internal error", "502": "Bad upstream answer",
                   "503": "Upstream unavailable or loading", "504": "Upstream timeout"}
-# Anthropic's paths answer errors in Anthropic's shape, an upstream that is down with its 529.
-ANTHROPIC_ERROR_STATUSES = {**{code: text for code, text in ERROR_STATUSES.items() if code != "503"},
-                            "529": "Upstream unavailable or loading (overloaded_error)"}
 
 
-@functools.lru_cache(maxsize=1)
-def openapi_document() -> dict:
-    from ..dialects.anthropic_answers import AnthropicErrorResponse
+def registered(app: Flask) -> list[tuple[str, str, str]]:
+    """(method, path as the document writes it, view) of every public route the app registered."""
+    found = []
+    for rule in app.url_map.iter_rules():
+        path = re.sub(r"<(?:[^:<>]+:)?(\w+)>", r"{\1}", rule.rule)
+        if path not in UNDOCUMENTED:
+            found += [(method.lower(), path, rule.endpoint) for method in sorted(rule.methods - {"HEAD", "OPTIONS"})]
+    return found
 
-    models = {m for _, _, _, request, response in endpoints() for m in (request, response) if m}
-    models |= {o.ErrorResponse, AnthropicErrorResponse, *STREAM_MODELS}
+
+def documentation(app: Flask) -> dict[tuple[str, str], tuple[Endpoint | None, str | None]]:
+    """Each registered route's (documentation, the path it is an alias of): its own entry, else the entry
+    of another path of the same view (`/chat/completions` is `/v1/chat/completions`); (None, None) for
+    a route nobody documented."""
+    table = {(method, path): endpoint for endpoint in endpoints() for method, path in [endpoint[:2]]}
+    routes = registered(app)
+    by_view = {(method, view): table[method, path] for method, path, view in routes if (method, path) in table}
+    found = {}
+    for method, path, view in routes:
+        entry = table.get((method, path)) or by_view.get((method, view))
+        found[method, path] = (entry, None if entry is None or entry[1] == path else entry[1])
+    return found
+
+
+def openapi_document(app: Flask) -> dict:
+    """The document of `app`'s routes, made once per app."""
+    if DOCUMENT_KEY not in app.extensions:
+        app.extensions[DOCUMENT_KEY] = _document(documentation(app))
+    return app.extensions[DOCUMENT_KEY]
+
+
+def _document(documented: dict) -> dict:
+    entries = [entry for entry, _ in documented.values() if entry is not None]
+    models = {m for _, _, _, request, response in entries for m in (request, response) if m}
+    models |= {*(_resolved(api.error_model) for api in APIS), *STREAM_MODELS}
     modes = [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)]
     _, schemas = models_json_schema(modes, ref_template="#/components/schemas/{model}")
     paths: dict = {}
-    for method, path, summary, request, response in endpoints():
-        paths.setdefault(path, {})[method] = _operation(path, summary, request, response)
+    for (method, path), (entry, alias_of) in sorted(documented.items(), key=lambda item: item[0][1]):
+        summary = entry[2] if entry is not None else "Not documented"
+        if alias_of is not None:
+            summary = f"{summary} (the same as {alias_of})"
+        paths.setdefault(path, {})[method] = _operation(path, summary, *(entry[3:] if entry else (None, None)))
     return {"openapi": "3.1.0",
             "info": {"title": "api_like_oai", "version": __version__,
                      "description": "OpenAI-compatible API in front of llama.cpp's server."},
@@ -137,20 +192,28 @@ def openapi_document() -> dict:
             "security": [{"bearer": []}, {}]}
 
 
+def _resolved(name: str):
+    """The object a descriptor names, "module:attribute"."""
+    from importlib import import_module
+
+    module, _, attribute = name.partition(":")
+    return import_module(module).__dict__[attribute]
+
+
 def _ref(model) -> dict:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
 def _operation(path: str, summary: str, request, response) -> dict:
-    from ..dialects.anthropic_answers import AnthropicErrorResponse
-
-    anthropic = path.startswith("/v1/messages")
-    error_model, statuses = (AnthropicErrorResponse, ANTHROPIC_ERROR_STATUSES) if anthropic \
-        else (o.ErrorResponse, ERROR_STATUSES)
-    error = {"description": "", "content": {"application/json": {"schema": _ref(error_model)}}}
+    api = api_of(path)
+    statuses = {code: text for code, text in ERROR_STATUSES.items() if code != "503"}
+    statuses[str(api.unavailable_status)] = ERROR_STATUSES["503"]
+    error = {"description": "", "content": {"application/json": {"schema": _ref(_resolved(api.error_model))}}}
+    answer = {"description": "OK"}
+    if response is not None:
+        answer["content"] = {"application/json": {"schema": _ref(response)}}
     operation = {"summary": summary,
-                 "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": _ref(response)}}},
-                               **{code: {**error, "description": text} for code, text in statuses.items()}}}
+                 "responses": {"200": answer, **{code: {**error, "description": text} for code, text in statuses.items()}}}
     if request is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
     parameters = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
@@ -179,7 +242,7 @@ def _plain(field_schema: dict) -> dict:
 
 @bp.get("/openapi.json")
 def openapi_json():
-    return jsonify(openapi_document())
+    return jsonify(openapi_document(current_app))
 
 
 DOCS_PAGE = """<!doctype html>

@@ -7,7 +7,7 @@ from flask import Blueprint, g, jsonify
 
 from ..protocol import EmbeddingRequest
 from ..services.passthrough import passthrough
-from . import lookup_model, parse_body, respond
+from . import door, lookup_model, parse_body, respond
 
 bp = Blueprint("embeddings", __name__)
 
@@ -17,12 +17,13 @@ bp = Blueprint("embeddings", __name__)
 def create_embeddings():
     embedding_request = parse_body(EmbeddingRequest)
     model, model_name = lookup_model(embedding_request.model)
-    if model.settings.kind == "openai":
+    if model.upstream.capabilities.passes_through:
         return respond(passthrough(embedding_request, model, model_name, "/embeddings", g.get("record")))
     inputs = embedding_request.input
     inputs = [inputs] if isinstance(inputs, str) or (inputs and isinstance(inputs[0], int)) else list(inputs)
-    vectors = model.client.embeddings(inputs)
-    prompt_tokens = sum(len(i) if isinstance(i, list) else len(model.client.tokenize(i)) for i in inputs)
+    upstream = door(model)
+    vectors = upstream.embeddings(inputs)
+    prompt_tokens = sum(len(i) if isinstance(i, list) else len(upstream.tokenize(i)) for i in inputs)
     as_base64 = embedding_request.encoding_format == "base64"
     return jsonify({"object": "list", "model": model_name,
                     "data": [{"object": "embedding", "index": index,

@@ -14,11 +14,11 @@ import re
 import orjson
 from flask import Blueprint, Response, g, jsonify, request
 
-from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
+from ..errors import AuthenticationFailed, FleetUnavailable, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
-from ..fleet.usage import StreamUsage, counts_in
-from . import current_caller, state
-from .anthropic import speaks_anthropic
+from ..fleet.usage import StreamUsage, counts_in, prompt_bound, reply_bound
+from . import current_caller, sees_everything, state
+from .apis import ANTHROPIC, api_of
 
 bp = Blueprint("fleet", __name__)
 
@@ -27,6 +27,7 @@ MODEL_ROUTES = frozenset({"/v1/chat/completions", "/chat/completions", "/v1/comp
                           "/v1/embeddings", "/embeddings", "/v1/messages", "/v1/messages/count_tokens",
                           "/v1/responses", "/responses"})
 FLEET_PATHS = "/v1/fleet/"   # the fleet's own routes: fleet calls only
+ADDRESS = re.compile(r"(?:https?://)?[A-Za-z0-9.\-]+:[0-9]{2,5}")   # a box's or Redis's, in a refusal's message
 
 
 def trust_fleet_call():
@@ -69,13 +70,20 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
     if not caller.allows(model, model):
         raise ModelNotFound(f"model {model!r} does not exist", param="model")
     ticket = g.get("ticket")
-    if ticket is not None:
-        ticket.admit(body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None)
+    if ticket is not None:   # once, here, as for a request served here: the box counts no limit of its own
+        ticket.admit(reply_bound(body))
+        ticket.before_generation(len(raw), lambda: prompt_bound(body))
     record = g.get("record")
     metrics = state().metrics
-    relayed = state().fleet.forward(model, body, raw, request.method, request.full_path.rstrip("?"),
-                                    dict(request.headers), caller=caller.name, anthropic=speaks_anthropic(request.path),
-                                    on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc())
+    try:
+        relayed = state().fleet.forward(model, body, raw, request.method, request.full_path.rstrip("?"),
+                                        dict(request.headers), caller=caller.name,
+                                        anthropic=api_of(request.path) is ANTHROPIC,
+                                        on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc())
+    except FleetUnavailable as exc:
+        if sees_everything():
+            raise
+        raise FleetUnavailable(ADDRESS.sub("<a box>", exc.message)) from None   # no addresses to a tenant
     metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
     if record is not None:
         record.model, record.requested_model = model, model
@@ -86,7 +94,9 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
         _count(record, counts_in(_json_or_none(body_pieces)))
     elif record is not None:
         body_pieces = _counted_stream(body_pieces, record)   # app._close_record leaves streams to close their own
-    headers = {**relayed.headers, "X-Fleet-Box": relayed.candidate.address, ROUTE_HEADER: relayed.candidate.route}
+    headers = {**relayed.headers, ROUTE_HEADER: relayed.candidate.route}
+    if sees_everything():   # the box's address: only to who sees every address
+        headers["X-Fleet-Box"] = relayed.candidate.address
     response = Response(body_pieces, status=relayed.status, headers=headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
     return response
@@ -144,8 +154,24 @@ def start_pool():
     if not isinstance(model, str) or not isinstance(lent, int) or lent < 0 or not isinstance(endpoints, list) \
             or not endpoints or not all(isinstance(e, str) and RPC_ENDPOINT.fullmatch(e) for e in endpoints):
         raise InvalidRequest("a pool is {model, rpc: [host:port, ...], lent_mib}")
-    supervisor = state().supervisor
-    if supervisor is None:
-        raise ModelNotFound(f"model {model!r} is not one this box starts", param="model")
-    answer = supervisor.ask("load", model=model, args=["--rpc", ",".join(endpoints)], lent_mib=lent)
+    answer = _supervisor(model).ask("load", model=model, args=["--rpc", ",".join(endpoints)], lent_mib=lent)
     return jsonify({"model": model, "status": answer["status"]})
+
+
+@bp.post("/v1/fleet/load")
+def start_copy():
+    """A front has this box start one more copy of a model kept on several boxes (`boxes:`), within
+    its budget (a start that no longer fits is refused, 503). Back once it is loaded."""
+    model = _json_object(request.get_data()).get("model")
+    if not isinstance(model, str):
+        raise InvalidRequest("a load is {model}")
+    answer = _supervisor(model).ask("load", model=model)
+    return jsonify({"model": model, "status": answer["status"]})
+
+
+def _supervisor(model: str):
+    """This box's supervisor, if it starts `model`; else the 404 of a model it does not start."""
+    supervisor = state().supervisor
+    if supervisor is None or model not in state().registry.by_name:
+        raise ModelNotFound(f"model {model!r} is not one this box starts", param="model")
+    return supervisor

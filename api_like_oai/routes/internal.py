@@ -7,8 +7,8 @@ from flask import Blueprint, g, jsonify, request
 from ..errors import ProxyError, UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services import preview
-from ..services.passthrough import needs_llamacpp
-from . import admin_once_configured, current_caller, lookup_model, offered_key, parse_body, sees_everything, state
+from ..services.passthrough import needs
+from . import admin_once_configured, current_caller, door, lookup_model, offered_key, parse_body, sees_everything, state
 
 bp = Blueprint("internal", __name__)
 
@@ -72,7 +72,7 @@ def chat_prompt():
     """The exact prompt a chat request would send upstream, without generating."""
     chat_request = parse_body(ChatCompletionRequest)
     model, _ = lookup_model(chat_request.model)
-    needs_llamacpp(model, "show a chat's prompt (it renders chats itself)")
+    needs(model, not model.upstream.capabilities.renders_prompts, "show a chat's prompt (it renders chats itself)")
     return jsonify(preview.chat_prompt(chat_request, model))
 
 
@@ -80,8 +80,8 @@ def chat_prompt():
 def encode():
     encode_request = parse_body(EncodeRequest)
     model, _ = lookup_model(encode_request.model)
-    needs_llamacpp(model, "tokenize text (it has no tokenizer endpoint)")
-    tokens = model.client.tokenize(encode_request.text)
+    needs(model, model.upstream.capabilities.tokenize, "tokenize text (it has no tokenizer endpoint)")
+    tokens = door(model).tokenize(encode_request.text)
     return jsonify({"tokens": tokens, "length": len(tokens)})
 
 
@@ -89,16 +89,16 @@ def encode():
 def decode():
     decode_request = parse_body(DecodeRequest)
     model, _ = lookup_model(decode_request.model)
-    needs_llamacpp(model, "turn tokens into text (it has no tokenizer endpoint)")
-    return jsonify({"text": model.client.detokenize(decode_request.tokens)})
+    needs(model, model.upstream.capabilities.tokenize, "turn tokens into text (it has no tokenizer endpoint)")
+    return jsonify({"text": door(model).detokenize(decode_request.tokens)})
 
 
 @bp.post("/v1/internal/token-count")
 def token_count():
     encode_request = parse_body(EncodeRequest)
     model, _ = lookup_model(encode_request.model)
-    needs_llamacpp(model, "count tokens (it has no tokenizer endpoint)")
-    return jsonify({"length": len(model.client.tokenize(encode_request.text))})
+    needs(model, model.upstream.capabilities.tokenize, "count tokens (it has no tokenizer endpoint)")
+    return jsonify({"length": len(door(model).tokenize(encode_request.text))})
 
 
 @bp.post("/v1/internal/stop-generation")

@@ -1,5 +1,5 @@
 """Managed keys over HTTP, for an admin key only (/v1/internal/keys), and usage (/v1/internal/usage,
-and OpenAI's usage API /v1/organization/usage/completions): an admin key sees every key's, a managed
+and OpenAI's usage API /v1/organization/usage/completions and audio_transcriptions): an admin key sees every key's, a managed
 key its own."""
 
 from __future__ import annotations
@@ -79,6 +79,16 @@ def revoke_key(name: str):
 def openai_usage():
     """OpenAI's usage API for completions: daily buckets from `start_time`, `group_by` api_key_id (the
     key's name) and model; an admin key sees every key's, a managed key only its own."""
+    return _openai_usage("completions")
+
+
+@bp.get("/v1/organization/usage/audio_transcriptions")
+def openai_audio_usage():
+    """OpenAI's usage API for speech to text: the seconds transcribed or translated, as for completions."""
+    return _openai_usage("audio_transcriptions")
+
+
+def _openai_usage(kind: str):
     key_name = _usage_scope()
     try:
         query = manage.OpenAIUsageQuery.model_validate(request.args.to_dict(flat=True) | {
@@ -86,7 +96,7 @@ def openai_usage():
     except ValidationError as exc:
         raise invalid_request(exc) from None
     days, next_start = query.page_days(time.time())
-    buckets = openai_buckets(manage.usage_of_days(_book(), days, key_name), days, tuple(query.group_by))
+    buckets = openai_buckets(manage.usage_of_days(_book(), days, key_name), days, tuple(query.group_by), kind)
     return jsonify({"object": "page", "data": buckets, "has_more": next_start is not None,
                     "next_page": str(next_start) if next_start is not None else None})
 

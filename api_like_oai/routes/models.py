@@ -41,11 +41,14 @@ def _fleet_cards() -> dict[str, dict]:
     fleet = state().fleet
     if fleet is None:
         return {}
+    shown = fleet.models() if sees_everything() else {   # a box's address only to who sees every address
+        name: [{**box, "box": f"box {number + 1}"} for number, box in enumerate(boxes)]
+        for name, boxes in fleet.models().items()}
     return {name: ModelCard(id=name, created=0, owned_by="fleet", context_length=None, max_model_len=None,
                             capabilities=["completion", "chat"],
                             status=ModelStatus(value=_best_state(boxes), boxes=boxes,
                                                memory_mib=max(box["memory_mib"] for box in boxes))).model_dump()
-            for name, boxes in fleet.models().items()}
+            for name, boxes in shown.items()}
 
 
 def _best_state(boxes: list[dict]) -> str:

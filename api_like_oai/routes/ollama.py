@@ -1,6 +1,6 @@
 """Ollama's API on its own paths (`/`, `/api/*`), so that clients made for a local Ollama work through
 the proxy unchanged, keys, limits and models on demand included. Errors under /api/ are Ollama's
-`{"error": "..."}` (app.py asks `speaks_ollama`); streams are NDJSON. The views parse and wrap; the
+`{"error": "..."}` (its descriptor, routes/apis.py, says so); streams are NDJSON. The views parse and wrap; the
 work is services/ollama.py's."""
 
 from __future__ import annotations
@@ -13,15 +13,7 @@ from . import admission, current_caller, generation_context, parse_dialect, requ
 
 bp = Blueprint("ollama", __name__)
 
-PATH_PREFIX = "/api/"
-RUNNING = "Ollama is running"
-# The probes a client sends before it has a key to send: they say nothing but that the server is there.
-PUBLIC = frozenset({"/", "/api/version"})
-
-
-def speaks_ollama(path: str) -> bool:
-    """Whether errors on `path` are written in Ollama's shape (Claude Code's probe /api/hello is not Ollama's)."""
-    return path.startswith(PATH_PREFIX) and path != "/api/hello"
+RUNNING = "Ollama is running"   # `/` and /api/version ask no key (its descriptor's `public`): they say only that it runs
 
 
 def _service():
@@ -134,7 +126,7 @@ def ps():
 def hub(digest: str | None = None):
     from ..services.ollama import refused
 
-    raise refused(request.path.removeprefix(PATH_PREFIX).split("/")[0])
+    raise refused(request.path.removeprefix("/api/").split("/")[0])
 
 
 @bp.delete("/api/delete")

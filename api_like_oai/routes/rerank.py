@@ -6,7 +6,7 @@ from flask import Blueprint, g
 
 from ..dialects.rerank import RerankRequest
 from ..services.rerank import rerank
-from . import lookup_model, parse_body, respond
+from . import door, lookup_model, parse_body, respond
 
 bp = Blueprint("rerank", __name__)
 
@@ -18,4 +18,4 @@ bp = Blueprint("rerank", __name__)
 def create_rerank():
     rerank_request = parse_body(RerankRequest)
     model, model_name = lookup_model(rerank_request.model)
-    return respond(rerank(rerank_request, model, model_name, g.get("record")))
+    return respond(rerank(rerank_request, model, model_name, g.get("record"), g.get("ticket"), door(model)))

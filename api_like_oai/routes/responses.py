@@ -7,7 +7,6 @@ from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
 from .scope import admitted_scope, caller_scope, list_query
-from .waiting import keeps_alive_while_loading
 
 # The dialect and its service are imported by the first request that needs them, not at start-up: a
 # worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
@@ -22,7 +21,6 @@ def _service():
 
 
 @bp.post("/v1/responses")
-@keeps_alive_while_loading("responses")
 def create():
     from ..dialects.responses import ResponsesRequest
 

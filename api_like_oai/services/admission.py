@@ -17,6 +17,7 @@ from ..errors import InvalidRequest
 from ..observability import RequestRecord
 from ..protocol import ChatCompletionRequest
 from ..settings import Limits
+from .audio_parts import audio_seconds
 from .completions import prompts_of
 from .fitting import effective_max_tokens, with_max_tokens
 from .models import ModelRegistry, ServedModel
@@ -42,32 +43,50 @@ class Admission:
     registry: ModelRegistry
     record: RequestRecord | None = None
     ticket: Ticket | None = None
-    hold: Callable[[ServedModel], None] | None = None   # keeps a model the proxy starts loaded for the request
+    # Keeps a model the proxy starts loaded for the request: hold(model, later) waits for its load, or
+    # with `later` leaves the wait to the service's waiting step (services/waiting.py).
+    hold: Callable[[ServedModel, bool], None] | None = None
 
-    def dialect(self, api_request: BaseModel, chat_request: ChatCompletionRequest) -> DialectRequest:
+    def dialect(self, api_request: BaseModel, chat_request: ChatCompletionRequest, *,
+                waits_later: bool = False) -> DialectRequest:
         """`api_request` and the chat request it was translated into, admitted (`admit`) with its
         max_tokens an upper bound (lowered to --max-tokens-limit, not refused): a llama.cpp model, or an
         OpenAI-compatible upstream the chat request is sent to (services/chat.start_chat)."""
-        chat_request, model, model_name = self.admit(chat_request, bound=True)
+        chat_request, model, model_name = self.admit(chat_request, bound=True, waits_later=waits_later)
         return DialectRequest(api_request, chat_request, model, model_name)
 
-    def admit(self, api_request, *, bound: bool = False) -> tuple[BaseModel, ServedModel, str]:
+    def admit(self, api_request, *, bound: bool = False, waits_later: bool = False) -> tuple[BaseModel, ServedModel, str]:
         """(request, model, name to answer with) for a request that generates: checked against the
         limits (400), its model looked up (404), its max_tokens decided (fitting.effective_max_tokens:
         `bound` as there) and written into the request, then counted against its key's limits with
-        them (429)."""
+        them (429). `waits_later`: the caller runs the waiting step (services/waiting.py), so a streamed
+        request's model load is left pending for it rather than waited for here."""
         self.check_limits(api_request)
         model, model_name = self._lookup(api_request.model)
         if model.reranks():
             raise capability_mismatch(model, model_name, "generate text")
         max_tokens = effective_max_tokens(api_request, model.settings, self.limits, bound=bound)
-        return with_max_tokens(api_request, max_tokens), *self._admitted(model, model_name, max_tokens)
+        # a chat's input_audio parts, read now so that its key counts their seconds (an upstream that renders prompts
+        # reads them itself: what the proxy cannot read there is not its 400)
+        chat = hasattr(api_request, "messages")
+        seconds = audio_seconds(api_request, strict=not model.upstream.capabilities.renders_prompts) if chat else 0.0
+        later = waits_later and bool(getattr(api_request, "stream", False))
+        return with_max_tokens(api_request, max_tokens), *self._admitted(model, model_name, max_tokens, seconds, later)
 
     def lookup_model(self, requested: str | None) -> tuple[ServedModel, str]:
         """(model, name to answer with) for a request that asks the model something other than to
         generate (tokens, embeddings, its prompt, llama.cpp's own API): looked up and admitted as
         `admit` does, with no tokens to find left."""
         return self._admitted(*self._lookup(requested), None)
+
+    def find(self, requested: str | None) -> tuple[ServedModel, str]:
+        """(model, name to answer with), not yet admitted: for a request that reads its audio's length
+        (a 400 for a bad file) before it is counted against its key's limits with it (`admit_audio`)."""
+        return self._lookup(requested)
+
+    def admit_audio(self, model: ServedModel, model_name: str, seconds: float | None) -> None:
+        """The request `find` looked up, admitted as `lookup_model` does, with the `seconds` of audio it sends."""
+        self._admitted(model, model_name, None, seconds)
 
     def _lookup(self, requested: str | None) -> tuple[ServedModel, str]:
         """(model, name to answer with) for the request's `model`, noted on the access record: a 404 as
@@ -80,13 +99,17 @@ class Admission:
             self.record.model, self.record.requested_model = model.name, requested
         return model, model_name
 
-    def _admitted(self, model: ServedModel, model_name: str, max_tokens: int | None) -> tuple[ServedModel, str]:
+    def _admitted(self, model: ServedModel, model_name: str, max_tokens: int | None,
+                  audio: float | None = 0.0, later: bool = False) -> tuple[ServedModel, str]:
         """The request counted against its key's limits (429 over one), `max_tokens` the tokens it must
-        find left; a model the proxy starts held for it. No upstream work happens before this."""
+        find left, `audio` the seconds of audio it sends (None: not known); a model the proxy starts
+        held for it (its load waited for unless `later`). No upstream work happens before this."""
         if self.ticket is not None:
-            self.ticket.admit(max_tokens)
+            self.ticket.admit(max_tokens, audio)
+        if self.record is not None:   # a request refused above sent no audio: its usage counts none
+            self.record.audio_seconds = audio or 0.0
         if model.settings.launch is not None and self.hold is not None:
-            self.hold(model)
+            self.hold(model, later)
         return model, model_name
 
     def check_limits(self, api_request) -> None:

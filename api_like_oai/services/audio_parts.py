@@ -8,12 +8,11 @@ and a model whose llama-server hears (`/props` `modalities.audio`); each refusal
 
 from __future__ import annotations
 
-from ..dialects.audio_files import inspect
+from ..dialects.audio_files import AudioFile, inspect
 from ..errors import InvalidRequest
 from ..prompts.media import Audio, decode_base64
 from ..protocol import ChatCompletionRequest, ContentPart
 from ..settings import AudioLimits
-from .media import with_placeholders
 
 AUDIO_PART_TYPE = "input_audio"
 LIMITS = AudioLimits()
@@ -38,11 +37,35 @@ def resolve_audio(request: ChatCompletionRequest, model) -> tuple[ChatCompletion
         raise InvalidRequest(f"model {model.name!r} does not take audio: its llama-server has no audio projector "
                              "(--mmproj of an audio model)", param=params[0], code="audio_not_supported")
     placed = {(n, m): clip.placeholder for clip, (n, m, _) in zip(clips, found, strict=True)}
-    return with_placeholders(request, placed), {clip.digest: clip for clip in clips}
+    return request.with_placeholders(placed), {clip.digest: clip for clip in clips}
+
+
+def audio_seconds(request: ChatCompletionRequest, *, strict: bool = True) -> float | None:
+    """The seconds of the request's audio parts, for its key's usage and limit before anything is sent (0.0
+    with none; None when a part's header does not say its length). `strict`: a malformed part is
+    resolve_audio's 400, said now; else (a `kind: openai` upstream reads the parts itself) its length is unknown."""
+    total = 0.0
+    for n, m, part in audio_parts(request):
+        try:
+            seconds = _decoded(part, f"messages.{n}.content.{m}")[1].seconds
+        except InvalidRequest:
+            if strict:
+                raise
+            seconds = None
+        if seconds is None:
+            return None
+        total += seconds
+    return total
 
 
 def _clip(part: ContentPart, param: str) -> Audio:
     """The part's audio, decoded and checked (format, header, size and length)."""
+    raw, clip = _decoded(part, param)
+    return Audio(raw, clip.format)
+
+
+def _decoded(part: ContentPart, param: str) -> tuple[bytes, AudioFile]:
+    """The part's audio bytes and what its header says, checked (format, header, size and length)."""
     given = (part.model_extra or {}).get("input_audio")
     data = given.get("data") if isinstance(given, dict) else None
     if not isinstance(data, str) or not data:
@@ -56,4 +79,4 @@ def _clip(part: ContentPart, param: str) -> Audio:
     if clip.seconds is not None and clip.seconds > LIMITS.max_seconds:
         raise InvalidRequest(f"the audio is {clip.seconds:.1f} seconds long; the limit is {LIMITS.max_seconds:g}",
                              param=param, code="audio_too_long")
-    return Audio(raw, clip.format)
+    return raw, clip

@@ -35,9 +35,7 @@ def relay_json(model: ServedModel, path: str, body: dict, record: RequestRecord 
 
 
 def _relayed(model: ServedModel, path: str, record: RequestRecord | None, **request) -> Relayed:
-    if record is not None:
-        record.sent_upstream(model.openai.base_url)
-    response = model.openai.send(path, **request)
+    response = model.upstream.send(path, on_chosen=record.sent_upstream if record is not None else None, **request)
     content_type = response.headers.get("Content-Type", "application/octet-stream")
     # A stream's record is closed by the stream itself (the app closes the others' when they are answered).
     streamed = record if content_type.startswith("text/event-stream") else None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import reasoning
 from ..backends import routing
+from ..backends.upstream import Upstream, UpstreamRequest
 from ..dialects.common import as_sent
 from ..dialects.openai_shape import ChatShape
 from ..errors import InvalidRequest
@@ -23,7 +24,7 @@ from ..prompts import merge_stops, normalise_messages
 from ..prompts.media import has_placeholder, media_prompt, placeholders_in
 from ..prompts.render import render_messages
 from ..protocol import ChatCompletionRequest
-from . import fitting, generation, merge, passthrough
+from . import fitting, generation, merge, passthrough, waiting
 from .media import resolve_images
 from .models import ServedModel
 
@@ -76,18 +77,22 @@ def request_messages(request: ChatCompletionRequest) -> list[dict]:
 
 def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
                    tool_plan: tool_calling.ToolPlan | None = None,
-                   max_tokens_is_bound: bool = False, messages: list[dict] | None = None) -> fitting.FittedPrompt:
-    """The prompt of `messages` (the request's), with the oldest turns dropped if it does not fit the context."""
+                   max_tokens_is_bound: bool = False, messages: list[dict] | None = None,
+                   upstream: Upstream | None = None) -> fitting.FittedPrompt:
+    """The prompt of `messages` (the request's), with the oldest turns dropped if it does not fit the
+    context; tokens counted by `upstream` (the request's door; the model's own without one)."""
     messages = request_messages(request) if messages is None else messages
     return fitting.fit(messages, lambda kept: render_prompt(request, model, kept, tool_plan),
-                           lambda text: prompt_tokens(model, text),
+                           lambda text: prompt_tokens(model, text, upstream),
                            model.context_length(), request.token_limit(), model.settings.context_policy,
                            max_tokens_is_bound=max_tokens_is_bound, media_tokens=lambda text: image_tokens(model, text))
 
 
-def prompt_tokens(model: ServedModel, text: str) -> int:
-    """The tokens of a rendered prompt: llama.cpp's count of its text, and its images as --image-tokens each."""
-    return len(model.client.tokenize(text, add_special=True)) + image_tokens(model, text)
+def prompt_tokens(model: ServedModel, text: str, upstream: Upstream | None = None) -> int:
+    """The tokens of a rendered prompt: llama.cpp's count of its text (by `upstream`, the request's door,
+    else the model's), and its images as --image-tokens each."""
+    counted = (upstream or model.upstream).tokenize(text, add_special=True)
+    return len(counted) + image_tokens(model, text)
 
 
 def image_tokens(model: ServedModel, text: str) -> int:
@@ -120,7 +125,8 @@ def upstream_payload(request: ChatCompletionRequest, fitted: fitting.FittedPromp
 MessageEdit = Callable[[list[dict], Callable[..., int]], list[dict]]
 
 
-def edited_messages(request: ChatCompletionRequest, model: ServedModel, tool_plan, edit: MessageEdit | None) -> list[dict]:
+def edited_messages(request: ChatCompletionRequest, model: ServedModel, tool_plan, edit: MessageEdit | None,
+                    upstream: Upstream | None = None) -> list[dict]:
     """The request's messages, edited by `edit` if given, tokens counted upstream only if it asks."""
     messages = request_messages(request)
     if edit is None:
@@ -131,7 +137,7 @@ def edited_messages(request: ChatCompletionRequest, model: ServedModel, tool_pla
         bound = len(text.encode()) + image_tokens(model, text)
         if at_most is not None and bound <= at_most:
             return bound
-        return prompt_tokens(model, text)
+        return prompt_tokens(model, text, upstream)
 
     return edit(messages, count_tokens)
 
@@ -157,15 +163,17 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     `edit_messages`: see MessageEdit; `cached_at_start`: the first event must say how much of the
     prompt came from llama.cpp's cache."""
     request = model.adjust(request)
-    if model.openai is not None:   # an OpenAI-compatible upstream renders, fits and parses on its own
-        events = merge.Primed(passthrough.chat_events(request, model, context.note_upstream))
+    upstream = context.door(model)
+    if upstream.capabilities.renders_prompts:   # it renders, fits and parses on its own: the chat request goes up
+        sent = UpstreamRequest("/chat/completions", passthrough.chat_body(request, model))
+        events = merge.Primed(upstream.generate(sent, on_chosen=context.note_upstream))
         return ChatGeneration(request, None, 1, events, None, {})
     let_others_run(context.request_bytes)  # between the request's validation (and a dialect's translation) and its rendering
     request, images = resolve_images(request, model)
     with stage(context.record, "render"):
         tool_plan = plan_tools(request, model)
-        messages = edited_messages(request, model, tool_plan, edit_messages)
-        fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages)
+        messages = edited_messages(request, model, tool_plan, edit_messages, upstream)
+        fitted = fit_to_context(request, model, tool_plan, max_tokens_is_bound, messages, upstream)
     let_others_run(context.request_bytes)  # rendering an agent's prompt is the longest stage of its turn: other streams go on
     if context.log_prompts:
         log.info("request %s prompt: %r", context.record.request_id if context.record else "-", fitted.prompt.text)
@@ -184,24 +192,29 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     markers = model.reasoning_markers(request.reasoning_format)
     # A fold reads the tokens batched, unless a thought is split out: its token count is the answer's
     # count where it ended (blocks.reasoning_tokens), which needs the tokens' counts one by one.
-    events = generation.start(routed(model, context, fitted.prompt.text, request.prompt_cache_key, context.session,
-                                     request.user, request.safety_identifier),
-                              [("/completion", payload)] * choice_count, context,
-                              folded=not request.stream and markers is None)
+    affinity = routing.Affinity(fitted.prompt.text, routing.session_key(request.prompt_cache_key, context.session,
+                                                                        request.user, request.safety_identifier))
+    events = generation.start(routed(upstream, context), [UpstreamRequest.of("/completion", payload, affinity)] * choice_count,
+                              context, folded=not request.stream and markers is None)
     transform = event_transform(request, markers, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
     return ChatGeneration(request, tool_plan, choice_count, events, transform, headers)
 
 
-def routed(model: ServedModel, context: generation.Context, prompt, *session_keys: str | None):
-    """The model's pool.generate, routed by `prompt` and the first of `session_keys` the client sent,
-    the decision noted on the access record."""
-    affinity = routing.Affinity(prompt, routing.session_key(*session_keys))
-    return functools.partial(model.pool.generate, affinity=affinity, on_routed=context.note_route)
+def routed(upstream: Upstream, context: generation.Context):
+    """The upstream's generate (the request's door), its routing decisions noted on the access record."""
+    return functools.partial(upstream.generate, on_routed=context.note_route)
 
 
 def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
                     context: generation.Context):
-    """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`."""
+    """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`
+    (after the waiting step, if its model is still loading)."""
+    return waiting.after_wait(context, ChatShape(model_name),
+                              functools.partial(_chat_completion, request, model, model_name, context))
+
+
+def _chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
+                     context: generation.Context):
     chat = start_chat(request, model, context)
     request, tool_plan = chat.request, chat.tool_plan
     role = model.template_choice.response_role
@@ -220,7 +233,13 @@ def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedMode
     """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
     dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (fitting.fit).
     `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
-    `edit_messages`: see MessageEdit."""
+    `edit_messages`: see MessageEdit. A model still loading is waited for first (the waiting step)."""
+    return waiting.after_wait(context, shape, functools.partial(_dialect_answer, shape, chat_request, model, context,
+                                                                transform, edit_messages))
+
+
+def _dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context,
+                    transform: Callable | None, edit_messages: MessageEdit | None):
     try:
         chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages,
                           cached_at_start=bool(chat_request.stream) and shape.usage_at_start)
@@ -234,7 +253,7 @@ def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel,
                         edit_messages: MessageEdit | None = None) -> int:
     """The token count of the prompt `chat_request` renders to (tools included; its messages edited by
     `edit_messages` if given), from llama.cpp's /tokenize."""
-    passthrough.needs_llamacpp(model, "count a prompt's tokens (it has no tokenizer endpoint)")
+    passthrough.needs(model, model.upstream.capabilities.tokenize, "count a prompt's tokens (it has no tokenizer endpoint)")
     chat_request, _ = resolve_images(model.adjust(chat_request), model)
     tool_plan = plan_tools(chat_request, model)
     messages = edited_messages(chat_request, model, tool_plan, edit_messages)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
+from ..backends import routing
+from ..backends.upstream import Upstream, UpstreamRequest
 from ..dialects.openai_shape import CompletionShape
 from ..errors import ContextLengthExceeded, InvalidRequest
 from ..protocol import CompletionRequest
-from . import generation
+from . import generation, waiting
 from .chat import routed
 from .models import ServedModel
 
@@ -41,33 +45,40 @@ def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
 
 def completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     """(answer, headers), as chat.chat_completion: the answer is a dict, or an iterator of SSE bytes
-    when `request.stream`; no headers."""
+    when `request.stream` (after the waiting step, if its model is still loading); no headers."""
+    return waiting.after_wait(context, CompletionShape(model_name),
+                              functools.partial(_completion, request, model, model_name, context))
+
+
+def _completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     request = model.adjust(request)
+    upstream = context.door(model)
     prompts = [p for p in prompts_of(request) for _ in range(request.n or 1)]
     check_supported(request, prompts)
     if request.token_limit() is None:  # use the rest of the context, not llama.cpp's endless -1
-        request = request.model_copy(update={"max_tokens": room_left(model, prompts)})
+        request = request.model_copy(update={"max_tokens": room_left(model, prompts, upstream)})
     shape = CompletionShape(model_name, request.logprobs, request.include_usage())
-    events = generation.start(_routed_by_prompt(model, context, request.user),
-                              [upstream_request(request, p) for p in prompts], context, folded=not request.stream)
+    session = routing.session_key(context.session, request.user)
+    events = generation.start(routed(upstream, context),
+                              [typed(*upstream_request(request, p), session) for p in prompts], context,
+                              folded=not request.stream)
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     return generation.answer(request, events, shape, len(prompts), context, prefixes), {}
 
 
-def _routed_by_prompt(model: ServedModel, context: generation.Context, user: str | None):
-    """The model's pool.generate, each request routed by its own prompt (for /infill, the text before
-    the cursor: llama.cpp builds the prompt around it) and the client's session."""
-    def generate(path: str, payload: dict, **options):
-        prompt = payload["input_prefix"] if path == "/infill" else payload["prompt"]
-        return routed(model, context, prompt, context.session, user)(path, payload, **options)
-    return generate
+def typed(path: str, payload: dict, session: str | None) -> UpstreamRequest:
+    """The upstream request of one prompt, routed by that prompt (for /infill, the text before the cursor:
+    llama.cpp builds the prompt around it) and the client's session."""
+    prompt = payload["input_prefix"] if path == "/infill" else payload["prompt"]
+    return UpstreamRequest.of(path, payload, routing.Affinity(prompt, session))
 
 
-def room_left(model: ServedModel, prompts: list) -> int | None:
+def room_left(model: ServedModel, prompts: list, upstream: Upstream | None = None) -> int | None:
     context_length = model.context_length()
     if context_length is None:
         return None
-    longest = max(len(p) if isinstance(p, list) else len(model.client.tokenize(p, add_special=True)) for p in prompts)
+    upstream = upstream or model.upstream
+    longest = max(len(p) if isinstance(p, list) else len(upstream.tokenize(p, add_special=True)) for p in prompts)
     if longest >= context_length:
         raise ContextLengthExceeded(f"this model's context length is {context_length} tokens; the prompt has "
                                     f"{longest}", param="prompt")

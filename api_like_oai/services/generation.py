@@ -13,9 +13,10 @@ from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from .. import sse
-from ..backends.events import GenerationEvent, PromptProgress
+from ..backends.events import GenerationEvent, PromptProgress, UpstreamWait
 from ..dialects.blocks import Blocks
 from ..errors import ProxyError
+from ..observability import LOADING_MODEL
 from .inflight import Context, InFlight, UsageCounter, until_stopped
 from .merge import close, start
 
@@ -71,14 +72,23 @@ def _openings(shape: Shape, choice_count: int, prefixes: dict[int, str] | None) 
 
 
 def _prompt_read(events: Iterator, context: Context, keepalive: bytes | None) -> Generator[bytes, None, object]:
-    """Reads llama.cpp's progress events off the front of `events` (they all come before the first
-    token) into the request's record, yielding `keepalive` after each one that ends a silence of
-    sse.KEEPALIVE_SECONDS (a client waiting on a long prompt does not time out); returns the answer's
-    first event, None if there is none. Nothing of the progress reaches the answer."""
+    """Reads what comes before the answer off the front of `events` into the request's record: the
+    pool's UpstreamWait (a crashed model being restarted: services/waiting.py) and llama.cpp's progress
+    events, yielding `keepalive` for each wait and after each progress event that ends a silence of
+    sse.KEEPALIVE_SECONDS (a client waiting on a restart or a long prompt does not time out); returns
+    the answer's first event, None if there is none. Nothing of either reaches the answer."""
     record = context.record
     last_sent = time.monotonic()
     for event in events:
-        if type(event) is not PromptProgress:
+        kind = type(event)
+        if kind is UpstreamWait:
+            if record:
+                record.phase = LOADING_MODEL
+            if keepalive is not None:
+                last_sent = time.monotonic()
+                yield keepalive
+            continue
+        if kind is not PromptProgress:
             if record:
                 record.prompt_read()
             return event

@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..backends.events import GenerationEvent
 from ..errors import UpstreamUnavailable
 from ..observability import LiveRequests, RequestRecord
+
+if TYPE_CHECKING:
+    from .waiting import Waiting
+
+# What stopping one request found (InFlight.stop_one; a word, so that another worker can say it too).
+STOPPED, NOT_GENERATING, ABSENT = "stopped", "not generating", "absent"
 
 
 class InFlight:
@@ -51,6 +58,14 @@ class InFlight:
                 stop_event.set()
             return len(self._stop_events)
 
+    def stop_one(self, request_id: str) -> str:
+        """End request `request_id`'s generation now: STOPPED, NOT_GENERATING (it has no generation yet)
+        or ABSENT (not a request of this process)."""
+        record = self.requests.get(request_id)
+        if record is None:
+            return ABSENT
+        return STOPPED if record.stop() else NOT_GENERATING
+
 
 @dataclass
 class Context:
@@ -61,6 +76,19 @@ class Context:
     log_prompts: bool = False
     session: str | None = None        # the conversation's id from a request header (X-Claude-Code-Session-Id)
     request_bytes: int = 0            # the request body's size: whether its stages let others run (offload.py)
+    # model -> its upstream as this request goes through it (services/door.py: the key's limits and
+    # priority, the lease's renewal), given by the route; without one, the model's door with neither
+    opens_door: Callable = field(default=lambda model: model.door())
+    _doors: dict = field(default_factory=dict, repr=False)
+    waiting: Waiting | None = None    # a model load admission left pending for the waiting step (waiting.py)
+
+    def door(self, model):
+        """The model's door for this request, opened once: a later round of an MCP loop, run while the
+        answer streams (outside the route), goes through the door its first round had."""
+        door = self._doors.get(model.name)
+        if door is None:
+            door = self._doors[model.name] = self.opens_door(model)
+        return door
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:

@@ -7,17 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import TypeAdapter
-
 from ..dialects import anthropic_mcp
 from ..dialects.anthropic import MessagesRequest
 from ..dialects.responses_mcp import LIST_TOOLS
 from ..dialects.responses_tools import Toolbox, mcp_toolbox
 from ..mcp.policy import Bounds
-from ..protocol import ChatCompletionRequest
 from . import mcp_loop
-
-_TOOLS = TypeAdapter(ChatCompletionRequest.model_fields["tools"].annotation)
 
 
 @dataclass
@@ -28,25 +23,24 @@ class Connector:
     toolbox: Toolbox
     bounds: Bounds
 
-    def offered_to(self, chat: ChatCompletionRequest) -> ChatCompletionRequest:
-        """The chat request with the servers' tools after the client's own."""
-        added = [offered.chat_tool for offered in self.toolbox.offered]
-        if not added:
-            return chat
-        own = [tool.model_dump(exclude_none=True) for tool in chat.tools or ()]
-        return chat.model_copy(update={"tools": _TOOLS.validate_python(own + added)})
+    def tools(self) -> list[tuple[str, dict]]:
+        """(where the server was given, the chat request's tool) of each tool offered: the chat request
+        has them with the client's own from the start, so a tool_choice may force one of them."""
+        return [(offered.param, offered.chat_tool) for offered in self.toolbox.offered]
 
     def loop(self, dialect, context, edit_messages=None) -> mcp_loop.ToolLoop:
         return mcp_loop.tool_loop(dialect, self.toolbox, self.servers, self.bounds, [], context,
                                   edit_messages=edit_messages)
 
 
-def listed(request: MessagesRequest, bounds: Bounds, record=None) -> Connector:
-    """The request's enabled servers, checked (a 400 for a URL that is not public, unless allowed) and
-    listed where the conversation has no listing of them."""
+def listed(request: MessagesRequest, bounds: Bounds, record=None, caller=None) -> Connector:
+    """The request's enabled servers, checked (a 400 for a URL that is not public, unless allowed; a 403
+    for a server of the config, `url: "config"`, the caller's key is not granted) and listed where the
+    conversation has no listing of them."""
     numbered = [(n, server, anthropic_mcp.as_mcp_tool(server)) for n, server in enumerate(request.mcp_servers)
                 if anthropic_mcp.enabled(server)]
-    servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds)
+    servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds,
+                                  mcp_loop.grants_of(caller))
     carried = anthropic_mcp.listed_in(request.messages)
     listings = {item["server_label"]: item["tools"]
                 for item in carried + mcp_loop.prelude(servers, carried, bounds, record) if item["type"] == LIST_TOOLS}

@@ -25,14 +25,13 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import TypeAdapter
 
-from ..backends.events import GenerationEvent, ItemStep, PromptProgress
+from ..backends.events import GenerationEvent, ItemStep, PromptProgress, UpstreamWait
 from ..dialects import responses_mcp as items
 from ..dialects.responses_tools import Toolbox
-from ..errors import InvalidRequest, PermissionDenied
+from ..errors import InvalidRequest, PermissionDenied, UpstreamUnavailable
 from ..mcp import policy
 from ..mcp.addresses import pinned
 from ..mcp.client import Endpoint, McpFailure, McpToolError, call_tool, list_tools
-from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from .merge import close
 
@@ -75,6 +74,8 @@ def _named(tool: items.McpTool, param: str, bounds: policy.Bounds, grants: tuple
         raise PermissionDenied(f"this key is not granted the MCP server {label!r}")
     if tools:   # a grant of some tools: the others are not offered, whatever allowed_tools says
         tool = tool.model_copy(update={"allowed_tools": policy.narrowed(tool.allowed(), tools)})
+    if server.url is None:   # a stdio server whose bridge this process was not given (mcp/stdio.py)
+        raise UpstreamUnavailable(f"the stdio MCP server {label!r} is not running: the proxy starts it when it starts")
     target = pinned(server.url, param, allow_private=True)   # the operator's choice: no address check
     return Server(tool, Endpoint(target, tool.headers_sent(dict(server.headers))))
 
@@ -135,22 +136,33 @@ _series: set[tuple[str, str]] = set()
 
 @contextlib.contextmanager
 def observed(record, server: str, tool: str):
-    """One MCP listing or call: a span of the request's trace, counted and timed in /metrics by server,
+    """One MCP listing or call: a step of the request's record (a span of its trace, with its server,
+    tool and error; a line of its detail on the dashboard), counted and timed in /metrics by server,
     tool and outcome, and a log line; what it raises goes on."""
     started, outcome = time.monotonic(), "error"
+    step = record.mcp_step(server, tool, LISTING if tool == LISTING else "tools/call") if record is not None else None
     try:
-        with stage(record, f"mcp {server} {tool}"):
-            yield
+        yield
         outcome = "ok"
+    except McpFailure as exc:
+        if step is not None:
+            step.error_type = items.TOOL_ERROR if isinstance(exc, McpToolError) else items.PROTOCOL_ERROR
+            step.error = str(exc)
+        raise
     finally:
         seconds = time.monotonic() - started
         log.info("mcp %s %s: %s in %.3f s", server, tool, outcome, seconds)
         if record is not None:
-            if (server, tool) not in _series and len(_series) >= _SERIES_CAP:
-                server = tool = "other"
-            _series.add((server, tool))
-            record.metrics.child(record.metrics.mcp_calls, server, tool, outcome).inc()
-            record.metrics.child(record.metrics.mcp_call_seconds, server, tool).observe(seconds)
+            step.ended = time.perf_counter()
+            _count(record, server, tool, outcome, seconds)
+
+
+def _count(record, server: str, tool: str, outcome: str, seconds: float) -> None:
+    if (server, tool) not in _series and len(_series) >= _SERIES_CAP:
+        server = tool = "other"
+    _series.add((server, tool))
+    record.metrics.child(record.metrics.mcp_calls, server, tool, outcome).inc()
+    record.metrics.child(record.metrics.mcp_call_seconds, server, tool).observe(seconds)
 
 
 def _answered_approvals(conversation: list[dict]) -> list[tuple[dict, dict]]:
@@ -248,7 +260,7 @@ def _released(events: Iterator, steps: Callable | None) -> Iterator[GenerationEv
     """A later round's events without llama.cpp's prompt progress (which only the first round's reader
     takes off the front), transformed by `steps`; closing them releases the upstream."""
     try:
-        answer = (event for event in events if type(event) is not PromptProgress)
+        answer = (event for event in events if type(event) not in (PromptProgress, UpstreamWait))
         yield from steps(answer) if steps else answer
     finally:
         close(events)

@@ -59,7 +59,7 @@ def _resolve_image_parts(request: ChatCompletionRequest, model) -> tuple[ChatCom
     images = [_checked(data, param, model.image_limits) for param, data in zip(params, given, strict=True)]
     _check_total(images, params, model.image_limits.max_request_bytes)
     placed = {(n, m): image.placeholder for image, (n, m, _) in zip(images, found, strict=True)}
-    return with_placeholders(request, placed), {image.digest: image for image in images}
+    return request.with_placeholders(placed), {image.digest: image for image in images}
 
 
 def _checked(data: bytes | str, param: str, limits: ImageLimits) -> Image:
@@ -76,15 +76,6 @@ def _check_total(images: list[Image], params: list[str], max_bytes: int) -> None
         if total > max_bytes:
             raise InvalidRequest(f"the request's images are more than {max_bytes} bytes "
                                  "(--max-request-image-bytes)", param=param, code="image_too_large")
-
-
-def with_placeholders(request: ChatCompletionRequest, placed: dict[tuple[int, int], str]) -> ChatCompletionRequest:
-    messages = list(request.messages)
-    for n in {n for n, _ in placed}:
-        parts = [ContentPart(type="text", text=placed[(n, m)]) if (n, m) in placed else part
-                 for m, part in enumerate(messages[n].content)]
-        messages[n] = messages[n].model_copy(update={"content": parts})
-    return request.model_copy(update={"messages": messages})
 
 
 def _inline_or_url(part: ContentPart, param: str) -> bytes | str:

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from ..backends.events import GenerationEvent
+from ..backends.upstream import UpstreamRequest
 from ..errors import ProxyError
 from .inflight import Context
 
@@ -26,13 +27,14 @@ log = logging.getLogger("api_like_oai")
 _STARTED, _FINISHED = object(), object()   # a choice's first event arrived; a choice ended
 
 
-def start(generate, requests: list[tuple[str, dict]], context: Context, *, folded: bool = False) -> Iterator[GenerationEvent]:
-    """The merged events of one generation per (path, payload), choice `index` in list order;
-    `generate` is a model's UpstreamPool.generate. `folded`: the events go to a fold (a non-streamed
-    answer), so the tokens the upstream sent together may come as one event (pool.generate's `batched`)."""
-    return merged([functools.partial(generate, path, payload, index=index, on_chosen=context.note_upstream,
+def start(generate, requests: list[UpstreamRequest], context: Context, *, folded: bool = False) -> Iterator[GenerationEvent]:
+    """The merged events of one generation per request, choice `index` in list order; `generate` is an
+    upstream's (backends.upstream.Upstream.generate, through the request's door). `folded`: the events go
+    to a fold (a non-streamed answer), so the tokens the upstream sent together may come as one event
+    (its `batched`)."""
+    return merged([functools.partial(generate, upstream_request, index=index, on_chosen=context.note_upstream,
                                      batched=folded)
-                   for index, (path, payload) in enumerate(requests)])
+                   for index, upstream_request in enumerate(requests)])
 
 
 def merged(start_generations: list[Callable[[], Iterator[GenerationEvent]]]) -> Iterator[GenerationEvent]:

@@ -25,8 +25,9 @@ def create(request: MessagesRequest, admission: Admission, seal: Seal, context: 
            mcp_bounds: Bounds | None = None):
     """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`.
     With mcp_servers, the proxy lists and calls them within `mcp_bounds` (services/mcp_loop.py)."""
-    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record) if request.mcp_servers else None
-    dialect = _admitted(request, admission, seal, context.record, connector)
+    caller = admission.ticket.caller if admission.ticket else None
+    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record, caller) if request.mcp_servers else None
+    dialect = _admitted(request, admission, seal, context.record, connector, waits_later=True)
     edits = _context_edits(request)
     edit_messages = edits.apply if edits else None
     shape = MessagesShape(dialect.model_name, request.stop_sequences, seal, request.thinking_display(), edits)
@@ -46,13 +47,12 @@ def count_tokens(request: CountTokensRequest, admission: Admission, seal: Seal, 
     return count, set_aside_header(request.set_aside_tools())
 
 
-def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None) -> DialectRequest:
+def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None, *,
+              waits_later: bool = False) -> DialectRequest:
     with stage(record, "admission"):
         with client_request():   # thinking blocks are checked with the installation's seal
-            chat = to_chat_request(request, seal)
-            if connector is not None:
-                chat = connector.offered_to(chat)
-        return admission.dialect(request, chat)
+            chat = to_chat_request(request, seal, connector.tools() if connector is not None else ())
+        return admission.dialect(request, chat, waits_later=waits_later)
 
 
 def _context_edits(request: CountTokensRequest) -> ContextEdits | None:

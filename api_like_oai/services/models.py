@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
+from ..access.gate import Ticket
+from ..access.priority import SlotQueue
 from ..backends.llamacpp import LLAMA_CPP_SAMPLING, SAMPLING_ECHOED, UpstreamProps
-from ..backends.openai import OpenAIUpstream
-from ..backends.pool import AnyServer, UpstreamPool
+from ..backends.upstream import Renew, Upstream, not_supported
 from ..backends.upstream_facts import UpstreamFacts
-from ..errors import ModelNotFound, ProxyError, UpstreamError
+from ..errors import ModelNotFound, UpstreamError
 from ..prompts import ChatFormatter, FormatterOptions, resolve_formatter
 from ..prompts.capabilities import TemplateCapabilities
 from ..prompts.tools import formatter_capabilities
 from ..reasoning import THINK, ReasoningMarkers
 from ..reasoning import detect as detect_reasoning
 from ..settings import ImageLimits, ModelSettings
+from .door import Door
 from .fitting import TOKEN_FIELDS
 
 log = logging.getLogger("api_like_oai")
@@ -26,18 +29,21 @@ OPENAI_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "f
 
 
 class ServedModel:
-    def __init__(self, settings: ModelSettings, pool: UpstreamPool, openai: OpenAIUpstream | None = None,
-                 image_limits: ImageLimits | None = None):
+    def __init__(self, settings: ModelSettings, upstream: Upstream, image_limits: ImageLimits | None = None):
         self.settings = settings
         self.image_limits = image_limits or ImageLimits()
         self.name = settings.name
-        self.pool = pool
-        self.openai = openai  # set for kind "openai": requests pass through to it
+        self.upstream = upstream          # a pool of llama.cpp servers or an OpenAI-compatible server
         self.template_choice = settings.template
         self.created = int(time.time())
-        self.facts = UpstreamFacts(pool)  # what the upstreams say about the model
-        self.client = AnyServer(pool)     # tokenize, embeddings: any upstream that answers
+        # what the upstreams' /props say about the model, where they have one
+        self.facts = UpstreamFacts(upstream) if upstream.capabilities.props else None
+        self.places = SlotQueue()         # its generations, held to its servers' slots by priority
         self._formatter: ChatFormatter | None = None
+
+    def door(self, ticket: Ticket | None = None, renewal: Callable[[], Renew | None] = lambda: None) -> Door:
+        """The upstream as one request goes through it: its key's limits and priority, its lease's renewal."""
+        return Door(self.upstream, self.places, ticket, renewal)
 
     def formatter(self) -> ChatFormatter:
         """The chat formatter, resolved on first use (the upstream may start after the proxy). No lock
@@ -103,20 +109,17 @@ class ServedModel:
 
     def lazy_grammar(self) -> bool:
         """Whether the upstream holds tool calls to a grammar only once they begin."""
-        return self.facts.lazy_grammar()
+        return self.facts is not None and self.facts.lazy_grammar()
 
     def props(self) -> UpstreamProps:
+        if self.facts is None:
+            raise not_supported(self.name, "tell its chat template and context (it has no /props)")
         return self.facts.props()
 
     def check_health(self) -> dict[str, str]:
-        """Each upstream's state: "ok" or why not."""
-        if self.openai is None:
-            return self.facts.check(self.pool.check())
-        try:
-            self.openai.health()
-            return {self.openai.base_url: "ok"}
-        except ProxyError as exc:
-            return {self.openai.base_url: exc.message}
+        """Each upstream's state: "ok" or why not (and, where /props tells, one serving another model)."""
+        states = self.upstream.check()
+        return states if self.facts is None else self.facts.check(states)
 
     def context_length(self) -> int | None:
         """Tokens one request may use: the configured length, else llama.cpp's per-slot context."""
@@ -125,7 +128,7 @@ class ServedModel:
     def known_context_length(self) -> int | None:
         """The context length if it is known without waiting on a silent upstream: the configured
         one, else llama.cpp's per slot once /props answered (asked again at most every 10 s)."""
-        if self.settings.context_length or self.openai is not None:
+        if self.settings.context_length or self.facts is None:
             return self.settings.context_length
         props = self.facts.known_soon()
         return props.context_length if props else None
@@ -138,7 +141,7 @@ class ServedModel:
             return list(self.settings.capabilities)
         if self.reranks():
             return ["rerank"]
-        if self.openai is not None:
+        if self.upstream.capabilities.renders_prompts:
             return ["completion", "chat"]
         return ["completion", "chat", "tools", *(["vision"] if "image" in self.input_modalities() else [])]
 
@@ -155,7 +158,7 @@ class ServedModel:
     def input_modalities(self) -> list[str]:
         """What /v1/models says the model reads: text, images and audio when its llama-server's projector
         reads them (as far as /props has told; an OpenAI-compatible upstream's are not known)."""
-        props = self.facts.known_soon() if self.openai is None else None
+        props = self.facts.known_soon() if self.facts is not None else None
         if props is None:
             return ["text"]
         return ["text", *(["image"] if props.vision else []), *(["audio"] if props.audio else [])]
@@ -186,7 +189,7 @@ class ServedModel:
         sets them: this model's overrides, else the request's, else this model's defaults, else the
         upstream's own (llama.cpp's /props, asked once; its built-in defaults while no server answers
         it; OpenAI's documented ones for an OpenAI-compatible upstream)."""
-        upstream = OPENAI_SAMPLING if self.openai is not None else self._upstream_sampling()
+        upstream = OPENAI_SAMPLING if self.facts is None else self._upstream_sampling()
         used = {}
         for key in SAMPLING_ECHOED:
             value = self.settings.overrides.get(key, getattr(api_request, key, None))
@@ -200,14 +203,13 @@ class ServedModel:
 
     def info(self) -> dict:
         """What /v1/internal/model/info reports."""
-        if self.openai is not None:
-            return {"model": self.name, "aliases": list(self.settings.aliases), "kind": "openai",
-                    "upstream_model": self.settings.upstream_model, "upstreams": [{"url": self.openai.base_url}]}
-        formatter, known = self.formatter(), self.facts.known()
-        return {"model": self.name, "aliases": list(self.settings.aliases), "kind": self.settings.kind,
-                "template": formatter.describe(),
-                "context_length": self.settings.context_length or (known.context_length if known else None),
-                "upstreams": [{"url": url, "healthy": healthy} for url, healthy in self.pool.healthy.items()]}
+        info = {"model": self.name, "aliases": list(self.settings.aliases), "kind": self.settings.kind,
+                "upstreams": self.upstream.listed()}
+        if self.upstream.capabilities.renders_prompts:
+            return info | {"upstream_model": self.settings.upstream_model}
+        known = self.facts.known() if self.facts is not None else None
+        return info | {"template": self.formatter().describe(),
+                       "context_length": self.settings.context_length or (known.context_length if known else None)}
 
 
 class ModelRegistry:

@@ -24,7 +24,7 @@ from ..errors import InvalidRequest, ModelNotFound, ProxyError
 from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from ..reasoning import detect as detect_reasoning
-from . import completions, generation
+from . import completions, generation, waiting
 from .admission import Admission, client_request
 from .chat import dialect_answer, routed
 from .gguf_facts import ModelFile, model_file
@@ -71,35 +71,49 @@ class Ollama:
         if request.template:
             log.debug("ollama: /api/generate's template set aside; the model's own is used")
         if request.raw or request.suffix is not None:
-            return self._completed(request), {}
+            return self._completed(request)
         with client_request():
             chat = dialect.generate_to_chat_request(request)
         return self._generated(request, chat, GENERATE)
 
     def _generated(self, request, chat: ChatCompletionRequest, kind: str):
         with stage(self.context.record, "admission"):
-            admitted = self._named(request.model, lambda: self.admission.dialect(request, chat))
-        model, load_ns = admitted.model, time.monotonic_ns() - self.arrived_ns
+            admitted = self._named(request.model,
+                                   lambda: self.admission.dialect(request, chat, waits_later=True))
+        model = admitted.model
         self._keep_alive(model, request.keep_alive)
         _check_num_ctx(request.options, model)
-        shape = OllamaShape(admitted.model_name, kind, self.arrived_ns, load_ns)
-        return dialect_answer(shape, admitted.chat, model, self.context, self._transform(shape, model))
+        shape = OllamaShape(admitted.model_name, kind, self.arrived_ns)
+
+        def answer():
+            return dialect_answer(self._loaded(shape), admitted.chat, model, self.context, self._transform(shape, model))
+
+        return waiting.after_wait(self.context, shape, answer)
+
+    def _loaded(self, shape: OllamaShape) -> OllamaShape:
+        """`shape` told the model's load time: from the request's arrival until its model was ready."""
+        shape.load_ns = time.monotonic_ns() - self.arrived_ns
+        return shape
 
     def _completed(self, request: dialect.GenerateRequest):
         completion = dialect.generate_to_completion(request)
         with stage(self.context.record, "admission"):
-            completion, model, model_name = self._named(request.model, lambda: self.admission.admit(completion, bound=True))
-        load_ns = time.monotonic_ns() - self.arrived_ns
+            completion, model, model_name = self._named(
+                request.model, lambda: self.admission.admit(completion, bound=True, waits_later=True))
         self._keep_alive(model, request.keep_alive)
+        shape = OllamaShape(model_name, GENERATE, self.arrived_ns)
+        return waiting.after_wait(self.context, shape,
+                                  lambda: (self._completion(completion, model, self._loaded(shape)), {}))
+
+    def _completion(self, completion, model: ServedModel, shape: OllamaShape):
         completion = model.adjust(completion)
         completions.check_supported(completion, [completion.prompt])
+        upstream = self.context.door(model)
         if completion.token_limit() is None:
-            completion = completion.model_copy(update={"max_tokens": completions.room_left(model, [completion.prompt])})
-        shape = OllamaShape(model_name, GENERATE, self.arrived_ns, load_ns)
-        path, payload = completions.upstream_request(completion, completion.prompt)
-        events = generation.start(routed(model, self.context, payload.get("input_prefix") or payload["prompt"],
-                                         self.context.session), [(path, payload)], self.context,
-                                  folded=not completion.stream)
+            room = completions.room_left(model, [completion.prompt], upstream)
+            completion = completion.model_copy(update={"max_tokens": room})
+        sent = completions.typed(*completions.upstream_request(completion, completion.prompt), self.context.session)
+        events = generation.start(routed(upstream, self.context), [sent], self.context, folded=not completion.stream)
         return generation.answer(completion, events, shape, 1, self.context, transform=self._transform(shape, model))
 
     @staticmethod
@@ -131,8 +145,9 @@ class Ollama:
         load_ns = time.monotonic_ns() - self.arrived_ns
         self._keep_alive(model, request.keep_alive)
         inputs = [request.input] if isinstance(request.input, str) else list(request.input)
-        vectors = model.client.embeddings(inputs) if inputs else []
-        counted = sum(len(model.client.tokenize(text)) for text in inputs)
+        upstream = self.context.door(model)
+        vectors = upstream.embeddings(inputs) if inputs else []
+        counted = sum(len(upstream.tokenize(text)) for text in inputs)
         return {"model": model_name, "embeddings": [_normalised(vector[:request.dimensions]) for vector in vectors],
                 "total_duration": time.monotonic_ns() - self.arrived_ns, "load_duration": load_ns,
                 "prompt_eval_count": counted}
@@ -141,7 +156,7 @@ class Ollama:
         """/api/embeddings (the older route): one vector, as the model gives it."""
         model, _ = self._named(request.model, lambda: self.admission.lookup_model(request.model))
         self._keep_alive(model, request.keep_alive)
-        return {"embedding": model.client.embeddings([request.prompt])[0] if request.prompt else []}
+        return {"embedding": self.context.door(model).embeddings([request.prompt])[0] if request.prompt else []}
 
     # --- keep_alive ---------------------------------------------------------------------------
 
@@ -177,7 +192,7 @@ def with_reply_context(events, shape: OllamaShape, model: ServedModel):
 
 def _count_context(shape: OllamaShape, model: ServedModel, reply: str) -> None:
     try:
-        shape.context = model.client.tokenize(reply) if reply else []
+        shape.context = model.upstream.tokenize(reply) if reply else []
     except ProxyError as exc:
         log.debug("ollama: the reply's context was not counted: %s", exc.message)
 
@@ -210,7 +225,7 @@ def model_path(model: ServedModel) -> str | None:
     """The model's GGUF file: the one the proxy starts, else the path its llama-server reports."""
     if model.settings.launch is not None:
         return model.settings.launch.model_path
-    if model.openai is not None:
+    if model.facts is None:   # an upstream without /props says nothing of its file
         return None
     props = model.facts.known_soon()
     return props.model_path if props is not None else None
@@ -235,7 +250,7 @@ def capabilities(model: ServedModel, file: ModelFile) -> list[str]:
     if launch is not None and {"--embedding", "--embeddings"} & set(launch.args):
         return ["embedding"]
     found = ["completion"]
-    if model.openai is None:
+    if not model.upstream.capabilities.renders_prompts:   # the proxy renders: tools, its template's thinking
         found.append("tools")
         if file.has_key_ending(".pooling_type"):
             found.append("embedding")
@@ -284,7 +299,7 @@ def show(name: str, model: ServedModel) -> dict:
     info = {key: value for key, value in file.metadata.items() if not key.startswith("tokenizer.chat_template")}
     info |= {"general.architecture": arch, f"{arch}.context_length": context_length}
     info.setdefault("general.basename", name)   # Copilot Chat's display name
-    template = chat_template(model, file) if model.openai is None else None
+    template = None if model.upstream.capabilities.renders_prompts else chat_template(model, file)
     parameters = "\n".join(f"{key:<30} {value}" for key, value in model.settings.defaults.items())
     return {"license": "", "modelfile": f"# served by api-like-oai\nFROM {file.path or name}\n",
             "parameters": parameters, "template": template or "", "details": file.details(), "model_info": info,

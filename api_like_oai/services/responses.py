@@ -29,17 +29,18 @@ def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: 
     """(answer, headers): the response as one dict, or its event stream's bytes when `request.stream`.
     With mcp tools, the proxy lists and calls their servers within `mcp_bounds` (services/mcp_loop.py)."""
     mcp_bounds = mcp_bounds or Bounds()
-    turn = Turn(scope, seal, context.record)
     servers = _mcp_servers(request, mcp_bounds, admission.ticket.caller if admission.ticket else None)
     if servers:   # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
         request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
-    dialect, translation = _admitted(request, turn, admission, context.record, servers, mcp_bounds)
+    dialect, translation, turn = _admitted(request, scope, seal, admission, context.record, servers, mcp_bounds,
+                                           waits_later=True)
     if mcp_loop.answered_before(turn.made):   # approved calls ran first: a forced tool_choice has had its call
         dialect.chat = mcp_loop.choice_satisfied(dialect.chat)
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
     # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
-    shape = turn.shape(dialect.model_name, functools.partial(dialect.model.sampling_used, dialect.chat))
-    turn.begin(shape)
+    shape, writer = turn.shape(dialect.model_name, functools.partial(dialect.model.sampling_used, dialect.chat))
+    if writer is not None:
+        writer.begin(shape)
     transform = at_most(request.max_tool_calls) if request.max_tool_calls else None
     if servers:
         loop = mcp_loop.tool_loop(dialect, translation.toolbox, servers, mcp_bounds, turn.made, context,
@@ -48,24 +49,26 @@ def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: 
     try:
         answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context, transform)
     except BaseException:
-        turn.discard()   # a stream kept as in_progress that never started
+        if writer is not None:
+            writer.discard()   # a stream kept as in_progress that never started
         raise
-    return kept(answer, shape), headers | translation.headers(len(turn.history))
+    return kept(answer, shape, writer), headers | translation.headers(len(turn.history))
 
 
 def input_tokens(request: ResponsesRequest, admission: Admission, scope: Scope, seal: Seal, record=None) -> dict:
     """The token count of the prompt the request (with the turns it continues) renders to."""
-    dialect, _ = _admitted(request, Turn(scope, seal), admission, record)
+    dialect, _, _ = _admitted(request, scope, seal, admission, record)
     return {"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)}
 
 
-def _admitted(request: ResponsesRequest, turn: Turn, admission: Admission, record, servers=None,
-              mcp_bounds: Bounds | None = None) -> tuple[DialectRequest, Translation]:
+def _admitted(request: ResponsesRequest, scope: Scope, seal: Seal, admission: Admission, record, servers=None,
+              mcp_bounds: Bounds | None = None, *, waits_later: bool = False) -> tuple[DialectRequest, Translation, Turn]:
     prelude = functools.partial(mcp_loop.prelude, servers, bounds=mcp_bounds, record=record) if servers else None
     with stage(record, "admission"):
         with client_request():
-            translation = turn.translate(request, prelude)
-        return admission.dialect(request, translation.chat), translation
+            turn = Turn.load(request, scope, seal, record, prelude)
+            translation = turn.translation()
+        return admission.dialect(request, translation.chat, waits_later=waits_later), translation, turn
 
 
 def _mcp_servers(request: ResponsesRequest, bounds: Bounds, caller) -> dict:

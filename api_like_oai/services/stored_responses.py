@@ -9,13 +9,18 @@ response never breaks a later one. A plain answer is written once, before it is 
 twice: "in_progress" before generating (a failing store is a 503 before the stream starts), then as
 answered before the last event goes out (or, dropped by the client, "incomplete" with what was
 generated).
+
+A `Turn` is loaded whole (`Turn.load`: every read, then the items it is made of) before anything is
+generated, and never changes; its writes go through one `TurnWriter`, which the Responses shape hands
+its answer to (the shape's Keeper) and which alone tracks what was kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import secrets
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter
 
@@ -25,7 +30,6 @@ from ..dialects.responses_translation import Translation, translate
 from ..errors import InvalidRequest, ProxyError
 from ..observability import stage
 from ..sealing import Seal
-from .generation import UsageCounter
 from .scope import Scope, conversation_not_found, refusals, response_not_found
 from .stored_items import input_items, stored_item
 
@@ -38,38 +42,44 @@ def conversation_id(request: ResponsesRequest) -> str | None:
     return conversation if isinstance(conversation, str) or conversation is None else conversation.id
 
 
+@dataclass(frozen=True)
 class Turn:
-    """One /v1/responses request and the store around it: what it continues, what it keeps."""
+    """One /v1/responses request and what it continues, read from the store at once (`load`)."""
 
-    def __init__(self, scope: Scope, seal: Seal | None = None, record=None):
-        self.scope = scope
-        self.record = record                 # the request's RequestRecord: store reads and writes are traced
-        self.seal = seal                     # opens the thoughts handed out as encrypted_content
-        self.request: ResponsesRequest | None = None
-        self.history: list[dict] = []        # the stored items this turn continues
-        self.input: list[dict] = []          # its own input, as stored items
-        self.conversation: str | None = None
-        self.response_id: str | None = None  # once stored as in_progress
-        self.made: list[dict] = []           # output items made before the model is asked (MCP's)
+    scope: Scope
+    request: ResponsesRequest
+    seal: Seal | None = None               # opens the thoughts handed out as encrypted_content
+    record: object | None = None           # the request's RequestRecord: store reads and writes are traced
+    conversation: str | None = None
+    history: list[dict] = field(default_factory=list)   # the stored items this turn continues
+    input: list[dict] = field(default_factory=list)     # its own input, as stored items (a stateful turn's)
+    made: list[dict] = field(default_factory=list)      # output items made before the model is asked (MCP's)
 
-    def translate(self, request: ResponsesRequest, prelude: Callable[[list[dict]], list[dict]] | None = None) -> Translation:
-        """The chat request: the earlier turns' items, then the request's own input (whose items come
-        from len(self.history) on, for what Translation.headers names), then the items `prelude` makes
-        of that conversation before the model is asked (the MCP tools' listings and approved calls: the
-        answer's first output items, kept in `self.made`)."""
-        self.request, self.conversation = request, conversation_id(request)
-        with stage(self.record, "store"):
-            self.history = self._history(request)
-        if not self.stateful and prelude is None:
-            return translate(request, self.seal)
-        if self.stores or self.conversation is not None:   # it will write: within the key's storage quota
-            self.scope.check_room()
-        self.input = input_items(request.input)
-        self.made = prelude(self.history + self.input) if prelude is not None else []
+    @classmethod
+    def load(cls, request: ResponsesRequest, scope: Scope, seal: Seal | None = None, record=None,
+             prelude: Callable[[list[dict]], list[dict]] | None = None) -> Turn:
+        """The turn: the earlier turns' items, the request's own input, then the items `prelude` makes of
+        that conversation before the model is asked (the MCP tools' listings and approved calls: the
+        answer's first output items)."""
+        conversation = conversation_id(request)
+        with stage(record, "store"):
+            history = _history(scope, request, conversation)
+        turn = cls(scope, request, seal, record, conversation, history)
+        if not turn.stateful and prelude is None:
+            return turn
+        if turn.stores or conversation is not None:   # it will write: within the key's storage quota
+            scope.check_room()
+        own_input = input_items(request.input)
+        made = prelude(history + own_input) if prelude is not None else []
+        return dataclasses.replace(turn, input=own_input, made=made)
+
+    def translation(self) -> Translation:
+        """The chat request: the earlier turns' items, the request's own input (whose items come from
+        len(self.history) on, for what Translation.headers names), then the items made before."""
         if not self.history and not self.made:
-            return translate(request, self.seal)
+            return translate(self.request, self.seal)
         items = self.history + self.input + [stored_item(item) for item in self.made]
-        return translate(request.model_copy(update={"input": INPUT_ITEMS.validate_python(items)}), self.seal)
+        return translate(self.request.model_copy(update={"input": INPUT_ITEMS.validate_python(items)}), self.seal)
 
     @property
     def stores(self) -> bool:
@@ -79,86 +89,106 @@ class Turn:
     def stateful(self) -> bool:
         return self.stores or self.request.previous_response_id is not None or self.conversation is not None
 
-    def _history(self, request: ResponsesRequest) -> list[dict]:
-        previous = request.previous_response_id
-        if previous is not None and self.conversation is not None:
-            raise InvalidRequest("previous_response_id and conversation cannot both be given", param="conversation")
-        if previous is not None:
-            return self._response_history(previous)
-        if self.conversation is not None:
-            return self._conversation_history(self.conversation)
-        return []
+    def shape(self, model_name: str, sampling: Callable[[], dict[str, float]] | None = None
+              ) -> tuple[ResponsesShape, TurnWriter | None]:
+        """The answer's shape, and the writer a stateful turn's answer goes to (its Keeper)."""
+        writer = TurnWriter(self) if self.stateful else None
+        return ResponsesShape(model_name, self.request, self.seal, sampling, writer), writer
 
-    def _response_history(self, response_id: str) -> list[dict]:
-        store = self.scope.need("previous_response_id")
-        response = store.get(response_id, self.scope.owner)
-        page = store.page(response_id, self.scope.owner) if response is not None else None
+
+def _history(scope: Scope, request: ResponsesRequest, conversation: str | None) -> list[dict]:
+    previous = request.previous_response_id
+    if previous is not None and conversation is not None:
+        raise InvalidRequest("previous_response_id and conversation cannot both be given", param="conversation")
+    if previous is not None:
+        store = scope.need("previous_response_id")
+        response = store.get(previous, scope.owner)
+        page = store.page(previous, scope.owner) if response is not None else None
         if page is None:
-            raise response_not_found(response_id, "previous_response_id")
+            raise response_not_found(previous, "previous_response_id")
         return page.items + [stored_item(item) for item in response["output"]]
-
-    def _conversation_history(self, conversation: str) -> list[dict]:
-        page = self.scope.need("conversation").page(conversation, self.scope.owner)
+    if conversation is not None:
+        page = scope.need("conversation").page(conversation, scope.owner)
         if page is None:
             raise conversation_not_found(conversation, "conversation")
         return page.items
+    return []
 
-    def shape(self, model_name: str, sampling: Callable[[], dict[str, float]] | None = None) -> ResponsesShape:
-        """The answer's shape; `sampling`: see ResponsesShape."""
-        if not self.stateful:
-            return ResponsesShape(model_name, self.request, self.seal, sampling)
-        return StoredResponsesShape(model_name, self.request, self, sampling)
 
-    def response_fields(self) -> dict:
-        """What a stored or continued response says of itself, over the stateless shape's answer."""
-        fields = {"previous_response_id": self.request.previous_response_id, "store": self.stores}
-        return fields | ({"conversation": {"id": self.conversation}} if self.conversation else {})
+class TurnWriter:
+    """Every write of one stored or continued turn: in_progress before a stream, the answer as answered
+    (and the turn added to its conversation), a failure, a dropped stream's incomplete answer, or the
+    in_progress copy removed when nothing started. What was kept is known here alone."""
 
-    # --- writes ----------------------------------------------------------------------------------
+    def __init__(self, turn: Turn):
+        self.turn = turn
+        self.response_id: str | None = None   # once stored as in_progress
+        self.kept = False
+        fields = {"previous_response_id": turn.request.previous_response_id, "store": turn.stores}
+        self.fields = fields | ({"conversation": {"id": turn.conversation}} if turn.conversation else {})
 
     def begin(self, shape: ResponsesShape) -> None:
         """Keep a stored stream's response as in_progress with its input items, before generating (a
         failing store is a 503 before the stream starts)."""
-        if not isinstance(shape, StoredResponsesShape) or not self.request.stream or not self.stores:
+        turn = self.turn
+        if not turn.request.stream or not turn.stores:
             return
         in_progress = shape.in_progress()
-        with refusals(self._history_param()), stage(self.record, "store"):
-            self.scope.store.put(in_progress["id"], self.scope.owner, in_progress, self.history + self.input)
+        with refusals(self._history_param()), stage(turn.record, "store"):
+            turn.scope.store.put(in_progress["id"], turn.scope.owner, in_progress, turn.history + turn.input)
         self.response_id = in_progress["id"]
 
-    def _history_param(self) -> str:
-        if self.request.previous_response_id is not None:
-            return "previous_response_id"
-        return "conversation" if self.conversation is not None else "input"
-
-    def end(self, response: dict) -> None:
+    def keep(self, response: dict) -> None:
         """Keep the response as answered, and add the turn to its conversation."""
-        with stage(self.record, "store"):
+        with stage(self.turn.record, "store"):
             self._keep(response)
+        self.kept = True
 
     def _keep(self, response: dict) -> None:
-        if self.conversation is not None:
-            added = self.input + [stored_item(item) for item in response["output"]]
+        turn, scope = self.turn, self.turn.scope
+        if turn.conversation is not None:
+            added = turn.input + [stored_item(item) for item in response["output"]]
             with refusals("conversation"):
-                if not self.scope.store.append(self.conversation, self.scope.owner, added):
-                    raise conversation_not_found(self.conversation, "conversation")
-        if not self.stores:
+                if not scope.store.append(turn.conversation, scope.owner, added):
+                    raise conversation_not_found(turn.conversation, "conversation")
+        if not turn.stores:
             return
         with refusals(self._history_param()):
             if self.response_id is None:   # not streamed: one write
-                self.scope.store.put(response["id"], self.scope.owner, response, self.history + self.input)
+                scope.store.put(response["id"], scope.owner, response, turn.history + turn.input)
             else:
-                self.scope.store.update(self.response_id, self.scope.owner, response)
+                scope.store.update(self.response_id, scope.owner, response)
+
+    def _history_param(self) -> str:
+        if self.turn.request.previous_response_id is not None:
+            return "previous_response_id"
+        return "conversation" if self.turn.conversation is not None else "input"
 
     def keep_failure(self, response: dict) -> None:
         """Best effort, for a generation that failed after it started: the failed response is kept."""
+        if self.kept:
+            return
+        self.kept = True
         if self.response_id is not None:
-            _best_effort(lambda: self.scope.store.update(self.response_id, self.scope.owner, response))
+            scope = self.turn.scope
+            _best_effort(lambda: scope.store.update(self.response_id, scope.owner, response))
+
+    def abandoned(self, shape: ResponsesShape) -> None:
+        """The client went away mid-stream: keep what was generated, as incomplete."""
+        if self.kept:
+            return
+        usage = getattr(self.turn.record, "usage", None)
+        response = shape.so_far(usage.to_dict() if usage is not None else _NO_USAGE)
+        _best_effort(lambda: self.keep(response))
 
     def discard(self) -> None:
         """The request failed before it started: its in_progress response goes."""
         if self.response_id is not None:
-            _best_effort(lambda: self.scope.store.delete(self.response_id, self.scope.owner))
+            scope = self.turn.scope
+            _best_effort(lambda: scope.store.delete(self.response_id, scope.owner))
+
+
+_NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def _best_effort(write: Callable[[], object]) -> None:
@@ -168,79 +198,19 @@ def _best_effort(write: Callable[[], object]) -> None:
         log.warning("could not update a stored response: %s", exc.message)
 
 
-class StoredResponsesShape(ResponsesShape):
-    """ResponsesShape for a turn that is stored or continues one: the answer says so (`store`,
-    `previous_response_id`, `conversation`), its id has 128 random bits, and the response is kept
-    before its last event or returned answer; a stream the client drops is kept as incomplete."""
-
-    def __init__(self, model: str, request: ResponsesRequest, turn: Turn,
-                 sampling: Callable[[], dict[str, float]] | None = None):
-        super().__init__(model, request, turn.seal, sampling)
-        self.hex = secrets.token_hex(16)
-        self.id = f"resp_{self.hex}"
-        self.turn = turn
-        self.usage = UsageCounter()   # for a stream that ends early: the counts so far
-        self.kept = False
-
-    def _response(self, status: str, output: list, usage: dict | None) -> dict:
-        return super()._response(status, output, usage) | self.turn.response_fields()
-
-    def in_progress(self) -> dict:
-        return self._response("in_progress", [], None)
-
-    def content_frame(self, event):
-        self.usage.add(event)
-        return super().content_frame(event)
-
-    def closings(self, usage: dict) -> list[dict]:
-        chunks = super().closings(usage)
-        try:
-            self._keep(chunks[-1]["response"])
-        except ProxyError as exc:
-            return [*chunks[:-1], self.error_chunk(exc)]
-        return chunks
-
-    def response(self, choices: list[dict], usage: dict) -> dict:
-        answer = super().response(choices, usage)
-        self._keep(answer)
-        return answer
-
-    def error_chunk(self, exc: ProxyError) -> dict:
-        chunk = super().error_chunk(exc)
-        if not self.kept:
-            self.kept = True
-            self.turn.keep_failure(chunk["response"])
-        return chunk
-
-    def abandoned(self) -> None:
-        """The client went away mid-stream: keep what was generated, as incomplete."""
-        if self.kept:
-            return
-        self.blocks.close()
-        response = self._finished(self.blocks.blocks, None, self.usage.to_dict())
-        response["status"], response["completed_at"] = "incomplete", None
-        for item in response["output"]:
-            item["status"] = "incomplete"
-        _best_effort(lambda: self._keep(response))
-
-    def _keep(self, response: dict) -> None:
-        self.turn.end(response)
-        self.kept = True
-
-
-def kept(answer, shape: ResponsesShape):
+def kept(answer, shape: ResponsesShape, writer: TurnWriter | None):
     """The answer (dialect_answer's), a stored stream wrapped so that, dropped by the client, what was
-    generated is kept as incomplete (a folded answer is kept by its shape, before it is returned)."""
-    if isinstance(answer, dict) or not isinstance(shape, StoredResponsesShape):
+    generated is kept as incomplete (a folded answer is kept by its writer, before it is returned)."""
+    if isinstance(answer, dict) or writer is None:
         return answer
-    return _kept_stream(answer, shape)
+    return _kept_stream(answer, shape, writer)
 
 
-def _kept_stream(frames: Iterator[bytes], shape: StoredResponsesShape) -> Iterator[bytes]:
+def _kept_stream(frames: Iterator[bytes], shape: ResponsesShape, writer: TurnWriter) -> Iterator[bytes]:
     finished = False
     try:
         yield from frames
         finished = True
     finally:
         if not finished:
-            shape.abandoned()
+            writer.abandoned(shape)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..backends import http
 from ..backends.openai import SSEData
+from ..backends.upstream import Upstream
 from ..dialects import transcription as shape
 from ..dialects.audio_files import AudioFile, inspect
 from ..errors import InvalidRequest, UpstreamError
@@ -38,10 +39,11 @@ def check_audio(upload: AudioUpload, limits: AudioLimits) -> AudioFile:
 
 
 def transcribe(form: shape.TranscriptionForm, upload: AudioUpload, audio: AudioFile, model: ServedModel,
-               record: RequestRecord | None, *, translate: bool) -> dict | str | Iterator[bytes]:
-    """The answer: a dict or text in the asked format, or (streamed) llama-server's events as bytes."""
+               record: RequestRecord | None, *, translate: bool, door: Upstream | None = None) -> dict | str | Iterator[bytes]:
+    """The answer: a dict or text in the asked format, or (streamed) llama-server's events as bytes; sent
+    through `door` (the model's upstream as the request goes through it; the model's own without one)."""
     body, content_type = shape.upstream_form(form, upload.data, upload.filename, translate=translate)
-    response = model.client.transcribe(body, content_type)
+    response = (door or model.upstream).transcribe(body, content_type)
     if record is not None and audio.seconds:
         record.metrics.child(record.metrics.audio_seconds, model.name).inc(audio.seconds)
     if form.stream:

@@ -2,7 +2,8 @@
 
 `open_store(settings, max_bytes)` gives the backend `--store` names, or None for `--store none`.
 SQLite (sqlite.py) is the embedded default; Redis (redis.py, the optional `redis` extra) is for
-several proxy instances sharing one store. The backends are imported here only when chosen: this
+several proxy instances sharing one store. Each keeps its data through its seam (seam.py), which the
+key book and the dashboard's history share. The backends are imported here only when chosen: this
 runs in the worker, after gevent patched the socket module Redis talks through.
 """
 

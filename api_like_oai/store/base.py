@@ -17,10 +17,14 @@ import abc
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import orjson
 
 from . import keys
+
+if TYPE_CHECKING:
+    from .seam import Seam
 
 
 class DuplicateItem(Exception):
@@ -49,9 +53,9 @@ Encoded = tuple[str, bytes]   # an item's id and its JSON
 
 
 class Store(abc.ABC):
-    # Whether several proxy instances share this store (Redis): then what one instance signs must be
-    # recognised by the others too, and the key it is signed under comes from here (installation.py).
-    shared_by_instances = False
+    # Where the store keeps its data (seam.py): the key book and the dashboard's history keep theirs in
+    # the same place, choosing their backend by its declared `kind`.
+    seam: Seam
 
     def __init__(self, ttl_seconds: float, max_bytes: int, secret_file: str | None = None):
         self.ttl_seconds = ttl_seconds

@@ -15,14 +15,10 @@ from __future__ import annotations
 import secrets
 import time
 
-import redis
-
-from ..errors import StoreUnavailable
 from .base import DuplicateItem, Encoded, Store, TooLarge
+from .seam import PREFIX, RedisServer
 
-PREFIX = "api-like-oai:"
 SECRET_KEY = PREFIX + "secret"
-TIMEOUT_SECONDS = 5.0
 
 # KEYS: object, positions, items. ARGV: owner, document, ttl ms, items size, then id, item pairs.
 PUT = """
@@ -95,39 +91,28 @@ return 1
 
 
 class RedisStore(Store):
-    shared_by_instances = True
-
     def __init__(self, url: str, ttl_seconds: float, max_bytes: int, secret_file: str | None = None):
+        self.seam = RedisServer(url)
         super().__init__(ttl_seconds, max_bytes, secret_file)
-        self.client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_SECONDS,
-                                           socket_connect_timeout=TIMEOUT_SECONDS, health_check_interval=30)
-        self.scripts = {name: self.client.register_script(source) for name, source in
-                        (("put", PUT), ("append", APPEND), ("update", UPDATE), ("page", PAGE),
-                         ("delete_item", DELETE_ITEM))}
+        self.client = self.seam.client
 
     def close(self) -> None:
-        self.client.close()
+        self.seam.close()
 
-    def _call(self, command, *args):
-        try:
-            return command(*args)
-        except redis.RedisError as exc:
-            raise StoreUnavailable(f"the response store (Redis) failed: {exc}") from exc
-
-    def _script(self, name: str, key: str, args: list):
-        return self._call(lambda: self.scripts[name](keys=_keys(key), args=args))
+    def _script(self, source: str, key: str, args: list):
+        return self.seam.run_script(source, _keys(key), args)
 
     def _ttl_ms(self) -> int:
         return int(self.ttl_seconds * 1000)
 
     def _default_secret(self) -> bytes:
-        self._call(lambda: self.client.set(SECRET_KEY, secrets.token_hex(32), nx=True))   # the first instance's
-        return self._call(self.client.get, SECRET_KEY)
+        self.seam.call(lambda: self.client.set(SECRET_KEY, secrets.token_hex(32), nx=True))   # the first instance's
+        return self.seam.call(self.client.get, SECRET_KEY)
 
     # --- objects ---------------------------------------------------------------------------------
 
     def _load(self, key: str) -> tuple[str, bytes] | None:
-        owner, document = self._call(self.client.hmget, _keys(key)[0], ["owner", "document"])
+        owner, document = self.seam.call(self.client.hmget, _keys(key)[0], ["owner", "document"])
         return (owner.decode(), document) if owner is not None and document is not None else None
 
     def _note_owner(self, key: str, owner: str) -> bool:
@@ -137,42 +122,42 @@ class RedisStore(Store):
         with self.client.pipeline(transaction=False) as pipe:
             pipe.zadd(index, {key: _now_ms() + self._ttl_ms()})
             pipe.pexpire(index, self._ttl_ms())
-            self._call(pipe.execute)
+            self.seam.call(pipe.execute)
         return True
 
     def _stored_bytes(self, owner: str) -> int:
         index = _owner_index(owner)
-        self._call(self.client.zremrangebyscore, index, "-inf", _now_ms())
-        keys = [member.decode() for member in self._call(self.client.zrange, index, 0, -1)]
+        self.seam.call(self.client.zremrangebyscore, index, "-inf", _now_ms())
+        keys = [member.decode() for member in self.seam.call(self.client.zrange, index, 0, -1)]
         with self.client.pipeline(transaction=False) as pipe:
             for key in keys:
                 pipe.hget(_keys(key)[0], "items_size")
                 pipe.hstrlen(_keys(key)[0], "document")
-            sizes = self._call(pipe.execute)
+            sizes = self.seam.call(pipe.execute)
         return sum(int(size or 0) for size in sizes)
 
     def _owner(self, key: str) -> str | None:
-        owner = self._call(self.client.hget, _keys(key)[0], "owner")
+        owner = self.seam.call(self.client.hget, _keys(key)[0], "owner")
         return owner.decode() if owner is not None else None
 
     def _put(self, key: str, owner: str, document: bytes, items: list[Encoded]) -> None:
         size = sum(len(item) for _, item in items)
-        self._script("put", key, [owner, document, self._ttl_ms(), size, *_flat(items)])
+        self._script(PUT, key, [owner, document, self._ttl_ms(), size, *_flat(items)])
 
     def _update(self, key: str, document: bytes) -> bool:
-        outcome = self._script("update", key, [document, self._ttl_ms(), self.max_bytes])
+        outcome = self._script(UPDATE, key, [document, self._ttl_ms(), self.max_bytes])
         if outcome == -1:
             raise TooLarge
         return outcome == 1
 
     def _delete(self, key: str) -> bool:
-        return self._call(self.client.delete, *_keys(key)) > 0
+        return self.seam.call(self.client.delete, *_keys(key)) > 0
 
     # --- items -----------------------------------------------------------------------------------
 
     def _append(self, key: str, items: list[Encoded]) -> bool:
         size = sum(len(item) for _, item in items)
-        outcome = self._script("append", key, [self._ttl_ms(), self.max_bytes, size, *_flat(items)])
+        outcome = self._script(APPEND, key, [self._ttl_ms(), self.max_bytes, size, *_flat(items)])
         if isinstance(outcome, list):
             raise DuplicateItem(outcome[1].decode())
         if outcome == -1:
@@ -180,14 +165,14 @@ class RedisStore(Store):
         return outcome == 1
 
     def _page(self, key: str, after: str | None, count: int | None, descending: bool) -> list[bytes] | None:
-        found = self._script("page", key, [after or "", -1 if count is None else count, "1" if descending else "0"])
+        found = self._script(PAGE, key, [after or "", -1 if count is None else count, "1" if descending else "0"])
         return None if found is None else [item for item in found if item is not None]
 
     def _item(self, key: str, item_id: str) -> bytes | None:
-        return self._call(self.client.hget, _keys(key)[2], item_id)
+        return self.seam.call(self.client.hget, _keys(key)[2], item_id)
 
     def _delete_item(self, key: str, item_id: str) -> bool:
-        return self._script("delete_item", key, [item_id, self._ttl_ms()]) == 1
+        return self._script(DELETE_ITEM, key, [item_id, self._ttl_ms()]) == 1
 
 
 def _keys(key: str) -> list[str]:

@@ -1,30 +1,21 @@
-"""The embedded store: one SQLite file in WAL mode, shared by every worker of the proxy.
+"""The embedded store: its tables in the proxy's SQLite file (store/seam.SQLiteFile), shared by
+every worker of the proxy.
 
-WAL lets readers go on while one writer commits, and every write here is one short transaction,
-so several gunicorn workers share the file. Each process opens its own connection (after the fork,
-on first use) and lets one greenlet or thread use it at a time.
-
-Under gevent a SQLite call does not yield to the event loop: it runs to its end while every other
-stream of the worker waits. So the calls are kept short (one indexed statement or one small
-transaction) and SQLite never waits inside a call: the busy timeout is 0, and a write that finds
-another process's write in progress is retried after a `time.sleep`, which gevent makes a switch
-to the event loop, not a stall of the worker.
+WAL lets readers go on while one writer commits, and every write here is one short transaction, so
+several gunicorn workers share the file; the seam's `run` keeps the calls short and retried without
+waiting inside SQLite (a switch to the event loop under gevent).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
-from pathlib import Path
 
-from ..errors import StoreUnavailable
 from . import keys
 from .base import DuplicateItem, Encoded, Store, TooLarge
+from .seam import SQLiteFile
 
-BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-GIVE_UP_SECONDS = 5.0     # on a lock held this long, the store is taken as failed (503)
 PURGE_INTERVAL = 60.0     # seconds between two removals of expired objects by one process
 LAST_SEQ = 2**62
 
@@ -43,68 +34,34 @@ CREATE INDEX IF NOT EXISTS items_by_id ON items (list_key, item_id);
 
 class SQLiteStore(Store):
     def __init__(self, path: str | os.PathLike, ttl_seconds: float, max_bytes: int, secret_file: str | None = None):
+        self.seam = SQLiteFile(path)
         super().__init__(ttl_seconds, max_bytes, secret_file)
-        self.path = Path(path)
-        self._lock = threading.RLock()
-        self._connection: sqlite3.Connection | None = None
-        self._pid = 0
+        self.seam.register("store", SCHEMA)
         self._next_purge = 0.0
+
+    @property
+    def path(self):
+        return self.seam.path
 
     def _default_secret(self) -> bytes:
         return keys.file_secret(self.path.with_name(self.path.name + ".secret"))
 
     def close(self) -> None:
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+        self.seam.close()
 
-    # --- connection, retries, transactions -------------------------------------------------------
-
-    def run(self, operation, write: bool = False):
-        """`operation(connection)` on this process's connection, in one transaction if `write`, with the
-        store's retries and errors: for the other tables kept in the same file (access/sqlite.py)."""
-        return self._run(operation, write)
-
-    def _connect(self) -> sqlite3.Connection:
-        """This process's connection, opened on first use (a forked worker opens its own)."""
-        if self._connection is None or self._pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")   # durable at checkpoints; never corrupt
-            connection.executescript(SCHEMA)
-            self._connection, self._pid = connection, os.getpid()
-        return self._connection
+    # --- reads, writes ---------------------------------------------------------------------------
 
     def _run(self, operation, write: bool = False):
-        """`operation(connection)`, in a transaction if `write`, retried while another process writes."""
-        deadline = time.monotonic() + GIVE_UP_SECONDS
-        pause = 0.001
-        with self._lock:
-            while True:
-                try:
-                    connection = self._connect()
-                    return self._transaction(connection, operation) if write else operation(connection)
-                except sqlite3.OperationalError as exc:
-                    if _busy(exc) and time.monotonic() < deadline:
-                        time.sleep(pause)   # under gevent: the event loop runs other greenlets meanwhile
-                        pause = min(pause * 2, 0.05)
-                        continue
-                    raise StoreUnavailable(f"the response store failed: {exc}") from exc
-                except sqlite3.Error as exc:
-                    raise StoreUnavailable(f"the response store failed: {exc}") from exc
+        """`operation(connection)` through the seam; a write also drops what expired, once a minute."""
+        if not write:
+            return self.seam.run(operation)
 
-    def _transaction(self, connection: sqlite3.Connection, operation):
-        connection.execute("BEGIN IMMEDIATE")
-        try:
+        def then_purge(connection: sqlite3.Connection):
             result = operation(connection)
             self._purge_if_due(connection)
-            connection.execute("COMMIT")
             return result
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
+
+        return self.seam.run(then_purge, write=True)
 
     def _purge_if_due(self, connection: sqlite3.Connection) -> None:
         now = time.time()
@@ -218,7 +175,3 @@ class SQLiteStore(Store):
 
         return self._run(delete_item, write=True)
 
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return (code & 0xFF) in BUSY_CODES if code is not None else "locked" in str(exc)

@@ -10,6 +10,8 @@ a Unix socket for a lease on a ready model (client.py) and hold the lease while 
     slots.py      KV caches saved before a stop and restored after a start, checked
     drafts.py     a draft model's acceptance, from its llama-servers' counters
     process.py    one llama-server child: spawn (parent-death signal), health while starting, stop, logs
-    service.py    the supervisor process: the run loop, the socket, leases, queues, events
+    service.py    the state machine: models' statuses (plan.TRANSITIONS), leases, queues, events
+    listener.py   the supervisor process: its socket (one Connection per request) and run loop
+    messages.py   the socket's typed requests and replies, shared by listener.py and client.py
     client.py     the workers' side of the socket: acquire a lease, status, load, unload, events, logs
 """

@@ -7,7 +7,7 @@ import json
 import logging
 import sys
 
-from .service import run
+from .listener import run
 from .spec import SupervisorSettings
 
 

@@ -1,5 +1,6 @@
-"""The workers' side of the supervisor's socket (service.py's protocol). Plain sockets: under the
-gevent worker they are cooperative, so a request waiting for a load holds no thread."""
+"""The workers' side of the supervisor's socket (messages.py's typed protocol, listener.py answers it).
+Plain sockets: under the gevent worker they are cooperative, so a request waiting for a load holds no
+thread."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 from ..errors import ModelNotFound, ProxyError, RateLimited, UpstreamUnavailable
+from . import messages
 
 
 class Lease:
@@ -29,8 +31,8 @@ class PendingLease:
     """A lease the supervisor will grant once the model is loaded (a swap or a start under way). If the
     supervisor dies meanwhile, the request is asked again of the one the master starts in its place."""
 
-    def __init__(self, client: SupervisorClient, request: dict, connection: socket.socket, lines: LineReader,
-                 stage: str):
+    def __init__(self, client: SupervisorClient, request: messages.Acquire, connection: socket.socket,
+                 lines: LineReader, stage: str):
         self.client, self.request = client, request
         self.connection, self.lines, self.stage = connection, lines, stage
         self.reconnects = 0
@@ -39,27 +41,27 @@ class PendingLease:
         """The lease once granted; None if `timeout` seconds pass first; the refusal's API error."""
         try:
             while True:
-                message = self._next(timeout)
-                if message is None:
+                reply = self._next(timeout)
+                if reply is None:
                     return None
-                if "wait" in message:
-                    self.stage = message["wait"]
+                if isinstance(reply, messages.Wait):
+                    self.stage = reply.stage
                     continue
-                return _granted(self.connection, message)
+                return _granted(self.connection, reply)
         except BaseException:
             self.release()
             raise
 
-    def _next(self, timeout: float | None) -> dict | None:
+    def _next(self, timeout: float | None) -> messages.Reply | None:
         try:
-            return self.lines.next(timeout)
+            return self.lines.reply(timeout)
         except SupervisorGone:
             if self.reconnects >= MAX_RECONNECTS:
                 raise
             self.reconnects += 1
             self.connection.close()
             self.connection, self.lines = self.client._open(self.request)
-            return {"wait": self.stage}
+            return messages.Wait(self.stage)
 
     def release(self) -> None:
         self.connection.close()
@@ -68,14 +70,24 @@ class PendingLease:
 class HeldLease:
     """A request's lease on a started model, given up and taken again when none of the replicas it
     named could be reached (`renew`: the supervisor checks them, restarts the model if they crashed,
-    and this waits for it as a request for an unloaded model does)."""
+    and the request waits for it as a request for an unloaded model does, with its queue bound)."""
 
-    def __init__(self, client: SupervisorClient, model: str, lease: Lease):
+    def __init__(self, client: SupervisorClient, model: str, lease: Lease | PendingLease):
         self.client, self.model, self.lease = client, model, lease
 
-    def renew(self, unreachable: list[str]) -> list[str]:
+    def renew(self, unreachable: list[str]):
+        """wait(timeout): the ready URLs once the lease is granted again, None if `timeout` seconds
+        (None: no limit) pass first; the refusal's API error (the Renew of backends/upstream.py)."""
         self.lease.release()
-        self.lease = self.client.acquire(self.model, unreachable=unreachable)
+        self.lease = self.client.acquire(self.model, wait=False, unreachable=unreachable)
+        return self._granted_urls
+
+    def _granted_urls(self, timeout: float | None) -> list[str] | None:
+        if isinstance(self.lease, PendingLease):
+            granted = self.lease.wait(timeout)
+            if granted is None:
+                return None
+            self.lease = granted
         return self.lease.urls
 
     def release(self) -> None:
@@ -100,38 +112,43 @@ class SupervisorClient:
         false, a PendingLease instead when it is not ready at once. `unreachable`: the URLs of its
         replicas this request could not reach, for the supervisor to check. Raises the API error the
         supervisor's refusal maps to."""
-        request = {"op": "acquire", "model": model, **({"unreachable": unreachable} if unreachable else {})}
+        request = messages.Acquire(model, list(unreachable or ()))
         connection, lines = self._open(request)
         pending = PendingLease(self, request, connection, lines, "queued")
         try:
-            message = pending._next(None)
-            if "wait" not in message:
-                return _granted(pending.connection, message)
+            reply = pending._next(None)
+            if not isinstance(reply, messages.Wait):
+                return _granted(pending.connection, reply)
         except BaseException:
             pending.release()
             raise
-        pending.stage = message["wait"]
+        pending.stage = reply.stage
         return pending.wait() if wait else pending
 
-    def ask(self, op: str, **fields) -> dict:
-        """One request and its one answer (status, logs, load, unload)."""
-        connection, lines = self._open({"op": op, **fields})
+    def request(self, request: messages.Request) -> messages.Reply:
+        """One request and its one answer (a load's waits passed over); a refusal raises its API error."""
+        connection, lines = self._open(request)
         with connection:
-            message = lines.next()
-            while "wait" in message:   # a load may wait first
-                message = lines.next()
-        if "error" in message and "status" in message:
-            raise as_proxy_error(message)
-        return message
+            reply = lines.reply()
+            while isinstance(reply, messages.Wait):   # a load may wait first
+                reply = lines.reply()
+        if isinstance(reply, messages.Refused):
+            raise as_proxy_error(reply)
+        return reply
+
+    def ask(self, op: str, **fields) -> dict:
+        """`request` by the op's name and fields (messages.REQUESTS), its answer as JSON: status, logs,
+        load, unload, keep_alive."""
+        return self.request(messages.request_of({"op": op, **fields})).to_json()
 
     def events(self) -> Iterator[dict]:
         """Status changes as they happen, the whole status first; closing the iterator hangs up."""
-        connection, lines = self._open({"op": "events"})
+        connection, lines = self._open(messages.Events())
         with connection:
             while True:
-                yield lines.next()["event"]
+                yield lines.reply().event
 
-    def _open(self, request: dict) -> tuple[socket.socket, LineReader]:
+    def _open(self, request: messages.Request) -> tuple[socket.socket, LineReader]:
         """A connection with `request` sent. A supervisor that is not listening (it died, and the master
         is starting another on the same socket) is waited for, up to RECONNECT_SECONDS."""
         deadline = time.monotonic() + RECONNECT_SECONDS
@@ -139,7 +156,7 @@ class SupervisorClient:
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 connection.connect(self.socket_path)
-                connection.sendall(json.dumps(request).encode() + b"\n")
+                connection.sendall(messages.encode(request))
                 return connection, LineReader(connection)
             except (FileNotFoundError, ConnectionRefusedError) as exc:
                 connection.close()
@@ -173,22 +190,28 @@ class LineReader:
         line, self.buffer = self.buffer.split(b"\n", 1)
         return json.loads(line)
 
+    def reply(self, timeout: float | None = None) -> messages.Reply | None:
+        """The next message as its typed reply (messages.reply_of); None if `timeout` passes first."""
+        message = self.next(timeout)
+        return None if message is None else messages.reply_of(message)
 
-def _granted(connection: socket.socket, message: dict) -> Lease:
-    if message.get("ok"):
-        return Lease(connection, message["urls"])
-    raise as_proxy_error(message)
+
+def _granted(connection: socket.socket, reply: messages.Reply) -> Lease:
+    if isinstance(reply, messages.Granted):
+        return Lease(connection, reply.urls)
+    if isinstance(reply, messages.Refused):
+        raise as_proxy_error(reply)
+    raise messages.BadMessage(f"an acquire answered with {reply!r:.200}")
 
 
-def as_proxy_error(message: dict) -> ProxyError:
-    status, text = message.get("status", 503), message["error"]
-    if status == 404:
-        return ModelNotFound(text, param="model")
-    if status == 429:
-        error = RateLimited(text, retry_after=str(message.get("retry_after") or 1))
+def as_proxy_error(refused: messages.Refused) -> ProxyError:
+    if refused.status == 404:
+        return ModelNotFound(refused.error, param="model")
+    if refused.status == 429:
+        error = RateLimited(refused.error, retry_after=str(refused.retry_after or 1))
         error.code = "model_queue_full"
         return error
-    error = UpstreamUnavailable(text)
-    if message.get("retry_after"):
-        error.headers = {"Retry-After": str(message["retry_after"])}
+    error = UpstreamUnavailable(refused.error)
+    if refused.retry_after:
+        error.headers = {"Retry-After": str(refused.retry_after)}
     return error

@@ -20,6 +20,25 @@ from dataclasses import dataclass, field
 # Where a model is in its life. "stopping" and "loading" hold their memory like "loaded" does.
 UNLOADED, LOADING, LOADED, STOPPING, FAILED = "unloaded", "loading", "loaded", "stopping", "failed"
 HOLDING_MEMORY = (LOADING, LOADED, STOPPING)
+# The status changes the supervisor may make (Managed.move), each with what makes it; any other is a bug.
+TRANSITIONS: dict[tuple[str, str], str] = {
+    (UNLOADED, LOADING): "a request waits for it and it fits (decide's start)",
+    (FAILED, LOADING): "a request waits for it, its backoff past (decide's start)",
+    (LOADING, LOADED): "every replica answers /health (and its slots are restored)",
+    (LOADING, FAILED): "a replica exited, or was not ready within load_timeout",
+    (LOADED, FAILED): "its last replica exited unasked",
+    (LOADED, STOPPING): "idle and drained, evicted or past its TTL (decide's stop)",
+    (STOPPING, UNLOADED): "its replicas exited",
+}
+
+
+class IllegalTransition(Exception):
+    """A status change not in TRANSITIONS."""
+
+
+def check_transition(old: str, new: str) -> None:
+    if (old, new) not in TRANSITIONS:
+        raise IllegalTransition(f"a model cannot go from {old} to {new}")
 
 
 @dataclass(frozen=True)

@@ -1,36 +1,24 @@
 """The supervisor process: one asyncio run loop owns every launched model's state and children (no
-locks: every change happens on the loop, and after each one `reconsider` asks plan.decide what to do).
+locks: every change happens on the loop, and after each one `reconsider` asks plan.decide what to do;
+a model's status moves only along plan.TRANSITIONS).
 
-Workers talk to it over a Unix socket, one JSON line per request on a connection of its own:
-    {"op": "acquire", "model": m, "unreachable": [url]?}  -> {"wait": stage}* then {"ok": true, "urls": [...]} or
-                                      {"error": msg, "status": 503|429|404, "retry_after": s};
-                                      the connection is then the lease: its end releases it
-    {"op": "load", "model": m, "args": [...]?}, {"op": "unload", "model": m}  -> {"status": ...}
-    {"op": "status"} -> {"models": {name: status}}; {"op": "logs", "model": m} -> {"lines": [...]}
-    {"op": "keep_alive", "model": m, "seconds": s} -> {"status": ...} (its idle time until it stops; 0: never)
-    {"op": "events"} -> one {"event": ...} line per change, until the worker closes it
-
-A lease is a live connection, so a worker that dies or a client that goes away can never strand a
-model's in-flight count (llama-swap's rule: count only a caller that holds the handler).
+The state machine alone: workers reach it through listener.py (the socket, one Connection per request,
+and the process's main) in the typed messages of messages.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import secrets
-import signal
 import string
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import drafts, plan, slots
+from . import drafts, messages, plan, slots
 from .footprint import device_split, model_facts
-from .process import Child, StartFailed, http_request, record_children, stop_leftovers
+from .process import Child, StartFailed, http_request, record_children
 from .spec import LaunchSpec, SupervisorSettings
 
 log = logging.getLogger("api_like_oai.supervisor")
@@ -77,6 +65,11 @@ class Managed:
     drafts: drafts.DraftCounts = field(default_factory=drafts.DraftCounts)
     stage_seconds: dict = field(default_factory=dict)   # a swap's stages, all swaps together (the bench reads them)
     drain_began: float | None = None
+
+    def move(self, status: str) -> None:
+        """The model's status changes to `status`, if plan.TRANSITIONS allows it (IllegalTransition if not)."""
+        plan.check_transition(self.status, status)
+        self.status = status
 
     def timed(self, stage: str, since: float) -> float:
         """Add the time since `since` to `stage`'s total; now, the next stage's start."""
@@ -155,11 +148,12 @@ class Supervisor:
         for name in actions.stop:
             model = self.models[name]
             model.evictions += name in actions.evicted
-            model.status = plan.STOPPING
+            model.move(plan.STOPPING)
             asyncio.get_running_loop().create_task(self._stop(model))
         for name in actions.start:
             model = self.models[name]
-            model.status, model.stage = plan.LOADING, "starting"
+            model.move(plan.LOADING)
+            model.stage = "starting"
             self.emit(model)
             asyncio.get_running_loop().create_task(self._start(model))
 
@@ -203,7 +197,7 @@ class Supervisor:
                                   f"({model.spec.queue_limit}, its queue_limit)", 429, RETRY_AFTER_FULL_SECONDS)
         waiter = Waiter(time.monotonic(), asyncio.get_running_loop().create_future())
         model.waiters.append(waiter)
-        await say({"wait": model.stage or "queued"})
+        await say(messages.Wait(model.stage or "queued"))
         self.reconsider()
         try:
             return await waiter.granted
@@ -305,7 +299,8 @@ class Supervisor:
             return
         for child in model.children:
             asyncio.get_running_loop().create_task(self._watch(model, child))
-        model.status, model.stage, model.error, model.failures = plan.LOADED, None, None, 0
+        model.move(plan.LOADED)
+        model.stage, model.error, model.failures = None, None, 0
         model.loads += 1
         model.load_seconds += time.monotonic() - began
         log.info("model %s: loaded in %.2f s", spec.name, time.monotonic() - began)
@@ -323,7 +318,8 @@ class Supervisor:
 
     def _mark_failed(self, model: Managed, message: str) -> None:
         model.failures += 1
-        model.status, model.stage, model.error, model.draining = plan.FAILED, None, message, False
+        model.move(plan.FAILED)
+        model.stage, model.error, model.draining = None, message, False
         model.drain_began = None
         # the first failure is retried by the next request at once; then 1, 2, 4 ... 60 s apart
         model.retry_at = time.monotonic() + (min(2 ** (model.failures - 2), MAX_BACKOFF_SECONDS) if model.failures > 1 else 0)
@@ -382,7 +378,8 @@ class Supervisor:
         # plan.decide stops only a model with no lease held, and its slots are saved: SIGKILL at once
         await asyncio.gather(*(child.stop(self.settings.stop_timeout, idle=True) for child in model.children if child))
         model.timed("exit", signalled)
-        model.status, model.stage, model.draining, model.ttl = plan.UNLOADED, None, False, None
+        model.move(plan.UNLOADED)
+        model.stage, model.draining, model.ttl = None, False, None
         log.info("model %s: unloaded", model.spec.name)
         self.emit(model)
         self.reconsider()
@@ -445,144 +442,5 @@ class SupervisorError(Exception):
         super().__init__(message)
         self.message, self.status, self.retry_after = message, status, retry_after
 
-    def to_dict(self) -> dict:
-        return {"error": self.message, "status": self.status, "retry_after": self.retry_after}
-
-
-# --- the socket -------------------------------------------------------------------------------
-
-
-class Connection:
-    """One worker's connection: a request line in, answer lines out. Its end (EOF) is watched from the
-    first line on: a worker that hangs up cancels what it waited for, or releases what it held."""
-
-    def __init__(self, supervisor: Supervisor, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        self.supervisor, self.reader, self.writer = supervisor, reader, writer
-        self.hung_up: asyncio.Future | None = None
-
-    async def say(self, message: dict) -> None:
-        self.writer.write(json.dumps(message).encode() + b"\n")
-        await self.writer.drain()
-
-    async def serve(self) -> None:
-        try:
-            request = json.loads(await self.reader.readline() or b"{}")
-            self.hung_up = asyncio.ensure_future(self.reader.read())   # the one reader from here on
-            await self._answer(request)
-        except SupervisorError as exc:
-            await self._say_quietly(exc.to_dict())
-        except (ConnectionError, json.JSONDecodeError):
-            pass
-        finally:
-            if self.hung_up is not None:
-                self.hung_up.cancel()
-            self.writer.close()
-
-    async def _say_quietly(self, message: dict) -> None:
-        try:
-            await self.say(message)
-        except ConnectionError:
-            pass
-
-    async def _answer(self, request: dict) -> None:
-        op, name, supervisor = request.get("op"), request.get("model"), self.supervisor
-        if op == "acquire":
-            await self._lease(name, request.get("unreachable"))
-        elif op == "status":
-            await self.say(supervisor.status())
-        elif op == "logs":
-            await self.say({"lines": supervisor.logs(name)})
-        elif op == "load":
-            await self.say({"status": await self._until_gone(supervisor.load(name, request.get("args"), self.say,
-                                                                             request.get("lent_mib", 0)))})
-        elif op == "unload":
-            await self.say({"status": await self._until_gone(supervisor.unload(name))})
-        elif op == "keep_alive":
-            await self.say({"status": supervisor.keep_alive(name, float(request.get("seconds", 0)))})
-        elif op == "events":
-            await self._events()
-
-    async def _until_gone(self, work):
-        """`work`'s result, or cancelled if the worker hangs up first (a client that went away)."""
-        task = asyncio.ensure_future(work)
-        done, _ = await asyncio.wait({task, self.hung_up}, return_when=asyncio.FIRST_COMPLETED)
-        if task not in done:
-            task.cancel()
-            raise ConnectionError("the worker hung up")
-        return task.result()
-
-    async def _lease(self, name: str, unreachable: list[str] | None) -> None:
-        urls = await self._until_gone(self.supervisor.acquire(name, self.say, unreachable))
-        try:
-            await self.say({"ok": True, "urls": urls})
-            await self.hung_up   # the lease lasts as long as the connection
-        finally:
-            self.supervisor.release(name)
-
-    async def _events(self) -> None:
-        queue: asyncio.Queue = asyncio.Queue()
-        self.supervisor.subscribers.append(queue)
-        try:
-            await self.say({"event": self.supervisor.status()})
-            while True:
-                await self.say({"event": await self._until_gone(queue.get())})
-        finally:
-            self.supervisor.subscribers.remove(queue)
-
-
-async def run(settings: SupervisorSettings, socket_path: str) -> None:
-    pid_file = socket_path + ".children"   # what a supervisor started in this one's place must not find running
-    stop_leftovers(pid_file)
-    supervisor = Supervisor(settings, pid_file)
-    server = await asyncio.start_unix_server(
-        lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=socket_path)
-    loop = asyncio.get_running_loop()
-    ended = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(signum, ended.set)
-    loop.add_reader(sys.stdin.fileno(), lambda: _parent_gone(ended))
-    for spec in settings.models:
-        if spec.preload:
-            loop.create_task(_preload(supervisor, spec.name))
-    ticker = loop.create_task(_tick(supervisor))
-    draft_reader = loop.create_task(_read_drafts(supervisor))
-    estimates = loop.create_task(supervisor.estimate_all())
-    print("ready", flush=True)   # the parent waits for this line before it starts the workers
-    await ended.wait()
-    ticker.cancel()
-    draft_reader.cancel()
-    estimates.cancel()
-    server.close()
-    await supervisor.stop_all()
-
-
-def _parent_gone(ended: asyncio.Event) -> None:
-    """stdin is the parent's pipe: its end (EOF) means the proxy is gone, however it went."""
-    if not os.read(sys.stdin.fileno(), 4096):
-        asyncio.get_running_loop().remove_reader(sys.stdin.fileno())
-        ended.set()
-
-
-async def _preload(supervisor: Supervisor, name: str) -> None:
-    async def quiet(_message):
-        return None
-
-    try:
-        await supervisor.load(name, None, quiet)
-    except SupervisorError as exc:
-        log.warning("model %s: preload failed: %s", name, exc.message)
-
-
-async def _read_drafts(supervisor: Supervisor) -> None:
-    """The loaded draft models' acceptance, read every few seconds (a status never waits for it)."""
-    while True:
-        await asyncio.sleep(drafts.READ_EVERY_SECONDS)
-        for model in list(supervisor.models.values()):
-            if model.spec.draft and model.status == plan.LOADED:
-                await supervisor.read_drafts(model)
-
-
-async def _tick(supervisor: Supervisor) -> None:
-    while True:
-        await asyncio.sleep(TICK_SECONDS)
-        supervisor.reconsider()
+    def reply(self) -> messages.Refused:
+        return messages.Refused(self.message, self.status, self.retry_after)

@@ -212,15 +212,27 @@ function showRequests(requests) {
                    el("td", {}, number(request.elapsed_seconds) + " s"), stop);
     row.dataset.requestId = request.request_id;
     row.dataset.phase = request.phase;
-    return row;
-  }), "requests-empty");
+    return request.mcp ? [row, stepsRow(request.mcp, 7)] : [row];
+  }).flat(), "requests-empty");
+}
+
+// A request's detail: the MCP listings and calls the proxy ran for it (server, tool, duration, error),
+// as a row under its own.
+function stepsRow(steps, columns) {
+  const items = steps.map((step) => el("li", { className: step.error ? "step step-error" : "step" },
+    step.server + " · " + step.tool + " · " + number(step.seconds, 2) + " s"
+    + (step.running ? " (running)" : "") + (step.error ? " · " + step.error : "")));
+  return el("tr", { className: "steps" }, el("td", { colSpan: columns }, "MCP", el("ul", {}, ...items)));
 }
 
 function showErrors(errors) {
-  fill("errors", errors.map((error) => el("tr", {},
-    el("td", {}, new Date(error.time * 1000).toLocaleTimeString()), el("td", {}, error.status),
-    el("td", {}, error.endpoint), el("td", {}, error.model), el("td", {}, error.key || "–"),
-    el("td", { className: "reason" }, (error.code ? error.code + ": " : "") + error.reason))), "errors-empty");
+  fill("errors", errors.map((error) => {
+    const row = el("tr", {},
+      el("td", {}, new Date(error.time * 1000).toLocaleTimeString()), el("td", {}, error.status),
+      el("td", {}, error.endpoint), el("td", {}, error.model), el("td", {}, error.key || "–"),
+      el("td", { className: "reason" }, (error.code ? error.code + ": " : "") + error.reason));
+    return error.mcp ? [row, stepsRow(error.mcp, 6)] : [row];
+  }).flat(), "errors-empty");
 }
 
 // --- the charts (uPlot, vendored: ui/vendor/uplot) ---------------------------------------------

@@ -13,7 +13,18 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import Proxy, RedisServer, command_line, descendants_of, eventually, free_port, kill_instance, still_running, stop
+from ..servers import (
+    Proxy,
+    command_line,
+    descendants_of,
+    eventually,
+    fleet_redis,
+    free_port,
+    kill_instance,
+    launch_all,
+    still_running,
+    stop,
+)
 
 SECRET = "a-fleet-secret-for-the-e2e-tests-0123456789"
 MODEL = "smol"
@@ -31,17 +42,11 @@ SYSTEM = "You are a terse coding agent. " + " ".join(f"Rule {n}: answer in one s
 @pytest.fixture(scope="module")
 def fleet(provisioned, tmp_path_factory):
     directory = tmp_path_factory.mktemp("fleet-e2e")
-    secret_file = directory / "fleet-secret"
-    secret_file.write_text(SECRET)
-    redis_server = RedisServer().start()
-    common = ["--fleet", redis_server.url, "--fleet-secret-file", str(secret_file)]
+    redis_server, common = fleet_redis(directory, SECRET)
     boxes = [_box(directory, index, common, provisioned) for index in range(2)]
     fronts = [Proxy(list(common), host=f"127.0.0.{4 + n}") for n in range(2)]
     try:
-        for proxy in boxes + fronts:
-            proxy.launch()
-        for proxy in boxes + fronts:
-            proxy.ready()
+        launch_all(boxes + fronts)
         eventually(lambda: all(len(_where(front)) == 2 for front in fronts), "both boxes in the fleet")
         yield {"redis": redis_server, "boxes": boxes, "fronts": fronts}
     finally:
@@ -122,7 +127,8 @@ def test_a_killed_front_leaves_the_other_front_serving_and_its_leases_released(f
     stream = openai_client(killed.url).chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Count to one hundred."}], max_tokens=400, stream=True)
     next(iter(stream))
-    assert sum(box["in_flight"] for box in _where(other).values()) >= 1
+    # the box's next heartbeat (1 s) and the front's next read (0.5 s) show it
+    eventually(lambda: sum(box["in_flight"] for box in _where(other).values()) >= 1, "the stream in flight")
     leftovers = kill_instance(killed.process)
     for n in range(4):
         assert _turn(other, [{"role": "user", "content": f"Say hi {n}."}]).http_response.status_code == 200

@@ -2,12 +2,16 @@
 server (the `mcp` SDK's, Streamable HTTP): the request lists the server, the model is made to call
 (tool_choice required: SmolLM2 does not call tools reliably on its own, the grammar holds it to one),
 the proxy runs the call and the model answers; the OpenAI SDK and the Agents SDK's HostedMCPTool.
-The scripted model's tests (tests/faults/test_mcp_tools.py) cover every other path."""
+A stdio server of the config (started by the proxy) through Responses and Messages. The scripted
+model's tests (tests/faults/test_mcp_tools.py, test_mcp_stdio.py) cover every other path."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 
+import anthropic
 import pytest
 from agents import Agent, HostedMCPTool, ModelSettings, OpenAIResponsesModel, Runner, set_tracing_disabled
 from openai import AsyncOpenAI, OpenAI
@@ -71,3 +75,31 @@ def test_the_agents_sdk_hosted_mcp_tool_runs_on_smollm2(mcp_proxy, mcp_http, app
     assert calls and calls[0].output.startswith(CITY_WEATHER)
     assert isinstance(result.final_output, str)
     assert approved == (["weather"] if approval == "always" else [])
+
+
+@pytest.fixture(scope="module")
+def stdio_proxy(llama_server, start_proxy, tmp_path_factory):
+    """A proxy whose config names a stdio MCP server (tests/mcp_servers.py over stdin and stdout)."""
+    config = tmp_path_factory.mktemp("stdio") / "config.yaml"
+    config.write_text(json.dumps({"mcp_servers": {"local": {
+        "command": sys.executable, "args": ["-m", "tests.mcp_servers", "stdio"]}}}))
+    return start_proxy("--llama-api", llama_server.url, "--config", str(config), "--mcp-max-rounds", "1")
+
+
+def test_smollm2_calls_a_stdio_server_of_the_config_through_responses_and_messages(stdio_proxy):
+    client = OpenAI(base_url=stdio_proxy.url + "/v1", api_key="sk-no-key", max_retries=0, timeout=TIMEOUT)
+    response = client.responses.create(model="smollm2", input="What is the weather in Paris?", tool_choice="required",
+                                       max_output_tokens=60, tools=[{"type": "mcp", "server_label": "local",
+                                                                     "allowed_tools": ["weather"], "require_approval": "never"}])
+    call = next(item for item in response.output if item.type == "mcp_call")
+    assert (call.server_label, call.name, call.error) == ("local", "weather", None)
+    assert call.output.startswith(CITY_WEATHER)
+    beta = anthropic.Anthropic(base_url=stdio_proxy.url, api_key="k", max_retries=0, timeout=TIMEOUT).beta.messages
+    message = beta.create(model="smollm2", max_tokens=60, betas=["mcp-client-2025-04-04"], tool_choice={"type": "any"},
+                          messages=[{"role": "user", "content": "What is the weather in Rome?"}],
+                          mcp_servers=[{"type": "url", "url": "config", "name": "local",
+                                        "tool_configuration": {"allowed_tools": ["weather"]}}])
+    used, result = message.content[0], message.content[1]
+    assert (used.type, used.server_name, used.name, result.type, result.is_error) == \
+        ("mcp_tool_use", "local", "weather", "mcp_tool_result", False)
+    assert result.content[0].text.startswith(CITY_WEATHER)

@@ -271,22 +271,68 @@ def test_the_memory_estimate_is_the_file_plus_the_kv_cache_for_the_context(provi
     assert estimate_mib(launch_spec("m", model)) == estimate_mib(launch_spec("m", model, args=["-c", "8192"]))  # trained
 
 
+# One streamed request per API: (path, body for a model). Each API's keep-alive and error event differ.
+STREAMED = {
+    "openai": ("/v1/chat/completions", lambda model: {"model": model, "messages": HELLO, "max_tokens": 4,
+                                                      "stream": True}),
+    "anthropic": ("/v1/messages", lambda model: {"model": model, "messages": HELLO, "max_tokens": 4, "stream": True}),
+    "responses": ("/v1/responses", lambda model: {"model": model, "input": "Say hello.", "max_output_tokens": 16,
+                                                  "stream": True}),
+    "ollama": ("/api/chat", lambda model: {"model": model, "messages": HELLO, "stream": True,
+                                           "options": {"num_predict": 4}}),
+}
+
+
+def streamed(proxy: Proxy, api: str, model: str) -> requests.Response:
+    path, body = STREAMED[api]
+    return requests.post(f"{proxy.url}{path}", json=body(model), timeout=180)
+
+
+def starts_with_keepalive(api: str, body: str) -> bool:
+    """Whether the stream's first event is the API's keep-alive (Ollama's: an empty piece, not done)."""
+    if api == "ollama":
+        first = json.loads(body.splitlines()[0])
+        return first["done"] is False and first["message"] == {"role": "assistant", "content": ""}
+    keepalive = 'event: ping\ndata: {"type": "ping"}\n\n' if api == "anthropic" else ": keep-alive\n\n"
+    return body.startswith(keepalive)
+
+
 def test_streams_waiting_for_a_swap_get_keep_alives_then_their_answer(launch):
     proxy = launch(TWO_MODELS, "--memory-budget", "400")
-    with ThreadPoolExecutor(3) as pool:
+    with ThreadPoolExecutor(5) as pool:
         # smol-a busy for longer than a keep-alive interval: smol-b has to wait for it to drain
         busy = pool.submit(chat, proxy, "smol-a", max_tokens=400, ignore_eos=True)
         wait_until(lambda: status(proxy, "smol-a")["in_flight"] == 1, proxy.process, "smol-a busy", 60)
-        openai_stream = pool.submit(requests.post, f"{proxy.url}/v1/chat/completions", timeout=180, json={
-            "model": "smol-b", "messages": HELLO, "max_tokens": 4, "stream": True})
-        anthropic_stream = pool.submit(requests.post, f"{proxy.url}/v1/messages", timeout=180, json={
-            "model": "smol-b", "messages": HELLO, "max_tokens": 4, "stream": True})
+        waiting = {api: pool.submit(streamed, proxy, api, "smol-b") for api in STREAMED}
         assert busy.result().json()["usage"]["completion_tokens"] == 400   # not cut by the swap
-        openai_body, anthropic_body = openai_stream.result().text, anthropic_stream.result().text
-    assert openai_body.startswith(": keep-alive\n\n") and openai_body.rstrip().endswith("data: [DONE]")
-    assert '"finish_reason"' in openai_body
-    assert anthropic_body.startswith('event: ping\ndata: {"type": "ping"}\n\n')
-    assert "event: message_stop" in anthropic_body
+        bodies = {api: reply.result().text for api, reply in waiting.items()}
+    assert all(starts_with_keepalive(api, body) for api, body in bodies.items()), bodies
+    assert bodies["openai"].rstrip().endswith("data: [DONE]") and '"finish_reason"' in bodies["openai"]
+    assert "event: message_stop" in bodies["anthropic"]
+    assert "event: response.completed" in bodies["responses"] or "event: response.incomplete" in bodies["responses"]
+    assert json.loads(bodies["ollama"].splitlines()[-1])["done"] is True
+    assert status(proxy, "smol-b")["loads"] == 1
+
+
+def test_a_streamed_load_that_fails_ends_with_each_apis_error_event(launch):
+    """Streams waiting for a load that fails: the API's keep-alive, then its own error event naming why."""
+    proxy = launch(TWO_MODELS.split("  smol-b:")[0] + "  broken:\n    model: $MODEL\n    args: [--no-such-flag]\n"
+                   "    memory: 300\n", "--memory-budget", "400")
+    with ThreadPoolExecutor(5) as pool:
+        # smol-a busy: the four wait for it to drain, so all of them wait for the one load that fails
+        busy = pool.submit(chat, proxy, "smol-a", max_tokens=400, ignore_eos=True)
+        wait_until(lambda: status(proxy, "smol-a")["in_flight"] == 1, proxy.process, "smol-a busy", 60)
+        waiting = {api: pool.submit(streamed, proxy, api, "broken") for api in STREAMED}
+        replies = {api: reply.result() for api, reply in waiting.items()}
+        assert busy.result().status_code == 200
+    assert {api: reply.status_code for api, reply in replies.items()} == dict.fromkeys(STREAMED, 200)
+    bodies = {api: reply.text for api, reply in replies.items()}
+    assert all(starts_with_keepalive(api, body) and "--no-such-flag" in body for api, body in bodies.items()), bodies
+    assert '\ndata: {"error":' in bodies["openai"]
+    assert 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"' in bodies["anthropic"]
+    failed = bodies["responses"].split("event: response.failed\ndata: ", 1)[1]
+    assert json.loads(failed.split("\n", 1)[0])["response"]["status"] == "failed"
+    assert "error" in json.loads(bodies["ollama"].splitlines()[-1])
 
 
 def test_replicas_run_side_by_side_and_a_recycled_worker_restarts_nothing(launch):

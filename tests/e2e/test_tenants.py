@@ -1,8 +1,10 @@
 """Keys that hold against their holders (issue 43), probed as a tenant would: a proxy that starts two
 models `a` and `b` itself (--models-dir, the real llama-server), with a store, an admin key from a file
-and managed keys. Every route the app has (those of /openapi.json, llama.cpp's native ones, the rest)
-is tried with no key, a key of model `a`, a key of model `b` only, a rate-limited key of `a` and the
-admin key, and its outcome checked against the route's row in ROUTES; a route without a row fails."""
+and managed keys; it is a box of a fleet (issue 37: a real Redis), whose other box serves model `c`
+(a fake llama.cpp). Every route the app has (those of /openapi.json, llama.cpp's native ones, the
+fleet's, the rest) is tried with no key, a key of models `a` and `c`, a key of model `b` only, a
+rate-limited key of `a` and the admin key, and its outcome checked against the route's row in ROUTES;
+a route without a row fails."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ import pytest
 import requests
 
 from api_like_oai import create_app
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
+
+from ..servers import eventually, fleet_redis, free_port
 
 ADMIN_KEY = "sk-admin-of-the-tenants-test"
 NONE, OWN, OTHER, LIMITED, ADMIN = "no key", "key of a", "key of b", "rate-limited key of a", "admin key"
@@ -52,6 +56,9 @@ OWN_CARD = Kind("own card", {NONE: ok(401), OWN: ok(), OTHER: ok(404), LIMITED: 
 # The caller's own usage: counted against its limits.
 OWN_USAGE = Kind("own usage", {NONE: ok(401), OWN: ok(), OTHER: ok(), LIMITED: ok(429), ADMIN: ok()})
 ADMIN_ONLY = Kind("admin-only", {NONE: ok(401), OWN: ok(403), OTHER: ok(403), LIMITED: ok(403), ADMIN: ok()})
+# A box's routes for the fleet's other instances: only with the fleet secret, whatever the key (even the admin's).
+FLEET_ONLY = Kind("fleet calls only", {caller: ok(401) for caller in CALLERS})
+FLEET_SECRET = "the-tenants-fleet-secret-0123456789"
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,8 @@ ROUTES: dict[tuple[str, str], Row] = {
     # Usage: a key its own, the admin every key's; reading it counts.
     ("GET", "/v1/internal/usage"): Row(OWN_USAGE, get("/v1/internal/usage")),
     ("GET", "/v1/organization/usage/completions"): Row(OWN_USAGE, get("/v1/organization/usage/completions?start_time=0")),
+    ("GET", "/v1/organization/usage/audio_transcriptions"): Row(OWN_USAGE, get(
+        "/v1/organization/usage/audio_transcriptions?start_time=0")),
     # Managing keys.
     ("GET", "/v1/internal/keys"): Row(ADMIN_ONLY, get("/v1/internal/keys")),
     ("POST", "/v1/internal/keys"): Row(ADMIN_ONLY, lambda probe, caller: ("POST", "/v1/internal/keys",
@@ -210,18 +219,25 @@ ROUTES: dict[tuple[str, str], Row] = {
        for prefix in ("/v1", "") for kind in ("transcriptions", "translations")},
     **{("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "input": "Hi", "voice": "alloy"}), ok(400))
        for path in ("/v1/audio/speech", "/audio/speech")},
+    # The fleet's (with --fleet): what a front asks a box.
+    ("GET", "/v1/fleet/status"): Row(FLEET_ONLY, get("/v1/fleet/status")),
+    ("POST", "/v1/fleet/load"): Row(FLEET_ONLY, post("/v1/fleet/load", {"model": "b"})),
+    ("POST", "/v1/fleet/pool"): Row(FLEET_ONLY, post("/v1/fleet/pool", {"model": "b", "rpc": ["127.0.0.1:9"], "lent_mib": 1})),
 }
 
 
-def app_routes() -> set[tuple[str, str]]:
-    """Every (method, rule) the app answers, as the CLI builds it with the native API on."""
-    app = create_app(parse_settings(["--llama-api", "http://127.0.0.1:9", "--admin-key", "x"]))
+def app_routes(tmp_path) -> set[tuple[str, str]]:
+    """Every (method, rule) the app answers, as the CLI builds it with the native API and a fleet on."""
+    (tmp_path / "fleet-secret").write_text(FLEET_SECRET)
+    app = create_app(parse_settings(["--llama-api", "http://127.0.0.1:9", "--admin-key", "x", "--fleet",
+                                     "redis://127.0.0.1:9/0", "--fleet-secret-file", str(tmp_path / "fleet-secret")]))
     return {(method, rule.rule) for rule in app.url_map.iter_rules()
             for method in rule.methods - {"HEAD", "OPTIONS"}}
 
 
-def test_every_route_has_a_row_in_the_table():
-    assert sorted(app_routes() - set(ROUTES)) == [] and sorted(set(ROUTES) - app_routes()) == []
+def test_every_route_has_a_row_in_the_table(tmp_path):
+    routes = app_routes(tmp_path)
+    assert sorted(routes - set(ROUTES)) == [] and sorted(set(ROUTES) - routes) == []
 
 
 class Probe:
@@ -239,7 +255,8 @@ class Probe:
             options |= {"data": body.data, "files": body.files}
         else:
             options["json"] = body
-        return requests.request(method, self.proxy.url + path, headers=self.headers(caller), timeout=120, **options)
+        headers = {**self.headers(caller), **options.pop("headers", {})}
+        return requests.request(method, self.proxy.url + path, headers=headers, timeout=120, **options)
 
     def objects(self, caller: str, fresh: bool = False) -> dict:
         """Ids of a stored response and a conversation with an item, the caller's (the admin's and a's
@@ -271,22 +288,35 @@ class Probe:
 
 
 @pytest.fixture(scope="module")
-def probe(provisioned, tmp_path_factory, start_proxy):
+def probe(provisioned, tmp_path_factory, start_proxy, start_fake):
     here = tmp_path_factory.mktemp("tenants")
     (here / "models").mkdir()
     for name in ("a", "b"):
         (here / "models" / f"{name}.gguf").symlink_to(provisioned["MODEL"])
     (here / "admin-key").write_text(ADMIN_KEY + "\n")
+    (here / "elsewhere.yaml").write_text(f"models:\n  c:\n    upstreams: [{start_fake().url}]\n    chat_prompt_model: chatml\n")
+    redis_server, fleet = fleet_redis(here, FLEET_SECRET)
+    port, elsewhere_port = free_port(), free_port()
     proxy = start_proxy("--models-dir", str(here / "models"), "--llama-server", provisioned["LLAMA_SERVER"],
                         "--llama-args", "--ctx-size 1024 --parallel 2 --threads 1", "--admin-key-file",
-                        str(here / "admin-key"), "--store", f"sqlite:///{here}/store.sqlite3")
+                        str(here / "admin-key"), "--store", f"sqlite:///{here}/store.sqlite3",
+                        *fleet, "--advertise", f"http://127.0.0.1:{port}", port=port)
+    elsewhere = start_proxy("--config", str(here / "elsewhere.yaml"), *fleet,
+                            "--advertise", f"http://127.0.0.1:{elsewhere_port}", port=elsewhere_port)
     keys = {ADMIN: ADMIN_KEY}
-    for caller, name, fields in [(OWN, "of-a", {"models": ["a"]}), (OTHER, "of-b", {"models": ["b"]}),
+    for caller, name, fields in [(OWN, "of-a", {"models": ["a", "c"]}), (OTHER, "of-b", {"models": ["b"]}),
                                  (LIMITED, "limited", {"models": ["a"], "rpm": 1})]:
         made = requests.post(proxy.url + "/v1/internal/keys", json={"name": name, **fields},
                              headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=10)
         keys[caller] = made.json()["key"]
-    return Probe(proxy, keys)
+    probe = Probe(proxy, keys)
+    probe.elsewhere = elsewhere
+    eventually(lambda: "c" in {card["id"] for card in probe.send(ADMIN, "GET", "/v1/models").json()["data"]},
+               "the other box's model in the fleet")
+    yield probe
+    elsewhere.stop()
+    proxy.stop()
+    redis_server.stop()
 
 
 def outcome(probe: Probe, row: Row, caller: str) -> int:
@@ -357,3 +387,46 @@ def test_a_models_port_is_held_and_is_never_the_proxys(probe):
         intruder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         intruder.bind(("127.0.0.1", ports[list(status).index("b")]))
     assert refused.value.errno == errno.EADDRINUSE
+
+
+# --- the fleet's (issue 37) ------------------------------------------------------------------------
+
+
+def live_event(answer: requests.Response) -> dict:
+    event = None
+    for line in answer.iter_lines(decode_unicode=True):
+        if line.startswith("event: "):
+            event = line[len("event: "):]
+        elif line.startswith("data: ") and event == "live":
+            answer.close()
+            return json.loads(line[len("data: "):])
+    raise AssertionError("no live event")
+
+
+def test_a_model_on_another_box_answers_each_caller_as_a_model_here_does(probe):
+    chat = {**CHAT, "model": "c"}
+    got = {caller: probe.send(caller, "POST", "/v1/chat/completions", chat).status_code for caller in CALLERS}
+    assert got == {NONE: 401, OWN: 200, OTHER: 404, LIMITED: 404, ADMIN: 200}
+
+
+def test_a_tenant_learns_no_box_address(probe):
+    own = probe.send(OWN, "POST", "/v1/chat/completions", {**CHAT, "model": "c"})
+    assert own.status_code == 200 and "X-Fleet-Box" not in own.headers and own.headers["X-Fleet-Route"]
+    assert probe.send(ADMIN, "POST", "/v1/chat/completions", {**CHAT, "model": "c"}).headers["X-Fleet-Box"] \
+        == probe.elsewhere.url
+    assert [box["box"] for box in probe.send(OWN, "GET", "/v1/models/c").json()["status"]["boxes"]] == ["box 1"]
+    assert probe.send(ADMIN, "GET", "/v1/models/c").json()["status"]["boxes"][0]["box"] == probe.elsewhere.url
+    assert live_event(probe.send(OWN, "GET", "/v1/internal/events", stream=True))["fleet"] is None
+    assert len(live_event(probe.send(ADMIN, "GET", "/v1/internal/events", stream=True))["fleet"]["boxes"]) == 2
+
+
+def test_the_fleets_headers_make_no_one_a_fleet_call_without_the_secret(probe):
+    spoofed = {"X-Fleet-Caller": "admin", "X-Fleet-Route": "prefix"}
+    assert probe.send(NONE, "POST", "/v1/chat/completions", CHAT, headers=spoofed).status_code == 401
+    assert probe.send(OTHER, "POST", "/v1/chat/completions", CHAT, headers=spoofed).status_code == 404
+    wrong = {"X-Fleet-Secret": FLEET_SECRET[:-1]}
+    assert probe.send(ADMIN, "GET", "/v1/fleet/status", headers=wrong).status_code == 401
+    right = probe.send(NONE, "GET", "/v1/fleet/status", headers={"X-Fleet-Secret": FLEET_SECRET})
+    assert right.status_code == 200 and len(right.json()["boxes"]) == 2
+    # a fleet call is no admin: the secret vouches for a front's client, it gives no admin's rights
+    assert probe.send(NONE, "GET", "/v1/internal/keys", headers={"X-Fleet-Secret": FLEET_SECRET}).status_code == 403

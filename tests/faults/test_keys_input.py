@@ -12,7 +12,7 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
 from api_like_oai import create_app
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 
 from ..servers import free_port
 

@@ -81,6 +81,15 @@ def mcp_tool(server: McpServer, **fields) -> dict:
     return {"type": "mcp", "server_label": "tools", "server_url": server.url, "require_approval": "never", **fields}
 
 
+def created(client, body: dict, stream: bool):
+    """(the response, its events' types: none when not streamed), created streamed or not."""
+    if not stream:
+        return client.responses.create(**body), []
+    with client.responses.stream(**body) as events:
+        kinds = [event.type for event in events]
+        return events.get_final_response(), kinds
+
+
 def output_types(response) -> list[str]:
     return [item.type for item in response.output]
 
@@ -90,13 +99,9 @@ def test_a_task_of_two_tool_rounds_completes_in_one_response(proxy, fake, mcp_ht
     plan += [("add", {"a": 2, "b": 3}), ("weather", {"city": "Paris"})]
     client = openai_client(proxy.url)
     body = {"model": "m", "input": "Add 2 and 3, then tell me the weather in Paris.", "tools": [mcp_tool(mcp_http)]}
+    response, kinds = created(client, body, stream)
     if stream:
-        with client.responses.stream(**body) as events:
-            kinds = [event.type for event in events]
-            response = events.get_final_response()
         assert_streamed_in_order(kinds)
-    else:
-        response = client.responses.create(**body)
     assert response.status == "completed"
     assert output_types(response) == ["mcp_list_tools", "mcp_call", "mcp_call", "message"]
     listing, add, weather, answer = response.output
@@ -134,13 +139,8 @@ def test_a_failing_tool_and_a_hanging_one_are_the_calls_errors(proxy, fake, mcp_
     plan += [("fail", {}), ("slow", {"seconds": 30})]
     client = openai_client(proxy.url)
     body = {"model": "m", "input": "Try the tools.", "tools": [mcp_tool(mcp_http)]}
-    if stream:
-        with client.responses.stream(**body) as events:
-            kinds = [event.type for event in events]
-            response = events.get_final_response()
-        assert kinds.count("response.mcp_call.failed") == 2
-    else:
-        response = client.responses.create(**body)
+    response, kinds = created(client, body, stream)
+    assert kinds.count("response.mcp_call.failed") == (2 if stream else 0)
     assert response.status == "completed"
     failed, hung = response.output[1], response.output[2]
     assert (failed.status, failed.error.type, hung.status, hung.error.type) == \

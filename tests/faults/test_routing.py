@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from api_like_oai import create_app
+from api_like_oai.arguments import parse_settings
 from api_like_oai.backends.routing import rendezvous
-from api_like_oai.cli import parse_settings
 
 from .test_anthropic_stream import usage
 

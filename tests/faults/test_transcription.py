@@ -232,6 +232,30 @@ def test_a_kind_openai_model_gets_the_form_as_it_is(client, hearing):
         client.audio.transcriptions.create(model="remote", file=("speech.ogg", audio, "audio/ogg"), response_format="srt")
 
 
+def test_a_kind_openai_models_files_count_their_seconds_and_one_of_unknown_length_is_refused_under_a_limit(
+        proxy, hearing):
+    """The upstream reads the file itself, so the proxy reads its length only where it can: a wav's counts;
+    an ogg's cannot be, which a key limited in audio seconds may not send (it would go uncounted)."""
+    limited = requests.post(proxy.url + "/v1/internal/keys", json={"name": "relayed-ears", "audio_seconds_per_day": 5},
+                            headers=ADMIN, timeout=10).json()["key"]
+    free = requests.post(proxy.url + "/v1/internal/keys", json={"name": "relayed-free", "rpm": 100},
+                         headers=ADMIN, timeout=10).json()["key"]
+    sent = len(hearing.requests)
+    ogg = requests.post(proxy.url + "/v1/audio/transcriptions", data={"model": "remote"}, timeout=30,
+                        files={"file": ("speech.ogg", b"OggS" + bytes(100), "audio/ogg")},
+                        headers={"Authorization": f"Bearer {limited}"})
+    assert ogg.status_code == 400 and ogg.json()["error"]["code"] == "audio_length_unknown"
+    assert len(hearing.requests) == sent
+    for key in (free, limited):
+        assert post(proxy, "/v1/audio/transcriptions", wav_of(3.0), {"Authorization": f"Bearer {key}"},
+                    model="remote").status_code == 200
+    assert post(proxy, "/v1/audio/transcriptions", wav_of(3.0), {"Authorization": f"Bearer {limited}"},
+                model="remote").status_code == 429   # 3 + 3 > 5
+    usage = requests.get(proxy.url + "/v1/internal/usage", headers=ADMIN, params={"by": "key"}, timeout=10).json()
+    seconds = {row["key"]: row["audio_seconds"] for row in usage["data"]}
+    assert (seconds["relayed-free"], seconds["relayed-ears"]) == (3.0, 3.0)
+
+
 def test_text_to_speech_is_relayed_to_a_kind_openai_model_only(client, hearing):
     spoken = client.audio.speech.create(model="remote", voice="alloy", input="Good morning")
     assert spoken.content == b"ID3-fake-mp3:Good morning"

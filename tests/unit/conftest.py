@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from api_like_oai import create_app
-from api_like_oai.cli import build_parser, settings_from_args
+from api_like_oai.arguments import build_parser, settings_from_args
 
 from ..servers import free_port
 

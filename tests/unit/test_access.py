@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from api_like_oai.cli import build_parser, settings_from_args
+from api_like_oai.arguments import build_parser, settings_from_args
 
 from .conftest import make_app
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api_like_oai.cli import build_parser, main, settings_from_args
+from api_like_oai.arguments import build_parser, settings_from_args
+from api_like_oai.cli import main
 
 
 def test_original_defaults():
@@ -48,7 +49,7 @@ def test_every_original_flag_is_documented_in_help(capsys):
 
 
 def test_the_readme_documents_every_flag():
-    from api_like_oai.cli import flag_actions
+    from api_like_oai.arguments import flag_actions
 
     from ..servers import ROOT
     readme = (ROOT / "README.md").read_text()

@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from api_like_oai.cli import main, parse_settings
+from api_like_oai.arguments import parse_settings
+from api_like_oai.cli import main
 from api_like_oai.services.models import ModelRegistry
 
 from ..servers import ROOT

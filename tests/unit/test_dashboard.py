@@ -13,7 +13,7 @@ import pytest
 
 from api_like_oai import create_app
 from api_like_oai.access.keys import Caller, KeyRecord
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 from api_like_oai.dashboard import history as h
 from api_like_oai.dashboard.buckets import MemoryBuckets, RedisBuckets, SQLiteBuckets
 from api_like_oai.dashboard.live import for_viewer
@@ -240,3 +240,22 @@ def test_the_memory_line_carries_each_devices_budget_and_use():
               "devices": {"gpu0": {"budget_mib": 1000, "used_mib": 404}, "cpu": {"budget_mib": 2000, "used_mib": 96}}}
     assert _memory(status) == {"budget_mib": 3000, "used_mib": 500, "devices": [
         {"device": "gpu0", "budget_mib": 1000, "used_mib": 404}, {"device": "cpu", "budget_mib": 2000, "used_mib": 96}]}
+
+
+def test_a_requests_detail_shows_its_mcp_steps_while_it_runs_and_in_its_error():
+    record = closed_record(status=502)
+    assert "mcp" not in record.live() and "mcp" not in h.error_entry(record, None, 0.0)   # none: nothing added
+    listing = record.mcp_step("files", "tools/list", "tools/list")
+    listing.ended = listing.started + 0.25
+    failed = record.mcp_step("files", "fail", "tools/call")
+    failed.ended, failed.error_type, failed.error = failed.started + 0.5, "mcp_tool_execution_error", "x" * 400
+    record.mcp_step("files", "slow", "tools/call")   # still running
+    steps = record.live()["mcp"]
+    assert steps[:2] == [{"server": "files", "tool": "tools/list", "seconds": 0.25, "running": False, "error": None},
+                         {"server": "files", "tool": "fail", "seconds": 0.5, "running": False, "error": "x" * 300}]
+    assert (steps[2]["tool"], steps[2]["running"], steps[2]["error"]) == ("slow", True, None)
+    entry = h.error_entry(record, "the upstream failed", 0.0)
+    assert [step["tool"] for step in entry["mcp"]] == ["tools/list", "fail", "slow"]
+    history = h.History(MemoryBuckets())
+    history.add(record)
+    assert history.recent_errors()[0]["mcp"][1]["error"] == "x" * 300

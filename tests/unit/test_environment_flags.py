@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from api_like_oai.cli import ENV_PREFIX, Switch, build_parser, flag_actions
+from api_like_oai.arguments import ENV_PREFIX, Switch, build_parser, flag_actions
 
 ACTIONS = flag_actions(build_parser())
 

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from api_like_oai.backends.events import GenerationEvent
-from api_like_oai.backends.pool import AnyServer, UpstreamPool
+from api_like_oai.backends.pool import UpstreamPool
 from api_like_oai.backends.routing import Affinity, Router, RoutingPolicy, UpstreamLoad
+from api_like_oai.backends.upstream import UpstreamRequest
 from api_like_oai.errors import UpstreamUnavailable
 
 URLS = ("http://a:1", "http://b:2", "http://c:3")
@@ -79,7 +80,7 @@ class StubServer:
     def _refuse(self):
         raise UpstreamUnavailable(f"llama.cpp at {self.base_url} is unreachable (ConnectionRefusedError)")
 
-    def generate(self, path, payload, *, index=0, batched=False):
+    def generate(self, path, payload, *, index=0, batched=False, media=None):
         if not self.up and not self.fails_late:
             self._refuse()
         return self._events(index)
@@ -109,7 +110,7 @@ def answer_of(pool: UpstreamPool, request: tuple[str, int, int | None]) -> str:
         pool.ask(lambda client: served.append(client.base_url) or client.tokenize(PROMPTS[prompt]))
         return served[-1]
     affinity = Affinity(PROMPTS[prompt], None if session is None else SESSIONS[session])
-    return "".join(event.text for event in pool.generate("/completion", {"stream": True}, affinity=affinity))
+    return "".join(event.text for event in pool.generate(UpstreamRequest("/completion", {"stream": True}, affinity=affinity)))
 
 
 REQUESTS = st.lists(st.tuples(st.sampled_from(("generate", "tokenize")), st.integers(0, 2),
@@ -138,11 +139,11 @@ def test_a_dead_server_is_marked_down_and_forgotten_and_comes_back_with_its_heal
     servers = [StubServer(URLS[0], True, False), StubServer(URLS[1], True, False)]
     pool = UpstreamPool(servers, health_interval=3600)
     affinity = Affinity(PROMPTS[0])
-    first = "".join(event.text for event in pool.generate("/completion", {}, affinity=affinity))
+    first = "".join(event.text for event in pool.generate(UpstreamRequest("/completion", affinity=affinity)))
     holder = next(server for server in servers if server.base_url == first)
     pool.router.learn(Affinity(PROMPTS[1]), first)   # another conversation it held
     holder.up = False
-    moved = "".join(event.text for event in pool.generate("/completion", {}, affinity=affinity))
+    moved = "".join(event.text for event in pool.generate(UpstreamRequest("/completion", affinity=affinity)))
     assert moved != first and pool.healthy[first] is False
     assert set(pool.router.table.entries.values()) == {moved}   # the other conversation's route too
     assert pool.candidates(affinity)[-1] is holder   # skipped until its health check passes
@@ -153,8 +154,8 @@ def test_a_dead_server_is_marked_down_and_forgotten_and_comes_back_with_its_heal
 @pytest.mark.parametrize("fails_late", [False, True])
 def test_with_every_server_down_the_503_names_them_all(fails_late):
     pool = UpstreamPool([StubServer(url, False, fails_late) for url in URLS], health_interval=3600)
-    for call in (lambda: pool.generate("/completion", {}, affinity=Affinity(PROMPTS[0], "alpha")),
-                 lambda: AnyServer(pool).tokenize("hi")):
+    for call in (lambda: pool.generate(UpstreamRequest("/completion", affinity=Affinity(PROMPTS[0], "alpha"))),
+                 lambda: pool.tokenize("hi")):
         with pytest.raises(UpstreamUnavailable) as caught:
             call()
         assert all(url in caught.value.message for url in URLS) and caught.value.headers == {"Retry-After": "5"}

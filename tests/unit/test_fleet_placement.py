@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from api_like_oai.fleet.affinity import session_key
 from api_like_oai.fleet.membership import box_of, box_record
-from api_like_oai.fleet.placement import Box, Candidate, ModelOnBox, Pool, fleet_models, place, pool
-from api_like_oai.fleet.usage import StreamUsage, counts_in
+from api_like_oai.fleet.placement import Box, Candidate, ModelOnBox, Pool, fleet_models, place, pool, replica_start
+from api_like_oai.fleet.usage import StreamUsage, counts_in, prompt_bound, reply_bound
 
 A, B, C = "http://127.0.0.2:8081", "http://127.0.0.3:8081", "http://127.0.0.4:8081"
 
@@ -69,10 +71,11 @@ def test_cold_order_saved_slot_then_fits_then_evicting_idle_models():
     assert routes(place("m", boxes)) == [(C, "restored"), (B, "fits"), (A, "evict")]
 
 
-def test_a_box_whose_busy_or_pinned_models_leave_no_room_is_no_candidate():
+def test_a_box_whose_pinned_models_leave_no_room_is_no_candidate_one_whose_busy_models_do_is_waited_on():
     boxes = [box(A, m=("unloaded", 600), busy=("loaded", 600, 1)),
              box(B, m=("unloaded", 600), pinned=ModelOnBox("loaded", 600, pinned=True))]
-    assert place("m", boxes) == []
+    assert routes(place("m", boxes)) == [(A, "wait")]
+    assert place("m", boxes[1:]) == []
 
 
 def test_a_model_no_box_lists_has_no_candidate():
@@ -173,3 +176,98 @@ def test_a_pooled_models_record_names_the_loans_it_took():
     status = {"memory_budget_mib": 400, "models": {"big": {"value": "loaded", "memory_mib": 300, "in_flight": 0,
                                                            "queued": 0, "args": ["--rpc", "10.0.0.3:50052,10.0.0.4:50052"]}}}
     assert box_of(box_record(A, status, [], [], 0.0)).models["big"].borrows == ("10.0.0.3:50052", "10.0.0.4:50052")
+
+
+def spread(state: str, memory: int = 300, boxes: int = 2, in_flight: int = 0) -> ModelOnBox:
+    return ModelOnBox(state, memory, in_flight, boxes=boxes)
+
+
+def test_a_model_kept_on_two_boxes_gets_its_second_copy_where_it_fits_a_saved_slot_first():
+    boxes = [box(A, m=spread("loaded")), box(B, budget=2000, m=spread("unloaded")), box(C, saved=["m"], m=spread("unloaded"))]
+    assert replica_start("m", boxes) == Candidate(C, "replica")
+    assert replica_start("m", boxes[:2]) == Candidate(B, "replica")
+
+
+def test_no_copy_started_when_enough_boxes_hold_it_or_none_has_it_loaded_or_none_has_room():
+    assert replica_start("m", [box(A, m=spread("loaded")), box(B, m=spread("loading")), box(C, m=spread("unloaded"))]) is None
+    assert replica_start("m", [box(A, m=spread("unloaded")), box(B, m=spread("unloaded"))]) is None   # a cold start's
+    assert replica_start("m", [box(A, m=spread("loaded", boxes=1)), box(B, m=spread("unloaded", boxes=1))]) is None
+    full = box(B, budget=400, m=spread("unloaded"), other=("loaded", 300))   # room only by evicting: not for a copy
+    assert replica_start("m", [box(A, m=spread("loaded")), full]) is None
+
+
+def test_once_the_copy_is_loaded_sessions_spread_over_both_boxes_each_staying_on_its_own():
+    boxes = [box(A, m=spread("loaded")), box(B, m=spread("loaded"))]
+    chosen = {n: place("m", boxes, session=f"s{n}")[0] for n in range(40)}
+    assert {c.address for c in chosen.values()} == {A, B} and {c.route for c in chosen.values()} == {"prefix"}
+    assert all(place("m", boxes[::-1], session=f"s{n}")[0] == chosen[n] for n in range(40))
+
+
+def test_a_records_boxes_come_from_the_box_config():
+    status = {"memory_budget_mib": 400, "models": {"m": {"value": "loaded", "memory_mib": 300, "in_flight": 0, "queued": 0}}}
+    assert box_of(box_record(A, status, [], [], 0.0, spread={"m": 3})).models["m"].boxes == 3
+    assert box_of(box_record(A, status, [], [], 0.0)).models["m"].boxes == 1
+
+
+@pytest.mark.parametrize(("body", "bound"), [
+    ({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "héllo"}]}, len("user") + 6 + 8 * 2),
+    ({"model": "m", "prompt": "abc", "max_completion_tokens": 5}, 3 + 8 * 2),
+])
+def test_a_relayed_prompt_is_bounded_by_its_texts_bytes_and_its_turns(body, bound):
+    assert prompt_bound(body) == bound
+
+
+def test_the_reply_bound_is_the_clients_own_in_every_api():
+    assert [reply_bound(b) for b in ({"max_tokens": 8}, {"max_completion_tokens": 4, "max_tokens": 9},
+                                     {"max_output_tokens": 16}, {}, {"max_tokens": True})] == [8, 4, 16, None, None]
+
+
+def test_a_box_whose_busy_models_must_finish_first_is_waited_on_rather_than_refused_or_pooled():
+    busy = box(A, budget=450, m=("unloaded", 400), other=("loaded", 300, 2))
+    pinned = box(B, budget=450, m=("unloaded", 400), other=ModelOnBox("loaded", 300, 0, pinned=True))
+    assert routes(place("m", [busy, pinned])) == [(A, "wait")]
+    busier = box(C, budget=450, m=("unloaded", 400), other=("loaded", 300, 5))
+    assert routes(place("m", [busier, busy])) == [(A, "wait"), (C, "wait")]
+
+
+class FlakyRedis:
+    """Redis as membership reads it: the records, until `down`."""
+
+    def __init__(self, record: dict):
+        self.record, self.down = record, False
+        self.connection_pool = type("Pool", (), {"connection_kwargs": {"host": "10.0.0.1", "port": 6379}})()
+
+    def smembers(self, _key):
+        if self.down:
+            raise ConnectionError("Redis is down")
+        return {self.record["address"].encode()}
+
+    def mget(self, _keys):
+        return [json.dumps(self.record)]
+
+
+def test_a_front_idle_past_the_expiry_keeps_its_records_until_redis_has_failed_for_the_expiry():
+    from api_like_oai.errors import FleetUnavailable
+    from api_like_oai.fleet.membership import Membership
+    from api_like_oai.fleet.settings import FleetSettings
+
+    now = [0.0]
+    redis = FlakyRedis(box_record(A, {"memory_budget_mib": 400, "models": {}}, ["m"], [], 0.0))
+    membership = Membership(FleetSettings("redis://10.0.0.1:6379/0"), redis, clock=lambda: now[0])
+    assert [box.address for box in membership.boxes()] == [A]
+    now[0], redis.down = 60.0, True    # a minute without a request, then Redis fails once
+    assert [box.address for box in membership.boxes()] == [A]
+    now[0] = 64.0
+    assert [box.address for box in membership.boxes()] == [A]
+    now[0] = 65.5
+    with pytest.raises(FleetUnavailable, match="10.0.0.1:6379"):
+        membership.boxes()
+    now[0], redis.down = 66.0, False
+    assert [box.address for box in membership.boxes()] == [A]
+
+
+def test_cold_models_spread_over_equally_free_boxes_by_their_own_hash():
+    empty = [box(A, **{f"m{n}": ("unloaded", 300) for n in range(20)}), box(B, **{f"m{n}": ("unloaded", 300) for n in range(20)})]
+    first = {place(f"m{n}", empty)[0].address for n in range(20)}
+    assert first == {A, B}
+    assert all(place(f"m{n}", empty)[0] == place(f"m{n}", empty[::-1])[0] for n in range(20))

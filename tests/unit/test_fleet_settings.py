@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api_like_oai.cli import StartupError, build_parser, main, settings_from_args
+from api_like_oai.arguments import StartupError, build_parser, settings_from_args
+from api_like_oai.cli import main
 
 REDIS = "redis://127.0.0.1:6379/0"
 

@@ -108,6 +108,17 @@ def test_the_headers_say_what_is_left_in_each_apis_words():
     assert openai_headers(decide(record(), Counts(), NOON)) == {}
 
 
+def test_audio_seconds_per_day_refuse_only_a_request_with_audio_past_the_limit_in_milliseconds():
+    limited = record(audio_seconds_per_day=60)
+    assert limits.audio_ms(1.0001) == 1001 and limits.audio_ms(None) == 0 and limits.audio_ms(0.0) == 0
+    assert decide(limited, Counts(audio_ms_today=59_000), NOON, audio=1000).allowed            # exactly 60 s
+    refused = decide(limited, Counts(audio_ms_today=59_000), NOON, audio=1001)
+    assert refused.refused_by == "audio_seconds_per_day" and refused.retry_after == limits.seconds_to_midnight(NOON)
+    assert "seconds of audio per day (audio_seconds_per_day) limit 60" in refused.message()
+    assert decide(limited, Counts(audio_ms_today=90_000), NOON).allowed   # a request without audio runs
+    assert decide(record(), Counts(audio_ms_today=90_000), NOON, audio=5000).allowed
+
+
 def test_reset_durations_read_as_openais():
     assert [limits.duration_text(s) for s in (0.2, 1, 59.2, 90)] == ["200ms", "1s", "1m0s", "1m30s"]
     assert day_of(NOON) == "2026-12-01"
@@ -123,7 +134,7 @@ def test_usage_sums_by_the_groups_asked_for():
     rows = [entry(), entry(model="other"), entry(key="ops", prompt=1, completion=1)]
     by_key = summed(rows, ("key",))
     assert [(row.key, row.model, row.requests, row.tokens) for row in by_key] == [("ops", "*", 1, 2), ("team", "*", 2, 30)]
-    header = "day,key,model,api,requests,prompt_tokens,cached_tokens,completion_tokens,errors,seconds"
+    header = "day,key,model,api,requests,prompt_tokens,cached_tokens,completion_tokens,errors,seconds,audio_seconds"
     assert as_csv(by_key).splitlines()[0] == header
 
 
@@ -200,6 +211,21 @@ def test_usage_adds_up_per_key_model_api_and_day(book):
     assert book.usage("2999-01-01") == []
 
 
+def test_audio_seconds_are_counted_at_admission_against_the_day_and_in_the_usage_at_the_end(book):
+    limited, now = record(audio_seconds_per_day=10), time.time()
+    assert book.admit(limited, "clip-1", now, None, limits.audio_ms(6.5)).allowed
+    refused = book.admit(limited, "clip-2", now, None, limits.audio_ms(4.0))
+    assert refused.refused_by == "audio_seconds_per_day" and refused.counts.audio_ms_today == 6500
+    assert book.admit(limited, "text", now, None).allowed               # no audio: not that limit's
+    assert book.admit(limited, "clip-3", now, None, 3500).allowed       # 10 s exactly
+    book.finish(limited, "clip-1", now, replace(entry(day=day_of(now)), audio_seconds=6.5))
+    book.finish(limited, "clip-3", now, replace(entry(day=day_of(now)), audio_seconds=3.5))
+    assert [(row.requests, row.audio_seconds) for row in book.usage(day_of(now))] == [(2, 10.0)]
+    unlimited = replace(record(rpm=100), name="free")   # counted in its usage, not in a day's counter it has no limit for
+    assert book.admit(unlimited, "u1", now, None, 5000).allowed
+    assert book.admit(unlimited, "u2", now, None, 5000).counts.audio_ms_today == 0
+
+
 def test_running_requests_hold_their_tokens_until_llamacpp_reports_them(book):
     limited, now = record(tpm=100), time.time()
     assert book.admit(limited, "a", now, 40).allowed                  # max_tokens reserved at admission
@@ -224,7 +250,9 @@ def test_a_request_whose_worker_was_killed_keeps_its_written_tokens_and_its_rese
     held = book.admit(limited, "next", now + 2, 1).counts             # nobody finishes "killed"
     assert (held.tokens, held.reserved, held.tokens_today, held.in_flight) == (150, 150, 150, 1)
     later = book.admit(limited, "much-later", now + 2 + LEASE_SECONDS, 1).counts
-    assert (later.tokens, later.reserved, later.tokens_today) == (0, 0, 150)   # the day keeps what was written
+    # The day keeps what was written (unless "much later" is already tomorrow: the test ran near midnight UTC).
+    written_today = 150 if day_of(now + 2 + LEASE_SECONDS) == day_of(now) else 0
+    assert (later.tokens, later.reserved, later.tokens_today) == (0, 0, written_today)
 
 
 def test_checkpoints_replace_only_what_they_report_so_another_worker_sees_the_whole_reservation_held(backend):  # noqa: F811
@@ -287,6 +315,48 @@ def test_a_prompt_that_does_not_fit_what_is_left_is_refused_before_generation_an
     with pytest.raises(RateLimited) as refused:
         ticket()                                                         # 120 held + 30 would pass 140
     assert refused.value.status == 429 and int(refused.value.headers["Retry-After"]) >= 1
+
+
+def test_audio_whose_length_is_unknown_is_refused_for_a_key_limited_in_audio_seconds_only(book):
+    from api_like_oai.access import gate
+    from api_like_oai.errors import InvalidRequest
+
+    limited = book.by_name(manage.create_key(book, "ears", manage.KeyChanges(audio_seconds_per_day=60))[1].name)
+    with pytest.raises(InvalidRequest) as refused:
+        gate.Ticket(Caller("ears", limited), gate.Gate(("k",), book=book)).admit(None, audio_seconds=None)
+    assert refused.value.status == 400 and refused.value.code == "audio_length_unknown"
+    other = book.by_name(manage.create_key(book, "other", manage.KeyChanges(rpm=5))[1].name)
+    gate.Ticket(Caller("other", other), gate.Gate(("k",), book=book)).admit(None, audio_seconds=None)
+
+
+def test_an_older_sqlite_file_gets_the_audio_columns_and_keeps_its_rows(tmp_path):
+    import sqlite3
+
+    from api_like_oai.access.sqlite import SQLiteKeyBook
+
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)   # the tables as a proxy before audio seconds made them
+    old.executescript("""
+        CREATE TABLE access_days (key_name TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL,
+            PRIMARY KEY (key_name, day)) WITHOUT ROWID;
+        CREATE TABLE access_usage (day TEXT NOT NULL, key_name TEXT NOT NULL, model TEXT NOT NULL, api TEXT NOT NULL,
+            requests INTEGER NOT NULL, prompt_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL, errors INTEGER NOT NULL, seconds REAL NOT NULL,
+            PRIMARY KEY (day, key_name, model, api)) WITHOUT ROWID;""")
+    today = day_of(time.time())
+    old.execute("INSERT INTO access_days VALUES ('team', ?, 30)", (today,))
+    old.execute("INSERT INTO access_usage VALUES (?, 'team', 'smol', '/v1/chat/completions', 2, 20, 0, 10, 0, 1.5)",
+                (today,))
+    old.commit()
+    old.close()
+    book = open_book(make_store("sqlite", str(path)))
+    assert isinstance(book, SQLiteKeyBook)
+    limited = record(tokens_per_day=100, audio_seconds_per_day=5)
+    admitted = book.admit(limited, "clip", time.time(), 1, 2000)
+    assert admitted.allowed and admitted.counts.tokens_today == 30 and admitted.counts.audio_ms_today == 0
+    book.finish(limited, "clip", time.time(), replace(entry(day=today), audio_seconds=2.0))
+    assert book.admit(limited, "more", time.time(), 1, 3001).refused_by == "audio_seconds_per_day"
+    assert [(row.requests, row.prompt_tokens, row.audio_seconds) for row in book.usage(today)] == [(3, 30, 2.0)]
 
 
 # --- priority at the upstream's door ------------------------------------------------------------

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from api_like_oai import create_app
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 from api_like_oai.errors import StoreUnavailable
 from api_like_oai.routes import state
 

@@ -43,16 +43,17 @@ def run(workdir, argv: list[str]) -> str:
 def test_the_readmes_key_commands_run_as_written(workdir):
     commands = readme_commands()
     assert [command[1:3] for command in commands] == [
-        ["keys", "create"], ["keys", "create"], ["keys", "list"], ["keys", "update"], ["keys", "revoke"],
-        ["usage", "--config"], ["usage", "--config"]]
+        ["keys", "create"], ["keys", "create"], ["keys", "create"], ["keys", "list"], ["keys", "update"],
+        ["keys", "revoke"], ["usage", "--config"], ["usage", "--config"]]
     outputs = [run(workdir, command) for command in commands]
-    assert outputs[0].startswith("sk-alo-") and outputs[1].startswith("sk-alo-")
-    listed = outputs[2].splitlines()
+    assert all(output.startswith("sk-alo-") for output in outputs[:3])
+    listed = outputs[3].splitlines()
     assert listed[0].startswith("batch\tmodels=*\tno limits\tpriority=low\t")
-    assert listed[1].startswith("writer\tmodels=smol\trpm=60 tpm=20000 tokens_per_day=500000 max_parallel=2 "
+    assert listed[1].startswith("voice\tmodels=*\taudio_seconds_per_day=3600\tpriority=normal\t")
+    assert listed[2].startswith("writer\tmodels=smol\trpm=60 tpm=20000 tokens_per_day=500000 max_parallel=2 "
                                 "max_stored_mib=100\tpriority=normal\texpires=")
-    assert outputs[3].startswith("writer\tmodels=smol\ttpm=20000 tokens_per_day=500000 max_parallel=2 max_stored_mib=100"
+    assert outputs[4].startswith("writer\tmodels=smol\ttpm=20000 tokens_per_day=500000 max_parallel=2 max_stored_mib=100"
                                  "\tpriority=high")
-    assert outputs[4] == "key 'writer' revoked\n"
-    assert list(csv.reader(io.StringIO(outputs[5])))[0][:4] == ["day", "key", "model", "api"]
-    assert outputs[6].strip() == "[]"   # no request was made: no usage
+    assert outputs[5] == "key 'writer' revoked\n"
+    assert list(csv.reader(io.StringIO(outputs[6])))[0][:4] == ["day", "key", "model", "api"]
+    assert outputs[7].strip() == "[]"   # no request was made: no usage

@@ -1,5 +1,7 @@
-"""The direction of the imports, read from the code with `ast`: routes -> services -> {dialects,
-prompts, backends, store} -> tools, and no module imports a layer above its own.
+"""The direction of the imports, read from the code with `ast`: entry -> app -> routes -> services ->
+dashboard -> settings -> dialects -> fleet -> backends -> access -> parts -> tools -> foundation, no
+module imports a layer above its own, and no two rooms (the package's top-level modules and packages) import each other
+round a circle, even within one layer (`api-like-oai keys` and cli.py once did).
 
 Every import counts, at the top of a module or inside a function (the lazy ones that keep a worker's
 idle memory small), and those under TYPE_CHECKING: a name a module needs, even only to type it, is a
@@ -17,45 +19,51 @@ PACKAGE = Path(__file__).resolve().parents[2] / "api_like_oai"
 # The layers, top to bottom. A module belongs to the layer of the longest prefix listed for it, and may
 # import its own layer and those below. Why each sits where it does:
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # What starts the proxy: the console scripts, the gunicorn server and its worker, and the
-    # `api-like-oai keys` command (it reads the same flags as the server, cli.py's parser). The package
-    # root only exports create_app and render_chat, lazily.
-    ("entry", ("api_like_oai", "api_like_oai.__main__", "api_like_oai.cli", "api_like_oai.server",
-               "api_like_oai.worker", "api_like_oai.access.commands", "api_like_oai.supervisor.__main__",
+    # What starts the proxy: the console scripts and their dispatch (cli), the gunicorn server and its
+    # worker, and the commands beside it (`api-like-oai keys`, `fleet`). Nothing below reaches them.
+    # The package root only exports create_app and render_chat, lazily.
+    ("entry", ("api_like_oai", "api_like_oai.__main__", "api_like_oai.cli", "api_like_oai.keys_command",
+               "api_like_oai.server", "api_like_oai.worker", "api_like_oai.supervisor.__main__",
                "api_like_oai.fleet.__main__", "api_like_oai.fleet.commands")),
     # create_app wires everything one app shares (AppState): it builds the registry, the store, the
     # gate, the supervisor's client, the other workers' channel (siblings), traces and /metrics.
-    ("app", ("api_like_oai.app", "api_like_oai.siblings", "api_like_oai.tracing", "api_like_oai.upstream_metrics",
-             "api_like_oai.installation")),
+    ("app", ("api_like_oai.app", "api_like_oai.siblings", "api_like_oai.tracing", "api_like_oai.upstream_metrics")),
     # Thin Flask views: parse, call a service, wrap its answer.
     ("routes", ("api_like_oai.routes",)),
     # The use cases, no Flask: one entry per API, the generation path, admission, the stored objects.
     ("services", ("api_like_oai.services",)),
-    # What services put together, each pure or one kind of I/O: the APIs' schemas, translations and
-    # shapes (dialects, protocol.py, answers.py: the chat request every dialect becomes and OpenAI's
-    # answers), prompts, the upstream clients, the store, the key book (access), the supervisor's
-    # processes and the configuration they are made from (settings, config), the fleet (membership in
-    # Redis, placement, the relay to a box), the thought split out of a model's text (reasoning), the
-    # dashboard's history and live view (dashboard), the MCP clients and the tool loop's pure decisions
-    # (mcp). They may use each other; prompts and backends never do (below).
-    ("parts", ("api_like_oai.dialects", "api_like_oai.prompts", "api_like_oai.backends", "api_like_oai.store",
-               "api_like_oai.dashboard", "api_like_oai.mcp",
-               "api_like_oai.access", "api_like_oai.supervisor", "api_like_oai.protocol", "api_like_oai.answers",
-               "api_like_oai.fleet",
-               "api_like_oai.settings", "api_like_oai.config", "api_like_oai.reasoning")),
+    # The dashboard's history buckets and live view, read by its routes and flushed by the app.
+    ("dashboard", ("api_like_oai.dashboard",)),
+    # What the operator said: flags, environment and YAML merged once into Settings (arguments, config),
+    # gathering each subsystem's own declared part (RoutingPolicy, StoreSettings, LaunchSpec, ...) from
+    # below. The services read Settings; the subsystems below get only their own part. And where this
+    # installation keeps its files and its key (installation: the data dir, the seal's secret).
+    ("settings", ("api_like_oai.arguments", "api_like_oai.config", "api_like_oai.settings",
+                  "api_like_oai.installation")),
+    # The APIs' schemas, translations and shapes, and the thought split out of a model's text: they
+    # write the backends' events.
+    ("dialects", ("api_like_oai.dialects", "api_like_oai.reasoning")),
+    # Many instances, one API: membership in Redis, placement (the router's hash), the relay to a box.
+    ("fleet", ("api_like_oai.fleet",)),
+    # The upstream clients and the pool: metering and priority at its door come from access.
+    ("backends", ("api_like_oai.backends",)),
+    # Keys, limits and usage, counted on the storage seam.
+    ("access", ("api_like_oai.access",)),
+    # Each one kind of I/O or pure: the store (and the storage seam), the supervisor's processes, the MCP
+    # clients and policy, the prompt layer, the chat request every dialect becomes (protocol) and
+    # OpenAI's answers. None imports another today; one that comes to need another gets a layer above it.
+    ("parts", ("api_like_oai.store", "api_like_oai.supervisor", "api_like_oai.mcp", "api_like_oai.prompts",
+               "api_like_oai.protocol", "api_like_oai.answers")),
     # Model text -> tool calls, and the grammars that hold a model to them: pure.
     ("tools", ("api_like_oai.tools",)),
     # What every layer may use: errors, event-stream framing and its JSON, digests, work off the event
     # loop, the seal, the request's record (observability), the WSGI middleware both routes and app use,
-    # and the one GGUF header reader (the supervisor's estimate, a reranker's pooling, Ollama's model facts).
+    # the one GGUF header reader (the supervisor's estimate, a reranker's pooling, Ollama's model facts), the version.
     ("foundation", ("api_like_oai.errors", "api_like_oai.sse", "api_like_oai.compact_json", "api_like_oai.digests",
                     "api_like_oai.offload", "api_like_oai.sealing", "api_like_oai.observability",
-                    "api_like_oai.middleware", "api_like_oai.gguf_header")),
+                    "api_like_oai.middleware", "api_like_oai.gguf_header", "api_like_oai.version")),
 ]
-# Of the package root only its version is imported from below (tracing, /api/hello): importing any
-# module of the package runs the root's __init__ anyway, and the version is all it holds eagerly.
-ROOT_NAMES_FOR_ALL = {"__version__"}
-# Inside "parts": the prompt layer and the upstream clients know nothing of each other (DESIGN.md).
+# Apart, whatever their layers: the prompt layer and the upstream clients know nothing of each other (DESIGN.md).
 APART = [("api_like_oai.prompts", "api_like_oai.backends"), ("api_like_oai.backends", "api_like_oai.prompts")]
 
 
@@ -79,8 +87,6 @@ def imported_modules(path: Path) -> set[str]:
                 base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + [node.module or ""])
                 base = base.rstrip(".")
             if base.split(".")[0] != "api_like_oai":
-                continue
-            if base == "api_like_oai" and all(alias.name in ROOT_NAMES_FOR_ALL for alias in node.names):
                 continue
             for alias in node.names:  # `from . import routes` imports the module api_like_oai.routes
                 submodule = f"{base}.{alias.name}"
@@ -136,7 +142,66 @@ def test_prompts_and_backends_import_nothing_of_each_other(importer, imported):
 def test_the_walk_sees_relative_lazy_and_type_only_imports():
     """The test's own reading: relative imports, those inside a function and under TYPE_CHECKING count."""
     imports = imported_modules(PACKAGE / "routes" / "anthropic.py")
-    assert "api_like_oai.routes.waiting" in imports              # at the top, a sibling, relatively
+    assert "api_like_oai.routes.scope" in imported_modules(PACKAGE / "routes" / "responses.py")  # a sibling, relatively
     assert "api_like_oai.dialects.anthropic" in imports          # inside a view, lazily
     assert "api_like_oai.services.messages" in imports           # `from ..services import messages`: the module
     assert "api_like_oai.dialects.conversations" in imported_modules(PACKAGE / "routes" / "scope.py")  # TYPE_CHECKING
+
+
+def room_of(module: str) -> str:
+    """A room: the top-level module or package `module` is part of (the package root is its own)."""
+    return ".".join(module.split(".")[:2])
+
+
+def room_imports() -> dict[str, dict[str, list[str]]]:
+    """{room: {room it imports: [the module imports that make the arrow]}}, between different rooms."""
+    arrows: dict[str, dict[str, list[str]]] = {}
+    for path in _sources():
+        importer = module_name(path)
+        for imported in imported_modules(path):
+            if room_of(importer) != room_of(imported):
+                arrows.setdefault(room_of(importer), {}).setdefault(room_of(imported), []).append(
+                    f"{importer} imports {imported}")
+    return arrows
+
+
+def circles(arrows: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """The rooms that reach each other (strongly connected, more than one), found by Tarjan's walk."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(room: str) -> None:
+        index[room] = low[room] = len(index)
+        stack.append(room)
+        for other in arrows.get(room, {}):
+            if other not in index:
+                visit(other)
+                low[room] = min(low[room], low[other])
+            elif other in stack:
+                low[room] = min(low[room], index[other])
+        if low[room] == index[room]:
+            members = stack[stack.index(room):]
+            del stack[stack.index(room):]
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for room in sorted(arrows):
+        if room not in index:
+            visit(room)
+    return found
+
+
+def test_no_circle_between_rooms():
+    """Layers let a layer's own modules import each other; rooms must still not go round a circle."""
+    arrows = room_imports()
+    described = [{room: {other: ties for other, ties in arrows[room].items() if other in circle} for room in circle}
+                 for circle in circles(arrows)]
+    assert described == []
+
+
+def test_circles_are_found():
+    """The walk itself: a circle of three, a room beside it, a dead end."""
+    arrows = {"a": {"b": []}, "b": {"c": []}, "c": {"a": [], "d": []}, "e": {"a": []}}
+    assert circles(arrows) == [["a", "b", "c"]]

@@ -96,7 +96,7 @@ def test_a_grant_of_some_tools_narrows_allowed_tools(allowed, narrowed):
 
 
 def test_keys_create_takes_mcp_server_grants():
-    from api_like_oai.access.commands import _changes, keys_parser
+    from api_like_oai.keys_command import _changes, keys_parser
 
     args = keys_parser().parse_args(["create", "--name", "agent", "--mcp-servers", "github, files.read_file"])
     changes = _changes(args)
@@ -104,15 +104,32 @@ def test_keys_create_takes_mcp_server_grants():
     assert changes.record_fields(0.0)["mcp_servers"] == ("github", "files.read_file")
 
 
-def test_the_config_names_mcp_servers_and_refuses_stdio_ones_for_now(tmp_path, capsys):
-    from api_like_oai.cli import main, parse_settings
+def test_the_config_names_mcp_servers_at_urls_and_stdio_ones(tmp_path):
+    from api_like_oai.arguments import parse_settings
 
     config = tmp_path / "config.yaml"
-    config.write_text("mcp_servers:\n  github:\n    url: https://mcp.example.com/mcp\n    headers: {X-Team: a}\n")
+    config.write_text("mcp_servers:\n  github:\n    url: https://mcp.example.com/mcp\n    headers: {X-Team: a}\n"
+                      "  files:\n    command: npx\n    args: [-y, server-files]\n    env: {ROOT: /srv}\n")
     bounds = parse_settings(["--config", str(config), "--mcp-max-rounds", "3"]).mcp
     assert (bounds.max_rounds, bounds.named("github")) == \
         (3, policy.NamedServer("github", "https://mcp.example.com/mcp", (("X-Team", "a"),)))
-    config.write_text("mcp_servers:\n  files:\n    command: npx\n")
+    files = bounds.named("files")
+    assert (files.stdio, files.url, files.command, files.env) == (True, None, ("npx", "-y", "server-files"), (("ROOT", "/srv"),))
+    # The main process's bridge (mcp/stdio.py) is where the workers reach it, with its secret.
+    bridged = bounds.bridged({"files": ("http://127.0.0.1:4000/mcp", "s3cret")})
+    assert (bridged.named("files").url, bridged.named("files").headers) == \
+        ("http://127.0.0.1:4000/mcp", (("Authorization", "Bearer s3cret"),))
+    assert bridged.named("github") == bounds.named("github")
+
+
+@pytest.mark.parametrize("server", ["{command: npx, url: 'https://x.example/mcp'}", "{}",
+                                    "{url: 'https://x.example/mcp', args: [a]}", "{command: npx, headers: {A: b}}",
+                                    "{command: ' '}"])
+def test_an_mcp_server_of_the_config_is_a_url_or_a_command(tmp_path, capsys, server):
+    from api_like_oai.cli import main
+
+    config = tmp_path / "config.yaml"
+    config.write_text(f"mcp_servers:\n  files: {server}\n")
     assert main(["--config", str(config)]) == 2
     assert "mcp_servers.files: " in capsys.readouterr().err
 
@@ -138,3 +155,13 @@ def test_a_tool_choice_of_an_mcp_server_or_tool_is_held(choice, chat_choice, off
     assert (chosen if isinstance(chosen, str) else chosen.model_dump(exclude_none=True)) == chat_choice
     assert [tool.function.name for tool in translation.chat.tools] == offered
     assert translation.headers() == set_aside
+
+
+def test_a_stdio_server_without_its_bridge_is_unavailable_not_a_500():
+    from api_like_oai.dialects.responses_mcp import McpTool
+    from api_like_oai.errors import UpstreamUnavailable
+    from api_like_oai.services.mcp_loop import servers_of
+
+    bounds = policy.Bounds(named_servers=(policy.NamedServer("files", command=("npx",)),))
+    with pytest.raises(UpstreamUnavailable, match="'files' is not running"):
+        servers_of([("tools.0.server_url", McpTool(type="mcp", server_label="files"))], bounds)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api_like_oai import create_app
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 from api_like_oai.errors import UpstreamUnavailable
 from api_like_oai.routes import state
 
@@ -55,7 +55,7 @@ def test_the_context_comes_from_props_once():
 
 def test_a_silent_upstream_is_not_asked_again_on_every_listing(monkeypatch):
     app = make_app("--chat-prompt-model", "chatml")
-    client = served_model(app).pool.clients[0]
+    client = served_model(app).upstream.servers()[0]
     asked = []
 
     def refuse():

@@ -155,7 +155,7 @@ def test_types_are_strict_and_unknown_fields_ignored():
 
 
 def test_the_ollama_listeners_from_the_flags():
-    from api_like_oai.cli import parse_settings
+    from api_like_oai.arguments import parse_settings
 
     settings = parse_settings(["--host", "0.0.0.0", "--ollama-port", "11434", "--ollama-listen", "[::1]:11435"])
     assert settings.ollama_listen == ("0.0.0.0:11434", "[::1]:11435")
@@ -165,7 +165,7 @@ def test_the_ollama_listeners_from_the_flags():
 def test_an_ollama_listener_beyond_loopback_without_a_key_is_warned_of(caplog):
     import logging
 
-    from api_like_oai.cli import parse_settings
+    from api_like_oai.arguments import parse_settings
     from api_like_oai.server import warn_if_open_to_the_network
 
     with caplog.at_level(logging.WARNING, logger="api_like_oai"):

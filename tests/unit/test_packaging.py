@@ -59,7 +59,7 @@ def test_the_wheel_ships_every_template_inside_the_package(wheel):
 INSTALLED_CHECK = """
 import api_like_oai
 from api_like_oai import render_chat
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 from api_like_oai.prompts import shipped
 
 settings = parse_settings(["--chat-prompt-model", "llama-2"])

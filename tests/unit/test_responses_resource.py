@@ -12,6 +12,7 @@ from openai.types.responses import Response
 
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.backends.llamacpp import LLAMA_CPP_SAMPLING, LlamaCppClient, UpstreamProps, _default_sampling
+from api_like_oai.backends.openai import OpenAIUpstream
 from api_like_oai.backends.pool import UpstreamPool
 from api_like_oai.dialects.responses import ResponsesRequest
 from api_like_oai.dialects.responses_answers import ResponseObject
@@ -137,9 +138,11 @@ def test_without_a_model_the_sampling_values_are_llama_cpps_defaults_under_the_r
 
 def served_model(props: UpstreamProps | None = None, kind: str = "llamacpp", **settings) -> ServedModel:
     url = "http://127.0.0.1:9"
-    model = ServedModel(ModelSettings(name="m", upstreams=(url,), kind=kind, **settings),
-                        UpstreamPool([LlamaCppClient(url)]), openai=object() if kind == "openai" else None)
-    model.facts.known_soon = lambda: props   # what /props said, without a server
+    # The model's upstream as app.build_registry makes it for `kind` (ServedModel takes it since issue 41).
+    upstream = OpenAIUpstream(url) if kind == "openai" else UpstreamPool([LlamaCppClient(url)])
+    model = ServedModel(ModelSettings(name="m", upstreams=(url,), kind=kind, **settings), upstream)
+    if model.facts is not None:
+        model.facts.known_soon = lambda: props   # what /props said, without a server
     return model
 
 

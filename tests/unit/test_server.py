@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from api_like_oai.cli import parse_settings
+from api_like_oai.arguments import parse_settings
 from api_like_oai.server import is_loopback, warn_if_open_to_the_network
 
 PATCH_FIRST = ("urllib3", "requests", "flask", "werkzeug", "prometheus_client", "api_like_oai.app", "gevent", "redis")
 
 
 def test_the_master_imports_nothing_the_worker_must_patch_first():
-    script = ("import sys, api_like_oai.cli, api_like_oai.server, api_like_oai.worker; "
+    script = ("import sys, api_like_oai.cli, api_like_oai.arguments, api_like_oai.server, api_like_oai.worker; "
               "from gunicorn.util import load_class; load_class('api_like_oai.worker.EventWorker'); "
-              "api_like_oai.cli.parse_settings(['--workers', '2', '--store', 'redis://127.0.0.1:6379/0']); "
+              "api_like_oai.arguments.parse_settings(['--workers', '2', '--store', 'redis://127.0.0.1:6379/0']); "
               f"print([m for m in {PATCH_FIRST!r} if m in sys.modules])")
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
@@ -60,15 +60,15 @@ ON_FIRST_USE = ("api_like_oai.dialects.anthropic", "api_like_oai.dialects.respon
 
 
 def test_the_master_without_a_config_file_imports_no_pydantic():
-    script = ("import sys, api_like_oai.cli, api_like_oai.server, api_like_oai.worker; "
-              "api_like_oai.cli.parse_settings(['--workers', '2']); "
+    script = ("import sys, api_like_oai.cli, api_like_oai.arguments, api_like_oai.server, api_like_oai.worker; "
+              "api_like_oai.arguments.parse_settings(['--workers', '2']); "
               f"print([m for m in {WORKER_ONLY!r} if m in sys.modules])")
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
 
 
 def test_the_app_imports_the_dialects_and_tool_calling_on_first_use_and_openapi_still_lists_them():
-    script = ("import sys; from api_like_oai import create_app; from api_like_oai.cli import parse_settings; "
+    script = ("import sys; from api_like_oai import create_app; from api_like_oai.arguments import parse_settings; "
               "app = create_app(parse_settings(['--llama-api', 'http://127.0.0.1:9'])); "
               f"print([m for m in {ON_FIRST_USE!r} if m in sys.modules]); "
               "paths = app.test_client().get('/openapi.json').get_json()['paths']; "

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from api_like_oai.access import limits, manage
-from api_like_oai.cli import StartupError, parse_settings
+from api_like_oai.arguments import StartupError, parse_settings
 from api_like_oai.routes import state
 
 from . import test_keys_app
@@ -108,7 +108,8 @@ def test_health_shows_addresses_to_the_admin_only(client):
     assert "upstreams" not in public.get_json() and "127.0.0.1" not in public.get_data(as_text=True)
     assert public.get_json()["error"]["message"] == ("upstream not ready (1 of 1): 1 llama.cpp at <upstream> is "
                                                      "unreachable (ConnectionRefusedError)")
-    assert list(admin.get_json()["upstreams"]) == [state(client.application).registry.models["smol"].pool.clients[0].base_url]
+    served = state(client.application).registry.models["smol"]
+    assert list(admin.get_json()["upstreams"]) == [served.upstream.servers()[0].base_url]
 
 
 def test_model_info_shows_no_address_to_a_key(client):

@@ -10,18 +10,19 @@ import sys
 
 from pydantic import ValidationError
 
-from ..cli import StartupError, parse_arguments, store_settings_of
-from ..errors import StoreUnavailable
-from ..store import open_store
-from ..store.settings import duration
-from . import manage
-from .book import open_book
-from .keys import KeyProblem, KeyRecord, models_list
-from .usage import GROUPS, as_csv, as_json, summed
+from .access import manage
+from .access.book import open_book
+from .access.keys import KeyProblem, KeyRecord, models_list
+from .access.usage import GROUPS, as_csv, as_json, summed
+from .arguments import StartupError, parse_arguments, store_settings_of
+from .errors import StoreUnavailable
+from .store import open_store
+from .store.settings import duration
 
 LIMIT_OPTIONS = (("--rpm", "requests per minute"), ("--tpm", "tokens (prompt + completion) per minute"),
                  ("--tokens-per-day", "tokens per UTC day"), ("--max-parallel", "requests in flight at once"),
-                 ("--max-stored-mib", "MiB its stored responses and conversations may hold"))
+                 ("--max-stored-mib", "MiB its stored responses and conversations may hold"),
+                 ("--audio-seconds-per-day", "seconds of audio (transcribed, or in chat) per UTC day"))
 LIMIT_NAMES = tuple(option[2:].replace("-", "_") for option, _ in LIMIT_OPTIONS)
 
 
@@ -37,7 +38,7 @@ def keys_parser() -> argparse.ArgumentParser:
     _add_changes(update)
     _command(commands, "revoke", "refuse the key from now on, on every instance").add_argument("name")
     _command(commands, "list", "every key, revoked ones included").add_argument("--json", action="store_true")
-    usage = _command(commands, "usage", "requests and tokens per key, model, API and day")
+    usage = _command(commands, "usage", "requests, tokens and audio seconds per key, model, API and day")
     usage.add_argument("--since", type=duration, default=7 * 86400, help="how far back: 12h, 7d, ... (default: 7d)")
     usage.add_argument("--by", help=f"sum by these, comma-separated, of {', '.join(GROUPS)} (default: every row)")
     usage.add_argument("--key", help="only this key's usage")
