@@ -254,8 +254,9 @@ def build_registry(settings: Settings) -> ModelRegistry:
             return ServedModel(model, upstream, settings.images)
         # The llama-servers the proxy starts take only its own key (supervisor/spec.py).
         key = settings.supervisor.api_key if model.launch is not None and settings.supervisor is not None else ""
+        drafting = model.launch.drafting_urls if model.launch is not None else ()
         return ServedModel(model, UpstreamPool([client(url, key) for url in model.upstreams], routing=model.routing,
-                                               name=model.name), image_limits=settings.images)
+                                               name=model.name, drafting=drafting), image_limits=settings.images)
 
     served = [served(model) for model in settings.models]
     return ModelRegistry(served, strict=settings.strict_model_names, default=settings.default_model)

@@ -386,7 +386,8 @@ def _launch_options(args: argparse.Namespace, model_config=None) -> dict:
             "ttl": own("ttl") if own("ttl") is not None else args.model_ttl,
             "preload": own("preload"), "pinned": own("pinned"), "slot_save": own("slot_save"),
             "load_timeout": own("load_timeout"), "queue_limit": own("queue_limit"), "draft": own("draft"),
-            "draft_args": own("draft_args") or None, "devices": own("devices")}
+            "draft_args": own("draft_args") or None, "draft_replicas": own("draft_replicas"),
+            "devices": own("devices")}
 
 
 def models_from_flags(args: argparse.Namespace, known: set[str]) -> tuple[ModelSettings, ...]:

@@ -31,6 +31,7 @@ class ModelConfig(BaseModel):
     args: list[str] | str = []
     draft: str | None = None                  # a draft model's GGUF file (speculative decoding)
     draft_args: list[str] | str = []
+    draft_replicas: int | None = Field(None, ge=1)   # of `replicas`, how many run the draft (default: all)
     devices: list[Annotated[int, Field(ge=0)]] | None = None          # the GPUs (nvidia-smi's indices) it may use
     env: dict[str, str] = {}
     replicas: int = Field(1, ge=1, le=64)
@@ -90,6 +91,8 @@ class ModelConfig(BaseModel):
             raise ValueError("model: runs llama-server; kind openai needs upstreams")
         if self.model is None and (self.draft or self.draft_args or self.devices is not None):
             raise ValueError("draft, draft_args and devices go with model: (a llama-server the proxy runs)")
+        if self.draft_replicas is not None and (not self.draft or self.draft_replicas > self.replicas):
+            raise ValueError("draft_replicas needs draft: and is at most replicas")
         return self
 
     @field_validator("defaults", "overrides")

@@ -62,8 +62,9 @@ def _open_text(s: SwapsResult) -> str:
 
 def _stages_text() -> str:
     return ("A swap's stages as the supervisor timed them, per swap (the window's total over its loads): `drain`, a "
-            "model's last requests running after it was chosen to make room; `stop`, from then to SIGTERM (its slots "
-            "saved, with `slot_save`); `exit`, SIGTERM to the process gone; `start`, the spawn; `health`, the spawn to "
+            "model's last requests running after it was chosen to make room; `stop`, from then to its signal (its slots "
+            "saved, with `slot_save`); `exit`, the signal to the process gone (SIGKILL since issue 42: the model is "
+            "idle and saved; SIGTERM before, ~150 ms of llama-server's shutdown); `start`, the spawn; `health`, the spawn to "
             "`/health` 200; `restore`, its slots restored. Router mode does not publish its stages.")
 
 

@@ -11,6 +11,7 @@ on the next server. With none left: 503 + Retry-After, naming every server and w
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -22,7 +23,7 @@ from .. import sse
 from ..errors import ProxyError, UpstreamUnavailable
 from .events import GenerationEvent, PromptProgress, UpstreamWait
 from .llamacpp import LlamaCppClient, RawAnswer, UpstreamProps
-from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad
+from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad, wants_probabilities
 from .upstream import Capabilities, Renew, UpstreamRequest, not_supported
 
 log = logging.getLogger("api_like_oai")
@@ -38,9 +39,10 @@ class UpstreamPool:
     capabilities = Capabilities(tokenize=True, props=True, native_api=True, rerank=True, transcribe=True, metrics=True)
 
     def __init__(self, clients: list[LlamaCppClient], health_interval: float = 2.0,
-                 routing: RoutingPolicy | None = None, name: str = ""):
+                 routing: RoutingPolicy | None = None, name: str = "", drafting: tuple[str, ...] = ()):
         self.name = name
         self.clients = clients
+        self.drafting = frozenset(drafting)   # the servers that speculate with a draft model
         self.router = Router(routing)
         self.health_interval = health_interval
         self.healthy = {client.base_url: True for client in clients}
@@ -56,7 +58,8 @@ class UpstreamPool:
         requests in flight first; then the others, as a last resort."""
         return self.route(affinity)[0]
 
-    def route(self, affinity: Affinity | None = None) -> tuple[list[LlamaCppClient], Route]:
+    def route(self, affinity: Affinity | None = None, exact: bool = False) -> tuple[list[LlamaCppClient], Route]:
+        """`exact`: the request asks for log probabilities (servers without a draft first: routing.py)."""
         self._ensure_polling()
         if len(self.clients) == 1:
             # Nothing to choose: no prompt is hashed or learned (an agent's prompt is tens of kilobytes).
@@ -65,8 +68,8 @@ class UpstreamPool:
             affinity.digests  # noqa: B018 - hashed before taking the lock
         by_url = {client.base_url: client for client in self.clients}
         with self._lock:
-            route = self.router.route([UpstreamLoad(url, self.healthy[url], self.in_flight[url]) for url in by_url],
-                                      affinity)
+            route = self.router.route([UpstreamLoad(url, self.healthy[url], self.in_flight[url], url in self.drafting)
+                                       for url in by_url], affinity, exact)
             if affinity is not None and route.order:
                 # Learned at once, not only when it answers: the n choices of one request start together
                 # and must meet the same server (generate learns again where a failover moved it).
@@ -94,7 +97,7 @@ class UpstreamPool:
             events = client.generate(request.path, payload, index=index, batched=batched, media=media)
             return events, next(events, None)  # a connection that fails before any token is retried elsewhere
 
-        clients, route = self.route(affinity)
+        clients, route = self.route(affinity, bool(self.drafting) and wants_probabilities(request.fields))
         try:
             started = self._first_of(start, on_chosen, clients)
         except UpstreamUnavailable:
@@ -157,7 +160,8 @@ class UpstreamPool:
                 raise UpstreamUnavailable(f"llama.cpp at {client.base_url} answered 503")
             return answer
 
-        client, answer = self._first_to_start(start, on_chosen, self.candidates(), renew)
+        clients = self.route(exact=bool(self.drafting) and _asks_probabilities(body))[0]
+        client, answer = self._first_to_start(start, on_chosen, clients, renew)
         answer.on_close(lambda: self._count(client, -1))
         return answer
 
@@ -305,6 +309,17 @@ class UpstreamPool:
         stop = threading.Event()
         while not stop.wait(self.health_interval):
             self.check()
+
+
+def _asks_probabilities(body: bytes | None) -> bool:
+    """wants_probabilities of a relayed JSON body (read only if it names one of the fields)."""
+    if not body or b"probs" not in body:   # n_probs, logprobs, top_logprobs
+        return False
+    try:
+        fields = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(fields, dict) and wants_probabilities(fields)
 
 
 def _none_left(failures: list[str]) -> UpstreamUnavailable:

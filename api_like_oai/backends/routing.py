@@ -19,6 +19,10 @@ router therefore sends a request to the upstream that served the longest prefix 
 Bounded load: a choice by 1 or 2 whose upstream has more requests in flight than the least busy one
 plus `load_margin` gives way to 3 ("overloaded"). Every route lists all upstreams, the choice first,
 then the least busy first and unhealthy ones last: the pool's failover order.
+
+Exact probabilities: a request asking for log probabilities is routed among the upstreams that run no
+draft model, where one is healthy (with speculative decoding llama.cpp gives drafted tokens a
+probability of 1.0, its #27972); those with a draft follow in its failover order, as a last resort.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ class UpstreamLoad:
     url: str
     healthy: bool
     in_flight: int
+    drafts: bool = False   # it speculates with a draft model: its log probabilities are not exact
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,16 @@ class Router:
         self.policy = policy or RoutingPolicy()
         self.table = table if table is not None else PrefixTable()
 
-    def route(self, upstreams: Sequence[UpstreamLoad], affinity: Affinity | None = None) -> Route:
+    def route(self, upstreams: Sequence[UpstreamLoad], affinity: Affinity | None = None,
+              exact_probabilities: bool = False) -> Route:
+        """`exact_probabilities`: the request asks for log probabilities (wants_probabilities)."""
+        plain = [u for u in upstreams if not u.drafts]
+        if exact_probabilities and len(plain) < len(upstreams) and any(u.healthy for u in plain):
+            chosen = self._route(plain, affinity)
+            return Route((*chosen.order, *least_busy([u for u in upstreams if u.drafts])), chosen.reason)
+        return self._route(upstreams, affinity)
+
+    def _route(self, upstreams: Sequence[UpstreamLoad], affinity: Affinity | None) -> Route:
         healthy = {u.url: u for u in upstreams if u.healthy}
         if self.policy.mode != "prefix" or affinity is None or not healthy:
             return Route(least_busy(upstreams), "least-busy")
@@ -186,6 +200,18 @@ class Router:
     def forget(self, url: str) -> None:
         """What was learned of `url`: a request is never sent to it for a prefix it held before."""
         self.table.forget(url)
+
+
+def wants_probabilities(body: dict) -> bool:
+    """Whether a request asks for log probabilities: OpenAI's `logprobs` (chat: true; completions: a
+    count) or `top_logprobs`, llama.cpp's `n_probs`."""
+    def positive(key: str) -> bool:
+        value = body.get(key)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+    logprobs = body.get("logprobs")
+    return positive("n_probs") or positive("top_logprobs") or logprobs is True or (
+        isinstance(logprobs, int) and not isinstance(logprobs, bool) and logprobs >= 0)
 
 
 def least_busy(upstreams: Sequence[UpstreamLoad], spread: str | None = None) -> tuple[str, ...]:

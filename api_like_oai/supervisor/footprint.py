@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from dataclasses import replace
 
 from ..gguf_header import cached_header, summary
 from .spec import LaunchSpec
@@ -51,10 +52,20 @@ def model_facts(spec: LaunchSpec, header_cache: str | None) -> tuple[int, dict]:
         log.warning("model %s: its GGUF header could not be read (%s); its size alone is counted", spec.name, exc)
         header = {"fields": {}}
     try:
-        per_replica = spec.memory_mib or estimate_from(spec, header["fields"], header_cache)
+        return _all_replicas_mib(spec, header["fields"], header_cache), summary(header)
     except (OSError, ValueError, KeyError, struct.error):
-        per_replica = COMPUTE_RESERVE_MIB
-    return per_replica * len(spec.ports), summary(header)
+        return COMPUTE_RESERVE_MIB * len(spec.ports), summary(header)
+
+
+def _all_replicas_mib(spec: LaunchSpec, fields: dict, header_cache: str | None) -> int:
+    """`memory:` (per replica) or the estimate, times the replicas; only those running the draft
+    (`draft_replicas`) count its file and cache."""
+    if spec.memory_mib:
+        return spec.memory_mib * len(spec.ports)
+    drafting = len(spec.drafting_urls)
+    plain = estimate_from(replace(spec, draft=None), fields, header_cache) if drafting < len(spec.ports) else 0
+    with_draft = estimate_from(spec, fields, header_cache) if drafting else 0
+    return with_draft * drafting + plain * (len(spec.ports) - drafting)
 
 
 def kv_cache_bytes(fields: dict, spec: LaunchSpec) -> int:

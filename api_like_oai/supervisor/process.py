@@ -1,7 +1,7 @@
 """One llama-server child of the supervisor: spawned so that it dies with the supervisor (a parent-death
 signal, and a session of its own so a terminal's Ctrl-C reaches the proxy, not it), health-checked
-while it starts, stopped with SIGTERM then SIGKILL; its output logged with its name and its last
-lines kept for error messages and /v1/internal/model/logs."""
+while it starts, stopped with SIGTERM then SIGKILL (SIGKILL alone once idle); its output logged with
+its name and its last lines kept for error messages and /v1/internal/model/logs."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ log = logging.getLogger("api_like_oai.supervisor")
 
 LOG_LINES_KEPT = 200
 HEALTH_POLL_SECONDS = 0.02   # llama-server answers /health in microseconds: poll often, start sooner
+# and at once on each line it prints while starting (it logs as it becomes ready), at most this often
+HEALTH_POLL_MIN_SECONDS = 0.002
 PR_SET_PDEATHSIG = 1
 
 
@@ -36,6 +38,7 @@ class Child:
         self.stopping = False
         self.noticed = False     # its unasked exit has been handled (supervisor._lost)
         self._reader: asyncio.Task | None = None
+        self._printed = asyncio.Event()   # a line came since the last health poll
 
     @property
     def api_key(self) -> str:
@@ -68,6 +71,7 @@ class Child:
                 await self._drain_output()
                 raise StartFailed(f"llama-server for {self.label} exited with code {self.process.returncode} "
                                   f"while starting; its last lines:\n{self.tail(20)}")
+            self._printed.clear()
             status, body = await http_request(self.port, "GET", "/health")
             if status == 200:
                 return
@@ -75,16 +79,28 @@ class Child:
             if on_stage and now_stage != stage:
                 stage = now_stage
                 on_stage(stage)
-            await asyncio.sleep(HEALTH_POLL_SECONDS)
+            await self._next_line_or(HEALTH_POLL_SECONDS)
         raise StartFailed(f"llama-server for {self.label} was not ready after {timeout:g} s (load_timeout); "
                           f"its last lines:\n{self.tail(20)}")
 
-    async def stop(self, timeout: float) -> None:
-        """SIGTERM, then SIGKILL after `timeout` seconds; returns once the process is gone."""
+    async def _next_line_or(self, seconds: float) -> None:
+        """Until the child prints a line (it logs "model loaded" as /health turns 200) or `seconds` pass,
+        counting the lines since the last poll began."""
+        await asyncio.sleep(HEALTH_POLL_MIN_SECONDS)
+        if not self._printed.is_set():
+            try:
+                await asyncio.wait_for(self._printed.wait(), seconds - HEALTH_POLL_MIN_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+
+    async def stop(self, timeout: float, *, idle: bool = False) -> None:
+        """SIGTERM, then SIGKILL after `timeout` seconds; returns once the process is gone. An `idle` one
+        (no request in flight, its slots saved: nothing in it is left to lose) gets SIGKILL at once:
+        llama-server takes ~150 ms to shut down after SIGTERM, on every swap, for nothing kept."""
         self.stopping = True
         if self.process is None or self.process.returncode is not None:
             return
-        self.process.send_signal(signal.SIGTERM)
+        self.process.send_signal(signal.SIGKILL if idle else signal.SIGTERM)
         try:
             await asyncio.wait_for(self.process.wait(), timeout)
         except asyncio.TimeoutError:
@@ -109,6 +125,7 @@ class Child:
                 return
             text = line.decode("utf-8", "replace").rstrip()
             self.lines.append(text)
+            self._printed.set()
             log.info("[%s] %s", self.label, text)
 
     async def _drain_output(self) -> None:

@@ -113,7 +113,7 @@ class Managed:
         if self.per_device is not None:
             status["devices"] = dict(self.per_device)
         if self.spec.draft:
-            status["draft"] = {"model": self.spec.draft, **self.drafts.status()}
+            status["draft"] = {"model": self.spec.draft, "replicas": len(self.spec.drafting_urls), **self.drafts.status()}
         if self.lent_mib:
             status["lent_mib"] = self.lent_mib
         if self.facts:
@@ -369,12 +369,14 @@ class Supervisor:
             model.stage_seconds["drain"] = model.stage_seconds.get("drain", 0.0) + began - model.drain_began
             model.drain_began = None
         self._stage(model, "stopping")
-        await self.read_drafts(model)   # its last counts, before its processes and their counters go
+        if model.spec.draft:
+            await self.read_drafts(model)   # its last counts, before its processes and their counters go
         if model.spec.slot_save and self.settings.slot_dir:
             await asyncio.gather(*(slots.save_all(child, self.settings.slot_dir, model.spec.name, n)
                                    for n, child in enumerate(model.children) if child))
         signalled = model.timed("stop", began)
-        await asyncio.gather(*(child.stop(self.settings.stop_timeout) for child in model.children if child))
+        # plan.decide stops only a model with no lease held, and its slots are saved: SIGKILL at once
+        await asyncio.gather(*(child.stop(self.settings.stop_timeout, idle=True) for child in model.children if child))
         model.timed("exit", signalled)
         model.move(plan.UNLOADED)
         model.stage, model.draining, model.ttl = None, False, None

@@ -26,6 +26,7 @@ class LaunchSpec:
     mmproj: str | None = None
     draft: str | None = None               # a draft model (speculative decoding): --model-draft
     draft_args: tuple[str, ...] = ()       # llama-server flags for the draft (--spec-draft-n-max 8 ...)
+    draft_replicas: int | None = None      # how many replicas (the first ones) run the draft; None: all
     devices: tuple[int, ...] | None = None  # the GPUs it may use (CUDA_VISIBLE_DEVICES); None: all of them
     ttl: float = DEFAULT_TTL_SECONDS       # idle seconds before unload (from the end of the last request); 0: never
     memory_mib: int | None = None          # None: estimated from the GGUF file
@@ -39,6 +40,14 @@ class LaunchSpec:
     def urls(self) -> tuple[str, ...]:
         return tuple(f"http://127.0.0.1:{port}" for port in self.ports)
 
+    def drafts_on(self, replica: int) -> bool:
+        return bool(self.draft) and (self.draft_replicas is None or replica < self.draft_replicas)
+
+    @property
+    def drafting_urls(self) -> tuple[str, ...]:
+        """The replicas that speculate with the draft (a request for logprobs avoids them: routing.py)."""
+        return tuple(url for replica, url in enumerate(self.urls) if self.drafts_on(replica))
+
     def argv(self, binary: str, replica: int, slot_dir: str | None = None,
              extra_args: tuple[str, ...] = ()) -> list[str]:
         """The command line of one replica (always with --port: llama-server's default port moves)."""
@@ -48,7 +57,7 @@ class LaunchSpec:
             argv += ["--mmproj", self.mmproj]
         if slot_dir:
             argv += ["--slot-save-path", slot_dir]
-        if self.draft:
+        if self.drafts_on(replica):
             argv += ["--model-draft", self.draft, *self.draft_args, *self._draft_flags()]
         return argv + list(self.args) + list(extra_args)
 

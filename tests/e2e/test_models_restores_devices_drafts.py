@@ -5,6 +5,7 @@ draft models (SmolLM2 as its own draft)."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,14 @@ import requests
 from api_like_oai.supervisor.configure import GPU_RESERVE_MIB
 
 from ..servers import command_line, llama_servers_on, wait_until
-from .test_models_on_demand import SLOT_SAVE, chat, launch, model_port, status  # noqa: F401 - launch: the proxy-starting fixture
+from .test_models_on_demand import (  # noqa: F401 - launch: the proxy-starting fixture
+    SLOT_SAVE,
+    chat,
+    launch,
+    model_port,
+    port_of,
+    status,
+)
 
 LONG_PROMPT = [{"role": "user", "content": "Remember these words: " + " ".join(f"w{n}" for n in range(300))}]
 
@@ -137,3 +145,42 @@ def test_a_draft_model_speculates_is_counted_in_memory_and_reports_its_acceptanc
     assert draft["accepted_tokens"] > 0 and draft["acceptance_rate"] > 0.5
     assert metric(proxy, 'api_like_oai_model_draft_acceptance_rate{model="drafted"}') == draft["acceptance_rate"]
     assert "draft" not in plain
+
+
+ONE_REPLICA_DRAFTS = """
+models:
+  pair:
+    model: $MODEL
+    args: [--ctx-size, "1024", --parallel, "1", --threads, "1"]
+    replicas: 2
+    draft: $MODEL
+    draft_replicas: 1
+  plain-pair:
+    model: $MODEL
+    args: [--ctx-size, "1024", --parallel, "1", --threads, "1"]
+    replicas: 2
+"""
+
+
+def upstreams_used(proxy) -> list[str]:
+    return [dict(re.findall(r"(\w+)=(\S+)", line)).get("upstream") for line in proxy.log().splitlines()
+            if "request_id=" in line and "model=pair" in line]
+
+
+def test_a_request_for_logprobs_goes_to_the_replica_without_a_draft(launch, provisioned):  # noqa: F811
+    proxy = launch(ONE_REPLICA_DRAFTS)
+    drafted_url, plain_url = status(proxy, "pair")["upstreams"]
+    prompts = [[{"role": "user", "content": f"Count from {n} to {n + 9}."}] for n in range(6)]
+    for messages in prompts:   # new prompts spread over both replicas; these must all go to the plain one
+        reply = chat(proxy, "pair", max_tokens=12, temperature=0, messages=messages, logprobs=True, top_logprobs=2)
+        assert reply.status_code == 200, reply.text
+        tokens = reply.json()["choices"][0]["logprobs"]["content"]
+        assert tokens and all(len(token["top_logprobs"]) == 2 for token in tokens)
+    assert upstreams_used(proxy) == [plain_url] * len(prompts)
+    drafted, plain = (command_line(pid) for [pid] in (llama_servers_on(port_of(url)) for url in (drafted_url, plain_url)))
+    assert "--model-draft" in drafted and "--model-draft" not in plain
+    pair = status(proxy, "pair")
+    assert pair["draft"]["replicas"] == 1
+    weights = os.path.getsize(provisioned["MODEL"]) // (1024 * 1024)
+    extra = pair["memory_mib"] - status(proxy, "plain-pair")["memory_mib"]
+    assert weights <= extra < 2 * weights   # one replica's draft, not two

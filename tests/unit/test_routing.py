@@ -13,6 +13,7 @@ from api_like_oai.backends.routing import (
     UpstreamLoad,
     rendezvous,
     session_key,
+    wants_probabilities,
 )
 
 A, B, C = "http://a:8080", "http://b:8080", "http://c:8080"
@@ -211,3 +212,41 @@ def test_forgetting_an_upstream_drops_only_its_prefixes():
     assert router.route(loads(a=0, b=0), Affinity(CONVERSATION)).reason == "least-busy"
     assert router.route(loads(a=0, b=0), Affinity("other " * 200)).order[0] == A
     assert set(router.table.entries.values()) == {A}
+
+
+# --- log probabilities and draft models --------------------------------------------------------
+
+def drafting(in_flight: list[UpstreamLoad], *names: str) -> list[UpstreamLoad]:
+    urls = {{"a": A, "b": B, "c": C}[name] for name in names}
+    return [UpstreamLoad(u.url, u.healthy, u.in_flight, u.url in urls) for u in in_flight]
+
+
+def test_a_request_for_logprobs_goes_to_an_upstream_without_a_draft_even_against_its_prefix():
+    router = learned(Router(), CONVERSATION, A)
+    upstreams = drafting(loads(a=0, b=3, c=0), "a", "c")
+    route = router.route(upstreams, Affinity(CONVERSATION), exact_probabilities=True)
+    assert route.order[0] == B and set(route.order[1:]) == {A, C}   # the drafting ones: its last resort
+    assert router.route(upstreams, Affinity(CONVERSATION)).order[0] == A   # without logprobs: the prefix
+
+
+def test_among_upstreams_without_a_draft_the_usual_rules_choose():
+    router = learned(Router(), CONVERSATION, C)
+    upstreams = drafting(loads(a=0, b=0, c=0), "a")
+    route = router.route(upstreams, Affinity(CONVERSATION), exact_probabilities=True)
+    assert route.order[0] == C and route.hit and route.order[-1] == A
+
+
+def test_with_no_healthy_upstream_without_a_draft_a_drafting_one_answers():
+    upstreams = drafting(loads(a=-1, b=0), "b")
+    assert Router().route(upstreams, Affinity(CONVERSATION), exact_probabilities=True).order[0] == B
+    every_one_drafts = drafting(loads(a=2, b=0), "a", "b")
+    assert Router().route(every_one_drafts, None, exact_probabilities=True).order[0] == B
+
+
+@pytest.mark.parametrize(("body", "wants"), [
+    ({"logprobs": True}, True), ({"logprobs": False}, False), ({"logprobs": None}, False),
+    ({"logprobs": 0}, True), ({"logprobs": 3}, True), ({"top_logprobs": 2}, True), ({"top_logprobs": 0}, False),
+    ({"n_probs": 5}, True), ({"n_probs": 0}, False), ({"n_probs": True}, False), ({}, False),
+])
+def test_which_requests_ask_for_log_probabilities(body, wants):
+    assert wants_probabilities(body) is wants
