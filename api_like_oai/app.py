@@ -88,14 +88,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.json.compact = True
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
-    api_blueprints = [importlib.import_module(api.blueprint).bp for api in APIS]   # each API's views (routes/apis.py)
-    for blueprint in (*api_blueprints, embeddings.bp, models.bp, internal.bp, docs.bp, conversations.bp, keys.bp,
-                      lifecycle.bp, dashboard.bp, rerank.bp, audio.bp):
-        app.register_blueprint(blueprint)
-    if settings.native_api:
-        app.register_blueprint(native.bp)
-    if settings.fleet is not None:
-        app.register_blueprint(fleet.bp)
+    _register_blueprints(app, settings)
     # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
     app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
     app.extensions[dashboard.VIEW_KEY] = LiveView(Collector(_live_sources(state(app))), state(app).history)
@@ -116,6 +109,18 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     _register_error_handlers(app)
     app.wsgi_app = CollapseSlashes(OnClose(app.wsgi_app))
     return app
+
+
+def _register_blueprints(app: Flask, settings: Settings) -> None:
+    """Every API's routes, and llama.cpp's own and the fleet's when they are on."""
+    api_blueprints = [importlib.import_module(api.blueprint).bp for api in APIS]   # each API's views (routes/apis.py)
+    for blueprint in (*api_blueprints, embeddings.bp, models.bp, internal.bp, docs.bp, conversations.bp, keys.bp,
+                      lifecycle.bp, dashboard.bp, rerank.bp, audio.bp):
+        app.register_blueprint(blueprint)
+    if settings.native_api:
+        app.register_blueprint(native.bp)
+    if settings.fleet is not None:
+        app.register_blueprint(fleet.bp)
 
 
 def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str | None = None) -> AppState:

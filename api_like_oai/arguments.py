@@ -72,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="api-like-oai", allow_abbrev=False,  # --model is not --model-name: a mistyped flag is an error
         description="An OpenAI-compatible API for llama.cpp's server. A literal \\n in a prompt "
                     "flag means a newline. Every flag may also be set as API_LIKE_OAI_<FLAG>.")
-    for add_flags in (_add_original_flags, _add_template_flags, _add_server_flags, _add_limit_flags,
-                      _add_log_and_store_flags, _add_mcp_flags, _add_launch_flags, _add_fleet_flags):
+    for add_flags in (_add_original_flags, _add_key_flags, _add_listen_flags, _add_template_flags, _add_server_flags,
+                      _add_limit_flags, _add_context_flags, _add_log_flags, _add_store_flags, _add_mcp_flags,
+                      _add_launch_flags, _add_fleet_flags):
         add_flags(parser.add_argument)
     parser.add_argument("--version", action="version", version=f"api-like-oai {__version__}")
     for name, default in LEGACY_DEFAULTS.items():
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_original_flags(add) -> None:
-    """The original script's flags, and where a config file and keys come from."""
+    """The original script's flags, the config file and the llama.cpp address."""
     add("--chat-prompt", help="the top prompt in chat completions (default: %(default)r)")
     add("--user-name", help="user name in chat completions (default: %(default)r)")
     add("--ai-name", help="assistant name in chat completions (default: %(default)r)")
@@ -91,6 +92,10 @@ def _add_original_flags(add) -> None:
     add("--stop", help="end-of-response marker in chat completions (default: %(default)r)")
     add("--config", help="a YAML config file (see config.example.yaml); flags and environment override it")
     add("--llama-api", default="http://127.0.0.1:8080", help="llama.cpp server address (default: %(default)s)")
+
+
+def _add_key_flags(add) -> None:
+    """Which keys a request needs, and what a key's requests get."""
     add("--api-key", action="append", default=None,
         help="require this API key (repeat for several; default: no key needed)")
     add("--api-key-file", help="file with one API key per line (keeps keys out of `ps`)")
@@ -104,6 +109,10 @@ def _add_original_flags(add) -> None:
     add("--api-key-priority", default="normal", choices=["high", "normal", "low"],
         help="the priority for a free upstream slot of requests with a key from --api-key/--admin-key (or with "
              "no key when none is asked); managed keys have their own (keys create --priority) (default: %(default)s)")
+
+
+def _add_listen_flags(add) -> None:
+    """Where the proxy listens."""
     add("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     add("--port", type=int, default=8081, help="port to listen on (default: %(default)s)")
     add("--ollama-port", type=int, help="also listen on this port of --host (11434, Ollama's), so clients set up for a "
@@ -148,7 +157,7 @@ def _add_server_flags(add) -> None:
 
 
 def _add_limit_flags(add) -> None:
-    """Request limits, images and audio, context fitting and routing."""
+    """Request limits, images and audio."""
     add("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default: %(default)s)")
     add("--max-messages", type=int, default=2048, help="most messages in a chat request (default: %(default)s)")
     add("--max-n", type=int, default=16, help="largest n (choices per request) (default: %(default)s)")
@@ -166,6 +175,10 @@ def _add_limit_flags(add) -> None:
              "(default: %(default)s)")
     add("--allow-private-image-urls", action="store_true",
         help="fetch images from private, loopback and link-local addresses too (default: public ones only)")
+
+
+def _add_context_flags(add) -> None:
+    """Context fitting, routing among a model's upstreams, and the max_tokens cap."""
     add("--context-overflow", default="truncate", choices=["truncate", "error"],
         help="a conversation too long for max_tokens: keep it and shorten the reply, dropping old turns "
              "only to keep a reply reserve (truncate), or answer 400 as OpenAI does (error) (default: %(default)s)")
@@ -183,8 +196,8 @@ def _add_limit_flags(add) -> None:
     add("--max-tokens-limit", type=int, default=None, help="largest max_tokens a request may ask for (default: none)")
 
 
-def _add_log_and_store_flags(add) -> None:
-    """What is logged and measured, llama.cpp's own API, and where stored objects live."""
+def _add_log_flags(add) -> None:
+    """What is logged and measured, and llama.cpp's own API."""
     add("--metrics-per-key", action="store_true",
         help="/metrics counts requests and tokens per managed key, labelled by its name (one series per key)")
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")
@@ -200,6 +213,10 @@ def _add_log_and_store_flags(add) -> None:
     add("--otlp-endpoint", metavar="URL",
         help="send a trace of each request over OTLP/HTTP to URL (needs api-like-oai[otel]; default: "
              "$OTEL_EXPORTER_OTLP_ENDPOINT, else no traces)")
+
+
+def _add_store_flags(add) -> None:
+    """Where stored objects live, how long, and how much a key may store."""
     add("--store", metavar="URL", help="where stored responses and conversations live: sqlite:///PATH, "
         "redis://HOST:PORT/DB or none (default: sqlite under $XDG_DATA_HOME/api-like-oai/)")
     add("--store-ttl", type=duration, default=DEFAULT_TTL_SECONDS, metavar="DURATION",
@@ -441,12 +458,7 @@ def _model_template(args: argparse.Namespace, name: str, model) -> TemplateChoic
 
 
 def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
-    models = models_from_config(args, config) if config is not None and config.models else ()
-    models += models_from_flags(args, {model.name for model in models})
-    if not models and (args.fleet is None or args.advertise):   # a fleet's front alone has no models of its own
-        models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
-                                tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format,
-                                context_policy=_context_policy(args), routing=_routing_policy(args)),)
+    models = _models(args, config)
     return Settings(
         models=models, strict_model_names=(config is not None and bool(config.models)) or bool(args.models_dir),
         default_model=getattr(config, "default_model", None),
@@ -461,11 +473,26 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         limits=Limits(max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n,
                       max_tokens=args.max_tokens_limit),
         grace_period=args.grace_period, native_api=args.native_api, store=store_settings_of(args),
-        images=ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
-                           fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls,
-                           tokens_per_image=args.image_tokens),
+        images=_image_limits(args),
         audio=AudioLimits(max_seconds=args.max_audio_seconds), mcp=_mcp_bounds(args, config),
         upstream_metrics=args.upstream_metrics, otlp_endpoint=_otlp_endpoint(args), fleet=_fleet(args))
+
+
+def _models(args: argparse.Namespace, config) -> tuple[ModelSettings, ...]:
+    """The config's models, then the flags' (--model, --models-dir), else the one model at --llama-api."""
+    models = models_from_config(args, config) if config is not None and config.models else ()
+    models += models_from_flags(args, {model.name for model in models})
+    if not models and (args.fleet is None or args.advertise):   # a fleet's front alone has no models of its own
+        models = (ModelSettings(args.model_name, (args.llama_api,), template_choice(args),
+                                tool_call_format=args.tool_call_format, reasoning_format=args.reasoning_format,
+                                context_policy=_context_policy(args), routing=_routing_policy(args)),)
+    return models
+
+
+def _image_limits(args: argparse.Namespace) -> ImageLimits:
+    return ImageLimits(max_image_bytes=args.max_image_bytes, max_request_bytes=args.max_request_image_bytes,
+                       fetch_timeout=args.image_fetch_timeout, allow_private_urls=args.allow_private_image_urls,
+                       tokens_per_image=args.image_tokens)
 
 
 def _supervisor(args: argparse.Namespace, models: tuple[ModelSettings, ...]):

@@ -33,6 +33,15 @@ class Metrics:
 
     def __init__(self):
         self.registry = CollectorRegistry()
+        self._add_request_metrics()
+        self._add_upstream_metrics()
+        self._add_key_metrics()
+        self._add_mcp_and_stream_metrics()
+        self._add_fleet_and_audio_metrics()
+        self._children: dict[tuple, object] = {}
+
+    def _add_request_metrics(self) -> None:
+        """Every request's count, tokens and timings."""
         self.requests = Counter("api_like_oai_requests", "Requests by endpoint, model and status",
                                 ["endpoint", "model", "status"], registry=self.registry)
         self.tokens = Counter("api_like_oai_tokens", "Tokens by model and kind (prompt, completion)",
@@ -41,6 +50,13 @@ class Metrics:
                                              ["model"], buckets=LATENCY_BUCKETS, registry=self.registry)
         self.duration = Histogram("api_like_oai_request_duration_seconds", "Request duration",
                                   ["endpoint", "model"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.prefill_seconds = Histogram("api_like_oai_prefill_seconds", "Seconds llama.cpp took to read a "
+                                         "prompt (its own prompt_progress.time_ms), from prefill start to the "
+                                         "first token, queueing excluded", ["model"], buckets=LATENCY_BUCKETS,
+                                         registry=self.registry)
+
+    def _add_upstream_metrics(self) -> None:
+        """The upstreams' errors, their prompt caches at work, and the choice among a model's upstreams."""
         self.upstream_errors = Counter("api_like_oai_upstream_errors", "Errors from upstream servers",
                                        ["upstream", "code"], registry=self.registry)
         self.cached_prompt_tokens = Counter("api_like_oai_cached_prompt_tokens",
@@ -50,6 +66,9 @@ class Metrics:
                                "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
                                "overloaded; failover when it failed to start the request; only for a model with one upstream)",
                                ["model", "result", "reason"], registry=self.registry)
+
+    def _add_key_metrics(self) -> None:
+        """The keys' limits at work, and the per-key counts of --metrics-per-key."""
         self.limit_refusals = Counter("api_like_oai_limit_refusals", "Requests refused with a 429 by the key "
                                       "limit they were over (max_parallel, rpm, tpm, tokens_per_day, "
                                       "audio_seconds_per_day)", ["limit"], registry=self.registry)
@@ -60,15 +79,9 @@ class Metrics:
                                     ["key", "model", "status"], registry=self.registry)
         self.key_tokens = Counter("api_like_oai_key_tokens", "Tokens per managed key and kind (--metrics-per-key)",
                                   ["key", "kind"], registry=self.registry)
-        self.prefill_seconds = Histogram("api_like_oai_prefill_seconds", "Seconds llama.cpp took to read a "
-                                         "prompt (its own prompt_progress.time_ms), from prefill start to the "
-                                         "first token, queueing excluded", ["model"], buckets=LATENCY_BUCKETS,
-                                         registry=self.registry)
-        self._add_subsystem_metrics()
-        self._children: dict[tuple, object] = {}
 
-    def _add_subsystem_metrics(self) -> None:
-        """The metrics of the parts that came later: MCP calls, streams and slots, the fleet, audio."""
+    def _add_mcp_and_stream_metrics(self) -> None:
+        """MCP calls, the streams being relayed, and the requests waiting for a slot."""
         self.mcp_calls = Counter("api_like_oai_mcp_calls", "MCP tool calls the proxy ran for requests (tool "
                                  "tools/list: a listing), by server label, tool and outcome (ok, error); past 256 "
                                  "server and tool pairs a process counts the rest as other", ["server", "tool", "outcome"],
@@ -80,6 +93,9 @@ class Metrics:
         self.slot_waiting = Gauge("api_like_oai_slot_waiting", "Requests waiting in the proxy for a free upstream "
                                   "slot, by their key's priority", ["priority"], registry=self.registry,
                                   multiprocess_mode="livesum")
+
+    def _add_fleet_and_audio_metrics(self) -> None:
+        """A fleet front's relays to its boxes, and the audio transcribed."""
         self.fleet_relays = Counter("api_like_oai_fleet_relays", "Requests a fleet's front relayed to a box, by box, "
                                     "route (prefix, loaded, loading, restored, fits, evict, busy) and status",
                                     ["box", "route", "status"], registry=self.registry)

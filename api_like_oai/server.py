@@ -150,19 +150,7 @@ def _gunicorn_application():
             super().__init__()
 
         def load_config(self):
-            settings = self.settings
-            options = {"bind": [f"{settings.host}:{settings.port}", *settings.ollama_listen], "workers": settings.workers,
-                       "worker_class": WORKER_CLASSES[settings.worker_class], "preload_app": False,
-                       "timeout": 0, "keepalive": 5, "loglevel": settings.log_level, "accesslog": None,
-                       "child_exit": _forget_worker(self.run_dir, settings.workers > 1)}
-            if settings.worker_class == "gevent":
-                # our worker drains within grace_period and ends the streams left itself; gunicorn's
-                # master waits a little longer before it kills the worker
-                options |= {"worker_connections": EVENT_WORKER_CONNECTIONS,
-                            "graceful_timeout": int(settings.grace_period) + 5}
-            else:
-                options |= {"threads": settings.threads, "graceful_timeout": int(settings.grace_period) + 3,
-                            "post_worker_init": _end_streams_after_grace_period(settings)}
+            options = _gunicorn_options(self.settings, self.run_dir)
             if "control_socket_disable" in self.cfg.settings:
                 # gunicorn >= 24 opens a control socket at one fixed path per user; two proxies
                 # on one machine would fight over it, and nothing here uses it.
@@ -178,6 +166,21 @@ def _gunicorn_application():
             return CountedApp(app)
 
     return GunicornServer
+
+
+def _gunicorn_options(settings: Settings, run_dir: str) -> dict:
+    """gunicorn's settings for the proxy's master and workers."""
+    options = {"bind": [f"{settings.host}:{settings.port}", *settings.ollama_listen], "workers": settings.workers,
+               "worker_class": WORKER_CLASSES[settings.worker_class], "preload_app": False,
+               "timeout": 0, "keepalive": 5, "loglevel": settings.log_level, "accesslog": None,
+               "child_exit": _forget_worker(run_dir, settings.workers > 1)}
+    if settings.worker_class == "gevent":
+        # our worker drains within grace_period and ends the streams left itself; gunicorn's
+        # master waits a little longer before it kills the worker
+        return options | {"worker_connections": EVENT_WORKER_CONNECTIONS,
+                          "graceful_timeout": int(settings.grace_period) + 5}
+    return options | {"threads": settings.threads, "graceful_timeout": int(settings.grace_period) + 3,
+                      "post_worker_init": _end_streams_after_grace_period(settings)}
 
 
 class CountedApp:

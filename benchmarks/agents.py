@@ -52,8 +52,9 @@ def replayable_turn(proxy_url: str, name: str) -> bytes:
     fixture = agent_turns_module.load(name)
 
     def accepted(body: dict) -> bool:
-        request = urllib.request.Request(proxy_url + fixture["path"], data=json.dumps(body).encode(),  # noqa: S310
-                                         headers={"Content-Type": "application/json"})
+        # One line, so the formatter keeps the noqa on the line the finding is reported on.
+        headers = {"Content-Type": "application/json"}
+        request = urllib.request.Request(proxy_url + fixture["path"], data=json.dumps(body).encode(), headers=headers)  # noqa: S310
         try:
             with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback only
                 response.read()

@@ -17,6 +17,8 @@ CHAT_MESSAGES = [{"role": "user", "content": "Write a long story about a dragon 
 MANY_STREAMS = 1000  # concurrent paced streams in part 2c
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 ROOT = Path(__file__).resolve().parent.parent
+# The POST helpers build their request on one line, so the formatter keeps their noqa on the reported line.
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,12 @@ def generation_body(endpoint: str, streamed: bool, tokens: int = GENERATED_TOKEN
 
 
 def post_json(url: str, body: dict, timeout: float = 120.0) -> dict:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(),  # noqa: S310 - loopback only
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=JSON_HEADERS)  # noqa: S310 - loopback only
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - loopback only
         return json.load(response)
 
 
 def post_stream(url: str, body: dict, timeout: float = 60.0) -> bytes:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(),  # noqa: S310 - loopback only
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=JSON_HEADERS)  # noqa: S310 - loopback only
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
         return response.read()

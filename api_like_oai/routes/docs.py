@@ -28,8 +28,8 @@ def endpoints() -> list[Endpoint]:
     """Every documented route: each API's (its descriptor's), then the proxy's own. A function, so that
     the dialects' models are imported when the document is first asked for, not when the app is built
     (idle memory, benchmarks/PROFILE.md)."""
-    return [endpoint for api in APIS for endpoint in api.endpoints()] + _model_endpoints() + _internal_endpoints() \
-        + _stored_and_key_endpoints() + _relayed_endpoints()
+    return [endpoint for api in APIS for endpoint in api.endpoints()] + _model_endpoints() + _model_load_endpoints() \
+        + _internal_endpoints() + _conversation_endpoints() + _key_endpoints() + _relayed_endpoints()
 
 
 def _model_endpoints() -> list[Endpoint]:
@@ -50,6 +50,12 @@ def _model_endpoints() -> list[Endpoint]:
         ("post", "/v1/audio/speech", "Text to speech (OpenAI's shape)", None, None),
         ("get", "/v1/models", "The served models", None, o.ModelList),
         ("get", "/v1/models/{model_id}", "One served model", None, o.ModelCard),
+    ]
+
+
+def _model_load_endpoints() -> list[Endpoint]:
+    """Loading and unloading the models the proxy starts, and what they say."""
+    return [
         ("post", "/v1/internal/model/load", "Load a model the proxy starts (waits until loaded)",
          p.ModelLoadRequest, o.ModelLoadResponse),
         ("post", "/v1/internal/model/unload", "Unload a model the proxy starts (waits for its requests, then stops it)",
@@ -91,9 +97,8 @@ def _relayed_endpoints() -> list[Endpoint]:
              "the query names the model)", None, None) for method, path, upstream_path in ROUTES]
 
 
-def _stored_and_key_endpoints() -> list[Endpoint]:
-    """endpoints()' conversations, managed keys and usage."""
-    from ..access import manage as k
+def _conversation_endpoints() -> list[Endpoint]:
+    """endpoints()' stored conversations and their items."""
     from ..dialects import conversations as s
 
     return [
@@ -107,6 +112,14 @@ def _stored_and_key_endpoints() -> list[Endpoint]:
         ("get", "/v1/conversations/{conversation_id}/items/{item_id}", "One item of a conversation", None, s.Item),
         ("delete", "/v1/conversations/{conversation_id}/items/{item_id}", "Delete an item (answers the conversation)",
          None, s.Conversation),
+    ]
+
+
+def _key_endpoints() -> list[Endpoint]:
+    """endpoints()' managed keys and usage."""
+    from ..access import manage as k
+
+    return [
         ("get", "/v1/internal/keys", "Managed keys (admin key only)", None, k.KeyList),
         ("post", "/v1/internal/keys", "Create a managed key; the answer shows it once (admin key only)",
          k.NewKey, k.CreatedKey),

@@ -165,9 +165,7 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     request = model.adjust(request)
     upstream = context.door(model)
     if upstream.capabilities.renders_prompts:   # it renders, fits and parses on its own: the chat request goes up
-        sent = UpstreamRequest("/chat/completions", passthrough.chat_body(request, model))
-        events = merge.Primed(upstream.generate(sent, on_chosen=context.note_upstream))
-        return ChatGeneration(request, None, 1, events, None, {})
+        return _passed_through(request, model, upstream, context)
     let_others_run(context.request_bytes)  # between the request's validation (and a dialect's translation) and its rendering
     request, images = resolve_images(request, model)
     with stage(context.record, "render"):
@@ -181,23 +179,41 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     payload = upstream_payload(request, fitted, images, model.image_limits.tokens_per_image) | constraint
     if cached_at_start:
         payload["timings_per_token"] = True  # llama.cpp's counts come with the last event otherwise
-    headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
-    if fitted.dropped_tool_rounds:
-        headers["X-Tool-Rounds-Dropped"] = str(fitted.dropped_tool_rounds)
-    if fitted.n_predict >= 0:
-        headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
     choice_count = request.n or 1
     if choice_count == 1:  # progress events come before the first token (so generation.py reads them off
         payload["return_progress"] = True  # the front); n > 1 interleaves choices, which would break that
     markers = model.reasoning_markers(request.reasoning_format)
     # A fold reads the tokens batched, unless a thought is split out: its token count is the answer's
     # count where it ended (blocks.reasoning_tokens), which needs the tokens' counts one by one.
-    affinity = routing.Affinity(fitted.prompt.text, routing.session_key(request.prompt_cache_key, context.session,
-                                                                        request.user, request.safety_identifier))
-    events = generation.start(routed(upstream, context), [UpstreamRequest.of("/completion", payload, affinity)] * choice_count,
+    sent = UpstreamRequest.of("/completion", payload, _affinity(request, fitted, context))
+    events = generation.start(routed(upstream, context), [sent] * choice_count,
                               context, folded=not request.stream and markers is None)
     transform = event_transform(request, markers, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
-    return ChatGeneration(request, tool_plan, choice_count, events, transform, headers)
+    return ChatGeneration(request, tool_plan, choice_count, events, transform, _fit_headers(fitted))
+
+
+def _passed_through(request: ChatCompletionRequest, model: ServedModel, upstream: Upstream,
+                    context: generation.Context) -> ChatGeneration:
+    """The chat request as it is, to an upstream that renders, fits and parses on its own."""
+    sent = UpstreamRequest("/chat/completions", passthrough.chat_body(request, model))
+    events = merge.Primed(upstream.generate(sent, on_chosen=context.note_upstream))
+    return ChatGeneration(request, None, 1, events, None, {})
+
+
+def _affinity(request: ChatCompletionRequest, fitted: fitting.FittedPrompt, context: generation.Context) -> routing.Affinity:
+    """What routing goes by: the prompt (for the upstream holding its prefix), and the request's session."""
+    return routing.Affinity(fitted.prompt.text, routing.session_key(request.prompt_cache_key, context.session,
+                                                                    request.user, request.safety_identifier))
+
+
+def _fit_headers(fitted: fitting.FittedPrompt) -> dict[str, str]:
+    """The response headers saying what fitting to the context did: turns dropped, max_tokens used."""
+    headers = {"X-Messages-Dropped": str(fitted.dropped_messages)} if fitted.dropped_messages else {}
+    if fitted.dropped_tool_rounds:
+        headers["X-Tool-Rounds-Dropped"] = str(fitted.dropped_tool_rounds)
+    if fitted.n_predict >= 0:
+        headers["X-Max-Tokens-Effective"] = str(fitted.n_predict)
+    return headers
 
 
 def routed(upstream: Upstream, context: generation.Context):

@@ -125,49 +125,65 @@ def parse_tool_calls(tool_plan: ToolPlan, stream_arguments: bool, choice_count: 
     was cut short so, the events stop (and the upstream generation with them). Choices the upstream
     finished itself are read to the end of its answer, so its connection is kept for the next request."""
     def transform(events: Iterator[GenerationEvent]) -> Iterator[GenerationEvent]:
-        parsers: dict[int, ToolCallParser] = {}
-        held_logprobs: dict[int, list] = {}
-        finished: set[int] = set()
-        cut_short = False
-        for event in events:
-            if event.index in finished:
-                continue
-            if not event.text and not event.finish_reason:
-                yield event   # reasoning, or counts: nothing to parse
-                continue
-            parser = parsers.get(event.index)
-            if parser is None:
-                parser = parsers[event.index] = ToolCallParser(
-                    tool_plan.format, tool_plan.names, stream_arguments=stream_arguments)
-            pieces = parser.feed(event.text) if event.text else []
-            if not pieces and not event.finish_reason and not parser.repeating:
-                # Held back (a call until it is whole, a marker's start): only the counts go on (_regrouped's one event).
-                if event.logprobs:
-                    held_logprobs.setdefault(event.index, []).extend(event.logprobs)
-                yield GenerationEvent(index=event.index, prompt_tokens=event.prompt_tokens,
-                                      completion_tokens=event.completion_tokens, cached_tokens=event.cached_tokens)
-                continue
-            if not event.finish_reason and len(pieces) == 1:
-                piece = pieces[0]
-                if piece is event.text:
-                    yield event   # plain text, as it came
-                    continue
-                if piece.__class__ is ToolCallDelta and piece.id is None and not parser.repeating:
-                    # More of a call's arguments (most tokens of a streamed call): _regrouped's one event.
-                    held_logprobs.pop(event.index, None)
-                    yield GenerationEvent(index=event.index, tool_calls=(piece,), prompt_tokens=event.prompt_tokens,
-                                          completion_tokens=event.completion_tokens, stop_word=event.stop_word,
-                                          cached_tokens=event.cached_tokens)
-                    continue
-            if parser.repeating:
-                event, cut_short = replace(event, finish_reason="stop"), True
-            if event.finish_reason:
-                pieces += parser.finish()
-                finished.add(event.index)
-            yield from _regrouped(event, pieces, parser, held_logprobs.setdefault(event.index, []))
-            if cut_short and len(finished) == choice_count:
-                return
+        return _parsed(events, tool_plan, stream_arguments, choice_count)
     return transform
+
+
+def _parsed(events: Iterator[GenerationEvent], tool_plan: ToolPlan, stream_arguments: bool,
+            choice_count: int) -> Iterator[GenerationEvent]:
+    """parse_tool_calls' transformation of one generation's events."""
+    parsers: dict[int, ToolCallParser] = {}
+    held_logprobs: dict[int, list] = {}
+    finished: set[int] = set()
+    cut_short = False
+    for event in events:
+        if event.index in finished:
+            continue
+        if not event.text and not event.finish_reason:
+            yield event   # reasoning, or counts: nothing to parse
+            continue
+        parser = parsers.get(event.index)
+        if parser is None:
+            parser = parsers[event.index] = ToolCallParser(tool_plan.format, tool_plan.names,
+                                                           stream_arguments=stream_arguments)
+        pieces = parser.feed(event.text) if event.text else []
+        if not pieces and not event.finish_reason and not parser.repeating:
+            # Held back (a call until it is whole, a marker's start): only the counts go on (_regrouped's one event).
+            yield _held_back(event, held_logprobs)
+            continue
+        if not event.finish_reason and len(pieces) == 1:
+            piece = pieces[0]
+            if piece is event.text:
+                yield event   # plain text, as it came
+                continue
+            if piece.__class__ is ToolCallDelta and piece.id is None and not parser.repeating:
+                # More of a call's arguments (most tokens of a streamed call): _regrouped's one event.
+                held_logprobs.pop(event.index, None)
+                yield _arguments_event(event, piece)
+                continue
+        if parser.repeating:
+            event, cut_short = replace(event, finish_reason="stop"), True
+        if event.finish_reason:
+            pieces += parser.finish()
+            finished.add(event.index)
+        yield from _regrouped(event, pieces, parser, held_logprobs.setdefault(event.index, []))
+        if cut_short and len(finished) == choice_count:
+            return
+
+
+def _held_back(event: GenerationEvent, held_logprobs: dict[int, list]) -> GenerationEvent:
+    """The counts of an event whose text is held back; its logprobs wait in `held_logprobs`."""
+    if event.logprobs:
+        held_logprobs.setdefault(event.index, []).extend(event.logprobs)
+    return GenerationEvent(index=event.index, prompt_tokens=event.prompt_tokens,
+                           completion_tokens=event.completion_tokens, cached_tokens=event.cached_tokens)
+
+
+def _arguments_event(event: GenerationEvent, piece: ToolCallDelta) -> GenerationEvent:
+    """An event carrying one more piece of a call's arguments, with the upstream event's counts."""
+    return GenerationEvent(index=event.index, tool_calls=(piece,), prompt_tokens=event.prompt_tokens,
+                           completion_tokens=event.completion_tokens, stop_word=event.stop_word,
+                           cached_tokens=event.cached_tokens)
 
 
 def _regrouped(event: GenerationEvent, pieces: list, parser: ToolCallParser,

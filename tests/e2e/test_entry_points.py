@@ -57,9 +57,10 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned, tmp_p
     # Started as a terminal starts it, with SIGINT at its default: a suite run in the background
     # (`scripts/test &`) ignores SIGINT, every child inherits that, and a shell cannot trap a signal
     # ignored when it started.
-    script = subprocess.Popen([str(ROOT / "scripts" / "run"), "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=log.open("w"),
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
+    script = subprocess.Popen(  # noqa: PLW1509 - a signal reset only, before exec
+        [str(ROOT / "scripts" / "run"), "--port", str(port)], env=env,
+        stdout=subprocess.DEVNULL, stderr=log.open("w"),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     started: list[int] = []
     try:
         wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).ok, script,
