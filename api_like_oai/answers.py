@@ -39,30 +39,40 @@ class ModelCard(Answer):
     # Not OpenAI's; what clients of local servers read to size their prompts and pick features.
     context_length: int | None = Field(
         description="Tokens one request may use (prompt and answer): the config's context_length, else "
-                    "llama.cpp's context per slot; null while the upstream has not answered. As OpenRouter "
-                    "and LM Studio name it.")
+        "llama.cpp's context per slot; null while the upstream has not answered. As OpenRouter "
+        "and LM Studio name it."
+    )
     max_model_len: int | None = Field(description="The same number, as vLLM names it.")
     capabilities: list[Literal["completion", "chat", "tools", "embeddings", "vision", "rerank"]] = Field(
         description="What the model can be asked for: completion (/v1/completions), chat "
-                    "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings), vision "
-                    "(images in chat), rerank (/v1/rerank).")
+        "(/v1/chat/completions), tools (tool calling), embeddings (/v1/embeddings), vision "
+        "(images in chat), rerank (/v1/rerank)."
+    )
     input_modalities: list[Literal["text", "image", "audio"]] = Field(
-        ["text"], description="What the model reads: image (audio) when its llama-server's projector (--mmproj) "
-                              "has a vision (audio) encoder, as its /props says (text only until the upstream "
-                              "has answered).")
-    status: ModelStatus | None = Field(None, description="For a model the proxy starts itself: where it is in "
-                                       "its life, as llama.cpp's router mode and llama-swap report it.")
+        ["text"],
+        description="What the model reads: image (audio) when its llama-server's projector (--mmproj) "
+        "has a vision (audio) encoder, as its /props says (text only until the upstream "
+        "has answered).",
+    )
+    status: ModelStatus | None = Field(
+        None,
+        description="For a model the proxy starts itself: where it is in "
+        "its life, as llama.cpp's router mode and llama-swap report it.",
+    )
 
 
 class ModelStatus(Answer):
-    model_config = ConfigDict(defer_build=True, extra="allow")   # and in_flight, queued, loads, evictions, ...
+    model_config = ConfigDict(defer_build=True, extra="allow")  # and in_flight, queued, loads, evictions, ...
 
     value: Literal["loaded", "loading", "unloaded", "failed"]
-    memory_mib: int | None = Field(description="The memory it needs (all replicas), estimated from its GGUF file "
-                                               "or its config's memory:, in MiB (null for the moment after start-up "
-                                               "before its file's header is read).")
-    file: dict | None = Field(None, description="What its GGUF file's header says: architecture, context_length "
-                                                "(trained), parameters, quantization.")
+    memory_mib: int | None = Field(
+        description="The memory it needs (all replicas), estimated from its GGUF file "
+        "or its config's memory:, in MiB (null for the moment after start-up "
+        "before its file's header is read)."
+    )
+    file: dict | None = Field(
+        None, description="What its GGUF file's header says: architecture, context_length (trained), parameters, quantization."
+    )
     stage: str | None = Field(None, description="What a load or unload is doing now.")
     exit_code: int | None = Field(None, description="How its llama-server last exited, when it failed.")
     error: str | None = Field(None, description="Why it failed, with its llama-server's last log lines.")
@@ -107,7 +117,7 @@ class ChoiceLogprobs(Answer):
 
 class ResponseFunctionCall(Answer):
     name: str
-    arguments: str = Field(description="The arguments as a JSON object's text; \"{}\" when there are none.")
+    arguments: str = Field(description='The arguments as a JSON object\'s text; "{}" when there are none.')
 
 
 class ResponseToolCall(Answer):
@@ -138,7 +148,7 @@ class ChatCompletion(Answer):
     created: int
     model: str
     system_fingerprint: str | None = None
-    service_tier: str | None = Field(None, description="\"default\", when the request named a tier.")
+    service_tier: str | None = Field(None, description='"default", when the request named a tier.')
     choices: list[ChatChoice]
     usage: Usage
 
@@ -256,8 +266,9 @@ class LiveRequest(Answer):
     upstream: str
     phase: Literal["queued", "loading model", "prefill", "generating"]
     elapsed_seconds: float
-    prefill_percent: float | None = Field(None, description="How much of the prompt's uncached part llama.cpp "
-                                          "has read (with phase prefill and after).")
+    prefill_percent: float | None = Field(
+        None, description="How much of the prompt's uncached part llama.cpp has read (with phase prefill and after)."
+    )
     prompt_tokens: int | None = Field(None, description="The prompt's tokens, once llama.cpp reported progress.")
     generated_tokens: int
     tokens_per_second: float | None = Field(None, description="Generated tokens per second since the first token.")

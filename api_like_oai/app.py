@@ -49,7 +49,7 @@ from .services.models import ModelRegistry, ServedModel
 from .settings import ModelSettings, Settings
 from .store import Store, open_store
 
-if TYPE_CHECKING:   # built only with their flags: traces, the supervisor, the fleet, several workers
+if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fleet, several workers
     from .fleet.front import FleetFront
     from .siblings import Siblings
     from .supervisor.client import SupervisorClient
@@ -69,14 +69,14 @@ class AppState:
     registry: ModelRegistry
     inflight: InFlight
     metrics: Metrics
-    seal: Seal                       # signs thoughts handed out and checks them when they come back
-    store: Store | None = None       # stored responses and conversations (None: --store none)
+    seal: Seal  # signs thoughts handed out and checks them when they come back
+    store: Store | None = None  # stored responses and conversations (None: --store none)
     siblings: Siblings | None = None  # the other workers, with --workers > 1
-    gate: Gate = Gate()              # the keys requests may bring, managed ones in the store's key book
+    gate: Gate = Gate()  # the keys requests may bring, managed ones in the store's key book
     supervisor: SupervisorClient | None = None  # the models the proxy starts itself
-    tracing: Tracing | None = None    # with --otlp-endpoint (opentelemetry imported only then)
-    history: History | None = None    # the dashboard's charts and recent errors, kept in the store
-    fleet: FleetFront | None = None   # with --fleet: the boxes, placement, the relay
+    tracing: Tracing | None = None  # with --otlp-endpoint (opentelemetry imported only then)
+    history: History | None = None  # the dashboard's charts and recent errors, kept in the store
+    fleet: FleetFront | None = None  # with --fleet: the boxes, placement, the relay
 
 
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
@@ -98,7 +98,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
         app.after_request(_cors_headers(settings.cors_origins))
     # The record opens before the key check, so a refused key is in the access log and the metrics.
     app.before_request(_open_record)
-    if settings.fleet is not None:   # before the key check: a fleet call's client was checked at its front
+    if settings.fleet is not None:  # before the key check: a fleet call's client was checked at its front
         app.before_request(fleet.trust_fleet_call)
     if state(app).gate.required:
         app.before_request(_identify_caller)
@@ -113,9 +113,20 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
 
 def _register_blueprints(app: Flask, settings: Settings) -> None:
     """Every API's routes, and llama.cpp's own and the fleet's when they are on."""
-    api_blueprints = [importlib.import_module(api.blueprint).bp for api in APIS]   # each API's views (routes/apis.py)
-    for blueprint in (*api_blueprints, embeddings.bp, models.bp, internal.bp, docs.bp, conversations.bp, keys.bp,
-                      lifecycle.bp, dashboard.bp, rerank.bp, audio.bp):
+    api_blueprints = [importlib.import_module(api.blueprint).bp for api in APIS]  # each API's views (routes/apis.py)
+    for blueprint in (
+        *api_blueprints,
+        embeddings.bp,
+        models.bp,
+        internal.bp,
+        docs.bp,
+        conversations.bp,
+        keys.bp,
+        lifecycle.bp,
+        dashboard.bp,
+        rerank.bp,
+        audio.bp,
+    ):
         app.register_blueprint(blueprint)
     if settings.native_api:
         app.register_blueprint(native.bp)
@@ -129,20 +140,43 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
     if run_dir is not None:
         from .siblings import Siblings  # only with several workers
 
-        siblings = Siblings(run_dir, {"stop": lambda _: inflight.stop_all(), "stop_one": inflight.stop_one,
-                                      "requests": lambda _: [row.to_wire() for row in
-                                                             live_requests(inflight.requests.records())]})
+        siblings = Siblings(
+            run_dir,
+            {
+                "stop": lambda _: inflight.stop_all(),
+                "stop_one": inflight.stop_one,
+                "requests": lambda _: [row.to_wire() for row in live_requests(inflight.requests.records())],
+            },
+        )
     store = open_store(settings.store, settings.limits.max_body_bytes)
     seal = Seal(*installation.seal_key_sources(store))
-    gate = Gate(settings.api_keys, settings.admin_keys, open_book(store), settings.limits_on_store_error,
-                settings.metrics_per_key, settings.api_key_priority)
+    gate = Gate(
+        settings.api_keys,
+        settings.admin_keys,
+        open_book(store),
+        settings.limits_on_store_error,
+        settings.metrics_per_key,
+        settings.api_key_priority,
+    )
     supervisor = None
     if supervisor_socket is not None:
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    return AppState(settings, build_registry(settings), inflight, Metrics(), seal, store, siblings, gate, supervisor,
-                    _tracing(settings), History(open_buckets(store)), _fleet_front(settings))
+    return AppState(
+        settings,
+        build_registry(settings),
+        inflight,
+        Metrics(),
+        seal,
+        store,
+        siblings,
+        gate,
+        supervisor,
+        _tracing(settings),
+        History(open_buckets(store)),
+        _fleet_front(settings),
+    )
 
 
 def _live_sources(shared: AppState) -> Sources:
@@ -156,9 +190,12 @@ def _live_sources(shared: AppState) -> Sources:
         return own + [LiveRequest.from_wire(row) for rows in shared.siblings.ask("requests") for row in rows]
 
     supervisor, fleet_front = shared.supervisor, shared.fleet
-    return Sources(requests, lambda: shared.registry.models.values(),
-                   (lambda: supervisor.ask("status")) if supervisor is not None else (lambda: None),
-                   (lambda: fleet_front.membership.current()) if fleet_front is not None else None)
+    return Sources(
+        requests,
+        lambda: shared.registry.models.values(),
+        (lambda: supervisor.ask("status")) if supervisor is not None else (lambda: None),
+        (lambda: fleet_front.membership.current()) if fleet_front is not None else None,
+    )
 
 
 def _fleet_front(settings: Settings):
@@ -189,9 +226,14 @@ def _metrics():
     if shared.settings.upstream_metrics:
         from .upstream_metrics import upstream_metrics
 
-        text += upstream_metrics([(model.name, client.base_url, client.api_key)
-                                  for model in shared.registry.models.values()
-                                  if model.upstream.capabilities.metrics for client in model.upstream.servers()])
+        text += upstream_metrics(
+            [
+                (model.name, client.base_url, client.api_key)
+                for model in shared.registry.models.values()
+                if model.upstream.capabilities.metrics
+                for client in model.upstream.servers()
+            ]
+        )
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
 
@@ -202,8 +244,9 @@ def _open_record():
         return
     shared = state()
     rule = request.url_rule
-    record = g.record = RequestRecord(rule.rule if rule else "unmatched", shared.metrics, shared.settings.log_format,
-                                      live_requests=shared.inflight.requests)
+    record = g.record = RequestRecord(
+        rule.rule if rule else "unmatched", shared.metrics, shared.settings.log_format, live_requests=shared.inflight.requests
+    )
     if shared.tracing is not None:
         record.tracing, record.traceparent = shared.tracing, request.headers.get("traceparent")
     record.on_close.append(shared.history.add)
@@ -225,7 +268,8 @@ def _cors_preflight(origins: tuple[str, ...]):
             response = Response(status=204)
             response.headers["Access-Control-Allow-Methods"] = "GET, POST, DELETE, OPTIONS"
             response.headers["Access-Control-Allow-Headers"] = request.headers.get(
-                "Access-Control-Request-Headers", "Authorization, Content-Type")
+                "Access-Control-Request-Headers", "Authorization, Content-Type"
+            )
             response.headers["Access-Control-Max-Age"] = "600"
             return response
         return None
@@ -248,20 +292,25 @@ def _cors_headers(origins: tuple[str, ...]):
 
 def build_registry(settings: Settings) -> ModelRegistry:
     def client(url: str, api_key: str = "") -> LlamaCppClient:
-        return LlamaCppClient(url, connect_timeout=settings.connect_timeout, read_timeout=settings.read_timeout,
-                              api_key=api_key)
+        return LlamaCppClient(url, connect_timeout=settings.connect_timeout, read_timeout=settings.read_timeout, api_key=api_key)
 
     def served(model: ModelSettings) -> ServedModel:
         # The one place the kind is read: after this, callers ask the upstream's capabilities.
         if model.kind == "openai":
-            upstream = OpenAIUpstream(model.upstreams[0], connect_timeout=settings.connect_timeout,
-                                      read_timeout=settings.read_timeout, name=model.name)
+            upstream = OpenAIUpstream(
+                model.upstreams[0], connect_timeout=settings.connect_timeout, read_timeout=settings.read_timeout, name=model.name
+            )
             return ServedModel(model, upstream, settings.images)
         # The llama-servers the proxy starts take only its own key (supervisor/spec.py).
         key = settings.supervisor.api_key if model.launch is not None and settings.supervisor is not None else ""
         drafting = model.launch.drafting_urls if model.launch is not None else ()
-        return ServedModel(model, UpstreamPool([client(url, key) for url in model.upstreams], routing=model.routing,
-                                               name=model.name, drafting=drafting), image_limits=settings.images)
+        return ServedModel(
+            model,
+            UpstreamPool(
+                [client(url, key) for url in model.upstreams], routing=model.routing, name=model.name, drafting=drafting
+            ),
+            image_limits=settings.images,
+        )
 
     served = [served(model) for model in settings.models]
     return ModelRegistry(served, strict=settings.strict_model_names, default=settings.default_model)
@@ -271,8 +320,13 @@ def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
     # The page and its files hold no data (its stream needs the key); a fleet call's front checked its key.
-    if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/docs/") \
-            or dashboard.is_page(request.path) or g.get("fleet_call"):
+    if (
+        request.method == "OPTIONS"
+        or request.path in PUBLIC_PATHS
+        or request.path.startswith("/docs/")
+        or dashboard.is_page(request.path)
+        or g.get("fleet_call")
+    ):
         return
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)

@@ -42,8 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _create_app(settings: Settings, run_dir: str | None = None, supervisor_socket: str | None = None,
-                mcp_bridges: dict[str, tuple[str, str]] | None = None):
+def _create_app(
+    settings: Settings,
+    run_dir: str | None = None,
+    supervisor_socket: str | None = None,
+    mcp_bridges: dict[str, tuple[str, str]] | None = None,
+):
     """`mcp_bridges`: where the main process's bridges serve the config's stdio MCP servers (mcp/stdio.py)."""
     from .app import create_app  # in the worker, after gevent patched it (server.py)
 

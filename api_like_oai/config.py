@@ -29,13 +29,13 @@ class ModelConfig(BaseModel):
     model: str | None = None
     mmproj: str | None = None
     args: list[str] | str = []
-    draft: str | None = None                  # a draft model's GGUF file (speculative decoding)
+    draft: str | None = None  # a draft model's GGUF file (speculative decoding)
     draft_args: list[str] | str = []
-    draft_replicas: int | None = Field(None, ge=1)   # of `replicas`, how many run the draft (default: all)
-    devices: list[Annotated[int, Field(ge=0)]] | None = None          # the GPUs (nvidia-smi's indices) it may use
+    draft_replicas: int | None = Field(None, ge=1)  # of `replicas`, how many run the draft (default: all)
+    devices: list[Annotated[int, Field(ge=0)]] | None = None  # the GPUs (nvidia-smi's indices) it may use
     env: dict[str, str] = {}
     replicas: int = Field(1, ge=1, le=64)
-    boxes: int | None = Field(None, ge=1, le=64)   # in a fleet: kept loaded on this many boxes (README "A fleet")
+    boxes: int | None = Field(None, ge=1, le=64)  # in a fleet: kept loaded on this many boxes (README "A fleet")
     ttl: float | str | None = None
     memory: int | None = Field(None, ge=1)
     preload: bool = False
@@ -79,7 +79,7 @@ class ModelConfig(BaseModel):
     def a_duration(cls, value):
         from .store.settings import duration
 
-        if value is None or str(value).strip() == "0":   # ttl 0: never unloaded
+        if value is None or str(value).strip() == "0":  # ttl 0: never unloaded
             return None if value is None else 0.0
         return duration(str(value))
 
@@ -139,9 +139,14 @@ class McpServerConfig(BaseModel):
 def config_model(flag_names: list[str]) -> type[BaseModel]:
     """The file's schema: one optional key per CLI flag, plus models, default_model and mcp_servers."""
     flags = {name: (Any, None) for name in flag_names if name != "config"}
-    return create_model("ConfigFile", __config__=ConfigDict(extra="forbid"),
-                        models=(dict[str, ModelConfig] | None, None), default_model=(str | None, None),
-                        mcp_servers=(dict[str, McpServerConfig] | None, None), **flags)
+    return create_model(
+        "ConfigFile",
+        __config__=ConfigDict(extra="forbid"),
+        models=(dict[str, ModelConfig] | None, None),
+        default_model=(str | None, None),
+        mcp_servers=(dict[str, McpServerConfig] | None, None),
+        **flags,
+    )
 
 
 def load_config(path: str, flag_names: list[str]) -> BaseModel:
@@ -169,8 +174,10 @@ def load_config(path: str, flag_names: list[str]) -> BaseModel:
 def _check_default_model(config, path: str, text: str) -> None:
     names = {name for name, model in (config.models or {}).items() for name in [name, *model.aliases]}
     if config.default_model and config.models and config.default_model not in names:
-        raise ConfigError(f"{path}:{line_of(text, ('default_model',))}: default_model: "
-                          f"{config.default_model!r} is not a model name (known: {', '.join(sorted(names))})")
+        raise ConfigError(
+            f"{path}:{line_of(text, ('default_model',))}: default_model: "
+            f"{config.default_model!r} is not a model name (known: {', '.join(sorted(names))})"
+        )
 
 
 def _describe(exc: ValidationError, path: str, text: str) -> str:

@@ -42,8 +42,7 @@ class ProxyError(Exception):
 
     def to_dict(self) -> dict:
         """The OpenAI error object: {"error": {"message", "type", "param", "code"}}."""
-        return {"error": {"message": self.message, "type": self.type,
-                          "param": self.param, "code": self.code}}
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
     @property
     def anthropic_status(self) -> int:
@@ -87,7 +86,7 @@ class RateLimited(ProxyError):
     """A key over one of its limits; `retry_after` seconds until it may try again (Retry-After)."""
 
     status = 429
-    type = "requests"            # OpenAI's: "requests" or "tokens", by the limit that was hit
+    type = "requests"  # OpenAI's: "requests" or "tokens", by the limit that was hit
     code = "rate_limit_exceeded"
     anthropic_type = "rate_limit_error"
 

@@ -21,20 +21,57 @@ import struct
 SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 STRING, ARRAY = 8, 9
 # llama.cpp's `general.file_type` (gguf.LlamaFileType) -> the quantization's name
-FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
-              12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
-              19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
-              26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
-              36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE"}
+FILE_TYPES = {
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    19: "IQ2_XXS",
+    20: "IQ2_XS",
+    21: "Q2_K_S",
+    22: "IQ3_XS",
+    23: "IQ3_XXS",
+    24: "IQ1_S",
+    25: "IQ4_NL",
+    26: "IQ3_S",
+    27: "IQ3_M",
+    28: "IQ2_S",
+    29: "IQ2_M",
+    30: "IQ4_XS",
+    31: "IQ1_M",
+    32: "BF16",
+    36: "TQ1_0",
+    37: "TQ2_0",
+    38: "MXFP4_MOE",
+}
 # The metadata kept: every value that is not an array (numbers and strings, the chat template too), and
 # of the arrays only the architecture's own keys by these suffixes (per-layer head counts), and these
-NEEDED_SUFFIXES = (".block_count", ".context_length", ".embedding_length", ".attention.head_count",
-                   ".attention.head_count_kv", ".attention.key_length", ".attention.value_length")
+NEEDED_SUFFIXES = (
+    ".block_count",
+    ".context_length",
+    ".embedding_length",
+    ".attention.head_count",
+    ".attention.head_count_kv",
+    ".attention.key_length",
+    ".attention.value_length",
+)
 NEEDED_KEYS = ("general.architecture", "general.file_type", "general.name", "general.size_label")
-CACHE_VERSION = 2   # 2: every scalar and string kept, not only the estimate's
+CACHE_VERSION = 2  # 2: every scalar and string kept, not only the estimate's
 
 
-POOLING_RANK = 4   # llama.h's LLAMA_POOLING_TYPE_RANK: a reranker's classification head
+POOLING_RANK = 4  # llama.h's LLAMA_POOLING_TYPE_RANK: a reranker's classification head
 
 
 class NotGGUF(ValueError):
@@ -85,7 +122,7 @@ class _Walker:
     def string(self) -> str:
         length = self.u64()
         self.offset += length
-        return self.data[self.offset - length:self.offset].decode("utf-8", "replace")
+        return self.data[self.offset - length : self.offset].decode("utf-8", "replace")
 
     def value(self, value_type: int):
         if value_type == STRING:
@@ -99,7 +136,7 @@ class _Walker:
 
     def skip(self, value_type: int) -> None:
         if value_type == STRING:
-            length = self.u64()   # read before the addition: `offset += u64()` would add to the old offset
+            length = self.u64()  # read before the addition: `offset += u64()` would add to the old offset
             self.offset += length
         elif value_type == ARRAY:
             item_type, count = self.u32(), self.u64()
@@ -110,7 +147,7 @@ class _Walker:
     def _skip_items(self, item_type: int, count: int) -> None:
         if item_type in SCALAR_FORMATS:
             self.offset += count * struct.calcsize(SCALAR_FORMATS[item_type])
-        elif item_type == STRING:   # the vocabulary: only each string's length is read
+        elif item_type == STRING:  # the vocabulary: only each string's length is read
             data, offset, length_at = self.data, self.offset, struct.Struct("<Q").unpack_from
             for _ in range(count):
                 offset += 8 + length_at(data, offset)[0]
@@ -124,10 +161,10 @@ class _Walker:
         total = 0
         for _ in range(tensor_count):
             name_length = self.u64()
-            self.offset += name_length                 # its name
+            self.offset += name_length  # its name
             dimensions = self.u32()
             shape = struct.unpack_from(f"<{dimensions}Q", self.data, self.offset)
-            self.offset += 8 * dimensions + 4 + 8      # the shape, its type, its offset
+            self.offset += 8 * dimensions + 4 + 8  # the shape, its type, its offset
             elements = 1
             for size in shape:
                 elements *= size
@@ -151,7 +188,7 @@ def cached_header(path: str, cache_dir: str | None) -> dict:
         os.makedirs(cache_dir, exist_ok=True)
         with open(entry + f".{os.getpid()}", "w", encoding="utf-8") as file:
             json.dump(header, file)
-        os.replace(entry + f".{os.getpid()}", entry)   # whole or absent, for a proxy reading it at once
+        os.replace(entry + f".{os.getpid()}", entry)  # whole or absent, for a proxy reading it at once
     except OSError:
         pass
     return header
@@ -178,6 +215,10 @@ def summary(header: dict) -> dict:
     quantization (the keys absent that the file does not say)."""
     fields = header["fields"]
     arch = fields.get("general.architecture")
-    facts = {"architecture": arch, "context_length": fields.get(f"{arch}.context_length"),
-             "parameters": header.get("parameters"), "quantization": FILE_TYPES.get(fields.get("general.file_type"))}
+    facts = {
+        "architecture": arch,
+        "context_length": fields.get(f"{arch}.context_length"),
+        "parameters": header.get("parameters"),
+        "quantization": FILE_TYPES.get(fields.get("general.file_type")),
+    }
     return {key: value for key, value in facts.items() if value is not None}

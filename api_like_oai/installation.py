@@ -50,16 +50,18 @@ def seal_key_sources(store: Store | None) -> tuple[Callable[[], bytes | None], .
     """Where the key thoughts are signed under comes from, preferred first (sealing.Seal): the
     environment's key if one is given; else, with a store several instances share, a key derived
     from its secret, then this installation's own while that store cannot be reached."""
-    if os.environ.get(SECRET_ENV) or store is None or store.seam.kind != "redis":   # one instance's alone
+    if os.environ.get(SECRET_ENV) or store is None or store.seam.kind != "redis":  # one instance's alone
         return (secret,)
 
     def from_the_shared_store() -> bytes | None:
         try:
-            return hmac.new(store.secret(), b"api-like-oai: the key thoughts are signed under",
-                            hashlib.sha256).digest()
+            return hmac.new(store.secret(), b"api-like-oai: the key thoughts are signed under", hashlib.sha256).digest()
         except StoreUnavailable as exc:
-            log.warning("thoughts are signed with this instance's own key for now (%s): other instances "
-                        "will not recognise them; give every instance API_LIKE_OAI_SECRET to avoid this", exc)
+            log.warning(
+                "thoughts are signed with this instance's own key for now (%s): other instances "
+                "will not recognise them; give every instance API_LIKE_OAI_SECRET to avoid this",
+                exc,
+            )
             return None
 
     return (from_the_shared_store, secret)

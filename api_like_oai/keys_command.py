@@ -19,16 +19,23 @@ from .errors import StoreUnavailable
 from .store import open_store
 from .store.settings import duration
 
-LIMIT_OPTIONS = (("--rpm", "requests per minute"), ("--tpm", "tokens (prompt + completion) per minute"),
-                 ("--tokens-per-day", "tokens per UTC day"), ("--max-parallel", "requests in flight at once"),
-                 ("--max-stored-mib", "MiB its stored responses and conversations may hold"),
-                 ("--audio-seconds-per-day", "seconds of audio (transcribed, or in chat) per UTC day"))
+LIMIT_OPTIONS = (
+    ("--rpm", "requests per minute"),
+    ("--tpm", "tokens (prompt + completion) per minute"),
+    ("--tokens-per-day", "tokens per UTC day"),
+    ("--max-parallel", "requests in flight at once"),
+    ("--max-stored-mib", "MiB its stored responses and conversations may hold"),
+    ("--audio-seconds-per-day", "seconds of audio (transcribed, or in chat) per UTC day"),
+)
 LIMIT_NAMES = tuple(option[2:].replace("-", "_") for option, _ in LIMIT_OPTIONS)
 
 
 def keys_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="api-like-oai keys", description="Manage the API keys kept in the "
-                                     "store running proxies read (they need --admin-key or --api-key to ask for keys).")
+    parser = argparse.ArgumentParser(
+        prog="api-like-oai keys",
+        description="Manage the API keys kept in the "
+        "store running proxies read (they need --admin-key or --api-key to ask for keys).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     create = _command(commands, "create", "make a key; it is printed once, on standard output")
     create.add_argument("--name", required=True, help="the key's name (unique; shown in usage and logs)")
@@ -56,12 +63,18 @@ def _command(commands, name: str, description: str) -> argparse.ArgumentParser:
 
 def _add_changes(command: argparse.ArgumentParser) -> None:
     command.add_argument("--models", help="comma-separated model names the key may use (default: every model)")
-    command.add_argument("--mcp-servers", help="comma-separated MCP servers of the config the key may use: a name "
-                         "(every tool) or name.tool (that tool) (default: none)")
+    command.add_argument(
+        "--mcp-servers",
+        help="comma-separated MCP servers of the config the key may use: a name "
+        "(every tool) or name.tool (that tool) (default: none)",
+    )
     for option, description in LIMIT_OPTIONS:
         command.add_argument(option, type=int, help=description + " (default: no limit)")
-    command.add_argument("--priority", choices=("high", "normal", "low"),
-                         help="its requests' place among those waiting for a busy upstream's slot (default: normal)")
+    command.add_argument(
+        "--priority",
+        choices=("high", "normal", "low"),
+        help="its requests' place among those waiting for a busy upstream's slot (default: normal)",
+    )
     command.add_argument("--expires", help="the key expires after this long: 90m, 12h, 30d (default: never)")
 
 
@@ -83,8 +96,12 @@ def keys_main(argv: list[str]) -> int:
 
 def _store_settings(args: argparse.Namespace):
     """The store the server would open with these flags, the environment and the config file."""
-    server_argv = [part for flag in ("config", "store", "store_secret_file") if getattr(args, flag)
-                   for part in ("--" + flag.replace("_", "-"), getattr(args, flag))]
+    server_argv = [
+        part
+        for flag in ("config", "store", "store_secret_file")
+        if getattr(args, flag)
+        for part in ("--" + flag.replace("_", "-"), getattr(args, flag))
+    ]
     return store_settings_of(parse_arguments(server_argv)[0])
 
 
@@ -140,11 +157,16 @@ def _usage(book, args) -> int:
 def _summary(record: KeyRecord) -> str:
     """One line: name, models, limits, expiry, state."""
     limits = " ".join(f"{name}={getattr(record, name)}" for name in LIMIT_NAMES if getattr(record, name) is not None)
-    expires = (datetime.datetime.fromtimestamp(record.expires_at, datetime.UTC).isoformat(timespec="seconds")
-               if record.expires_at else "never")
+    expires = (
+        datetime.datetime.fromtimestamp(record.expires_at, datetime.UTC).isoformat(timespec="seconds")
+        if record.expires_at
+        else "never"
+    )
     state = "revoked" if record.revoked else "active"
-    return (f"{record.name}\tmodels={','.join(record.models) if record.models else '*'}\t{limits or 'no limits'}"
-            f"\tpriority={record.priority}\texpires={expires}\t{state}")
+    return (
+        f"{record.name}\tmodels={','.join(record.models) if record.models else '*'}\t{limits or 'no limits'}"
+        f"\tpriority={record.priority}\texpires={expires}\t{state}"
+    )
 
 
 COMMANDS = {"create": _create, "update": _update, "revoke": _revoke, "list": _list, "usage": _usage}

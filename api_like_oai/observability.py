@@ -42,67 +42,137 @@ class Metrics:
 
     def _add_request_metrics(self) -> None:
         """Every request's count, tokens and timings."""
-        self.requests = Counter("api_like_oai_requests", "Requests by endpoint, model and status",
-                                ["endpoint", "model", "status"], registry=self.registry)
-        self.tokens = Counter("api_like_oai_tokens", "Tokens by model and kind (prompt, completion)",
-                              ["model", "kind"], registry=self.registry)
-        self.time_to_first_token = Histogram("api_like_oai_time_to_first_token_seconds", "Time to first token",
-                                             ["model"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.duration = Histogram("api_like_oai_request_duration_seconds", "Request duration",
-                                  ["endpoint", "model"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.prefill_seconds = Histogram("api_like_oai_prefill_seconds", "Seconds llama.cpp took to read a "
-                                         "prompt (its own prompt_progress.time_ms), from prefill start to the "
-                                         "first token, queueing excluded", ["model"], buckets=LATENCY_BUCKETS,
-                                         registry=self.registry)
+        self.requests = Counter(
+            "api_like_oai_requests",
+            "Requests by endpoint, model and status",
+            ["endpoint", "model", "status"],
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "api_like_oai_tokens", "Tokens by model and kind (prompt, completion)", ["model", "kind"], registry=self.registry
+        )
+        self.time_to_first_token = Histogram(
+            "api_like_oai_time_to_first_token_seconds",
+            "Time to first token",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "api_like_oai_request_duration_seconds",
+            "Request duration",
+            ["endpoint", "model"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.prefill_seconds = Histogram(
+            "api_like_oai_prefill_seconds",
+            "Seconds llama.cpp took to read a "
+            "prompt (its own prompt_progress.time_ms), from prefill start to the "
+            "first token, queueing excluded",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
 
     def _add_upstream_metrics(self) -> None:
         """The upstreams' errors, their prompt caches at work, and the choice among a model's upstreams."""
-        self.upstream_errors = Counter("api_like_oai_upstream_errors", "Errors from upstream servers",
-                                       ["upstream", "code"], registry=self.registry)
-        self.cached_prompt_tokens = Counter("api_like_oai_cached_prompt_tokens",
-                                            "Prompt tokens llama.cpp took from its cache instead of computing them",
-                                            ["model"], registry=self.registry)
-        self.routing = Counter("api_like_oai_routing", "Upstream choices by whether the upstream held the prompt's "
-                               "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
-                               "overloaded; failover when it failed to start the request; only for a model with one upstream)",
-                               ["model", "result", "reason"], registry=self.registry)
+        self.upstream_errors = Counter(
+            "api_like_oai_upstream_errors", "Errors from upstream servers", ["upstream", "code"], registry=self.registry
+        )
+        self.cached_prompt_tokens = Counter(
+            "api_like_oai_cached_prompt_tokens",
+            "Prompt tokens llama.cpp took from its cache instead of computing them",
+            ["model"],
+            registry=self.registry,
+        )
+        self.routing = Counter(
+            "api_like_oai_routing",
+            "Upstream choices by whether the upstream held the prompt's "
+            "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
+            "overloaded; failover when it failed to start the request; only for a model with one upstream)",
+            ["model", "result", "reason"],
+            registry=self.registry,
+        )
 
     def _add_key_metrics(self) -> None:
         """The keys' limits at work, and the per-key counts of --metrics-per-key."""
-        self.limit_refusals = Counter("api_like_oai_limit_refusals", "Requests refused with a 429 by the key "
-                                      "limit they were over (max_parallel, rpm, tpm, tokens_per_day, "
-                                      "audio_seconds_per_day)", ["limit"], registry=self.registry)
-        self.limits_unchecked = Counter("api_like_oai_limits_unchecked", "Requests whose key limits could not be "
-                                        "checked, the store failing; outcome: refused (closed) or let run (open)",
-                                        ["outcome"], registry=self.registry)
-        self.key_requests = Counter("api_like_oai_key_requests", "Requests per managed key (--metrics-per-key)",
-                                    ["key", "model", "status"], registry=self.registry)
-        self.key_tokens = Counter("api_like_oai_key_tokens", "Tokens per managed key and kind (--metrics-per-key)",
-                                  ["key", "kind"], registry=self.registry)
+        self.limit_refusals = Counter(
+            "api_like_oai_limit_refusals",
+            "Requests refused with a 429 by the key "
+            "limit they were over (max_parallel, rpm, tpm, tokens_per_day, "
+            "audio_seconds_per_day)",
+            ["limit"],
+            registry=self.registry,
+        )
+        self.limits_unchecked = Counter(
+            "api_like_oai_limits_unchecked",
+            "Requests whose key limits could not be checked, the store failing; outcome: refused (closed) or let run (open)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.key_requests = Counter(
+            "api_like_oai_key_requests",
+            "Requests per managed key (--metrics-per-key)",
+            ["key", "model", "status"],
+            registry=self.registry,
+        )
+        self.key_tokens = Counter(
+            "api_like_oai_key_tokens",
+            "Tokens per managed key and kind (--metrics-per-key)",
+            ["key", "kind"],
+            registry=self.registry,
+        )
 
     def _add_mcp_and_stream_metrics(self) -> None:
         """MCP calls, the streams being relayed, and the requests waiting for a slot."""
-        self.mcp_calls = Counter("api_like_oai_mcp_calls", "MCP tool calls the proxy ran for requests (tool "
-                                 "tools/list: a listing), by server label, tool and outcome (ok, error); past 256 "
-                                 "server and tool pairs a process counts the rest as other", ["server", "tool", "outcome"],
-                                 registry=self.registry)
-        self.mcp_call_seconds = Histogram("api_like_oai_mcp_call_seconds", "Seconds an MCP tool call (or listing) took",
-                                          ["server", "tool"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.streams_in_flight = Gauge("api_like_oai_streams_in_flight", "Streams being relayed now",
-                                       registry=self.registry, multiprocess_mode="livesum")
-        self.slot_waiting = Gauge("api_like_oai_slot_waiting", "Requests waiting in the proxy for a free upstream "
-                                  "slot, by their key's priority", ["priority"], registry=self.registry,
-                                  multiprocess_mode="livesum")
+        self.mcp_calls = Counter(
+            "api_like_oai_mcp_calls",
+            "MCP tool calls the proxy ran for requests (tool "
+            "tools/list: a listing), by server label, tool and outcome (ok, error); past 256 "
+            "server and tool pairs a process counts the rest as other",
+            ["server", "tool", "outcome"],
+            registry=self.registry,
+        )
+        self.mcp_call_seconds = Histogram(
+            "api_like_oai_mcp_call_seconds",
+            "Seconds an MCP tool call (or listing) took",
+            ["server", "tool"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.streams_in_flight = Gauge(
+            "api_like_oai_streams_in_flight", "Streams being relayed now", registry=self.registry, multiprocess_mode="livesum"
+        )
+        self.slot_waiting = Gauge(
+            "api_like_oai_slot_waiting",
+            "Requests waiting in the proxy for a free upstream slot, by their key's priority",
+            ["priority"],
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
 
     def _add_fleet_and_audio_metrics(self) -> None:
         """A fleet front's relays to its boxes, and the audio transcribed."""
-        self.fleet_relays = Counter("api_like_oai_fleet_relays", "Requests a fleet's front relayed to a box, by box, "
-                                    "route (prefix, loaded, loading, restored, fits, evict, busy) and status",
-                                    ["box", "route", "status"], registry=self.registry)
-        self.fleet_passed_over = Counter("api_like_oai_fleet_passed_over", "Boxes a front passed over for the next "
-                                         "candidate: unreachable, or refusing (503)", ["box"], registry=self.registry)
-        self.audio_seconds = Counter("api_like_oai_audio_seconds", "Seconds of audio transcribed or translated, "
-                                     "by model (from each file's header)", ["model"], registry=self.registry)
+        self.fleet_relays = Counter(
+            "api_like_oai_fleet_relays",
+            "Requests a fleet's front relayed to a box, by box, "
+            "route (prefix, loaded, loading, restored, fits, evict, busy) and status",
+            ["box", "route", "status"],
+            registry=self.registry,
+        )
+        self.fleet_passed_over = Counter(
+            "api_like_oai_fleet_passed_over",
+            "Boxes a front passed over for the next candidate: unreachable, or refusing (503)",
+            ["box"],
+            registry=self.registry,
+        )
+        self.audio_seconds = Counter(
+            "api_like_oai_audio_seconds",
+            "Seconds of audio transcribed or translated, by model (from each file's header)",
+            ["model"],
+            registry=self.registry,
+        )
 
     def child(self, metric, *values: str):
         """`metric.labels(*values)`, looked up once: prometheus_client checks the values and takes a lock
@@ -133,7 +203,7 @@ class Metrics:
 _UNTRACED = contextlib.nullcontext()
 
 
-ONE_SPAN_STAGES = frozenset({"admission"})   # timed in several steps before the generation, traced as one
+ONE_SPAN_STAGES = frozenset({"admission"})  # timed in several steps before the generation, traced as one
 
 
 def stage(record: RequestRecord | None, name: str):
@@ -164,21 +234,26 @@ class McpStep:
     its server, tool and error) and the dashboard (the request's steps, running ones included)."""
 
     server: str
-    tool: str                    # the tool called, or "tools/list" for a listing
-    method: str                  # MCP's method: tools/list or tools/call
+    tool: str  # the tool called, or "tools/list" for a listing
+    method: str  # MCP's method: tools/list or tools/call
     started: float = field(default_factory=time.perf_counter)
     ended: float | None = None
-    error_type: str | None = None   # the item's error type (mcp_protocol_error, mcp_tool_execution_error)
+    error_type: str | None = None  # the item's error type (mcp_protocol_error, mcp_tool_execution_error)
     error: str | None = None
 
     def shown(self, now: float) -> dict:
         """As the dashboard shows it (the error cut short)."""
-        return {"server": self.server, "tool": self.tool, "seconds": round((self.ended or now) - self.started, 3),
-                "running": self.ended is None, "error": self.error[:STEP_ERROR_CHARS] if self.error else None}
+        return {
+            "server": self.server,
+            "tool": self.tool,
+            "seconds": round((self.ended or now) - self.started, 3),
+            "running": self.ended is None,
+            "error": self.error[:STEP_ERROR_CHARS] if self.error else None,
+        }
 
 
 STEP_ERROR_CHARS = 300
-SHOWN_STEPS = 20   # the last ones a request shows on the dashboard
+SHOWN_STEPS = 20  # the last ones a request shows on the dashboard
 
 
 class LiveRequests:
@@ -228,18 +303,18 @@ class RequestRecord:
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     model: str = "-"
     upstream: str = "-"
-    route: str = "-"              # why the upstream was chosen (routing.Route.reason)
+    route: str = "-"  # why the upstream was chosen (routing.Route.reason)
     status: int = 200
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_tokens: int = 0        # of prompt_tokens, those llama.cpp took from its cache
-    audio_seconds: float = 0.0    # of the audio it sends (files' headers): a managed key's usage counts them
+    cached_tokens: int = 0  # of prompt_tokens, those llama.cpp took from its cache
+    audio_seconds: float = 0.0  # of the audio it sends (files' headers): a managed key's usage counts them
     first_token: float | None = None
     error_code: str | None = None
-    error_reason: str | None = None   # the error's message, for the dashboard's recent errors
-    key_name: str | None = None       # the caller's key (access.keys.Caller.name), for the dashboard
+    error_reason: str | None = None  # the error's message, for the dashboard's recent errors
+    key_name: str | None = None  # the caller's key (access.keys.Caller.name), for the dashboard
     closed: bool = False
-    on_close: list = field(default_factory=list)   # called with the record once it is closed (access/: usage)
+    on_close: list = field(default_factory=list)  # called with the record once it is closed (access/: usage)
     # The live view (LiveRequests): where the request is now; how far its prompt was read (a
     # backends.events.PromptProgress); its UsageCounter while it generates (counts read, not copied,
     # so the token path pays nothing); the switch that stops it (inflight.InFlight.track's).
@@ -250,14 +325,14 @@ class RequestRecord:
     stop_switch: threading.Event | None = None
     # Traces (tracing.Tracing, None when off): when each stage ran (perf_counter), exported at close.
     tracing: object | None = None
-    traceparent: str | None = None        # the client's W3C trace context, continued
-    requested_model: str | None = None    # the name the client asked for (model is the one served)
-    stages: list[list] = field(default_factory=list)   # [name, start, end] in the order they ended
-    upstream_at: float | None = None      # the request went to its upstream
-    prefill_at: float | None = None       # the upstream started reading the prompt (its first progress)
-    prompt_read_at: float | None = None   # the answer's first event arrived
-    generated_at: float | None = None     # the generation ended (counted)
-    mcp_steps: list[McpStep] = field(default_factory=list)   # the MCP listings and calls it made, in order
+    traceparent: str | None = None  # the client's W3C trace context, continued
+    requested_model: str | None = None  # the name the client asked for (model is the one served)
+    stages: list[list] = field(default_factory=list)  # [name, start, end] in the order they ended
+    upstream_at: float | None = None  # the request went to its upstream
+    prefill_at: float | None = None  # the upstream started reading the prompt (its first progress)
+    prompt_read_at: float | None = None  # the answer's first event arrived
+    generated_at: float | None = None  # the generation ended (counted)
+    mcp_steps: list[McpStep] = field(default_factory=list)  # the MCP listings and calls it made, in order
 
     def __post_init__(self):
         if self.live_requests is not None:
@@ -291,13 +366,20 @@ class RequestRecord:
         now = time.perf_counter()
         generated = self.usage.completion_tokens if self.usage is not None else 0
         generating_for = now - self.first_token if self.first_token is not None else 0.0
-        return {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,
-                "upstream": self.upstream, "phase": self.phase, "elapsed_seconds": round(now - self.started, 3),
-                "prefill_percent": round(self.prefill.fraction * 100, 1) if self.prefill is not None else None,
-                "prompt_tokens": self.prefill.total if self.prefill is not None else None,
-                "generated_tokens": generated,
-                "tokens_per_second": round(generated / generating_for, 2) if generating_for > 0 else None,
-                "stoppable": self.stop_switch is not None, **self.shown_steps(now)}
+        return {
+            "request_id": self.request_id,
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "upstream": self.upstream,
+            "phase": self.phase,
+            "elapsed_seconds": round(now - self.started, 3),
+            "prefill_percent": round(self.prefill.fraction * 100, 1) if self.prefill is not None else None,
+            "prompt_tokens": self.prefill.total if self.prefill is not None else None,
+            "generated_tokens": generated,
+            "tokens_per_second": round(generated / generating_for, 2) if generating_for > 0 else None,
+            "stoppable": self.stop_switch is not None,
+            **self.shown_steps(now),
+        }
 
     def mcp_step(self, server: str, tool: str, method: str) -> McpStep:
         """An MCP listing or call starting now (the caller ends it)."""
@@ -355,7 +437,7 @@ class RequestRecord:
         metrics.child(metrics.cached_prompt_tokens, self.model).inc(self.cached_tokens)
         if self.error_code and self.status >= 502:
             metrics.child(metrics.upstream_errors, self.upstream, self.error_code).inc()
-        if access_log.isEnabledFor(logging.INFO):   # the line is not made for a log that drops it
+        if access_log.isEnabledFor(logging.INFO):  # the line is not made for a log that drops it
             access_log.info(self._line(total, ttft))
         for finish in self.on_close:
             finish(self)
@@ -363,12 +445,19 @@ class RequestRecord:
             self.tracing.export(self, time.perf_counter())
 
     def _line(self, total: float, ttft: float | None) -> str:
-        fields = {"request_id": self.request_id, "endpoint": self.endpoint, "model": self.model,
-                  "upstream": self.upstream, "route": self.route, "status": self.status,
-                  "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                  "completion_tokens": self.completion_tokens,
-                  "ttft_ms": round(ttft * 1000, 1) if ttft is not None else None,
-                  "total_ms": round(total * 1000, 1)}
+        fields = {
+            "request_id": self.request_id,
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "upstream": self.upstream,
+            "route": self.route,
+            "status": self.status,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "completion_tokens": self.completion_tokens,
+            "ttft_ms": round(ttft * 1000, 1) if ttft is not None else None,
+            "total_ms": round(total * 1000, 1),
+        }
         if self.log_format == "json":
             return json.dumps(fields)
         return " ".join(f"{key}={value}" for key, value in fields.items())
@@ -378,29 +467,45 @@ def lifecycle_metrics(status: dict) -> bytes:
     """The supervisor's numbers (models the proxy starts) in Prometheus' text format, from its status."""
     from prometheus_client.exposition import generate_latest
 
-    return generate_latest(MadeFamilies([*_model_families(status["models"]), *_draft_families(status["models"]),
-                                         *_budget_families(status)]))
+    return generate_latest(
+        MadeFamilies([*_model_families(status["models"]), *_draft_families(status["models"]), *_budget_families(status)])
+    )
 
 
 def _model_families(models: dict) -> list:
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-    families = [GaugeMetricFamily("api_like_oai_model_loaded", "1 if the started model is loaded", labels=["model"]),
-                GaugeMetricFamily("api_like_oai_model_memory_mib", "A started model's memory estimate", labels=["model"]),
-                CounterMetricFamily("api_like_oai_model_loads", "Loads of a started model", labels=["model"]),
-                CounterMetricFamily("api_like_oai_model_load_seconds", "Seconds spent loading", labels=["model"]),
-                CounterMetricFamily("api_like_oai_model_evictions", "Unloads to make room for another model",
-                                    labels=["model"]),
-                CounterMetricFamily("api_like_oai_model_failures", "Failed starts and crashes", labels=["model"]),
-                CounterMetricFamily("api_like_oai_model_restored_tokens", "KV cache tokens restored after loads "
-                                    "(slot_save), as llama-server confirmed them", labels=["model"]),
-                CounterMetricFamily("api_like_oai_model_restore_failures", "Slot restores refused or not taking "
-                                    "(each a warning in the log)", labels=["model"])]
+    families = [
+        GaugeMetricFamily("api_like_oai_model_loaded", "1 if the started model is loaded", labels=["model"]),
+        GaugeMetricFamily("api_like_oai_model_memory_mib", "A started model's memory estimate", labels=["model"]),
+        CounterMetricFamily("api_like_oai_model_loads", "Loads of a started model", labels=["model"]),
+        CounterMetricFamily("api_like_oai_model_load_seconds", "Seconds spent loading", labels=["model"]),
+        CounterMetricFamily("api_like_oai_model_evictions", "Unloads to make room for another model", labels=["model"]),
+        CounterMetricFamily("api_like_oai_model_failures", "Failed starts and crashes", labels=["model"]),
+        CounterMetricFamily(
+            "api_like_oai_model_restored_tokens",
+            "KV cache tokens restored after loads (slot_save), as llama-server confirmed them",
+            labels=["model"],
+        ),
+        CounterMetricFamily(
+            "api_like_oai_model_restore_failures",
+            "Slot restores refused or not taking (each a warning in the log)",
+            labels=["model"],
+        ),
+    ]
     for name, model in models.items():
-        values = (model["value"] == "loaded", model["memory_mib"], model["loads"], model["load_seconds"],
-                  model["evictions"], model["failures"], model["restored_tokens"], model["restore_failures"])
+        values = (
+            model["value"] == "loaded",
+            model["memory_mib"],
+            model["loads"],
+            model["load_seconds"],
+            model["evictions"],
+            model["failures"],
+            model["restored_tokens"],
+            model["restore_failures"],
+        )
         for family, value in zip(families, values, strict=True):
-            family.add_metric([name], float("nan") if value is None else float(value))   # an estimate not read yet
+            family.add_metric([name], float("nan") if value is None else float(value))  # an estimate not read yet
     return families
 
 
@@ -408,12 +513,13 @@ def _draft_families(models: dict) -> list:
     """The draft models' tokens proposed and accepted, and the rate (models with `draft:` only)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-    drafted = CounterMetricFamily("api_like_oai_model_draft_tokens", "Tokens the draft model proposed",
-                                  labels=["model"])
-    accepted = CounterMetricFamily("api_like_oai_model_draft_accepted_tokens", "Draft tokens the model accepted",
-                                   labels=["model"])
-    rate = GaugeMetricFamily("api_like_oai_model_draft_acceptance_rate", "Accepted of proposed draft tokens, "
-                             "since the proxy started", labels=["model"])
+    drafted = CounterMetricFamily("api_like_oai_model_draft_tokens", "Tokens the draft model proposed", labels=["model"])
+    accepted = CounterMetricFamily(
+        "api_like_oai_model_draft_accepted_tokens", "Draft tokens the model accepted", labels=["model"]
+    )
+    rate = GaugeMetricFamily(
+        "api_like_oai_model_draft_acceptance_rate", "Accepted of proposed draft tokens, since the proxy started", labels=["model"]
+    )
     for name, model in models.items():
         draft = model.get("draft")
         if draft is not None:
@@ -429,10 +535,14 @@ def _budget_families(status: dict) -> list:
 
     budget = GaugeMetricFamily("api_like_oai_memory_budget_mib", "The started models' memory budget")
     budget.add_metric([], status["memory_budget_mib"])
-    device_budget = GaugeMetricFamily("api_like_oai_device_budget_mib", "The started models' budget on a device "
-                                      "(gpu0, gpu1, ..., cpu; memory: one pool)", labels=["device"])
-    device_used = GaugeMetricFamily("api_like_oai_device_used_mib", "What the loaded models take of a device's "
-                                    "budget, by their estimates", labels=["device"])
+    device_budget = GaugeMetricFamily(
+        "api_like_oai_device_budget_mib",
+        "The started models' budget on a device (gpu0, gpu1, ..., cpu; memory: one pool)",
+        labels=["device"],
+    )
+    device_used = GaugeMetricFamily(
+        "api_like_oai_device_used_mib", "What the loaded models take of a device's budget, by their estimates", labels=["device"]
+    )
     for device, use in status.get("devices", {}).items():
         device_budget.add_metric([device], use["budget_mib"])
         device_used.add_metric([device], use["used_mib"])

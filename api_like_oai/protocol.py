@@ -18,8 +18,7 @@ from .offload import off_the_loop
 from .tools.grammar import SchemaError, check_size
 from .tools.raw_grammar import check_grammar
 
-Stop = Annotated[str | list[StrictStr] | None,
-                 Field(description="Up to any number of strings at which generation stops.")]
+Stop = Annotated[str | list[StrictStr] | None, Field(description="Up to any number of strings at which generation stops.")]
 
 
 def _llama(description: str):
@@ -27,16 +26,38 @@ def _llama(description: str):
     return Field(None, description=f"llama.cpp extension. {description}")
 
 
-LLAMA_CPP_FIELDS = ("top_k", "min_p", "typical_p", "tfs_z", "repeat_penalty", "repeat_last_n", "penalize_nl",
-                    "mirostat", "mirostat_tau", "mirostat_eta", "grammar", "json_schema", "n_keep", "ignore_eos",
-                    "dynatemp_range", "dynatemp_exponent", "dry_multiplier", "dry_base", "dry_allowed_length",
-                    "xtc_probability", "xtc_threshold", "samplers", "cache_prompt", "id_slot")
+LLAMA_CPP_FIELDS = (
+    "top_k",
+    "min_p",
+    "typical_p",
+    "tfs_z",
+    "repeat_penalty",
+    "repeat_last_n",
+    "penalize_nl",
+    "mirostat",
+    "mirostat_tau",
+    "mirostat_eta",
+    "grammar",
+    "json_schema",
+    "n_keep",
+    "ignore_eos",
+    "dynatemp_range",
+    "dynatemp_exponent",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
+    "xtc_probability",
+    "xtc_threshold",
+    "samplers",
+    "cache_prompt",
+    "id_slot",
+)
 
 
 STRICT = {"strict": True, "allow_inf_nan": False}
 
 
-OFF_THE_LOOP_GRAMMAR_CHARS = 1024   # a raw grammar longer than this is checked off the event loop (shorter: < 1 ms)
+OFF_THE_LOOP_GRAMMAR_CHARS = 1024  # a raw grammar longer than this is checked off the event loop (shorter: < 1 ms)
 
 
 class Request(BaseModel):
@@ -86,7 +107,8 @@ class SamplingFields(Request):
 
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     logit_bias: dict[Annotated[str, Field(pattern=r"^-?\d{1,10}$")], float] | None = Field(
-        None, description="Token id (as a string) -> bias from -100 to 100.")
+        None, description="Token id (as a string) -> bias from -100 to 100."
+    )
     max_tokens: int | None = Field(None, ge=0)
     n: int | None = Field(None, ge=1)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
@@ -131,7 +153,7 @@ class SamplingFields(Request):
 
     @model_validator(mode="after")
     def grammar_is_bounded(self):
-        if self.grammar is not None:   # input to llama.cpp's GBNF parser: bounded before it meets it
+        if self.grammar is not None:  # input to llama.cpp's GBNF parser: bounded before it meets it
             try:
                 # A 64 KiB grammar is tens of ms of Python: the event loop's other streams go on meanwhile.
                 if len(self.grammar) > OFF_THE_LOOP_GRAMMAR_CHARS:
@@ -144,7 +166,7 @@ class SamplingFields(Request):
 
     @model_validator(mode="after")
     def json_schema_is_bounded(self):
-        if self.json_schema is not None:   # llama.cpp builds a grammar from it: bounded like any grammar input
+        if self.json_schema is not None:  # llama.cpp builds a grammar from it: bounded like any grammar input
             check_bounded_schema(self.json_schema, "json_schema")
         return self
 
@@ -194,8 +216,9 @@ class ResponseFormat(BaseModel):
         # InvalidRequest (not ValueError) passes through pydantic: a 400 naming the exact place.
         if self.type == "json_schema":
             if self.json_schema is None:
-                raise InvalidRequest("response_format of type json_schema needs a json_schema object",
-                                     param="response_format.json_schema")
+                raise InvalidRequest(
+                    "response_format of type json_schema needs a json_schema object", param="response_format.json_schema"
+                )
             check_bounded_schema(self.json_schema.json_schema, "response_format.json_schema.schema")
         return self
 
@@ -229,7 +252,7 @@ def check_schema(schema, path: str = "response_format.json_schema.schema") -> No
         check_schema(schema["items"], f"{path}.items")
 
 
-TOOL_NAME = r"^[^\s\"\\<>]{1,128}$"   # no whitespace, quotes or markup: names are written into prompts
+TOOL_NAME = r"^[^\s\"\\<>]{1,128}$"  # no whitespace, quotes or markup: names are written into prompts
 
 
 class FunctionDefinition(BaseModel):
@@ -273,29 +296,38 @@ class ChatCompletionRequest(SamplingFields):
     store: bool | None = Field(None, description="Accepted and ignored: nothing is stored.")
     metadata: dict[str, str] | None = Field(None, description="Accepted and ignored.")
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = Field(
-        None, description="Reaches the chat template as the variable `reasoning_effort`.")
+        None, description="Reaches the chat template as the variable `reasoning_effort`."
+    )
     service_tier: Literal["auto", "default", "flex", "scale", "priority"] | None = Field(
-        None, description="Accepted; the answer reports the tier used, \"default\".")
+        None, description='Accepted; the answer reports the tier used, "default".'
+    )
     prompt_cache_key: str | None = Field(
-        None, description="A conversation's key: with several upstreams, a new conversation is placed by it, "
-                          "so its later turns find their prompt in the same server's cache.")
+        None,
+        description="A conversation's key: with several upstreams, a new conversation is placed by it, "
+        "so its later turns find their prompt in the same server's cache.",
+    )
     prompt_cache_retention: str | None = Field(None, description="Accepted and ignored.")
     safety_identifier: str | None = Field(None, description="Accepted and ignored.")
     verbosity: Literal["low", "medium", "high"] | None = Field(
-        None, description="Reaches the chat template as the variable `verbosity`.")
-    modalities: list[Literal["text", "audio"]] | None = Field(None, description="Only [\"text\"] can be honoured.")
+        None, description="Reaches the chat template as the variable `verbosity`."
+    )
+    modalities: list[Literal["text", "audio"]] | None = Field(None, description='Only ["text"] can be honoured.')
     audio: dict[str, Any] | None = Field(None, description="Audio output cannot be honoured: a 400.")
     prediction: dict[str, Any] | None = Field(None, description="Predicted outputs are not supported: a 400.")
     web_search_options: dict[str, Any] | None = Field(None, description="Web search cannot be honoured: a 400.")
     # Chat-template options (vLLM's and llama-server's names).
     chat_template_kwargs: dict[str, Any] | None = Field(
-        None, description="Variables for the chat template, e.g. {\"enable_thinking\": false}.")
+        None, description='Variables for the chat template, e.g. {"enable_thinking": false}.'
+    )
     reasoning_format: Literal["auto", "none", "deepseek"] | None = Field(
-        None, description="llama-server's: split <think> reasoning into reasoning_content (deepseek), keep it "
-                          "inline (none), or decide from the chat template (auto).")
+        None,
+        description="llama-server's: split <think> reasoning into reasoning_content (deepseek), keep it "
+        "inline (none), or decide from the chat template (auto).",
+    )
     add_generation_prompt: bool = Field(True, description="Open a new assistant turn at the end of the prompt.")
     continue_final_message: bool = Field(
-        False, description="Continue the last (assistant) message instead of opening a new turn.")
+        False, description="Continue the last (assistant) message instead of opening a new turn."
+    )
     echo: bool = Field(False, description="Prefix the reply with the last message's content when it has the response role.")
     # Deprecated by OpenAI in favour of tools/tool_choice, onto which they are mapped.
     functions: list[FunctionDefinition] | None = Field(None, max_length=512, description="Deprecated: use tools.")
@@ -319,8 +351,10 @@ class ChatCompletionRequest(SamplingFields):
         (services/media.py for images, audio_parts.py for clips)."""
         messages = list(self.messages)
         for n in {n for n, _ in placed}:
-            parts = [ContentPart(type="text", text=placed[(n, m)]) if (n, m) in placed else part
-                     for m, part in enumerate(messages[n].content)]
+            parts = [
+                ContentPart(type="text", text=placed[(n, m)]) if (n, m) in placed else part
+                for m, part in enumerate(messages[n].content)
+            ]
             messages[n] = messages[n].model_copy(update={"content": parts})
         return self.model_copy(update={"messages": messages})
 
@@ -335,8 +369,9 @@ class ChatCompletionRequest(SamplingFields):
     @model_validator(mode="after")
     def asks_only_for_what_can_be_honoured(self):
         if self.modalities is not None and "audio" in self.modalities or self.audio is not None:
-            raise InvalidRequest("audio output is not supported: this model writes text",
-                                 param="modalities" if self.audio is None else "audio")
+            raise InvalidRequest(
+                "audio output is not supported: this model writes text", param="modalities" if self.audio is None else "audio"
+            )
         if self.web_search_options is not None:
             raise InvalidRequest("web search is not supported by a local model", param="web_search_options")
         if self.prediction is not None:
@@ -357,7 +392,8 @@ class ChatCompletionRequest(SamplingFields):
         if self.tools and self.functions:
             raise InvalidRequest("give tools or the deprecated functions, not both", param="functions")
         self._parameters_digest = check_parameters(
-            [(param + ".parameters", function.parameters) for param, function in self.function_definitions()])
+            [(param + ".parameters", function.parameters) for param, function in self.function_definitions()]
+        )
         names = [function.name for _, function in self.function_definitions()]
         if len(set(names)) != len(names):
             raise InvalidRequest("two tools have the same name", param="tools")
@@ -371,14 +407,15 @@ class ChatCompletionRequest(SamplingFields):
 
     def function_definitions(self) -> list[tuple[str, FunctionDefinition]]:
         """(param path, definition) of every tool, from `tools` or the deprecated `functions`."""
-        return [(f"tools.{n}.function", tool.function) for n, tool in enumerate(self.tools or ())] + \
-               [(f"functions.{n}", function) for n, function in enumerate(self.functions or ())]
+        return [(f"tools.{n}.function", tool.function) for n, tool in enumerate(self.tools or ())] + [
+            (f"functions.{n}", function) for n, function in enumerate(self.functions or ())
+        ]
 
     def token_limit(self) -> int | None:
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
 
-_CHECKED_PARAMETERS = DigestCache(max_entries=64)   # per worker: agents resend the same tools every turn
+_CHECKED_PARAMETERS = DigestCache(max_entries=64)  # per worker: agents resend the same tools every turn
 
 
 def check_parameters(schemas: list[tuple[str, dict | None]]) -> bytes | None:
@@ -398,8 +435,7 @@ def _check_each(schemas: list[tuple[str, dict | None]]) -> None:
 
 def _check_parameters(schema: dict, param: str) -> None:
     if schema.get("type", "object") != "object":
-        raise InvalidRequest(f"parameters must be a JSON schema of type 'object', not {schema.get('type')!r}",
-                             param=param)
+        raise InvalidRequest(f"parameters must be a JSON schema of type 'object', not {schema.get('type')!r}", param=param)
     check_bounded_schema(schema, param, "invalid parameters")
 
 
@@ -445,8 +481,9 @@ class ModelLoadRequest(Request):
 
     model_name: str | None = None
     model: str | None = None
-    args: list[str] | None = Field(None, description="llama-server flags for this load, beside the model's own; "
-                                   "a model loaded with other flags is restarted")
+    args: list[str] | None = Field(
+        None, description="llama-server flags for this load, beside the model's own; a model loaded with other flags is restarted"
+    )
 
     def named(self) -> str | None:
         return self.model_name or self.model

@@ -43,8 +43,8 @@ class ReasoningSplitter:
         self.markers = markers
         self.stage = REASONING if opened else "start"
         self.buffer = ""
-        self.after_thought = False   # the whitespace after </think> is not part of the answer
-        self.thought_began = False   # nor is the whitespace around the thought itself
+        self.after_thought = False  # the whitespace after </think> is not part of the answer
+        self.thought_began = False  # nor is the whitespace around the thought itself
 
     def feed(self, text: str) -> list[tuple[str, str]]:
         if self.stage == CONTENT and not self.buffer and not self.after_thought:
@@ -66,7 +66,7 @@ class ReasoningSplitter:
     def _start(self, pieces: list, final: bool) -> None:
         stripped = self.buffer.lstrip()
         if stripped.startswith(self.markers.start):
-            self.buffer = stripped[len(self.markers.start):]
+            self.buffer = stripped[len(self.markers.start) :]
             self.stage = REASONING
         elif final or (stripped and not self.markers.start.startswith(stripped)):
             self.stage = CONTENT
@@ -78,11 +78,10 @@ class ReasoningSplitter:
         position = self.buffer.find(self.markers.end)
         if position >= 0:
             pieces.append((REASONING, self.buffer[:position].rstrip()))
-            self.buffer = self.buffer[position + len(self.markers.end):]
+            self.buffer = self.buffer[position + len(self.markers.end) :]
             self.stage, self.after_thought = CONTENT, True
             return
-        keep_from = len(self.buffer) if final else \
-            len(self.buffer[:partial_suffix(self.buffer, (self.markers.end,))].rstrip())
+        keep_from = len(self.buffer) if final else len(self.buffer[: partial_suffix(self.buffer, (self.markers.end,))].rstrip())
         pieces.append((REASONING, self.buffer[:keep_from]))
         self.buffer = self.buffer[keep_from:]
 
@@ -99,6 +98,7 @@ class ReasoningSplitter:
 def split_reasoning(markers: ReasoningMarkers, opened: bool):
     """The event transformation: each choice's text through its own ReasoningSplitter; reasoning
     comes out as events with `reasoning`, the answer as events with `text`."""
+
     def transform(events: Iterator[GenerationEvent]) -> Iterator[GenerationEvent]:
         splitters: dict[int, ReasoningSplitter] = {}
         for event in events:
@@ -107,23 +107,31 @@ def split_reasoning(markers: ReasoningMarkers, opened: bool):
                 splitter = splitters[event.index] = ReasoningSplitter(markers, opened=opened)
             pieces = splitter.feed(event.text) if event.text else []
             if not event.finish_reason and len(pieces) == 1 and pieces[0] == (CONTENT, event.text):
-                yield event   # answer text, as it came
+                yield event  # answer text, as it came
                 continue
             if event.finish_reason:
                 pieces += splitter.finish()
             yield from _as_events(event, pieces)
+
     return transform
 
 
 def _as_events(event: GenerationEvent, pieces: list[tuple[str, str]]) -> list[GenerationEvent]:
     """One upstream event's pieces as events; the first keeps its logprobs, the last its counts and
     finish and stop word (an event of its own when there is no piece to carry them)."""
-    events = [GenerationEvent(index=event.index, **({"reasoning": text} if kind == REASONING else {"text": text}))
-              for kind, text in pieces]
+    events = [
+        GenerationEvent(index=event.index, **({"reasoning": text} if kind == REASONING else {"text": text}))
+        for kind, text in pieces
+    ]
     if not events:
         return [replace(event, text="")]
     events[0] = replace(events[0], logprobs=event.logprobs)
-    events[-1] = replace(events[-1], finish_reason=event.finish_reason, prompt_tokens=event.prompt_tokens,
-                         completion_tokens=event.completion_tokens, stop_word=event.stop_word,
-                         cached_tokens=event.cached_tokens)
+    events[-1] = replace(
+        events[-1],
+        finish_reason=event.finish_reason,
+        prompt_tokens=event.prompt_tokens,
+        completion_tokens=event.completion_tokens,
+        stop_word=event.stop_word,
+        cached_tokens=event.cached_tokens,
+    )
     return events

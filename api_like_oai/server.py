@@ -98,16 +98,19 @@ def warn_if_open_to_the_network(settings: Settings) -> None:
     listeners = [(settings.host, str(settings.port)), *(address.rsplit(":", 1) for address in settings.ollama_listen)]
     for host, port in listeners:
         if not is_loopback(host):
-            log.warning("api-like-oai listens on %s port %s with no API key: anyone who can reach this address "
-                        "can use the models. Set --api-key-file (or API_LIKE_OAI_API_KEY), or listen on 127.0.0.1.",
-                        host, port)
+            log.warning(
+                "api-like-oai listens on %s port %s with no API key: anyone who can reach this address "
+                "can use the models. Set --api-key-file (or API_LIKE_OAI_API_KEY), or listen on 127.0.0.1.",
+                host,
+                port,
+            )
 
 
 def is_loopback(host: str) -> bool:
     """Whether `host` (an address, or a name resolved here) reaches only this machine."""
     try:
         return _loopback_address(host.strip("[]"))
-    except ValueError:   # a name: loopback only if every address it resolves to is
+    except ValueError:  # a name: loopback only if every address it resolves to is
         pass
     try:
         addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
@@ -118,7 +121,7 @@ def is_loopback(host: str) -> bool:
 
 def _loopback_address(text: str) -> bool:
     address = ipaddress.ip_address(text)
-    mapped = getattr(address, "ipv4_mapped", None)   # ::ffff:127.0.0.1
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
     return (mapped or address).is_loopback
 
 
@@ -128,15 +131,23 @@ def log_start(app, settings: Settings) -> None:
     registry = state(app).registry
     for model in registry.models.values():
         if model.upstream.capabilities.renders_prompts or model.settings.launch is not None:
-            continue   # an OpenAI-compatible upstream formats chats itself; a started model may not be loaded
+            continue  # an OpenAI-compatible upstream formats chats itself; a started model may not be loaded
         try:
             model.formatter()  # logs the chosen template source
         except Exception as exc:  # noqa: BLE001 - the upstream may come up later; retried per request
-            log.info("model %s: chat template not resolved yet (%s); will retry on the first request",
-                     model.name, getattr(exc, "message", exc))
-    log.info("api-like-oai listening on http://%s:%d (%s worker, pid %d), upstream %s", settings.host,
-             settings.port, settings.worker_class, os.getpid(),
-             ", ".join(u for m in settings.models for u in m.upstreams))
+            log.info(
+                "model %s: chat template not resolved yet (%s); will retry on the first request",
+                model.name,
+                getattr(exc, "message", exc),
+            )
+    log.info(
+        "api-like-oai listening on http://%s:%d (%s worker, pid %d), upstream %s",
+        settings.host,
+        settings.port,
+        settings.worker_class,
+        os.getpid(),
+        ", ".join(u for m in settings.models for u in m.upstreams),
+    )
 
 
 def _gunicorn_application():
@@ -170,17 +181,26 @@ def _gunicorn_application():
 
 def _gunicorn_options(settings: Settings, run_dir: str) -> dict:
     """gunicorn's settings for the proxy's master and workers."""
-    options = {"bind": [f"{settings.host}:{settings.port}", *settings.ollama_listen], "workers": settings.workers,
-               "worker_class": WORKER_CLASSES[settings.worker_class], "preload_app": False,
-               "timeout": 0, "keepalive": 5, "loglevel": settings.log_level, "accesslog": None,
-               "child_exit": _forget_worker(run_dir, settings.workers > 1)}
+    options = {
+        "bind": [f"{settings.host}:{settings.port}", *settings.ollama_listen],
+        "workers": settings.workers,
+        "worker_class": WORKER_CLASSES[settings.worker_class],
+        "preload_app": False,
+        "timeout": 0,
+        "keepalive": 5,
+        "loglevel": settings.log_level,
+        "accesslog": None,
+        "child_exit": _forget_worker(run_dir, settings.workers > 1),
+    }
     if settings.worker_class == "gevent":
         # our worker drains within grace_period and ends the streams left itself; gunicorn's
         # master waits a little longer before it kills the worker
-        return options | {"worker_connections": EVENT_WORKER_CONNECTIONS,
-                          "graceful_timeout": int(settings.grace_period) + 5}
-    return options | {"threads": settings.threads, "graceful_timeout": int(settings.grace_period) + 3,
-                      "post_worker_init": _end_streams_after_grace_period(settings)}
+        return options | {"worker_connections": EVENT_WORKER_CONNECTIONS, "graceful_timeout": int(settings.grace_period) + 5}
+    return options | {
+        "threads": settings.threads,
+        "graceful_timeout": int(settings.grace_period) + 3,
+        "post_worker_init": _end_streams_after_grace_period(settings),
+    }
 
 
 class CountedApp:

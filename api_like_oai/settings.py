@@ -21,8 +21,8 @@ class Policy:
     nothing above them."""
 
     overflow: str = TRUNCATE
-    reply_share: float = 0.25   # of the context, kept free for the reply before history is dropped
-    drop_step: float = 0.125    # of the context: turns are dropped in steps of about this many tokens; 0: the fewest
+    reply_share: float = 0.25  # of the context, kept free for the reply before history is dropped
+    drop_step: float = 0.125  # of the context: turns are dropped in steps of about this many tokens; 0: the fewest
 
 
 @dataclass(frozen=True)
@@ -33,19 +33,19 @@ class ModelSettings:
     upstreams: tuple[str, ...]
     template: TemplateChoice = field(default_factory=TemplateChoice)
     aliases: tuple[str, ...] = ()
-    kind: str = "llamacpp"                    # or "openai": any OpenAI-compatible server, passed through
-    upstream_model: str | None = None         # the model name an "openai" upstream expects
-    defaults: dict = field(default_factory=dict)   # request fields used when a request leaves them out
+    kind: str = "llamacpp"  # or "openai": any OpenAI-compatible server, passed through
+    upstream_model: str | None = None  # the model name an "openai" upstream expects
+    defaults: dict = field(default_factory=dict)  # request fields used when a request leaves them out
     overrides: dict = field(default_factory=dict)  # request fields always applied
-    max_tokens: int | None = None             # cap on max_tokens for this model
-    context_length: int | None = None         # else read from the upstream's /props
-    tool_call_format: str = "auto"            # a name in tools.formats.FORMATS, or detected from the template
-    reasoning_format: str = "auto"            # "deepseek": split <think> out, "none": inline, "auto": by template
-    context_policy: Policy = field(default_factory=Policy)   # what a conversation too long for max_tokens gets
-    routing: RoutingPolicy = field(default_factory=RoutingPolicy)   # which of its upstreams a request goes to
-    launch: LaunchSpec | None = None          # a model the proxy starts itself (its upstreams are its replicas)
-    capabilities: tuple[str, ...] = ()        # declared in the config ("rerank": a reranker; README "Reranking")
-    boxes: int = 1                            # in a fleet: the boxes it is kept loaded on (its replicas spanning boxes)
+    max_tokens: int | None = None  # cap on max_tokens for this model
+    context_length: int | None = None  # else read from the upstream's /props
+    tool_call_format: str = "auto"  # a name in tools.formats.FORMATS, or detected from the template
+    reasoning_format: str = "auto"  # "deepseek": split <think> out, "none": inline, "auto": by template
+    context_policy: Policy = field(default_factory=Policy)  # what a conversation too long for max_tokens gets
+    routing: RoutingPolicy = field(default_factory=RoutingPolicy)  # which of its upstreams a request goes to
+    launch: LaunchSpec | None = None  # a model the proxy starts itself (its upstreams are its replicas)
+    capabilities: tuple[str, ...] = ()  # declared in the config ("rerank": a reranker; README "Reranking")
+    boxes: int = 1  # in a fleet: the boxes it is kept loaded on (its replicas spanning boxes)
 
 
 @dataclass(frozen=True)
@@ -82,21 +82,21 @@ class AudioLimits:
 @dataclass(frozen=True)
 class Settings:
     models: tuple[ModelSettings, ...]
-    strict_model_names: bool = False          # a config file names the models: unknown ones are a 404
-    default_model: str | None = None          # for requests without `model`; else the first model
+    strict_model_names: bool = False  # a config file names the models: unknown ones are a 404
+    default_model: str | None = None  # for requests without `model`; else the first model
     api_keys: tuple[str, ...] = ()
-    admin_keys: tuple[str, ...] = ()          # --admin-key: also /v1/internal/keys and what require_admin guards
-    limits_on_store_error: str = "closed"     # a key's limits when the store is unreachable: "open" lets it run
-    metrics_per_key: bool = False             # /metrics counts requests and tokens per managed key (by name)
-    api_key_priority: str = "normal"          # the flags' keys' place in the queue for a slot (access/priority.py)
-    max_stored_mib: int | None = None         # a key's stored objects at most (a managed key's own wins)
+    admin_keys: tuple[str, ...] = ()  # --admin-key: also /v1/internal/keys and what require_admin guards
+    limits_on_store_error: str = "closed"  # a key's limits when the store is unreachable: "open" lets it run
+    metrics_per_key: bool = False  # /metrics counts requests and tokens per managed key (by name)
+    api_key_priority: str = "normal"  # the flags' keys' place in the queue for a slot (access/priority.py)
+    max_stored_mib: int | None = None  # a key's stored objects at most (a managed key's own wins)
     host: str = "127.0.0.1"
     port: int = 8081
-    ollama_listen: tuple[str, ...] = ()       # more host:port addresses (Ollama's 11434): --ollama-port, --ollama-listen
+    ollama_listen: tuple[str, ...] = ()  # more host:port addresses (Ollama's 11434): --ollama-port, --ollama-listen
     connect_timeout: float = 5.0
     read_timeout: float = 600.0
     workers: int = 1
-    worker_class: str = "gevent"            # or "gthread"
+    worker_class: str = "gevent"  # or "gthread"
     threads: int = 32
     debug: bool = False
     log_level: str = "info"
@@ -107,10 +107,10 @@ class Settings:
     images: ImageLimits = field(default_factory=ImageLimits)
     audio: AudioLimits = field(default_factory=AudioLimits)
     grace_period: float = 30.0
-    native_api: bool = True                   # llama.cpp's own API (/completion, /infill, ...) served too
-    upstream_metrics: bool = False            # /metrics carries each llama-server's own (upstream_metrics.py)
-    otlp_endpoint: str | None = None          # traces sent there over OTLP/HTTP (tracing.py); None: no tracing
-    store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))   # the CLI's default: SQLite
-    supervisor: SupervisorSettings | None = None   # models on demand: what the supervisor process runs
-    fleet: FleetSettings | None = None        # --fleet: the instances sharing one API through Redis (fleet/)
-    mcp: McpBounds = field(default_factory=McpBounds)   # what a request's MCP tools may make the proxy do
+    native_api: bool = True  # llama.cpp's own API (/completion, /infill, ...) served too
+    upstream_metrics: bool = False  # /metrics carries each llama-server's own (upstream_metrics.py)
+    otlp_endpoint: str | None = None  # traces sent there over OTLP/HTTP (tracing.py); None: no tracing
+    store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))  # the CLI's default: SQLite
+    supervisor: SupervisorSettings | None = None  # models on demand: what the supervisor process runs
+    fleet: FleetSettings | None = None  # --fleet: the instances sharing one API through Redis (fleet/)
+    mcp: McpBounds = field(default_factory=McpBounds)  # what a request's MCP tools may make the proxy do

@@ -28,8 +28,8 @@ from collections.abc import Callable
 log = logging.getLogger("api_like_oai")
 
 REPLY_TIMEOUT = 2.0
-PART_ITEMS = 100          # a list's items per reply datagram (a live request's row is about 400 bytes)
-MAX_DATAGRAM = 1 << 20    # what a reader accepts; the kernel's limit (wmem_default, ~200 KiB) is lower
+PART_ITEMS = 100  # a list's items per reply datagram (a live request's row is about 400 bytes)
+MAX_DATAGRAM = 1 << 20  # what a reader accepts; the kernel's limit (wmem_default, ~200 KiB) is lower
 _asks = itertools.count()
 
 
@@ -58,9 +58,11 @@ class Siblings:
                         self.listener.sendto(part, sender)
 
     def others(self) -> list[str]:
-        return [os.path.join(self.run_dir, name) for name in os.listdir(self.run_dir)
-                if name.startswith("worker-") and name.endswith(".sock")
-                and os.path.join(self.run_dir, name) != self.path]
+        return [
+            os.path.join(self.run_dir, name)
+            for name in os.listdir(self.run_dir)
+            if name.startswith("worker-") and name.endswith(".sock") and os.path.join(self.run_dir, name) != self.path
+        ]
 
     def ask(self, name: str, arg: object = None) -> list:
         """Every other worker's answer to `name`: one value each (a list answer's parts joined), in no
@@ -89,7 +91,7 @@ class Siblings:
 
     @staticmethod
     def _collect(asker: socket.socket, asked: int, name: str) -> list:
-        answers: dict[str, object] = {}   # by the answering worker's socket
+        answers: dict[str, object] = {}  # by the answering worker's socket
         finished, deadline = 0, time.monotonic() + REPLY_TIMEOUT
         while finished < asked:
             asker.settimeout(max(deadline - time.monotonic(), 0.001))
@@ -110,5 +112,4 @@ def _parts(value: object) -> list[bytes]:
     if not isinstance(value, list):
         return [json.dumps({"value": value, "last": True}).encode()]
     starts = range(0, max(len(value), 1), PART_ITEMS)
-    return [json.dumps({"value": value[start:start + PART_ITEMS], "last": start == starts[-1]}).encode()
-            for start in starts]
+    return [json.dumps({"value": value[start : start + PART_ITEMS], "last": start == starts[-1]}).encode() for start in starts]

@@ -12,7 +12,8 @@ DONE = b"data: [DONE]\n\n"
 # the `ping` event Anthropic's API sends while it waits (Claude Code expects it).
 KEEPALIVE_COMMENT = b": keep-alive\n\n"
 KEEPALIVE_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
-KEEPALIVE_SECONDS = 5.0   # the longest silence before one is sent
+KEEPALIVE_SECONDS = 5.0  # the longest silence before one is sent
+
 
 def frame(chunk: dict) -> bytes:
     """One event carrying `chunk` as single-line JSON (control characters are always escaped)."""
@@ -58,6 +59,6 @@ class FramePattern:
     def fill(self, *values: bytes) -> bytes:
         """The frame with each hole's encoded value (encode_string for text, digits for numbers)."""
         parts = [b""] * (2 * len(values) + 1)
-        parts[::2] = self.pieces   # interleaved by slice assignment (a ValueError if a value is missing or
-        parts[1::2] = values       # extra), a third cheaper than a loop: this runs for every streamed token
+        parts[::2] = self.pieces  # interleaved by slice assignment (a ValueError if a value is missing or
+        parts[1::2] = values  # extra), a third cheaper than a loop: this runs for every streamed token
         return b"".join(parts)

@@ -35,11 +35,22 @@ from .version import __version__
 # semantic conventions 1.44.0 (opentelemetry-semantic-conventions 0.66b2), pinned here.
 SEMCONV_SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
 PROVIDER_NAME = "llama.cpp"
-OPERATIONS = {"/v1/chat/completions": "chat", "/chat/completions": "chat", "/v1/messages": "chat",
-              "/v1/responses": "chat", "/v1/completions": "text_completion", "/completions": "text_completion",
-              "/v1/embeddings": "embeddings", "/embeddings": "embeddings",
-              "/v1/rerank": "rerank", "/rerank": "rerank", "/v1/reranking": "rerank", "/v2/rerank": "rerank",
-              "/v1/audio/transcriptions": "transcription", "/v1/audio/translations": "translation"}
+OPERATIONS = {
+    "/v1/chat/completions": "chat",
+    "/chat/completions": "chat",
+    "/v1/messages": "chat",
+    "/v1/responses": "chat",
+    "/v1/completions": "text_completion",
+    "/completions": "text_completion",
+    "/v1/embeddings": "embeddings",
+    "/embeddings": "embeddings",
+    "/v1/rerank": "rerank",
+    "/rerank": "rerank",
+    "/v1/reranking": "rerank",
+    "/v2/rerank": "rerank",
+    "/v1/audio/transcriptions": "transcription",
+    "/v1/audio/translations": "translation",
+}
 
 
 class Tracing:
@@ -52,8 +63,7 @@ class Tracing:
 
     def tracer(self):
         if self._pid != os.getpid():
-            provider = TracerProvider(resource=Resource.create({"service.name": "api-like-oai",
-                                                                 "service.version": __version__}))
+            provider = TracerProvider(resource=Resource.create({"service.name": "api-like-oai", "service.version": __version__}))
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=self.traces_url)))
             self._tracer = provider.get_tracer("api_like_oai", __version__, schema_url=SEMCONV_SCHEMA_URL)
             self._pid = os.getpid()
@@ -62,18 +72,26 @@ class Tracing:
     def export(self, record, closed_at: float) -> None:
         """The trace of one closed request (a RequestRecord), handed to the batch exporter."""
         clock = _Clock(record.started)
-        parent = TraceContextTextMapPropagator().extract({"traceparent": record.traceparent}) \
-            if record.traceparent else None
-        root = self.tracer().start_span(_root_name(record), context=parent, kind=SpanKind.SERVER,
-                                        start_time=clock.ns(record.started), attributes=root_attributes(record))
+        parent = TraceContextTextMapPropagator().extract({"traceparent": record.traceparent}) if record.traceparent else None
+        root = self.tracer().start_span(
+            _root_name(record),
+            context=parent,
+            kind=SpanKind.SERVER,
+            start_time=clock.ns(record.started),
+            attributes=root_attributes(record),
+        )
         if record.status >= 400:
             root.set_status(Status(StatusCode.ERROR, record.error_code or str(record.status)))
         inside = set_span_in_context(root)
         for name, started, ended in child_spans(record):
             self.tracer().start_span(name, context=inside, start_time=clock.ns(started)).end(clock.ns(ended))
         for step in record.mcp_steps:
-            span = self.tracer().start_span(f"mcp {step.server} {step.tool}", context=inside,
-                                            start_time=clock.ns(step.started), attributes=mcp_attributes(step))
+            span = self.tracer().start_span(
+                f"mcp {step.server} {step.tool}",
+                context=inside,
+                start_time=clock.ns(step.started),
+                attributes=mcp_attributes(step),
+            )
             if step.error is not None:
                 span.set_status(Status(StatusCode.ERROR, step.error))
             span.end(clock.ns(step.ended or closed_at))
@@ -103,21 +121,27 @@ def _root_name(record) -> str:
 
 def root_attributes(record) -> dict:
     """The request span's attributes: GenAI semantic conventions for generation endpoints, HTTP's for all."""
-    attributes = {"http.route": record.endpoint, "http.response.status_code": record.status,
-                  "api_like_oai.request_id": record.request_id}
+    attributes = {
+        "http.route": record.endpoint,
+        "http.response.status_code": record.status,
+        "api_like_oai.request_id": record.request_id,
+    }
     if record.status >= 400:
         attributes["error.type"] = record.error_code or str(record.status)
     operation = OPERATIONS.get(record.endpoint)
     if operation is None:
         return attributes
-    attributes |= {"gen_ai.operation.name": operation, "gen_ai.provider.name": PROVIDER_NAME,
-                   "gen_ai.request.model": record.requested_model or record.model,
-                   "gen_ai.response.model": record.model,
-                   "gen_ai.usage.input_tokens": record.prompt_tokens,
-                   "gen_ai.usage.output_tokens": record.completion_tokens}
+    attributes |= {
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": PROVIDER_NAME,
+        "gen_ai.request.model": record.requested_model or record.model,
+        "gen_ai.response.model": record.model,
+        "gen_ai.usage.input_tokens": record.prompt_tokens,
+        "gen_ai.usage.output_tokens": record.completion_tokens,
+    }
     if record.upstream != "-":
         attributes["server.address"] = record.upstream
-    if record.route != "-":   # why that upstream (prefix routing's reason, a fleet front's route=)
+    if record.route != "-":  # why that upstream (prefix routing's reason, a fleet front's route=)
         attributes["api_like_oai.route"] = record.route
     if record.first_token is not None:
         attributes["gen_ai.response.time_to_first_chunk"] = record.first_token - record.started

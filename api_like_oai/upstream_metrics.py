@@ -30,7 +30,7 @@ def upstream_metrics(targets: list[tuple[str, str, str]], timeout: float = SCRAP
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout * 2)   # a scrape stuck past its own timeouts is left behind
+        thread.join(timeout * 2)  # a scrape stuck past its own timeouts is left behind
     families: dict[str, Metric] = {}
     for (model, url, _), text in sorted(dict(texts).items()):
         _merge(families, text, {"model": model, "upstream": url})

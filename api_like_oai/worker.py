@@ -42,8 +42,7 @@ class EventWorker(AsyncWorker):
 
         self.gevent_socket = gevent_socket
         self.client_socket_class = _client_socket_class(gevent_socket.socket)
-        self.sockets = [gevent_socket.socket(s.FAMILY, socket.SOCK_STREAM, fileno=s.sock.detach())
-                        for s in self.sockets]
+        self.sockets = [gevent_socket.socket(s.FAMILY, socket.SOCK_STREAM, fileno=s.sock.detach()) for s in self.sockets]
         hub.reinit()
         super().init_process()
 
@@ -119,7 +118,7 @@ class EventWorker(AsyncWorker):
         from .routes.dashboard import VIEW_KEY  # the app is made: its modules are loaded
 
         grace_period = self.cfg.graceful_timeout - 5  # server.py adds 5 s for the master
-        self.wsgi.app.extensions[VIEW_KEY].close()   # the dashboards' streams would hold the grace period
+        self.wsgi.app.extensions[VIEW_KEY].close()  # the dashboards' streams would hold the grace period
         self._wait_for_requests(time.monotonic() + grace_period)
         if self.wsgi.in_flight:
             from .routes import state  # the app is made: its modules are loaded

@@ -75,19 +75,32 @@ def copy_props(llama: Service) -> Path:
 
 def describe_machine(llama_binary: str) -> Machine:
     cpuinfo = Path("/proc/cpuinfo").read_text()
-    cpu_model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
-                      if line.startswith("model name")), platform.processor() or "unknown")
+    cpu_model = next(
+        (line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+        platform.processor() or "unknown",
+    )
     meminfo = Path("/proc/meminfo").read_text().split()
     memory_gib = int(meminfo[meminfo.index("MemTotal:") + 1]) / 2**20
     version = subprocess.run([llama_binary, "--version"], capture_output=True, text=True, timeout=30)
-    llama_cpp = next((line.strip() for line in (version.stdout + version.stderr).splitlines()
-                      if line.startswith("version")), "unknown")
-    server = (f"api-like-oai {metadata.version('api-like-oai')} on gunicorn {metadata.version('gunicorn')} with "
-              f"gevent {metadata.version('gevent')} (defaults: 1 worker, `--worker-class gevent`), "
-              f"Flask {metadata.version('flask')}, urllib3 {metadata.version('urllib3')}")
+    llama_cpp = next(
+        (line.strip() for line in (version.stdout + version.stderr).splitlines() if line.startswith("version")), "unknown"
+    )
+    server = (
+        f"api-like-oai {metadata.version('api-like-oai')} on gunicorn {metadata.version('gunicorn')} with "
+        f"gevent {metadata.version('gevent')} (defaults: 1 worker, `--worker-class gevent`), "
+        f"Flask {metadata.version('flask')}, urllib3 {metadata.version('urllib3')}"
+    )
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    return Machine(cpu_model, os.cpu_count() or 0, memory_gib, platform.release(),
-                   f"{platform.python_implementation()} {platform.python_version()}", llama_cpp, server, load)
+    return Machine(
+        cpu_model,
+        os.cpu_count() or 0,
+        memory_gib,
+        platform.release(),
+        f"{platform.python_implementation()} {platform.python_version()}",
+        llama_cpp,
+        server,
+        load,
+    )
 
 
 def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
@@ -118,8 +131,9 @@ def measure_proxy_alone(results: BenchmarkResults, plan: Plan, props_path: Path,
     measure_many_streams(results, plan, props_path, stack)
 
 
-def measure_tool_call(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack,
-                      rig: CapacityRig | None = None) -> None:
+def measure_tool_call(
+    results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack, rig: CapacityRig | None = None
+) -> None:
     """Part 2d: a streamed tool call against plain text, on `rig` or on a proxy and fake of its own."""
     if rig is None:
         fake = fake_upstream(props_path).start()
@@ -165,8 +179,10 @@ def two_model_config(paced_url: str, agent_url: str) -> Path:
     """A config file: `bench` (the paced streams) on one upstream, the recorded agents' model names on another."""
     names = sorted({agent_turns_module.load(name)["body"]["model"] for name in agent_turns_module.TURNS})
     path = Path(tempfile.gettempdir()) / f"api-like-oai-bench-config-{os.getpid()}.yaml"
-    path.write_text(f"default_model: bench\nmodels:\n  bench:\n    upstreams: [{paced_url}]\n"
-                    f"  agent:\n    upstreams: [{agent_url}]\n    aliases: [{', '.join(names)}]\n")
+    path.write_text(
+        f"default_model: bench\nmodels:\n  bench:\n    upstreams: [{paced_url}]\n"
+        f"  agent:\n    upstreams: [{agent_url}]\n    aliases: [{', '.join(names)}]\n"
+    )
     return path
 
 
@@ -183,18 +199,22 @@ def measure_paced(results: BenchmarkResults, plan: Plan, props_path: Path, stack
             for clients, interval in paced_part.PACED_LOADS:
                 for new_connections in (False, True) if worker_class == "gevent" else (False,):
                     if interval == interval_ms:
-                        progress(f"paced upstream, {worker_class}: {clients} streams @ {interval:g} ms"
-                                 f"{', a new connection per stream' if new_connections else ''}")
-                        results.paced.append(asyncio.run(
-                            paced_part.paced_row(rig, worker_class, clients, interval, new_connections)))
+                        progress(
+                            f"paced upstream, {worker_class}: {clients} streams @ {interval:g} ms"
+                            f"{', a new connection per stream' if new_connections else ''}"
+                        )
+                        results.paced.append(
+                            asyncio.run(paced_part.paced_row(rig, worker_class, clients, interval, new_connections))
+                        )
             loaded.stop()
             fake.stop()
 
 
 def measure_dashboard(results: BenchmarkResults, plan: Plan, props_path: Path) -> None:
     """Issue 26: the proxy's CPU per token with the dashboard's event stream open vs closed (dashboard.py)."""
-    results.dashboard = dashboard_row.dashboard_row(lambda interval: fake_upstream(props_path, interval), proxy, plan,
-                                                    progress, rounds=1 if plan.repeats == 1 else 6)
+    results.dashboard = dashboard_row.dashboard_row(
+        lambda interval: fake_upstream(props_path, interval), proxy, plan, progress, rounds=1 if plan.repeats == 1 else 6
+    )
 
 
 def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
@@ -204,20 +224,21 @@ def measure_many_streams(results: BenchmarkResults, plan: Plan, props_path: Path
     stack.callback(fake.stop)
     loaded = proxy(fake.url).start()
     stack.callback(loaded.stop)
-    results.many_streams = asyncio.run(paced_part.many_streams(
-        loaded, fake, plan.many_streams, paced_part.MANY_STREAMS_TOKENS, paced_part.MANY_STREAMS_INTERVAL_MS))
+    results.many_streams = asyncio.run(
+        paced_part.many_streams(
+            loaded, fake, plan.many_streams, paced_part.MANY_STREAMS_TOKENS, paced_part.MANY_STREAMS_INTERVAL_MS
+        )
+    )
     loaded.stop()
     fake.stop()
 
 
-def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Service, stack: ExitStack,
-                            threads: int) -> None:
+def measure_real_generation(results: BenchmarkResults, plan: Plan, llama: Service, stack: ExitStack, threads: int) -> None:
     """Part 1: the same requests to llama-server's own OpenAI API and through the proxy."""
     in_front = proxy(llama.url).start()
     stack.callback(in_front.stop)
     if not results.output_checks:
-        results.output_checks = [generation.check_same_output(llama.url, in_front.url, endpoint)
-                                 for endpoint in workload.PATHS]
+        results.output_checks = [generation.check_same_output(llama.url, in_front.url, endpoint) for endpoint in workload.PATHS]
     rig = GenerationRig(llama, in_front, plan)
     measured = asyncio.run(generation.generation_table(rig, progress))
     for result in measured:
@@ -243,15 +264,20 @@ def write_outputs(results: BenchmarkResults, output_dir: Path, chart: bool = Tru
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/bench", description="What the proxy costs, against llama.cpp itself.")
-    parser.add_argument("--quick", action="store_true",
-                        help="the regression guard: the ratio rows (the proxy against the floor, LiteLLM and llama-server), "
-                             "the tool call and the agent turns against their neighbours, in under 3 minutes; "
-                             "writes quick.md and quick.json")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the regression guard: the ratio rows (the proxy against the floor, LiteLLM and llama-server), "
+        "the tool call and the agent turns against their neighbours, in under 3 minutes; "
+        "writes quick.md and quick.json",
+    )
     parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
-    parser.add_argument("--only", choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet",
-                                           "startup", "ollama"],
-                        help="measure this part alone and merge it into the output dir's results.json")
+    parser.add_argument(
+        "--only",
+        choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet", "startup", "ollama"],
+        help="measure this part alone and merge it into the output dir's results.json",
+    )
     return parser.parse_args(argv)
 
 
@@ -267,11 +293,16 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
     stack.callback(llama.stop)
     props_path = copy_props(llama)
     stack.callback(props_path.unlink)
-    fakes = {ratios.INSTANT: fake_upstream(props_path),
-             **{name: fake_upstream(props_path, interval) for name, interval in ratios.PACED_INTERVALS.items()}}
+    fakes = {
+        ratios.INSTANT: fake_upstream(props_path),
+        **{name: fake_upstream(props_path, interval) for name, interval in ratios.PACED_INTERVALS.items()},
+    }
     upstreams = {**{name: fake.url for name, fake in fakes.items()}, ratios.REAL: llama.url}
-    fronts = {"floor": servers.floor(upstreams), "proxy": servers.proxy_for_models(upstreams),
-              "litellm": servers.litellm(upstreams)}
+    fronts = {
+        "floor": servers.floor(upstreams),
+        "proxy": servers.proxy_for_models(upstreams),
+        "litellm": servers.litellm(upstreams),
+    }
     for service in (*fakes.values(), *fronts.values()):
         stack.callback(service.stop)
     with ThreadPoolExecutor(len(fakes) + len(fronts)) as starting:  # at once: LiteLLM alone takes 20 s and more
@@ -279,9 +310,14 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
     rows = ratios.instant_and_paced_rows(fronts, plan, progress)
     rows += ratios.generation_rows(llama, fronts, plan, threads, progress)
     results.ollama = ollama_rows.measure(llama, fronts["proxy"], plan, progress)
-    results.ratios = RatiosResult(begun, load_at_start, threads,
-                                  f"litellm[proxy]=={servers.LITELLM_VERSION}, `litellm --num_workers 1`", rows,
-                                  time.perf_counter() - started)
+    results.ratios = RatiosResult(
+        begun,
+        load_at_start,
+        threads,
+        f"litellm[proxy]=={servers.LITELLM_VERSION}, `litellm --num_workers 1`",
+        rows,
+        time.perf_counter() - started,
+    )
     for service in (*fronts.values(), *fakes.values(), llama):
         service.stop()
     return props_path
@@ -320,15 +356,17 @@ def measure_routing(results: BenchmarkResults, quick: bool) -> None:
 def measure_swaps(results: BenchmarkResults, quick: bool) -> None:
     """Issue 24: models on demand against llama-server's router mode, two real models, memory for one."""
     plan = swaps_row.SwapPlan.quick() if quick else swaps_row.SwapPlan()
-    results.swaps = swaps_row.swaps_row(os.environ["LLAMA_SERVER"], os.environ["MODEL"], os.environ["GEMMA_MODEL"],
-                                        plan, progress)
+    results.swaps = swaps_row.swaps_row(
+        os.environ["LLAMA_SERVER"], os.environ["MODEL"], os.environ["GEMMA_MODEL"], plan, progress
+    )
 
 
 def measure_models_dir_startup(results: BenchmarkResults, plan: Plan) -> None:
     """Issue 42: start-up with a --models-dir of ten real GGUF files."""
     progress("start-up with --models-dir of 10 GGUF files")
     results.models_dir_startup = startup.measure_models_dir_startup(
-        os.environ["LLAMA_SERVER"], os.environ["MODEL"], os.environ["GEMMA_MODEL"], plan.startup_runs)
+        os.environ["LLAMA_SERVER"], os.environ["MODEL"], os.environ["GEMMA_MODEL"], plan.startup_runs
+    )
 
 
 def measure_ollama(results: BenchmarkResults, quick: bool) -> None:
@@ -351,13 +389,16 @@ def measure_ollama(results: BenchmarkResults, quick: bool) -> None:
 
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
-    if args.only == "keys":   # its own keys-results.md/json beside results.md
+    if args.only == "keys":  # its own keys-results.md/json beside results.md
         return keys_row.keys_part(args.output_dir, args.quick_plans, progress)
     if args.only == "fleet":  # its own fleet-results.md/json beside results.md
         return fleet_row.fleet_part(args.output_dir, args.quick_plans, progress)
     previous = args.output_dir / "results.json"
-    results = load(json.loads(previous.read_text())) if previous.exists() \
+    results = (
+        load(json.loads(previous.read_text()))
+        if previous.exists()
         else BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
+    )
     if args.only == "routing":
         measure_routing(results, args.quick_plans)
     elif args.only == "swaps":
@@ -365,12 +406,16 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
     elif args.only == "startup":
         measure_models_dir_startup(results, plan)
     elif args.only == "ollama":
-        results.measured_alone["ollama"] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
-                                            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
+        results.measured_alone["ollama"] = (
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}"
+        )
         measure_ollama(results, args.quick_plans)
     else:
-        results.measured_alone[args.only] = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
-                                             f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}")
+        results.measured_alone[args.only] = (
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}"
+        )
         with ExitStack() as stack:
             props_path = real_props(stack)
             if args.only == "agents":

@@ -29,8 +29,14 @@ from .results import ONE_LINE_CHAT
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # The recorded turns, each the first of its session or one after two tool rounds.
-TURNS = ("claude_code_turn", "claude_code_turn_tools", "codex_turn", "codex_turn_tools", "codex_turn_gpt55",
-         "codex_turn_gpt55_custom_tool")
+TURNS = (
+    "claude_code_turn",
+    "claude_code_turn_tools",
+    "codex_turn",
+    "codex_turn_tools",
+    "codex_turn_gpt55",
+    "codex_turn_gpt55_custom_tool",
+)
 ANSWER_TOKENS = 2  # the fake answers every turn with two tokens: the request path is what is measured
 
 
@@ -44,13 +50,16 @@ def load(name: str) -> dict:
 # written (other branches make it accept them). `replayable` takes out only those the proxy still
 # refuses, so once it accepts them all, the turns are replayed exactly as recorded.
 
+
 def _filtered(key: str, keep: Callable[[dict], bool], change: Callable[[dict], dict] = lambda item: item):
     """A remover: the body with the items of its list `key` that `keep` rejects taken out, the others
     changed by `change`; a body without `key` as it is."""
+
     def remove(body: dict) -> dict:
         if key not in body:
             return body
         return {**body, key: [change(item) for item in body[key] if keep(item)]}
+
     return remove
 
 
@@ -70,8 +79,9 @@ REFUSED_PARTS: dict[str, Callable[[dict], dict]] = {
     "web_search tools": _without_tool_type("web_search"),
     "custom tools": _without_tool_type("custom"),
     "tool_search tools": _without_tool_type("tool_search"),
-    "custom_tool_call items": _filtered("input", lambda item: item.get("type") not in ("custom_tool_call",
-                                                                                     "custom_tool_call_output")),
+    "custom_tool_call items": _filtered(
+        "input", lambda item: item.get("type") not in ("custom_tool_call", "custom_tool_call_output")
+    ),
 }
 
 
@@ -113,6 +123,7 @@ def cold_variant(body: dict, mark: str) -> dict:
 
 # --- the replay, in a process of its own ------------------------------------------------------
 
+
 class LoopWatch:
     """The longest CPU stretch any greenlet but the hub ran between two switches (the event loop
     relays nothing meanwhile), from greenlet's switch trace, in this OS thread."""
@@ -138,12 +149,25 @@ class LoopWatch:
 def wsgi_call(app, fixture: dict, body: bytes) -> tuple[str, bytes]:
     """The app's answer to the recorded request with `body`, as gunicorn would call it."""
     path, _, query = fixture["path"].partition("?")
-    environ = {"REQUEST_METHOD": fixture["method"], "SCRIPT_NAME": "", "PATH_INFO": path, "QUERY_STRING": query,
-               "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8080", "SERVER_PROTOCOL": "HTTP/1.1",
-               "REMOTE_ADDR": "127.0.0.1", "wsgi.version": (1, 0), "wsgi.url_scheme": "http",
-               "wsgi.input": io.BytesIO(body), "wsgi.errors": sys.stderr, "wsgi.multithread": False,
-               "wsgi.multiprocess": False, "wsgi.run_once": False,
-               "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body))}
+    environ = {
+        "REQUEST_METHOD": fixture["method"],
+        "SCRIPT_NAME": "",
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8080",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+    }
     for name, value in fixture["headers"].items():
         if name.lower() not in ("content-type", "content-length"):
             environ["HTTP_" + name.upper().replace("-", "_")] = value
@@ -169,23 +193,31 @@ def measure_turn(app, watch: LoopWatch, fixture: dict, body: dict) -> tuple[floa
 
 
 # The agent turns' neighbour (issue 29): a one-line chat, replayed to the same app the same way.
-ONE_LINE_CHAT_REQUEST = {"method": "POST", "path": "/v1/chat/completions", "headers": {},
-                 "body": {"model": "qwen2.5", "messages": [{"role": "user", "content": "Say hello in one line."}]}}
+ONE_LINE_CHAT_REQUEST = {
+    "method": "POST",
+    "path": "/v1/chat/completions",
+    "headers": {},
+    "body": {"model": "qwen2.5", "messages": [{"role": "user", "content": "Say hello in one line."}]},
+}
 
 
 def replay(app, watch: LoopWatch, name: str, rounds: int, fixture: dict | None = None) -> dict:
     fixture = fixture or load(name)
     body, removed = replayable(fixture["body"], lambda b: wsgi_call(app, fixture, json.dumps(b).encode())[0][:3] == "200")
-    cold = [measure_turn(app, watch, fixture, cold_variant(body, f"{name}, cold turn {n}"))
-            for n in range(rounds)]
+    cold = [measure_turn(app, watch, fixture, cold_variant(body, f"{name}, cold turn {n}")) for n in range(rounds)]
     measure_turn(app, watch, fixture, body)  # its tools and system prompt are now known
     warm = [measure_turn(app, watch, fixture, body) for _ in range(rounds)]
-    return {"name": name, "bytes": len(json.dumps(fixture["body"])), "tools": len(body.get("tools", ())),
-            "removed": removed, "rounds": rounds,
-            "cold_cpu_ms": statistics.median(cpu for cpu, _ in cold) * 1000,
-            "warm_cpu_ms": statistics.median(cpu for cpu, _ in warm) * 1000,
-            "cold_hold_max_ms": max(hold for _, hold in cold) * 1000,
-            "warm_hold_max_ms": max(hold for _, hold in warm) * 1000}
+    return {
+        "name": name,
+        "bytes": len(json.dumps(fixture["body"])),
+        "tools": len(body.get("tools", ())),
+        "removed": removed,
+        "rounds": rounds,
+        "cold_cpu_ms": statistics.median(cpu for cpu, _ in cold) * 1000,
+        "warm_cpu_ms": statistics.median(cpu for cpu, _ in warm) * 1000,
+        "cold_hold_max_ms": max(hold for _, hold in cold) * 1000,
+        "warm_hold_max_ms": max(hold for _, hold in warm) * 1000,
+    }
 
 
 def build_app(upstream: str):

@@ -30,8 +30,14 @@ def agent_props(props_path: Path) -> Path:
     """The upstream's /props with the fixtures' model: Qwen2.5's template (Hermes tool calls), a
     context an agent's prompt fits in, a build that takes lazy grammars."""
     props = json.loads(props_path.read_text())
-    props.update({"chat_template": (ROOT / "conversation_templates" / "qwen2.5.jinja").read_text(),
-                  "bos_token": "", "eos_token": "<|im_end|>", "build_info": "b7000-bench"})
+    props.update(
+        {
+            "chat_template": (ROOT / "conversation_templates" / "qwen2.5.jinja").read_text(),
+            "bos_token": "",
+            "eos_token": "<|im_end|>",
+            "build_info": "b7000-bench",
+        }
+    )
     props.setdefault("default_generation_settings", {})["n_ctx"] = 262144
     path = props_path.with_name(props_path.stem + "-agent.json")
     path.write_text(json.dumps(props))
@@ -40,8 +46,13 @@ def agent_props(props_path: Path) -> Path:
 
 def agent_turns(upstream_url: str, rounds: int) -> list[AgentTurnResult]:
     """Each recorded turn replayed in a process of its own, as a gevent worker runs the app."""
-    done = subprocess.run([sys.executable, "-m", "benchmarks.agent_turns", "--upstream", upstream_url,
-                           "--rounds", str(rounds)], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.agent_turns", "--upstream", upstream_url, "--rounds", str(rounds)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"agent turns failed: {done.stderr[-2000:]}")
     return [AgentTurnResult(**json.loads(line)) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -71,8 +82,9 @@ def inter_token_gaps(arrivals: list[float]) -> list[float]:
     return [(later - earlier) * 1000 for earlier, later in zip(arrivals[1:], arrivals[2:], strict=False)]
 
 
-async def paced_gaps(port: int, request: bytes, clients: int, seconds: float, interval_ms: float,
-                     stop: asyncio.Event) -> list[float]:
+async def paced_gaps(
+    port: int, request: bytes, clients: int, seconds: float, interval_ms: float, stop: asyncio.Event
+) -> list[float]:
     """Inter-token gaps of `clients` paced streams, back to back, for `seconds` (streams started after it are not)."""
     gaps: list[float] = []
     deadline = time.perf_counter() + seconds
@@ -106,8 +118,9 @@ async def turns_back_to_back(port: int, turn: bytes, stop: asyncio.Event) -> tup
     return answered, refused
 
 
-async def stalled_streams(proxy: Service, turn: bytes, plan: Plan, clients: int = 16,
-                          interval_ms: float = 8.0) -> StalledStreamsResult:
+async def stalled_streams(
+    proxy: Service, turn: bytes, plan: Plan, clients: int = 16, interval_ms: float = 8.0
+) -> StalledStreamsResult:
     """Paced streams alone, then beside recorded turns replayed back to back, in alternating windows
     (`plan.stalled_rounds` of each, so that the machine's other load hits both): the gap between tokens."""
     request = encode_post(proxy.port, PATHS["chat"], generation_body("chat", True))
@@ -122,11 +135,22 @@ async def stalled_streams(proxy: Service, turn: bytes, plan: Plan, clients: int 
         cpu["alone"] += proxy.tree().cpu_seconds() - before
         stop = asyncio.Event()
         before = proxy.tree().cpu_seconds()
-        gaps, (done, failed) = await asyncio.gather(paced_gaps(proxy.port, request, clients, window, interval_ms, stop),
-                                                    turns_back_to_back(proxy.port, turn, stop))
+        gaps, (done, failed) = await asyncio.gather(
+            paced_gaps(proxy.port, request, clients, window, interval_ms, stop), turns_back_to_back(proxy.port, turn, stop)
+        )
         cpu["beside"] += proxy.tree().cpu_seconds() - before
         beside, answered, refused = beside + gaps, answered + done, refused + failed
     return StalledStreamsResult(
-        clients, interval_ms, STALLED_TURN, len(alone), len(beside), percentile(alone, 0.99), percentile(beside, 0.99),
-        max(alone, default=math.nan), max(beside, default=math.nan), answered, refused,
-        (cpu["beside"] - cpu["alone"]) * 1000 / answered if answered else math.nan)
+        clients,
+        interval_ms,
+        STALLED_TURN,
+        len(alone),
+        len(beside),
+        percentile(alone, 0.99),
+        percentile(beside, 0.99),
+        max(alone, default=math.nan),
+        max(beside, default=math.nan),
+        answered,
+        refused,
+        (cpu["beside"] - cpu["alone"]) * 1000 / answered if answered else math.nan,
+    )

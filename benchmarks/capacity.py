@@ -26,17 +26,21 @@ class CapacityRig:
     plan: Plan
 
     def snapshot(self) -> dict[str, float]:
-        return {"proxy": self.proxy.tree().cpu_seconds(), "upstream": self.upstream.tree().cpu_seconds(),
-                "client": time.process_time(), "system": system_busy_seconds()}
+        return {
+            "proxy": self.proxy.tree().cpu_seconds(),
+            "upstream": self.upstream.tree().cpu_seconds(),
+            "client": time.process_time(),
+            "system": system_busy_seconds(),
+        }
 
     async def load(self, body: dict, path: str, clients: int) -> LoadWindow:
         request = encode_post(self.proxy.port, path, body)
-        return await closed_loop(self.proxy.port, request, clients, self.plan.capacity_seconds,
-                                 self.plan.warmup_seconds, self.snapshot)
+        return await closed_loop(
+            self.proxy.port, request, clients, self.plan.capacity_seconds, self.plan.warmup_seconds, self.snapshot
+        )
 
 
-def summarise_capacity(endpoint: str, streamed: bool, clients: int, tokens: int,
-                       windows: list[LoadWindow]) -> CapacityResult:
+def summarise_capacity(endpoint: str, streamed: bool, clients: int, tokens: int, windows: list[LoadWindow]) -> CapacityResult:
     """One result from one or more measurement windows of the same workload."""
     samples = [s for w in windows for s in w.samples]
     seconds = sum(w.seconds for w in windows)
@@ -45,14 +49,24 @@ def summarise_capacity(endpoint: str, streamed: bool, clients: int, tokens: int,
     events = sum(s.events for s in samples)
     count = max(len(samples), 1)
     return CapacityResult(
-        endpoint, streamed, clients, tokens, len(samples), seconds,
-        requests_per_s=len(samples) / seconds, events_per_s=events / seconds,
+        endpoint,
+        streamed,
+        clients,
+        tokens,
+        len(samples),
+        seconds,
+        requests_per_s=len(samples) / seconds,
+        events_per_s=events / seconds,
         latency_p50_ms=percentile([s.total * 1000 for s in samples], 0.5),
         proxy_cpu_us_per_request=spent["proxy"] * 1e6 / count,
         proxy_cpu_us_per_event=spent["proxy"] * 1e6 / events if streamed and events else None,
-        proxy_cpu_share=spent["proxy"] / seconds, upstream_cpu_share=spent["upstream"] / seconds,
-        client_cpu_share=spent["client"] / seconds, other_cpu_share=other / seconds,
-        errors=sum(s.status != 200 for s in samples), cpu_spread=cpu_spread(windows))
+        proxy_cpu_share=spent["proxy"] / seconds,
+        upstream_cpu_share=spent["upstream"] / seconds,
+        client_cpu_share=spent["client"] / seconds,
+        other_cpu_share=other / seconds,
+        errors=sum(s.status != 200 for s in samples),
+        cpu_spread=cpu_spread(windows),
+    )
 
 
 def cpu_spread(windows: list[LoadWindow]) -> float:
@@ -63,14 +77,14 @@ def cpu_spread(windows: list[LoadWindow]) -> float:
     return (max(per_window) - min(per_window)) / (sum(per_window) / len(per_window))
 
 
-async def measure_capacity(rig: CapacityRig, streamed: bool, clients: int,
-                           tokens: int = GENERATED_TOKENS) -> CapacityResult:
+async def measure_capacity(rig: CapacityRig, streamed: bool, clients: int, tokens: int = GENERATED_TOKENS) -> CapacityResult:
     window = await rig.load(generation_body("completions", streamed, tokens), PATHS["completions"], clients)
     return summarise_capacity("completions", streamed, clients, tokens, [window])
 
 
-async def capacity_table(rig: CapacityRig, progress: Callable[[str], None] | None = None,
-                         cells: list[tuple[int, bool]] | None = None) -> list[CapacityResult]:
+async def capacity_table(
+    rig: CapacityRig, progress: Callable[[str], None] | None = None, cells: list[tuple[int, bool]] | None = None
+) -> list[CapacityResult]:
     """Requests/s and CPU per request/event for each (clients, streamed) cell, by default every
     client count of the plan, non-streamed and streamed. Each cell is measured in `repeats`
     windows, one per pass over all cells, so that drift hits all cells alike."""
@@ -80,20 +94,23 @@ async def capacity_table(rig: CapacityRig, progress: Callable[[str], None] | Non
         for clients, streamed in cells:
             body = generation_body("completions", streamed)
             windows[clients, streamed].append(await rig.load(body, PATHS["completions"], clients))
-    results = [summarise_capacity("completions", streamed, clients, GENERATED_TOKENS, windows[clients, streamed])
-               for clients, streamed in cells]
+    results = [
+        summarise_capacity("completions", streamed, clients, GENERATED_TOKENS, windows[clients, streamed])
+        for clients, streamed in cells
+    ]
     if progress:
         for r in results:
-            progress(f"capacity {mode_name(r.streamed)} {r.clients:>2} clients: "
-                     f"{r.requests_per_s:.0f} req/s, {r.proxy_cpu_us_per_request:.0f} µs CPU/req")
+            progress(
+                f"capacity {mode_name(r.streamed)} {r.clients:>2} clients: "
+                f"{r.requests_per_s:.0f} req/s, {r.proxy_cpu_us_per_request:.0f} µs CPU/req"
+            )
     return results
 
 
 async def marginal_cpu_per_event(rig: CapacityRig, long_stream: CapacityResult) -> float:
     """CPU of one more relayed event: a 1-token stream's cost per request taken out of a long one's."""
     short_stream = await measure_capacity(rig, True, long_stream.clients, tokens=1)
-    extra_events = (long_stream.events_per_s / long_stream.requests_per_s
-                    - short_stream.events_per_s / short_stream.requests_per_s)
+    extra_events = long_stream.events_per_s / long_stream.requests_per_s - short_stream.events_per_s / short_stream.requests_per_s
     extra_cpu = long_stream.proxy_cpu_us_per_request - short_stream.proxy_cpu_us_per_request
     return extra_cpu / extra_events if extra_events > 0 else math.nan
 
@@ -102,8 +119,7 @@ def same_prompt_bodies(proxy_url: str, streamed: bool) -> dict[str, dict]:
     """A chat request and the completion request of the very prompt text it renders to."""
     chat = generation_body("chat", streamed)
     rendered = post_json(proxy_url + "/v1/internal/chat-prompt", chat)
-    completion = generation_body("completions", streamed,
-                                 prompt={"prompt": rendered["prompt"], "stop": rendered["stop"]})
+    completion = generation_body("completions", streamed, prompt={"prompt": rendered["prompt"], "stop": rendered["stop"]})
     return {"completions": completion, "chat": chat}
 
 
@@ -118,6 +134,8 @@ async def chat_vs_completions(rig: CapacityRig) -> list[CapacityResult]:
             order = ("completions", "chat") if repeat % 2 == 0 else ("chat", "completions")
             for endpoint in order:
                 windows[endpoint].append(await rig.load(bodies[endpoint], PATHS[endpoint], clients))
-        results += [summarise_capacity(endpoint, streamed, clients, GENERATED_TOKENS, windows[endpoint])
-                    for endpoint in ("completions", "chat")]
+        results += [
+            summarise_capacity(endpoint, streamed, clients, GENERATED_TOKENS, windows[endpoint])
+            for endpoint in ("completions", "chat")
+        ]
     return results

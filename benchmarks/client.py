@@ -17,8 +17,10 @@ from dataclasses import dataclass
 def encode_post(port: int, path: str, body: dict) -> bytes:
     """The bytes of a keep-alive POST of `body` as JSON."""
     payload = json.dumps(body).encode()
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: */*\r\nContent-Length: {len(payload)}\r\n\r\n").encode() + payload
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: */*\r\nContent-Length: {len(payload)}\r\n\r\n"
+    ).encode() + payload
 
 
 @dataclass
@@ -104,8 +106,14 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def send(self, request: bytes, *, watch_text: bool | FirstTextWatch = False, keep_body: bool = False,
-                   arrivals: list[float] | None = None) -> Sample:
+    async def send(
+        self,
+        request: bytes,
+        *,
+        watch_text: bool | FirstTextWatch = False,
+        keep_body: bool = False,
+        arrivals: list[float] | None = None,
+    ) -> Sample:
         """Send one encoded request and read its whole response; `arrivals`, if given, gets the time
         each chunk of a chunked answer arrived. `watch_text`: True for an OpenAI stream's first text,
         or a watch of another stream's (benchmarks/ollama_rows.py's NDJSON)."""
@@ -138,8 +146,9 @@ class Connection:
         self.writer.write(request)
         return started, await self.reader.readuntil(b"\r\n\r\n")
 
-    async def _read_body(self, length: int | None, chunked: bool, watch: FirstTextWatch | None,
-                         arrivals: list[float] | None = None) -> bytes:
+    async def _read_body(
+        self, length: int | None, chunked: bool, watch: FirstTextWatch | None, arrivals: list[float] | None = None
+    ) -> bytes:
         if chunked:
             return await self._read_chunks(watch, arrivals)
         if length is None:
@@ -181,9 +190,17 @@ class LoadWindow:
         return self.after[name] - self.before[name]
 
 
-async def closed_loop(port: int, request: bytes, clients: int, seconds: float, warmup: float,
-                      snapshot: Callable[[], dict[str, float]], stagger: float = 0.0,
-                      new_connections: bool = False, abandon: bool = False) -> LoadWindow:
+async def closed_loop(
+    port: int,
+    request: bytes,
+    clients: int,
+    seconds: float,
+    warmup: float,
+    snapshot: Callable[[], dict[str, float]],
+    stagger: float = 0.0,
+    new_connections: bool = False,
+    abandon: bool = False,
+) -> LoadWindow:
     """`clients` connections each sending `request` back to back; the samples that finished in
     the `seconds` after a `warmup`, with `snapshot()` (e.g. CPU times) and the SSE frames received
     so far ("frames") taken at both ends. Client i starts i * stagger / clients seconds late, so

@@ -19,22 +19,54 @@ from functools import lru_cache
 from pathlib import Path
 
 DEFAULT_TOKENS = 16
-DEFAULT_PROPS = {"chat_template": None, "bos_token": "", "eos_token": "",
-                 "default_generation_settings": {"n_ctx": 4096}, "total_slots": 4, "model_path": "fake.gguf"}
+DEFAULT_PROPS = {
+    "chat_template": None,
+    "bos_token": "",
+    "eos_token": "",
+    "default_generation_settings": {"n_ctx": 4096},
+    "total_slots": 4,
+    "model_path": "fake.gguf",
+}
 # The settings llama-server echoes in its final event (abridged but of a realistic size).
 GENERATION_SETTINGS = {
-    "seed": 42, "temperature": 0.0, "dynatemp_range": 0.0, "dynatemp_exponent": 1.0, "top_k": 40,
-    "top_p": 0.95, "min_p": 0.05, "typical_p": 1.0, "repeat_last_n": 64, "repeat_penalty": 1.0,
-    "presence_penalty": 0.0, "frequency_penalty": 0.0, "mirostat": 0, "mirostat_tau": 5.0,
-    "mirostat_eta": 0.1, "stop": [], "n_keep": 0, "n_discard": 0, "ignore_eos": False, "stream": True,
-    "n_probs": 0, "min_keep": 0, "grammar": "", "samplers": ["penalties", "dry", "top_k", "typ_p", "top_p",
-                                                             "min_p", "xtc", "temperature"]}
+    "seed": 42,
+    "temperature": 0.0,
+    "dynatemp_range": 0.0,
+    "dynatemp_exponent": 1.0,
+    "top_k": 40,
+    "top_p": 0.95,
+    "min_p": 0.05,
+    "typical_p": 1.0,
+    "repeat_last_n": 64,
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "mirostat": 0,
+    "mirostat_tau": 5.0,
+    "mirostat_eta": 0.1,
+    "stop": [],
+    "n_keep": 0,
+    "n_discard": 0,
+    "ignore_eos": False,
+    "stream": True,
+    "n_probs": 0,
+    "min_keep": 0,
+    "grammar": "",
+    "samplers": ["penalties", "dry", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"],
+}
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found"}
 
 
 def token_event(position: int, content: str | None = None) -> dict:
-    return {"index": 0, "content": f" w{position}" if content is None else content, "tokens": [1000 + position],
-            "stop": False, "id_slot": -1, "tokens_predicted": position + 1, "tokens_evaluated": 5}
+    return {
+        "index": 0,
+        "content": f" w{position}" if content is None else content,
+        "tokens": [1000 + position],
+        "stop": False,
+        "id_slot": -1,
+        "tokens_predicted": position + 1,
+        "tokens_evaluated": 5,
+    }
 
 
 def tool_call_pieces(token_count: int) -> list[str]:
@@ -45,12 +77,24 @@ def tool_call_pieces(token_count: int) -> list[str]:
 
 
 def final_event(token_count: int, content: str) -> dict:
-    return {"index": 0, "content": content, "tokens": [], "id_slot": 0, "stop": True, "model": "fake.gguf",
-            "tokens_predicted": token_count, "tokens_evaluated": 5,
-            "generation_settings": {**GENERATION_SETTINGS, "n_predict": token_count}, "prompt": "",
-            "has_new_line": False, "truncated": False, "stop_type": "limit", "stopping_word": "",
-            "tokens_cached": token_count + 5,
-            "timings": {"prompt_n": 5, "prompt_ms": 1.0, "predicted_n": token_count, "predicted_ms": 1.0}}
+    return {
+        "index": 0,
+        "content": content,
+        "tokens": [],
+        "id_slot": 0,
+        "stop": True,
+        "model": "fake.gguf",
+        "tokens_predicted": token_count,
+        "tokens_evaluated": 5,
+        "generation_settings": {**GENERATION_SETTINGS, "n_predict": token_count},
+        "prompt": "",
+        "has_new_line": False,
+        "truncated": False,
+        "stop_type": "limit",
+        "stopping_word": "",
+        "tokens_cached": token_count + 5,
+        "timings": {"prompt_n": 5, "prompt_ms": 1.0, "predicted_n": token_count, "predicted_ms": 1.0},
+    }
 
 
 def compact_json(payload) -> bytes:
@@ -75,8 +119,13 @@ def streamed_chunks(token_count: int, tool_call: bool = False) -> tuple[bytes, .
 
 
 def chat_chunk(delta: dict, finish_reason: str | None = None) -> dict:
-    return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake.gguf",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "fake.gguf",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
 
 
 def chat_usage(token_count: int) -> dict:
@@ -99,9 +148,16 @@ def streamed_chat_chunks(token_count: int) -> tuple[bytes, ...]:
 @lru_cache(maxsize=64)
 def whole_chat_body(token_count: int) -> bytes:
     text = "".join(token_event(position)["content"] for position in range(token_count))
-    return compact_json({"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake.gguf",
-                         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                      "finish_reason": "length"}], "usage": chat_usage(token_count)})
+    return compact_json(
+        {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake.gguf",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
+            "usage": chat_usage(token_count),
+        }
+    )
 
 
 @lru_cache(maxsize=64)
@@ -112,8 +168,10 @@ def whole_body(token_count: int) -> bytes:
 
 def head(status: int, content_type: str, length: int | None) -> bytes:
     framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
-    return (f"HTTP/1.1 {status} {REASONS[status]}\r\nServer: fake-llama.cpp\r\nContent-Type: {content_type}\r\n"
-            f"{framing}\r\nKeep-Alive: timeout=5, max=100000\r\n\r\n").encode()
+    return (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\nServer: fake-llama.cpp\r\nContent-Type: {content_type}\r\n"
+        f"{framing}\r\nKeep-Alive: timeout=5, max=100000\r\n\r\n"
+    ).encode()
 
 
 def json_response(status: int, payload) -> bytes:
@@ -143,8 +201,9 @@ class FakeLlamaCpp:
             return self.completion(request)
         if method == "POST" and path == "/v1/chat/completions":
             request = json.loads(body or b"{}")
-            return self.chat_completion(self.answer_tokens or request.get("max_tokens") or DEFAULT_TOKENS,
-                                        bool(request.get("stream")))
+            return self.chat_completion(
+                self.answer_tokens or request.get("max_tokens") or DEFAULT_TOKENS, bool(request.get("stream"))
+            )
         return [json_response(404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}})]
 
     @staticmethod
@@ -220,10 +279,18 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--props", type=Path, help="JSON file to answer GET /props with (e.g. a real server's)")
-    parser.add_argument("--token-interval-ms", type=float, default=0.0,
-                        help="pause before each streamed event, as a real model paces tokens (default: none)")
-    parser.add_argument("--answer-tokens", type=int, help="answer every generation with this many tokens, "
-                        "whatever n_predict asks (an agent's turn asks for the whole context)")
+    parser.add_argument(
+        "--token-interval-ms",
+        type=float,
+        default=0.0,
+        help="pause before each streamed event, as a real model paces tokens (default: none)",
+    )
+    parser.add_argument(
+        "--answer-tokens",
+        type=int,
+        help="answer every generation with this many tokens, "
+        "whatever n_predict asks (an agent's turn asks for the whole context)",
+    )
     args = parser.parse_args()
     props = json.loads(args.props.read_text()) if args.props else DEFAULT_PROPS
     try:

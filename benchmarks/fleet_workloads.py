@@ -48,8 +48,8 @@ class WorkloadPlan:
 @dataclass
 class AffinityRow:
     fronts: int
-    turns: int = 0                 # turns 2..N of every session
-    stayed: int = 0                # of them, on the session's first box
+    turns: int = 0  # turns 2..N of every session
+    stayed: int = 0  # of them, on the session's first box
     prompt_tokens: int = 0
     cached_tokens: int = 0
     ttft_ms: list[float] = field(default_factory=list)
@@ -64,7 +64,7 @@ class SwapRow:
     boxes: int
     answered: int = 0
     failed: int = 0
-    failures: dict[int, int] = field(default_factory=dict)   # status (0: no answer) -> count
+    failures: dict[int, int] = field(default_factory=dict)  # status (0: no answer) -> count
     latencies_ms: list[float] = field(default_factory=list)
 
     @property
@@ -89,16 +89,40 @@ class Fleet:
     def box(self, name: str, config: str, llama_server: str, budget: int) -> Service:
         (self.work / f"{name}.yaml").write_text(config)
         port = free_port()
-        return self._start(Service(f"fleet-{name}", [sys.executable, "-m", "api_like_oai", "--port", str(port),
-                                                      "--config", str(self.work / f"{name}.yaml"), "--llama-server",
-                                                      llama_server, "--memory-budget", str(budget), *self.flags(),
-                                                      "--advertise", f"http://127.0.0.1:{port}"], port,
-                                   ready_path="/v1/models"))
+        return self._start(
+            Service(
+                f"fleet-{name}",
+                [
+                    sys.executable,
+                    "-m",
+                    "api_like_oai",
+                    "--port",
+                    str(port),
+                    "--config",
+                    str(self.work / f"{name}.yaml"),
+                    "--llama-server",
+                    llama_server,
+                    "--memory-budget",
+                    str(budget),
+                    *self.flags(),
+                    "--advertise",
+                    f"http://127.0.0.1:{port}",
+                ],
+                port,
+                ready_path="/v1/models",
+            )
+        )
 
     def front(self, name: str) -> Service:
         port = free_port()
-        return self._start(Service(f"fleet-{name}", [sys.executable, "-m", "api_like_oai", "--port", str(port),
-                                                      *self.flags()], port, ready_path="/v1/models"))
+        return self._start(
+            Service(
+                f"fleet-{name}",
+                [sys.executable, "-m", "api_like_oai", "--port", str(port), *self.flags()],
+                port,
+                ready_path="/v1/models",
+            )
+        )
 
     def _start(self, service: Service) -> Service:
         self.services.append(service)
@@ -170,8 +194,14 @@ def _session(fronts: list[Service], session: int, plan: WorkloadPlan, row: Affin
     first_box = None
     for turn in range(1, plan.turns + 1):
         messages.append({"role": "user", "content": f"Question {turn}: which of the notes matter most, and why?"})
-        body = {"model": "bench", "messages": messages, "max_tokens": plan.reply_tokens, "temperature": 0,
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": "bench",
+            "messages": messages,
+            "max_tokens": plan.reply_tokens,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         ttft_ms, usage, reply, box = _stream_turn(fronts[turn % len(fronts)], body)
         messages.append({"role": "assistant", "content": reply})
         if turn == 1:
@@ -195,12 +225,16 @@ def _stream_turn(front: Service, body: dict) -> tuple[float, dict, str, str]:
 
 
 def swap_rows(llama_server: str, smol: str, gemma: str, plan: WorkloadPlan, progress) -> list[SwapRow]:
-    config = (f"models:\n  smol:\n    model: {smol}\n    args: {SMOL_ARGS}\n    memory: 300\n"
-              f"  gemma:\n    model: {gemma}\n    args: {SMOL_ARGS}\n    memory: 400\n")
+    config = (
+        f"models:\n  smol:\n    model: {smol}\n    args: {SMOL_ARGS}\n    memory: 300\n"
+        f"  gemma:\n    model: {gemma}\n    args: {SMOL_ARGS}\n    memory: 400\n"
+    )
     rows = []
     for count in (1, 2):
-        progress(f"fleet swaps: {plan.swap_clients} clients alternating two models for {plan.swap_seconds:g} s, "
-                 f"{count} box(es) with memory for one model each")
+        progress(
+            f"fleet swaps: {plan.swap_clients} clients alternating two models for {plan.swap_seconds:g} s, "
+            f"{count} box(es) with memory for one model each"
+        )
         with Fleet(Path(tempfile.mkdtemp(prefix="api-like-oai-bench-fleet-"))) as fleet:
             for n in range(count):
                 fleet.box(f"box{n}", config, llama_server, 450)
@@ -222,8 +256,12 @@ def _alternate(front: Service, boxes: int, plan: WorkloadPlan) -> SwapRow:
         models = ("smol", "gemma") if number % 2 == 0 else ("gemma", "smol")
         asked = 0
         while time.monotonic() < stop_at:
-            body = {"model": models[asked % 2], "max_tokens": plan.reply_tokens, "temperature": 0,
-                    "messages": [{"role": "user", "content": f"Name a colour ({random.random():.6f})."}]}
+            body = {
+                "model": models[asked % 2],
+                "max_tokens": plan.reply_tokens,
+                "temperature": 0,
+                "messages": [{"role": "user", "content": f"Name a colour ({random.random():.6f})."}],
+            }
             began = time.perf_counter()
             try:
                 status = _post(front.url, "/v1/chat/completions", body)[0]
@@ -244,17 +282,32 @@ def _alternate(front: Service, boxes: int, plan: WorkloadPlan) -> SwapRow:
 
 
 def markdown(affinity: list[AffinityRow], swaps: list[SwapRow], load_average: str) -> str:
-    lines = ["", "### Cache affinity across fronts (real SmolLM2 on two boxes)", "",
-             f"Load average at the start {load_average}. Each session: a system prompt of its own, turns 2..N "
-             "counted; through two fronts its turns alternate between them.", "",
-             "| fronts | turns | on the session's box | prompt tokens from the cache | TTFT p50 (ms) |",
-             "|---:|---:|---:|---:|---:|"]
+    lines = [
+        "",
+        "### Cache affinity across fronts (real SmolLM2 on two boxes)",
+        "",
+        f"Load average at the start {load_average}. Each session: a system prompt of its own, turns 2..N "
+        "counted; through two fronts its turns alternate between them.",
+        "",
+        "| fronts | turns | on the session's box | prompt tokens from the cache | TTFT p50 (ms) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     for row in affinity:
-        lines.append(f"| {row.fronts} | {row.turns} | {100 * row.stayed / max(row.turns, 1):.0f}% | "
-                     f"{100 * row.cached_tokens / max(row.prompt_tokens, 1):.1f}% | {row.p50_ms:.0f} |")
-    lines += ["", "### A swap workload over two boxes against one (SmolLM2 and gemma-3-270m, memory for one a box)",
-              "", "| boxes | answered | failed (by status) | latency p50 (ms) |", "|---:|---:|---:|---:|"]
-    lines += [f"| {row.boxes} | {row.answered} | {row.failed}"
-              f"{' (' + ', '.join(f'{n}× {code}' for code, n in sorted(row.failures.items())) + ')' if row.failed else ''}"
-              f" | {row.p50_ms:.0f} |" for row in swaps]
+        lines.append(
+            f"| {row.fronts} | {row.turns} | {100 * row.stayed / max(row.turns, 1):.0f}% | "
+            f"{100 * row.cached_tokens / max(row.prompt_tokens, 1):.1f}% | {row.p50_ms:.0f} |"
+        )
+    lines += [
+        "",
+        "### A swap workload over two boxes against one (SmolLM2 and gemma-3-270m, memory for one a box)",
+        "",
+        "| boxes | answered | failed (by status) | latency p50 (ms) |",
+        "|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {row.boxes} | {row.answered} | {row.failed}"
+        f"{' (' + ', '.join(f'{n}× {code}' for code, n in sorted(row.failures.items())) + ')' if row.failed else ''}"
+        f" | {row.p50_ms:.0f} |"
+        for row in swaps
+    ]
     return "\n".join(lines) + "\n"

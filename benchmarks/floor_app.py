@@ -16,8 +16,10 @@ from api_like_oai.backends.http import HTTPClient
 
 app = Flask(__name__)
 app.in_flight = 0  # what the proxy's worker waits for at shutdown (its middleware counts it): nothing here
-UPSTREAMS = {model: HTTPClient(url, connect_timeout=5, read_timeout=600)
-             for model, url in json.loads(os.environ["FLOOR_UPSTREAMS"]).items()}
+UPSTREAMS = {
+    model: HTTPClient(url, connect_timeout=5, read_timeout=600)
+    for model, url in json.loads(os.environ["FLOOR_UPSTREAMS"]).items()
+}
 
 
 def choice(text: str, chat: bool, streamed: bool) -> dict:
@@ -32,8 +34,13 @@ def generate():
     body = request.get_json()
     chat, streamed = "messages" in body, bool(body.get("stream"))
     prompt = "\n".join(m["content"] for m in body["messages"]) if chat else body["prompt"]
-    upstream = {"prompt": prompt, "n_predict": body.get("max_tokens", -1), "temperature": body.get("temperature", 1),
-                "seed": body.get("seed", -1), "stream": streamed}
+    upstream = {
+        "prompt": prompt,
+        "n_predict": body.get("max_tokens", -1),
+        "temperature": body.get("temperature", 1),
+        "seed": body.get("seed", -1),
+        "stream": streamed,
+    }
     answer = UPSTREAMS[body["model"]].request("POST", "/completion", json.dumps(upstream).encode())
     if not streamed:
         event = json.loads(answer.read())

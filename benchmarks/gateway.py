@@ -17,8 +17,11 @@ async def gateway_row(proxy: Service, upstream: Service, rate: int, plan: Plan) 
     """Added latency at a fixed request rate (open loop), non-streamed, as gateways publish it:
     the same generation sent straight to the instant upstream and through the proxy, alternately."""
     through_proxy = encode_post(proxy.port, PATHS["completions"], generation_body("completions", False))
-    direct = encode_post(upstream.port, "/completion", {"prompt": PROMPT, "n_predict": GENERATED_TOKENS,
-                                                        "temperature": 0, "seed": SEED, "stream": False})
+    direct = encode_post(
+        upstream.port,
+        "/completion",
+        {"prompt": PROMPT, "n_predict": GENERATED_TOKENS, "temperature": 0, "seed": SEED, "stream": False},
+    )
     latencies: dict[str, list[float]] = {"direct": [], "proxy": []}
     errors = 0
     for _ in range(plan.repeats):
@@ -26,6 +29,9 @@ async def gateway_row(proxy: Service, upstream: Service, rate: int, plan: Plan) 
             samples = await open_loop(port, request, rate, plan.gateway_seconds, plan.warmup_seconds)
             latencies[name] += [s.total * 1000 for s in samples]
             errors += sum(s.status != 200 for s in samples)
-    return GatewayResult(rate, len(latencies["proxy"]),
-                         *(percentile(latencies[name], q) for name in ("direct", "proxy") for q in (0.5, 0.99)),
-                         errors)
+    return GatewayResult(
+        rate,
+        len(latencies["proxy"]),
+        *(percentile(latencies[name], q) for name in ("direct", "proxy") for q in (0.5, 0.99)),
+        errors,
+    )

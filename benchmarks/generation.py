@@ -46,8 +46,13 @@ class GenerationRig:
     plan: Plan
 
     def snapshot(self) -> dict[str, float]:
-        return {"direct": self.direct.tree().cpu_seconds(), "proxy": self.proxy.tree().cpu_seconds(),
-                "client": time.process_time(), "system": system_busy_seconds(), "time": time.perf_counter()}
+        return {
+            "direct": self.direct.tree().cpu_seconds(),
+            "proxy": self.proxy.tree().cpu_seconds(),
+            "client": time.process_time(),
+            "system": system_busy_seconds(),
+            "time": time.perf_counter(),
+        }
 
 
 @dataclass
@@ -102,8 +107,9 @@ class AlternatingRounds:
         return batch
 
 
-async def compare_generation(rig: GenerationRig, endpoint: str, streamed: bool, clients: int, rounds: int,
-                             deadline: float) -> list[GenerationResult]:
+async def compare_generation(
+    rig: GenerationRig, endpoint: str, streamed: bool, clients: int, rounds: int, deadline: float
+) -> list[GenerationResult]:
     """The direct and the proxy result of one workload, measured in alternating rounds."""
     before = rig.snapshot()
     outcome = await AlternatingRounds(rig, endpoint, streamed, clients, deadline).run(rounds)
@@ -112,8 +118,12 @@ async def compare_generation(rig: GenerationRig, endpoint: str, streamed: bool, 
 
 async def generation_table(rig: GenerationRig, progress: Callable[[str], None]) -> list[GenerationResult]:
     """Every workload (endpoint x streamed x clients); each gets an equal share of the time left."""
-    workloads = [(endpoint, streamed, clients, rounds) for clients, rounds in rig.plan.rounds_per_clients
-                 for endpoint in PATHS for streamed in (True, False)]
+    workloads = [
+        (endpoint, streamed, clients, rounds)
+        for clients, rounds in rig.plan.rounds_per_clients
+        for endpoint in PATHS
+        for streamed in (True, False)
+    ]
     budget_end = time.perf_counter() + rig.plan.generation_budget_seconds
     results = []
     for index, (endpoint, streamed, clients, rounds) in enumerate(workloads):
@@ -130,24 +140,36 @@ def other_cpu_share(before: dict[str, float], after: dict[str, float]) -> float:
     return max(spent["system"] - ours, 0.0) / spent["time"]
 
 
-def summarise_rounds(endpoint: str, streamed: bool, clients: int, outcome: Rounds,
-                     other_cpu: float) -> list[GenerationResult]:
+def summarise_rounds(endpoint: str, streamed: bool, clients: int, outcome: Rounds, other_cpu: float) -> list[GenerationResult]:
     proxy_count = len(outcome.samples["proxy"])
     proxy_ms = outcome.proxy_cpu_seconds * 1000 / proxy_count if proxy_count else math.nan
-    results = [summarise_generation(endpoint, streamed, clients, target, outcome.samples[target], other_cpu,
-                                    proxy_ms if target == "proxy" else None) for target in ("direct", "proxy")]
+    results = [
+        summarise_generation(
+            endpoint, streamed, clients, target, outcome.samples[target], other_cpu, proxy_ms if target == "proxy" else None
+        )
+        for target in ("direct", "proxy")
+    ]
     for result in results:
         result.cut_short = outcome.cut_short
     return results
 
 
-def summarise_generation(endpoint: str, streamed: bool, clients: int, target: str, samples: list[Sample],
-                         other_cpu: float, proxy_cpu_ms: float | None) -> GenerationResult:
+def summarise_generation(
+    endpoint: str, streamed: bool, clients: int, target: str, samples: list[Sample], other_cpu: float, proxy_cpu_ms: float | None
+) -> GenerationResult:
     ttfts = [s.ttft * 1000 for s in samples]
     totals = [s.total * 1000 for s in samples]
     return GenerationResult(
-        endpoint, streamed, clients, target, len(samples),
-        ttft_p50_ms=percentile(ttfts, 0.5), ttft_p95_ms=percentile(ttfts, 0.95),
-        total_p50_ms=percentile(totals, 0.5), total_p95_ms=percentile(totals, 0.95),
+        endpoint,
+        streamed,
+        clients,
+        target,
+        len(samples),
+        ttft_p50_ms=percentile(ttfts, 0.5),
+        ttft_p95_ms=percentile(ttfts, 0.95),
+        total_p50_ms=percentile(totals, 0.5),
+        total_p95_ms=percentile(totals, 0.95),
         tokens_per_s=percentile([GENERATED_TOKENS / s.total for s in samples], 0.5),
-        other_cpu_share=other_cpu, proxy_cpu_ms_per_request=proxy_cpu_ms)
+        other_cpu_share=other_cpu,
+        proxy_cpu_ms_per_request=proxy_cpu_ms,
+    )

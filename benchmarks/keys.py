@@ -29,17 +29,16 @@ from pathlib import Path
 from .processes import Service, free_port
 
 HERE = Path(__file__).resolve().parent
-TARGET_MS = 0.3            # what a key with limits may add to a non-streamed request at p50, one client
+TARGET_MS = 0.3  # what a key with limits may add to a non-streamed request at p50, one client
 ADMIN, PLAIN = "bench-admin-key", "bench-plain-key"
-BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "Say hello."}],
-                   "max_tokens": 16}).encode()
+BODY = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16}).encode()
 GENEROUS = {"rpm": 10**9, "tpm": 10**12, "tokens_per_day": 10**12, "max_parallel": 10**6}
 STORES = ("sqlite", "redis")
 
 
 @dataclass(frozen=True)
 class KeysPlan:
-    rounds: int = 6                 # ABAB windows of each kind, per store and client count
+    rounds: int = 6  # ABAB windows of each kind, per store and client count
     window_seconds: float = 3.0
     client_counts: tuple[int, ...] = (1, 16)
 
@@ -50,11 +49,11 @@ class KeysPlan:
 
 @dataclass
 class KeysSample:
-    store: str          # "sqlite" or "redis"
+    store: str  # "sqlite" or "redis"
     clients: int
-    limits: str         # "off" (a --api-key key) or "on" (a managed key with every limit)
+    limits: str  # "off" (a --api-key key) or "on" (a managed key with every limit)
     latencies_ms: list[float]
-    seconds: float      # the windows' wall time in all
+    seconds: float  # the windows' wall time in all
     errors: int = 0
 
     @property
@@ -72,7 +71,7 @@ class KeysResult:
     measured_at: str
     load_average: str
     samples: list[KeysSample] = field(default_factory=list)
-    steps_ms: dict = field(default_factory=dict)   # store -> step -> p50 ms, in-process (no HTTP, no proxy)
+    steps_ms: dict = field(default_factory=dict)  # store -> step -> p50 ms, in-process (no HTTP, no proxy)
 
     def sample(self, store: str, clients: int, limits: str) -> KeysSample:
         return next(s for s in self.samples if (s.store, s.clients, s.limits) == (store, clients, limits))
@@ -81,29 +80,41 @@ class KeysResult:
         return self.sample(store, clients, "on").p50_ms - self.sample(store, clients, "off").p50_ms
 
     def markdown(self) -> str:
-        lines = ["## Keys with limits (issue 25)", "",
-                 f"Measured {self.measured_at}, load average at the start {self.load_average}; "
-                 f"{self.plan['rounds']} alternating {self.plan['window_seconds']:g} s windows of each kind per row. "
-                 "Non-streamed chat requests to the instant fake upstream; *off*: a key from `--api-key`, "
-                 "*on*: a managed key with rpm, tpm, tokens per day and max parallel set (none reached).", "",
-                 "| store | clients | p50 off (ms) | p50 on (ms) | added at p50 (ms) | req/s off | req/s on | "
-                 "throughput on/off | errors |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        lines = [
+            "## Keys with limits (issue 25)",
+            "",
+            f"Measured {self.measured_at}, load average at the start {self.load_average}; "
+            f"{self.plan['rounds']} alternating {self.plan['window_seconds']:g} s windows of each kind per row. "
+            "Non-streamed chat requests to the instant fake upstream; *off*: a key from `--api-key`, "
+            "*on*: a managed key with rpm, tpm, tokens per day and max parallel set (none reached).",
+            "",
+            "| store | clients | p50 off (ms) | p50 on (ms) | added at p50 (ms) | req/s off | req/s on | "
+            "throughput on/off | errors |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for store in STORES:
             for clients in self.plan["client_counts"]:
                 off, on = self.sample(store, clients, "off"), self.sample(store, clients, "on")
-                lines.append(f"| {store} | {clients} | {off.p50_ms:.2f} | {on.p50_ms:.2f} | "
-                             f"{self.added_ms(store, clients):+.2f} | {off.requests_per_second:.0f} | "
-                             f"{on.requests_per_second:.0f} | {on.requests_per_second / off.requests_per_second:.2f}x | "
-                             f"{off.errors + on.errors} |")
+                lines.append(
+                    f"| {store} | {clients} | {off.p50_ms:.2f} | {on.p50_ms:.2f} | "
+                    f"{self.added_ms(store, clients):+.2f} | {off.requests_per_second:.0f} | "
+                    f"{on.requests_per_second:.0f} | {on.requests_per_second / off.requests_per_second:.2f}x | "
+                    f"{off.errors + on.errors} |"
+                )
         if self.steps_ms:
             steps = list(next(iter(self.steps_ms.values())))
-            lines += ["", "The key book's steps alone, in this process (p50 of 300, ms): what the proxy adds "
-                      "per request beyond them is the rest of the difference above.", "",
-                      "| store | " + " | ".join(steps) + " | all |", "|---|" + "---:|" * (len(steps) + 1)]
+            lines += [
+                "",
+                "The key book's steps alone, in this process (p50 of 300, ms): what the proxy adds "
+                "per request beyond them is the rest of the difference above.",
+                "",
+                "| store | " + " | ".join(steps) + " | all |",
+                "|---|" + "---:|" * (len(steps) + 1),
+            ]
             for store, by_step in self.steps_ms.items():
-                lines.append(f"| {store} | " + " | ".join(f"{by_step[step]:.3f}" for step in steps)
-                             + f" | {sum(by_step.values()):.3f} |")
+                lines.append(
+                    f"| {store} | " + " | ".join(f"{by_step[step]:.3f}" for step in steps) + f" | {sum(by_step.values()):.3f} |"
+                )
         lines += ["", "Target: a key with limits adds at most 0.3 ms to a non-streamed request at p50 (one client):"]
         for store in STORES:
             added = self.added_ms(store, 1)
@@ -112,26 +123,59 @@ class KeysResult:
 
 
 def measure(plan: KeysPlan, progress) -> KeysResult:
-    result = KeysResult(asdict(plan), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                        ", ".join(f"{n:.2f}" for n in os.getloadavg()))
+    result = KeysResult(
+        asdict(plan), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), ", ".join(f"{n:.2f}" for n in os.getloadavg())
+    )
     props = Path(tempfile.gettempdir()) / f"api-like-oai-bench-keys-props-{os.getpid()}.json"
     # slots enough for every client: the row measures the key's checks, not waiting for a slot
-    props.write_text(json.dumps({"chat_template": None, "bos_token": "", "eos_token": "", "total_slots": 64,
-                                 "default_generation_settings": {"n_ctx": 4096}, "model_path": "fake.gguf"}))
+    props.write_text(
+        json.dumps(
+            {
+                "chat_template": None,
+                "bos_token": "",
+                "eos_token": "",
+                "total_slots": 64,
+                "default_generation_settings": {"n_ctx": 4096},
+                "model_path": "fake.gguf",
+            }
+        )
+    )
     port = free_port()
-    upstream = Service("fake-llamacpp", [sys.executable, str(HERE / "fake_llamacpp.py"), "--port", str(port),
-                                        "--props", str(props)], port)
+    upstream = Service(
+        "fake-llamacpp", [sys.executable, str(HERE / "fake_llamacpp.py"), "--port", str(port), "--props", str(props)], port
+    )
     redis = None
     try:
         upstream.start()
         redis = _redis()
         for store in STORES:
-            url = f"sqlite:///{tempfile.mkdtemp(prefix='api-like-oai-bench-keys-')}/store.sqlite3" \
-                if store == "sqlite" else f"redis://127.0.0.1:{redis[1]}/0"
+            url = (
+                f"sqlite:///{tempfile.mkdtemp(prefix='api-like-oai-bench-keys-')}/store.sqlite3"
+                if store == "sqlite"
+                else f"redis://127.0.0.1:{redis[1]}/0"
+            )
             port = free_port()
-            proxy = Service("proxy", [sys.executable, "-m", "api_like_oai", "--llama-api", upstream.url,
-                                      "--port", str(port), "--store", url, "--admin-key", ADMIN,
-                                      "--api-key", PLAIN, "--chat-prompt-model", "chatml"], port)
+            proxy = Service(
+                "proxy",
+                [
+                    sys.executable,
+                    "-m",
+                    "api_like_oai",
+                    "--llama-api",
+                    upstream.url,
+                    "--port",
+                    str(port),
+                    "--store",
+                    url,
+                    "--admin-key",
+                    ADMIN,
+                    "--api-key",
+                    PLAIN,
+                    "--chat-prompt-model",
+                    "chatml",
+                ],
+                port,
+            )
             result.steps_ms[store] = _steps(store, url)
             try:
                 proxy.start()
@@ -170,9 +214,14 @@ def _steps(store: str, url: str, rounds: int = 300) -> dict[str, float]:
         marks.append(time.perf_counter())
         book.reserve(record, f"steps-{n}", time.time(), 40)
         marks.append(time.perf_counter())
-        book.finish(record, f"steps-{n}", time.time(),
-                    UsageEntry(time.strftime("%Y-%m-%d", time.gmtime()), "bench-steps", "bench", "/v1/chat/completions",
-                               1, 24, 0, 16, 0, 0.01))
+        book.finish(
+            record,
+            f"steps-{n}",
+            time.time(),
+            UsageEntry(
+                time.strftime("%Y-%m-%d", time.gmtime()), "bench-steps", "bench", "/v1/chat/completions", 1, 24, 0, 16, 0, 0.01
+            ),
+        )
         marks.append(time.perf_counter())
         for spent, start, end in zip(times.values(), marks, marks[1:], strict=False):
             spent.append((end - start) * 1000)
@@ -182,9 +231,23 @@ def _steps(store: str, url: str, rounds: int = 300) -> dict[str, float]:
 
 def _redis() -> tuple[subprocess.Popen, int]:
     port = free_port()
-    process = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--dir", tempfile.gettempdir()],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            tempfile.gettempdir(),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
@@ -200,8 +263,12 @@ def _redis() -> tuple[subprocess.Popen, int]:
 
 def _managed_key(url: str) -> str:
     connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
-    connection.request("POST", "/v1/internal/keys", json.dumps({"name": "bench", **GENEROUS}),
-                       {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"})
+    connection.request(
+        "POST",
+        "/v1/internal/keys",
+        json.dumps({"name": "bench", **GENEROUS}),
+        {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"},
+    )
     answer = connection.getresponse()
     created = json.loads(answer.read())
     connection.close()
@@ -256,12 +323,27 @@ def write(result: KeysResult, output_dir: Path) -> str:
     """keys-results.md and keys-results.json (latencies summarised) in `output_dir`; the markdown."""
     text = result.markdown()
     (output_dir / "keys-results.md").write_text(text)
-    raw = {**asdict(result), "samples": [
-        {"store": s.store, "clients": s.clients, "limits": s.limits, "requests": len(s.latencies_ms),
-         "p50_ms": round(s.p50_ms, 3), "p90_ms": round(statistics.quantiles(s.latencies_ms, n=10)[-1], 3),
-         "requests_per_second": round(s.requests_per_second, 1), "errors": s.errors} for s in result.samples],
-        "added_p50_ms": {f"{store}/{clients}": round(result.added_ms(store, clients), 3)
-                         for store in STORES for clients in result.plan["client_counts"]}}
+    raw = {
+        **asdict(result),
+        "samples": [
+            {
+                "store": s.store,
+                "clients": s.clients,
+                "limits": s.limits,
+                "requests": len(s.latencies_ms),
+                "p50_ms": round(s.p50_ms, 3),
+                "p90_ms": round(statistics.quantiles(s.latencies_ms, n=10)[-1], 3),
+                "requests_per_second": round(s.requests_per_second, 1),
+                "errors": s.errors,
+            }
+            for s in result.samples
+        ],
+        "added_p50_ms": {
+            f"{store}/{clients}": round(result.added_ms(store, clients), 3)
+            for store in STORES
+            for clients in result.plan["client_counts"]
+        },
+    }
     (output_dir / "keys-results.json").write_text(json.dumps(raw, indent=1) + "\n")
     return text
 

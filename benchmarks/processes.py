@@ -59,8 +59,9 @@ class Service:
 
     def start(self, timeout: float = 120.0) -> Service:
         with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                            env={**os.environ, **self.env} if self.env else None)
+            self.process = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env} if self.env else None
+            )
         deadline = time.monotonic() + timeout
         while not http_ok(self.url + self.ready_path):
             if self.process.poll() is not None:

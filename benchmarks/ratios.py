@@ -39,18 +39,28 @@ class RatioPlan:
     rounds: int = 4  # passes over the targets, the order reversed every other pass
     instant_clients: int = 8
     # (streams, model, a new connection per stream): issue 13's paced loads, keep-alive and not
-    paced: tuple[tuple[int, str, bool], ...] = ((16, PACED_FAST, False), (16, PACED_FAST, True),
-                                                (64, PACED_FAST, False), (64, PACED_FAST, True),
-                                                (256, PACED_SLOW, False), (256, PACED_SLOW, True))
+    paced: tuple[tuple[int, str, bool], ...] = (
+        (16, PACED_FAST, False),
+        (16, PACED_FAST, True),
+        (64, PACED_FAST, False),
+        (64, PACED_FAST, True),
+        (256, PACED_SLOW, False),
+        (256, PACED_SLOW, True),
+    )
     generation_clients: tuple[int, ...] = (1, 4)
     generation_rounds: int = 12
 
     @classmethod
     def quick(cls) -> RatioPlan:
         """The regression guard (`scripts/bench --quick`): the same rows, fewer and shorter windows."""
-        return cls(window_seconds=2.0, warmup_seconds=0.3, rounds=2, paced=((16, PACED_FAST, False), (16, PACED_FAST, True),
-                                                        (64, PACED_FAST, False)),
-                   generation_clients=(1,), generation_rounds=6)
+        return cls(
+            window_seconds=2.0,
+            warmup_seconds=0.3,
+            rounds=2,
+            paced=((16, PACED_FAST, False), (16, PACED_FAST, True), (64, PACED_FAST, False)),
+            generation_clients=(1,),
+            generation_rounds=6,
+        )
 
 
 def passes(names: tuple[str, ...], rounds: int):
@@ -94,9 +104,17 @@ def stream_frames(front: Service, model: str) -> int:
     return asyncio.run(one())
 
 
-async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: bool, clients: int, plan: RatioPlan,
-                  per_token: bool = False, new_connections: bool = False,
-                  frames: dict[str, int] | None = None) -> RatioRow:
+async def cpu_row(
+    name: str,
+    fronts: dict[str, Service],
+    model: str,
+    streamed: bool,
+    clients: int,
+    plan: RatioPlan,
+    per_token: bool = False,
+    new_connections: bool = False,
+    frames: dict[str, int] | None = None,
+) -> RatioRow:
     """Each front in turn under `clients` closed-loop clients for a window: its CPU per request and, when
     streamed, per relayed token. Streams are counted by their frames as they arrive (`frames`: a whole
     stream's, per front), so a window's edges cut no stream, and a slow front that finishes none in a
@@ -106,9 +124,17 @@ async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: b
     for target in passes(tuple(fronts), plan.rounds):
         front = fronts[target]
         request = encode_post(front.port, PATHS["chat"], {**generation_body("chat", streamed), "model": model})
-        window = await closed_loop(front.port, request, clients, plan.window_seconds, plan.warmup_seconds,
-                                   lambda front=front: {"cpu": front.tree().cpu_seconds()}, stagger=stagger,
-                                   new_connections=new_connections, abandon=True)
+        window = await closed_loop(
+            front.port,
+            request,
+            clients,
+            plan.window_seconds,
+            plan.warmup_seconds,
+            lambda front=front: {"cpu": front.tree().cpu_seconds()},
+            stagger=stagger,
+            new_connections=new_connections,
+            abandon=True,
+        )
         totals = spent[target]
         totals["cpu"] += window.spent("cpu")
         totals["requests"] += len(window.samples)
@@ -116,9 +142,13 @@ async def cpu_row(name: str, fronts: dict[str, Service], model: str, streamed: b
         totals["seconds"] += window.seconds
         totals["errors"] += sum(s.status != 200 for s in window.samples)
         await settle(front)
-    return RatioRow(name, "token" if per_token else "request", clients,
-                    [_cpu_cell(target, totals, frames[target] if streamed else 0) for target, totals in spent.items()],
-                    load_now())
+    return RatioRow(
+        name,
+        "token" if per_token else "request",
+        clients,
+        [_cpu_cell(target, totals, frames[target] if streamed else 0) for target, totals in spent.items()],
+        load_now(),
+    )
 
 
 async def settle(front: Service, quiet_cpu: float = 0.05, at_most: float = 2.0) -> None:
@@ -139,20 +169,27 @@ def _cpu_cell(target: str, totals: dict, stream_frames: int) -> FrontCell:
     streams = totals["frames"] / stream_frames if stream_frames else totals["requests"]
     tokens = streams * GENERATED_TOKENS if stream_frames else 0
     idle = math.inf if totals["cpu"] > 0 else math.nan
-    return FrontCell(target, totals["requests"], totals["seconds"],
-                     totals["cpu"] * 1e6 / streams if streams else idle,
-                     (totals["cpu"] * 1e6 / tokens if tokens else idle) if stream_frames else math.nan, totals["errors"],
-                     tokens_per_s=tokens / totals["seconds"] if tokens else math.nan)
+    return FrontCell(
+        target,
+        totals["requests"],
+        totals["seconds"],
+        totals["cpu"] * 1e6 / streams if streams else idle,
+        (totals["cpu"] * 1e6 / tokens if tokens else idle) if stream_frames else math.nan,
+        totals["errors"],
+        tokens_per_s=tokens / totals["seconds"] if tokens else math.nan,
+    )
 
 
-async def generation_row(targets: dict[str, Service], models: dict[str, str], clients: int, rounds: int,
-                         threads: int) -> RatioRow:
+async def generation_row(
+    targets: dict[str, Service], models: dict[str, str], clients: int, rounds: int, threads: int
+) -> RatioRow:
     """Real generation: rounds of `clients` identical streamed chats to one target at a time, ABBA; each
     target's TTFT and tokens/s (medians), and the fronts' CPU per request."""
     connections = {target: [Connection(service.port) for _ in range(clients)] for target, service in targets.items()}
-    requests = {target: encode_post(service.port, PATHS["chat"], {**generation_body("chat", True),
-                                                                   "model": models[target]})
-                for target, service in targets.items()}
+    requests = {
+        target: encode_post(service.port, PATHS["chat"], {**generation_body("chat", True), "model": models[target]})
+        for target, service in targets.items()
+    }
     samples: dict[str, list[Sample]] = {target: [] for target in targets}
     cpu, errors = dict.fromkeys(targets, 0.0), dict.fromkeys(targets, 0)
     try:
@@ -168,12 +205,25 @@ async def generation_row(targets: dict[str, Service], models: dict[str, str], cl
             connection.close()
     cells = []
     for target, measured in samples.items():
-        cells.append(FrontCell(target, len(measured), sum(s.total for s in measured),
-                               cpu[target] * 1e6 / len(measured) if target != "direct" and measured else math.nan,
-                               math.nan, errors[target], ttft_p50_ms=percentile([s.ttft * 1000 for s in measured], 0.5),
-                               tokens_per_s=percentile([GENERATED_TOKENS / s.total for s in measured], 0.5)))
-    return RatioRow(f"real generation, streamed chat, {clients} client{'s' if clients > 1 else ''}, "
-                    f"llama-server --threads {threads}", "generation", clients, cells, load_now())
+        cells.append(
+            FrontCell(
+                target,
+                len(measured),
+                sum(s.total for s in measured),
+                cpu[target] * 1e6 / len(measured) if target != "direct" and measured else math.nan,
+                math.nan,
+                errors[target],
+                ttft_p50_ms=percentile([s.ttft * 1000 for s in measured], 0.5),
+                tokens_per_s=percentile([GENERATED_TOKENS / s.total for s in measured], 0.5),
+            )
+        )
+    return RatioRow(
+        f"real generation, streamed chat, {clients} client{'s' if clients > 1 else ''}, llama-server --threads {threads}",
+        "generation",
+        clients,
+        cells,
+        load_now(),
+    )
 
 
 async def answered(connection: Connection, request: bytes) -> Sample | None:
@@ -191,8 +241,7 @@ def load_now() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def instant_and_paced_rows(fronts: dict[str, Service], plan: RatioPlan,
-                           progress: Callable[[str], None]) -> list[RatioRow]:
+def instant_and_paced_rows(fronts: dict[str, Service], plan: RatioPlan, progress: Callable[[str], None]) -> list[RatioRow]:
     frames: dict[str, dict[str, int]] = {}
 
     def frames_of(model: str) -> dict[str, int]:
@@ -205,19 +254,40 @@ def instant_and_paced_rows(fronts: dict[str, Service], plan: RatioPlan,
     for streamed in (False, True):
         label = f"{'streamed 64 tokens' if streamed else 'non-streamed'}, instant upstream, {plan.instant_clients} clients"
         progress(f"ratio row: {label}")
-        rows.append(asyncio.run(cpu_row(label, fronts, INSTANT, streamed, plan.instant_clients, plan,
-                                        frames=frames_of(INSTANT) if streamed else None)))
+        rows.append(
+            asyncio.run(
+                cpu_row(
+                    label, fronts, INSTANT, streamed, plan.instant_clients, plan, frames=frames_of(INSTANT) if streamed else None
+                )
+            )
+        )
     for clients, model, new_connections in plan.paced:
-        label = (f"paced {clients} streams @ {PACED_INTERVALS[model]:g} ms, "
-                 f"{'a new connection per stream' if new_connections else 'keep-alive'}")
+        label = (
+            f"paced {clients} streams @ {PACED_INTERVALS[model]:g} ms, "
+            f"{'a new connection per stream' if new_connections else 'keep-alive'}"
+        )
         progress(f"ratio row: {label}")
-        rows.append(asyncio.run(cpu_row(label, fronts, model, True, clients, plan, per_token=True,
-                                        new_connections=new_connections, frames=frames_of(model))))
+        rows.append(
+            asyncio.run(
+                cpu_row(
+                    label,
+                    fronts,
+                    model,
+                    True,
+                    clients,
+                    plan,
+                    per_token=True,
+                    new_connections=new_connections,
+                    frames=frames_of(model),
+                )
+            )
+        )
     return rows
 
 
-def generation_rows(llama: Service, fronts: dict[str, Service], plan: RatioPlan, threads: int,
-                    progress: Callable[[str], None]) -> list[RatioRow]:
+def generation_rows(
+    llama: Service, fronts: dict[str, Service], plan: RatioPlan, threads: int, progress: Callable[[str], None]
+) -> list[RatioRow]:
     targets = {"direct": llama, "proxy": fronts["proxy"], "litellm": fronts["litellm"]}
     models = {"direct": "bench", "proxy": REAL, "litellm": REAL}
     rows = []

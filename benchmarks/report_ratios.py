@@ -19,39 +19,75 @@ def ratios_section(results: BenchmarkResults) -> str:
     generation = r.of_kind("generation")
     parts = ["## 0. The proxy beside its neighbours, in one sitting (issue 29)", _intro(r)]
     if cpu_rows:
-        parts += ["CPU of each target's whole process tree, per request or per relayed token (µs), and each "
-                  "restated against the floor of the same row (∞: the target finished nothing in its windows, still "
-                  "busy with the requests of its earlier windows; windows end by cutting the requests in flight):",
-                  table(["row", "floor", "proxy", "LiteLLM", "proxy ÷ floor", "LiteLLM ÷ floor", "LiteLLM ÷ proxy",
-                         "errors (floor, proxy / LiteLLM)", "load after"], [_cpu_row(row) for row in cpu_rows])]
+        parts += [
+            "CPU of each target's whole process tree, per request or per relayed token (µs), and each "
+            "restated against the floor of the same row (∞: the target finished nothing in its windows, still "
+            "busy with the requests of its earlier windows; windows end by cutting the requests in flight):",
+            table(
+                [
+                    "row",
+                    "floor",
+                    "proxy",
+                    "LiteLLM",
+                    "proxy ÷ floor",
+                    "LiteLLM ÷ floor",
+                    "LiteLLM ÷ proxy",
+                    "errors (floor, proxy / LiteLLM)",
+                    "load after",
+                ],
+                [_cpu_row(row) for row in cpu_rows],
+            ),
+        ]
     if generation:
-        parts += ["Real generation: the same streamed chat (64 tokens, greedy, seeded) to llama-server's own "
-                  "OpenAI API, through the proxy and through LiteLLM; time to the first text and tokens/s (medians), "
-                  "each restated against direct; the fronts' CPU per request (µs):",
-                  table(["row", "direct TTFT ms", "tokens/s direct", "proxy TTFT added ms", "proxy tokens/s ÷ direct",
-                         "LiteLLM TTFT added ms", "LiteLLM tokens/s ÷ direct", "proxy CPU µs/req",
-                         "LiteLLM CPU µs/req", "requests each", "failed (direct, proxy / LiteLLM)", "load after"],
-                        [_generation_row(row) for row in generation])]
+        parts += [
+            "Real generation: the same streamed chat (64 tokens, greedy, seeded) to llama-server's own "
+            "OpenAI API, through the proxy and through LiteLLM; time to the first text and tokens/s (medians), "
+            "each restated against direct; the fronts' CPU per request (µs):",
+            table(
+                [
+                    "row",
+                    "direct TTFT ms",
+                    "tokens/s direct",
+                    "proxy TTFT added ms",
+                    "proxy tokens/s ÷ direct",
+                    "LiteLLM TTFT added ms",
+                    "LiteLLM tokens/s ÷ direct",
+                    "proxy CPU µs/req",
+                    "LiteLLM CPU µs/req",
+                    "requests each",
+                    "failed (direct, proxy / LiteLLM)",
+                    "load after",
+                ],
+                [_generation_row(row) for row in generation],
+            ),
+        ]
     return "\n\n".join(parts)
 
 
 def _intro(r: RatiosResult) -> str:
-    return (f"Measured {r.measured_at} in {r.seconds / 60:.1f} min, load average at the start {r.load_average}. "
-            "Every row alternates its targets window by window (A B C, then C B A, ...), so the machine's other load "
-            "falls on all of them alike; the ratios are the result, the absolute numbers only information (they "
-            "move with the machine by a third from hour to hour). The floor is `benchmarks/floor_app.py`: a bare "
-            "Flask app under the proxy's own gunicorn gevent worker and HTTP client that parses the body, sends one "
-            "request to `/completion` and writes the JSON, or one SSE event per upstream event. LiteLLM: "
-            f"{r.litellm}, in front of the same upstreams' OpenAI API. llama-server runs with `--threads "
-            f"{r.llama_threads}` (one less than the cores).")
+    return (
+        f"Measured {r.measured_at} in {r.seconds / 60:.1f} min, load average at the start {r.load_average}. "
+        "Every row alternates its targets window by window (A B C, then C B A, ...), so the machine's other load "
+        "falls on all of them alike; the ratios are the result, the absolute numbers only information (they "
+        "move with the machine by a third from hour to hour). The floor is `benchmarks/floor_app.py`: a bare "
+        "Flask app under the proxy's own gunicorn gevent worker and HTTP client that parses the body, sends one "
+        "request to `/completion` and writes the JSON, or one SSE event per upstream event. LiteLLM: "
+        f"{r.litellm}, in front of the same upstreams' OpenAI API. llama-server runs with `--threads "
+        f"{r.llama_threads}` (one less than the cores)."
+    )
 
 
 def _cpu_row(row: RatioRow) -> list[str]:
     unit = "token" if row.kind == "token" else "req"
-    return [row.name, *(f"{_finite(row.cost(t), 0)} µs/{unit}" for t in ("floor", "proxy", "litellm")),
-            f"{_finite(row.over_floor('proxy'), 2)}x", f"{_finite(row.over_floor('litellm'), 2)}x",
-            f"{_finite(row.cost('litellm') / row.cost('proxy'), 1)}x",
-            f"{row.errors()} / {row.errors(('litellm',))}", row.load_average]
+    return [
+        row.name,
+        *(f"{_finite(row.cost(t), 0)} µs/{unit}" for t in ("floor", "proxy", "litellm")),
+        f"{_finite(row.over_floor('proxy'), 2)}x",
+        f"{_finite(row.over_floor('litellm'), 2)}x",
+        f"{_finite(row.cost('litellm') / row.cost('proxy'), 1)}x",
+        f"{row.errors()} / {row.errors(('litellm',))}",
+        row.load_average,
+    ]
 
 
 def _finite(value: float, digits: int) -> str:
@@ -60,22 +96,38 @@ def _finite(value: float, digits: int) -> str:
 
 def _generation_row(row: RatioRow) -> list[str]:
     direct, proxy, litellm = (row.cell(t) for t in ("direct", "proxy", "litellm"))
-    return [row.name, number(direct.ttft_p50_ms), number(direct.tokens_per_s),
-            number(row.ttft_added_ms("proxy"), 2), number(row.tokens_ratio("proxy"), 3),
-            number(row.ttft_added_ms("litellm"), 2), number(row.tokens_ratio("litellm"), 3),
-            number(proxy.cpu_us_per_request, 0), number(litellm.cpu_us_per_request, 0),
-            str(min(direct.requests, proxy.requests, litellm.requests)),
-            f"{row.errors()} / {row.errors(('litellm',))}", row.load_average]
+    return [
+        row.name,
+        number(direct.ttft_p50_ms),
+        number(direct.tokens_per_s),
+        number(row.ttft_added_ms("proxy"), 2),
+        number(row.tokens_ratio("proxy"), 3),
+        number(row.ttft_added_ms("litellm"), 2),
+        number(row.tokens_ratio("litellm"), 3),
+        number(proxy.cpu_us_per_request, 0),
+        number(litellm.cpu_us_per_request, 0),
+        str(min(direct.requests, proxy.requests, litellm.requests)),
+        f"{row.errors()} / {row.errors(('litellm',))}",
+        row.load_average,
+    ]
 
 
 # The targets `--quick` judges: each against a neighbour measured in the same run.
-QUICK_TARGETS = ("non-streamed CPU per request, proxy ÷ floor", "paced streams: CPU per relayed token",
-                 "TTFT added vs llama-server direct, p50 (ratio rows)", "streamed tokens/s through the proxy ÷ direct",
-                 "ahead of LiteLLM", "streamed tool call", "agent turn replayed warm")
+QUICK_TARGETS = (
+    "non-streamed CPU per request, proxy ÷ floor",
+    "paced streams: CPU per relayed token",
+    "TTFT added vs llama-server direct, p50 (ratio rows)",
+    "streamed tokens/s through the proxy ÷ direct",
+    "ahead of LiteLLM",
+    "streamed tool call",
+    "agent turn replayed warm",
+)
 
 
 def measured_targets(results: BenchmarkResults) -> list[TargetCheck]:
     """The targets `--quick` judges."""
-    return [*(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)), *ollama_rows.targets(results.ollama),
-            *rerank_row.targets(results.rerank)]
-
+    return [
+        *(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)),
+        *ollama_rows.targets(results.ollama),
+        *rerank_row.targets(results.rerank),
+    ]

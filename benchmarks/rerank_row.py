@@ -30,15 +30,21 @@ TARGETS = ("direct", "proxy")
 MODEL = "ranker"
 QUERY = "which animal eats bamboo in the mountains of china"
 # 8 documents of a few dozen tokens: a RAG stack's usual page of candidates, short enough for the test model
-DOCUMENTS = [f"document {n}: " + " ".join(words) for n, words in enumerate([
-    ("the giant panda is a bear native to south central china and eats bamboo almost exclusively",),
-    ("red pandas live in the eastern himalayas and southwestern china",),
-    ("a cat is a small domesticated carnivorous mammal kept as a pet",),
-    ("bamboo is a fast growing grass used for building and for food",),
-    ("the mountains of sichuan hold most of the wild panda population",),
-    ("koalas eat eucalyptus leaves and sleep most of the day",),
-    ("rice is grown in flooded fields across much of asia",),
-    ("zoos around the world keep pandas on loan from china",)])]
+DOCUMENTS = [
+    f"document {n}: " + " ".join(words)
+    for n, words in enumerate(
+        [
+            ("the giant panda is a bear native to south central china and eats bamboo almost exclusively",),
+            ("red pandas live in the eastern himalayas and southwestern china",),
+            ("a cat is a small domesticated carnivorous mammal kept as a pet",),
+            ("bamboo is a fast growing grass used for building and for food",),
+            ("the mountains of sichuan hold most of the wild panda population",),
+            ("koalas eat eucalyptus leaves and sleep most of the day",),
+            ("rice is grown in flooded fields across much of asia",),
+            ("zoos around the world keep pandas on loan from china",),
+        ]
+    )
+]
 CPU_SHARE_GOAL, TIME_GOAL = 0.5, 1.5
 
 
@@ -54,15 +60,33 @@ def reranker_path() -> Path:
 
 def llama_ranker(binary: str) -> Service:
     port = free_port()
-    return Service("llama-ranker", [binary, "--model", str(reranker_path()), "--reranking", "--host",
-                                               "127.0.0.1", "--port", str(port), "--ctx-size", "2048", "--parallel",
-                                               "2", "--threads", "1"], port)
+    return Service(
+        "llama-ranker",
+        [
+            binary,
+            "--model",
+            str(reranker_path()),
+            "--reranking",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ctx-size",
+            "2048",
+            "--parallel",
+            "2",
+            "--threads",
+            "1",
+        ],
+        port,
+    )
 
 
 def ranker_proxy(upstream_url: str) -> Service:
     """The proxy serving the reranker by configuration (`capabilities: [rerank]`), as a user would."""
-    config = _temporary_file("rerank", ".yaml", f"models:\n  {MODEL}:\n    upstreams: [{upstream_url}]\n"
-                                                f"    capabilities: [rerank]\n")
+    config = _temporary_file(
+        "rerank", ".yaml", f"models:\n  {MODEL}:\n    upstreams: [{upstream_url}]\n    capabilities: [rerank]\n"
+    )
     return proxy(upstream_url, "--config", str(config))
 
 
@@ -73,22 +97,35 @@ def body(model: str | None) -> dict:
 async def rerank_row(llama: Service, front: Service, plan: RatioPlan) -> RerankRow:
     """One client, each target for a window at a time: the time of each request, and the proxy's CPU
     per finished request in its windows."""
-    requests = {"direct": encode_post(llama.port, "/v1/rerank", body(None)),
-                "proxy": encode_post(front.port, "/v1/rerank", body(MODEL))}
+    requests = {
+        "direct": encode_post(llama.port, "/v1/rerank", body(None)),
+        "proxy": encode_post(front.port, "/v1/rerank", body(MODEL)),
+    }
     times: dict[str, list[float]] = {target: [] for target in TARGETS}
     cpu, counted, errors = 0.0, 0, 0
     for target in passes(TARGETS, plan.rounds * 2):
-        window = await closed_loop((llama if target == "direct" else front).port, requests[target], 1,
-                                   plan.window_seconds, plan.warmup_seconds, lambda: {"cpu": front.tree().cpu_seconds()})
+        window = await closed_loop(
+            (llama if target == "direct" else front).port,
+            requests[target],
+            1,
+            plan.window_seconds,
+            plan.warmup_seconds,
+            lambda: {"cpu": front.tree().cpu_seconds()},
+        )
         done = [sample for sample in window.samples if sample.status == 200]
         errors += len(window.samples) - len(done)
         times[target] += [(sample.finished - sample.started) * 1000 for sample in done]
         if target == "proxy":
             cpu, counted = cpu + window.spent("cpu"), counted + len(window.samples)
         await settle(front)
-    return RerankRow("8 documents, top_n 3, 1 client", {target: percentile(values, 0.5) for target, values in times.items()},
-                     cpu * 1e6 / counted if counted else math.nan, {target: len(values) for target, values in times.items()},
-                     errors, load_now())
+    return RerankRow(
+        "8 documents, top_n 3, 1 client",
+        {target: percentile(values, 0.5) for target, values in times.items()},
+        cpu * 1e6 / counted if counted else math.nan,
+        {target: len(values) for target, values in times.items()},
+        errors,
+        load_now(),
+    )
 
 
 def measure(binary: str, plan: RatioPlan, progress) -> list[RerankRow]:
@@ -108,25 +145,59 @@ def measure(binary: str, plan: RatioPlan, progress) -> list[RerankRow]:
 def targets(rows: list[RerankRow]) -> list[TargetCheck]:
     if not rows:
         return []
-    return [TargetCheck("rerank: the proxy's CPU per request ÷ the direct call's time", f"≤ {CPU_SHARE_GOAL}x",
-                        "; ".join(f"{row.name}: {number(row.cpu_share, 2)}x" for row in rows),
-                        all(row.cpu_share <= CPU_SHARE_GOAL for row in rows)),
-            TargetCheck("rerank: time per request through the proxy ÷ direct, p50", f"≤ {TIME_GOAL}x",
-                        "; ".join(f"{row.name}: {number(row.time_ratio, 2)}x" for row in rows),
-                        all(row.time_ratio <= TIME_GOAL for row in rows))]
+    return [
+        TargetCheck(
+            "rerank: the proxy's CPU per request ÷ the direct call's time",
+            f"≤ {CPU_SHARE_GOAL}x",
+            "; ".join(f"{row.name}: {number(row.cpu_share, 2)}x" for row in rows),
+            all(row.cpu_share <= CPU_SHARE_GOAL for row in rows),
+        ),
+        TargetCheck(
+            "rerank: time per request through the proxy ÷ direct, p50",
+            f"≤ {TIME_GOAL}x",
+            "; ".join(f"{row.name}: {number(row.time_ratio, 2)}x" for row in rows),
+            all(row.time_ratio <= TIME_GOAL for row in rows),
+        ),
+    ]
 
 
 def section(rows: list[RerankRow]) -> str:
     if not rows:
         return ""
-    cells = [[row.name, number(row.time_ms["direct"], 2), number(row.time_ms["proxy"], 2), f"{number(row.time_ratio, 2)}x",
-              f"{number(row.proxy_cpu_us, 0)} µs", f"{number(row.cpu_share, 2)}x",
-              f"{row.requests['direct']} / {row.requests['proxy']}", str(row.errors), row.load_average] for row in rows]
-    return "\n\n".join([
-        "## Reranking through the proxy (issue 40)",
-        "The same `/v1/rerank` request to llama-server's own endpoint and through the proxy, window by window "
-        "(ABBA), on the test reranker (scripts/make_test_reranker.py: a 2-layer BERT with random weights, so "
-        "llama.cpp's own work is small and the proxy's shows). Time per request (p50, ms) and the proxy's CPU "
-        "(its process tree) per request, restated against the direct call's time:",
-        table(["row", "direct ms", "proxy ms", "proxy ÷ direct", "proxy CPU/req", "CPU ÷ direct time",
-               "requests (direct / proxy)", "errors", "load after"], cells)])
+    cells = [
+        [
+            row.name,
+            number(row.time_ms["direct"], 2),
+            number(row.time_ms["proxy"], 2),
+            f"{number(row.time_ratio, 2)}x",
+            f"{number(row.proxy_cpu_us, 0)} µs",
+            f"{number(row.cpu_share, 2)}x",
+            f"{row.requests['direct']} / {row.requests['proxy']}",
+            str(row.errors),
+            row.load_average,
+        ]
+        for row in rows
+    ]
+    return "\n\n".join(
+        [
+            "## Reranking through the proxy (issue 40)",
+            "The same `/v1/rerank` request to llama-server's own endpoint and through the proxy, window by window "
+            "(ABBA), on the test reranker (scripts/make_test_reranker.py: a 2-layer BERT with random weights, so "
+            "llama.cpp's own work is small and the proxy's shows). Time per request (p50, ms) and the proxy's CPU "
+            "(its process tree) per request, restated against the direct call's time:",
+            table(
+                [
+                    "row",
+                    "direct ms",
+                    "proxy ms",
+                    "proxy ÷ direct",
+                    "proxy CPU/req",
+                    "CPU ÷ direct time",
+                    "requests (direct / proxy)",
+                    "errors",
+                    "load after",
+                ],
+                cells,
+            ),
+        ]
+    )

@@ -10,7 +10,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-DASHBOARD_TARGET = 0.05   # at most 5% more CPU per token with the dashboard's stream open (benchmarks/dashboard.py)
+DASHBOARD_TARGET = 0.05  # at most 5% more CPU per token with the dashboard's stream open (benchmarks/dashboard.py)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -48,8 +48,10 @@ class OutputCheck:
     def describe(self) -> str:
         if self.direct_tokens is None or self.proxy_tokens is None:
             return f"{self.endpoint}: not checked, no answer in time"
-        return (f"{self.endpoint}: direct {self.direct_tokens} tokens, proxy {self.proxy_tokens} tokens, "
-                f"{'identical' if self.same_text else 'DIFFERENT'} text")
+        return (
+            f"{self.endpoint}: direct {self.direct_tokens} tokens, proxy {self.proxy_tokens} tokens, "
+            f"{'identical' if self.same_text else 'DIFFERENT'} text"
+        )
 
 
 @dataclass
@@ -239,9 +241,9 @@ class ModelsDirStartupResult:
     """Issue 42: start-up with a --models-dir of `files` real GGUF files, the header cache cold."""
 
     files: int
-    seconds: list[float]      # process start to the first answered /v1/models, per run
-    header_ms: list[float]    # each file's header read alone (gguf_header.read_header, no cache)
-    one_file_seconds: list[float] = field(default_factory=list)   # the same with one file, alternated
+    seconds: list[float]  # process start to the first answered /v1/models, per run
+    header_ms: list[float]  # each file's header read alone (gguf_header.read_header, no cache)
+    one_file_seconds: list[float] = field(default_factory=list)  # the same with one file, alternated
 
     @property
     def median_seconds(self) -> float:
@@ -449,8 +451,9 @@ class RatioRow:
         if self.errors(("proxy",)) > self.errors(("litellm",)):
             return False
         if self.kind == "generation":
-            return (self.ttft_added_ms("proxy") < self.ttft_added_ms("litellm")
-                    and self.tokens_ratio("proxy") >= self.tokens_ratio("litellm"))
+            return self.ttft_added_ms("proxy") < self.ttft_added_ms("litellm") and self.tokens_ratio(
+                "proxy"
+            ) >= self.tokens_ratio("litellm")
         return self.cost("proxy") < self.cost("litellm")
 
     def errors(self, of: tuple[str, ...] = ("direct", "floor", "proxy")) -> int:
@@ -489,8 +492,8 @@ class OllamaRow:
     """A row of benchmarks/ollama_rows.py (issue 38): /api/chat beside /v1/chat/completions."""
 
     name: str
-    cpu_us: dict[str, float] = field(default_factory=dict)     # route -> proxy CPU per request (µs)
-    ttft_ms: dict[str, float] = field(default_factory=dict)    # target -> TTFT p50 (ms), "direct" too
+    cpu_us: dict[str, float] = field(default_factory=dict)  # route -> proxy CPU per request (µs)
+    ttft_ms: dict[str, float] = field(default_factory=dict)  # target -> TTFT p50 (ms), "direct" too
     requests: dict[str, int] = field(default_factory=dict)
     errors: int = 0
     load_average: str = ""
@@ -507,15 +510,15 @@ class OllamaRow:
 class DashboardResult:
     clients: int
     interval_ms: float
-    dashboards: int                                   # event streams open in the "open" windows
+    dashboards: int  # event streams open in the "open" windows
     closed_us_per_token: list[float] = field(default_factory=list)
     open_us_per_token: list[float] = field(default_factory=list)
-    frames_received: int = 0                          # by the dashboards, over their windows
+    frames_received: int = 0  # by the dashboards, over their windows
     open_seconds: float = 0.0
     errors: int = 0
     load_average: str = ""
-    idle_cpu_ms_per_s: dict[str, list[float]] = field(default_factory=dict)   # no traffic: "closed", "open"
-    tokens_per_s: list[float] = field(default_factory=list)                  # relayed, in the closed windows
+    idle_cpu_ms_per_s: dict[str, list[float]] = field(default_factory=dict)  # no traffic: "closed", "open"
+    tokens_per_s: list[float] = field(default_factory=list)  # relayed, in the closed windows
 
     @property
     def added_share(self) -> float:
@@ -536,8 +539,8 @@ class RerankRow:
     """The row of benchmarks/rerank_row.py (issue 40): /v1/rerank through the proxy beside llama-server's own."""
 
     name: str
-    time_ms: dict[str, float] = field(default_factory=dict)   # target ("direct", "proxy") -> time per request p50
-    proxy_cpu_us: float = math.nan                              # the proxy's CPU per request
+    time_ms: dict[str, float] = field(default_factory=dict)  # target ("direct", "proxy") -> time per request p50
+    proxy_cpu_us: float = math.nan  # the proxy's CPU per request
     requests: dict[str, int] = field(default_factory=dict)
     errors: int = 0
     load_average: str = ""
@@ -569,13 +572,13 @@ class BenchmarkResults:
     marginal_cpu_us_per_event: float = math.nan
     peak_rss_mb: float = math.nan
     startup: StartupResult | None = None
-    models_dir_startup: ModelsDirStartupResult | None = None   # issue 42
+    models_dir_startup: ModelsDirStartupResult | None = None  # issue 42
     routing: RoutingResult | None = None
     swaps: SwapsResult | None = None
     ratios: RatiosResult | None = None  # issue 29: the proxy beside the floor, LiteLLM and llama-server
-    dashboard: DashboardResult | None = None   # benchmarks/dashboard.py
-    ollama: list[OllamaRow] = field(default_factory=list)   # benchmarks/ollama_rows.py (issue 38)
-    rerank: list[RerankRow] = field(default_factory=list)   # benchmarks/rerank_row.py (issue 40)
+    dashboard: DashboardResult | None = None  # benchmarks/dashboard.py
+    ollama: list[OllamaRow] = field(default_factory=list)  # benchmarks/ollama_rows.py (issue 38)
+    rerank: list[RerankRow] = field(default_factory=list)  # benchmarks/rerank_row.py (issue 40)
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)
@@ -586,62 +589,95 @@ class BenchmarkResults:
         return [(direct[r.workload], r) for r in self.generation if r.target == "proxy"]
 
     def targets(self) -> list[TargetCheck]:
-        return [*self._agent_turn_targets(), self._stalled_target(),
-                *(target for threads in self._llama_threads() for target in (self._ttft_target(threads),
-                                                                             self._tokens_per_s_target(threads))),
-                *self._ratio_targets(), self._paced_share_target(), self._many_streams_target(),
-                self._idle_memory_target(), self._startup_target(), *self._models_dir_startup_targets(),
-                self._tool_call_target(),
-                *self._routing_targets(), self._store_target(), *self._swap_targets(),
-                dashboard_target(self.dashboard)]
+        return [
+            *self._agent_turn_targets(),
+            self._stalled_target(),
+            *(
+                target
+                for threads in self._llama_threads()
+                for target in (self._ttft_target(threads), self._tokens_per_s_target(threads))
+            ),
+            *self._ratio_targets(),
+            self._paced_share_target(),
+            self._many_streams_target(),
+            self._idle_memory_target(),
+            self._startup_target(),
+            *self._models_dir_startup_targets(),
+            self._tool_call_target(),
+            *self._routing_targets(),
+            self._store_target(),
+            *self._swap_targets(),
+            dashboard_target(self.dashboard),
+        ]
 
     def _routing_targets(self) -> list[TargetCheck]:
         """Issue 20: at turns 2-8 each prompt ≥ 90% from cache, and TTFT ≥ 3x lower than least-busy. TTFT
         is judged on the mean: a move costs one turn a whole prompt's reading, which a median of the
         turns hides once fewer than half of them moved; the median is shown beside it."""
-        cache_name, ttft_name = ("prefix routing: share of each prompt from cache, turns 2+ (issue 20)",
-                                 "prefix routing: mean TTFT vs least-busy, turns 2+ (issue 20)")
+        cache_name, ttft_name = (
+            "prefix routing: share of each prompt from cache, turns 2+ (issue 20)",
+            "prefix routing: mean TTFT vs least-busy, turns 2+ (issue 20)",
+        )
         r = self.routing
         prefix, least_busy = (r.later_turns("prefix"), r.later_turns("least-busy")) if r else ([], [])
         if not prefix or not least_busy:
-            return [TargetCheck(cache_name, "≥ 90%", "not measured", False),
-                    TargetCheck(ttft_name, "≥ 3x lower", "not measured", False)]
+            return [
+                TargetCheck(cache_name, "≥ 90%", "not measured", False),
+                TargetCheck(ttft_name, "≥ 3x lower", "not measured", False),
+            ]
         worst_share = min(s.cached_share for s in prefix)
-        shares = (f"lowest {worst_share:.1%}, median {percentile([s.cached_share for s in prefix], 0.5):.1%} "
-                  f"(least-busy: lowest {min(s.cached_share for s in least_busy):.1%}, "
-                  f"median {percentile([s.cached_share for s in least_busy], 0.5):.1%})")
-        mean = {name: sum(s.ttft_ms for s in turns) / len(turns) for name, turns in (("prefix", prefix),
-                                                                                      ("least-busy", least_busy))}
-        median = {name: percentile([s.ttft_ms for s in turns], 0.5) for name, turns in (("prefix", prefix),
-                                                                                         ("least-busy", least_busy))}
+        shares = (
+            f"lowest {worst_share:.1%}, median {percentile([s.cached_share for s in prefix], 0.5):.1%} "
+            f"(least-busy: lowest {min(s.cached_share for s in least_busy):.1%}, "
+            f"median {percentile([s.cached_share for s in least_busy], 0.5):.1%})"
+        )
+        mean = {
+            name: sum(s.ttft_ms for s in turns) / len(turns) for name, turns in (("prefix", prefix), ("least-busy", least_busy))
+        }
+        median = {
+            name: percentile([s.ttft_ms for s in turns], 0.5) for name, turns in (("prefix", prefix), ("least-busy", least_busy))
+        }
         ratio = mean["least-busy"] / mean["prefix"]
-        measured = (f"{mean['prefix']:,.0f} vs {mean['least-busy']:,.0f} ms ({ratio:.1f}x lower; medians "
-                    f"{median['prefix']:,.0f} vs {median['least-busy']:,.0f} ms)")
-        return [TargetCheck(cache_name, "≥ 90%", shares, worst_share >= 0.9),
-                TargetCheck(ttft_name, "≥ 3x lower", measured, ratio >= 3)]
+        measured = (
+            f"{mean['prefix']:,.0f} vs {mean['least-busy']:,.0f} ms ({ratio:.1f}x lower; medians "
+            f"{median['prefix']:,.0f} vs {median['least-busy']:,.0f} ms)"
+        )
+        return [
+            TargetCheck(cache_name, "≥ 90%", shares, worst_share >= 0.9),
+            TargetCheck(ttft_name, "≥ 3x lower", measured, ratio >= 3),
+        ]
 
     def _swap_targets(self) -> list[TargetCheck]:
         """Issue 24: against router mode on the same workload, no failed request, fewer swaps, more
         answers and a lower worst TTFT; a load costs ≤ 50 ms above llama-server's own start; an agent
         turn after a swap with slot_save within 2x of a warm one (the swap back timed apart)."""
         prefix = "models on demand vs router mode, 2 models, memory for 1 (issue 24): "
-        named = [(prefix + "failed requests", "0"), (prefix + "swaps (loads)", "fewer"),
-                 (prefix + "answered in the window", "more"), (prefix + "worst TTFT", "lower"),
-                 ("models on demand: the proxy's cost of a load above its llama-server's start, median (issue 24)",
-                  "≤ 50 ms"), ("agent turn after a swap, slot_save, vs a warm turn (issue 24)", "≤ 2x")]
+        named = [
+            (prefix + "failed requests", "0"),
+            (prefix + "swaps (loads)", "fewer"),
+            (prefix + "answered in the window", "more"),
+            (prefix + "worst TTFT", "lower"),
+            ("models on demand: the proxy's cost of a load above its llama-server's start, median (issue 24)", "≤ 50 ms"),
+            ("agent turn after a swap, slot_save, vs a warm turn (issue 24)", "≤ 2x"),
+        ]
         s = self.swaps
         if s is None or not s.of("proxy") or not s.of("router"):
             return [TargetCheck(name, goal, "not measured", False) for name, goal in named]
-        return [*(TargetCheck(name, goal, *judge(s)) for (name, goal), judge in zip(named, SWAP_JUDGES, strict=False)),
-                _load_cost(*named[4], s), _agent_after_swap(*named[5], s)]
+        return [
+            *(TargetCheck(name, goal, *judge(s)) for (name, goal), judge in zip(named, SWAP_JUDGES, strict=False)),
+            _load_cost(*named[4], s),
+            _agent_after_swap(*named[5], s),
+        ]
 
     def _store_target(self) -> TargetCheck:
         name = "storing a non-streamed response on SQLite: latency added, p50 (issue 17)"
         r = self.store
         if r is None:
             return TargetCheck(name, "≤ 1 ms", "not measured", False)
-        measured = (f"{r.added_p50_ms:+.2f} ms ({r.stored_p50_ms:.2f} vs {r.stateless_p50_ms:.2f} ms, {r.clients} client"
-                    f"{'' if r.retrievable else ', NOT retrievable'})")
+        measured = (
+            f"{r.added_p50_ms:+.2f} ms ({r.stored_p50_ms:.2f} vs {r.stateless_p50_ms:.2f} ms, {r.clients} client"
+            f"{'' if r.retrievable else ', NOT retrievable'})"
+        )
         return TargetCheck(name, "≤ 1 ms", measured, r.retrievable and r.errors == 0 and r.added_p50_ms <= 1.0)
 
     def _llama_threads(self) -> list[int]:
@@ -656,14 +692,23 @@ class BenchmarkResults:
             warm = TargetCheck("agent turn replayed warm ÷ a one-line chat, proxy CPU", "≤ 2x", "not measured", False)
         else:
             ratios = {t.name: t.warm_cpu_ms / one_line.warm_cpu_ms for t in turns}
-            warm = TargetCheck("agent turn replayed warm ÷ a one-line chat, proxy CPU", "≤ 2x",
-                               ", ".join(f"{name} {ratio:.1f}x" for name, ratio in ratios.items())
-                               + f" (one-line chat {one_line.warm_cpu_ms:.2f} ms)", max(ratios.values()) <= 2)
+            warm = TargetCheck(
+                "agent turn replayed warm ÷ a one-line chat, proxy CPU",
+                "≤ 2x",
+                ", ".join(f"{name} {ratio:.1f}x" for name, ratio in ratios.items())
+                + f" (one-line chat {one_line.warm_cpu_ms:.2f} ms)",
+                max(ratios.values()) <= 2,
+            )
         checks = [warm]
         for name, goal, limit, value in (
-                ("agent turn, proxy CPU, tools and system prompt new (cold)", "≤ 5 ms", 5.0, lambda t: t.cold_cpu_ms),
-                ("agent turn, longest hold of the event loop (cold or warm)", "≤ 5 ms", 5.0,
-                 lambda t: max(t.cold_hold_max_ms, t.warm_hold_max_ms))):
+            ("agent turn, proxy CPU, tools and system prompt new (cold)", "≤ 5 ms", 5.0, lambda t: t.cold_cpu_ms),
+            (
+                "agent turn, longest hold of the event loop (cold or warm)",
+                "≤ 5 ms",
+                5.0,
+                lambda t: max(t.cold_hold_max_ms, t.warm_hold_max_ms),
+            ),
+        ):
             measured = ", ".join(f"{t.name} {value(t):.2f}" for t in turns)
             checks.append(TargetCheck(name, goal, measured + " ms", max(value(t) for t in turns) <= limit))
         return checks
@@ -673,8 +718,10 @@ class BenchmarkResults:
         r = self.stalled_streams
         if r is None:
             return TargetCheck(name, "≤ 2 ms", "not measured", False)
-        measured = (f"{r.growth_ms:+.2f} ms (p99 {r.p99_alone_ms:.2f} → {r.p99_with_turns_ms:.2f} ms, "
-                    f"{r.turns} turns, {r.turn_errors} refused)")
+        measured = (
+            f"{r.growth_ms:+.2f} ms (p99 {r.p99_alone_ms:.2f} → {r.p99_with_turns_ms:.2f} ms, "
+            f"{r.turns} turns, {r.turn_errors} refused)"
+        )
         return TargetCheck(name, "≤ 2 ms", measured, r.growth_ms <= 2.0 and r.turns > 0 and r.turn_errors == 0)
 
     def _tool_call_target(self) -> TargetCheck:
@@ -682,24 +729,41 @@ class BenchmarkResults:
         r = self.tool_call
         if r is None:
             return TargetCheck(name, "≤ +20%", "not measured", False)
-        measured = (f"{r.tool_call_cpu_us_per_token:.1f} vs {r.plain_cpu_us_per_token:.1f} µs per token "
-                    f"({r.extra_share:+.0%}, {r.clients} clients{'' if r.calls_parsed else ', calls NOT parsed'})")
+        measured = (
+            f"{r.tool_call_cpu_us_per_token:.1f} vs {r.plain_cpu_us_per_token:.1f} µs per token "
+            f"({r.extra_share:+.0%}, {r.clients} clients{'' if r.calls_parsed else ', calls NOT parsed'})"
+        )
         return TargetCheck(name, "≤ +20%", measured, r.calls_parsed and r.errors == 0 and r.extra_share <= 0.2)
 
     def _streamed_pairs(self, threads: int) -> dict[str, tuple[GenerationResult, GenerationResult]]:
-        return {f"{d.endpoint}/{d.clients}c": (d, p) for d, p in self.generation_pairs()
-                if d.streamed and d.llama_threads == threads}
+        return {
+            f"{d.endpoint}/{d.clients}c": (d, p) for d, p in self.generation_pairs() if d.streamed and d.llama_threads == threads
+        }
 
     def _ttft_target(self, threads: int) -> TargetCheck:
         added = {name: p.ttft_p50_ms - d.ttft_p50_ms for name, (d, p) in self._streamed_pairs(threads).items()}
-        return _judged(f"TTFT added by the proxy, p50 (streamed, 1 and 4 clients), llama-server --threads {threads}",
-                       "≤ 1 ms", added, lambda value: f"{value:+.2f} ms", lambda worst: worst <= 1.0, max)
+        return _judged(
+            f"TTFT added by the proxy, p50 (streamed, 1 and 4 clients), llama-server --threads {threads}",
+            "≤ 1 ms",
+            added,
+            lambda value: f"{value:+.2f} ms",
+            lambda worst: worst <= 1.0,
+            max,
+        )
 
     def _tokens_per_s_target(self, threads: int) -> TargetCheck:
-        ratios = {name: p.tokens_per_s / d.tokens_per_s if d.requests and p.requests else math.nan
-                  for name, (d, p) in self._streamed_pairs(threads).items()}
-        return _judged(f"streamed tokens/s through the proxy vs direct, llama-server --threads {threads}", "≥ 99%",
-                       ratios, lambda value: f"{value:.1%}", lambda worst: worst >= 0.99, min)
+        ratios = {
+            name: p.tokens_per_s / d.tokens_per_s if d.requests and p.requests else math.nan
+            for name, (d, p) in self._streamed_pairs(threads).items()
+        }
+        return _judged(
+            f"streamed tokens/s through the proxy vs direct, llama-server --threads {threads}",
+            "≥ 99%",
+            ratios,
+            lambda value: f"{value:.1%}",
+            lambda worst: worst >= 0.99,
+            min,
+        )
 
     def _default_paced(self, connections: str = "keep-alive") -> list[PacedResult]:
         return [r for r in self.paced if r.worker_class == "gevent" and r.connections == connections]
@@ -714,42 +778,49 @@ class BenchmarkResults:
         m = self.many_streams
         if m is None:
             return TargetCheck("concurrent paced streams, 1 worker, all complete", "1000", "not measured", False)
-        return TargetCheck(f"{m.streams} concurrent paced streams, 1 worker, all complete", "1000 of 1000",
-                           f"{m.whole} of {m.streams} whole in {m.seconds:.1f} s (pace alone: {m.ideal_seconds:.1f} s)",
-                           m.whole == m.streams >= 1000)
+        return TargetCheck(
+            f"{m.streams} concurrent paced streams, 1 worker, all complete",
+            "1000 of 1000",
+            f"{m.whole} of {m.streams} whole in {m.seconds:.1f} s (pace alone: {m.ideal_seconds:.1f} s)",
+            m.whole == m.streams >= 1000,
+        )
 
     def _ratio_targets(self) -> list[TargetCheck]:
         """Issue 29: the proxy against its neighbours in the same rows (benchmarks/ratios.py)."""
         r = self.ratios
-        named = [("non-streamed CPU per request, proxy ÷ floor (instant upstream)", "≤ 1.25x"),
-                 ("paced streams: CPU per relayed token, proxy ÷ floor", "≤ 1.25x"),
-                 ("TTFT added vs llama-server direct, p50 (ratio rows)", "≤ 1 ms"),
-                 ("streamed tokens/s through the proxy ÷ direct (ratio rows)", "≥ 0.99"),
-                 ("ahead of LiteLLM's proxy on every row", "every row")]
+        named = [
+            ("non-streamed CPU per request, proxy ÷ floor (instant upstream)", "≤ 1.25x"),
+            ("paced streams: CPU per relayed token, proxy ÷ floor", "≤ 1.25x"),
+            ("TTFT added vs llama-server direct, p50 (ratio rows)", "≤ 1 ms"),
+            ("streamed tokens/s through the proxy ÷ direct (ratio rows)", "≥ 0.99"),
+            ("ahead of LiteLLM's proxy on every row", "every row"),
+        ]
         if r is None or not r.rows:
             return [TargetCheck(name, goal, "not measured", False) for name, goal in named]
         whole = [row for row in r.of_kind("request") if row.name.startswith("non-streamed")]
         generation = r.of_kind("generation")
-        return [_ratio_judged(*named[0], whole, lambda row: row.over_floor("proxy"), "{:.2f}x", max, lambda v: v <= 1.25),
-                _ratio_judged(*named[1], r.of_kind("token"), lambda row: row.over_floor("proxy"), "{:.2f}x", max,
-                              lambda v: v <= 1.25),
-                _ratio_judged(*named[2], generation, lambda row: row.ttft_added_ms("proxy"), "{:+.2f} ms", max,
-                              lambda v: v <= 1.0),
-                _ratio_judged(*named[3], generation, lambda row: row.tokens_ratio("proxy"), "{:.3f}", min,
-                              lambda v: v >= 0.99),
-                TargetCheck(*named[4], "; ".join(f"{row.name}: {'ahead' if row.ahead_of_litellm() else 'BEHIND'}"
-                                                 for row in r.rows), all(row.ahead_of_litellm() for row in r.rows))]
+        return [
+            _ratio_judged(*named[0], whole, lambda row: row.over_floor("proxy"), "{:.2f}x", max, lambda v: v <= 1.25),
+            _ratio_judged(
+                *named[1], r.of_kind("token"), lambda row: row.over_floor("proxy"), "{:.2f}x", max, lambda v: v <= 1.25
+            ),
+            _ratio_judged(*named[2], generation, lambda row: row.ttft_added_ms("proxy"), "{:+.2f} ms", max, lambda v: v <= 1.0),
+            _ratio_judged(*named[3], generation, lambda row: row.tokens_ratio("proxy"), "{:.3f}", min, lambda v: v >= 0.99),
+            TargetCheck(
+                *named[4],
+                "; ".join(f"{row.name}: {'ahead' if row.ahead_of_litellm() else 'BEHIND'}" for row in r.rows),
+                all(row.ahead_of_litellm() for row in r.rows),
+            ),
+        ]
 
     def _idle_memory_target(self) -> TargetCheck:
         rss = self.startup.idle_rss_mb if self.startup else math.nan
         pss = self.startup.idle_pss_mb if self.startup else math.nan
-        return TargetCheck("idle memory, PSS of master + worker", "≤ 55 MB",
-                           f"{pss:.1f} MB (RSS summed {rss:.1f} MB)", pss <= 55)
+        return TargetCheck("idle memory, PSS of master + worker", "≤ 55 MB", f"{pss:.1f} MB (RSS summed {rss:.1f} MB)", pss <= 55)
 
     def _startup_target(self) -> TargetCheck:
         seconds = self.startup.median_seconds if self.startup else math.nan
         return TargetCheck("start-up to the first served request, median", "< 1 s", f"{seconds:.2f} s", seconds < 1.0)
-
 
     def _models_dir_startup_targets(self) -> list[TargetCheck]:
         """Issue 42: ≤ 1 s to the first answered /v1/models with ten GGUF files, ≤ 50 ms a file read cold."""
@@ -758,10 +829,17 @@ class BenchmarkResults:
         per_file = "a GGUF file's header read, cache cold, slowest file (issue 42)"
         if s is None or not s.seconds:
             return [TargetCheck(first, "≤ 1 s", "not measured", False), TargetCheck(per_file, "≤ 50 ms", "not measured", False)]
-        return [TargetCheck(first, "≤ 1 s", f"{s.median_seconds:.2f} s (one file: {s.one_file_median_seconds:.2f} s)",
-                            s.median_seconds <= 1.0),
-                TargetCheck(per_file, "≤ 50 ms", f"{max(s.header_ms):.1f} ms (median {percentile(s.header_ms, 0.5):.1f} ms)",
-                            max(s.header_ms) <= 50)]
+        return [
+            TargetCheck(
+                first, "≤ 1 s", f"{s.median_seconds:.2f} s (one file: {s.one_file_median_seconds:.2f} s)", s.median_seconds <= 1.0
+            ),
+            TargetCheck(
+                per_file,
+                "≤ 50 ms",
+                f"{max(s.header_ms):.1f} ms (median {percentile(s.header_ms, 0.5):.1f} ms)",
+                max(s.header_ms) <= 50,
+            ),
+        ]
 
 
 def _judged(name: str, goal: str, values: dict[str, float], show, passes, worst_of) -> TargetCheck:
@@ -779,8 +857,10 @@ def _ratio_judged(name: str, goal: str, rows: list[RatioRow], value, show: str, 
     if not rows:
         return TargetCheck(name, goal, "not measured", False)
     values = [value(row) for row in rows]
-    measured = "; ".join(f"{row.name}: {show.format(v)}" + (f" ({row.errors()} errors)" if row.errors() else "")
-                         for row, v in zip(rows, values, strict=True))
+    measured = "; ".join(
+        f"{row.name}: {show.format(v)}" + (f" ({row.errors()} errors)" if row.errors() else "")
+        for row, v in zip(rows, values, strict=True)
+    )
     known = [v for v in values if not math.isnan(v)]
     met = len(known) == len(values) and not any(row.errors() for row in rows) and passes(worst_of(known))
     return TargetCheck(name, goal, measured, met)
@@ -795,6 +875,7 @@ def _judge(measure, show, better) -> Callable[[SwapsResult], tuple[str, bool]]:
     def judge(s: SwapsResult) -> tuple[str, bool]:
         proxy, router = _swap_side(s, measure)
         return f"{show(proxy)} (router mode: {show(router)})", better(proxy, router)
+
     return judge
 
 
@@ -806,10 +887,12 @@ def _worst_ttft_s(s: SwapsResult, setup: str) -> float:
     return max((r.ttft_ms for r in s.of(setup) if r.ok), default=math.nan) / 1000
 
 
-SWAP_JUDGES = (_judge(SwapsResult.failed, str, lambda proxy, _router: proxy == 0),
-               _judge(_loads, str, lambda proxy, router: proxy < router),
-               _judge(SwapsResult.answered, str, lambda proxy, router: proxy > router),
-               _judge(_worst_ttft_s, lambda value: f"{value:.1f} s", lambda proxy, router: proxy < router))
+SWAP_JUDGES = (
+    _judge(SwapsResult.failed, str, lambda proxy, _router: proxy == 0),
+    _judge(_loads, str, lambda proxy, router: proxy < router),
+    _judge(SwapsResult.answered, str, lambda proxy, router: proxy > router),
+    _judge(_worst_ttft_s, lambda value: f"{value:.1f} s", lambda proxy, router: proxy < router),
+)
 
 
 def _load_cost(name: str, goal: str, s: SwapsResult) -> TargetCheck:
@@ -818,9 +901,12 @@ def _load_cost(name: str, goal: str, s: SwapsResult) -> TargetCheck:
     """Judged on each load against the start of the very llama-server it waited for: two separate starts of
     llama-server differ by seconds on a busy machine, which the medians of a few alternated runs do not
     cancel (they are shown beside it)."""
-    measured = "; ".join(f"{t.model} {t.added_in_run_ms:+.0f} ms (medians of {len(t.proxy_ms)} alternated loads: "
-                         f"{percentile(t.proxy_ms, 0.5):,.0f} ms through the proxy, {percentile(t.direct_ms, 0.5):,.0f} "
-                         f"ms llama-server alone, {t.added_ms:+,.0f} ms)" for t in s.loads)
+    measured = "; ".join(
+        f"{t.model} {t.added_in_run_ms:+.0f} ms (medians of {len(t.proxy_ms)} alternated loads: "
+        f"{percentile(t.proxy_ms, 0.5):,.0f} ms through the proxy, {percentile(t.direct_ms, 0.5):,.0f} "
+        f"ms llama-server alone, {t.added_ms:+,.0f} ms)"
+        for t in s.loads
+    )
     return TargetCheck(name, goal, measured, max(t.added_in_run_ms for t in s.loads) <= 50)
 
 
@@ -829,8 +915,9 @@ def _agent_after_swap(name: str, goal: str, s: SwapsResult) -> TargetCheck:
     if kept is None:
         return TargetCheck(name, goal, "not measured", False)
     lost = next((t for t in s.agent if not t.slot_save), None)
-    measured = (f"{kept.after_swap_ms / 1000:.2f} vs {kept.warm_ms / 1000:.2f} s ({kept.after_swap_ratio:.1f}x; "
-                + (f"without slot_save {lost.after_swap_ms / 1000:.1f} s, {lost.after_swap_ratio:.0f}x)" if lost else ")"))
+    measured = f"{kept.after_swap_ms / 1000:.2f} vs {kept.warm_ms / 1000:.2f} s ({kept.after_swap_ratio:.1f}x; " + (
+        f"without slot_save {lost.after_swap_ms / 1000:.1f} s, {lost.after_swap_ratio:.0f}x)" if lost else ")"
+    )
     return TargetCheck(name, goal, measured, kept.after_swap_ratio <= 2)
 
 
@@ -860,8 +947,10 @@ def dashboard_target(result: DashboardResult | None):
     name = "dashboard's event stream open: proxy CPU per relayed token vs closed, paced streams (issue 26)"
     if result is None or not result.open_us_per_token or not result.closed_us_per_token:
         return TargetCheck(name, "≤ 5% more", "not measured", False)
-    measured = (f"{result.added_share:+.1%} (implied by the stream's own CPU: {result.implied_share:+.1%}; "
-                f"medians {statistics.median(result.open_us_per_token):.1f} vs "
-                f"{statistics.median(result.closed_us_per_token):.1f} µs, {len(result.open_us_per_token)} windows each, "
-                f"{result.clients} streams @ {result.interval_ms:g} ms)")
+    measured = (
+        f"{result.added_share:+.1%} (implied by the stream's own CPU: {result.implied_share:+.1%}; "
+        f"medians {statistics.median(result.open_us_per_token):.1f} vs "
+        f"{statistics.median(result.closed_us_per_token):.1f} µs, {len(result.open_us_per_token)} windows each, "
+        f"{result.clients} streams @ {result.interval_ms:g} ms)"
+    )
     return TargetCheck(name, "≤ 5% more", measured, result.added_share <= DASHBOARD_TARGET and result.errors == 0)

@@ -21,9 +21,11 @@ from pathlib import Path
 from .processes import Service, free_port
 from .results import RoutingResult, RoutingTurn
 
-WORDS = ("harbour ship crew cargo wind sail north island storm chart compass anchor tide rope deck mast "
-         "captain journey coast light night morning river bridge stone village market bread fish wool "
-         "timber iron salt map road winter spring summer autumn mountain valley forest field").split()
+WORDS = (
+    "harbour ship crew cargo wind sail north island storm chart compass anchor tide rope deck mast "
+    "captain journey coast light night morning river bridge stone village market bread fish wool "
+    "timber iron salt map road winter spring summer autumn mountain valley forest field"
+).split()
 MODES = ("least-busy", "prefix")
 
 
@@ -33,8 +35,8 @@ class RoutingPlan:
     turns: int = 8
     prefix_tokens: int = 3000
     reply_tokens: int = 16
-    pause_seconds: tuple[float, float] = (0.5, 5.0)   # between an answer and the next turn, uniform
-    slots: int = 2       # --parallel of each llama-server
+    pause_seconds: tuple[float, float] = (0.5, 5.0)  # between an answer and the next turn, uniform
+    slots: int = 2  # --parallel of each llama-server
     context: int = 16384  # --ctx-size of each: 8192 per slot
 
     @classmethod
@@ -48,19 +50,25 @@ def llama_servers(binary: str, model: str, plan: RoutingPlan) -> list[Service]:
     services = []
     for _ in range(2):
         port = free_port()
-        services.append(Service("llama-server", [binary, "--model", model, "--host", "127.0.0.1",
-                                                 "--port", str(port), *flags], port))
+        services.append(
+            Service("llama-server", [binary, "--model", model, "--host", "127.0.0.1", "--port", str(port), *flags], port)
+        )
     return services
 
 
 def routed_proxy(upstreams: list[Service], routing: str) -> Service:
     config = Path(tempfile.gettempdir()) / f"api-like-oai-bench-routing-{os.getpid()}-{routing}.yaml"
-    config.write_text(f"models:\n  bench:\n    upstreams: [{', '.join(u.url for u in upstreams)}]\n"
-                      f"    template: auto\n    routing: {routing}\n")
+    config.write_text(
+        f"models:\n  bench:\n    upstreams: [{', '.join(u.url for u in upstreams)}]\n    template: auto\n    routing: {routing}\n"
+    )
     port = free_port()
     # `python -m` from the checkout (scripts/bench runs there): this tree's code, whatever is installed
-    return Service("proxy", [sys.executable, "-m", "api_like_oai", "--config", str(config), "--port", str(port)],
-                   port, ready_path="/v1/models")
+    return Service(
+        "proxy",
+        [sys.executable, "-m", "api_like_oai", "--config", str(config), "--port", str(port)],
+        port,
+        ready_path="/v1/models",
+    )
 
 
 def session_prefix(session: int, tokens: int) -> str:
@@ -101,17 +109,32 @@ def run_session(port: int, routing: str, session: int, plan: RoutingPlan) -> lis
         if turn > 1:
             time.sleep(pauses.uniform(*plan.pause_seconds))
         messages.append({"role": "user", "content": f"Question {turn}: which of the notes matter most, and why?"})
-        body = {"model": "bench", "messages": messages, "max_tokens": plan.reply_tokens, "temperature": 0,
-                "stream": True, "stream_options": {"include_usage": True}}
+        body = {
+            "model": "bench",
+            "messages": messages,
+            "max_tokens": plan.reply_tokens,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         ttft, usage, reply = stream_turn(port, body)
         messages.append({"role": "assistant", "content": reply})
-        turns.append(RoutingTurn(routing, session, turn, usage.get("prompt_tokens", 0),
-                                 usage.get("prompt_tokens_details", {}).get("cached_tokens", 0), ttft * 1000))
+        turns.append(
+            RoutingTurn(
+                routing,
+                session,
+                turn,
+                usage.get("prompt_tokens", 0),
+                usage.get("prompt_tokens_details", {}).get("cached_tokens", 0),
+                ttft * 1000,
+            )
+        )
     return turns
 
 
 def run_sessions(proxy: Service, routing: str, plan: RoutingPlan) -> list[RoutingTurn]:
     """Every session at once, a quarter of a second apart, each turn after the last one's answer."""
+
     def session(number: int) -> list[RoutingTurn]:
         time.sleep(number * 0.25)
         return run_session(proxy.port, routing, number, plan)
@@ -123,9 +146,15 @@ def run_sessions(proxy: Service, routing: str, plan: RoutingPlan) -> list[Routin
 def routing_row(binary: str, model: str, plan: RoutingPlan, progress) -> RoutingResult:
     """Both modes, each on freshly started llama-servers (so no cache carries over between them)."""
     started = time.perf_counter()
-    result = RoutingResult(plan.sessions, plan.turns, plan.prefix_tokens, plan.reply_tokens, plan.pause_seconds,
-                           f"--parallel {plan.slots} --ctx-size {plan.context} --threads 1",
-                           load_average=", ".join(f"{value:.2f}" for value in os.getloadavg()))
+    result = RoutingResult(
+        plan.sessions,
+        plan.turns,
+        plan.prefix_tokens,
+        plan.reply_tokens,
+        plan.pause_seconds,
+        f"--parallel {plan.slots} --ctx-size {plan.context} --threads 1",
+        load_average=", ".join(f"{value:.2f}" for value in os.getloadavg()),
+    )
     for routing in MODES:
         progress(f"routing: {plan.sessions} sessions x {plan.turns} turns, {routing}")
         servers = [server.start() for server in llama_servers(binary, model, plan)]

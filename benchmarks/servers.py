@@ -19,9 +19,27 @@ LITELLM_VERSION = "1.106.12"
 
 def llama_server(binary: str, model: str, threads: int = 2) -> Service:
     port = free_port()
-    return Service("llama-server", [binary, "--model", model, "--host", "127.0.0.1", "--port", str(port),
-                                    "--ctx-size", "4096", "--parallel", "4", "--threads", str(threads), "--seed", "42"],
-                   port)
+    return Service(
+        "llama-server",
+        [
+            binary,
+            "--model",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ctx-size",
+            "4096",
+            "--parallel",
+            "4",
+            "--threads",
+            str(threads),
+            "--seed",
+            "42",
+        ],
+        port,
+    )
 
 
 def proxy(upstream_url: str, *flags: str) -> Service:
@@ -29,16 +47,32 @@ def proxy(upstream_url: str, *flags: str) -> Service:
     `python -m api_like_oai` from this checkout (the benchmark runs here), so that the code measured
     is this tree's even when the environment's editable install points at another checkout."""
     port = free_port()
-    return Service("proxy", [sys.executable, "-m", "api_like_oai", "--llama-api", upstream_url, "--port", str(port),
-                             *flags], port, ready_path="/v1/models")
+    return Service(
+        "proxy",
+        [sys.executable, "-m", "api_like_oai", "--llama-api", upstream_url, "--port", str(port), *flags],
+        port,
+        ready_path="/v1/models",
+    )
 
 
 def fake_upstream(props_path: Path, token_interval_ms: float = 0.0, answer_tokens: int | None = None) -> Service:
     port = free_port()
     answer = ["--answer-tokens", str(answer_tokens)] if answer_tokens is not None else []
-    return Service("fake-llamacpp", [sys.executable, str(HERE / "fake_llamacpp.py"), "--port", str(port),
-                                     "--props", str(props_path), "--token-interval-ms", str(token_interval_ms),
-                                     *answer], port)
+    return Service(
+        "fake-llamacpp",
+        [
+            sys.executable,
+            str(HERE / "fake_llamacpp.py"),
+            "--port",
+            str(port),
+            "--props",
+            str(props_path),
+            "--token-interval-ms",
+            str(token_interval_ms),
+            *answer,
+        ],
+        port,
+    )
 
 
 def proxy_for_models(upstreams: dict[str, str]) -> Service:
@@ -52,24 +86,56 @@ def proxy_for_models(upstreams: dict[str, str]) -> Service:
 def floor(upstreams: dict[str, str]) -> Service:
     """benchmarks/floor_app.py under the proxy's own worker class, one worker, as the proxy runs."""
     port = free_port()
-    return Service("floor", [sys.executable, "-m", "gunicorn", "--worker-class", "api_like_oai.worker.EventWorker",
-                             "--workers", "1", "--worker-connections", "10000", "--keep-alive", "5", "--timeout", "0",
-                             "--bind", f"127.0.0.1:{port}", "--chdir", str(ROOT), "--no-control-socket",
-                             "--env", "FLOOR_UPSTREAMS=" + json.dumps(upstreams), "benchmarks.floor_app:app"], port)
+    return Service(
+        "floor",
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--worker-class",
+            "api_like_oai.worker.EventWorker",
+            "--workers",
+            "1",
+            "--worker-connections",
+            "10000",
+            "--keep-alive",
+            "5",
+            "--timeout",
+            "0",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--chdir",
+            str(ROOT),
+            "--no-control-socket",
+            "--env",
+            "FLOOR_UPSTREAMS=" + json.dumps(upstreams),
+            "benchmarks.floor_app:app",
+        ],
+        port,
+    )
 
 
 def litellm(upstreams: dict[str, str]) -> Service:
     """LiteLLM's proxy, one worker, each model an OpenAI-compatible upstream (URL + /v1); its price
     list read from the package (no fetch), no database, no key (loopback only; as the proxy runs here)."""
-    models = [{"model_name": model, "litellm_params": {"model": f"openai/{model}", "api_base": url + "/v1",
-                                                       "api_key": "none"}} for model, url in upstreams.items()]
-    config = _temporary_file("litellm", ".yaml", json.dumps({"model_list": models,
-                                                            "litellm_settings": {"telemetry": False}}))
+    models = [
+        {"model_name": model, "litellm_params": {"model": f"openai/{model}", "api_base": url + "/v1", "api_key": "none"}}
+        for model, url in upstreams.items()
+    ]
+    config = _temporary_file("litellm", ".yaml", json.dumps({"model_list": models, "litellm_settings": {"telemetry": False}}))
     port = free_port()
-    return Service("litellm", [os.environ["LITELLM_BIN"], "--config", str(config), "--host", "127.0.0.1",
-                               "--port", str(port), "--num_workers", "1"], port, ready_path="/health/liveliness",
-                   env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR", "NO_DOCS": "True",
-                        "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true"})
+    return Service(
+        "litellm",
+        [os.environ["LITELLM_BIN"], "--config", str(config), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"],
+        port,
+        ready_path="/health/liveliness",
+        env={
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_LOG": "ERROR",
+            "NO_DOCS": "True",
+            "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true",
+        },
+    )
 
 
 def _temporary_file(name: str, suffix: str, text: str) -> Path:

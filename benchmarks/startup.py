@@ -61,7 +61,7 @@ def measure_startup(make_proxy: Callable[[], Service], runs: int) -> StartupResu
     return StartupResult(seconds, idle_rss, idle_pss, per_process)
 
 
-MODELS_DIR_COPIES = 5   # names for each of the two models: ten files
+MODELS_DIR_COPIES = 5  # names for each of the two models: ten files
 
 
 def measure_models_dir_startup(binary: str, smollm2: str, gemma: str, runs: int) -> ModelsDirStartupResult:
@@ -78,7 +78,7 @@ def measure_models_dir_startup(binary: str, smollm2: str, gemma: str, runs: int)
     single = Path(tempfile.mkdtemp(prefix="api-like-oai-bench-models-dir-one-"))
     (single / "smollm2-0.gguf").symlink_to(smollm2)
     seconds, one_file_seconds = [], []
-    for _ in range(runs):   # alternated with one file, the same proxy's start-up by itself at this load
+    for _ in range(runs):  # alternated with one file, the same proxy's start-up by itself at this load
         seconds.append(_models_dir_start(binary, folder))
         one_file_seconds.append(_models_dir_start(binary, single))
     header_ms = []
@@ -91,13 +91,16 @@ def measure_models_dir_startup(binary: str, smollm2: str, gemma: str, runs: int)
 
 def _models_dir_start(binary: str, folder: Path, timeout: float = 120.0) -> float:
     port, data_home = free_port(), tempfile.mkdtemp(prefix="api-like-oai-bench-data-")
-    proxy = Service("proxy-models-dir", [sys.executable, "-m", "api_like_oai", "--models-dir", str(folder),
-                                         "--llama-server", binary, "--port", str(port)], port,
-                    ready_path="/v1/models", env={"XDG_DATA_HOME": data_home})
+    proxy = Service(
+        "proxy-models-dir",
+        [sys.executable, "-m", "api_like_oai", "--models-dir", str(folder), "--llama-server", binary, "--port", str(port)],
+        port,
+        ready_path="/v1/models",
+        env={"XDG_DATA_HOME": data_home},
+    )
     started = time.perf_counter()
     with proxy.log_path.open("wb") as log:
-        proxy.process = subprocess.Popen(proxy.argv, stdout=log, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **proxy.env})
+        proxy.process = subprocess.Popen(proxy.argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **proxy.env})
     try:
         while not http_ok(proxy.url + "/v1/models"):
             if proxy.process.poll() is not None or time.perf_counter() - started > timeout:

@@ -19,8 +19,7 @@ async def store_row(rig: CapacityRig) -> StoreResult:
     """The same non-streamed Responses request (64 tokens from the instant upstream) with `store: true`
     (the proxy's SQLite store) and `store: false`, one client in alternating windows: what storing adds
     to the latency (p50 of every sample) and to the proxy's CPU per request (median of the windows)."""
-    body = {"model": "bench", "input": CHAT_MESSAGES[0]["content"], "max_output_tokens": GENERATED_TOKENS,
-            "temperature": 0}
+    body = {"model": "bench", "input": CHAT_MESSAGES[0]["content"], "max_output_tokens": GENERATED_TOKENS, "temperature": 0}
     bodies = {"stateless": {**body, "store": False}, "stored": {**body, "store": True}}
     latencies: dict[str, list[float]] = {name: [] for name in bodies}
     cpu: dict[str, list[float]] = {name: [] for name in bodies}
@@ -34,5 +33,12 @@ async def store_row(rig: CapacityRig) -> StoreResult:
     stored = post_json(rig.proxy.url + "/v1/responses", bodies["stored"])
     with urllib.request.urlopen(f"{rig.proxy.url}/v1/responses/{stored['id']}", timeout=10) as again:  # noqa: S310
         retrievable = json.load(again) == stored
-    return StoreResult(1, percentile(latencies["stateless"], 0.5), percentile(latencies["stored"], 0.5),
-                       statistics.median(cpu["stateless"]), statistics.median(cpu["stored"]), retrievable, errors)
+    return StoreResult(
+        1,
+        percentile(latencies["stateless"], 0.5),
+        percentile(latencies["stored"], 0.5),
+        statistics.median(cpu["stateless"]),
+        statistics.median(cpu["stored"]),
+        retrievable,
+        errors,
+    )

@@ -35,22 +35,22 @@ from . import agent_turns
 from .processes import Service, free_port, http_ok
 from .results import AgentSwapTurn, LoadTiming, SwapRequest, SwapSetup, SwapsResult, percentile
 
-MODELS = ("smollm2", "gemma3")          # the models folder's file stems: the names both sides serve
+MODELS = ("smollm2", "gemma3")  # the models folder's file stems: the names both sides serve
 HELLO = [{"role": "user", "content": "Name a colour."}]
 REQUEST_TIMEOUT_S = 900
-POLL_S = 0.2                            # the status poller's period
-HEALTH_POLL_S = 0.02                    # as the proxy polls a starting llama-server
+POLL_S = 0.2  # the status poller's period
+HEALTH_POLL_S = 0.02  # as the proxy polls a starting llama-server
 # The agent turn: Codex's third turn (two exec_command rounds). Whole it is 9,371 tokens for SmolLM2,
 # past its 8,192-token context; with only the tool it calls (exec_command) and without Codex's base
 # instructions (the first developer message, 3,816 tokens) it is about 1,730, which a busy 2-core
 # machine reads in a minute or two (llama.cpp read 20-30 tokens/s here under a load average of 10).
 AGENT_TURN = "codex_turn_tools"
 AGENT_KEPT_TOOLS = ("exec_command",)
-AGENT_DROPPED_ITEMS = 1   # the first input item: the base instructions
+AGENT_DROPPED_ITEMS = 1  # the first input item: the base instructions
 AGENT_ARGS = ("--ctx-size", "8192", "--parallel", "1", "--threads", "1")
 OTHER_ARGS = ("--ctx-size", "2048", "--parallel", "1", "--threads", "1")
-OPEN_PATTERN = (0, 0, 1, 0, 0)          # the open-loop workload's models, in turn: 80% MODELS[0], 20% MODELS[1]
-OPEN_GRACE_S = 120                      # an open-loop request still unanswered this long after the window fails
+OPEN_PATTERN = (0, 0, 1, 0, 0)  # the open-loop workload's models, in turn: 80% MODELS[0], 20% MODELS[1]
+OPEN_GRACE_S = 120  # an open-loop request still unanswered this long after the window fails
 STAGES = ("drain", "stop", "exit", "start", "health", "restore")
 
 
@@ -60,9 +60,9 @@ class SwapPlan:
     seconds: float = 60.0
     max_tokens: int = 8
     llama_args: str = "--ctx-size 4096 --parallel 4 --threads 2"
-    load_runs: int = 5      # loads of each model, each way
+    load_runs: int = 5  # loads of each model, each way
     agent: bool = True
-    order: tuple[str, ...] = ("router", "proxy", "proxy", "router")   # the windows: ABBA, as the load drifts
+    order: tuple[str, ...] = ("router", "proxy", "proxy", "router")  # the windows: ABBA, as the load drifts
     open_rate: float = 3.0  # the open-loop workload's requests per second, both models together
     open_order: tuple[str, ...] = ("proxy", "router")
 
@@ -83,16 +83,46 @@ def router(binary: str, folder: Path, plan: SwapPlan) -> Service:
     """llama-server's router mode: no --model, the folder, one model at a time; the flags after those
     are passed to each model's instance."""
     port = free_port()
-    return Service("llama-router", [binary, "--models-dir", str(folder), "--models-max", "1", "--host", "127.0.0.1",
-                                    "--port", str(port), *plan.llama_args.split()], port)
+    return Service(
+        "llama-router",
+        [
+            binary,
+            "--models-dir",
+            str(folder),
+            "--models-max",
+            "1",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *plan.llama_args.split(),
+        ],
+        port,
+    )
 
 
 def proxy(binary: str, folder: Path, plan: SwapPlan, budget_mib: int) -> Service:
     port = free_port()
-    return Service("proxy-on-demand", [sys.executable, "-m", "api_like_oai", "--models-dir", str(folder),
-                                       "--llama-server", binary, "--llama-args", plan.llama_args,
-                                       "--memory-budget", str(budget_mib), "--port", str(port)],
-                   port, ready_path="/v1/models")
+    return Service(
+        "proxy-on-demand",
+        [
+            sys.executable,
+            "-m",
+            "api_like_oai",
+            "--models-dir",
+            str(folder),
+            "--llama-server",
+            binary,
+            "--llama-args",
+            plan.llama_args,
+            "--memory-budget",
+            str(budget_mib),
+            "--port",
+            str(port),
+        ],
+        port,
+        ready_path="/v1/models",
+    )
 
 
 def budget_for_one(folder: Path, plan: SwapPlan) -> int:
@@ -105,6 +135,7 @@ def budget_for_one(folder: Path, plan: SwapPlan) -> int:
 
 
 # --- the workload ---------------------------------------------------------------------------------
+
 
 def get_json(port: int, path: str, timeout: float = 10) -> dict:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -197,9 +228,21 @@ def run_workload(setup: str, port: int, plan: SwapPlan) -> list[SwapRequest]:
     with StatusPoller(port) as poller, ThreadPoolExecutor(plan.clients) as pool:
         began = time.perf_counter()
         runs = list(pool.map(lambda client: run_client(port, client, plan, began), range(plan.clients)))
-    return [SwapRequest(setup, client, model, sent - began, (first - sent) * 1000, (end - sent) * 1000, ok,
-                        poller.unloaded_between(model, sent, first), error)
-            for run in runs for client, model, sent, first, end, ok, error in run]
+    return [
+        SwapRequest(
+            setup,
+            client,
+            model,
+            sent - began,
+            (first - sent) * 1000,
+            (end - sent) * 1000,
+            ok,
+            poller.unloaded_between(model, sent, first),
+            error,
+        )
+        for run in runs
+        for client, model, sent, first, end, ok, error in run
+    ]
 
 
 def run_open_loop(setup: str, port: int, plan: SwapPlan) -> list[SwapRequest]:
@@ -211,12 +254,22 @@ def run_open_loop(setup: str, port: int, plan: SwapPlan) -> list[SwapRequest]:
         for number in range(count):
             time.sleep(max(began + number * interval - time.perf_counter(), 0))
             model = MODELS[OPEN_PATTERN[number % len(OPEN_PATTERN)]]
-            pending.append((number, model, pool.submit(ended_chat, port, model, plan.max_tokens,
-                                                       plan.seconds + OPEN_GRACE_S)))
+            pending.append((number, model, pool.submit(ended_chat, port, model, plan.max_tokens, plan.seconds + OPEN_GRACE_S)))
         answers = [(number, model, *future.result()) for number, model, future in pending]
-    return [SwapRequest(setup, number, model, sent - began, ttft * 1000, (ended - sent) * 1000,
-                        status == 200 and whole, poller.unloaded_between(model, sent, sent + ttft), error)
-            for number, model, sent, ended, (status, ttft, whole, error) in answers]
+    return [
+        SwapRequest(
+            setup,
+            number,
+            model,
+            sent - began,
+            ttft * 1000,
+            (ended - sent) * 1000,
+            status == 200 and whole,
+            poller.unloaded_between(model, sent, sent + ttft),
+            error,
+        )
+        for number, model, sent, ended, (status, ttft, whole, error) in answers
+    ]
 
 
 def ended_chat(port: int, model: str, max_tokens: int, timeout: float) -> tuple[float, float, tuple]:
@@ -236,6 +289,7 @@ def proxy_loads(port: int) -> int:
 
 
 # --- the cost of a load ---------------------------------------------------------------------------
+
 
 def direct_start_ms(binary: str, model_path: str, plan: SwapPlan) -> float:
     """llama-server started with the flags the proxy gives it, to /health 200."""
@@ -283,16 +337,41 @@ def load_timings(binary: str, folder: Path, port: int, plan: SwapPlan) -> list[L
 
 # --- an agent turn after a swap -------------------------------------------------------------------
 
+
 def agent_proxy(binary: str, smollm2: str, gemma: str, slot_save: bool, slot_dir: str) -> Service:
     """SmolLM2 with the context the turn needs (slot_save or not) and gemma, one loaded at a time."""
     config = Path(slot_dir) / f"agent-{slot_save}.yaml"
-    config.write_text(json.dumps({"models": {
-        MODELS[0]: {"model": smollm2, "args": list(AGENT_ARGS), "slot_save": slot_save},
-        MODELS[1]: {"model": gemma, "args": list(OTHER_ARGS)}}}))   # JSON is YAML
+    config.write_text(
+        json.dumps(
+            {
+                "models": {
+                    MODELS[0]: {"model": smollm2, "args": list(AGENT_ARGS), "slot_save": slot_save},
+                    MODELS[1]: {"model": gemma, "args": list(OTHER_ARGS)},
+                }
+            }
+        )
+    )  # JSON is YAML
     port = free_port()
-    return Service("proxy-agent", [sys.executable, "-m", "api_like_oai", "--config", str(config), "--llama-server",
-                                   binary, "--max-loaded", "1", "--slot-save-dir", slot_dir, "--port", str(port)],
-                   port, ready_path="/v1/models")
+    return Service(
+        "proxy-agent",
+        [
+            sys.executable,
+            "-m",
+            "api_like_oai",
+            "--config",
+            str(config),
+            "--llama-server",
+            binary,
+            "--max-loaded",
+            "1",
+            "--slot-save-dir",
+            slot_dir,
+            "--port",
+            str(port),
+        ],
+        port,
+        ready_path="/v1/models",
+    )
 
 
 def agent_body() -> dict:
@@ -306,8 +385,10 @@ def agent_body() -> dict:
 def replayable(port: int, body: dict) -> tuple[dict, list[str]]:
     """The body less the parts the proxy still refuses (agent_turns.replayable); probed with a one-line
     input, so no probe reads the turn's prompt."""
+
     def accepted(candidate: dict) -> bool:
         return post_json(port, "/v1/responses", {**candidate, "input": "Say hi."})[0] == 200
+
     return agent_turns.replayable(body, accepted)
 
 
@@ -318,8 +399,11 @@ def agent_turn(port: int, body: dict) -> tuple[float, int, int]:
     if status != 200:
         raise RuntimeError(f"the agent turn was answered {status}: {answer}")
     usage = answer.get("usage") or {}
-    return ((time.perf_counter() - started) * 1000, usage.get("input_tokens", 0),
-            (usage.get("input_tokens_details") or {}).get("cached_tokens", 0))
+    return (
+        (time.perf_counter() - started) * 1000,
+        usage.get("input_tokens", 0),
+        (usage.get("input_tokens_details") or {}).get("cached_tokens", 0),
+    )
 
 
 def timed_load(port: int, model: str) -> float:
@@ -350,19 +434,20 @@ def agent_after_swap(binary: str, smollm2: str, gemma: str, progress) -> tuple[s
             progress(f"swaps: an agent turn after a swap, slot_save {str(slot_save).lower()}")
             service = agent_proxy(binary, smollm2, gemma, slot_save, slot_dir).start()
             try:
-                if not slot_save:   # probed here, then unloaded: the cold turn finds nothing of the probes
+                if not slot_save:  # probed here, then unloaded: the cold turn finds nothing of the probes
                     body, removed = replayable(service.port, body)
                     post_json(service.port, "/models/unload", {"model": MODELS[0]})
                 turns.append(swapped_turn(service.port, body, slot_save))
             finally:
                 service.stop()
     finally:
-        shutil.rmtree(slot_dir, ignore_errors=True)   # the saved slots and the configs
+        shutil.rmtree(slot_dir, ignore_errors=True)  # the saved slots and the configs
     cut = ", ".join(["its base instructions (the first developer message)", *removed])
     return f"{AGENT_TURN}.json with only the tools {', '.join(AGENT_KEPT_TOOLS)}, without {cut}", turns
 
 
 # --- the row ----------------------------------------------------------------------------------------
+
 
 def load_average() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
@@ -372,8 +457,12 @@ def measure_router(binary: str, folder: Path, plan: SwapPlan, result: SwapsResul
     service = router(binary, folder, plan)
     name = "router open" if open_loop else "router"
     progress(f"swaps: router mode, {_workload_words(plan, open_loop)}")
-    setup = SwapSetup(name, " ".join(["llama-server", *service.argv[1:2], "DIR", *service.argv[3:5],
-                                      *plan.llama_args.split()]), 0, load_average())
+    setup = SwapSetup(
+        name,
+        " ".join(["llama-server", *service.argv[1:2], "DIR", *service.argv[3:5], *plan.llama_args.split()]),
+        0,
+        load_average(),
+    )
     service.start()
     try:
         result.requests += (run_open_loop if open_loop else run_workload)(name, service.port, plan)
@@ -383,14 +472,16 @@ def measure_router(binary: str, folder: Path, plan: SwapPlan, result: SwapsResul
     result.setups.append(setup)
 
 
-def measure_proxy(binary: str, folder: Path, plan: SwapPlan, result: SwapsResult, progress,
-                  with_loads: bool = True, open_loop: bool = False) -> None:
+def measure_proxy(
+    binary: str, folder: Path, plan: SwapPlan, result: SwapsResult, progress, with_loads: bool = True, open_loop: bool = False
+) -> None:
     budget = budget_for_one(folder, plan)
     service = proxy(binary, folder, plan, budget)
     name = "proxy open" if open_loop else "proxy"
     progress(f"swaps: the proxy, budget {budget} MiB, {_workload_words(plan, open_loop)}")
-    setup = SwapSetup(name, f"api-like-oai --models-dir DIR --llama-args '{plan.llama_args}' --memory-budget {budget}",
-                      0, load_average())
+    setup = SwapSetup(
+        name, f"api-like-oai --models-dir DIR --llama-args '{plan.llama_args}' --memory-budget {budget}", 0, load_average()
+    )
     service.start()
     try:
         result.requests += (run_open_loop if open_loop else run_workload)(name, service.port, plan)
@@ -421,8 +512,15 @@ def proxy_stages(port: int) -> dict[str, float]:
 
 def swaps_row(binary: str, smollm2: str, gemma: str, plan: SwapPlan, progress) -> SwapsResult:
     folder = models_dir(smollm2, gemma)
-    result = SwapsResult(list(MODELS), plan.clients, plan.seconds, plan.max_tokens, plan.llama_args,
-                         measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), open_rate=plan.open_rate)
+    result = SwapsResult(
+        list(MODELS),
+        plan.clients,
+        plan.seconds,
+        plan.max_tokens,
+        plan.llama_args,
+        measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        open_rate=plan.open_rate,
+    )
     try:
         for window, setup in enumerate(plan.order):
             if setup == "router":

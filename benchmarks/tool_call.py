@@ -10,9 +10,16 @@ from .results import (
 )
 from .workload import GENERATED_TOKENS, PATHS, generation_body, post_stream
 
-TOOLS = [{"type": "function", "function": {
-    "name": "search", "description": "Search the web.",
-    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the web.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    }
+]
 
 
 async def tool_call_row(rig: CapacityRig, clients: int) -> ToolCallResult:
@@ -30,5 +37,11 @@ async def tool_call_row(rig: CapacityRig, clients: int) -> ToolCallResult:
             errors += sum(s.status != 200 for s in window.samples)
     answer = post_stream(f"http://127.0.0.1:{rig.proxy.port}{PATHS['chat']}", bodies["tool_call"])
     calls_parsed = b'"tool_calls"' in answer and b"<tool_call>" not in answer
-    return ToolCallResult(clients, GENERATED_TOKENS, statistics.median(per_token["plain"]),
-                          statistics.median(per_token["tool_call"]), calls_parsed, errors)
+    return ToolCallResult(
+        clients,
+        GENERATED_TOKENS,
+        statistics.median(per_token["plain"]),
+        statistics.median(per_token["tool_call"]),
+        calls_parsed,
+        errors,
+    )

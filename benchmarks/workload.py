@@ -42,10 +42,20 @@ class Plan:
 
     @classmethod
     def quick(cls) -> Plan:
-        return cls(rounds_per_clients=((1, 2), (4, 1)), capacity_seconds=0.5, warmup_seconds=0.2,
-                   repeats=1, startup_runs=1, generation_budget_seconds=30.0, paced_seconds=1.0,
-                   gateway_seconds=0.5, many_streams=100, agent_turn_rounds=5, stalled_seconds=2.0,
-                   stalled_rounds=2)
+        return cls(
+            rounds_per_clients=((1, 2), (4, 1)),
+            capacity_seconds=0.5,
+            warmup_seconds=0.2,
+            repeats=1,
+            startup_runs=1,
+            generation_budget_seconds=30.0,
+            paced_seconds=1.0,
+            gateway_seconds=0.5,
+            many_streams=100,
+            agent_turn_rounds=5,
+            stalled_seconds=2.0,
+            stalled_rounds=2,
+        )
 
 
 def mode_name(streamed: bool) -> str:

@@ -20,8 +20,8 @@ import codex_cli_bin
 
 CLAUDE_CODE = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
 CODEX = codex_cli_bin.bundled_codex_path()
-PROGRAM_TIMEOUT = 90   # seconds; a run against the scripted model takes a few
-API_KEY = "sk-agents-test"   # the proxy's --api-key in the tests: each program must send it
+PROGRAM_TIMEOUT = 90  # seconds; a run against the scripted model takes a few
+API_KEY = "sk-agents-test"  # the proxy's --api-key in the tests: each program must send it
 
 # Everything Claude Code needs besides the proxy: no update checks, no telemetry, no error reports.
 CLAUDE_CODE_QUIET = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
@@ -54,8 +54,8 @@ _ACCESS_LINE = re.compile(r"api_like_oai\.access: .*?endpoint=(\S+) .*?status=(\
 @dataclass(frozen=True)
 class Run:
     returncode: int
-    answer: str    # the program's final message
-    output: str    # stdout and stderr, for the failure message
+    answer: str  # the program's final message
+    output: str  # stdout and stderr, for the failure message
 
 
 def base_environment(home: Path) -> dict[str, str]:
@@ -66,8 +66,13 @@ def base_environment(home: Path) -> dict[str, str]:
 def run_claude_code(proxy_url: str, task: str, workdir: Path, home: Path, settings: dict[str, str]) -> Run:
     """`claude -p TASK --allowedTools Bash` in `workdir`, pointed at the proxy; `settings`: more
     environment (ANTHROPIC_MODEL, ...)."""
-    env = {**base_environment(home), **CLAUDE_CODE_QUIET,
-           "ANTHROPIC_BASE_URL": proxy_url, "ANTHROPIC_API_KEY": API_KEY, **settings}
+    env = {
+        **base_environment(home),
+        **CLAUDE_CODE_QUIET,
+        "ANTHROPIC_BASE_URL": proxy_url,
+        "ANTHROPIC_API_KEY": API_KEY,
+        **settings,
+    }
     done = _run([str(CLAUDE_CODE), "-p", task, "--allowedTools", "Bash"], workdir, env)
     return Run(done.returncode, done.stdout.strip(), done.stdout + done.stderr)
 
@@ -79,18 +84,31 @@ def run_codex(proxy_url: str, task: str, workdir: Path, home: Path, model: str =
     (codex_home / "config.toml").write_text(CODEX_CONFIG.format(model=model, proxy_url=proxy_url))
     answer_file = home / "codex-answer.txt"
     env = {**base_environment(home), "CODEX_HOME": str(codex_home), "API_LIKE_OAI_KEY": API_KEY}
-    bundled_tools = codex_cli_bin.bundled_path_dir()   # rg, as Codex's SDK provides it
+    bundled_tools = codex_cli_bin.bundled_path_dir()  # rg, as Codex's SDK provides it
     if bundled_tools:
         env["PATH"] = f"{bundled_tools}{os.pathsep}{env['PATH']}"
-    done = _run([str(CODEX), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write",
-                 "--output-last-message", str(answer_file), task], workdir, env)
+    done = _run(
+        [
+            str(CODEX),
+            "exec",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+            "--output-last-message",
+            str(answer_file),
+            task,
+        ],
+        workdir,
+        env,
+    )
     answer = answer_file.read_text().strip() if answer_file.exists() else ""
     return Run(done.returncode, answer, done.stdout + done.stderr)
 
 
 def _run(argv: list[str], workdir: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=PROGRAM_TIMEOUT)
+    return subprocess.run(
+        argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROGRAM_TIMEOUT
+    )
 
 
 def access_statuses(log_text: str) -> list[tuple[str, int]]:

@@ -38,9 +38,14 @@ os.environ[RUN_VARIABLE] = RUN
 # SmolLM2 has no fill-in-the-middle tokens, so llama.cpp refuses /infill with it. Three of its
 # unused special tokens are named FIM tokens instead: the model is not trained for FIM, but the
 # proxy's /infill path then runs end to end against the real server.
-FIM_TOKENS = ("--override-kv", "tokenizer.ggml.fim_pre_token_id=int:8",
-              "--override-kv", "tokenizer.ggml.fim_suf_token_id=int:9",
-              "--override-kv", "tokenizer.ggml.fim_mid_token_id=int:10")
+FIM_TOKENS = (
+    "--override-kv",
+    "tokenizer.ggml.fim_pre_token_id=int:8",
+    "--override-kv",
+    "tokenizer.ggml.fim_suf_token_id=int:9",
+    "--override-kv",
+    "tokenizer.ggml.fim_mid_token_id=int:10",
+)
 
 # The servers of the session fixtures below: they outlive modules by design (and are stopped at the end).
 _SHARED: list[LlamaServer | Proxy | RedisServer] = []
@@ -89,8 +94,9 @@ def is_interpreter_helper(pid: int) -> bool:
     semaphore or pool starts on first use): the interpreter keeps it until it exits and stops it then,
     so it is this process's, not a server a test forgot."""
     arguments = command_line(pid)
-    return any(word.startswith(("from multiprocessing.resource_tracker", "from multiprocessing.forkserver"))
-               for word in arguments)
+    return any(
+        word.startswith(("from multiprocessing.resource_tracker", "from multiprocessing.forkserver")) for word in arguments
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -200,7 +206,7 @@ def start_proxies():
     def start(*flag_lists, **options) -> list[Proxy]:
         started = [Proxy(list(flags), **options) for flags in flag_lists]
         proxies.extend(started)
-        for pair in (started[n:n + 2] for n in range(0, len(started), 2)):
+        for pair in (started[n : n + 2] for n in range(0, len(started), 2)):
             for proxy in pair:
                 proxy.launch()
             for proxy in pair:
@@ -218,8 +224,14 @@ def start_proxy(start_proxies):
 
 
 def openai_client(base_url: str, strict: bool = True, **options) -> OpenAI:
-    return OpenAI(base_url=base_url + "/v1", api_key=options.pop("api_key", "sk-no-key"),
-                  max_retries=0, timeout=120, _strict_response_validation=strict, **options)
+    return OpenAI(
+        base_url=base_url + "/v1",
+        api_key=options.pop("api_key", "sk-no-key"),
+        max_retries=0,
+        timeout=120,
+        _strict_response_validation=strict,
+        **options,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-UNDECODABLE = "Failed to load image or audio file"   # llama-server's words (tools/server/server-common.cpp)
+UNDECODABLE = "Failed to load image or audio file"  # llama-server's words (tools/server/server-common.cpp)
 BEHAVIOURS = ("ok", "hang", "hang_mid_stream", "malformed", "status_500", "loading", "die_mid_stream", "slow_tokens")
 
 
@@ -41,17 +41,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/v1/models":
             self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "fake"}]})
         elif self.path == "/health":
-            self._json(503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}) \
-                if self.fake.behaviour == "loading" else self._json(200, {"status": "ok"})
+            self._json(
+                503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+            ) if self.fake.behaviour == "loading" else self._json(200, {"status": "ok"})
         elif self.path == "/props":
-            self._json(200, {"chat_template": self.fake.chat_template, "bos_token": "", "eos_token": "",
-                             "default_generation_settings": {"n_ctx": 2048}, "total_slots": 4,
-                             **self.fake.props_extra})
+            self._json(
+                200,
+                {
+                    "chat_template": self.fake.chat_template,
+                    "bos_token": "",
+                    "eos_token": "",
+                    "default_generation_settings": {"n_ctx": 2048},
+                    "total_slots": 4,
+                    **self.fake.props_extra,
+                },
+            )
         else:
             self._json(404, {"error": {"code": 404, "message": "File Not Found"}})
 
     def do_POST(self):  # noqa: N802
-        if self.path in self.fake.routes:   # a test's own llama-server endpoint (reranking, audio): the raw body
+        if self.path in self.fake.routes:  # a test's own llama-server endpoint (reranking, audio): the raw body
             return self.fake.routes[self.path](self, self.rfile.read(int(self.headers.get("Content-Length", 0))))
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         self.fake.requests.append(body)
@@ -59,7 +68,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return self._json(200, {"tokens": list(range(len(body.get("content", "").split())))})
         behaviour = self.fake.behaviour
         if isinstance(body.get("prompt"), dict) and (refusal := self.fake.media_refusal(body["prompt"])):
-            if refusal == UNDECODABLE:   # a runtime_error in llama-server: its 500, as it answers
+            if refusal == UNDECODABLE:  # a runtime_error in llama-server: its 500, as it answers
                 return self._json(500, {"error": {"code": 500, "message": refusal, "type": "server_error"}})
             return self._json(400, {"error": {"code": 400, "message": refusal, "type": "invalid_request_error"}})
         if self.path.startswith("/v1/") and behaviour in ("ok", "die_mid_stream"):
@@ -93,8 +102,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if behaviour == "malformed":
             self._chunk(b"data: {not json\n\n")
             return self._end()
-        timings = {} if self.fake.cached_tokens is None else \
-            {"timings": {"cache_n": self.fake.cached_tokens, "prompt_n": 3 - self.fake.cached_tokens}}
+        timings = (
+            {}
+            if self.fake.cached_tokens is None
+            else {"timings": {"cache_n": self.fake.cached_tokens, "prompt_n": 3 - self.fake.cached_tokens}}
+        )
         per_token = timings if self.fake.requests[-1].get("timings_per_token") else {}
         if self.fake.requests[-1].get("return_progress"):
             self._prompt_progress()
@@ -111,11 +123,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(self.fake.hang_seconds)
             if behaviour == "slow_tokens":
                 time.sleep(self.fake.token_interval)
-            self._event({"content": token, "stop": False, "tokens_predicted": n + 1, "tokens_evaluated": 3,
-                         **per_token})
-        self._event({"content": "", "stop": True, "stop_type": self.fake.stop_type,
-                     "stopping_word": self.fake.stopping_word if self.fake.stop_type == "word" else "",
-                     "tokens_predicted": len(tokens), "tokens_evaluated": 3, **timings})
+            self._event({"content": token, "stop": False, "tokens_predicted": n + 1, "tokens_evaluated": 3, **per_token})
+        self._event(
+            {
+                "content": "",
+                "stop": True,
+                "stop_type": self.fake.stop_type,
+                "stopping_word": self.fake.stopping_word if self.fake.stop_type == "word" else "",
+                "tokens_predicted": len(tokens),
+                "tokens_evaluated": 3,
+                **timings,
+            }
+        )
         self._end()
 
     def _prompt_progress(self):
@@ -123,19 +142,38 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for n, progress in enumerate(self.fake.prompt_progress):
             if n:
                 time.sleep(self.fake.progress_pause)
-            self._event({"index": 0, "content": "", "tokens": [0], "stop": False, "id_slot": -1,
-                         "tokens_predicted": 0, "tokens_evaluated": progress["total"], "prompt_progress": progress})
+            self._event(
+                {
+                    "index": 0,
+                    "content": "",
+                    "tokens": [0],
+                    "stop": False,
+                    "id_slot": -1,
+                    "tokens_predicted": 0,
+                    "tokens_evaluated": progress["total"],
+                    "prompt_progress": progress,
+                }
+            )
 
     # --- the OpenAI-compatible API under /v1 ---------------------------------------------------
 
     def _openai(self, body: dict):
         if self.path == "/v1/embeddings":
             count = len(body["input"]) if isinstance(body["input"], list) else 1
-            vector = base64.b64encode(struct.pack("<2f", 0.5, -0.25)).decode() \
-                if body.get("encoding_format") == "base64" else [0.5, -0.25]
-            return self._json(200, {"object": "list", "model": body.get("model"), "usage": {
-                "prompt_tokens": 2 * count, "total_tokens": 2 * count}, "data": [
-                {"object": "embedding", "index": n, "embedding": vector} for n in range(count)]})
+            vector = (
+                base64.b64encode(struct.pack("<2f", 0.5, -0.25)).decode()
+                if body.get("encoding_format") == "base64"
+                else [0.5, -0.25]
+            )
+            return self._json(
+                200,
+                {
+                    "object": "list",
+                    "model": body.get("model"),
+                    "usage": {"prompt_tokens": 2 * count, "total_tokens": 2 * count},
+                    "data": [{"object": "embedding", "index": n, "embedding": vector} for n in range(count)],
+                },
+            )
         if self.path != "/v1/chat/completions":
             return self._json(404, {"error": {"message": f"no {self.path} here", "type": "not_found_error"}})
         if not body.get("stream"):
@@ -181,24 +219,24 @@ class FakeLlamaCpp:
     tokens: tuple[str, ...] = (" Hello", ",", " world", "!")
     hang_seconds: float = 5.0
     token_interval: float = 0.3
-    stop_type: str = "eos"                       # how the stream ends: "eos", "word" or "limit"
-    stopping_word: str = ""                      # the stop string reported with stop_type "word"
-    cached_tokens: int | None = None             # timings.cache_n on the final event (every event if asked)
-    chat_template: str | None = None             # what /props reports
+    stop_type: str = "eos"  # how the stream ends: "eos", "word" or "limit"
+    stopping_word: str = ""  # the stop string reported with stop_type "word"
+    cached_tokens: int | None = None  # timings.cache_n on the final event (every event if asked)
+    chat_template: str | None = None  # what /props reports
     props_extra: dict = field(default_factory=dict)
     script: Callable[[dict], Sequence[str]] | None = None  # the tokens to answer a request with, from its body
-    openai_deltas: list | None = None           # what /v1/chat/completions answers; None: `tokens` as content
+    openai_deltas: list | None = None  # what /v1/chat/completions answers; None: `tokens` as content
     openai_finish: str = "stop"
-    openai_stop_reason: str | None = None       # vLLM's `stop_reason`: the stop string that matched
+    openai_stop_reason: str | None = None  # vLLM's `stop_reason`: the stop string that matched
     openai_usage: dict = field(default_factory=lambda: {"prompt_tokens": 3, "completion_tokens": 4})
-    prompt_progress: tuple = ()                  # `prompt_progress` objects sent first when asked (return_progress)
-    progress_pause: float = 0.0                  # seconds between them
+    prompt_progress: tuple = ()  # `prompt_progress` objects sent first when asked (return_progress)
+    progress_pause: float = 0.0  # seconds between them
     requests: list = field(default_factory=list)
-    routes: dict = field(default_factory=dict)   # POST path -> answer(handler, raw body), before the rest
+    routes: dict = field(default_factory=dict)  # POST path -> answer(handler, raw body), before the rest
     get_paths: list = field(default_factory=list)
-    streaming: int = 0                           # streams being sent now (ended when the client hangs up)
-    first_token_gate: threading.Barrier | None = None   # streams wait here for each other before answering
-    gate_broken: int = 0                         # how many streams gave up waiting at the gate
+    streaming: int = 0  # streams being sent now (ended when the client hangs up)
+    first_token_gate: threading.Barrier | None = None  # streams wait here for each other before answering
+    gate_broken: int = 0  # how many streams gave up waiting at the gate
     connections: list = field(default_factory=list)
     server: http.server.ThreadingHTTPServer | None = None
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -229,7 +267,7 @@ class FakeLlamaCpp:
         except ValueError:
             return UNDECODABLE
         if any(data.startswith(b"\xff\xd8") and not data.endswith(b"\xff\xd9") for data in decoded):
-            return UNDECODABLE   # a JPEG cut short: stb_image finds no end of image
+            return UNDECODABLE  # a JPEG cut short: stb_image finds no end of image
         return None
 
     def count_stream(self, delta: int) -> None:
@@ -241,12 +279,20 @@ class FakeLlamaCpp:
 
     def openai_chunks(self, body: dict) -> list[dict]:
         """A chat completion stream's chunks: the role, each delta, the finish, and usage if asked for."""
+
         def chunk(delta: dict | None, finish_reason: str | None = None, usage: dict | None = None) -> dict:
             choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
             if finish_reason and self.openai_stop_reason:
                 choices[0]["stop_reason"] = self.openai_stop_reason
-            return {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": body.get("model"),
-                    "choices": choices, **({"usage": usage} if usage else {})}
+            return {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": body.get("model"),
+                "choices": choices,
+                **({"usage": usage} if usage else {}),
+            }
+
         chunks = [chunk({"role": "assistant", "content": ""}), *map(chunk, self.deltas()), chunk({}, self.openai_finish)]
         if (body.get("stream_options") or {}).get("include_usage"):
             chunks.append(chunk(None, usage={**self.openai_usage, "total_tokens": sum(self.openai_usage.values())}))
@@ -259,15 +305,21 @@ class FakeLlamaCpp:
             if delta.get("content"):
                 message["content"] = (message["content"] or "") + delta["content"]
             for call in delta.get("tool_calls") or ():
-                whole = calls.setdefault(call["index"], {"id": call.get("id"), "type": "function",
-                                                         "function": {"name": "", "arguments": ""}})
+                whole = calls.setdefault(
+                    call["index"], {"id": call.get("id"), "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 whole["function"]["name"] += call.get("function", {}).get("name") or ""
                 whole["function"]["arguments"] += call.get("function", {}).get("arguments") or ""
         if calls:
             message["tool_calls"] = [calls[index] for index in sorted(calls)]
-        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1, "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": self.openai_finish}],
-                "usage": {**self.openai_usage, "total_tokens": sum(self.openai_usage.values())}}
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 1,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": self.openai_finish}],
+            "usage": {**self.openai_usage, "total_tokens": sum(self.openai_usage.values())},
+        }
 
     def stop(self) -> None:
         if self.server:

@@ -43,7 +43,7 @@ def serve(transport: str, port: int | None = None) -> None:
 
     @app.tool(description="Always fails.")
     def fail() -> str:
-        raise ToolError("the fail tool failed, as it always does")   # a ToolError's message reaches the client
+        raise ToolError("the fail tool failed, as it always does")  # a ToolError's message reaches the client
 
     @app.tool(description="Returns a lot of text.")
     def big() -> str:
@@ -55,6 +55,7 @@ def serve(transport: str, port: int | None = None) -> None:
         return "woke up"
 
     if transport == "stdio":
+
         @app.tool(description="The server's process id.")
         def pid() -> int:
             return os.getpid()
@@ -68,7 +69,7 @@ def serve(transport: str, port: int | None = None) -> None:
 
 @dataclass
 class McpServer:
-    transport: str = "http"   # or "sse"
+    transport: str = "http"  # or "sse"
     port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
 
@@ -77,8 +78,12 @@ class McpServer:
         return f"http://127.0.0.1:{self.port}" + ("/sse" if self.transport == "sse" else "/mcp")
 
     def start(self) -> McpServer:
-        self.process = subprocess.Popen([sys.executable, "-m", "tests.mcp_servers", self.transport, str(self.port)],
-                                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.mcp_servers", self.transport, str(self.port)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_until(self._listening, self.process, f"MCP server ({self.transport})", timeout=30)
         return self
 

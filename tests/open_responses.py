@@ -26,9 +26,16 @@ from .servers import Proxy
 # /responses/compact (2026-03-10), where it sends the requests below.
 SUITE_COMMIT = "0e3605e3618080ffc15b732d68dbe63fb3b1db73"
 
-WEATHER_TOOL = {"type": "function", "name": "get_weather", "description": "Get the current weather for a location",
-                "parameters": {"type": "object", "required": ["location"], "properties": {
-                    "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"}}}}
+WEATHER_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Get the current weather for a location",
+    "parameters": {
+        "type": "object",
+        "required": ["location"],
+        "properties": {"location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"}},
+    },
+}
 WEATHER_QUESTION = "What's the weather like in San Francisco?"
 WEATHER_ARGUMENTS = {"location": "San Francisco, CA"}
 IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -43,19 +50,37 @@ def _message(role: str, content) -> dict:
 CASES = {
     "basic-response": ({"input": [_message("user", "Say hello in exactly 3 words.")]}, False, "message"),
     "streaming-response": ({"input": [_message("user", "Count from 1 to 5.")]}, True, "message"),
-    "system-prompt": ({"input": [_message("system", "You are a pirate. Always respond in pirate speak."),
-                                 _message("user", "Say hello.")]}, False, "message"),
+    "system-prompt": (
+        {"input": [_message("system", "You are a pirate. Always respond in pirate speak."), _message("user", "Say hello.")]},
+        False,
+        "message",
+    ),
     "tool-calling": ({"input": [_message("user", WEATHER_QUESTION)], "tools": [WEATHER_TOOL]}, False, "function_call"),
-    "tool-calling-streaming": ({"input": [_message("user", WEATHER_QUESTION)], "tools": [WEATHER_TOOL]}, True,
-                               "function_call"),
-    "multi-turn": ({"input": [_message("user", "My name is Alice."),
-                              _message("assistant", "Hello Alice! Nice to meet you. How can I help you today?"),
-                              _message("user", "What is my name?")]}, False, "message"),
+    "tool-calling-streaming": ({"input": [_message("user", WEATHER_QUESTION)], "tools": [WEATHER_TOOL]}, True, "function_call"),
+    "multi-turn": (
+        {
+            "input": [
+                _message("user", "My name is Alice."),
+                _message("assistant", "Hello Alice! Nice to meet you. How can I help you today?"),
+                _message("user", "What is my name?"),
+            ]
+        },
+        False,
+        "message",
+    ),
 }
 # The suite's image case: answered once images land (issue 27); until then refused with a 400.
-IMAGE_CASE = {"input": [_message("user", [
-    {"type": "input_text", "text": "What do you see in this image? Answer in one sentence."},
-    {"type": "input_image", "image_url": IMAGE}])]}
+IMAGE_CASE = {
+    "input": [
+        _message(
+            "user",
+            [
+                {"type": "input_text", "text": "What do you see in this image? Answer in one sentence."},
+                {"type": "input_image", "image_url": IMAGE},
+            ],
+        )
+    ]
+}
 
 
 def request_of(case: dict, streamed: bool, model: str = "gpt-4o-mini") -> dict:
@@ -77,8 +102,7 @@ def weather_turn(body: dict) -> list[str]:
 def scripted_weather(**props) -> dict:
     """The fields of a fake llama-server (FakeLlamaCpp's) with Qwen2.5's template (Hermes tool calls)
     answering with `weather_turn`; `props` join what its /props reports."""
-    return {"chat_template": QWEN_TEMPLATE, "props_extra": {"build_info": "b7000-scripted", **props},
-            "script": weather_turn}
+    return {"chat_template": QWEN_TEMPLATE, "props_extra": {"build_info": "b7000-scripted", **props}, "script": weather_turn}
 
 
 # --- the spec's types --------------------------------------------------------------------------
@@ -86,7 +110,8 @@ def scripted_weather(**props) -> dict:
 # Each streamed event type the spec defines, and its model.
 SPEC_EVENTS: dict[str, type[BaseModel]] = {
     next(iter(model.model_fields["type"].annotation)).value: model
-    for model in (getattr(spec, name) for name in dir(spec) if name.endswith("StreamingEvent"))}
+    for model in (getattr(spec, name) for name in dir(spec) if name.endswith("StreamingEvent"))
+}
 
 
 def resource(response: dict) -> spec.ResponseResource:
@@ -102,6 +127,7 @@ def spec_event(event: dict) -> BaseModel | None:
 
 
 # --- the suite itself (scripts/open-responses-suite) ---------------------------------------------
+
 
 def run_suite(suite_dir: str, options: list[str]) -> int:
     """The suite's runner in `suite_dir` (set up by scripts/open-responses-suite) against a proxy in front

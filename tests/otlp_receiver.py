@@ -66,12 +66,22 @@ def flattened(export: ExportTraceServiceRequest) -> list[dict]:
     for resource_spans in export.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
-            spans += [{"name": span.name, "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
-                       "parent_span_id": span.parent_span_id.hex(), "kind": KINDS.get(span.kind, span.kind),
-                       "start": span.start_time_unix_nano, "end": span.end_time_unix_nano,
-                       "attributes": attributes(span.attributes), "error": span.status.code == Status.STATUS_CODE_ERROR,
-                       "schema_url": scope_spans.schema_url, "resource": resource}
-                      for span in scope_spans.spans]
+            spans += [
+                {
+                    "name": span.name,
+                    "trace_id": span.trace_id.hex(),
+                    "span_id": span.span_id.hex(),
+                    "parent_span_id": span.parent_span_id.hex(),
+                    "kind": KINDS.get(span.kind, span.kind),
+                    "start": span.start_time_unix_nano,
+                    "end": span.end_time_unix_nano,
+                    "attributes": attributes(span.attributes),
+                    "error": span.status.code == Status.STATUS_CODE_ERROR,
+                    "schema_url": scope_spans.schema_url,
+                    "resource": resource,
+                }
+                for span in scope_spans.spans
+            ]
     return spans
 
 

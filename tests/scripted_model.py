@@ -27,11 +27,11 @@ PLAIN_ANSWER = "Shell task"
 
 # The shell tools agents offer, and how each takes a command line.
 SHELL_TOOLS = {
-    "Bash": lambda command: {"command": command, "description": "Write a file"},       # Claude Code
-    "exec_command": lambda command: {"cmd": command},                                    # Codex (unified exec)
-    "shell": lambda command: {"command": ["bash", "-lc", command]},                      # Codex (classic)
-    "shell_command": lambda command: {"command": command},                               # Codex (shell_command)
-    "run_shell": lambda command: {"command": command},                                   # the SDK tests' own tool
+    "Bash": lambda command: {"command": command, "description": "Write a file"},  # Claude Code
+    "exec_command": lambda command: {"cmd": command},  # Codex (unified exec)
+    "shell": lambda command: {"command": ["bash", "-lc", command]},  # Codex (classic)
+    "shell_command": lambda command: {"command": command},  # Codex (shell_command)
+    "run_shell": lambda command: {"command": command},  # the SDK tests' own tool
 }
 
 _TOOLS_BLOCK = re.compile(r"<tools>\n(.*?)\n</tools>", re.DOTALL)  # not the "<tools></tools>" in the preamble
@@ -90,21 +90,22 @@ THINKING_TEMPLATE = (
     "{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}"
     "{% if reasoning_effort is defined %}Effort: {{ reasoning_effort }}\n\n{% endif %}"
     "# Tools\n<tools>\n{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}</tools>\n"
-    "Call a tool as <tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+    'Call a tool as <tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
     "{% endif %}"
     "{% for m in messages %}"
     "{% if m.role == 'system' and loop.first and tools %}"
     "{% elif m.role == 'assistant' %}<|im_start|>assistant\n"
     "{% if m.reasoning_content %}<think>\n{{ m.reasoning_content }}\n</think>\n\n{% endif %}"
     "{{ m.content or '' }}"
-    "{% for c in m.tool_calls or [] %}\n<tool_call>\n{\"name\": \"{{ c.function.name }}\", \"arguments\": "
+    '{% for c in m.tool_calls or [] %}\n<tool_call>\n{"name": "{{ c.function.name }}", "arguments": '
     "{{ c.function.arguments | tojson }}}\n</tool_call>{% endfor %}<|im_end|>\n"
     "{% elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>\n"
     "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n"
-    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}")
-THOUGHTS = ("The file a.txt comes first.", "Now b.txt, from what a.txt holds.")   # before the first and second call
+    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
+)
+THOUGHTS = ("The file a.txt comes first.", "Now b.txt, from what a.txt holds.")  # before the first and second call
 LOST_THOUGHT_ANSWER = "My earlier thoughts never came back to me."
 
 

@@ -118,8 +118,11 @@ def started_by_run(run: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         try:
-            if entry.name.isdigit() and int(entry.name) != os.getpid() and \
-                    marker in (entry / "environ").read_bytes().split(b"\0"):
+            if (
+                entry.name.isdigit()
+                and int(entry.name) != os.getpid()
+                and marker in (entry / "environ").read_bytes().split(b"\0")
+            ):
                 found.append(int(entry.name))
         except OSError:
             continue
@@ -130,8 +133,13 @@ def provisioned_paths() -> dict[str, str]:
     """LLAMA_SERVER and MODEL: from the environment, else from scripts/provision (cached builds)."""
     if os.environ.get("LLAMA_SERVER") and os.environ.get("MODEL"):
         return {"LLAMA_SERVER": os.environ["LLAMA_SERVER"], "MODEL": os.environ["MODEL"]}
-    output = subprocess.run([str(ROOT / "scripts" / "provision")], check=True, text=True,
-                            stdout=subprocess.PIPE, env={**os.environ, "PYTHON": sys.executable}).stdout
+    output = subprocess.run(
+        [str(ROOT / "scripts" / "provision")],
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHON": sys.executable},
+    ).stdout
     return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
 
 
@@ -140,8 +148,13 @@ def bench_model_paths() -> dict[str, str]:
     scripts/provision-bench-models (cached)."""
     if os.environ.get("GEMMA_MODEL"):
         return {"GEMMA_MODEL": os.environ["GEMMA_MODEL"]}
-    output = subprocess.run([str(ROOT / "scripts" / "provision-bench-models")], check=True, text=True,
-                            stdout=subprocess.PIPE, env={**os.environ, "PYTHON": sys.executable}).stdout
+    output = subprocess.run(
+        [str(ROOT / "scripts" / "provision-bench-models")],
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHON": sys.executable},
+    ).stdout
     return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
 
 
@@ -202,7 +215,7 @@ class LlamaServer:
     context_size: int = 4096
     slots: int = 4
     extra_args: tuple[str, ...] = ()
-    env: dict = field(default_factory=dict)   # LLAMA_MEDIA_MARKER, for one
+    env: dict = field(default_factory=dict)  # LLAMA_MEDIA_MARKER, for one
     process: subprocess.Popen | None = None
     log_path: Path | None = None
 
@@ -211,19 +224,39 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}"
 
     def to_argv(self) -> list[str]:
-        return [self.binary, "--model", self.model, "--host", "127.0.0.1", "--port", str(self.port),
-                "--ctx-size", str(self.context_size), "--parallel", str(self.slots),
-                "--threads", str(llama_threads()), "--seed", "42", *self.extra_args]
+        return [
+            self.binary,
+            "--model",
+            self.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--ctx-size",
+            str(self.context_size),
+            "--parallel",
+            str(self.slots),
+            "--threads",
+            str(llama_threads()),
+            "--seed",
+            "42",
+            *self.extra_args,
+        ]
 
     def start(self) -> LlamaServer:
         # Its log goes to a file: a pipe nobody reads fills up (64 KiB of log lines) and then
         # llama-server blocks on its next write, every request with it.
         self.log_path = Path(tempfile.gettempdir()) / f"llama-server-test-{self.port}.log"
-        self.process = subprocess.Popen(self.to_argv(), stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"),
-                                        env={**os.environ, **self.env})
+        self.process = subprocess.Popen(
+            self.to_argv(), stdout=subprocess.DEVNULL, stderr=self.log_path.open("wb"), env={**os.environ, **self.env}
+        )
         try:
-            wait_until(lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
-                       self.process, "llama-server", timeout=120)
+            wait_until(
+                lambda: requests.get(self.url + "/health", timeout=1).status_code == 200,
+                self.process,
+                "llama-server",
+                timeout=120,
+            )
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"{exc}; its log:\n{self.log_path.read_text(errors='replace')[-3000:]}") from None
         return self
@@ -243,7 +276,7 @@ class Proxy:
     command: tuple[str, ...] = (sys.executable, "-m", "api_like_oai")
     process: subprocess.Popen | None = None
     log_path: Path | None = None
-    host: str = "127.0.0.1"      # a fleet's instances each listen on a loopback address of their own
+    host: str = "127.0.0.1"  # a fleet's instances each listen on a loopback address of their own
 
     @property
     def url(self) -> str:
@@ -257,17 +290,25 @@ class Proxy:
         env = {k: v for k, v in os.environ.items() if not k.startswith("API_LIKE_OAI_")}
         self.log_path = Path(tempfile.gettempdir()) / f"api-like-oai-test-{self.host}-{self.port}.log"
         host = ["--host", self.host] if self.host != "127.0.0.1" else []
-        self.process = subprocess.Popen([*self.command, "--port", str(self.port), *host, *self.args],
-                                        cwd=ROOT, env={**env, **self.env},
-                                        stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [*self.command, "--port", str(self.port), *host, *self.args],
+            cwd=ROOT,
+            env={**env, **self.env},
+            stdout=self.log_path.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
         return self
 
     def ready(self) -> Proxy:
         """Wait until it answers; fail with its log if it exited first or took over 60 seconds (a loaded
         machine starts two at once in 30)."""
         try:
-            wait_until(lambda: requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
-                       self.process, "api-like-oai", timeout=60)
+            wait_until(
+                lambda: requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
+                self.process,
+                "api-like-oai",
+                timeout=60,
+            )
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"{exc}; its log:\n{self.log()[-3000:]}") from None
         return self
@@ -278,7 +319,6 @@ class Proxy:
     def stop(self) -> None:
         if self.process:
             stop(self.process)
-
 
 
 @dataclass
@@ -295,8 +335,23 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def to_argv(self) -> list[str]:
-        return [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.directory.name,
-                "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"]
+        return [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.directory.name,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "warning",
+        ]
 
     def start(self) -> RedisServer:
         self.directory = tempfile.TemporaryDirectory(prefix="api-like-oai-redis-")

@@ -42,8 +42,7 @@ class KeyBook(Protocol):
     def records(self) -> list[KeyRecord]:
         """Every managed key, revoked ones included, by name."""
 
-    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None,
-              audio: int = 0) -> Decision:
+    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None, audio: int = 0) -> Decision:
         """Whether a request of `record`'s key may run now (limits.decide on the counts, atomically);
         if so it is counted in the minute's requests and holds a place in flight until `finish`, and the
         `audio` milliseconds it carries are counted in the day's (against audio_seconds_per_day)."""

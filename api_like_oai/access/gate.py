@@ -21,7 +21,7 @@ log = logging.getLogger("api_like_oai")
 
 OPEN, CLOSED = "open", "closed"
 LAST_READ_BOUND = 10_000
-CHECKPOINT_SECONDS = 1.0   # a running request's reported tokens are written at most this often
+CHECKPOINT_SECONDS = 1.0  # a running request's reported tokens are written at most this often
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class Gate:
     api_keys: tuple[str, ...] = ()
     admin_keys: tuple[str, ...] = ()
     book: KeyBook | None = None
-    on_store_error: str = CLOSED      # --limits-on-store-error
-    metrics_per_key: bool = False     # --metrics-per-key: /metrics counts each managed key by name
-    api_key_priority: str = NORMAL    # --api-key-priority: of the keys from the flags (and of no key)
+    on_store_error: str = CLOSED  # --limits-on-store-error
+    metrics_per_key: bool = False  # --metrics-per-key: /metrics counts each managed key by name
+    api_key_priority: str = NORMAL  # --api-key-priority: of the keys from the flags (and of no key)
     # With --limits-on-store-error open: the records this process last read, by digest, used only while
     # the store cannot be read (a key revoked meanwhile is refused again once the store answers).
     last_read: dict = field(default_factory=dict, compare=False)
@@ -58,7 +58,6 @@ class Gate:
         if not record.usable(time.time()):
             raise AuthenticationFailed(f"the API key {record.name!r} was revoked or has expired")
         return Caller(record.name, record)
-
 
     def _managed(self, offered: str) -> KeyRecord | None:
         """The managed key's record; while the store fails, with --limits-on-store-error open, the one
@@ -85,16 +84,16 @@ class Ticket:
 
     caller: Caller
     gate: Gate = Gate()
-    metrics: object | None = None    # observability.Metrics
+    metrics: object | None = None  # observability.Metrics
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     decision: Decision | None = None
-    for_model: bool = False          # admission looked a model up for it: its usage is recorded
-    record: object | None = None     # observability.RequestRecord: its model and API name the usage
-    max_tokens: int | None = None    # as admission saw it: what each generation may add to its prompt
-    prompts: int = 0                 # the tokens of its generations' prompts (or their bound), as far as known
-    reserved: int = 0                # what it holds in the key book (limits.needed_tokens)
-    generations: int = 0             # generations started (n > 1: one per choice)
-    leased: bool = False             # admitted: it holds a place in flight until `finish`
+    for_model: bool = False  # admission looked a model up for it: its usage is recorded
+    record: object | None = None  # observability.RequestRecord: its model and API name the usage
+    max_tokens: int | None = None  # as admission saw it: what each generation may add to its prompt
+    prompts: int = 0  # the tokens of its generations' prompts (or their bound), as far as known
+    reserved: int = 0  # what it holds in the key book (limits.needed_tokens)
+    generations: int = 0  # generations started (n > 1: one per choice)
+    leased: bool = False  # admitted: it holds a place in flight until `finish`
     # llama.cpp's latest counts per generation and choice, and what checkpoints wrote of them
     live: list = field(default_factory=list, repr=False)
     written: UsageEntry | None = None
@@ -109,13 +108,14 @@ class Ticket:
         if not self.caller.limited or self.decision is not None:
             return
         if audio_seconds is None and self.caller.record.audio_seconds_per_day is not None:
-            raise InvalidRequest(f"the audio's length cannot be read from its header, and key {self.caller.name!r} "
-                                 "is limited in audio seconds per day: send wav, mp3 or flac that says its length",
-                                 code="audio_length_unknown")
+            raise InvalidRequest(
+                f"the audio's length cannot be read from its header, and key {self.caller.name!r} "
+                "is limited in audio seconds per day: send wav, mp3 or flac that says its length",
+                code="audio_length_unknown",
+            )
         self.max_tokens = max_tokens
         try:
-            decision = self.gate.book.admit(self.caller.record, self.request_id, time.time(), max_tokens,
-                                            audio_ms(audio_seconds))
+            decision = self.gate.book.admit(self.caller.record, self.request_id, time.time(), max_tokens, audio_ms(audio_seconds))
         except StoreUnavailable as exc:
             self._store_failed(exc)
             return
@@ -141,8 +141,11 @@ class Ticket:
         if not decision.allowed:
             if self.metrics is not None:
                 self.metrics.limit_refusals.labels(decision.refused_by).inc()
-            raise RateLimited(decision.message(), retry_after=retry_after_header(decision.retry_after),
-                              of_tokens=decision.refused_by in ("tpm", "tokens_per_day"))
+            raise RateLimited(
+                decision.message(),
+                retry_after=retry_after_header(decision.retry_after),
+                of_tokens=decision.refused_by in ("tpm", "tokens_per_day"),
+            )
 
     def before_generation(self, prompt_bytes: int, count_prompt: Callable[[], int]) -> None:
         """One generation of the request is about to be sent (the request's door asks): its prompt's tokens,
@@ -155,7 +158,7 @@ class Ticket:
         decision = self._reserve(self.prompts + prompt_bytes)
         if not decision.allowed:
             decision = self._reserve(self.prompts + count_prompt())
-        if not decision.allowed:   # else the headers stay admission's: what was left before this request
+        if not decision.allowed:  # else the headers stay admission's: what was left before this request
             self._decided(decision)
 
     def _reserve(self, prompts: int) -> Decision:
@@ -201,13 +204,11 @@ class Ticket:
             return
         try:
             self.last_write = time.monotonic()
-            totals = [sum(latest[position] for counts in self.live for latest in counts.values())
-                      for position in range(3)]
+            totals = [sum(latest[position] for counts in self.live for latest in counts.values()) for position in range(3)]
             entry = progress_entry(self.written, self.record, self.caller.name, time.time(), *totals)
             if entry.tokens <= 0 and self.written is not None:
                 return
-            self.gate.book.checkpoint(self.caller.record, self.request_id if self.leased else None,
-                                      time.time(), entry)
+            self.gate.book.checkpoint(self.caller.record, self.request_id if self.leased else None, time.time(), entry)
             self.written = entry if self.written is None else self.written.plus(entry)
         except StoreUnavailable as exc:
             log.warning("usage of key %r not written as it came: %s", self.caller.name, exc.message)
@@ -219,9 +220,13 @@ class Ticket:
         outcome = self.gate.on_store_error
         if self.metrics is not None:
             self.metrics.limits_unchecked.labels(outcome).inc()
-        log.warning("limits of key %r not checked, the key store failed (%s): request %s by "
-                    "--limits-on-store-error %s", self.caller.name, exc.message,
-                    "refused" if outcome == CLOSED else "let run", outcome)
+        log.warning(
+            "limits of key %r not checked, the key store failed (%s): request %s by --limits-on-store-error %s",
+            self.caller.name,
+            exc.message,
+            "refused" if outcome == CLOSED else "let run",
+            outcome,
+        )
         if outcome == CLOSED:
             raise exc
 
@@ -237,7 +242,7 @@ class Ticket:
         entry = entry_of(record, self.caller.name, now, time.perf_counter() - record.started)
         if self.gate.metrics_per_key and self.metrics is not None:
             self.metrics.count_key(entry)
-        with self._writing:   # after any checkpoint under way: the last write is the rest
+        with self._writing:  # after any checkpoint under way: the last write is the rest
             rest = entry.minus(self.written) if self.written is not None else entry
             self.written = entry
         try:
@@ -251,8 +256,7 @@ class Ticket:
             return
         now = time.time()
         try:
-            self.gate.book.finish(self.caller.record, self.request_id, now,
-                                  UsageEntry(day_of(now), self.caller.name, "", ""))
+            self.gate.book.finish(self.caller.record, self.request_id, now, UsageEntry(day_of(now), self.caller.name, "", ""))
         except StoreUnavailable as exc:
             log.warning("place in flight of key %r not freed: %s", self.caller.name, exc.message)
 

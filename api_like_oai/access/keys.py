@@ -18,9 +18,9 @@ import orjson
 KEY_PREFIX = "sk-alo-"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 LIMIT_FIELDS = ("rpm", "tpm", "tokens_per_day", "max_parallel", "audio_seconds_per_day")
-PRIORITIES = ("high", "normal", "low")   # who goes first to a free upstream slot (access/priority.py)
+PRIORITIES = ("high", "normal", "low")  # who goes first to a free upstream slot (access/priority.py)
 NORMAL = "normal"
-CONFIG_KEY_NAME = "config-key"   # the name usage and logs give a key from --api-key / the config file
+CONFIG_KEY_NAME = "config-key"  # the name usage and logs give a key from --api-key / the config file
 ADMIN_NAME = "admin"
 
 
@@ -43,16 +43,16 @@ class KeyRecord:
 
     name: str
     digest: str
-    models: tuple[str, ...] | None = None   # None: every model
-    rpm: int | None = None                  # requests per minute
-    tpm: int | None = None                  # tokens (prompt + completion) per minute
-    tokens_per_day: int | None = None       # tokens per UTC day
-    max_parallel: int | None = None         # requests in flight at once
-    audio_seconds_per_day: int | None = None   # seconds of audio sent (transcribed, or in chat) per UTC day
-    max_stored_mib: int | None = None       # its stored responses and conversations (None: --max-stored-mib)
-    expires_at: float | None = None         # epoch seconds; None: never
-    priority: str = NORMAL                  # of PRIORITIES: its place among requests waiting for a slot
-    mcp_servers: tuple[str, ...] | None = None   # MCP servers of the config ("name", or "name.tool") it may use
+    models: tuple[str, ...] | None = None  # None: every model
+    rpm: int | None = None  # requests per minute
+    tpm: int | None = None  # tokens (prompt + completion) per minute
+    tokens_per_day: int | None = None  # tokens per UTC day
+    max_parallel: int | None = None  # requests in flight at once
+    audio_seconds_per_day: int | None = None  # seconds of audio sent (transcribed, or in chat) per UTC day
+    max_stored_mib: int | None = None  # its stored responses and conversations (None: --max-stored-mib)
+    expires_at: float | None = None  # epoch seconds; None: never
+    priority: str = NORMAL  # of PRIORITIES: its place among requests waiting for a slot
+    mcp_servers: tuple[str, ...] | None = None  # MCP servers of the config ("name", or "name.tool") it may use
     revoked: bool = False
     created_at: float = field(default_factory=time.time)
 
@@ -101,10 +101,10 @@ class KeyRecord:
 class Caller:
     """Who sent a request: a managed key's record, a key from the configuration, or no key at all."""
 
-    name: str | None = None                 # the managed key's name, CONFIG_KEY_NAME, ADMIN_NAME or None
-    record: KeyRecord | None = None         # for a managed key
+    name: str | None = None  # the managed key's name, CONFIG_KEY_NAME, ADMIN_NAME or None
+    record: KeyRecord | None = None  # for a managed key
     admin: bool = False
-    given_priority: str = NORMAL            # a key from the flags: --api-key-priority
+    given_priority: str = NORMAL  # a key from the flags: --api-key-priority
 
     @property
     def priority(self) -> str:

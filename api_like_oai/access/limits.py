@@ -27,13 +27,17 @@ from datetime import UTC, datetime
 from .keys import KeyRecord
 
 WINDOW_SECONDS = 60.0
-LEASE_SECONDS = 900.0   # a request in flight holds its place this long at most (a worker killed mid-request)
+LEASE_SECONDS = 900.0  # a request in flight holds its place this long at most (a worker killed mid-request)
 DAY_SECONDS = 86400
 # The order limits are checked in, and the index the Redis script answers with (1-based there).
 LIMIT_ORDER = ("max_parallel", "rpm", "tpm", "tokens_per_day", "audio_seconds_per_day")
-DESCRIPTIONS = {"max_parallel": "requests in flight", "rpm": "requests per minute",
-                "tpm": "tokens per minute", "tokens_per_day": "tokens per day",
-                "audio_seconds_per_day": "seconds of audio per day"}
+DESCRIPTIONS = {
+    "max_parallel": "requests in flight",
+    "rpm": "requests per minute",
+    "tpm": "tokens per minute",
+    "tokens_per_day": "tokens per day",
+    "audio_seconds_per_day": "seconds of audio per day",
+}
 # A limit is compared in these units of what it counts: audio in milliseconds of its seconds.
 LIMIT_SCALE = {"audio_seconds_per_day": 1000}
 
@@ -48,8 +52,8 @@ class Counts:
     in_flight: int = 0
     oldest_request_at: float | None = None
     oldest_tokens_at: float | None = None
-    reserved: int = 0          # tokens the requests in flight hold before llama.cpp reports them
-    audio_ms_today: int = 0    # milliseconds of audio admitted today
+    reserved: int = 0  # tokens the requests in flight hold before llama.cpp reports them
+    audio_ms_today: int = 0  # milliseconds of audio admitted today
 
     @property
     def tokens_taken(self) -> int:
@@ -74,8 +78,10 @@ class Decision:
 
     def message(self) -> str:
         limit = getattr(self.record, self.refused_by)
-        return (f"rate limit reached for key {self.record.name!r}: {DESCRIPTIONS[self.refused_by]} "
-                f"({self.refused_by}) limit {limit}; retry after {retry_after_header(self.retry_after)} s")
+        return (
+            f"rate limit reached for key {self.record.name!r}: {DESCRIPTIONS[self.refused_by]} "
+            f"({self.refused_by}) limit {limit}; retry after {retry_after_header(self.retry_after)} s"
+        )
 
 
 def needed_tokens(record: KeyRecord, max_tokens: int | None, prompt_tokens: int = 0) -> int:
@@ -95,8 +101,7 @@ def audio_ms(seconds: float | None) -> int:
     return math.ceil(seconds * 1000) if seconds else 0
 
 
-def decide(record: KeyRecord, counts: Counts, now: float, max_tokens: int | None = None,
-           audio: int = 0) -> Decision:
+def decide(record: KeyRecord, counts: Counts, now: float, max_tokens: int | None = None, audio: int = 0) -> Decision:
     """The decision for one request of `record`'s key with `counts` used (checked in LIMIT_ORDER);
     `audio`: the milliseconds of audio it carries (audio_ms)."""
     need = needed_tokens(record, max_tokens)
@@ -117,8 +122,10 @@ def decide_more(record: KeyRecord, counts: Counts, now: float, more: int) -> Dec
 
 
 def _token_checks(counts: Counts, now: float, need: int) -> dict:
-    return {"tpm": (counts.tokens_taken + need, _window_left(counts.oldest_tokens_at, now)),
-            "tokens_per_day": (counts.tokens_today + counts.reserved + need, seconds_to_midnight(now))}
+    return {
+        "tpm": (counts.tokens_taken + need, _window_left(counts.oldest_tokens_at, now)),
+        "tokens_per_day": (counts.tokens_today + counts.reserved + need, seconds_to_midnight(now)),
+    }
 
 
 def _first_over(record: KeyRecord, counts: Counts, now: float, checks: dict, need: int) -> Decision:
@@ -155,11 +162,11 @@ def minute_limits(decision: Decision) -> list[tuple[str, int, int, float]]:
     limits = []
     if record.rpm is not None:
         used = counts.requests + (1 if decision.allowed else 0)
-        limits.append(("requests", record.rpm, max(record.rpm - used, 0),
-                       _window_left(counts.oldest_request_at, decision.now)))
+        limits.append(("requests", record.rpm, max(record.rpm - used, 0), _window_left(counts.oldest_request_at, decision.now)))
     if record.tpm is not None:
-        limits.append(("tokens", record.tpm, max(record.tpm - counts.tokens_taken, 0),
-                       _window_left(counts.oldest_tokens_at, decision.now)))
+        limits.append(
+            ("tokens", record.tpm, max(record.tpm - counts.tokens_taken, 0), _window_left(counts.oldest_tokens_at, decision.now))
+        )
     return limits
 
 
@@ -167,8 +174,11 @@ def openai_headers(decision: Decision) -> dict[str, str]:
     """OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens} headers."""
     headers = {}
     for kind, limit, remaining, reset in minute_limits(decision):
-        headers |= {f"x-ratelimit-limit-{kind}": str(limit), f"x-ratelimit-remaining-{kind}": str(remaining),
-                    f"x-ratelimit-reset-{kind}": duration_text(reset)}
+        headers |= {
+            f"x-ratelimit-limit-{kind}": str(limit),
+            f"x-ratelimit-remaining-{kind}": str(remaining),
+            f"x-ratelimit-reset-{kind}": duration_text(reset),
+        }
     return headers
 
 
@@ -177,9 +187,11 @@ def anthropic_headers(decision: Decision) -> dict[str, str]:
     headers = {}
     for kind, limit, remaining, reset in minute_limits(decision):
         reset_at = datetime.fromtimestamp(decision.now + reset, UTC).isoformat(timespec="seconds")
-        headers |= {f"anthropic-ratelimit-{kind}-limit": str(limit),
-                    f"anthropic-ratelimit-{kind}-remaining": str(remaining),
-                    f"anthropic-ratelimit-{kind}-reset": reset_at.replace("+00:00", "Z")}
+        headers |= {
+            f"anthropic-ratelimit-{kind}-limit": str(limit),
+            f"anthropic-ratelimit-{kind}-remaining": str(remaining),
+            f"anthropic-ratelimit-{kind}-reset": reset_at.replace("+00:00", "Z"),
+        }
     return headers
 
 

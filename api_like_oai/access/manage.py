@@ -15,9 +15,9 @@ from .keys import KeyRecord, NameTaken, UnknownKey, check_name, new_key, updated
 from .limits import DAY_SECONDS, day_of
 from .usage import UsageEntry
 
-LIMIT_MAX = 2**53   # what SQLite's integers, Redis's Lua numbers and JSON clients all hold exactly
-LAST_SECOND = 253402300799   # 9999-12-31T23:59:59Z: the last second a UTC date names
-USAGE_SPAN_MAX = 400 * DAY_SECONDS   # how far back /v1/internal/usage reads (usage is kept 400 days)
+LIMIT_MAX = 2**53  # what SQLite's integers, Redis's Lua numbers and JSON clients all hold exactly
+LAST_SECOND = 253402300799  # 9999-12-31T23:59:59Z: the last second a UTC date names
+USAGE_SPAN_MAX = 400 * DAY_SECONDS  # how far back /v1/internal/usage reads (usage is kept 400 days)
 
 
 class KeyChanges(BaseModel):
@@ -26,18 +26,22 @@ class KeyChanges(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     models: list[str] | None = None
-    mcp_servers: list[str] | None = Field(None, description="MCP servers of the config it may use: a name (every "
-                                                             "tool), or name.tool (that tool); none by default")
+    mcp_servers: list[str] | None = Field(
+        None, description="MCP servers of the config it may use: a name (every tool), or name.tool (that tool); none by default"
+    )
     rpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
     tpm: int | None = Field(None, ge=0, le=LIMIT_MAX)
     tokens_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX)
     max_parallel: int | None = Field(None, ge=0, le=LIMIT_MAX)
-    audio_seconds_per_day: int | None = Field(None, ge=0, le=LIMIT_MAX // 1000,
-                                              description="seconds of audio (transcribed, or in chat) per UTC day")
-    max_stored_mib: int | None = Field(None, ge=0, le=LIMIT_MAX,
-                                       description="MiB its stored responses and conversations may hold")
+    audio_seconds_per_day: int | None = Field(
+        None, ge=0, le=LIMIT_MAX // 1000, description="seconds of audio (transcribed, or in chat) per UTC day"
+    )
+    max_stored_mib: int | None = Field(
+        None, ge=0, le=LIMIT_MAX, description="MiB its stored responses and conversations may hold"
+    )
     priority: Literal["high", "normal", "low"] | None = Field(
-        None, description="when every upstream slot is busy, waiting requests of a higher priority go first")
+        None, description="when every upstream slot is busy, waiting requests of a higher priority go first"
+    )
     expires: str | None = Field(None, description="a duration from now: seconds, or 90m, 12h, 30d; '' or 'never' clears it")
 
     @field_validator("expires")
@@ -50,7 +54,7 @@ class KeyChanges(BaseModel):
     def record_fields(self, now: float) -> dict:
         """The changes as KeyRecord fields: only those set."""
         fields = self.model_dump(exclude_unset=True, exclude={"expires"})
-        if fields.get("priority", "") is None:   # an explicit null leaves it as it is
+        if fields.get("priority", "") is None:  # an explicit null leaves it as it is
             del fields["priority"]
         for listed in ("models", "mcp_servers"):
             if listed in fields and fields[listed] is not None:
@@ -175,8 +179,9 @@ class OpenAIUsageQuery(BaseModel):
     bucket_width: Literal["1d"] = "1d"
     group_by: list[Literal["api_key_id", "model"]] = []
     limit: int = Field(7, ge=1, le=31)
-    page: str | None = Field(None, pattern=r"^[0-9]{1,12}$",
-                             description="the `next_page` of the page before: where this page starts")
+    page: str | None = Field(
+        None, pattern=r"^[0-9]{1,12}$", description="the `next_page` of the page before: where this page starts"
+    )
 
     def page_days(self, now: float) -> tuple[list[str], int | None]:
         """(the UTC days of this page's buckets, at most `limit`; the start of the next page, or None

@@ -52,11 +52,11 @@ class SlotQueue:
     def __init__(self, on_wait=None):
         self.running = 0
         self.capacity: int | None = None
-        self.ordering = False     # a high or low request came: from now on requests wait here for a slot
+        self.ordering = False  # a high or low request came: from now on requests wait here for a slot
         self._waiting: list[_Waiter] = []
         self._arrivals = itertools.count()
         self._lock = threading.Lock()
-        self.on_wait = on_wait    # on_wait(priority, +1 | -1): a request begins or ends waiting (a gauge)
+        self.on_wait = on_wait  # on_wait(priority, +1 | -1): a request begins or ends waiting (a gauge)
 
     @property
     def waiting(self) -> int:
@@ -78,7 +78,7 @@ class SlotQueue:
         note(priority, +1)
         try:
             waiter.granted.wait()
-        except BaseException:   # the request ended while it waited (a timeout, the client gone, shut-down)
+        except BaseException:  # the request ended while it waited (a timeout, the client gone, shut-down)
             self._abandon(waiter)
             raise
         finally:
@@ -91,7 +91,7 @@ class SlotQueue:
                 self._waiting.remove(waiter)
                 heapq.heapify(self._waiting)
                 return
-        self._release()   # granted just as it gave up: the place goes to the next one
+        self._release()  # granted just as it gave up: the place goes to the next one
 
     def _release(self) -> None:
         with self._lock:

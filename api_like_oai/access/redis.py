@@ -14,8 +14,8 @@ from .usage import COUNTERS, FLOAT_COUNTERS, UsageEntry
 if TYPE_CHECKING:
     from ..store import Store
 
-RECORDS = PREFIX + "access:keys"      # hash: digest -> record
-NAMES = PREFIX + "access:names"       # hash: name -> digest
+RECORDS = PREFIX + "access:keys"  # hash: digest -> record
+NAMES = PREFIX + "access:names"  # hash: name -> digest
 USAGE_KEEP_SECONDS = 400 * DAY_SECONDS
 SEPARATOR = "\x1f"
 
@@ -106,8 +106,9 @@ class RedisKeyBook:
     # --- keys ------------------------------------------------------------------------------------
 
     def create(self, record: KeyRecord) -> bool:
-        return self._call(lambda: self.create_script(keys=[NAMES, RECORDS],
-                                                     args=[record.name, record.digest, record.encode()])) == 1
+        return (
+            self._call(lambda: self.create_script(keys=[NAMES, RECORDS], args=[record.name, record.digest, record.encode()])) == 1
+        )
 
     def save(self, record: KeyRecord) -> None:
         self._call(self.client.hset, RECORDS, record.digest, record.encode())
@@ -126,16 +127,14 @@ class RedisKeyBook:
 
     # --- limits and usage ------------------------------------------------------------------------
 
-    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None,
-              audio: int = 0) -> Decision:
+    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None, audio: int = 0) -> Decision:
         counts = self._counted(record, request_id, now, needed_tokens(record, max_tokens), "admit", audio)
-        return decide(record, counts, now, max_tokens, audio)   # the script's comparisons: the same verdict as `admitted`
+        return decide(record, counts, now, max_tokens, audio)  # the script's comparisons: the same verdict as `admitted`
 
     def reserve(self, record: KeyRecord, request_id: str, now: float, more: int) -> Decision:
         return decide_more(record, self._counted(record, request_id, now, more, "more"), now, more)
 
-    def _counted(self, record: KeyRecord, request_id: str, now: float, need: int, mode: str,
-                 audio: int = 0) -> Counts:
+    def _counted(self, record: KeyRecord, request_id: str, now: float, need: int, mode: str, audio: int = 0) -> Counts:
         """The counts the script read before it admitted (or refused) the request."""
         args = admit_arguments(record, request_id, now, now + LEASE_SECONDS, need, mode, audio)
         _admitted, *numbers = self._call(lambda: self.admit_script(keys=_limit_keys(record.name, now), args=args))
@@ -147,8 +146,7 @@ class RedisKeyBook:
     def finish(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
         self._count_usage(record, request_id, now, entry, final=True)
 
-    def _count_usage(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry,
-                     final: bool) -> None:
+    def _count_usage(self, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry, final: bool) -> None:
         """One MULTI: the tokens counted in place of as many reserved (a reservation read below 0 counts
         as 0), the usage added; at the end the place in flight and the reservation freed."""
         _requests_key, tokens_key, day_key, leases_key, reserved_key, _audio_key = _limit_keys(record.name, now)
@@ -165,7 +163,7 @@ class RedisKeyBook:
                 transaction.expire(day_key, 2 * DAY_SECONDS)
                 if request_id is not None and not final:
                     transaction.hincrby(reserved_key, request_id, -entry.tokens)
-            if any(entry.counters()):   # an action's end (Ticket.admit_action) writes no row
+            if any(entry.counters()):  # an action's end (Ticket.admit_action) writes no row
                 for name, value in zip(COUNTERS, entry.counters(), strict=True):
                     add = transaction.hincrbyfloat if name in FLOAT_COUNTERS else transaction.hincrby
                     add(usage_key, group + SEPARATOR + name, value)
@@ -182,28 +180,43 @@ class RedisKeyBook:
         return entries
 
 
-def admit_arguments(record: KeyRecord, request_id: str, now: float, lease_until: float, need: int, mode: str,
-                    audio: int) -> list:
+def admit_arguments(record: KeyRecord, request_id: str, now: float, lease_until: float, need: int, mode: str, audio: int) -> list:
     """ADMIT's ARGV (the limits '' where the key has none)."""
+
     def limit(name: str):
         return "" if getattr(record, name) is None else getattr(record, name)
 
-    return [repr(now), WINDOW_SECONDS, request_id, repr(lease_until), need,
-            *(limit(name) for name in ("max_parallel", "rpm", "tpm", "tokens_per_day")), mode, audio,
-            limit("audio_seconds_per_day")]
+    return [
+        repr(now),
+        WINDOW_SECONDS,
+        request_id,
+        repr(lease_until),
+        need,
+        *(limit(name) for name in ("max_parallel", "rpm", "tpm", "tokens_per_day")),
+        mode,
+        audio,
+        limit("audio_seconds_per_day"),
+    ]
 
 
 def counts_of(numbers: list) -> Counts:
     """The counts ADMIT answers with (after its verdict)."""
-    return Counts(*(int(number) for number in numbers[:4]), *(_time(number) for number in numbers[4:6]),
-                  int(numbers[6]), int(numbers[7]))
+    return Counts(
+        *(int(number) for number in numbers[:4]), *(_time(number) for number in numbers[4:6]), int(numbers[6]), int(numbers[7])
+    )
 
 
 def _limit_keys(name: str, now: float) -> list[str]:
     """The key's requests, tokens, today's tokens, leases, reservations and today's audio, in one hash slot ({name})."""
     base = f"{PREFIX}access:{{{name}}}:"
-    return [base + "requests", base + "tokens", base + "day:" + day_of(now), base + "leases", base + "reserved",
-            base + "audio:" + day_of(now)]
+    return [
+        base + "requests",
+        base + "tokens",
+        base + "day:" + day_of(now),
+        base + "leases",
+        base + "reserved",
+        base + "audio:" + day_of(now),
+    ]
 
 
 def _entries(day: str, fields: dict[bytes, bytes]) -> list[UsageEntry]:
@@ -216,4 +229,3 @@ def _entries(day: str, fields: dict[bytes, bytes]) -> list[UsageEntry]:
 
 def _time(number) -> float | None:
     return float(number) if number not in (b"", "", None) else None
-

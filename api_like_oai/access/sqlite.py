@@ -38,8 +38,10 @@ CREATE TABLE IF NOT EXISTS access_usage (
 """
 # Columns added since the tables were first made: (table, column, its definition), added by the seam to
 # a file an older proxy made (SQLite appends them, so the columns keep UsageEntry's order).
-ADDED_COLUMNS = (("access_days", "audio_ms", "INTEGER NOT NULL DEFAULT 0"),
-                 ("access_usage", "audio_seconds", "REAL NOT NULL DEFAULT 0"))
+ADDED_COLUMNS = (
+    ("access_days", "audio_ms", "INTEGER NOT NULL DEFAULT 0"),
+    ("access_usage", "audio_seconds", "REAL NOT NULL DEFAULT 0"),
+)
 ADD_TO_SECOND = """
 INSERT INTO access_seconds VALUES (?, ?, ?, ?)
 ON CONFLICT (key_name, kind, second) DO UPDATE SET amount = amount + excluded.amount
@@ -81,8 +83,12 @@ class SQLiteKeyBook:
         return self._run(create, write=True)
 
     def save(self, record: KeyRecord) -> None:
-        self._run(lambda db: db.execute("UPDATE access_keys SET record = ? WHERE name = ? AND digest = ?",
-                                        (record.encode(), record.name, record.digest)), write=True)
+        self._run(
+            lambda db: db.execute(
+                "UPDATE access_keys SET record = ? WHERE name = ? AND digest = ?", (record.encode(), record.name, record.digest)
+            ),
+            write=True,
+        )
 
     def by_digest(self, digest: str) -> KeyRecord | None:
         row = self._run(lambda db: db.execute("SELECT record FROM access_keys WHERE digest = ?", (digest,)).fetchone())
@@ -98,16 +104,16 @@ class SQLiteKeyBook:
 
     # --- limits and usage ------------------------------------------------------------------------
 
-    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None,
-              audio: int = 0) -> Decision:
+    def admit(self, record: KeyRecord, request_id: str, now: float, max_tokens: int | None, audio: int = 0) -> Decision:
         def admit(db: sqlite3.Connection) -> Decision:
             decision = decide(record, _counts(db, record.name, now), now, max_tokens, audio)
             if decision.allowed:
                 db.execute(ADD_TO_SECOND, (record.name, "r", int(now), 1))
                 if audio > 0 and record.audio_seconds_per_day is not None:
                     db.execute(ADD_TO_DAY, (record.name, day_of(now), 0, audio))
-                db.execute("INSERT OR REPLACE INTO access_leases VALUES (?, ?, ?)",
-                           (request_id, record.name, now + LEASE_SECONDS))
+                db.execute(
+                    "INSERT OR REPLACE INTO access_leases VALUES (?, ?, ?)", (request_id, record.name, now + LEASE_SECONDS)
+                )
                 _reserve(db, record, request_id, decision.reserved_tokens)
             return decision
 
@@ -135,29 +141,33 @@ class SQLiteKeyBook:
         self._run(finish, write=True)
 
     def usage(self, since_day: str, until_day: str | None = None) -> list[UsageEntry]:
-        rows = self._run(lambda db: db.execute(
-            "SELECT * FROM access_usage WHERE day >= ? AND day <= ? ORDER BY day, key_name, model, api",
-            (since_day, until_day or "9999-12-31")).fetchall())
+        rows = self._run(
+            lambda db: db.execute(
+                "SELECT * FROM access_usage WHERE day >= ? AND day <= ? ORDER BY day, key_name, model, api",
+                (since_day, until_day or "9999-12-31"),
+            ).fetchall()
+        )
         return [UsageEntry(*row) for row in rows]
 
 
 def _reserve(db: sqlite3.Connection, record: KeyRecord, request_id: str, tokens: int) -> None:
     if tokens > 0 and record.has_token_limits:
-        db.execute("INSERT INTO access_reserved VALUES (?, ?, ?) ON CONFLICT (request_id) "
-                   "DO UPDATE SET tokens = tokens + excluded.tokens", (request_id, record.name, tokens))
+        db.execute(
+            "INSERT INTO access_reserved VALUES (?, ?, ?) ON CONFLICT (request_id) "
+            "DO UPDATE SET tokens = tokens + excluded.tokens",
+            (request_id, record.name, tokens),
+        )
 
 
-def _count_usage(db: sqlite3.Connection, record: KeyRecord, request_id: str | None, now: float,
-                 entry: UsageEntry) -> None:
+def _count_usage(db: sqlite3.Connection, record: KeyRecord, request_id: str | None, now: float, entry: UsageEntry) -> None:
     """`entry`'s tokens counted in the minute's and the day's (in place of as many reserved), and
     added to the key's usage."""
     if entry.tokens and record.has_token_limits:
         db.execute(ADD_TO_SECOND, (record.name, "t", int(now), entry.tokens))
         db.execute(ADD_TO_DAY, (record.name, day_of(now), entry.tokens, 0))
         if request_id is not None:
-            db.execute("UPDATE access_reserved SET tokens = max(tokens - ?, 0) WHERE request_id = ?",
-                       (entry.tokens, request_id))
-    if any(entry.counters()):   # an action's end (Ticket.admit_action) frees its place and writes no row
+            db.execute("UPDATE access_reserved SET tokens = max(tokens - ?, 0) WHERE request_id = ?", (entry.tokens, request_id))
+    if any(entry.counters()):  # an action's end (Ticket.admit_action) frees its place and writes no row
         db.execute(ADD_USAGE, (entry.day, entry.key, entry.model, entry.api, *entry.counters()))
 
 
@@ -166,12 +176,16 @@ def _counts(db: sqlite3.Connection, name: str, now: float) -> Counts:
     reservations) that ran out."""
     db.execute("DELETE FROM access_seconds WHERE key_name = ? AND second <= ?", (name, int(now - WINDOW_SECONDS)))
     db.execute("DELETE FROM access_leases WHERE key_name = ? AND expires_at <= ?", (name, now))
-    db.execute("DELETE FROM access_reserved WHERE key_name = ? AND request_id NOT IN "
-               "(SELECT request_id FROM access_leases WHERE key_name = ?)", (name, name))
+    db.execute(
+        "DELETE FROM access_reserved WHERE key_name = ? AND request_id NOT IN "
+        "(SELECT request_id FROM access_leases WHERE key_name = ?)",
+        (name, name),
+    )
     requests, oldest_request = _window(db, name, "r")
     tokens, oldest_tokens = _window(db, name, "t")
-    today = db.execute("SELECT tokens, audio_ms FROM access_days WHERE key_name = ? AND day = ?",
-                       (name, day_of(now))).fetchone() or (0, 0)
+    today = db.execute(
+        "SELECT tokens, audio_ms FROM access_days WHERE key_name = ? AND day = ?", (name, day_of(now))
+    ).fetchone() or (0, 0)
     in_flight = db.execute("SELECT count(*) FROM access_leases WHERE key_name = ?", (name,)).fetchone()[0]
     reserved = db.execute("SELECT coalesce(sum(tokens), 0) FROM access_reserved WHERE key_name = ?", (name,)).fetchone()[0]
     return Counts(requests, tokens, today[0], in_flight, oldest_request, oldest_tokens, reserved, today[1])
@@ -179,5 +193,6 @@ def _counts(db: sqlite3.Connection, name: str, now: float) -> Counts:
 
 def _window(db: sqlite3.Connection, name: str, kind: str) -> tuple[int, float | None]:
     """(the sum of the window's seconds of one kind, the oldest second that has any)."""
-    return db.execute("SELECT coalesce(sum(amount), 0), min(second) FROM access_seconds WHERE key_name = ? AND kind = ?",
-                      (name, kind)).fetchone()
+    return db.execute(
+        "SELECT coalesce(sum(amount), 0), min(second) FROM access_seconds WHERE key_name = ? AND kind = ?", (name, kind)
+    ).fetchone()

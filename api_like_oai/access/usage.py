@@ -21,7 +21,7 @@ from .limits import day_of
 COUNTERS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "errors", "seconds", "audio_seconds")
 FLOAT_COUNTERS = ("seconds", "audio_seconds")
 GROUPS = ("key", "model", "api", "day")
-TRANSCRIPTION_APIS = ("/audio/transcriptions", "/audio/translations")   # speech to text's routes (and /v1/...)
+TRANSCRIPTION_APIS = ("/audio/transcriptions", "/audio/translations")  # speech to text's routes (and /v1/...)
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class UsageEntry:
     completion_tokens: int = 0
     errors: int = 0
     seconds: float = 0.0
-    audio_seconds: float = 0.0   # of the audio it sent (a file transcribed, input_audio in chat), read from its header
+    audio_seconds: float = 0.0  # of the audio it sent (a file transcribed, input_audio in chat), read from its header
 
     @property
     def tokens(self) -> int:
@@ -58,17 +58,39 @@ class UsageEntry:
 
 def entry_of(record, key_name: str, now: float, seconds: float) -> UsageEntry:
     """The entry of one finished request from its access record (observability.RequestRecord)."""
-    return UsageEntry(day_of(now), key_name, record.model, record.endpoint, 1, record.prompt_tokens,
-                      record.cached_tokens, record.completion_tokens, 1 if record.status >= 400 else 0,
-                      round(seconds, 6), _audio_seconds(record))
+    return UsageEntry(
+        day_of(now),
+        key_name,
+        record.model,
+        record.endpoint,
+        1,
+        record.prompt_tokens,
+        record.cached_tokens,
+        record.completion_tokens,
+        1 if record.status >= 400 else 0,
+        round(seconds, 6),
+        _audio_seconds(record),
+    )
 
 
-def progress_entry(written: UsageEntry | None, record, key_name: str, now: float, prompt_tokens: int,
-                   cached_tokens: int, completion_tokens: int) -> UsageEntry:
+def progress_entry(
+    written: UsageEntry | None, record, key_name: str, now: float, prompt_tokens: int, cached_tokens: int, completion_tokens: int
+) -> UsageEntry:
     """What a running request adds to its usage since `written` (None: nothing yet; then the request
     itself is counted), from llama.cpp's latest counts: the checkpoint of Ticket._checkpoint."""
-    so_far = UsageEntry(day_of(now), key_name, record.model, record.endpoint, 1, prompt_tokens, cached_tokens,
-                        completion_tokens, 0, round(time.perf_counter() - record.started, 6), _audio_seconds(record))
+    so_far = UsageEntry(
+        day_of(now),
+        key_name,
+        record.model,
+        record.endpoint,
+        1,
+        prompt_tokens,
+        cached_tokens,
+        completion_tokens,
+        0,
+        round(time.perf_counter() - record.started, 6),
+        _audio_seconds(record),
+    )
     return so_far.minus(written) if written is not None else so_far
 
 
@@ -103,8 +125,9 @@ def as_json(entry: UsageEntry) -> dict:
     return asdict(entry) | {"total_tokens": entry.tokens}
 
 
-def openai_buckets(entries: Iterable[UsageEntry], days: list[str], group_by: tuple[str, ...],
-                   kind: str = "completions") -> list[dict]:
+def openai_buckets(
+    entries: Iterable[UsageEntry], days: list[str], group_by: tuple[str, ...], kind: str = "completions"
+) -> list[dict]:
     """OpenAI's usage API page data: a daily bucket per day of `days` (UTC, YYYY-MM-DD), each with one
     result per distinct value of `group_by` ("api_key_id": the key's name; "model"). `kind`:
     "completions" (every row) or "audio_transcriptions" (the rows of speech to text: their seconds)."""
@@ -114,26 +137,49 @@ def openai_buckets(entries: Iterable[UsageEntry], days: list[str], group_by: tup
         if entry.day in per_day and (kind == "completions" or entry.api.endswith(TRANSCRIPTION_APIS)):
             per_day[entry.day].append(entry)
     result = _openai_result if kind == "completions" else _openai_audio_result
-    return [{"object": "bucket", "start_time": _epoch(day), "end_time": _epoch(day) + 86400,
-             "results": [result(row, by) for row in summed(per_day[day], by)]} for day in days]
+    return [
+        {
+            "object": "bucket",
+            "start_time": _epoch(day),
+            "end_time": _epoch(day) + 86400,
+            "results": [result(row, by) for row in summed(per_day[day], by)],
+        }
+        for day in days
+    ]
 
 
 def _openai_result(row: UsageEntry, by: tuple[str, ...]) -> dict:
-    return {"object": "organization.usage.completions.result", "input_tokens": row.prompt_tokens,
-            "output_tokens": row.completion_tokens, "input_cached_tokens": row.cached_tokens,
-            "input_audio_tokens": 0, "output_audio_tokens": 0, "num_model_requests": row.requests,
-            **_grouped(row, by), "batch": None, "service_tier": None}
+    return {
+        "object": "organization.usage.completions.result",
+        "input_tokens": row.prompt_tokens,
+        "output_tokens": row.completion_tokens,
+        "input_cached_tokens": row.cached_tokens,
+        "input_audio_tokens": 0,
+        "output_audio_tokens": 0,
+        "num_model_requests": row.requests,
+        **_grouped(row, by),
+        "batch": None,
+        "service_tier": None,
+    }
 
 
 def _openai_audio_result(row: UsageEntry, by: tuple[str, ...]) -> dict:
     """OpenAI counts whole seconds of audio transcribed."""
-    return {"object": "organization.usage.audio_transcriptions.result", "seconds": math.ceil(row.audio_seconds),
-            "num_model_requests": row.requests, **_grouped(row, by)}
+    return {
+        "object": "organization.usage.audio_transcriptions.result",
+        "seconds": math.ceil(row.audio_seconds),
+        "num_model_requests": row.requests,
+        **_grouped(row, by),
+    }
 
 
 def _grouped(row: UsageEntry, by: tuple[str, ...]) -> dict:
-    return {"project_id": None, "user_id": None, "api_key_id": row.key if "key" in by else None,
-            "model": row.model if "model" in by else None}
+    return {
+        "project_id": None,
+        "user_id": None,
+        "api_key_id": row.key if "key" in by else None,
+        "model": row.model if "model" in by else None,
+    }
 
 
 def _epoch(day: str) -> int:

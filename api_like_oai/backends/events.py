@@ -15,16 +15,16 @@ class GenerationEvent:
     """A piece of one generation: new text, and on the last event why it stopped and the counts."""
 
     text: str = ""
-    finish_reason: str | None = None        # "stop" | "length" (| "tool_calls") on the final event, else None
-    prompt_tokens: int | None = None        # counts so far, where the upstream tells them
+    finish_reason: str | None = None  # "stop" | "length" (| "tool_calls") on the final event, else None
+    prompt_tokens: int | None = None  # counts so far, where the upstream tells them
     completion_tokens: int | None = None
-    logprobs: tuple | None = None           # TokenLogprob items for the tokens of `text`
-    index: int = 0                          # which choice (n > 1) this event belongs to
-    tool_calls: tuple | None = None         # ToolCallDeltas parsed out of the text (tools/parser.py)
-    reasoning: str = ""                     # the model's thought, split out of the text (reasoning.py)
-    stop_word: str | None = None            # the stop string that ended the generation, if one did
-    cached_tokens: int | None = None        # of prompt_tokens, how many llama.cpp took from its cache
-    item: ItemStep | None = None            # an output item the proxy made itself (services/mcp_loop.py)
+    logprobs: tuple | None = None  # TokenLogprob items for the tokens of `text`
+    index: int = 0  # which choice (n > 1) this event belongs to
+    tool_calls: tuple | None = None  # ToolCallDeltas parsed out of the text (tools/parser.py)
+    reasoning: str = ""  # the model's thought, split out of the text (reasoning.py)
+    stop_word: str | None = None  # the stop string that ended the generation, if one did
+    cached_tokens: int | None = None  # of prompt_tokens, how many llama.cpp took from its cache
+    item: ItemStep | None = None  # an output item the proxy made itself (services/mcp_loop.py)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -45,10 +45,10 @@ class PromptProgress:
     prefill metric. `finish_reason` is there so the code between the backend and there (the pool,
     merge, until_stopped) passes it like any event."""
 
-    total: int                  # the prompt's tokens
-    cached: int                 # of them, those taken from the cache (not computed)
-    processed: int              # of them, those in the slot so far (the cached ones included)
-    elapsed_ms: float           # since the prompt's processing started
+    total: int  # the prompt's tokens
+    cached: int  # of them, those taken from the cache (not computed)
+    processed: int  # of them, those in the slot so far (the cached ones included)
+    elapsed_ms: float  # since the prompt's processing started
     index: int = 0
     finish_reason: ClassVar[None] = None
 
@@ -67,8 +67,8 @@ class PromptProgress:
 class TokenLogprob:
     token: str
     logprob: float
-    top: tuple = ()                          # ((token, logprob, bytes), ...) most likely first
-    bytes: tuple = ()                        # the token's exact bytes (a token may end mid-character)
+    top: tuple = ()  # ((token, logprob, bytes), ...) most likely first
+    bytes: tuple = ()  # the token's exact bytes (a token may end mid-character)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,8 +58,7 @@ class Response:
 
     __slots__ = ("status", "headers", "_connection", "_pool", "_chunked", "_length", "_keep_alive")
 
-    def __init__(self, status: int, headers: dict[str, str], connection: _Connection, pool: HTTPClient,
-                 keep_alive: bool):
+    def __init__(self, status: int, headers: dict[str, str], connection: _Connection, pool: HTTPClient, keep_alive: bool):
         self.status = status
         self.headers = headers
         self._connection: _Connection | None = connection
@@ -110,7 +109,7 @@ class Response:
             if chunk is _LAST_CHUNK:
                 self._done()
                 return
-            connection.receive()   # no whole chunk left in the buffer
+            connection.receive()  # no whole chunk left in the buffer
 
     def _pieces(self, connection: _Connection) -> Iterator[bytes]:
         remaining = self._length
@@ -146,7 +145,7 @@ class Response:
             connection.close()
 
 
-_LAST_CHUNK = object()   # _buffered_chunk: the body's end (its zero-size chunk and trailer) was read
+_LAST_CHUNK = object()  # _buffered_chunk: the body's end (its zero-size chunk and trailer) was read
 
 
 def _buffered_chunk(connection: _Connection):
@@ -193,14 +192,14 @@ class _Connection:
         data = self.sock.recv(RECEIVE_SIZE)
         if not data:
             raise ConnectionLost("closed by the server")
-        self.buffer = self.buffer[self.position:] + data if self.position < len(self.buffer) else data
+        self.buffer = self.buffer[self.position :] + data if self.position < len(self.buffer) else data
         self.position = 0
 
     def readline(self) -> bytes:
         while True:
             end = self.buffer.find(b"\n", self.position)
             if end >= 0:
-                line = self.buffer[self.position:end + 1]
+                line = self.buffer[self.position : end + 1]
                 self.position = end + 1
                 return line
             if len(self.buffer) - self.position > MAX_LINE:
@@ -210,7 +209,7 @@ class _Connection:
     def take(self, limit: int | None) -> bytes:
         """What is buffered, at most `limit` bytes (without waiting)."""
         end = len(self.buffer) if limit is None else min(len(self.buffer), self.position + limit)
-        piece = self.buffer[self.position:end]
+        piece = self.buffer[self.position : end]
         self.position = end
         return piece
 
@@ -262,8 +261,7 @@ class _LoopWait:
 class HTTPClient:
     """Requests to one server (scheme://host:port), on keep-alive connections kept for reuse."""
 
-    def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float, max_idle: int = 1024,
-                 api_key: str = ""):
+    def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float, max_idle: int = 1024, api_key: str = ""):
         parts = urlsplit(base_url)
         self.tls = parts.scheme == "https"
         self.host = parts.hostname or "127.0.0.1"
@@ -272,14 +270,16 @@ class HTTPClient:
         self.host_header = parts.netloc.rsplit("@", 1)[-1]
         # The server's key (a llama-server the proxy started answers no one else), in every request's head.
         self.fixed_head = f"Host: {self.host_header}\r\nAccept: */*\r\n" + (
-            f"Authorization: Bearer {api_key}\r\n" if api_key else "")
+            f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+        )
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.max_idle = max_idle
         self._idle: collections.deque[_Connection] = collections.deque()  # append/pop are atomic
         self._tls_context = ssl.create_default_context() if self.tls else None
 
-    def request(self, method: str, path: str, body: bytes | None = None,
-                content_type: str = "application/json", headers: str = "") -> Response:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json", headers: str = ""
+    ) -> Response:
         """Send the request in one write and read the answer's head; its body is left to read. `headers`:
         more header lines, each ending in CRLF (a fleet front's to its box)."""
         head = f"{method} {self.prefix}{path} HTTP/1.1\r\n{self.fixed_head}{headers}"

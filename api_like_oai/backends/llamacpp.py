@@ -35,18 +35,18 @@ class UpstreamProps:
     context_length: int | None
     model_path: str | None
     total_slots: int | None
-    lazy_grammar: bool = False   # takes grammar_lazy + grammar_triggers (else it would apply the grammar at once)
-    sampling: dict[str, float] = field(default_factory=dict)   # its defaults of SAMPLING_ECHOED it reports
-    vision: bool = False         # loaded with --mmproj: takes images (`modalities.vision`)
-    media_marker: str = ""       # what stands for an image in a prompt (changes at each start: PR #21962)
-    audio: bool = False          # its projector has an audio encoder (`modalities.audio`): transcribes, hears
+    lazy_grammar: bool = False  # takes grammar_lazy + grammar_triggers (else it would apply the grammar at once)
+    sampling: dict[str, float] = field(default_factory=dict)  # its defaults of SAMPLING_ECHOED it reports
+    vision: bool = False  # loaded with --mmproj: takes images (`modalities.vision`)
+    media_marker: str = ""  # what stands for an image in a prompt (changes at each start: PR #21962)
+    audio: bool = False  # its projector has an audio encoder (`modalities.audio`): transcribes, hears
 
 
 # The sampling values the Responses API's answer echoes, and llama-server's own defaults of them
 # (common/common.h), for a server whose /props does not tell.
 SAMPLING_ECHOED = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
 LLAMA_CPP_SAMPLING = {"temperature": 0.8, "top_p": 0.95, "presence_penalty": 0.0, "frequency_penalty": 0.0}
-DEFAULT_MEDIA_MARKER = "<__media__>"   # llama.cpp's before PR #21962, whose /props names none
+DEFAULT_MEDIA_MARKER = "<__media__>"  # llama.cpp's before PR #21962, whose /props names none
 
 
 class LlamaCppClient:
@@ -57,16 +57,15 @@ class LlamaCppClient:
     def __init__(self, base_url: str, *, connect_timeout: float = 5.0, read_timeout: float = 600.0, api_key: str = ""):
         self.base_url = base_url.rstrip("/")
         self.timeouts = (connect_timeout, read_timeout)
-        self.api_key = api_key   # a llama-server the proxy started asks its own random key
-        self.http = http.HTTPClient(self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout,
-                                    api_key=api_key)
-        self._media_marker: str | None = None   # read from /props when a prompt first carries images
-
+        self.api_key = api_key  # a llama-server the proxy started asks its own random key
+        self.http = http.HTTPClient(self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout, api_key=api_key)
+        self._media_marker: str | None = None  # read from /props when a prompt first carries images
 
     # --- generation -------------------------------------------------------------------------
 
-    def generate(self, path: str, payload: Mapping, *, index: int = 0, batched: bool = False,
-                 media: Media | None = None) -> Iterator[GenerationEvent]:
+    def generate(
+        self, path: str, payload: Mapping, *, index: int = 0, batched: bool = False, media: Media | None = None
+    ) -> Iterator[GenerationEvent]:
         """Send `payload` to `path` (/completion, /infill), with `media` as its prompt if given; the events
         of the answer, streamed if payload["stream"]. The request is sent before this returns, so a refused
         connection or an error status raises here, before any event, and the caller can still answer with
@@ -113,13 +112,13 @@ class LlamaCppClient:
                 yield from self._events(response, index)
             finished = True
         except TimeoutError as exc:
-            raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens for "
-                                  f"{self.timeouts[1]:g}s") from exc
+            raise UpstreamTimeout(f"llama.cpp at {self.base_url} stopped sending tokens for {self.timeouts[1]:g}s") from exc
         except http.BadResponse as exc:
             raise UpstreamError(f"llama.cpp at {self.base_url} sent a malformed stream") from exc
         except (http.TransportError, OSError) as exc:
-            raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} "
-                                      "in the middle of a generation") from exc
+            raise UpstreamUnavailable(
+                f"lost the connection to llama.cpp at {self.base_url} in the middle of a generation"
+            ) from exc
         finally:
             if not finished:
                 response.close()  # drops the connection: llama.cpp sees it and frees the slot
@@ -127,8 +126,9 @@ class LlamaCppClient:
     def _events(self, response: http.Response, index: int) -> Iterator[GenerationEvent]:
         pending = b""
         for chunk in response.iter_bytes():
-            if not pending and chunk.find(b"\n", 6) == len(chunk) - 2 and chunk[-1:] == b"\n" \
-                    and chunk[:6] == b"data: ":   # one whole event, as llama.cpp sends them: no split
+            if (
+                not pending and chunk.find(b"\n", 6) == len(chunk) - 2 and chunk[-1:] == b"\n" and chunk[:6] == b"data: "
+            ):  # one whole event, as llama.cpp sends them: no split
                 yield completion_event(_parse(chunk[6:-2], self.base_url), index)
                 continue
             if pending:
@@ -153,7 +153,7 @@ class LlamaCppClient:
             texts, last = [], None
             for line in lines:
                 if line[:6] != b"data: ":
-                    self._line_event(line, index)   # an error line raises; others are not events
+                    self._line_event(line, index)  # an error line raises; others are not events
                     continue
                 body = _parse(line[6:], self.base_url)
                 if _plain_token(body) and (body.get("content") or "prompt_progress" not in body):
@@ -237,8 +237,7 @@ class LlamaCppClient:
         target = path + (f"?{query}" if query else "")
         # HEAD is asked as GET (the WSGI server drops the body): a HEAD answer announces a body it
         # does not send, which http.py would wait for.
-        return RawAnswer(self._send("GET" if method == "HEAD" else method, target, body or None),
-                         self.base_url, self.timeouts[1])
+        return RawAnswer(self._send("GET" if method == "HEAD" else method, target, body or None), self.base_url, self.timeouts[1])
 
     # --- transport --------------------------------------------------------------------------
 
@@ -255,8 +254,7 @@ class LlamaCppClient:
         try:
             response = self.http.request(method, path, body, content_type)
         except http.ConnectTimeout as exc:
-            raise UpstreamUnavailable(f"llama.cpp at {self.base_url} did not accept the connection "
-                                      "in time") from exc
+            raise UpstreamUnavailable(f"llama.cpp at {self.base_url} did not accept the connection in time") from exc
         except http.ReadTimeout as exc:
             raise UpstreamTimeout(f"llama.cpp at {self.base_url} did not answer in time") from exc
         except http.BadResponse as exc:
@@ -293,8 +291,7 @@ class RawAnswer:
 
     def __init__(self, response: http.Response, base_url: str, read_timeout: float):
         self.status = response.status
-        self.headers = {name: response.headers[name.lower()] for name in RELAYED_HEADERS
-                        if name.lower() in response.headers}
+        self.headers = {name: response.headers[name.lower()] for name in RELAYED_HEADERS if name.lower() in response.headers}
         self.streamed = self.headers.get("Content-Type", "").startswith("text/event-stream")
         self.base_url = base_url
         self._response = response
@@ -312,8 +309,7 @@ class RawAnswer:
         except http.BadResponse as exc:
             raise UpstreamError(f"llama.cpp at {self.base_url} sent a malformed answer") from exc
         except (http.TransportError, OSError) as exc:
-            raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} "
-                                      "in the middle of an answer") from exc
+            raise UpstreamUnavailable(f"lost the connection to llama.cpp at {self.base_url} in the middle of an answer") from exc
         self._finished = True
 
     def read(self) -> bytes:
@@ -338,8 +334,11 @@ def _default_sampling(settings: dict) -> dict[str, float]:
     as 32-bit floats (0.800000011920929): written back with that precision, they read as set (0.8)."""
     params = settings.get("params")
     params = params if isinstance(params, dict) else settings
-    return {key: float(f"{params[key]:.7g}") for key in SAMPLING_ECHOED
-            if isinstance(params.get(key), int | float) and not isinstance(params.get(key), bool)}
+    return {
+        key: float(f"{params[key]:.7g}")
+        for key in SAMPLING_ECHOED
+        if isinstance(params.get(key), int | float) and not isinstance(params.get(key), bool)
+    }
 
 
 def _knows_lazy_grammars(props: dict) -> bool:
@@ -385,9 +384,8 @@ def _status_error(response: http.Response, base_url: str) -> Exception:
         return UpstreamUnavailable(error.message)
     if response.status == 501:  # llama.cpp: "not supported by this model/server" (infill, embeddings)
         return InvalidRequest(error.message, code="not_supported")
-    if MEDIA_REFUSED in error.message:   # a 500 from llama.cpp (a runtime_error), but the client's image
-        return InvalidRequest(f"llama.cpp could not decode an image or audio part: {error.message}",
-                              code="invalid_image")
+    if MEDIA_REFUSED in error.message:  # a 500 from llama.cpp (a runtime_error), but the client's image
+        return InvalidRequest(f"llama.cpp could not decode an image or audio part: {error.message}", code="invalid_image")
     if response.status == 400 and isinstance(error, UpstreamError):
         # llama.cpp rejected the request itself (bad grammar, prompt too long, ...): the
         # caller's mistake, so the caller gets a 400 with llama.cpp's words.
@@ -413,7 +411,7 @@ def _upstream_error(body, base_url: str) -> UpstreamError:
 
 
 def finish_reason(body: dict) -> str | None:
-    """"stop"/"length" for a final /completion answer of either server generation, else None."""
+    """ "stop"/"length" for a final /completion answer of either server generation, else None."""
     if not body.get("stop"):
         return None
     stop_type = body.get("stop_type")
@@ -424,14 +422,13 @@ def finish_reason(body: dict) -> str | None:
 
 def _plain_token(body) -> bool:
     """A stream event that is only more text (or prompt progress) and counts: most events."""
-    return type(body) is dict and body.get("stop") is False and "error" not in body \
-        and not body.get("completion_probabilities")
+    return type(body) is dict and body.get("stop") is False and "error" not in body and not body.get("completion_probabilities")
 
 
 def _joined(texts: list[str], last: dict, index: int) -> GenerationEvent:
     """One event for a run of plain tokens: their text, the counts of the last (llama.cpp counts on every event)."""
     event = completion_event(last, index)
-    event.text = "".join(texts)   # made here and not given out yet: nothing else holds it
+    event.text = "".join(texts)  # made here and not given out yet: nothing else holds it
     return event
 
 
@@ -442,9 +439,13 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
         content = body.get("content")
         if not content and "prompt_progress" in body:  # looked for on empty events only, not on every token
             return prompt_progress(body["prompt_progress"], index)
-        return GenerationEvent(text=content or "", index=index,  # a plain token: most events
-                               prompt_tokens=body.get("tokens_evaluated"), completion_tokens=body.get("tokens_predicted"),
-                               cached_tokens=cached_tokens(body) if timings else None)
+        return GenerationEvent(
+            text=content or "",
+            index=index,  # a plain token: most events
+            prompt_tokens=body.get("tokens_evaluated"),
+            completion_tokens=body.get("tokens_predicted"),
+            cached_tokens=cached_tokens(body) if timings else None,
+        )
     if not isinstance(body, dict):
         raise UpstreamError("llama.cpp sent an event that is not a JSON object")
     if "error" in body:
@@ -453,7 +454,7 @@ def completion_event(body: dict, index: int = 0) -> GenerationEvent:
     return GenerationEvent(
         text=body.get("content") or "",
         finish_reason=reason,
-        prompt_tokens=body.get("tokens_evaluated"),     # today's server counts on every event,
+        prompt_tokens=body.get("tokens_evaluated"),  # today's server counts on every event,
         completion_tokens=body.get("tokens_predicted"),  # the 2023 one on the last
         logprobs=token_logprobs(body.get("completion_probabilities")),
         index=index,
@@ -466,9 +467,13 @@ def prompt_progress(progress, index: int = 0) -> PromptProgress:
     """llama.cpp's `prompt_progress` object ({total, cache, processed, time_ms}: tools/server/server-task.cpp)."""
     if not isinstance(progress, dict):
         raise UpstreamError("llama.cpp sent a prompt_progress that is not a JSON object")
-    return PromptProgress(total=_count(progress, "total"), cached=_count(progress, "cache"),
-                          processed=_count(progress, "processed"), elapsed_ms=float(_count(progress, "time_ms")),
-                          index=index)
+    return PromptProgress(
+        total=_count(progress, "total"),
+        cached=_count(progress, "cache"),
+        processed=_count(progress, "processed"),
+        elapsed_ms=float(_count(progress, "time_ms")),
+        index=index,
+    )
 
 
 def _count(progress: dict, key: str) -> int:
@@ -507,8 +512,7 @@ def token_logprobs(probabilities) -> tuple | None:
 
 def _token_logprob(entry: dict) -> TokenLogprob:
     if "logprob" in entry:  # today's server
-        top = tuple(_candidate(c.get("token", ""), c["logprob"], c.get("bytes"))
-                    for c in entry.get("top_logprobs", ()))
+        top = tuple(_candidate(c.get("token", ""), c["logprob"], c.get("bytes")) for c in entry.get("top_logprobs", ()))
         token = entry.get("token", "")
         return TokenLogprob(token, entry["logprob"], top, tuple(entry.get("bytes") or token.encode()))
     candidates = entry.get("probs", ())  # 2023 server: probabilities, the chosen token first

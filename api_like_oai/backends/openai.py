@@ -71,8 +71,16 @@ class OpenAIUpstream:
     def slot_count(self) -> int | None:
         return None
 
-    def generate(self, request: UpstreamRequest, *, index: int = 0, batched: bool = False, on_chosen=None,
-                 on_routed=None, renew: Renew | None = None) -> Iterator[GenerationEvent]:
+    def generate(
+        self,
+        request: UpstreamRequest,
+        *,
+        index: int = 0,
+        batched: bool = False,
+        on_chosen=None,
+        on_routed=None,
+        renew: Renew | None = None,
+    ) -> Iterator[GenerationEvent]:
         """The events of a chat request (`request.fields`, the body: the upstream renders it); the request is
         sent before this returns, so a refusal raises here, before any event."""
         if request.path != "/chat/completions" or request.prompt is not None:
@@ -96,8 +104,9 @@ class OpenAIUpstream:
     def transcribe(self, form: bytes, content_type: str, *, renew: Renew | None = None):
         raise not_supported(self.name, "transcribe through llama.cpp; /v1/audio passes through")
 
-    def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *, on_chosen=None,
-              renew: Renew | None = None):
+    def relay(
+        self, method: str, path: str, body: bytes | None = None, query: str = "", *, on_chosen=None, renew: Renew | None = None
+    ):
         raise not_supported(self.name, f"answer llama.cpp's own API ({path}); use the /v1 endpoints")
 
     def props(self):
@@ -107,7 +116,7 @@ class OpenAIUpstream:
         try:
             yield from chat_events(self._chunks(response))
         finally:
-            response.close()   # also when the client went away: the upstream sees the connection drop
+            response.close()  # also when the client went away: the upstream sees the connection drop
 
     def _chunks(self, response: requests.Response) -> Iterator[dict]:
         import requests
@@ -146,13 +155,16 @@ def relay(response: requests.Response, on_lost=None) -> Iterator[bytes]:
     except requests.exceptions.RequestException:
         if on_lost is not None:
             on_lost()
-        yield b'data: {"error": {"message": "lost the connection to the upstream", "type": "upstream_error", ' \
-              b'"param": null, "code": "upstream_unavailable"}}\n\n'
+        yield (
+            b'data: {"error": {"message": "lost the connection to the upstream", "type": "upstream_error", '
+            b'"param": null, "code": "upstream_unavailable"}}\n\n'
+        )
     finally:
         response.close()
 
 
 # --- an OpenAI chat stream as generation events (pure) ------------------------------------------
+
 
 class SSEData:
     """The payload of each `data:` line of an event stream, fed its bytes as they arrive (a line may be
@@ -218,9 +230,14 @@ def chat_events(chunks: Iterable[dict], new_id=new_call_id) -> Iterator[Generati
         raise UpstreamError("the upstream ended its stream before the answer finished")
     for index, (finish_reason, stop_word) in sorted(finishes.items()):
         called = bool(calls[index].indexes)
-        yield GenerationEvent(index=index, finish_reason=_finish_reason(finish_reason, called), stop_word=stop_word,
-                              prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
-                              cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
+        yield GenerationEvent(
+            index=index,
+            finish_reason=_finish_reason(finish_reason, called),
+            stop_word=stop_word,
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            cached_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
+        )
 
 
 def _choice_event(choice: dict, index: int, calls: _Calls) -> GenerationEvent | None:
@@ -240,7 +257,7 @@ class _Calls:
     def __init__(self, new_id):
         self.new_id = new_id
         self.indexes: dict = {}
-        self.waiting: dict = {}      # key -> (id, arguments) of a call whose name has not come yet
+        self.waiting: dict = {}  # key -> (id, arguments) of a call whose name has not come yet
 
     def delta(self, call: dict) -> ToolCallDelta | None:
         key = call.get("index", call.get("id"))

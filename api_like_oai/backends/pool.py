@@ -38,16 +38,22 @@ class UpstreamPool:
 
     capabilities = Capabilities(tokenize=True, props=True, native_api=True, rerank=True, transcribe=True, metrics=True)
 
-    def __init__(self, clients: list[LlamaCppClient], health_interval: float = 2.0,
-                 routing: RoutingPolicy | None = None, name: str = "", drafting: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        clients: list[LlamaCppClient],
+        health_interval: float = 2.0,
+        routing: RoutingPolicy | None = None,
+        name: str = "",
+        drafting: tuple[str, ...] = (),
+    ):
         self.name = name
         self.clients = clients
-        self.drafting = frozenset(drafting)   # the servers that speculate with a draft model
+        self.drafting = frozenset(drafting)  # the servers that speculate with a draft model
         self.router = Router(routing)
         self.health_interval = health_interval
         self.healthy = {client.base_url: True for client in clients}
         self.in_flight = {client.base_url: 0 for client in clients}
-        self.slots: dict[str, int] = {}   # each server's slots (/props' total_slots), as UpstreamFacts reads them
+        self.slots: dict[str, int] = {}  # each server's slots (/props' total_slots), as UpstreamFacts reads them
         self._lock = threading.Lock()
         self._poller_pid: int | None = None
 
@@ -68,8 +74,11 @@ class UpstreamPool:
             affinity.digests  # noqa: B018 - hashed before taking the lock
         by_url = {client.base_url: client for client in self.clients}
         with self._lock:
-            route = self.router.route([UpstreamLoad(url, self.healthy[url], self.in_flight[url], url in self.drafting)
-                                       for url in by_url], affinity, exact)
+            route = self.router.route(
+                [UpstreamLoad(url, self.healthy[url], self.in_flight[url], url in self.drafting) for url in by_url],
+                affinity,
+                exact,
+            )
             if affinity is not None and route.order:
                 # Learned at once, not only when it answers: the n choices of one request start together
                 # and must meet the same server (generate learns again where a failover moved it).
@@ -83,8 +92,16 @@ class UpstreamPool:
         self._count(client, -1)
         return answer
 
-    def generate(self, request: UpstreamRequest, *, index: int = 0, batched: bool = False, on_chosen=None,
-                 on_routed=None, renew: Renew | None = None) -> Iterator[GenerationEvent]:
+    def generate(
+        self,
+        request: UpstreamRequest,
+        *,
+        index: int = 0,
+        batched: bool = False,
+        on_chosen=None,
+        on_routed=None,
+        renew: Renew | None = None,
+    ) -> Iterator[GenerationEvent]:
         """The events of one generation, from the first server that starts it; `on_chosen(url)` says which,
         `on_routed(route)` why (its reason "failover" when the router's choice failed to start it);
         `batched` as LlamaCppClient.generate's (the tokens received together as one event, for a fold).
@@ -112,11 +129,13 @@ class UpstreamPool:
             on_routed(route if started[0] is clients[0] else replace(route, reason="failover"))
         return self._relayed(started, clients, start, on_chosen, affinity, renew)
 
-    def _relayed(self, started, clients: list[LlamaCppClient], start, on_chosen, affinity: Affinity | None,
-                 renew: Renew | None) -> Iterator[GenerationEvent]:
+    def _relayed(
+        self, started, clients: list[LlamaCppClient], start, on_chosen, affinity: Affinity | None, renew: Renew | None
+    ) -> Iterator[GenerationEvent]:
         """The events of the generation `started` (server, (events, first)) on one of `clients`."""
+
         def elsewhere(lost: LlamaCppClient):
-            rest = clients[clients.index(lost) + 1:]
+            rest = clients[clients.index(lost) + 1 :]
             moved, restarted = self._first_to_start(start, on_chosen, rest, renew)
             with self._lock:
                 self.router.learn(affinity, moved.base_url)
@@ -125,12 +144,11 @@ class UpstreamPool:
         client, (events, first) = started
         return self._relay(client, first, events, elsewhere)
 
-    def _after_restart(self, wait, start, on_chosen, affinity: Affinity | None, index: int = 0
-                       ) -> Iterator[GenerationEvent]:
+    def _after_restart(self, wait, start, on_chosen, affinity: Affinity | None, index: int = 0) -> Iterator[GenerationEvent]:
         """A generation whose replicas were all unreachable (a crash): UpstreamWait events while the
         supervisor restarts the model (a stream sends a keep-alive for each), then its events from the
         replicas it gives back. The request's prompt, rendered once, is sent as it was."""
-        ready = wait(0)   # not ready at once: a keep-alive at once, then one per interval
+        ready = wait(0)  # not ready at once: a keep-alive at once, then one per interval
         while ready is None:
             yield UpstreamWait(index)
             ready = wait(sse.KEEPALIVE_SECONDS)
@@ -148,11 +166,13 @@ class UpstreamPool:
             return None
         return sum(self.slots[url] for url in healthy)
 
-    def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *,
-              on_chosen=None, renew: Renew | None = None) -> RawAnswer:
+    def relay(
+        self, method: str, path: str, body: bytes | None = None, query: str = "", *, on_chosen=None, renew: Renew | None = None
+    ) -> RawAnswer:
         """A request to llama.cpp's own API, passed on as it is to the first server that answers it:
         a refused connection or a 503 (loading) moves on to the next; the last one's 503 is the answer.
         The request counts as in flight on its server until the answer is closed."""
+
         def start(client: LlamaCppClient, last: bool) -> RawAnswer:
             answer = client.relay(method, path, body, query)
             if answer.status == 503 and not last:
@@ -238,17 +258,17 @@ class UpstreamPool:
                 try:
                     if first is not None:
                         yield first
-                    for event in events:   # while the prompt is read
+                    for event in events:  # while the prompt is read
                         reading = reading and isinstance(event, PromptProgress)
                         yield event
                         if not reading:
                             break
-                    yield from events   # the tokens, passed on by the interpreter without a loop here
+                    yield from events  # the tokens, passed on by the interpreter without a loop here
                     return
                 except UpstreamUnavailable:
                     if not reading or elsewhere is None:
                         raise
-                    lost, client = client, None   # nothing held while the next one starts
+                    lost, client = client, None  # nothing held while the next one starts
                     events.close()
                     self._count(lost, -1)
                     self.mark(lost, healthy=False)
@@ -268,8 +288,8 @@ class UpstreamPool:
     def serve_only(self, urls: list[str]) -> None:
         """Of a started model's replicas, these are ready (the supervisor said so): the others are skipped."""
         ready = set(urls)
-        with self._lock:   # not mark(): a replica unloaded by design is not "down", and with slot_save
-            for client in self.clients:   # its routes lead to a cache restored when it is back
+        with self._lock:  # not mark(): a replica unloaded by design is not "down", and with slot_save
+            for client in self.clients:  # its routes lead to a cache restored when it is back
                 self.healthy[client.base_url] = client.base_url in ready
 
     def mark(self, client: LlamaCppClient, *, healthy: bool) -> None:
@@ -313,7 +333,7 @@ class UpstreamPool:
 
 def _asks_probabilities(body: bytes | None) -> bool:
     """wants_probabilities of a relayed JSON body (read only if it names one of the fields)."""
-    if not body or b"probs" not in body:   # n_probs, logprobs, top_logprobs
+    if not body or b"probs" not in body:  # n_probs, logprobs, top_logprobs
         return False
     try:
         fields = json.loads(body)

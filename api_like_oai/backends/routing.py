@@ -36,9 +36,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 MODES = ("prefix", "least-busy")
-BLOCK_BYTES = 256          # a prompt's unit of matching: about 64 tokens of English
-TABLE_BLOCKS = 65_536      # per model: 16 MB of prompt text, a few million tokens of KV cache
-MIN_MATCH_SHARE = 0.5      # the share of a prompt's blocks a match must cover to decide
+BLOCK_BYTES = 256  # a prompt's unit of matching: about 64 tokens of English
+TABLE_BLOCKS = 65_536  # per model: 16 MB of prompt text, a few million tokens of KV cache
+MIN_MATCH_SHARE = 0.5  # the share of a prompt's blocks a match must cover to decide
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class UpstreamLoad:
     url: str
     healthy: bool
     in_flight: int
-    drafts: bool = False   # it speculates with a draft model: its log probabilities are not exact
+    drafts: bool = False  # it speculates with a draft model: its log probabilities are not exact
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def prefix_digests(data: bytes, block: int = BLOCK_BYTES) -> tuple[int, ...]:
     digests = []
     digest = 0
     for start in range(0, len(data) - block + 1, block):
-        digest = hash((digest, data[start:start + block]))
+        digest = hash((digest, data[start : start + block]))
         digests.append(digest)
     return tuple(digests)
 
@@ -163,8 +163,9 @@ class Router:
         self.policy = policy or RoutingPolicy()
         self.table = table if table is not None else PrefixTable()
 
-    def route(self, upstreams: Sequence[UpstreamLoad], affinity: Affinity | None = None,
-              exact_probabilities: bool = False) -> Route:
+    def route(
+        self, upstreams: Sequence[UpstreamLoad], affinity: Affinity | None = None, exact_probabilities: bool = False
+    ) -> Route:
         """`exact_probabilities`: the request asks for log probabilities (wants_probabilities)."""
         plain = [u for u in upstreams if not u.drafts]
         if exact_probabilities and len(plain) < len(upstreams) and any(u.healthy for u in plain):
@@ -205,13 +206,18 @@ class Router:
 def wants_probabilities(body: dict) -> bool:
     """Whether a request asks for log probabilities: OpenAI's `logprobs` (chat: true; completions: a
     count) or `top_logprobs`, llama.cpp's `n_probs`."""
+
     def positive(key: str) -> bool:
         value = body.get(key)
         return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
     logprobs = body.get("logprobs")
-    return positive("n_probs") or positive("top_logprobs") or logprobs is True or (
-        isinstance(logprobs, int) and not isinstance(logprobs, bool) and logprobs >= 0)
+    return (
+        positive("n_probs")
+        or positive("top_logprobs")
+        or logprobs is True
+        or (isinstance(logprobs, int) and not isinstance(logprobs, bool) and logprobs >= 0)
+    )
 
 
 def least_busy(upstreams: Sequence[UpstreamLoad], spread: str | None = None) -> tuple[str, ...]:

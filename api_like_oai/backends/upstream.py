@@ -92,15 +92,15 @@ class UpstreamRequest:
 class Capabilities:
     """What an upstream does, asked by the callers instead of its kind."""
 
-    renders_prompts: bool = False   # renders chats and parses tool calls itself: chat requests go up whole
-    passes_through: bool = False    # takes OpenAI's own requests as the client sent them (completions, embeddings, audio)
-    tokenize: bool = False          # /tokenize and /detokenize: the proxy counts and fits prompts
-    props: bool = False             # /props: chat template, context length, slots, modalities, sampling defaults
-    native_api: bool = False        # llama.cpp's own API (/completion, /infill, /props ...), relayed as sent
-    rerank: bool = False            # llama-server's /v1/rerank, given the proxy's body
-    transcribe: bool = False        # llama-server's /v1/audio/transcriptions, given the proxy's form
-    speech: bool = False            # text to speech (passed through)
-    metrics: bool = False           # each server's Prometheus /metrics
+    renders_prompts: bool = False  # renders chats and parses tool calls itself: chat requests go up whole
+    passes_through: bool = False  # takes OpenAI's own requests as the client sent them (completions, embeddings, audio)
+    tokenize: bool = False  # /tokenize and /detokenize: the proxy counts and fits prompts
+    props: bool = False  # /props: chat template, context length, slots, modalities, sampling defaults
+    native_api: bool = False  # llama.cpp's own API (/completion, /infill, /props ...), relayed as sent
+    rerank: bool = False  # llama-server's /v1/rerank, given the proxy's body
+    transcribe: bool = False  # llama-server's /v1/audio/transcriptions, given the proxy's form
+    speech: bool = False  # text to speech (passed through)
+    metrics: bool = False  # each server's Prometheus /metrics
 
 
 @runtime_checkable
@@ -113,8 +113,16 @@ class Upstream(Protocol):
     def servers(self) -> list:
         """Its servers (each with a `base_url`), for health, the dashboard and /metrics."""
 
-    def generate(self, request: UpstreamRequest, *, index: int = 0, batched: bool = False, on_chosen=None,
-                 on_routed=None, renew: Renew | None = None) -> Iterator[GenerationEvent]:
+    def generate(
+        self,
+        request: UpstreamRequest,
+        *,
+        index: int = 0,
+        batched: bool = False,
+        on_chosen=None,
+        on_routed=None,
+        renew: Renew | None = None,
+    ) -> Iterator[GenerationEvent]:
         """The events of one generation; the request is sent (and its first event received) before this returns."""
 
     def tokenize(self, text: str, *, add_special: bool = False, renew: Renew | None = None) -> list[int]: ...
@@ -127,8 +135,9 @@ class Upstream(Protocol):
 
     def transcribe(self, form: bytes, content_type: str, *, renew: Renew | None = None): ...
 
-    def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *, on_chosen=None,
-              renew: Renew | None = None) -> RawAnswer:
+    def relay(
+        self, method: str, path: str, body: bytes | None = None, query: str = "", *, on_chosen=None, renew: Renew | None = None
+    ) -> RawAnswer:
         """llama.cpp's own API, passed on as it is."""
 
     def forward(self, path: str, body: dict, *, on_chosen=None):
@@ -154,5 +163,4 @@ class Upstream(Protocol):
 
 def not_supported(name: str, what: str) -> InvalidRequest:
     """The 400 of a call an upstream's capabilities say it cannot take."""
-    return InvalidRequest(f"model {name!r} is served by an upstream which cannot {what}", param="model",
-                          code="not_supported")
+    return InvalidRequest(f"model {name!r} is served by an upstream which cannot {what}", param="model", code="not_supported")

@@ -24,10 +24,10 @@ PROPS_RETRY_SECONDS = 10  # how long /v1/models waits before asking a silent ups
 class UpstreamFacts:
     def __init__(self, pool: UpstreamPool):
         self.pool = pool
-        self._props: dict[str, UpstreamProps] = {}   # by server URL
+        self._props: dict[str, UpstreamProps] = {}  # by server URL
         self._adds_bos: bool | None = None
         self._retry_at = 0.0
-        self.mismatches: dict[str, str] = {}         # server URL -> how its model differs from the pool's
+        self.mismatches: dict[str, str] = {}  # server URL -> how its model differs from the pool's
 
     def props(self) -> UpstreamProps:
         """/props of a server that takes requests now (failing over as generations do); ProxyError

@@ -15,7 +15,7 @@ from ..store import Store
 from ..store.seam import PREFIX
 from .history import KEEP_SECONDS, KEPT_ERRORS
 
-Buckets = dict[tuple[int, int], dict[str, float]]   # (resolution, start) -> field -> count
+Buckets = dict[tuple[int, int], dict[str, float]]  # (resolution, start) -> field -> count
 
 
 def open_buckets(store: Store | None) -> MemoryBuckets | SQLiteBuckets | RedisBuckets:
@@ -41,8 +41,7 @@ class MemoryBuckets:
             del self._buckets[key]
 
     def read(self, resolution: int, since: int) -> dict[int, dict[str, float]]:
-        return {start: dict(fields) for (kept, start), fields in self._buckets.items()
-                if kept == resolution and start >= since}
+        return {start: dict(fields) for (kept, start), fields in self._buckets.items() if kept == resolution and start >= since}
 
     def errors(self, limit: int) -> list[dict]:
         return self._errors[:limit]
@@ -68,8 +67,9 @@ class SQLiteBuckets:
         store.seam.register("dashboard", SQLITE_SCHEMA)
 
     def add(self, counts: Buckets, errors: list[dict]) -> None:
-        rows = [(resolution, start, field, count) for (resolution, start), fields in counts.items()
-                for field, count in fields.items()]
+        rows = [
+            (resolution, start, field, count) for (resolution, start), fields in counts.items() for field, count in fields.items()
+        ]
         now = time.time()
 
         def write(db):
@@ -77,23 +77,25 @@ class SQLiteBuckets:
             db.executemany("INSERT INTO dashboard_errors (entry) VALUES (?)", [(orjson.dumps(e),) for e in errors])
             for resolution, keep in KEEP_SECONDS.items():
                 db.execute("DELETE FROM dashboard_counts WHERE resolution = ? AND start < ?", (resolution, now - keep))
-            db.execute("DELETE FROM dashboard_errors WHERE seq <= (SELECT MAX(seq) FROM dashboard_errors) - ?",
-                       (KEPT_ERRORS,))
+            db.execute("DELETE FROM dashboard_errors WHERE seq <= (SELECT MAX(seq) FROM dashboard_errors) - ?", (KEPT_ERRORS,))
 
         self._run(write, write=True)
 
     def read(self, resolution: int, since: int) -> dict[int, dict[str, float]]:
-        rows = self._run(lambda db: db.execute(
-            "SELECT start, field, count FROM dashboard_counts WHERE resolution = ? AND start >= ?",
-            (resolution, since)).fetchall())
+        rows = self._run(
+            lambda db: db.execute(
+                "SELECT start, field, count FROM dashboard_counts WHERE resolution = ? AND start >= ?", (resolution, since)
+            ).fetchall()
+        )
         found: dict[int, dict[str, float]] = {}
         for start, field, count in rows:
             found.setdefault(start, {})[field] = count
         return found
 
     def errors(self, limit: int) -> list[dict]:
-        rows = self._run(lambda db: db.execute("SELECT entry FROM dashboard_errors ORDER BY seq DESC LIMIT ?",
-                                               (limit,)).fetchall())
+        rows = self._run(
+            lambda db: db.execute("SELECT entry FROM dashboard_errors ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
+        )
         return [orjson.loads(row[0]) for row in rows]
 
 
@@ -133,8 +135,11 @@ class RedisBuckets:
                 pipeline.hgetall(self._bucket_key(resolution, start))
             return pipeline.execute()
 
-        return {start: {field.decode(): float(count) for field, count in fields.items()}
-                for start, fields in zip(starts, self._call(read_all), strict=True) if fields}
+        return {
+            start: {field.decode(): float(count) for field, count in fields.items()}
+            for start, fields in zip(starts, self._call(read_all), strict=True)
+            if fields
+        }
 
     def errors(self, limit: int) -> list[dict]:
         return [orjson.loads(entry) for entry in self._call(lambda client: client.lrange(self.prefix + "errors", 0, limit - 1))]

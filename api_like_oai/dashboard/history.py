@@ -24,7 +24,7 @@ from ..errors import StoreUnavailable
 log = logging.getLogger("api_like_oai")
 
 MINUTE, HOUR = 60, 3600
-SHOWN = {MINUTE: 15, HOUR: 7 * 24}                  # buckets a chart shows: 15 minutes, 7 days
+SHOWN = {MINUTE: 15, HOUR: 7 * 24}  # buckets a chart shows: 15 minutes, 7 days
 KEEP_SECONDS = {MINUTE: 2 * 3600, HOUR: 8 * 86400}  # how long the store keeps them
 FLUSH_SECONDS = 5.0
 KEPT_ERRORS = 100
@@ -42,8 +42,12 @@ def bucket_start(now: float, resolution: int) -> int:
 
 def request_counts(record) -> dict[str, float]:
     """What one closed request (observability.RequestRecord) adds to its minute's and hour's bucket."""
-    counts: dict[str, float] = {"requests": 1, "prompt_tokens": record.prompt_tokens,
-                                "completion_tokens": record.completion_tokens, "cached_tokens": record.cached_tokens}
+    counts: dict[str, float] = {
+        "requests": 1,
+        "prompt_tokens": record.prompt_tokens,
+        "completion_tokens": record.completion_tokens,
+        "cached_tokens": record.cached_tokens,
+    }
     if record.status >= 400:
         counts["errors"] = 1
     if record.first_token is not None:
@@ -62,10 +66,17 @@ def request_counts(record) -> dict[str, float]:
 def error_entry(record, reason: str | None, now: float) -> dict:
     """A failed or refused request as the recent errors list shows it: never its prompt, only what
     the proxy said of it (its error code and message, cut short) and the MCP steps it ran."""
-    return {"time": round(now, 3), "request_id": record.request_id, "endpoint": record.endpoint,
-            "model": record.model, "key": getattr(record, "key_name", None), "status": record.status,
-            "code": record.error_code, "reason": (reason or record.error_code or "")[:REASON_CHARS],
-            **(record.shown_steps() if hasattr(record, "shown_steps") else {})}   # its MCP steps, if any
+    return {
+        "time": round(now, 3),
+        "request_id": record.request_id,
+        "endpoint": record.endpoint,
+        "model": record.model,
+        "key": getattr(record, "key_name", None),
+        "status": record.status,
+        "code": record.error_code,
+        "reason": (reason or record.error_code or "")[:REASON_CHARS],
+        **(record.shown_steps() if hasattr(record, "shown_steps") else {}),
+    }  # its MCP steps, if any
 
 
 def percentile(histogram: dict[int, float], fraction: float) -> float | None:
@@ -91,14 +102,22 @@ def chart(resolution: int, now: float, buckets: dict[int, dict[str, float]]) -> 
     last = bucket_start(now, resolution)
     starts = [last - resolution * back for back in range(SHOWN[resolution] - 1, -1, -1)]
     empty = [0] * len(starts)
-    series: dict = {"resolution": resolution, "time": starts, "requests": list(empty), "errors": list(empty),
-                    "prompt_tps": list(empty), "generated_tps": list(empty), "ttft_p50": [None] * len(starts),
-                    "ttft_p95": [None] * len(starts), "keys": {}}
+    series: dict = {
+        "resolution": resolution,
+        "time": starts,
+        "requests": list(empty),
+        "errors": list(empty),
+        "prompt_tps": list(empty),
+        "generated_tps": list(empty),
+        "ttft_p50": [None] * len(starts),
+        "ttft_p95": [None] * len(starts),
+        "keys": {},
+    }
     for position, start in enumerate(starts):
         bucket = buckets.get(start)
-        if not bucket:   # most of a 7-day window: left at its zeros
+        if not bucket:  # most of a 7-day window: left at its zeros
             continue
-        seconds = min(resolution, max(now - start, 1.0))   # the current bucket has run this long
+        seconds = min(resolution, max(now - start, 1.0))  # the current bucket has run this long
         series["requests"][position] = bucket.get("requests", 0)
         series["errors"][position] = bucket.get("errors", 0)
         series["prompt_tps"][position] = round(bucket.get("prompt_tokens", 0) / seconds, 2)
@@ -117,8 +136,11 @@ def cache_shares(buckets: dict[int, dict[str, float]]) -> dict[str, float]:
     totals: Counter = Counter()
     for bucket in buckets.values():
         totals.update({field: count for field, count in bucket.items() if field.startswith("upstream_")})
-    return {field[16:]: round(totals[f"upstream_cached:{field[16:]}"] / count, 3)
-            for field, count in totals.items() if field.startswith("upstream_prompt:") and count > 0}
+    return {
+        field[16:]: round(totals[f"upstream_cached:{field[16:]}"] / count, 3)
+        for field, count in totals.items()
+        if field.startswith("upstream_prompt:") and count > 0
+    }
 
 
 class History:
@@ -181,8 +203,12 @@ class History:
         """The two chart windows, the last 15 minutes' cache share by upstream and the recent errors."""
         now = time.time() if now is None else now
         minutes = self.window(MINUTE, now)
-        return {"minute": chart(MINUTE, now, minutes), "hour": chart(HOUR, now, self.window(HOUR, now)),
-                "cache_shares": cache_shares(minutes), "errors": self.recent_errors()}
+        return {
+            "minute": chart(MINUTE, now, minutes),
+            "hour": chart(HOUR, now, self.window(HOUR, now)),
+            "cache_shares": cache_shares(minutes),
+            "errors": self.recent_errors(),
+        }
 
     def recent_errors(self) -> list[dict]:
         """The last KEPT_ERRORS failed or refused requests, newest first."""
@@ -197,7 +223,7 @@ class History:
     def _start_flusher(self) -> None:
         if self._flusher_pid == os.getpid():
             return
-        self._flusher_pid = os.getpid()   # a forked worker starts its own
+        self._flusher_pid = os.getpid()  # a forked worker starts its own
         threading.Thread(target=self._flush_forever, name="dashboard-history", daemon=True).start()
         atexit.register(self.flush)
 

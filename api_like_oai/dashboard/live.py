@@ -52,9 +52,11 @@ class LiveRequest:
 
 def live_requests(records: Iterable) -> list[LiveRequest]:
     """This worker's charted requests (RequestRecords), read where they live: their rates are per clock."""
-    return [LiveRequest({**record.live(), "key": getattr(record, "key_name", None)},
-                        _prompt_rate(record), _generated_rate(record))
-            for record in records if record.endpoint not in UNCHARTED]
+    return [
+        LiveRequest({**record.live(), "key": getattr(record, "key_name", None)}, _prompt_rate(record), _generated_rate(record))
+        for record in records
+        if record.endpoint not in UNCHARTED
+    ]
 
 
 def _prompt_rate(record) -> float:
@@ -92,21 +94,21 @@ class Collected:
     time: float
     requests: list[LiveRequest]
     models: list[ModelUpstreams]
-    health: dict[str, str]                  # url -> "ok", or what is wrong with it
-    status: dict | None = None              # the supervisor's (None: the proxy starts no models)
-    slots: dict[str, int | None] = field(default_factory=dict)      # url -> llama.cpp's total_slots
-    cache_shares: dict[str, float] = field(default_factory=dict)   # url -> share of prompt tokens cached
-    fleet: list[dict] | str | None = None   # the boxes' records, or why they are unknown (None: no fleet)
+    health: dict[str, str]  # url -> "ok", or what is wrong with it
+    status: dict | None = None  # the supervisor's (None: the proxy starts no models)
+    slots: dict[str, int | None] = field(default_factory=dict)  # url -> llama.cpp's total_slots
+    cache_shares: dict[str, float] = field(default_factory=dict)  # url -> share of prompt tokens cached
+    fleet: list[dict] | str | None = None  # the boxes' records, or why they are unknown (None: no fleet)
 
 
 @dataclass
 class Sources:
     """What the collector reads, and nothing else of the app."""
 
-    requests: Callable[[], list[LiveRequest]]         # every worker's requests in flight
-    models: Callable[[], Iterable]                     # the registry's models (services.models)
-    status: Callable[[], dict | None] = lambda: None   # the supervisor's status (None: it starts no models)
-    fleet: Callable[[], list[dict]] | None = None      # the fleet's membership records (None: no --fleet)
+    requests: Callable[[], list[LiveRequest]]  # every worker's requests in flight
+    models: Callable[[], Iterable]  # the registry's models (services.models)
+    status: Callable[[], dict | None] = lambda: None  # the supervisor's status (None: it starts no models)
+    fleet: Callable[[], list[dict]] | None = None  # the fleet's membership records (None: no --fleet)
 
 
 class Collector:
@@ -114,7 +116,7 @@ class Collector:
 
     def __init__(self, sources: Sources):
         self.sources = sources
-        self._checked: tuple[float, dict[str, str]] = (0.0, {})   # the health of upstreams started elsewhere
+        self._checked: tuple[float, dict[str, str]] = (0.0, {})  # the health of upstreams started elsewhere
         self._slots: dict[str, tuple[float, int | None]] = {}
 
     def collect(self, now: float, cache_shares: dict[str, float]) -> Collected:
@@ -123,12 +125,27 @@ class Collector:
         started = status["models"] if status is not None else {}
         health = self._checked_health(now, [model for model in models if model.name not in started])
         health = health | started_health(started)
-        slots = {client.base_url: self._slot_count(client, health.get(client.base_url), now)
-                 for model in models if model.upstream.capabilities.props for client in _clients(model)}
-        return Collected(time.time(), self.sources.requests(),
-                         [ModelUpstreams(model.name, tuple(client.base_url for client in _clients(model)),
-                                         model.upstream.capabilities.props) for model in models],
-                         health, status, slots, cache_shares, self._fleet())
+        slots = {
+            client.base_url: self._slot_count(client, health.get(client.base_url), now)
+            for model in models
+            if model.upstream.capabilities.props
+            for client in _clients(model)
+        }
+        return Collected(
+            time.time(),
+            self.sources.requests(),
+            [
+                ModelUpstreams(
+                    model.name, tuple(client.base_url for client in _clients(model)), model.upstream.capabilities.props
+                )
+                for model in models
+            ],
+            health,
+            status,
+            slots,
+            cache_shares,
+            self._fleet(),
+        )
 
     def _checked_health(self, now: float, models: list) -> dict[str, str]:
         """The health of upstreams the proxy does not start, asked of them every HEALTH_SECONDS."""
@@ -155,15 +172,14 @@ class Collector:
             return None
         try:
             return self.sources.fleet()
-        except ProxyError as exc:   # Redis unreachable past the last membership's expiry
+        except ProxyError as exc:  # Redis unreachable past the last membership's expiry
             return exc.message
 
 
 def started_health(started: dict) -> dict[str, str]:
     """The health of the started models' upstreams, from the supervisor's status: unloaded is a started
     model's resting state, not a failure."""
-    return {url: "ok" if own["value"] == "loaded" else own["value"] for own in started.values()
-            for url in own["upstreams"]}
+    return {url: "ok" if own["value"] == "loaded" else own["value"] for own in started.values() for url in own["upstreams"]}
 
 
 def _clients(model) -> list:
@@ -175,9 +191,14 @@ def _clients(model) -> list:
 
 def payload(collected: Collected) -> dict:
     """The `live` frame of what was collected."""
-    return {"time": collected.time, "requests": [request.shown for request in collected.requests],
-            "models": _models(collected), "memory": _memory(collected.status), "upstreams": _upstreams(collected),
-            "fleet": _fleet(collected.fleet)}
+    return {
+        "time": collected.time,
+        "requests": [request.shown for request in collected.requests],
+        "models": _models(collected),
+        "memory": _memory(collected.status),
+        "upstreams": _upstreams(collected),
+        "fleet": _fleet(collected.fleet),
+    }
 
 
 def _models(collected: Collected) -> list[dict]:
@@ -186,15 +207,30 @@ def _models(collected: Collected) -> list[dict]:
     for model in collected.models:
         if model.name in started:
             own = started[model.name]
-            models.append({"name": model.name, "started": True, "status": own["value"],
-                           "stage": own.get("stage"), "memory_mib": own["memory_mib"], "error": own.get("error"),
-                           "devices": own.get("devices"), "draft": own.get("draft")})
-        else:   # its upstreams are started by someone else: loaded while one of them answers
+            models.append(
+                {
+                    "name": model.name,
+                    "started": True,
+                    "status": own["value"],
+                    "stage": own.get("stage"),
+                    "memory_mib": own["memory_mib"],
+                    "error": own.get("error"),
+                    "devices": own.get("devices"),
+                    "draft": own.get("draft"),
+                }
+            )
+        else:  # its upstreams are started by someone else: loaded while one of them answers
             answering = any(collected.health.get(url) == "ok" for url in model.urls)
-            models.append({"name": model.name, "started": False, "status": "loaded" if answering else "failed",
-                           "stage": None, "memory_mib": None,
-                           "error": None if answering else next((collected.health.get(url) for url in model.urls),
-                                                                None)})
+            models.append(
+                {
+                    "name": model.name,
+                    "started": False,
+                    "status": "loaded" if answering else "failed",
+                    "stage": None,
+                    "memory_mib": None,
+                    "error": None if answering else next((collected.health.get(url) for url in model.urls), None),
+                }
+            )
     return models
 
 
@@ -203,12 +239,18 @@ def _upstreams(collected: Collected) -> list[dict]:
     for model in collected.models:
         for url in model.urls:
             on_it = [request for request in collected.requests if request.shown["upstream"] == url]
-            rows.append({"model": model.name, "url": url, "health": collected.health.get(url, "unknown"),
-                         "slots_busy": sum(request.shown["phase"] in (PREFILL, GENERATING) for request in on_it),
-                         "slots_total": collected.slots.get(url) if model.counts_slots else None,
-                         "prompt_tps": round(sum(request.prompt_tps for request in on_it), 1),
-                         "generated_tps": round(sum(request.generated_tps for request in on_it), 1),
-                         "cache_share": collected.cache_shares.get(url)})
+            rows.append(
+                {
+                    "model": model.name,
+                    "url": url,
+                    "health": collected.health.get(url, "unknown"),
+                    "slots_busy": sum(request.shown["phase"] in (PREFILL, GENERATING) for request in on_it),
+                    "slots_total": collected.slots.get(url) if model.counts_slots else None,
+                    "prompt_tps": round(sum(request.prompt_tps for request in on_it), 1),
+                    "generated_tps": round(sum(request.generated_tps for request in on_it), 1),
+                    "cache_share": collected.cache_shares.get(url),
+                }
+            )
     return rows
 
 
@@ -222,9 +264,16 @@ def _fleet(fleet: list[dict] | str | None) -> dict | None:
     boxes = []
     for record in fleet:
         box = box_of(record)
-        boxes.append({"box": box.address, "budget_mib": box.budget_mib, "used_mib": box.used_mib,
-                      "in_flight": record["in_flight"], "queued": record["queued"],
-                      "models": [{"name": name, "state": model.state} for name, model in sorted(box.models.items())]})
+        boxes.append(
+            {
+                "box": box.address,
+                "budget_mib": box.budget_mib,
+                "used_mib": box.used_mib,
+                "in_flight": record["in_flight"],
+                "queued": record["queued"],
+                "models": [{"name": name, "state": model.state} for name, model in sorted(box.models.items())],
+            }
+        )
     return {"boxes": boxes, "error": None}
 
 
@@ -259,7 +308,7 @@ class LiveView:
     def current(self) -> tuple[dict, dict]:
         """(live, history), each remade if older than its period; the same objects until then."""
         now = time.monotonic()
-        with self._lock:   # one greenlet makes them while the others wait for the result
+        with self._lock:  # one greenlet makes them while the others wait for the result
             if now - self._history[0] >= HISTORY_SECONDS:
                 self._history = (now, self.history.charts())
             if now - self._live[0] >= LIVE_SECONDS:
@@ -284,14 +333,18 @@ def for_viewer(payload: dict, caller, sees_all: bool) -> dict:
     if "models" in payload:
         shown["models"] = [entry for entry in payload["models"] if caller.allows(entry["name"])]
     if "upstreams" in payload:
-        shown["upstreams"] = [{**row, "url": f"{row['model']} #{number}", "cache_share": None}
-                              for number, row in enumerate(row for row in payload["upstreams"] if caller.allows(row["model"]))]
+        shown["upstreams"] = [
+            {**row, "url": f"{row['model']} #{number}", "cache_share": None}
+            for number, row in enumerate(row for row in payload["upstreams"] if caller.allows(row["model"]))
+        ]
     if "cache_shares" in payload:
         shown["cache_shares"] = {}
-    if payload.get("fleet") is not None:   # the boxes' addresses and every model on them: the operator's
+    if payload.get("fleet") is not None:  # the boxes' addresses and every model on them: the operator's
         shown["fleet"] = None
     for window in ("minute", "hour"):
         if window in payload:
-            shown[window] = {**payload[window], "keys": {name: series for name, series in payload[window]["keys"].items()
-                                                         if name == key_name}}
+            shown[window] = {
+                **payload[window],
+                "keys": {name: series for name, series in payload[window]["keys"].items() if name == key_name},
+            }
     return shown

@@ -14,9 +14,11 @@ from ..protocol import STRICT, TOOL_NAME, Request
 from .anthropic_edits import ContextManagement
 from .anthropic_mcp import TOOLSET, McpServerDefinition, McpToolListingBlock, McpToolResultBlock, McpToolUseBlock
 
-CacheControl = Annotated[dict[str, Any] | None,
-                         Field(None, description="Prompt caching hint: accepted and ignored (llama.cpp caches prefixes itself).")]
-THINKING = "thinking"   # the seal's purpose for a thought handed out as a thinking block's signature
+CacheControl = Annotated[
+    dict[str, Any] | None,
+    Field(None, description="Prompt caching hint: accepted and ignored (llama.cpp caches prefixes itself)."),
+]
+THINKING = "thinking"  # the seal's purpose for a thought handed out as a thinking block's signature
 
 
 class _Block(BaseModel):
@@ -40,8 +42,9 @@ class UnsupportedBlock(BaseModel):
 class ImageSource(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     type: Literal["base64", "url", "file"]
-    media_type: StrictStr | None = Field(None, description="base64: image/png, image/jpeg, image/gif (or image/webp, "
-                                                           "which llama.cpp does not read).")
+    media_type: StrictStr | None = Field(
+        None, description="base64: image/png, image/jpeg, image/gif (or image/webp, which llama.cpp does not read)."
+    )
     data: StrictStr | None = Field(None, description="base64: the image's bytes, base64 encoded.")
     url: StrictStr | None = Field(None, description="url: an http(s) URL the proxy fetches.")
     file_id: StrictStr | None = Field(None, description="file: refused (no Files API here).")
@@ -71,16 +74,21 @@ class ToolUseBlock(_Block):
 class ToolResultBlock(_Block):
     type: Literal["tool_result"]
     tool_use_id: StrictStr
-    content: StrictStr | list[Annotated[TextBlock | ToolReferenceBlock | ImageBlock | UnsupportedBlock,
-                                        Field(discriminator="type")]] | None = None
+    content: (
+        StrictStr
+        | list[Annotated[TextBlock | ToolReferenceBlock | ImageBlock | UnsupportedBlock, Field(discriminator="type")]]
+        | None
+    ) = None
     is_error: bool | None = None
 
 
 class ThinkingBlock(_Block):
     type: Literal["thinking"]
     thinking: StrictStr
-    signature: StrictStr | None = Field(None, description="This proxy's signature reaches the template as "
-                                                          "`reasoning_content`; a thought signed elsewhere is left out.")
+    signature: StrictStr | None = Field(
+        None,
+        description="This proxy's signature reaches the template as `reasoning_content`; a thought signed elsewhere is left out.",
+    )
 
 
 class RedactedThinkingBlock(_Block):
@@ -88,8 +96,18 @@ class RedactedThinkingBlock(_Block):
     data: StrictStr
 
 
-ContentBlock = (TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock | ImageBlock
-                | UnsupportedBlock | McpToolUseBlock | McpToolResultBlock | McpToolListingBlock)
+ContentBlock = (
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ImageBlock
+    | UnsupportedBlock
+    | McpToolUseBlock
+    | McpToolResultBlock
+    | McpToolListingBlock
+)
 
 
 class ToolChangeBlock(_Block):
@@ -97,21 +115,27 @@ class ToolChangeBlock(_Block):
     offered from the start here, so the change is written in place, for the model to read."""
 
     type: Literal["tool_addition", "tool_removal"]
-    tool: dict[str, Any] = Field(description="A tool_reference {name}, a tool_definition {definition}, or an "
-                                             "MCP reference (set aside: no MCP connector here).")
+    tool: dict[str, Any] = Field(
+        description="A tool_reference {name}, a tool_definition {definition}, or an "
+        "MCP reference (set aside: no MCP connector here)."
+    )
 
     def note(self) -> str:
         name = self.tool.get("name") or (self.tool.get("definition") or {}).get("name")
         if self.tool.get("type") not in ("tool_reference", "tool_definition") or not isinstance(name, str):
             return ""
-        return f"The tool {name} is available from here on." if self.type == "tool_addition" else \
-            f"The tool {name} is no longer available: do not call it."
+        return (
+            f"The tool {name} is available from here on."
+            if self.type == "tool_addition"
+            else f"The tool {name} is no longer available: do not call it."
+        )
 
 
 class SystemOutputConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
-        None, description="The effort from this turn on: reaches the chat template as `reasoning_effort`.")
+        None, description="The effort from this turn on: reaches the chat template as `reasoning_effort`."
+    )
 
 
 class InputMessage(BaseModel):
@@ -123,7 +147,8 @@ class InputMessage(BaseModel):
     content: StrictStr | list[Annotated[ContentBlock | ToolChangeBlock, Field(discriminator="type")]]
     output_config: SystemOutputConfig | None = None
     clear_at: Literal["next_user_message", "never"] | None = Field(
-        None, description="next_user_message: left out of the prompt once a later user message exists.")
+        None, description="next_user_message: left out of the prompt once a later user message exists."
+    )
 
 
 class CustomTool(BaseModel):
@@ -134,11 +159,13 @@ class CustomTool(BaseModel):
     input_schema: dict[str, Any] = Field(description="A JSON schema of type object.")
     cache_control: CacheControl = None
     defer_loading: bool | None = Field(
-        None, description="Offered like the other tools: a local server has no tool search to load it later.")
+        None, description="Offered like the other tools: a local server has no tool search to load it later."
+    )
     strict: bool | None = Field(None, description="Accepted: a call is held to the schema whenever a grammar applies.")
     eager_input_streaming: bool | None = Field(None, description="Accepted: arguments stream whenever a grammar holds the call.")
     input_examples: list[dict[str, Any]] | None = Field(
-        None, max_length=64, description="Written into the tool's description for the model to read.")
+        None, max_length=64, description="Written into the tool's description for the model to read."
+    )
     allowed_callers: list[StrictStr] | None = Field(None, description="Accepted and ignored (the model calls directly).")
 
 
@@ -189,10 +216,12 @@ class ThinkingConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     type: Literal["enabled", "disabled", "adaptive", "between_tools"] = Field(
         description="enabled/disabled (and between_tools: off) reach the chat template as `enable_thinking`; "
-                    "adaptive leaves the template's default.")
+        "adaptive leaves the template's default."
+    )
     budget_tokens: int | None = Field(None, ge=0, description="Accepted; the thought counts against max_tokens.")
     display: Literal["summarized", "omitted"] | None = Field(
-        None, description="omitted: the thinking block's text is empty and its signature carries the thought.")
+        None, description="omitted: the thinking block's text is empty and its signature carries the thought."
+    )
 
 
 class OutputFormat(BaseModel):
@@ -204,7 +233,8 @@ class OutputFormat(BaseModel):
 class OutputConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
     effort: Literal["low", "medium", "high", "xhigh", "max"] | None = Field(
-        None, description="Reaches the chat template as `reasoning_effort`.")
+        None, description="Reaches the chat template as `reasoning_effort`."
+    )
     format: OutputFormat | None = None
 
 
@@ -219,17 +249,23 @@ class CountTokensRequest(Request):
     model: StrictStr = Field(description="A model name or alias; without a config file any name is served.")
     messages: list[InputMessage] = Field(min_length=1)
     system: StrictStr | list[TextBlock] | None = Field(
-        None, description="Claude Code's per-request `x-anthropic-billing-header` line is taken out (it is "
-                          "metadata, and would change the prompt's start on every request).")
+        None,
+        description="Claude Code's per-request `x-anthropic-billing-header` line is taken out (it is "
+        "metadata, and would change the prompt's start on every request).",
+    )
     tools: list[Tool] | None = Field(None, max_length=512)
     tool_choice: ToolChoice | None = None
     thinking: ThinkingConfig | None = None
     cache_control: CacheControl = None
     context_management: ContextManagement | None = Field(
-        None, description="clear_tool_uses and clear_thinking edits are applied to the prompt as Anthropic defines them.")
+        None, description="clear_tool_uses and clear_thinking edits are applied to the prompt as Anthropic defines them."
+    )
     output_config: OutputConfig | None = None
-    mcp_servers: list[McpServerDefinition] | None = Field(None, max_length=32, description=(
-        "MCP servers whose tools the proxy lists, offers to the model and calls itself (the MCP connector)."))
+    mcp_servers: list[McpServerDefinition] | None = Field(
+        None,
+        max_length=32,
+        description=("MCP servers whose tools the proxy lists, offers to the model and calls itself (the MCP connector)."),
+    )
     container: StrictStr | dict[str, Any] | None = Field(None, description="Accepted and ignored (no code execution).")
 
     def client_tools(self) -> list[tuple[int, CustomTool]]:
@@ -247,8 +283,7 @@ class CountTokensRequest(Request):
 
     def set_aside_tools(self) -> list[str]:
         """The tools only Anthropic's servers can run, by name (or type), left out of the prompt."""
-        return [tool.name or tool.type for tool in self.tools or () if isinstance(tool, ServerTool)
-                and tool.type != TOOLSET]
+        return [tool.name or tool.type for tool in self.tools or () if isinstance(tool, ServerTool) and tool.type != TOOLSET]
 
     def mcp_toolsets(self) -> list[dict]:
         """The mcp_toolset tools (the MCP connector's later shape), as sent."""

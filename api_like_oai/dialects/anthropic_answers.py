@@ -30,9 +30,11 @@ class ToolUseContent(BaseModel):
 
 class ThinkingContent(BaseModel):
     type: Literal["thinking"]
-    thinking: str = Field(description="The model's thought; empty with display \"omitted\".")
-    signature: str = Field(description="This installation's signature (HMAC) of the thought; with display "
-                                       "\"omitted\", a token that carries the thought back.")
+    thinking: str = Field(description='The model\'s thought; empty with display "omitted".')
+    signature: str = Field(
+        description="This installation's signature (HMAC) of the thought; with display "
+        '"omitted", a token that carries the thought back.'
+    )
 
 
 class CacheCreation(BaseModel):
@@ -81,13 +83,15 @@ class MessageResponse(BaseModel):
     diagnostics: None = Field(description="Always null: llama.cpp does not say why part of a prompt missed its cache.")
     usage: MessageUsage
     context_management: dict[str, Any] | None = Field(
-        None, description="With context_management: {\"applied_edits\": [...]}, what each edit cleared.")
+        None, description='With context_management: {"applied_edits": [...]}, what each edit cleared.'
+    )
 
 
 class TokenCount(BaseModel):
     input_tokens: int = Field(description="The prompt's tokens, after any context_management edits.")
     context_management: dict[str, int] | None = Field(
-        None, description="With context_management: {\"original_input_tokens\": the count before the edits}.")
+        None, description='With context_management: {"original_input_tokens": the count before the edits}.'
+    )
 
 
 class AnthropicErrorDetail(BaseModel):

@@ -25,13 +25,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ..protocol import STRICT
 
-PLACEHOLDER = "[Old tool result content cleared]"   # what a cleared result reads, as Claude Code's own clearing
-CLEARED_INPUT = "{}"                                  # the arguments of a call whose input was cleared
-DEFAULT_TRIGGER_TOKENS = 100_000                      # Anthropic's defaults
+PLACEHOLDER = "[Old tool result content cleared]"  # what a cleared result reads, as Claude Code's own clearing
+CLEARED_INPUT = "{}"  # the arguments of a call whose input was cleared
+DEFAULT_TRIGGER_TOKENS = 100_000  # Anthropic's defaults
 DEFAULT_KEEP_TOOL_USES = 3
 DEFAULT_KEEP_THINKING_TURNS = 1
 
-TokenCounter = Callable[..., int]   # (messages, at_most=None) -> tokens; see services.chat.MessageEdit
+TokenCounter = Callable[..., int]  # (messages, at_most=None) -> tokens; see services.chat.MessageEdit
 
 
 class _Strict(BaseModel):
@@ -60,18 +60,21 @@ class AllThinkingTurns(_Strict):
 class ClearToolUses(_Strict):
     type: Literal["clear_tool_uses_20250919"]
     trigger: Annotated[InputTokens | ToolUses, Field(discriminator="type")] | None = Field(
-        None, description="When clearing begins: prompt tokens, or tool uses, above this value (100,000 tokens).")
+        None, description="When clearing begins: prompt tokens, or tool uses, above this value (100,000 tokens)."
+    )
     keep: ToolUses | None = Field(None, description="The most recent tool uses kept whole (3).")
     clear_at_least: InputTokens | None = Field(None, description="No clearing unless it frees this many tokens.")
     exclude_tools: list[StrictStr] | None = Field(None, description="Tools whose uses are never cleared.")
     clear_tool_inputs: bool | list[StrictStr] | None = Field(
-        None, description="Clear the calls' arguments too: of every tool (true) or of those named.")
+        None, description="Clear the calls' arguments too: of every tool (true) or of those named."
+    )
 
 
 class ClearThinking(_Strict):
     type: Literal["clear_thinking_20251015"]
     keep: Annotated[ThinkingTurns | AllThinkingTurns, Field(discriminator="type")] | Literal["all"] | None = Field(
-        None, description="The assistant turns whose thoughts are kept, most recent first (1), or \"all\".")
+        None, description='The assistant turns whose thoughts are kept, most recent first (1), or "all".'
+    )
 
 
 class Compact(BaseModel):
@@ -90,6 +93,7 @@ class ContextManagement(_Strict):
 
 # --- the edits -----------------------------------------------------------------------------------
 
+
 def apply_edits(messages: list[dict], edits: list, count_tokens: TokenCounter) -> tuple[list[dict], list[dict]]:
     """(the messages after every edit, in the order given; Anthropic's `applied_edits` report)."""
     applied = []
@@ -107,15 +111,17 @@ def apply_edits(messages: list[dict], edits: list, count_tokens: TokenCounter) -
 
 def clear_thinking(messages: list[dict], edit: ClearThinking, count_tokens: TokenCounter) -> tuple[list[dict], dict | None]:
     """The thoughts of all but the kept most recent thinking turns removed; None when none was."""
-    turns = [n for n, message in enumerate(messages) if message.get("role") == "assistant"
-             and message.get("reasoning_content")]
+    turns = [n for n, message in enumerate(messages) if message.get("role") == "assistant" and message.get("reasoning_content")]
     keep = _thinking_turns_kept(edit.keep)
     cleared = set(turns if keep == 0 else turns[:-keep]) if keep is not None else set()
     if not cleared:
         return messages, None
     edited = [_without_thought(message) if n in cleared else message for n, message in enumerate(messages)]
-    return edited, {"type": edit.type, "cleared_thinking_turns": len(cleared),
-                    "cleared_input_tokens": max(0, count_tokens(messages) - count_tokens(edited))}
+    return edited, {
+        "type": edit.type,
+        "cleared_thinking_turns": len(cleared),
+        "cleared_input_tokens": max(0, count_tokens(messages) - count_tokens(edited)),
+    }
 
 
 def _thinking_turns_kept(keep) -> int | None:
@@ -135,12 +141,12 @@ def clear_tool_uses(messages: list[dict], edit: ClearToolUses, count_tokens: Tok
     """Old tool results (and inputs) cleared as `edit` says; None in the report when nothing was."""
     calls = tool_calls_in_order(messages)
     trigger = edit.trigger or InputTokens(type="input_tokens", value=DEFAULT_TRIGGER_TOKENS)
-    before = None   # the prompt's tokens, once counted
+    before = None  # the prompt's tokens, once counted
     if trigger.type == "tool_uses":
         if len(calls) <= trigger.value:
             return messages, None
     else:
-        before = count_tokens(messages, at_most=trigger.value)   # exact when above the trigger
+        before = count_tokens(messages, at_most=trigger.value)  # exact when above the trigger
         if before <= trigger.value:
             return messages, None
     cleared = _calls_to_clear(calls, edit)
@@ -155,14 +161,18 @@ def clear_tool_uses(messages: list[dict], edit: ClearToolUses, count_tokens: Tok
 
 def tool_calls_in_order(messages: list[dict]) -> list[tuple[str, str]]:
     """(call id, tool name) of every tool call the assistant made, oldest first."""
-    return [(call.get("id"), call.get("function", {}).get("name")) for message in messages
-            if message.get("role") == "assistant" for call in message.get("tool_calls") or ()]
+    return [
+        (call.get("id"), call.get("function", {}).get("name"))
+        for message in messages
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    ]
 
 
 def _calls_to_clear(calls: list[tuple[str, str]], edit: ClearToolUses) -> dict[str, str]:
     """{call id: tool name} of the calls older than the kept most recent ones, the excluded tools left."""
     keep = DEFAULT_KEEP_TOOL_USES if edit.keep is None else edit.keep.value
-    older = calls[:len(calls) - keep] if keep else calls
+    older = calls[: len(calls) - keep] if keep else calls
     excluded = set(edit.exclude_tools or ())
     return {call_id: name for call_id, name in older if name not in excluded}
 
@@ -176,9 +186,13 @@ def _cleared(messages: list[dict], cleared: dict[str, str], clear_inputs: bool |
         if message.get("role") == "tool" and message.get("tool_call_id") in cleared:
             message = {**message, "content": PLACEHOLDER}
         elif message.get("role") == "assistant" and message.get("tool_calls"):
-            message = {**message, "tool_calls": [
-                _without_input(call) if call.get("id") in cleared and inputs_cleared(cleared[call["id"]]) else call
-                for call in message["tool_calls"]]}
+            message = {
+                **message,
+                "tool_calls": [
+                    _without_input(call) if call.get("id") in cleared and inputs_cleared(cleared[call["id"]]) else call
+                    for call in message["tool_calls"]
+                ],
+            }
         edited.append(message)
     return edited
 

@@ -76,8 +76,13 @@ def enabled(server: McpServerDefinition) -> bool:
 def as_mcp_tool(server: McpServerDefinition) -> McpTool:
     """A server as a Responses `mcp` tool run without approval (its tool filters are `offered`'s, after
     the listing)."""
-    return McpTool(type="mcp", server_label=server.name, server_url=server.url, require_approval="never",
-                   authorization=server.authorization_token)
+    return McpTool(
+        type="mcp",
+        server_label=server.name,
+        server_url=server.url,
+        require_approval="never",
+        authorization=server.authorization_token,
+    )
 
 
 def offered(server: McpServerDefinition, toolsets: list[dict], tools: list[dict]) -> list[dict]:
@@ -96,9 +101,13 @@ def offered(server: McpServerDefinition, toolsets: list[dict], tools: list[dict]
 
 def listed_in(messages) -> list[dict]:
     """The tool listings the conversation carries back (mcp_tool_listing blocks), as mcp_list_tools items."""
-    return [{"type": LIST_TOOLS, "server_label": block.mcp_server_name, "tools": block.tools}
-            for message in messages if not isinstance(message.content, str)
-            for block in message.content if block.type == "mcp_tool_listing"]
+    return [
+        {"type": LIST_TOOLS, "server_label": block.mcp_server_name, "tools": block.tools}
+        for message in messages
+        if not isinstance(message.content, str)
+        for block in message.content
+        if block.type == "mcp_tool_listing"
+    ]
 
 
 def result_text(block: McpToolResultBlock) -> str:
@@ -109,6 +118,7 @@ def result_text(block: McpToolResultBlock) -> str:
 
 
 # --- the answer's blocks ------------------------------------------------------------------------------
+
 
 def blocks_of(item: dict, done: bool) -> list[dict]:
     """The Anthropic blocks one step of the proxy's items adds: a call's mcp_tool_use when it starts,
@@ -130,12 +140,21 @@ def _use_block(item: dict) -> dict:
         arguments = json.loads(item["arguments"] or "{}")
     except ValueError:
         arguments = {}
-    return {"type": "mcp_tool_use", "id": item["id"], "name": item["name"], "server_name": item["server_label"],
-            "input": arguments if isinstance(arguments, dict) else {}}
+    return {
+        "type": "mcp_tool_use",
+        "id": item["id"],
+        "name": item["name"],
+        "server_name": item["server_label"],
+        "input": arguments if isinstance(arguments, dict) else {},
+    }
 
 
 def _result_block(item: dict) -> dict:
     failed = item.get("error") is not None
     text = error_text(item["error"]) if failed else item.get("output") or ""
-    return {"type": "mcp_tool_result", "tool_use_id": item["id"], "is_error": failed,
-            "content": [{"type": "text", "text": text, "citations": None}]}
+    return {
+        "type": "mcp_tool_result",
+        "tool_use_id": item["id"],
+        "is_error": failed,
+        "content": [{"type": "text", "text": text, "citations": None}],
+    }

@@ -25,7 +25,7 @@ from .anthropic_edits import ContextEdits
 from .anthropic_mcp import blocks_of, content_of
 from .blocks import DELTA, ITEM, REASONING, START, STOP, TEXT, TOOL_CALL, Block, Blocks, arguments_object, reasoning_tokens
 
-_BLOCK = sse.NUMBER_HOLES[0]   # the block index's stand-in in a sample frame
+_BLOCK = sse.NUMBER_HOLES[0]  # the block index's stand-in in a sample frame
 # Fields of Anthropic's message (and of message_delta's delta) that never apply here, present as null as
 # the SDK's types declare them: `container` is the code-execution tool's (no server tool runs here),
 # `stop_details` explains a refusal (a local model's refusal is plain text, stop reason end_turn).
@@ -33,12 +33,18 @@ _NOT_APPLICABLE = {"stop_details": None, "container": None}
 
 
 class MessagesShape:
-    end = b""   # the stream ends with message_stop, no [DONE]
-    keepalive = sse.KEEPALIVE_PING   # sent while the prompt is read (generation.py)
-    usage_at_start = True   # message_start says how much of the prompt was cached: the first event must know
+    end = b""  # the stream ends with message_stop, no [DONE]
+    keepalive = sse.KEEPALIVE_PING  # sent while the prompt is read (generation.py)
+    usage_at_start = True  # message_start says how much of the prompt was cached: the first event must know
 
-    def __init__(self, model: str, stop_sequences: list[str] | None = None, seal: Seal | None = None,
-                 thinking_display: str | None = "summarized", context_edits: ContextEdits | None = None):
+    def __init__(
+        self,
+        model: str,
+        stop_sequences: list[str] | None = None,
+        seal: Seal | None = None,
+        thinking_display: str | None = "summarized",
+        context_edits: ContextEdits | None = None,
+    ):
         """`thinking_display`: "summarized", "omitted" or None (see MessagesRequest.thinking_display);
         `context_edits`: the request's context_management, whose applied edits the answer reports."""
         self.id = f"msg_{uuid.uuid4().hex}"
@@ -62,7 +68,7 @@ class MessagesShape:
         return exc.to_anthropic()
 
     def openings(self, index: int) -> list[dict]:
-        return []   # message_start waits for the first event: it carries the prompt's token count
+        return []  # message_start waits for the first event: it carries the prompt's token count
 
     def content_frame(self, event: GenerationEvent) -> bytes | None:
         """The frame of a text delta to the open text block, assembled around pre-encoded parts."""
@@ -76,7 +82,7 @@ class MessagesShape:
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = [] if self.started else [self._message_start(event.prompt_tokens or 0, event.cached_tokens or 0)]
         if event.reasoning and self.thinking_display is None:
-            event = replace(event, reasoning="")   # thinking disabled: no thinking block
+            event = replace(event, reasoning="")  # thinking disabled: no thinking block
         for change in self.blocks.add(event) if event.item is None else self._item_changes(event.item):
             chunks += self._block_events(*change)
         if event.finish_reason:
@@ -93,16 +99,23 @@ class MessagesShape:
         return changes
 
     def closings(self, usage: dict) -> list[dict]:
-        chunks = [] if self.started else \
-            [self._message_start(usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"])]
+        chunks = (
+            [] if self.started else [self._message_start(usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"])]
+        )
         for change in self.blocks.close():
             chunks += self._block_events(*change)
         stop_reason, stop_sequence = self._stop_reason(self.finish_reason, self.stop_word)
         delta = {"stop_reason": stop_reason, "stop_sequence": stop_sequence, **_NOT_APPLICABLE}
-        return [*chunks,
-                {"type": "message_delta", "delta": delta, "usage": _token_counts(usage, self.blocks.blocks),
-                 **self._context_management()},
-                {"type": "message_stop"}]
+        return [
+            *chunks,
+            {
+                "type": "message_delta",
+                "delta": delta,
+                "usage": _token_counts(usage, self.blocks.blocks),
+                **self._context_management(),
+            },
+            {"type": "message_stop"},
+        ]
 
     def response(self, choices: list[dict], usage: dict) -> dict:
         """The message from the folded choice."""
@@ -110,15 +123,23 @@ class MessagesShape:
         stop_reason, stop_sequence = self._stop_reason(choice["finish_reason"], choice["stop_word"])
         shown = [block for block in choice["blocks"] if block.kind != REASONING or self.thinking_display is not None]
         content = [content for block in shown for content in self._contents(block)]
-        return {**self._message(content, stop_reason, stop_sequence, _usage(usage, shown)),
-                **self._context_management()}
+        return {**self._message(content, stop_reason, stop_sequence, _usage(usage, shown)), **self._context_management()}
 
     def _message(self, content: list, stop_reason: str | None, stop_sequence: str | None, usage: dict) -> dict:
         """Every field of Anthropic's Message (the SDK's type); `diagnostics` (why Anthropic's prompt cache
         missed) is null: llama.cpp reuses what it can of its cache without saying why the rest missed."""
-        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
-                "stop_reason": stop_reason, "stop_sequence": stop_sequence, **_NOT_APPLICABLE, "diagnostics": None,
-                "usage": usage}
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            **_NOT_APPLICABLE,
+            "diagnostics": None,
+            "usage": usage,
+        }
 
     def _message_start(self, prompt_tokens: int, cached_tokens: int) -> dict:
         self.started = True
@@ -134,7 +155,7 @@ class MessagesShape:
         template's own (end of turn) and the end-of-sequence token are end_turn."""
         if finish_reason == "tool_calls":
             return "tool_use", None
-        if finish_reason == "tool_rounds":   # the proxy's MCP rounds reached their bound, as Anthropic's server tools
+        if finish_reason == "tool_rounds":  # the proxy's MCP rounds reached their bound, as Anthropic's server tools
             return "pause_turn", None
         if finish_reason == "length":
             return "max_tokens", None
@@ -150,8 +171,11 @@ class MessagesShape:
             return [{"type": "content_block_start", "index": block.index, "content_block": opened}]
         stop = {"type": "content_block_stop", "index": block.index}
         if block.kind != REASONING:
-            return [stop] if change == STOP else [{"type": "content_block_delta", "index": block.index,
-                                                   "delta": _delta(block, piece)}]
+            return (
+                [stop]
+                if change == STOP
+                else [{"type": "content_block_delta", "index": block.index, "delta": _delta(block, piece)}]
+            )
         if change == STOP:
             signature = {"type": "signature_delta", "signature": self._signature(block.content)}
             return [{"type": "content_block_delta", "index": block.index, "delta": signature}, stop]
@@ -167,8 +191,11 @@ class MessagesShape:
         if block.kind == TEXT:
             return _text_block(block.content)
         if block.kind == REASONING:
-            return {"type": "thinking", "thinking": "" if self.thinking_display == "omitted" else block.content,
-                    "signature": self._signature(block.content)}
+            return {
+                "type": "thinking",
+                "thinking": "" if self.thinking_display == "omitted" else block.content,
+                "signature": self._signature(block.content),
+            }
         return _tool_use_block(block, arguments_object(block.content))
 
     def _signature(self, thought: str) -> str:
@@ -187,14 +214,20 @@ def _opened(block: Block) -> dict:
 
 
 def _text_block(text: str) -> dict:
-    return {"type": "text", "text": text, "citations": None}   # citations: only of documents, none here
+    return {"type": "text", "text": text, "citations": None}  # citations: only of documents, none here
 
 
 def _tool_use_block(block: Block, arguments: dict) -> dict:
     """A call the model wrote itself (`caller` direct, as opposed to one from Anthropic's code execution),
     of no toolset (Anthropic's MCP toolsets)."""
-    return {"type": "tool_use", "id": block.call_id, "name": block.name, "input": arguments,
-            "caller": {"type": "direct"}, "toolset_name": None}
+    return {
+        "type": "tool_use",
+        "id": block.call_id,
+        "name": block.name,
+        "input": arguments,
+        "caller": {"type": "direct"},
+        "toolset_name": None,
+    }
 
 
 def _delta(block: Block, piece: str) -> dict:
@@ -210,21 +243,35 @@ def _usage(usage: dict, blocks: list[Block]) -> dict:
 
 def _token_counts(usage: dict, blocks: list[Block]) -> dict:
     """message_delta's usage (MessageDeltaUsage) at the end of the answer whose blocks are `blocks`."""
-    return _counts(usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"],
-                   usage["completion_tokens"], reasoning_tokens(blocks, usage["completion_tokens"]))
+    return _counts(
+        usage["prompt_tokens"],
+        usage["prompt_tokens_details"]["cached_tokens"],
+        usage["completion_tokens"],
+        reasoning_tokens(blocks, usage["completion_tokens"]),
+    )
 
 
 def _counts(prompt_tokens: int, cached_tokens: int, output_tokens: int, thinking_tokens: int) -> dict:
     """The counts both usages carry. Anthropic counts the prompt in three parts: read from the cache,
     written to it, and the rest. llama.cpp caches every prompt by itself, so nothing is reported as
     written (a write costs extra on Anthropic's bill, and here nothing was asked for); no server tool runs."""
-    return {"input_tokens": prompt_tokens - cached_tokens, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached_tokens, "output_tokens": output_tokens,
-            "output_tokens_details": {"thinking_tokens": thinking_tokens}, "server_tool_use": None}
+    return {
+        "input_tokens": prompt_tokens - cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached_tokens,
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"thinking_tokens": thinking_tokens},
+        "server_tool_use": None,
+    }
 
 
 def _message_usage(counts: dict) -> dict:
     """The message's usage (Usage): the counts, the cache writes by lifetime (none), the standard tier
     and speed; `inference_geo`, where Anthropic ran it, is null (on this machine)."""
-    return {**counts, "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-            "service_tier": "standard", "speed": "standard", "inference_geo": None}
+    return {
+        **counts,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+        "service_tier": "standard",
+        "speed": "standard",
+        "inference_geo": None,
+    }

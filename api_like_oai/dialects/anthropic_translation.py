@@ -27,8 +27,9 @@ from .anthropic_mcp import result_text
 from .common import chat_request, function_tool, given, image_part, named_tool_choice, text_only
 
 
-def to_chat_request(request: CountTokensRequest, seal: Seal | None = None,
-                    mcp_tools: Sequence[tuple[str, dict]] = ()) -> ChatCompletionRequest:
+def to_chat_request(
+    request: CountTokensRequest, seal: Seal | None = None, mcp_tools: Sequence[tuple[str, dict]] = ()
+) -> ChatCompletionRequest:
     """The chat request `request` becomes: system and messages, tools (the client's, then `mcp_tools`:
     (param, chat tool) of its MCP servers' tools) and tool choice, sampling; the chat schema checks the
     tools (a refusal names `tools.N.input_schema`). A thinking block reaches the template only when
@@ -37,8 +38,9 @@ def to_chat_request(request: CountTokensRequest, seal: Seal | None = None,
     fields: dict[str, Any] = {"model": request.model, "messages": messages}
     tools = request.client_tools()
     if tools or mcp_tools:
-        fields["tools"] = [function_tool(tool.name, _described(tool), tool.input_schema) for _, tool in tools] + \
-            [tool for _, tool in mcp_tools]
+        fields["tools"] = [function_tool(tool.name, _described(tool), tool.input_schema) for _, tool in tools] + [
+            tool for _, tool in mcp_tools
+        ]
     fields |= _tool_choice_fields(request.tool_choice)
     if _continues_last_message(request):
         fields |= {"add_generation_prompt": False, "continue_final_message": True}
@@ -49,7 +51,7 @@ def to_chat_request(request: CountTokensRequest, seal: Seal | None = None,
         if request.stop_sequences:
             fields["stop"] = list(request.stop_sequences)
         if request.metadata is not None and request.metadata.user_id:
-            fields["user"] = request.metadata.user_id   # a session key for routing (backends/routing.py)
+            fields["user"] = request.metadata.user_id  # a session key for routing (backends/routing.py)
     return chat_request(fields, [f"tools.{n}.input_schema" for n, _ in tools] + [param for param, _ in mcp_tools])
 
 
@@ -60,13 +62,15 @@ def _template_fields(request: CountTokensRequest) -> dict:
     if request.thinking is not None and request.thinking.type != "adaptive":
         variables["enable_thinking"] = request.thinking.type == "enabled"
     if request.effort() is not None:
-        variables["reasoning_effort"] = request.effort()   # "max" too: the template gets the value as sent
+        variables["reasoning_effort"] = request.effort()  # "max" too: the template gets the value as sent
     fields: dict[str, Any] = {"chat_template_kwargs": variables} if variables else {}
     output = request.output_config
     if output is not None and output.format is not None:
         check_schema(output.format.json_schema, "output_config.format.schema")
-        fields["response_format"] = {"type": "json_schema",
-                                     "json_schema": {"name": "output", "schema": output.format.json_schema}}
+        fields["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": output.format.json_schema},
+        }
     return fields
 
 
@@ -163,8 +167,11 @@ def _image_part(block: ImageBlock, param: str) -> dict:
     """An image block as the chat request's image_url part (a data URL for base64, the URL for url)."""
     source = block.source
     if source.type == "file" or (source.type == "base64" and not source.data) or (source.type == "url" and not source.url):
-        what = "file sources (the Files API) are not supported" if source.type == "file" else \
-            f"a {source.type} source needs its {'data' if source.type == 'base64' else 'url'}"
+        what = (
+            "file sources (the Files API) are not supported"
+            if source.type == "file"
+            else f"a {source.type} source needs its {'data' if source.type == 'base64' else 'url'}"
+        )
         raise InvalidRequest(f"image: {what}; send a base64 or a url source", param=f"{param}.source")
     url = source.url if source.type == "url" else f"data:{source.media_type or 'image/png'};base64,{source.data}"
     return image_part(url, param)
@@ -197,8 +204,13 @@ def _assistant_turn(message: InputMessage, n: int, seal: Seal | None) -> dict:
         if block.type == "text":
             texts.append(block.text)
         elif block.type in ("tool_use", "mcp_tool_use"):
-            calls.append({"id": block.id, "type": "function",
-                          "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
+            calls.append(
+                {
+                    "id": block.id,
+                    "type": "function",
+                    "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)},
+                }
+            )
         elif block.type in ("thinking", "redacted_thinking"):
             thoughts.append(thought_of(block, seal))
         elif block.type != "mcp_tool_listing":
@@ -252,8 +264,9 @@ def _tool_choice_fields(choice) -> dict:
         return {}
     if choice.type == "none":
         return {"tool_choice": "none"}
-    fields: dict[str, Any] = {"tool_choice": {"auto": "auto", "any": "required"}.get(choice.type) or
-                              named_tool_choice(choice.name)}
+    fields: dict[str, Any] = {
+        "tool_choice": {"auto": "auto", "any": "required"}.get(choice.type) or named_tool_choice(choice.name)
+    }
     if choice.disable_parallel_tool_use:
         fields["parallel_tool_calls"] = False
     return fields

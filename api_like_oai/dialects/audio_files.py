@@ -14,15 +14,17 @@ ACCEPTED = ("wav", "mp3", "flac")
 # Other containers a client may send, named in the refusal: (magic, offset, name).
 _OTHERS = ((b"OggS", 0, "ogg"), (b"ftyp", 4, "mp4/m4a"), (b"\x1aE\xdf\xa3", 0, "webm"), (b"#!AMR", 0, "amr"))
 # MPEG audio layer III: bit rates (kbit/s) by index, for MPEG-1 and MPEG-2/2.5; sample rates by version.
-_MP3_RATES = {1: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),
-              2: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160)}
+_MP3_RATES = {
+    1: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),
+    2: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),
+}
 _MP3_SAMPLE_RATES = {3: (44100, 48000, 32000), 2: (22050, 24000, 16000), 0: (11025, 12000, 8000)}
 
 
 @dataclass(frozen=True)
 class AudioFile:
     format: str
-    seconds: float | None   # None: the header does not say (a FLAC stream of unknown length)
+    seconds: float | None  # None: the header does not say (a FLAC stream of unknown length)
 
 
 def inspect(data: bytes, param: str = "file") -> AudioFile:
@@ -33,12 +35,12 @@ def inspect(data: bytes, param: str = "file") -> AudioFile:
         return AudioFile("flac", _flac_seconds(data, param))
     if data[:3] == b"ID3" or _mp3_frame_at(data, 0) is not None:
         return AudioFile("mp3", _mp3_seconds(data, param))
-    other = next((name for magic, offset, name in _OTHERS if data[offset:offset + len(magic)] == magic), None)
+    other = next((name for magic, offset, name in _OTHERS if data[offset : offset + len(magic)] == magic), None)
     if other is not None:
-        raise InvalidRequest(f"audio format {other} is not accepted: send wav, mp3 or flac", param=param,
-                             code="unsupported_format")
-    raise InvalidRequest("the file is not audio this server reads: send wav, mp3 or flac", param=param,
-                         code="unsupported_format")
+        raise InvalidRequest(
+            f"audio format {other} is not accepted: send wav, mp3 or flac", param=param, code="unsupported_format"
+        )
+    raise InvalidRequest("the file is not audio this server reads: send wav, mp3 or flac", param=param, code="unsupported_format")
 
 
 def _broken(kind: str, param: str, why: str) -> InvalidRequest:
@@ -49,7 +51,7 @@ def _wav_seconds(data: bytes, param: str) -> float:
     """The data chunk's length over the fmt chunk's byte rate (the chunks walked as RIFF lays them out)."""
     byte_rate, position = None, 12
     while position + 8 <= len(data):
-        chunk, size = data[position:position + 4], struct.unpack_from("<I", data, position + 4)[0]
+        chunk, size = data[position : position + 4], struct.unpack_from("<I", data, position + 4)[0]
         if chunk == b"fmt " and size >= 16:
             _format, channels, rate, byte_rate, block, bits = struct.unpack_from("<HHIIHH", data, position + 8)
             if not (channels and rate and byte_rate and block):
@@ -84,11 +86,11 @@ def _mp3_seconds(data: bytes, param: str) -> float:
     version, bitrate, sample_rate, mono = frame
     samples_per_frame = 1152 if version == 3 else 576
     side_info = (17 if mono else 32) if version == 3 else (9 if mono else 17)
-    tag = data[start + 4 + side_info:start + 8 + side_info]
+    tag = data[start + 4 + side_info : start + 8 + side_info]
     if tag in (b"Xing", b"Info") and struct.unpack_from(">I", data, start + 8 + side_info)[0] & 1:
         frames = struct.unpack_from(">I", data, start + 12 + side_info)[0]
         return frames * samples_per_frame / sample_rate
-    return (len(data) - start) * 8 / (bitrate * 1000)   # constant bit rate: its size says its length
+    return (len(data) - start) * 8 / (bitrate * 1000)  # constant bit rate: its size says its length
 
 
 def _after_id3(data: bytes) -> int:

@@ -20,13 +20,13 @@ START, DELTA, STOP = "start", "delta", "stop"
 
 @dataclass
 class Block:
-    kind: str                               # TEXT, TOOL_CALL, REASONING (the model's thought) or ITEM
-    index: int                              # its position among the choice's blocks
-    pieces: list[str] = field(default_factory=list)   # the text, or the call's arguments, as they came
+    kind: str  # TEXT, TOOL_CALL, REASONING (the model's thought) or ITEM
+    index: int  # its position among the choice's blocks
+    pieces: list[str] = field(default_factory=list)  # the text, or the call's arguments, as they came
     call_id: str | None = None
     name: str | None = None
-    completion_tokens: int | None = None     # a thought's: the answer's token count at its last piece
-    item: dict | None = None                 # an ITEM's: the output item the proxy made, as it stands
+    completion_tokens: int | None = None  # a thought's: the answer's token count at its last piece
+    item: dict | None = None  # an ITEM's: the output item the proxy made, as it stands
 
     @property
     def content(self) -> str:
@@ -43,7 +43,7 @@ class Blocks:
     def __init__(self, prefix: str = ""):
         self.blocks: list[Block] = []
         self.open: Block | None = None
-        self._calls: dict[int, Block] = {}   # ToolCallDelta.index -> its block
+        self._calls: dict[int, Block] = {}  # ToolCallDelta.index -> its block
         if prefix:
             self._add_text(prefix)
 
@@ -51,7 +51,7 @@ class Blocks:
         """(START | DELTA | STOP, block, piece) for what `event` changed, in order."""
         changes = self._add_run(REASONING, event.reasoning) if event.reasoning else []
         if event.reasoning and event.completion_tokens is not None:
-            self.open.completion_tokens = event.completion_tokens   # so far: the reasoning tokens
+            self.open.completion_tokens = event.completion_tokens  # so far: the reasoning tokens
         if event.text:
             changes += self._add_run(TEXT, event.text)
         for delta in event.tool_calls or ():

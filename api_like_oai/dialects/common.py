@@ -65,8 +65,13 @@ SENT_AS = "sent_as"
 
 def _take_image_params(messages) -> list[str]:
     """Where each image part of the translated `messages` was sent, in order, taken out of the parts."""
-    return [part.pop(SENT_AS) for message in messages if isinstance(message.get("content"), list)
-            for part in message["content"] if isinstance(part, dict) and SENT_AS in part]
+    return [
+        part.pop(SENT_AS)
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if isinstance(part, dict) and SENT_AS in part
+    ]
 
 
 def as_sent(error: InvalidRequest, tool_params: Sequence[str]) -> InvalidRequest:
@@ -83,7 +88,7 @@ def _dialect_param(param: str | None, tool_params: Sequence[str]) -> str | None:
     match = _TOOL_PARAMETERS.match(param or "")
     if match is None or int(match[1]) >= len(tool_params):
         return param
-    return tool_params[int(match[1])] + param[match.end():]
+    return tool_params[int(match[1])] + param[match.end() :]
 
 
 SET_ASIDE_TOOLS_HEADER = "X-Tools-Set-Aside"

@@ -11,14 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from ..protocol import Request
 from .responses import InputItem
 
-MAX_ITEMS_PER_REQUEST = 20   # OpenAI's limit on the items one request adds to a conversation
+MAX_ITEMS_PER_REQUEST = 20  # OpenAI's limit on the items one request adds to a conversation
 # OpenAI's bounds on metadata: 16 pairs, keys of at most 64 characters, values of at most 512.
 Metadata = dict[Annotated[StrictStr, Field(max_length=64)], Annotated[StrictStr, Field(max_length=512)]]
 
 
 class ConversationCreate(Request):
-    items: list[InputItem] | None = Field(None, max_length=MAX_ITEMS_PER_REQUEST,
-                                          description="The conversation's first items.")
+    items: list[InputItem] | None = Field(None, max_length=MAX_ITEMS_PER_REQUEST, description="The conversation's first items.")
     metadata: Metadata | None = Field(None, max_length=16)
 
 

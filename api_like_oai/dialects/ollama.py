@@ -26,12 +26,26 @@ KeepAlive = StrictStr | int | float | None
 Think = StrictBool | Literal["low", "medium", "high"] | None
 
 # Ollama's option -> the chat request's field (the same name where none is given).
-_OPTION_FIELDS = {"num_predict": "max_tokens", "top_k": "top_k", "top_p": "top_p", "min_p": "min_p",
-                  "typical_p": "typical_p", "temperature": "temperature", "repeat_penalty": "repeat_penalty",
-                  "repeat_last_n": "repeat_last_n", "presence_penalty": "presence_penalty",
-                  "frequency_penalty": "frequency_penalty", "seed": "seed", "stop": "stop", "mirostat": "mirostat",
-                  "mirostat_tau": "mirostat_tau", "mirostat_eta": "mirostat_eta", "tfs_z": "tfs_z",
-                  "num_keep": "n_keep", "penalize_newline": "penalize_nl"}
+_OPTION_FIELDS = {
+    "num_predict": "max_tokens",
+    "top_k": "top_k",
+    "top_p": "top_p",
+    "min_p": "min_p",
+    "typical_p": "typical_p",
+    "temperature": "temperature",
+    "repeat_penalty": "repeat_penalty",
+    "repeat_last_n": "repeat_last_n",
+    "presence_penalty": "presence_penalty",
+    "frequency_penalty": "frequency_penalty",
+    "seed": "seed",
+    "stop": "stop",
+    "mirostat": "mirostat",
+    "mirostat_tau": "mirostat_tau",
+    "mirostat_eta": "mirostat_eta",
+    "tfs_z": "tfs_z",
+    "num_keep": "n_keep",
+    "penalize_newline": "penalize_nl",
+}
 # Read by the service (num_ctx bounds the context a request may use), not a sampling field.
 CONTEXT_OPTION = "num_ctx"
 
@@ -203,7 +217,7 @@ def _sampling_fields(request: _Generating) -> dict:
             if value is not None:
                 fields[field] = value
     if fields.get("max_tokens") is not None and fields["max_tokens"] < 0:
-        del fields["max_tokens"]   # Ollama's -1 (and -2, fill the context): as long as the context allows
+        del fields["max_tokens"]  # Ollama's -1 (and -2, fill the context): as long as the context allows
     return fields
 
 
@@ -228,8 +242,13 @@ def _think_fields(think: Think) -> dict:
 
 
 def _common_fields(request: _Generating) -> dict:
-    return {"model": request.model, "stream": request.stream, **_sampling_fields(request),
-            **_format_fields(request), **_think_fields(request.think)}
+    return {
+        "model": request.model,
+        "stream": request.stream,
+        **_sampling_fields(request),
+        **_format_fields(request),
+        **_think_fields(request.think),
+    }
 
 
 def chat_messages(messages: list[Message]) -> list[dict]:
@@ -260,8 +279,7 @@ def _content(message: Message, n: int) -> str | list[dict]:
 def _call(call: ToolCall, ordinal: int) -> dict:
     arguments = call.function.arguments
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return {"id": call.id or f"call_{ordinal}", "type": "function",
-            "function": {"name": call.function.name, "arguments": text}}
+    return {"id": call.id or f"call_{ordinal}", "type": "function", "function": {"name": call.function.name, "arguments": text}}
 
 
 def _answered_call(calls: list[dict], tool_name: str | None) -> str:
@@ -276,8 +294,9 @@ def to_chat_request(request: ChatRequest) -> ChatCompletionRequest:
     fields = {**_common_fields(request), "messages": chat_messages(request.messages)}
     tools = [tool for tool in request.tools or () if tool.type == "function"]
     if tools:
-        fields["tools"] = [function_tool(tool.function.name, tool.function.description, tool.function.parameters)
-                           for tool in tools]
+        fields["tools"] = [
+            function_tool(tool.function.name, tool.function.description, tool.function.parameters) for tool in tools
+        ]
     return chat_request(fields, [f"tools.{n}.function.parameters" for n in range(len(tools))])
 
 
@@ -292,8 +311,11 @@ def generate_to_chat_request(request: GenerateRequest) -> ChatCompletionRequest:
 
 def generate_to_completion(request: GenerateRequest) -> CompletionRequest:
     """/api/generate's `raw` prompt, or its `suffix` (fill-in-the-middle), as a text completion."""
-    fields = {key: value for key, value in _common_fields(request).items()
-              if key in CompletionRequest.model_fields and key != "response_format"}
+    fields = {
+        key: value
+        for key, value in _common_fields(request).items()
+        if key in CompletionRequest.model_fields and key != "response_format"
+    }
     if request.format:
         fields |= {"json_schema": {"type": "object"} if request.format == "json" else request.format}
     fields["prompt"] = request.prompt or ""

@@ -40,12 +40,11 @@ def error_body(exc: ProxyError) -> dict:
 
 def tool_call(block: Block, index: int) -> dict:
     """A call as Ollama gives it: its arguments an object."""
-    return {"id": block.call_id, "function": {"index": index, "name": block.name,
-                                              "arguments": arguments_object(block.content)}}
+    return {"id": block.call_id, "function": {"index": index, "name": block.name, "arguments": arguments_object(block.content)}}
 
 
 class OllamaShape:
-    end = b""          # the object with `done: true` is the last
+    end = b""  # the object with `done: true` is the last
     usage_at_start = False
 
     def __init__(self, model: str, kind: str = CHAT, arrived_ns: int | None = None, load_ns: int = 0):
@@ -57,7 +56,7 @@ class OllamaShape:
         self.blocks = Blocks()
         self.calls = 0
         self.finish_reason: str | None = None
-        self.context: list[int] = []   # /api/generate's: the reply's tokens, set by the service when it ends
+        self.context: list[int] = []  # /api/generate's: the reply's tokens, set by the service when it ends
         self._text_pattern: sse.FramePattern | None = None
         self._stamped_at, self._stamp = -1.0, b""
 
@@ -117,8 +116,9 @@ class OllamaShape:
         return chunks
 
     def closings(self, usage: dict) -> list[dict]:
-        chunks = [self._calls_piece([block]) for change, block, _ in self.blocks.close()
-                  if change == STOP and block.kind == TOOL_CALL]
+        chunks = [
+            self._calls_piece([block]) for change, block, _ in self.blocks.close() if change == STOP and block.kind == TOOL_CALL
+        ]
         return [*chunks, {**self._piece("", ""), **self._done(self.finish_reason, usage)}]
 
     def response(self, choices: list[dict], usage: dict) -> dict:
@@ -157,8 +157,14 @@ class OllamaShape:
         now = time.monotonic_ns()
         started = self.arrived_ns + self.load_ns
         first = self.first_event_ns or now
-        done = {"done": True, "done_reason": "length" if finish_reason == "length" else "stop",
-                "total_duration": now - self.arrived_ns, "load_duration": self.load_ns,
-                "prompt_eval_count": usage["prompt_tokens"], "prompt_eval_duration": max(first - started, 0),
-                "eval_count": usage["completion_tokens"], "eval_duration": now - first}
+        done = {
+            "done": True,
+            "done_reason": "length" if finish_reason == "length" else "stop",
+            "total_duration": now - self.arrived_ns,
+            "load_duration": self.load_ns,
+            "prompt_eval_count": usage["prompt_tokens"],
+            "prompt_eval_duration": max(first - started, 0),
+            "eval_count": usage["completion_tokens"],
+            "eval_duration": now - first,
+        }
         return (done | {"context": self.context}) if self.kind == GENERATE else done

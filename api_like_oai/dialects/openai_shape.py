@@ -26,7 +26,7 @@ class _Shape:
     id_prefix = ""
     frame = staticmethod(sse.frame)
     end = sse.DONE
-    keepalive = sse.KEEPALIVE_COMMENT   # OpenAI's SDKs skip comments
+    keepalive = sse.KEEPALIVE_COMMENT  # OpenAI's SDKs skip comments
     usage_at_start = False
 
     def __init__(self, model: str, include_usage: bool = False, service_tier: str | None = None):
@@ -38,8 +38,15 @@ class _Shape:
         self._text_pattern: sse.FramePattern | None = None
 
     def _chunk(self, choices: list) -> dict:
-        return {"id": self.id, "object": self.object_name, "created": self.created,
-                "model": self.model, "system_fingerprint": None, **self.envelope, "choices": choices}
+        return {
+            "id": self.id,
+            "object": self.object_name,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            **self.envelope,
+            "choices": choices,
+        }
 
     def _text_chunk(self, index: int, text: str) -> dict:
         raise NotImplementedError
@@ -65,8 +72,7 @@ class _Shape:
         if not event.text or event.finish_reason or event.tool_calls or self.wants_logprobs():
             return None
         if self._text_pattern is None:
-            self._text_pattern = sse.FramePattern(sse.frame(self._text_chunk(_CHOICE, sse.TEXT_HOLE)),
-                                                  _CHOICE, sse.TEXT_HOLE)
+            self._text_pattern = sse.FramePattern(sse.frame(self._text_chunk(_CHOICE, sse.TEXT_HOLE)), _CHOICE, sse.TEXT_HOLE)
         return self._text_pattern.fill(str(event.index).encode(), sse.encode_string(event.text))
 
 
@@ -77,8 +83,16 @@ class ChatShape(_Shape):
     object_name = "chat.completion.chunk"
     id_prefix = "chatcmpl-"
 
-    def __init__(self, model: str, role: str = "assistant", logprobs: bool = False, top_logprobs: int = 0,
-                 legacy_functions: bool = False, include_usage: bool = False, service_tier: str | None = None):
+    def __init__(
+        self,
+        model: str,
+        role: str = "assistant",
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        legacy_functions: bool = False,
+        include_usage: bool = False,
+        service_tier: str | None = None,
+    ):
         super().__init__(model, include_usage, service_tier)
         self.role = role
         self.logprobs = logprobs
@@ -90,28 +104,56 @@ class ChatShape(_Shape):
         return self.logprobs
 
     def _text_chunk(self, index: int, text: str, logprobs=None) -> dict:
-        return self._chunk([{"index": index, "delta": {"content": text}, "logprobs": logprobs,
-                             "finish_reason": None}])
+        return self._chunk([{"index": index, "delta": {"content": text}, "logprobs": logprobs, "finish_reason": None}])
 
     def openings(self, index: int) -> list[dict]:
         """The first chunk of a choice: the role alone, as OpenAI sends it."""
-        return [self._chunk([{"index": index, "delta": {"role": self.role},
-                              "logprobs": None, "finish_reason": None}])]
+        return [self._chunk([{"index": index, "delta": {"role": self.role}, "logprobs": None, "finish_reason": None}])]
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = []
         if event.reasoning:
-            chunks.append(self._chunk([{"index": event.index, "delta": {"reasoning_content": event.reasoning},
-                                        "logprobs": None, "finish_reason": None}]))
+            chunks.append(
+                self._chunk(
+                    [
+                        {
+                            "index": event.index,
+                            "delta": {"reasoning_content": event.reasoning},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ]
+                )
+            )
         if event.text:
             logprobs = chat_logprobs(event.logprobs, self.top_logprobs) if self.logprobs else None
             chunks.append(self._text_chunk(event.index, event.text, logprobs))
         if event.tool_calls:
-            chunks.append(self._chunk([{"index": event.index, "delta": self._tool_call_delta(event.tool_calls),
-                                        "logprobs": None, "finish_reason": None}]))
+            chunks.append(
+                self._chunk(
+                    [
+                        {
+                            "index": event.index,
+                            "delta": self._tool_call_delta(event.tool_calls),
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ]
+                )
+            )
         if event.finish_reason:
-            chunks.append(self._chunk([{"index": event.index, "delta": {}, "logprobs": None,
-                                        "finish_reason": self._finish_reason(event.finish_reason)}]))
+            chunks.append(
+                self._chunk(
+                    [
+                        {
+                            "index": event.index,
+                            "delta": {},
+                            "logprobs": None,
+                            "finish_reason": self._finish_reason(event.finish_reason),
+                        }
+                    ]
+                )
+            )
         return chunks
 
     def content_frame(self, event: GenerationEvent) -> bytes | None:
@@ -120,16 +162,32 @@ class ChatShape(_Shape):
         calls = event.tool_calls
         if calls is None:
             return super().content_frame(event)
-        if len(calls) != 1 or calls[0].id is not None or event.text or event.reasoning or event.finish_reason \
-                or self.legacy_functions:
+        if (
+            len(calls) != 1
+            or calls[0].id is not None
+            or event.text
+            or event.reasoning
+            or event.finish_reason
+            or self.legacy_functions
+        ):
             return None
         if self._arguments_pattern is None:
-            sample = sse.frame(self._chunk([{"index": _CHOICE, "delta": {"tool_calls": [
-                {"index": _CALL, "function": {"arguments": sse.TEXT_HOLE}}]}, "logprobs": None,
-                "finish_reason": None}]))
+            sample = sse.frame(
+                self._chunk(
+                    [
+                        {
+                            "index": _CHOICE,
+                            "delta": {"tool_calls": [{"index": _CALL, "function": {"arguments": sse.TEXT_HOLE}}]},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ]
+                )
+            )
             self._arguments_pattern = sse.FramePattern(sample, _CHOICE, _CALL, sse.TEXT_HOLE)
-        return self._arguments_pattern.fill(str(event.index).encode(), str(calls[0].index).encode(),
-                                            sse.encode_string(calls[0].arguments))
+        return self._arguments_pattern.fill(
+            str(event.index).encode(), str(calls[0].index).encode(), sse.encode_string(calls[0].arguments)
+        )
 
     def _tool_call_delta(self, deltas) -> dict:
         """The delta of one event's ToolCallDeltas: each call's id, type and name exactly once (on its
@@ -139,10 +197,12 @@ class ChatShape(_Shape):
             if entries and entries[-1]["index"] == delta.index:
                 entries[-1]["function"]["arguments"] += delta.arguments
                 continue
-            function = {"name": delta.name, "arguments": delta.arguments} if delta.id else \
-                {"arguments": delta.arguments}
-            entries.append({"index": delta.index, "id": delta.id, "type": "function", "function": function}
-                           if delta.id else {"index": delta.index, "function": function})
+            function = {"name": delta.name, "arguments": delta.arguments} if delta.id else {"arguments": delta.arguments}
+            entries.append(
+                {"index": delta.index, "id": delta.id, "type": "function", "function": function}
+                if delta.id
+                else {"index": delta.index, "function": function}
+            )
         if self.legacy_functions:
             return {"function_call": entries[0]["function"]} if entries[0]["index"] == 0 else {}
         return {"tool_calls": entries}
@@ -153,13 +213,24 @@ class ChatShape(_Shape):
     def response(self, choices: list[dict], usage: dict) -> dict:
         """The non-streamed answer from folded choices ({"index", "text", "finish_reason", "logprobs",
         "tool_calls"})."""
-        return {"id": self.id, "object": "chat.completion", "created": self.created,
-                "model": self.model, "system_fingerprint": None, **self.envelope,
-                "choices": [{"index": c["index"],
-                             "message": self._message(c["text"], c.get("tool_calls"), c.get("reasoning")),
-                             "logprobs": chat_logprobs(c["logprobs"], self.top_logprobs) if self.logprobs else None,
-                             "finish_reason": self._finish_reason(c["finish_reason"])} for c in choices],
-                "usage": usage}
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            **self.envelope,
+            "choices": [
+                {
+                    "index": c["index"],
+                    "message": self._message(c["text"], c.get("tool_calls"), c.get("reasoning")),
+                    "logprobs": chat_logprobs(c["logprobs"], self.top_logprobs) if self.logprobs else None,
+                    "finish_reason": self._finish_reason(c["finish_reason"]),
+                }
+                for c in choices
+            ],
+            "usage": usage,
+        }
 
     def _message(self, text: str, tool_calls: list | None, reasoning: str | None = None) -> dict:
         message = {"role": self.role, "content": text, "refusal": None}
@@ -204,22 +275,42 @@ class CompletionShape(_Shape):
         return [self._text_chunk(event.index, event.text, logprobs, event.finish_reason)]
 
     def response(self, choices: list[dict], usage: dict) -> dict:
-        return {"id": self.id, "object": "text_completion", "created": self.created,
-                "model": self.model, "system_fingerprint": None,
-                "choices": [{"index": c["index"], "text": c["text"],
-                             "logprobs": legacy_logprobs(c["logprobs"], 0)
-                             if self.logprobs is not None else None,
-                             "finish_reason": c["finish_reason"]} for c in choices],
-                "usage": usage}
+        return {
+            "id": self.id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [
+                {
+                    "index": c["index"],
+                    "text": c["text"],
+                    "logprobs": legacy_logprobs(c["logprobs"], 0) if self.logprobs is not None else None,
+                    "finish_reason": c["finish_reason"],
+                }
+                for c in choices
+            ],
+            "usage": usage,
+        }
 
 
 def chat_logprobs(token_logprobs, top_count: int) -> dict:
     """OpenAI chat `logprobs`: {"content": [{token, logprob, bytes, top_logprobs}], "refusal": None}."""
-    return {"content": [{"token": t.token, "logprob": t.logprob, "bytes": list(t.bytes),
-                         "top_logprobs": [{"token": token, "logprob": logprob, "bytes": list(token_bytes)}
-                                          for token, logprob, token_bytes in t.top[:top_count]]}
-                        for t in token_logprobs or ()],
-            "refusal": None}
+    return {
+        "content": [
+            {
+                "token": t.token,
+                "logprob": t.logprob,
+                "bytes": list(t.bytes),
+                "top_logprobs": [
+                    {"token": token, "logprob": logprob, "bytes": list(token_bytes)}
+                    for token, logprob, token_bytes in t.top[:top_count]
+                ],
+            }
+            for t in token_logprobs or ()
+        ],
+        "refusal": None,
+    }
 
 
 def legacy_logprobs(token_logprobs, offset: int) -> dict:
@@ -229,7 +320,9 @@ def legacy_logprobs(token_logprobs, offset: int) -> dict:
         tokens.append(t.token)
         offsets.append(offset)
         offset += len(t.token)
-    return {"tokens": tokens,
-            "token_logprobs": [t.logprob for t in token_logprobs or ()],
-            "top_logprobs": [{token: logprob for token, logprob, _ in t.top} for t in token_logprobs or ()],
-            "text_offset": offsets}
+    return {
+        "tokens": tokens,
+        "token_logprobs": [t.logprob for t in token_logprobs or ()],
+        "top_logprobs": [{token: logprob for token, logprob, _ in t.top} for t in token_logprobs or ()],
+        "text_offset": offsets,
+    }

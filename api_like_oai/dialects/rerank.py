@@ -22,8 +22,10 @@ class RerankDocument(BaseModel):
 
 # A string or an object, told apart by type: an error names the field inside the object ("documents.0.text";
 # routes name a union's branch only by these tags, which admission.invalid_request leaves out).
-Document = Annotated[Annotated[StrictStr, Tag("str")] | Annotated[RerankDocument, Tag("dict")],
-                     Discriminator(lambda value: "str" if isinstance(value, str) else "dict")]
+Document = Annotated[
+    Annotated[StrictStr, Tag("str")] | Annotated[RerankDocument, Tag("dict")],
+    Discriminator(lambda value: "str" if isinstance(value, str) else "dict"),
+]
 
 
 class RerankRequest(BaseModel):
@@ -35,10 +37,12 @@ class RerankRequest(BaseModel):
     model: str | None = None
     query: StrictStr
     documents: list[Document] = Field(
-        ..., min_length=1, description="The texts to rank: strings, or objects with `text` (Jina, Cohere)")
+        ..., min_length=1, description="The texts to rank: strings, or objects with `text` (Jina, Cohere)"
+    )
     top_n: int | None = Field(None, ge=1, description="Only the best top_n results (default: all)")
     return_documents: bool | None = Field(
-        None, description="Each result carries its document as {\"text\"} (Jina's default: true; Cohere's: false)")
+        None, description="Each result carries its document as {\"text\"} (Jina's default: true; Cohere's: false)"
+    )
 
     def texts(self) -> list[str]:
         return [document if isinstance(document, str) else document.text for document in self.documents]
@@ -73,12 +77,15 @@ def answer(rerank_request: RerankRequest, upstream: dict, model_name: str) -> di
     texts = rerank_request.texts()
     results = sorted(upstream.get("results") or (), key=lambda result: -result["relevance_score"])
     if rerank_request.top_n is not None:
-        results = results[:rerank_request.top_n]
+        results = results[: rerank_request.top_n]
     with_documents = rerank_request.return_documents is not False
     usage = upstream.get("usage") or {}
-    return {"model": model_name, "object": "list",
-            "usage": {"prompt_tokens": usage.get("prompt_tokens", 0), "total_tokens": usage.get("total_tokens", 0)},
-            "results": [_result(result, texts, with_documents) for result in results]}
+    return {
+        "model": model_name,
+        "object": "list",
+        "usage": {"prompt_tokens": usage.get("prompt_tokens", 0), "total_tokens": usage.get("total_tokens", 0)},
+        "results": [_result(result, texts, with_documents) for result in results],
+    }
 
 
 def _result(result: dict, texts: list[str], with_document: bool) -> dict:

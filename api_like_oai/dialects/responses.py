@@ -82,11 +82,13 @@ class InputImage(_Strict):
     image_url: StrictStr | None = Field(None, description="An http(s) URL the proxy fetches, or a base64 data URL.")
     file_id: StrictStr | None = Field(None, description="Refused: there is no Files API here.")
     detail: Literal["low", "high", "auto", "original"] | None = Field(
-        None, description="Accepted and ignored: the model's projector decides the resolution.")
+        None, description="Accepted and ignored: the model's projector decides the resolution."
+    )
 
 
-ContentPart = Annotated[InputText | OutputText | Refusal | InputImage | InputAudio | UnsupportedContent,
-                        Field(discriminator="type")]
+ContentPart = Annotated[
+    InputText | OutputText | Refusal | InputImage | InputAudio | UnsupportedContent, Field(discriminator="type")
+]
 
 
 class MessageItem(_Strict):
@@ -199,9 +201,22 @@ class ReasoningItem(BaseModel):
     status: _Status = None
 
 
-_ITEM_TYPES = ("message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-               "local_shell_call", "local_shell_call_output", "tool_search_call", "tool_search_output", "reasoning",
-               LIST_TOOLS, CALL, APPROVAL_REQUEST, APPROVAL_RESPONSE)
+_ITEM_TYPES = (
+    "message",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "tool_search_call",
+    "tool_search_output",
+    "reasoning",
+    LIST_TOOLS,
+    CALL,
+    APPROVAL_REQUEST,
+    APPROVAL_RESPONSE,
+)
 
 
 class SetAsideItem(BaseModel):
@@ -219,19 +234,24 @@ def _item_type(item) -> str:
     return kind if kind in _ITEM_TYPES else "set_aside"
 
 
-InputItem = Annotated[Annotated[MessageItem, Tag("message")] | Annotated[FunctionCallItem, Tag("function_call")]
-                      | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
-                      | Annotated[CustomToolCallItem, Tag("custom_tool_call")]
-                      | Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")]
-                      | Annotated[LocalShellCallItem, Tag("local_shell_call")]
-                      | Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")]
-                      | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
-                      | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
-                      | Annotated[ReasoningItem, Tag("reasoning")]
-                      | Annotated[McpListToolsItem, Tag(LIST_TOOLS)] | Annotated[McpCallItem, Tag(CALL)]
-                      | Annotated[McpApprovalRequestItem, Tag(APPROVAL_REQUEST)]
-                      | Annotated[McpApprovalResponseItem, Tag(APPROVAL_RESPONSE)]
-                      | Annotated[SetAsideItem, Tag("set_aside")], Discriminator(_item_type)]
+InputItem = Annotated[
+    Annotated[MessageItem, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[CustomToolCallItem, Tag("custom_tool_call")]
+    | Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")]
+    | Annotated[LocalShellCallItem, Tag("local_shell_call")]
+    | Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")]
+    | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
+    | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[McpListToolsItem, Tag(LIST_TOOLS)]
+    | Annotated[McpCallItem, Tag(CALL)]
+    | Annotated[McpApprovalRequestItem, Tag(APPROVAL_REQUEST)]
+    | Annotated[McpApprovalResponseItem, Tag(APPROVAL_RESPONSE)]
+    | Annotated[SetAsideItem, Tag("set_aside")],
+    Discriminator(_item_type),
+]
 
 
 class TextFormat(_Strict):
@@ -253,18 +273,23 @@ class TextFormat(_Strict):
 class TextConfig(_Strict):
     format: TextFormat | None = None
     verbosity: Literal["low", "medium", "high"] | None = Field(
-        None, description="Reaches the chat template as the variable `verbosity`, as on chat completions.")
+        None, description="Reaches the chat template as the variable `verbosity`, as on chat completions."
+    )
 
 
 class ReasoningConfig(_Strict):
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = Field(
-        None, description="Reaches the chat template as `reasoning_effort`, as on chat completions.")
+        None, description="Reaches the chat template as `reasoning_effort`, as on chat completions."
+    )
     summary: Literal["auto", "concise", "detailed"] | None = Field(
-        None, description="Any value: the reasoning item's summary is the model's thought itself.")
+        None, description="Any value: the reasoning item's summary is the model's thought itself."
+    )
     generate_summary: Literal["auto", "concise", "detailed"] | None = Field(None, description="Deprecated: summary.")
     context: Literal["auto", "current_turn", "all_turns"] | None = Field(
-        None, description="current_turn: thoughts of assistant turns before the last user message are left "
-                          "out of the prompt; otherwise every recalled thought reaches the template.")
+        None,
+        description="current_turn: thoughts of assistant turns before the last user message are left "
+        "out of the prompt; otherwise every recalled thought reaches the template.",
+    )
     mode: StrictStr | None = Field(None, description="Accepted and ignored.")
 
     def wants_summary(self) -> bool:
@@ -276,7 +301,7 @@ class StreamOptions(_Strict):
 
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
-REASONING_PURPOSE = "reasoning"   # the Seal's purpose for a thought handed out as encrypted_content
+REASONING_PURPOSE = "reasoning"  # the Seal's purpose for a thought handed out as encrypted_content
 
 
 class ConversationRef(_Strict):
@@ -288,17 +313,24 @@ class ResponsesRequest(Request):
     input: StrictStr | list[InputItem]
     instructions: StrictStr | None = None
     max_output_tokens: int | None = Field(None, ge=1, description="An upper bound, like Anthropic's max_tokens.")
-    max_tool_calls: int | None = Field(None, ge=0, description="At most this many calls in the answer: a call past "
-                                                               "it ends the answer.")
+    max_tool_calls: int | None = Field(
+        None, ge=0, description="At most this many calls in the answer: a call past it ends the answer."
+    )
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, ge=0.0, le=1.0)
-    tools: list[Tool] | None = Field(None, max_length=512, description=(
-        "function, namespace, custom and local_shell tools are offered to the model; mcp servers' tools are "
-        "listed, offered and called by the proxy; others (web_search, "
-        "file_search, code_interpreter, image_generation, computer use, ...) are set aside and named "
-        "in the X-Tools-Set-Aside response header."))
-    tool_choice: ToolChoice | None = Field(None, description=(
-        "Every form; a choice of a tool set aside becomes auto (X-Tool-Choice-Set-Aside)."))
+    tools: list[Tool] | None = Field(
+        None,
+        max_length=512,
+        description=(
+            "function, namespace, custom and local_shell tools are offered to the model; mcp servers' tools are "
+            "listed, offered and called by the proxy; others (web_search, "
+            "file_search, code_interpreter, image_generation, computer use, ...) are set aside and named "
+            "in the X-Tools-Set-Aside response header."
+        ),
+    )
+    tool_choice: ToolChoice | None = Field(
+        None, description=("Every form; a choice of a tool set aside becomes auto (X-Tool-Choice-Set-Aside).")
+    )
     parallel_tool_calls: bool | None = None
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None
@@ -307,18 +339,25 @@ class ResponsesRequest(Request):
     background: bool | None = Field(None, description="Only false: a response is generated while the client waits.")
     store: bool | None = Field(None, description="Keep the response (default true; false with --store none).")
     previous_response_id: StrictStr | None = Field(
-        None, description="Continue a stored response: its input and output come before this input.")
+        None, description="Continue a stored response: its input and output come before this input."
+    )
     conversation: StrictStr | ConversationRef | None = Field(
-        None, description="A conversation (its id): its items come before this input, and this turn is added to it.")
+        None, description="A conversation (its id): its items come before this input, and this turn is added to it."
+    )
     metadata: dict[str, StrictStr] | None = None
     client_metadata: dict[str, Any] | None = Field(None, description="Accepted and ignored (Codex's).")
     user: StrictStr | None = None
-    include: list[StrictStr] | None = Field(None, description=(
-        "Every value accepted: reasoning.encrypted_content adds the thought, sealed, to reasoning items; the "
-        "others name outputs this proxy does not make."))
+    include: list[StrictStr] | None = Field(
+        None,
+        description=(
+            "Every value accepted: reasoning.encrypted_content adds the thought, sealed, to reasoning items; the "
+            "others name outputs this proxy does not make."
+        ),
+    )
     truncation: Literal["auto", "disabled"] | None = Field(None, description="Accepted; context fitting always applies.")
     prompt_cache_key: StrictStr | None = Field(
-        None, description="A conversation's key: with several upstreams, a new conversation is placed by it.")
+        None, description="A conversation's key: with several upstreams, a new conversation is placed by it."
+    )
     prompt_cache_retention: StrictStr | None = Field(None, description="Accepted and ignored.")
     safety_identifier: StrictStr | None = Field(None, description="Accepted and ignored.")
     service_tier: StrictStr | None = Field(None, description="Accepted and ignored.")
@@ -326,10 +365,13 @@ class ResponsesRequest(Request):
     @model_validator(mode="after")
     def is_answerable(self):
         if self.background:
-            raise InvalidRequest("background responses are not supported: this proxy generates a response only "
-                                 "while the client waits (streamed or not), so there is none to poll or cancel "
-                                 "while it runs; a stored one (store) can be read back once answered with "
-                                 "GET /v1/responses/{id}; send background: false", param="background")
+            raise InvalidRequest(
+                "background responses are not supported: this proxy generates a response only "
+                "while the client waits (streamed or not), so there is none to poll or cancel "
+                "while it runs; a stored one (store) can be read back once answered with "
+                "GET /v1/responses/{id}; send background: false",
+                param="background",
+            )
         if isinstance(self.input, list) and not self.input:
             raise InvalidRequest("input is an empty list", param="input")
         return self
@@ -352,8 +394,11 @@ class ResponsesRequest(Request):
 
     @functools.cached_property
     def _toolbox(self) -> Toolbox:
-        found = [] if isinstance(self.input, str) else [
-            (f"input.{n}.tools", item.tools) for n, item in enumerate(self.input) if item.type == "tool_search_output"]
+        found = (
+            []
+            if isinstance(self.input, str)
+            else [(f"input.{n}.tools", item.tools) for n, item in enumerate(self.input) if item.type == "tool_search_output"]
+        )
         return toolbox(self.tools, found, self._mcp_listed())
 
     def mcp_tools(self) -> list:
@@ -366,7 +411,12 @@ class ResponsesRequest(Request):
         servers = {tool.server_label: tool for tool in self.mcp_tools()}
         if not servers or isinstance(self.input, str):
             return []
-        latest = {item.server_label: (f"input.{n}.tools", item) for n, item in enumerate(self.input)
-                  if item.type == LIST_TOOLS and item.server_label in servers}
-        return [(where, servers[label], [tool.model_dump(exclude_none=True) for tool in item.tools])
-                for label, (where, item) in latest.items()]
+        latest = {
+            item.server_label: (f"input.{n}.tools", item)
+            for n, item in enumerate(self.input)
+            if item.type == LIST_TOOLS and item.server_label in servers
+        }
+        return [
+            (where, servers[label], [tool.model_dump(exclude_none=True) for tool in item.tools])
+            for label, (where, item) in latest.items()
+        ]

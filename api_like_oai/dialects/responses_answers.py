@@ -33,8 +33,9 @@ class OutputFunctionCall(BaseModel):
     status: Literal["in_progress", "completed", "incomplete"]
     call_id: str
     name: str
-    namespace: str | None = Field(None, description="The namespace tool the function belongs to; absent for "
-                                                    "a top-level function.")
+    namespace: str | None = Field(
+        None, description="The namespace tool the function belongs to; absent for a top-level function."
+    )
     arguments: str = Field(description="The arguments as a JSON object's text.")
 
 
@@ -53,8 +54,9 @@ class OutputLocalShellCall(BaseModel):
     type: Literal["local_shell_call"]
     status: Literal["in_progress", "completed", "incomplete"]
     call_id: str
-    action: dict[str, Any] = Field(description='{"type": "exec", "command": [...], "env": {...}, "timeout_ms", '
-                                               '"working_directory", "user"}')
+    action: dict[str, Any] = Field(
+        description='{"type": "exec", "command": [...], "env": {...}, "timeout_ms", "working_directory", "user"}'
+    )
 
 
 class OutputToolSearchCall(BaseModel):
@@ -78,12 +80,16 @@ class OutputReasoning(BaseModel):
     summary: list[ReasoningPart] = Field(description="The thought again, when reasoning.summary is set.")
     content: list[ReasoningPart] = Field(description="The model's thought, split from its answer.")
     encrypted_content: str | None = Field(
-        None, description="With include: [\"reasoning.encrypted_content\"]: the thought, sealed with this "
-                          "installation's key; sent back in input, it reaches the next turn's prompt.")
+        None,
+        description='With include: ["reasoning.encrypted_content"]: the thought, sealed with this '
+        "installation's key; sent back in input, it reaches the next turn's prompt.",
+    )
 
 
-OutputItem = Annotated[OutputReasoning | OutputMessage | OutputFunctionCall | OutputCustomToolCall
-                       | OutputLocalShellCall | OutputToolSearchCall, Field(discriminator="type")]
+OutputItem = Annotated[
+    OutputReasoning | OutputMessage | OutputFunctionCall | OutputCustomToolCall | OutputLocalShellCall | OutputToolSearchCall,
+    Field(discriminator="type"),
+]
 
 
 class ResponseUsage(BaseModel):
@@ -135,19 +141,23 @@ class ResponseObject(BaseModel):
     parallel_tool_calls: bool
     previous_response_id: str | None
     store: bool
-    temperature: float = Field(description="The temperature used: the request's, else the model's default "
-                                           "(configured, else the upstream's own).")
+    temperature: float = Field(
+        description="The temperature used: the request's, else the model's default (configured, else the upstream's own)."
+    )
     top_p: float = Field(description="The top_p used, as temperature.")
-    presence_penalty: float = Field(description="The presence penalty used (the model's configured default or "
-                                                "override, else the upstream's own).")
+    presence_penalty: float = Field(
+        description="The presence penalty used (the model's configured default or override, else the upstream's own)."
+    )
     frequency_penalty: float = Field(description="The frequency penalty used, as presence_penalty.")
     top_logprobs: int = Field(description="Always 0: no log probabilities are returned.")
     text: dict[str, Any]
     tool_choice: str | dict[str, Any]
     tools: list[EchoedFunctionTool | dict[str, Any]]
-    truncation: Literal["auto", "disabled"] = Field(description="As sent (default disabled); either way, a "
-                                                                "prompt is fitted to the context as the model's "
-                                                                "context_overflow setting says.")
+    truncation: Literal["auto", "disabled"] = Field(
+        description="As sent (default disabled); either way, a "
+        "prompt is fitted to the context as the model's "
+        "context_overflow setting says."
+    )
     usage: ResponseUsage | None
     user: str | None
     metadata: dict[str, str]

@@ -21,7 +21,11 @@ from ..protocol import STRICT
 
 MCP = "mcp"
 LIST_TOOLS, CALL, APPROVAL_REQUEST, APPROVAL_RESPONSE = (
-    "mcp_list_tools", "mcp_call", "mcp_approval_request", "mcp_approval_response")
+    "mcp_list_tools",
+    "mcp_call",
+    "mcp_approval_request",
+    "mcp_approval_response",
+)
 ITEM_TYPES = (LIST_TOOLS, CALL, APPROVAL_REQUEST, APPROVAL_RESPONSE)
 
 
@@ -44,17 +48,20 @@ class McpTool(_Strict):
 
     type: Literal["mcp"]
     server_label: StrictStr = Field(min_length=1, max_length=64)
-    server_url: StrictStr | None = Field(None, description=(
-        "Streamable HTTP, or HTTP+SSE for a path ending in /sse; absent or \"config\": the server the config "
-        "names server_label."))
+    server_url: StrictStr | None = Field(
+        None,
+        description=(
+            'Streamable HTTP, or HTTP+SSE for a path ending in /sse; absent or "config": the server the config '
+            "names server_label."
+        ),
+    )
     connector_id: StrictStr | None = Field(None, description="Refused: an OpenAI-hosted connector.")
     tunnel_id: StrictStr | None = Field(None, description="Refused: an OpenAI-hosted tunnel.")
     server_description: StrictStr | None = None
     headers: dict[str, StrictStr] | None = None
     authorization: StrictStr | None = Field(None, description="Sent as `Authorization: Bearer ...`.")
     allowed_tools: list[StrictStr] | ToolFilter | None = None
-    require_approval: Literal["always", "never"] | ApprovalFilter | None = Field(
-        None, description="Default always, as OpenAI's.")
+    require_approval: Literal["always", "never"] | ApprovalFilter | None = Field(None, description="Default always, as OpenAI's.")
     defer_loading: bool | None = Field(None, description="Accepted; the tools are listed at once.")
     allowed_callers: list[Literal["direct", "programmatic"]] | None = Field(None, description="Accepted and ignored.")
 
@@ -62,8 +69,9 @@ class McpTool(_Strict):
     def is_reachable(self):
         for hosted in ("connector_id", "tunnel_id"):
             if getattr(self, hosted) is not None:
-                raise InvalidRequest(f"{hosted} names an OpenAI-hosted connector, which a local server cannot reach; "
-                                     "give server_url", param=hosted)
+                raise InvalidRequest(
+                    f"{hosted} names an OpenAI-hosted connector, which a local server cannot reach; give server_url", param=hosted
+                )
         return self
 
     @property
@@ -137,19 +145,28 @@ class McpApprovalResponseItem(_Strict):
 
 # --- the answer's items ------------------------------------------------------------------------------
 
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(16)}"
 
 
 def list_tools_item(server_label: str, tools: list[dict] | None, error: str | None = None) -> dict:
-    return {"id": new_id("mcpl"), "type": LIST_TOOLS, "server_label": server_label, "tools": tools or [],
-            "error": error}
+    return {"id": new_id("mcpl"), "type": LIST_TOOLS, "server_label": server_label, "tools": tools or [], "error": error}
 
 
 def call_item(call_id: str, server_label: str, name: str, arguments: str, approval_request_id: str | None = None) -> dict:
     """An mcp_call under way (status in_progress); `finished_call` gives it its output or error."""
-    return {"id": call_id, "type": CALL, "server_label": server_label, "name": name, "arguments": arguments,
-            "output": None, "error": None, "approval_request_id": approval_request_id, "status": "in_progress"}
+    return {
+        "id": call_id,
+        "type": CALL,
+        "server_label": server_label,
+        "name": name,
+        "arguments": arguments,
+        "output": None,
+        "error": None,
+        "approval_request_id": approval_request_id,
+        "status": "in_progress",
+    }
 
 
 def finished_call(item: dict, output: str | None, error: dict | None) -> dict:
@@ -157,7 +174,7 @@ def finished_call(item: dict, output: str | None, error: dict | None) -> dict:
     return item | {"output": output, "error": error, "status": "failed" if error is not None else "completed"}
 
 
-TOOL_ERROR, PROTOCOL_ERROR = "mcp_tool_execution_error", "mcp_protocol_error"   # OpenAI's error types
+TOOL_ERROR, PROTOCOL_ERROR = "mcp_tool_execution_error", "mcp_protocol_error"  # OpenAI's error types
 
 
 def tool_error(message: str) -> dict:
@@ -182,8 +199,7 @@ def error_text(error) -> str:
 
 
 def approval_request_item(server_label: str, name: str, arguments: str) -> dict:
-    return {"id": new_id("mcpr"), "type": APPROVAL_REQUEST, "server_label": server_label, "name": name,
-            "arguments": arguments}
+    return {"id": new_id("mcpr"), "type": APPROVAL_REQUEST, "server_label": server_label, "name": name, "arguments": arguments}
 
 
 def call_result_text(item) -> str:

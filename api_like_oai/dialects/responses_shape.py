@@ -41,7 +41,7 @@ from .responses import REASONING_PURPOSE, ResponsesRequest
 from .responses_mcp import CALL, LIST_TOOLS
 from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, TOOL_SEARCH, output_item, partial_custom_input
 
-_SEQUENCE = sse.NUMBER_HOLES[0]   # the sequence number's stand-in in a sample frame
+_SEQUENCE = sse.NUMBER_HOLES[0]  # the sequence number's stand-in in a sample frame
 _ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOCAL_SHELL: "lsh", TOOL_SEARCH: "tsc"}
 # Why a response ended before the model's answer, by the finish reason the events end with.
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "tool_rounds": "max_tool_calls"}
@@ -50,7 +50,7 @@ INCOMPLETE_REASONS = {"length": "max_output_tokens", "tool_rounds": "max_tool_ca
 class Keeper(Protocol):
     """Where a stored or continued turn's answer goes (services/stored_responses.TurnWriter)."""
 
-    fields: dict   # what the response says of itself over the stateless answer (store, conversation, ...)
+    fields: dict  # what the response says of itself over the stateless answer (store, conversation, ...)
 
     def keep(self, response: dict) -> None:
         """The finished answer, before it goes out; a ProxyError ends a stream with that error instead."""
@@ -60,12 +60,18 @@ class Keeper(Protocol):
 
 
 class ResponsesShape:
-    end = b""   # the stream ends with response.completed (or .incomplete / .failed), no [DONE]
-    keepalive = sse.KEEPALIVE_COMMENT   # OpenAI's SDKs skip comments
-    usage_at_start = False   # the usage comes with response.completed
+    end = b""  # the stream ends with response.completed (or .incomplete / .failed), no [DONE]
+    keepalive = sse.KEEPALIVE_COMMENT  # OpenAI's SDKs skip comments
+    usage_at_start = False  # the usage comes with response.completed
 
-    def __init__(self, model: str, request: ResponsesRequest, seal: Seal | None = None,
-                 sampling: Callable[[], dict[str, float]] | None = None, keeper: Keeper | None = None):
+    def __init__(
+        self,
+        model: str,
+        request: ResponsesRequest,
+        seal: Seal | None = None,
+        sampling: Callable[[], dict[str, float]] | None = None,
+        keeper: Keeper | None = None,
+    ):
         """`sampling` gives the sampling values the request is generated with (ServedModel.sampling_used),
         asked once, by the first event; without it, llama.cpp's defaults under the request's own values.
         `keeper`: a stored turn's (its id then has 128 random bits: it names a stored object)."""
@@ -79,12 +85,12 @@ class ResponsesShape:
         self.blocks = Blocks()
         self.sequence_number = 0
         self.finish_reason: str | None = None
-        self.seal = seal if request.includes_encrypted_reasoning() else None   # seals thoughts handed out
+        self.seal = seal if request.includes_encrypted_reasoning() else None  # seals thoughts handed out
         self.summaries = request.reasoning is not None and request.reasoning.wants_summary()
         self.toolbox = request.toolbox()
         self._sampling = sampling or (lambda: LLAMA_CPP_SAMPLING | given(request, ("temperature", "top_p")))
-        self._text_patterns: dict[int, sse.FramePattern] = {}   # per output item
-        self._inputs_given: dict[int, str] = {}   # per custom tool call: the input streamed so far
+        self._text_patterns: dict[int, sse.FramePattern] = {}  # per output item
+        self._inputs_given: dict[int, str] = {}  # per custom tool call: the input streamed so far
 
     @staticmethod
     def frame(chunk: dict) -> bytes:
@@ -92,8 +98,7 @@ class ResponsesShape:
 
     def openings(self, index: int) -> list[dict]:
         in_progress = self.in_progress()
-        return [self._event("response.created", response=in_progress),
-                self._event("response.in_progress", response=in_progress)]
+        return [self._event("response.created", response=in_progress), self._event("response.in_progress", response=in_progress)]
 
     def content_frame(self, event: GenerationEvent) -> bytes | None:
         """The frame of a text delta to the open message, assembled around pre-encoded parts."""
@@ -107,7 +112,7 @@ class ResponsesShape:
         return pattern.fill(sse.encode_string(event.text), str(self._next_number()).encode())
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
-        chunks = self._block_events(self.blocks.add(event))   # items it closes ended before the finish
+        chunks = self._block_events(self.blocks.add(event))  # items it closes ended before the finish
         if event.finish_reason:
             self.finish_reason = event.finish_reason
         return chunks
@@ -167,10 +172,20 @@ class ResponsesShape:
 
     def _response(self, status: str, output: list, usage: dict | None) -> dict:
         """The response object: every field of Open Responses' ResponseResource (and of OpenAI's Response)."""
-        return {"id": self.id, "object": "response", "created_at": self.created_at,
-                "completed_at": self._completed_at() if status == "completed" else None, "status": status,
-                "error": None, "incomplete_details": None, "model": self.model, "output": output, "usage": usage,
-                **self._settings, **(self.keeper.fields if self.keeper is not None else {})}
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "completed_at": self._completed_at() if status == "completed" else None,
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "model": self.model,
+            "output": output,
+            "usage": usage,
+            **self._settings,
+            **(self.keeper.fields if self.keeper is not None else {}),
+        }
 
     def _completed_at(self) -> int:
         """When the answer completed: the first time it was written as completed (a stream's last event)."""
@@ -183,23 +198,40 @@ class ResponsesShape:
         """What the response says of how it was made, the same in every event: the request's fields as
         sent, or the value used where it left one out (sampling: see __init__)."""
         request = self.request
-        return {"instructions": request.instructions, "max_output_tokens": request.max_output_tokens,
-                "max_tool_calls": request.max_tool_calls, "parallel_tool_calls": request.parallel_tool_calls is not False,
-                "previous_response_id": None, "store": False, "background": False,
-                "text": _text_config(request), "tool_choice": _tool_choice(request),
-                "tools": [_echoed_tool(tool) for tool in request.tools or ()], "truncation": request.truncation or "disabled",
-                **{key: float(value) for key, value in self._sampling().items()}, "top_logprobs": 0,
-                "reasoning": _reasoning_config(request), "service_tier": "default", "user": request.user,
-                "safety_identifier": request.safety_identifier, "prompt_cache_key": request.prompt_cache_key,
-                "metadata": dict(request.metadata or {})}
+        return {
+            "instructions": request.instructions,
+            "max_output_tokens": request.max_output_tokens,
+            "max_tool_calls": request.max_tool_calls,
+            "parallel_tool_calls": request.parallel_tool_calls is not False,
+            "previous_response_id": None,
+            "store": False,
+            "background": False,
+            "text": _text_config(request),
+            "tool_choice": _tool_choice(request),
+            "tools": [_echoed_tool(tool) for tool in request.tools or ()],
+            "truncation": request.truncation or "disabled",
+            **{key: float(value) for key, value in self._sampling().items()},
+            "top_logprobs": 0,
+            "reasoning": _reasoning_config(request),
+            "service_tier": "default",
+            "user": request.user,
+            "safety_identifier": request.safety_identifier,
+            "prompt_cache_key": request.prompt_cache_key,
+            "metadata": dict(request.metadata or {}),
+        }
 
     def _item(self, block: Block, status: str) -> dict:
         done = status != "in_progress"
         if block.kind == ITEM:
-            return dict(block.item)   # the proxy's own item says its own status
+            return dict(block.item)  # the proxy's own item says its own status
         if block.kind == TEXT:
-            return {"id": self._item_id(block), "type": "message", "status": status, "role": "assistant",
-                    "content": [_text_part(block.content)] if done else []}
+            return {
+                "id": self._item_id(block),
+                "type": "message",
+                "status": status,
+                "role": "assistant",
+                "content": [_text_part(block.content)] if done else [],
+            }
         if block.kind == REASONING:
             return self._reasoning_item(block, status)
         item = output_item(self.toolbox.by_name(block.name), block.name, block.call_id, block.content if done else "")
@@ -251,7 +283,7 @@ class ResponsesShape:
         if kind == CUSTOM:
             return self._input_delta(block, partial_custom_input(block.content))
         if kind in (LOCAL_SHELL, TOOL_SEARCH):
-            return []   # its action (or search) is given whole, with the item
+            return []  # its action (or search) is given whole, with the item
         return [self._event("response.function_call_arguments.delta", **where, delta=piece)]
 
     def _input_delta(self, block: Block, input_so_far: str) -> list[dict]:
@@ -260,12 +292,17 @@ class ResponsesShape:
         if len(input_so_far) <= len(given) or not input_so_far.startswith(given):
             return []
         self._inputs_given[block.index] = input_so_far
-        return [self._event("response.custom_tool_call_input.delta", item_id=self._item_id(block),
-                            output_index=block.index, delta=input_so_far[len(given):])]
+        return [
+            self._event(
+                "response.custom_tool_call_input.delta",
+                item_id=self._item_id(block),
+                output_index=block.index,
+                delta=input_so_far[len(given) :],
+            )
+        ]
 
     def _text_delta(self, block: Block, piece: str) -> dict:
-        return {"item_id": self._item_id(block), "output_index": block.index, "content_index": 0, "delta": piece,
-                "logprobs": []}
+        return {"item_id": self._item_id(block), "output_index": block.index, "content_index": 0, "delta": piece, "logprobs": []}
 
     def _started(self, block: Block) -> list[dict]:
         added = self._event("response.output_item.added", output_index=block.index, item=self._item(block, "in_progress"))
@@ -274,8 +311,12 @@ class ResponsesShape:
         part = _text_part("") if block.kind == TEXT else _reasoning_part("") if block.kind == REASONING else None
         if part is None:
             return [added]
-        return [added, self._event("response.content_part.added", item_id=self._item_id(block),
-                                   output_index=block.index, content_index=0, part=part)]
+        return [
+            added,
+            self._event(
+                "response.content_part.added", item_id=self._item_id(block), output_index=block.index, content_index=0, part=part
+            ),
+        ]
 
     def _item_started(self, block: Block) -> list[dict]:
         """An MCP listing or call under way: its in_progress event (a call's arguments first, whole)."""
@@ -286,9 +327,11 @@ class ResponsesShape:
         if kind != CALL:
             return []
         arguments = block.item["arguments"]
-        return [self._event("response.mcp_call_arguments.delta", **where, delta=arguments),
-                self._event("response.mcp_call_arguments.done", **where, arguments=arguments),
-                self._event("response.mcp_call.in_progress", **where)]
+        return [
+            self._event("response.mcp_call_arguments.delta", **where, delta=arguments),
+            self._event("response.mcp_call_arguments.done", **where, arguments=arguments),
+            self._event("response.mcp_call.in_progress", **where),
+        ]
 
     def _item_stopped(self, block: Block) -> list[dict]:
         """An MCP listing or call done: completed, or failed when it has an error."""
@@ -301,20 +344,26 @@ class ResponsesShape:
 
     def _stopped(self, block: Block) -> list[dict]:
         if block.kind == ITEM:
-            return [*self._item_stopped(block),
-                    self._event("response.output_item.done", output_index=block.index, item=self._item(block, ""))]
+            return [
+                *self._item_stopped(block),
+                self._event("response.output_item.done", output_index=block.index, item=self._item(block, "")),
+            ]
         status = "incomplete" if self.finish_reason == "length" else "completed"
         item = self._item(block, status)
         where = {"item_id": item["id"], "output_index": block.index}
         kind = self._item_kind(block)
         if kind == TEXT:
-            done = [self._event("response.output_text.done", **where, content_index=0, text=block.content, logprobs=[]),
-                    self._event("response.content_part.done", **where, content_index=0, part=_text_part(block.content))]
+            done = [
+                self._event("response.output_text.done", **where, content_index=0, text=block.content, logprobs=[]),
+                self._event("response.content_part.done", **where, content_index=0, part=_text_part(block.content)),
+            ]
         elif kind == REASONING:
             done = self._thought_done(block, where)
         elif kind == CUSTOM:
-            done = [*self._input_delta(block, item["input"]),
-                    self._event("response.custom_tool_call_input.done", **where, input=item["input"])]
+            done = [
+                *self._input_delta(block, item["input"]),
+                self._event("response.custom_tool_call_input.done", **where, input=item["input"]),
+            ]
         elif kind in (LOCAL_SHELL, TOOL_SEARCH):
             done = []
         else:
@@ -323,15 +372,20 @@ class ResponsesShape:
 
     def _thought_done(self, block: Block, where: dict) -> list[dict]:
         thought = block.content
-        done = [self._event("response.reasoning_text.done", **where, content_index=0, text=thought),
-                self._event("response.content_part.done", **where, content_index=0, part=_reasoning_part(thought))]
+        done = [
+            self._event("response.reasoning_text.done", **where, content_index=0, text=thought),
+            self._event("response.content_part.done", **where, content_index=0, part=_reasoning_part(thought)),
+        ]
         if not self.summaries:
             return done
         summary = {**where, "summary_index": 0}
-        return [*done, self._event("response.reasoning_summary_part.added", **summary, part=_summary_part("")),
-                self._event("response.reasoning_summary_text.delta", **summary, delta=thought),
-                self._event("response.reasoning_summary_text.done", **summary, text=thought),
-                self._event("response.reasoning_summary_part.done", **summary, part=_summary_part(thought))]
+        return [
+            *done,
+            self._event("response.reasoning_summary_part.added", **summary, part=_summary_part("")),
+            self._event("response.reasoning_summary_text.delta", **summary, delta=thought),
+            self._event("response.reasoning_summary_text.done", **summary, text=thought),
+            self._event("response.reasoning_summary_part.done", **summary, part=_summary_part(thought)),
+        ]
 
     def _event(self, kind: str, **fields) -> dict:
         return _envelope(kind, fields, self._next_number())
@@ -391,8 +445,10 @@ def _echoed_format(text_format) -> dict:
 
 def _reasoning_config(request: ResponsesRequest) -> dict:
     reasoning = request.reasoning
-    return {"effort": reasoning.effort if reasoning else None,
-            "summary": (reasoning.summary or reasoning.generate_summary) if reasoning else None}
+    return {
+        "effort": reasoning.effort if reasoning else None,
+        "summary": (reasoning.summary or reasoning.generate_summary) if reasoning else None,
+    }
 
 
 def _tool_choice(request: ResponsesRequest):
@@ -405,8 +461,10 @@ def _tool_choice(request: ResponsesRequest):
 def _usage(usage: dict, blocks: list[Block]) -> dict:
     """OpenAI's usage; reasoning_tokens is the answer's token count when its thought ended (0 without one)."""
     cached_tokens = usage["prompt_tokens_details"]["cached_tokens"]
-    return {"input_tokens": usage["prompt_tokens"],
-            "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
-            "output_tokens": usage["completion_tokens"],
-            "output_tokens_details": {"reasoning_tokens": reasoning_tokens(blocks, usage["completion_tokens"])},
-            "total_tokens": usage["total_tokens"]}
+    return {
+        "input_tokens": usage["prompt_tokens"],
+        "input_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": usage["completion_tokens"],
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens(blocks, usage["completion_tokens"])},
+        "total_tokens": usage["total_tokens"],
+    }

@@ -45,15 +45,29 @@ from .responses_mcp import MCP, McpTool
 FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE, TOOL_SEARCH = "function", "custom", "local_shell", "namespace", "tool_search"
 RUN_HERE = (FUNCTION, CUSTOM, LOCAL_SHELL, NAMESPACE)
 CHOICE_SET_ASIDE_HEADER = "X-Tool-Choice-Set-Aside"
-INPUT_KEY = "input"   # a custom tool's one parameter
-CUSTOM_PARAMETERS = {"type": "object", "required": [INPUT_KEY], "additionalProperties": False,
-                     "properties": {INPUT_KEY: {"type": "string", "description": "The tool's input, as free text."}}}
+INPUT_KEY = "input"  # a custom tool's one parameter
+CUSTOM_PARAMETERS = {
+    "type": "object",
+    "required": [INPUT_KEY],
+    "additionalProperties": False,
+    "properties": {INPUT_KEY: {"type": "string", "description": "The tool's input, as free text."}},
+}
 LOCAL_SHELL_PARAMETERS = {
-    "type": "object", "additionalProperties": False, "required": ["command"],
-    "properties": {"command": {"type": "array", "items": {"type": "string"},
-                               "description": 'The program and its arguments, e.g. ["ls", "-la"].'},
-                   "working_directory": {"type": "string"}, "timeout_ms": {"type": "integer"},
-                   "env": {"type": "object", "additionalProperties": {"type": "string"}}, "user": {"type": "string"}}}
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["command"],
+    "properties": {
+        "command": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": 'The program and its arguments, e.g. ["ls", "-la"].',
+        },
+        "working_directory": {"type": "string"},
+        "timeout_ms": {"type": "integer"},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "user": {"type": "string"},
+    },
+}
 LOCAL_SHELL_DESCRIPTION = "Run a command in the user's local shell and read its output."
 TOOL_SEARCH_PARAMETERS = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
 TOOL_SEARCH_DESCRIPTION = "Search for more tools; those found can be called from the next turn on."
@@ -65,8 +79,10 @@ class _Strict(BaseModel):
 
 _Callers = Annotated[list[Literal["direct", "programmatic"]] | None, Field(None, description="Accepted and ignored.")]
 _Async = Annotated[bool | None, Field(None, alias="async", description="Accepted and ignored: calls are answered at once.")]
-_Deferred = Annotated[bool | None, Field(None, description="Accepted; the tool is offered like the others (a local "
-                                                            "server has no tool-search service).")]
+_Deferred = Annotated[
+    bool | None,
+    Field(None, description="Accepted; the tool is offered like the others (a local server has no tool-search service)."),
+]
 
 
 class FunctionTool(_Strict):
@@ -84,8 +100,9 @@ class FunctionTool(_Strict):
 class CustomFormat(_Strict):
     type: Literal["text", "grammar"]
     syntax: Literal["lark", "regex"] | None = None
-    definition: StrictStr | None = Field(None, max_length=MAX_SCHEMA_BYTES,
-                                         description="Shown to the model with the tool; not enforced.")
+    definition: StrictStr | None = Field(
+        None, max_length=MAX_SCHEMA_BYTES, description="Shown to the model with the tool; not enforced."
+    )
 
 
 class CustomToolDefinition(_Strict):
@@ -136,9 +153,16 @@ def other_than(*names: str) -> dict:
 class SetAsideTool(BaseModel):
     """A tool only OpenAI's servers run (or one of a kind this proxy does not know): set aside."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"not": {  # a client's tool search is ToolSearchTool
-        "properties": {"type": {"const": TOOL_SEARCH}, "execution": {"const": "client"}}, "required": ["type", "execution"]}},
-        **STRICT)
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "not": {  # a client's tool search is ToolSearchTool
+                "properties": {"type": {"const": TOOL_SEARCH}, "execution": {"const": "client"}},
+                "required": ["type", "execution"],
+            }
+        },
+        **STRICT,
+    )
     type: StrictStr = Field(json_schema_extra=other_than(*RUN_HERE, MCP))
 
 
@@ -150,14 +174,20 @@ def _tool_tag(value) -> str:
     return kind if kind in RUN_HERE or kind == MCP else "set_aside"
 
 
-Tool = Annotated[Annotated[FunctionTool, Tag(FUNCTION)] | Annotated[CustomToolDefinition, Tag(CUSTOM)]
-                 | Annotated[McpTool, Tag(MCP)]
-                 | Annotated[NamespaceTool, Tag(NAMESPACE)] | Annotated[LocalShellTool, Tag(LOCAL_SHELL)]
-                 | Annotated[ToolSearchTool, Tag(TOOL_SEARCH)] | Annotated[SetAsideTool, Tag("set_aside")],
-                 Discriminator(_tool_tag)]
+Tool = Annotated[
+    Annotated[FunctionTool, Tag(FUNCTION)]
+    | Annotated[CustomToolDefinition, Tag(CUSTOM)]
+    | Annotated[McpTool, Tag(MCP)]
+    | Annotated[NamespaceTool, Tag(NAMESPACE)]
+    | Annotated[LocalShellTool, Tag(LOCAL_SHELL)]
+    | Annotated[ToolSearchTool, Tag(TOOL_SEARCH)]
+    | Annotated[SetAsideTool, Tag("set_aside")],
+    Discriminator(_tool_tag),
+]
 
 
 # --- tool_choice -------------------------------------------------------------------------------
+
 
 class NamedChoice(_Strict):
     type: Literal["function", "custom"]
@@ -183,23 +213,30 @@ def _choice_tag(value) -> str:
     return "named" if kind in (FUNCTION, CUSTOM) else "allowed" if kind == "allowed_tools" else "other"
 
 
-ToolChoice = Literal["none", "auto", "required"] | Annotated[
-    Annotated[NamedChoice, Tag("named")] | Annotated[AllowedToolsChoice, Tag("allowed")]
-    | Annotated[OtherChoice, Tag("other")], Discriminator(_choice_tag)]
+ToolChoice = (
+    Literal["none", "auto", "required"]
+    | Annotated[
+        Annotated[NamedChoice, Tag("named")]
+        | Annotated[AllowedToolsChoice, Tag("allowed")]
+        | Annotated[OtherChoice, Tag("other")],
+        Discriminator(_choice_tag),
+    ]
+)
 
 
 # --- what the model is offered -------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Offered:
     """One function the model sees, and what it stands for in the Responses API."""
 
-    name: str                  # the name the model sees and writes
-    kind: str                  # FUNCTION, CUSTOM, LOCAL_SHELL, TOOL_SEARCH or MCP
-    tool_name: str             # the tool's own name (inside its namespace, if any)
-    namespace: str | None      # its namespace tool; an MCP tool's server_label
-    chat_tool: dict            # the chat request's tool
-    param: str                 # where it came from in the request, for refusals ("tools.4.tools.1")
+    name: str  # the name the model sees and writes
+    kind: str  # FUNCTION, CUSTOM, LOCAL_SHELL, TOOL_SEARCH or MCP
+    tool_name: str  # the tool's own name (inside its namespace, if any)
+    namespace: str | None  # its namespace tool; an MCP tool's server_label
+    chat_tool: dict  # the chat request's tool
+    param: str  # where it came from in the request, for refusals ("tools.4.tools.1")
 
 
 @dataclass(frozen=True)
@@ -229,8 +266,7 @@ class Toolbox:
 
     def names_of(self, tools: list) -> list[str]:
         """The offered names of `tools` (a tool search's findings), namespaced functions one by one."""
-        inner = [(tool, namespace.name) for namespace in tools if namespace.type == NAMESPACE
-                 for tool in namespace.tools]
+        inner = [(tool, namespace.name) for namespace in tools if namespace.type == NAMESPACE for tool in namespace.tools]
         listed = [(tool, None) for tool in tools if tool.type in (FUNCTION, CUSTOM)] + inner
         return [self.name_for(tool.type, tool.name, namespace) for tool, namespace in listed]
 
@@ -243,8 +279,7 @@ class Toolbox:
         return f"{namespace}.{tool_name}" if namespace else tool_name
 
 
-def toolbox(tools: list | None, loaded: list[tuple[str, list]] = (),
-            listed: list[tuple[str, McpTool, list]] = ()) -> Toolbox:
+def toolbox(tools: list | None, loaded: list[tuple[str, list]] = (), listed: list[tuple[str, McpTool, list]] = ()) -> Toolbox:
     """The functions offered for `tools` (the request's, validated): names of top-level functions and
     custom tools are kept; namespaced ones, `local_shell` and `tool_search` get names that collide with
     none of them. `loaded`: (where, tools) that a client's tool search returned in the input, offered
@@ -288,7 +323,7 @@ class _Offering:
     def add(self, tool, param: str, reserved: bool) -> None:
         """`reserved`: a top-level name of the request's own, kept as it is."""
         if tool.type == MCP:
-            return   # its tools are offered from its mcp_list_tools item (`toolbox`'s `listed`)
+            return  # its tools are offered from its mcp_list_tools item (`toolbox`'s `listed`)
         if isinstance(tool, SetAsideTool):
             if tool.type not in self.set_aside:
                 self.set_aside.append(tool.type)
@@ -316,7 +351,7 @@ class _Offering:
 
     def _function(self, tool, preferred: str, namespace: NamespaceTool | None, param: str, reserved: bool) -> None:
         if not reserved and self._offers(tool.type, tool.name, namespace.name if namespace else None):
-            return   # listed twice, or found again by a tool search
+            return  # listed twice, or found again by a tool search
         name = preferred if reserved else _unique(preferred, self.taken)
         self.offered.append(_offer(tool, name, namespace, param))
 
@@ -328,8 +363,9 @@ class _Offering:
         if tool.type == LOCAL_SHELL:
             chat_tool = function_tool(name, LOCAL_SHELL_DESCRIPTION, LOCAL_SHELL_PARAMETERS)
         else:
-            chat_tool = function_tool(name, tool.description or TOOL_SEARCH_DESCRIPTION,
-                                      tool.parameters or TOOL_SEARCH_PARAMETERS)
+            chat_tool = function_tool(
+                name, tool.description or TOOL_SEARCH_DESCRIPTION, tool.parameters or TOOL_SEARCH_PARAMETERS
+            )
         self.offered.append(Offered(name, tool.type, tool.type, None, chat_tool, param))
 
 
@@ -358,7 +394,7 @@ def _unique(preferred: str, taken: set[str]) -> str:
     while name in taken:
         number += 1
         suffix = f"_{number}"
-        name = preferred[:128 - len(suffix)] + suffix
+        name = preferred[: 128 - len(suffix)] + suffix
     taken.add(name)
     return name
 
@@ -418,12 +454,16 @@ def _listed(listed: dict, box: Toolbox) -> list[Offered]:
         return [offered for offered in box.offered if offered.namespace == name]
     if kind in (LOCAL_SHELL, TOOL_SEARCH):
         name = kind
-    offered = box.find(kind, name, namespace) if isinstance(name, str) and kind in (FUNCTION, CUSTOM, LOCAL_SHELL,
-                                                                                   TOOL_SEARCH) else None
+    offered = (
+        box.find(kind, name, namespace)
+        if isinstance(name, str) and kind in (FUNCTION, CUSTOM, LOCAL_SHELL, TOOL_SEARCH)
+        else None
+    )
     return [offered] if offered else []
 
 
 # --- calls, both ways ------------------------------------------------------------------------------
+
 
 def custom_arguments(tool_input: str) -> str:
     """A custom tool call's `input` as the arguments of the function the model was offered."""
@@ -445,8 +485,7 @@ def custom_input(arguments: str) -> str:
 
 def local_shell_arguments(action: dict) -> str:
     """A local_shell_call's `action` as the arguments of the offered `local_shell` function."""
-    return json.dumps({key: value for key, value in action.items() if key != "type" and value is not None},
-                      ensure_ascii=False)
+    return json.dumps({key: value for key, value in action.items() if key != "type" and value is not None}, ensure_ascii=False)
 
 
 def local_shell_action(arguments: str) -> dict:
@@ -457,11 +496,14 @@ def local_shell_action(arguments: str) -> dict:
     if isinstance(command, str):
         command = [command]
     env = parsed.get("env")
-    return {"type": "exec", "command": [str(part) for part in command] if isinstance(command, list) else [],
-            "env": {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
-            "timeout_ms": parsed.get("timeout_ms") if isinstance(parsed.get("timeout_ms"), int) else None,
-            "working_directory": _str_or_none(parsed.get("working_directory")),
-            "user": _str_or_none(parsed.get("user"))}
+    return {
+        "type": "exec",
+        "command": [str(part) for part in command] if isinstance(command, list) else [],
+        "env": {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
+        "timeout_ms": parsed.get("timeout_ms") if isinstance(parsed.get("timeout_ms"), int) else None,
+        "working_directory": _str_or_none(parsed.get("working_directory")),
+        "user": _str_or_none(parsed.get("user")),
+    }
 
 
 def _str_or_none(value) -> str | None:
@@ -471,7 +513,7 @@ def _str_or_none(value) -> str | None:
 _INPUT_OPENING = re.compile(r'\s*\{\s*"input"\s*:\s*"')
 # An escape cut short at the end (an odd backslash, a \u with fewer than 4 digits, or a high surrogate
 # whose low half has not come yet): left for the next delta.
-_UNFINISHED_ESCAPE = re.compile(r'(?<!\\)((?:\\\\)*)\\(?:u[dD][89abAB][0-9a-fA-F]{2}|u[0-9a-fA-F]{0,3})?$')
+_UNFINISHED_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?:u[dD][89abAB][0-9a-fA-F]{2}|u[0-9a-fA-F]{0,3})?$")
 
 
 def partial_custom_input(arguments: str) -> str:
@@ -480,11 +522,11 @@ def partial_custom_input(arguments: str) -> str:
     opening = _INPUT_OPENING.match(arguments)
     if opening is None:
         return ""
-    body = arguments[opening.end():]
+    body = arguments[opening.end() :]
     closing = re.search(r'(?<!\\)(\\\\)*"', body)
     if closing:
-        body = body[:closing.start() + len(closing[1] or "")]
-    else:   # twice: a cut low surrogate leaves its high half at the end
+        body = body[: closing.start() + len(closing[1] or "")]
+    else:  # twice: a cut low surrogate leaves its high half at the end
         body = _UNFINISHED_ESCAPE.sub(r"\1", _UNFINISHED_ESCAPE.sub(r"\1", body))
     try:
         return json.loads(f'"{body}"')
@@ -500,8 +542,7 @@ def output_item(offered: Offered | None, name: str, call_id: str, arguments: str
     namespace = {"namespace": offered.namespace} if offered and offered.namespace else {}
     tool_name = offered.tool_name if offered else name
     if kind == CUSTOM:
-        return {"type": "custom_tool_call", "call_id": call_id, "name": tool_name, **namespace,
-                "input": custom_input(arguments)}
+        return {"type": "custom_tool_call", "call_id": call_id, "name": tool_name, **namespace, "input": custom_input(arguments)}
     if kind == LOCAL_SHELL:
         return {"type": "local_shell_call", "call_id": call_id, "action": local_shell_action(arguments)}
     if kind == TOOL_SEARCH:
@@ -511,9 +552,11 @@ def output_item(offered: Offered | None, name: str, call_id: str, arguments: str
 
 # --- max_tool_calls --------------------------------------------------------------------------------
 
+
 def at_most(limit: int):
     """The event transformation that gives out at most `limit` calls: the first delta of a call past
     the limit ends the answer there (finish_reason "tool_calls"), and the upstream generation with it."""
+
     def transform(events: Iterator[GenerationEvent]) -> Iterator[GenerationEvent]:
         for event in events:
             calls = event.tool_calls or ()
@@ -523,7 +566,13 @@ def at_most(limit: int):
                 continue
             if kept:
                 yield replace(event, tool_calls=kept, finish_reason=None)
-            yield GenerationEvent(index=event.index, finish_reason="tool_calls", prompt_tokens=event.prompt_tokens,
-                                  completion_tokens=event.completion_tokens, cached_tokens=event.cached_tokens)
+            yield GenerationEvent(
+                index=event.index,
+                finish_reason="tool_calls",
+                prompt_tokens=event.prompt_tokens,
+                completion_tokens=event.completion_tokens,
+                cached_tokens=event.cached_tokens,
+            )
             return
+
     return transform

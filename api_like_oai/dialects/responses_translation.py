@@ -48,8 +48,8 @@ class Translation:
     chat: ChatCompletionRequest
     tools_set_aside: tuple[str, ...] = ()
     choice_set_aside: str | None = None
-    items_set_aside: tuple[tuple[int, str], ...] = ()   # (position in the input, item type)
-    toolbox: Toolbox | None = None   # the functions offered, and what each stands for (the MCP loop asks)
+    items_set_aside: tuple[tuple[int, str], ...] = ()  # (position in the input, item type)
+    toolbox: Toolbox | None = None  # the functions offered, and what each stands for (the MCP loop asks)
 
     def headers(self, first_item: int = 0) -> dict[str, str]:
         """The response headers naming what was set aside; of the input items, those from `first_item`
@@ -84,7 +84,7 @@ def translate(request: ResponsesRequest, seal: Seal | None = None) -> Translatio
     if response_format:
         fields["response_format"] = response_format
     if request.reasoning is not None and request.reasoning.effort is not None:
-        fields["reasoning_effort"] = request.reasoning.effort   # onto the template, as for chat
+        fields["reasoning_effort"] = request.reasoning.effort  # onto the template, as for chat
     if request.text is not None and request.text.verbosity is not None:
         fields["verbosity"] = request.text.verbosity
     return Translation(chat_request(fields, tool_params), box.set_aside, choice.set_aside, tuple(turns.set_aside), box)
@@ -113,7 +113,7 @@ class _Turns:
     def __init__(self, instructions: str | None):
         self.messages: list[dict] = [{"role": "system", "content": instructions}] if instructions else []
         self.thoughts: list[str] = []
-        self.set_aside: list[tuple[int, str]] = []   # (position in the input, type) of the items set aside
+        self.set_aside: list[tuple[int, str]] = []  # (position in the input, type) of the items set aside
 
     def add_message(self, role: str, content: str) -> None:
         messages = self.messages
@@ -178,19 +178,27 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
     elif kind == "custom_tool_call":
         turns.add_call(item.call_id, box.name_for(CUSTOM, item.name, item.namespace), custom_arguments(item.input))
     elif kind == "local_shell_call":
-        turns.add_call(item.call_id or item.id or f"call_{n}", box.name_for(LOCAL_SHELL, LOCAL_SHELL),
-                       local_shell_arguments(item.action.model_dump()))
+        turns.add_call(
+            item.call_id or item.id or f"call_{n}",
+            box.name_for(LOCAL_SHELL, LOCAL_SHELL),
+            local_shell_arguments(item.action.model_dump()),
+        )
     elif kind in ("function_call_output", "custom_tool_call_output"):
         turns.add_output(item.call_id, _content(item.output, f"input.{n}.output"))
     elif kind == "local_shell_call_output":
         turns.add_output(item.call_id or item.id, item.output)
     elif kind == "tool_search_call":
-        turns.add_call(item.call_id or item.id or f"call_{n}", box.name_for(TOOL_SEARCH, TOOL_SEARCH),
-                       json.dumps(item.arguments, ensure_ascii=False))
+        turns.add_call(
+            item.call_id or item.id or f"call_{n}",
+            box.name_for(TOOL_SEARCH, TOOL_SEARCH),
+            json.dumps(item.arguments, ensure_ascii=False),
+        )
     elif kind == "tool_search_output":
         names = box.names_of(item.tools)
-        turns.add_output(item.call_id or item.id or f"call_{n}",
-                         "Tools found, callable from now on: " + ", ".join(names) if names else "No tools found.")
+        turns.add_output(
+            item.call_id or item.id or f"call_{n}",
+            "Tools found, callable from now on: " + ", ".join(names) if names else "No tools found.",
+        )
     elif kind == CALL:
         turns.add_call(item.id, box.name_for(MCP, item.name, item.server_label), item.arguments)
         turns.add_output(item.id, call_result_text(item))
@@ -202,8 +210,9 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
             turns.set_aside.append((n, kind))
     elif kind == "message":
         role = "system" if item.role == "developer" else item.role
-        turns.add_message(role, _content(item.content, f"input.{n}.content") if role == "user"
-                          else _text(item.content, f"input.{n}.content"))
+        turns.add_message(
+            role, _content(item.content, f"input.{n}.content") if role == "user" else _text(item.content, f"input.{n}.content")
+        )
     if isinstance(item, SetAsideItem):
         turns.set_aside.append((n, item.type))
 
@@ -234,7 +243,7 @@ def _text(content: str | list, param: str) -> str:
 def _part_text(part, param: str) -> str:
     if part.type == "input_image":
         raise InvalidRequest("input_image belongs in user messages and function call outputs", param=param)
-    if part.type in ("input_file", "input_audio"):   # audio is taken where images are (_content), not here
+    if part.type in ("input_file", "input_audio"):  # audio is taken where images are (_content), not here
         raise text_only(part.type, param)
     return part.refusal if part.type == "refusal" else part.text
 
@@ -243,23 +252,28 @@ def _content(content: str | list, param: str) -> str | list[dict]:
     """A user message's or a call output's content: its text, or text, image and audio parts when it holds media."""
     if isinstance(content, str) or all(part.type not in MEDIA for part in content):
         return _text(content, param)
-    return [_media_part(part, f"{param}.{m}") if part.type in MEDIA
-            else {"type": "text", "text": _part_text(part, f"{param}.{m}")} for m, part in enumerate(content)]
+    return [
+        _media_part(part, f"{param}.{m}") if part.type in MEDIA else {"type": "text", "text": _part_text(part, f"{param}.{m}")}
+        for m, part in enumerate(content)
+    ]
 
 
 MEDIA = ("input_image", "input_audio")
 
 
 def _media_part(part, param: str) -> dict:
-    if part.type == "input_audio":   # this server's extension: Chat Completions' part as it is
+    if part.type == "input_audio":  # this server's extension: Chat Completions' part as it is
         return {"type": "input_audio", "input_audio": part.input_audio.model_dump()}
     return _image_part(part, param)
 
 
 def _image_part(part: InputImage, param: str) -> dict:
     if not part.image_url:
-        what = "file_id images need OpenAI's Files API, which this server does not have" if part.file_id \
+        what = (
+            "file_id images need OpenAI's Files API, which this server does not have"
+            if part.file_id
             else "an input_image needs image_url"
+        )
         raise InvalidRequest(f"{what}; send image_url (an http(s) URL or a base64 data URL)", param=param)
     return image_part(part.image_url, param)
 
@@ -270,5 +284,4 @@ def _response_format(text: TextConfig | None) -> dict | None:
         return None
     if text_format.type == "json_object":
         return {"type": "json_object"}
-    return {"type": "json_schema", "json_schema": {"name": text_format.name or "response",
-                                                   "schema": text_format.json_schema}}
+    return {"type": "json_schema", "json_schema": {"name": text_format.name or "response", "schema": text_format.json_schema}}

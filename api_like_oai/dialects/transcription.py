@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..errors import InvalidRequest
 from .audio_files import AudioFile
 
-TRANSLATE_PROMPT = "Translate the speech into English text."   # llama-server has no translation endpoint
+TRANSLATE_PROMPT = "Translate the speech into English text."  # llama-server has no translation endpoint
 TEXT_FORMATS = {"text": "text/plain", "srt": "application/x-subrip", "vtt": "text/vtt"}
 
 
@@ -38,11 +38,15 @@ class TranscriptionForm(BaseModel):
     @model_validator(mode="after")
     def honest_formats(self):
         if "word" in self.timestamp_granularities:
-            raise InvalidRequest("word timestamps cannot be given: llama.cpp reports no timings inside a "
-                                 "transcript", param="timestamp_granularities[]", code="not_supported")
+            raise InvalidRequest(
+                "word timestamps cannot be given: llama.cpp reports no timings inside a transcript",
+                param="timestamp_granularities[]",
+                code="not_supported",
+            )
         if self.stream and self.response_format not in ("json", "text"):
-            raise InvalidRequest(f"response_format {self.response_format} cannot be streamed: only json and "
-                                 "text can", param="response_format")
+            raise InvalidRequest(
+                f"response_format {self.response_format} cannot be streamed: only json and text can", param="response_format"
+            )
         return self
 
 
@@ -50,16 +54,25 @@ def upstream_form(form: TranscriptionForm, audio: bytes, filename: str, *, trans
     """(body, content type) of the multipart request llama-server's /v1/audio/transcriptions is sent: always
     response_format json (the only one it writes); a translation asks for English in the prompt."""
     prompt = " ".join(part for part in (TRANSLATE_PROMPT if translate else None, form.prompt) if part)
-    fields = {"response_format": "json", "stream": "true" if form.stream else "false",
-              **({"prompt": prompt} if prompt else {}),
-              **({"language": form.language} if form.language and not translate else {}),
-              **({"temperature": repr(form.temperature)} if form.temperature is not None else {})}
+    fields = {
+        "response_format": "json",
+        "stream": "true" if form.stream else "false",
+        **({"prompt": prompt} if prompt else {}),
+        **({"language": form.language} if form.language and not translate else {}),
+        **({"temperature": repr(form.temperature)} if form.temperature is not None else {}),
+    }
     boundary = uuid.uuid4().hex
-    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
-             for name, value in fields.items()]
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+        for name, value in fields.items()
+    ]
     safe_name = filename.replace('"', "").replace("\r", "").replace("\n", "") or "audio"
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{safe_name}"\r\n'
-                 "Content-Type: application/octet-stream\r\n\r\n".encode() + audio + b"\r\n")
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{safe_name}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n".encode()
+        + audio
+        + b"\r\n"
+    )
     return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
 
 
@@ -76,10 +89,14 @@ def answer(form: TranscriptionForm, upstream: dict, audio: AudioFile, *, transla
         return f"1\n{_clock(0.0, ',')} --> {_clock(end, ',')}\n{text.strip()}\n\n"
     if form.response_format == "vtt":
         return f"WEBVTT\n\n{_clock(0.0, '.')} --> {_clock(end, '.')}\n{text.strip()}\n\n"
-    return {"task": "translate" if translate else "transcribe", "language": _language(form, translate),
-            "duration": round(end, 3), "text": text,
-            "segments": [{"id": 0, "seek": 0, "start": 0.0, "end": round(end, 3), "text": text}],
-            **({"usage": usage} if isinstance(usage, dict) else {})}
+    return {
+        "task": "translate" if translate else "transcribe",
+        "language": _language(form, translate),
+        "duration": round(end, 3),
+        "text": text,
+        "segments": [{"id": 0, "seek": 0, "start": 0.0, "end": round(end, 3), "text": text}],
+        **({"usage": usage} if isinstance(usage, dict) else {}),
+    }
 
 
 def _language(form: TranscriptionForm, translate: bool) -> str:

@@ -16,7 +16,7 @@ import hashlib
 
 import orjson
 
-OPENING_MESSAGES = 1     # of the conversation's messages, how many (after any system prompt) name it
+OPENING_MESSAGES = 1  # of the conversation's messages, how many (after any system prompt) name it
 
 
 def session_key(body: dict) -> str | None:
@@ -49,5 +49,11 @@ def _opening(body: dict) -> list | None:
         return [body.get("model"), prompt[:4096]] if isinstance(prompt, str) else None
     system = [m for m in messages if isinstance(m, dict) and m.get("role") in ("system", "developer")]
     rest = [m for m in messages if not (isinstance(m, dict) and m.get("role") in ("system", "developer"))]
-    return [body.get("model"), body.get("tools"), body.get("system"), body.get("instructions"),
-            system[:1], rest[:OPENING_MESSAGES]]
+    return [
+        body.get("model"),
+        body.get("tools"),
+        body.get("system"),
+        body.get("instructions"),
+        system[:1],
+        rest[:OPENING_MESSAGES],
+    ]

@@ -15,8 +15,12 @@ from .settings import FleetSettings
 def fleet_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="api-like-oai fleet", description="The fleet's boxes and models.")
     parser.add_argument("command", choices=["status"])
-    parser.add_argument("--fleet", metavar="REDIS_URL", default=os.environ.get("API_LIKE_OAI_FLEET"),
-                        help="the fleet's Redis (default: $API_LIKE_OAI_FLEET)")
+    parser.add_argument(
+        "--fleet",
+        metavar="REDIS_URL",
+        default=os.environ.get("API_LIKE_OAI_FLEET"),
+        help="the fleet's Redis (default: $API_LIKE_OAI_FLEET)",
+    )
     parser.add_argument("--json", action="store_true", help="the boxes' records as JSON")
     args = parser.parse_args(argv)
     if not args.fleet:
@@ -38,8 +42,9 @@ def status_text(records: list[dict]) -> str:
     boxes = [box_of(record) for record in records]
     lines = [f"{len(boxes)} box{'es' if len(boxes) != 1 else ''}"]
     for record, box in zip(records, boxes, strict=True):
-        lines.append(f"  {box.address}  {box.used_mib}/{box.budget_mib} MiB  in flight {record['in_flight']}  "
-                     f"queued {record['queued']}")
+        lines.append(
+            f"  {box.address}  {box.used_mib}/{box.budget_mib} MiB  in flight {record['in_flight']}  queued {record['queued']}"
+        )
     for name, where in sorted(fleet_models(boxes).items()):
         lines.append(f"{name}: " + ", ".join(f"{address} {on_box.state}" for address, on_box in where))
     return "\n".join(lines)

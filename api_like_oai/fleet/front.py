@@ -28,19 +28,31 @@ class FleetFront:
         """Whether some box of the fleet can run `model` (FleetUnavailable if the fleet is unknown)."""
         return any(model in box.models for box in self.membership.boxes())
 
-    def forward(self, model: str, body: dict, raw: bytes, method: str, path: str, headers: dict[str, str], *,
-                caller: str, anthropic: bool, on_passed_over=lambda address: None) -> Relayed:
+    def forward(
+        self,
+        model: str,
+        body: dict,
+        raw: bytes,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        *,
+        caller: str,
+        anthropic: bool,
+        on_passed_over=lambda address: None,
+    ) -> Relayed:
         """The request relayed to the best box for it that takes it; `on_passed_over(address)` for each
         box that refused it or could not be reached."""
         boxes = self.membership.boxes()
         starting_on = self._cold_start(model, boxes)
-        candidates = place(model, boxes, session=session_key(body), starting_on=starting_on) \
-            or self._pooled(model, boxes)
+        candidates = place(model, boxes, session=session_key(body), starting_on=starting_on) or self._pooled(model, boxes)
         if not candidates and model in fleet_models(boxes):
             raise FleetUnavailable(f"no box of the fleet has room for model {model!r} now, alone or pooled over RPC")
         if not candidates:
-            raise ModelNotFound(f"model {model!r} does not exist in the fleet; known models: "
-                                f"{', '.join(sorted(fleet_models(boxes)))}", param="model")
+            raise ModelNotFound(
+                f"model {model!r} does not exist in the fleet; known models: {', '.join(sorted(fleet_models(boxes)))}",
+                param="model",
+            )
 
         def refused(candidate: Candidate) -> None:
             on_passed_over(candidate.address)
@@ -49,8 +61,7 @@ class FleetFront:
                 self._release(model, starting_on)
 
         self._add_replica(model, boxes)
-        return self.relay.send(candidates, method, path, raw, headers, caller=caller, anthropic=anthropic,
-                               on_refused=refused)
+        return self.relay.send(candidates, method, path, raw, headers, caller=caller, anthropic=anthropic, on_refused=refused)
 
     def _cold_start(self, model: str, boxes: list[Box]) -> str | None:
         """The box the fleet starts `model` on when no box has it loaded or loading: the lock's (this
@@ -78,7 +89,7 @@ class FleetFront:
             log.warning("fleet: cold-start lock for %s not taken (%s)", model, exc)
             host = plan.host
         if host != plan.host:
-            return [Candidate(host, LOADING)]   # another front is starting it there
+            return [Candidate(host, LOADING)]  # another front is starting it there
         try:
             self.relay.start_pool(plan, model)
         except BaseException:
@@ -121,6 +132,16 @@ class FleetFront:
 
     def models(self) -> dict[str, list[dict]]:
         """Every model of the fleet with where it is: {model: [{box, state, memory_mib, in_flight}]}."""
-        return {name: [{"box": address, "state": on_box.state, "memory_mib": on_box.memory_mib,
-                        "in_flight": on_box.in_flight, "queued": on_box.queued} for address, on_box in where]
-                for name, where in fleet_models(self.membership.boxes()).items()}
+        return {
+            name: [
+                {
+                    "box": address,
+                    "state": on_box.state,
+                    "memory_mib": on_box.memory_mib,
+                    "in_flight": on_box.in_flight,
+                    "queued": on_box.queued,
+                }
+                for address, on_box in where
+            ]
+            for name, where in fleet_models(self.membership.boxes()).items()
+        }

@@ -51,9 +51,13 @@ def start_rpc_server(rpc: dict) -> subprocess.Popen:
     """The box's rpc-server (llama.cpp's RPC backend), lending its memory to a pooled model's host; it
     dies with this process, which dies with the box."""
     parent = os.getpid()
-    return subprocess.Popen([rpc["binary"], "-H", rpc["host"], "-p", str(rpc["port"]), "-t", "1"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            preexec_fn=lambda: _die_with(parent), start_new_session=True)
+    return subprocess.Popen(
+        [rpc["binary"], "-H", rpc["host"], "-p", str(rpc["port"]), "-t", "1"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=lambda: _die_with(parent),
+        start_new_session=True,
+    )
 
 
 def _lending(rpc: dict | None, server: subprocess.Popen | None) -> dict | None:
@@ -75,8 +79,15 @@ def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
                 raise RuntimeError(f"the box does not answer at {address}/health")
             status = supervisor.ask("status") if supervisor is not None else {}
             names = [*status.get("models", {}), *config["static_models"]]
-            record = box_record(address, status, config["static_models"], saved_models(config.get("slot_dir"), names),
-                                time.time(), _lending(config.get("rpc"), rpc_server), config.get("spread"))
+            record = box_record(
+                address,
+                status,
+                config["static_models"],
+                saved_models(config.get("slot_dir"), names),
+                time.time(),
+                _lending(config.get("rpc"), rpc_server),
+                config.get("spread"),
+            )
             publish(connection, record, config["expiry_seconds"])
         except Exception as exc:  # noqa: BLE001 - Redis or the supervisor away: the next beat tries again
             log.warning("fleet: heartbeat of %s not written: %s", address, exc)

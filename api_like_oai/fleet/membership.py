@@ -36,24 +36,44 @@ def box_key(address: str) -> str:
 def connect(redis_url: str):
     import redis  # the `redis` extra, imported only with --fleet
 
-    return redis.Redis.from_url(redis_url, socket_timeout=REDIS_TIMEOUT_SECONDS,
-                                socket_connect_timeout=REDIS_TIMEOUT_SECONDS, health_check_interval=0)
+    return redis.Redis.from_url(
+        redis_url, socket_timeout=REDIS_TIMEOUT_SECONDS, socket_connect_timeout=REDIS_TIMEOUT_SECONDS, health_check_interval=0
+    )
 
 
-def box_record(address: str, status: dict, static_models: list[str], saved: list[str], now: float,
-               lending: dict | None = None, spread: dict[str, int] | None = None) -> dict:
+def box_record(
+    address: str,
+    status: dict,
+    static_models: list[str],
+    saved: list[str],
+    now: float,
+    lending: dict | None = None,
+    spread: dict[str, int] | None = None,
+) -> dict:
     """A box's record from its supervisor's status (`{"op": "status"}`) and its models with fixed
     upstreams (always loaded, no memory counted); `lending`: its rpc-server's endpoint and what it lends;
     `spread`: the models its config keeps on several boxes (`boxes:`), and on how many."""
-    models = {name: {"state": "loaded", "memory_mib": 0, "in_flight": 0, "queued": 0, "pinned": True}
-              for name in static_models}
+    models = {name: {"state": "loaded", "memory_mib": 0, "in_flight": 0, "queued": 0, "pinned": True} for name in static_models}
     for name, model in status.get("models", {}).items():
-        models[name] = {"state": model["value"], "memory_mib": model["memory_mib"], "in_flight": model["in_flight"],
-                        "queued": model["queued"], "pinned": model.get("pinned", False),
-                        "borrows": _borrowed(model.get("args", ())), "boxes": (spread or {}).get(name, 1)}
-    return {"address": address, "budget_mib": status.get("memory_budget_mib", 0), "models": models,
-            "saved": sorted(saved), "in_flight": sum(m["in_flight"] for m in models.values()),
-            "queued": sum(m["queued"] for m in models.values()), "time": now, "rpc": lending}
+        models[name] = {
+            "state": model["value"],
+            "memory_mib": model["memory_mib"],
+            "in_flight": model["in_flight"],
+            "queued": model["queued"],
+            "pinned": model.get("pinned", False),
+            "borrows": _borrowed(model.get("args", ())),
+            "boxes": (spread or {}).get(name, 1),
+        }
+    return {
+        "address": address,
+        "budget_mib": status.get("memory_budget_mib", 0),
+        "models": models,
+        "saved": sorted(saved),
+        "in_flight": sum(m["in_flight"] for m in models.values()),
+        "queued": sum(m["queued"] for m in models.values()),
+        "time": now,
+        "rpc": lending,
+    }
 
 
 def _borrowed(args) -> list[str]:
@@ -64,12 +84,27 @@ def _borrowed(args) -> list[str]:
 
 def box_of(record: dict) -> Box:
     """The placement's view of a record."""
-    models = {name: ModelOnBox(model["state"], model["memory_mib"], model["in_flight"], model["queued"],
-                               model["pinned"], tuple(model.get("borrows", ())), model.get("boxes", 1))
-              for name, model in record["models"].items()}
+    models = {
+        name: ModelOnBox(
+            model["state"],
+            model["memory_mib"],
+            model["in_flight"],
+            model["queued"],
+            model["pinned"],
+            tuple(model.get("borrows", ())),
+            model.get("boxes", 1),
+        )
+        for name, model in record["models"].items()
+    }
     lending = record.get("rpc") or {}
-    return Box(record["address"], record["budget_mib"], models, frozenset(record.get("saved", ())),
-               lending.get("endpoint"), lending.get("lend_mib", 0))
+    return Box(
+        record["address"],
+        record["budget_mib"],
+        models,
+        frozenset(record.get("saved", ())),
+        lending.get("endpoint"),
+        lending.get("lend_mib", 0),
+    )
 
 
 def publish(connection, record: dict, expiry_seconds: float) -> None:
@@ -97,10 +132,10 @@ class Membership:
         self.connection = connection if connection is not None else connect(settings.redis_url)
         self.clock = clock
         self.records: list[dict] = []
-        self.read_at: float | None = None       # when Redis last answered
+        self.read_at: float | None = None  # when Redis last answered
         self.failing_since: float | None = None  # the first read that failed since it last answered
         self.tried_at: float | None = None
-        self.reading = threading.Lock()         # one read at a time (gevent patches it for the worker)
+        self.reading = threading.Lock()  # one read at a time (gevent patches it for the worker)
 
     def boxes(self) -> list[Box]:
         return [box_of(record) for record in self.current()]
@@ -120,9 +155,11 @@ class Membership:
                 pass
         failing_for = now - self.failing_since if self.failing_since is not None else 0.0
         if self.read_at is None or failing_for > self.settings.expiry_seconds:
-            raise FleetUnavailable(f"the fleet's Redis ({self._where()}) has not answered for "
-                                   f"{max(failing_for, self.settings.expiry_seconds):g} s: which boxes serve "
-                                   "the model is unknown")
+            raise FleetUnavailable(
+                f"the fleet's Redis ({self._where()}) has not answered for "
+                f"{max(failing_for, self.settings.expiry_seconds):g} s: which boxes serve "
+                "the model is unknown"
+            )
         return self.records
 
     def forget(self) -> None:
@@ -135,8 +172,12 @@ class Membership:
             self.read_at, self.failing_since = now, None
         except Exception as exc:  # noqa: BLE001 - any failure of Redis: keep the last records for their expiry
             self.failing_since = self.failing_since if self.failing_since is not None else now
-            log.warning("fleet: Redis (%s) unreadable, placing by the records read %s: %s", self._where(),
-                        "never" if self.read_at is None else f"{now - self.read_at:.1f} s ago", exc)
+            log.warning(
+                "fleet: Redis (%s) unreadable, placing by the records read %s: %s",
+                self._where(),
+                "never" if self.read_at is None else f"{now - self.read_at:.1f} s ago",
+                exc,
+            )
 
     def _read(self) -> list[dict]:
         addresses = sorted(member.decode() for member in self.connection.smembers(BOXES_KEY))

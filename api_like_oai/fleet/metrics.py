@@ -12,15 +12,17 @@ def fleet_metrics(records: list[dict]) -> bytes:
     from prometheus_client.core import GaugeMetricFamily
     from prometheus_client.exposition import generate_latest
 
-    per_box = [("budget_mib", "A box's memory budget"), ("used_mib", "Memory its loaded and loading models hold"),
-               ("in_flight", "Requests in flight on the box"), ("queued", "Requests queued on the box for a model")]
+    per_box = [
+        ("budget_mib", "A box's memory budget"),
+        ("used_mib", "Memory its loaded and loading models hold"),
+        ("in_flight", "Requests in flight on the box"),
+        ("queued", "Requests queued on the box for a model"),
+    ]
     families = [GaugeMetricFamily(f"api_like_oai_fleet_box_{name}", text, labels=["box"]) for name, text in per_box]
-    loaded = GaugeMetricFamily("api_like_oai_fleet_model_loaded", "1 if the model is loaded on the box",
-                               labels=["box", "model"])
+    loaded = GaugeMetricFamily("api_like_oai_fleet_model_loaded", "1 if the model is loaded on the box", labels=["box", "model"])
     for record in records:
         box = box_of(record)
-        for family, value in zip(families, (box.budget_mib, box.used_mib, record["in_flight"], record["queued"]),
-                                 strict=True):
+        for family, value in zip(families, (box.budget_mib, box.used_mib, record["in_flight"], record["queued"]), strict=True):
             family.add_metric([box.address], float(value))
         for name, model in box.models.items():
             loaded.add_metric([box.address, name], float(model.state == "loaded"))

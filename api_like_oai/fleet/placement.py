@@ -35,21 +35,21 @@ from ..backends.routing import rendezvous
 PREFIX, LOADED, LOADING, RESTORED, FITS, EVICT, BUSY = "prefix", "loaded", "loading", "restored", "fits", "evict", "busy"
 WAIT = "wait"
 RPC, REPLICA = "rpc", "replica"
-COLD_ROUTES = (LOADING, RESTORED, FITS, EVICT)      # routes on which the box starts the model
-OVERLOAD_IN_FLIGHT = 8       # requests in flight on one model of one box beyond which another box is better
+COLD_ROUTES = (LOADING, RESTORED, FITS, EVICT)  # routes on which the box starts the model
+OVERLOAD_IN_FLIGHT = 8  # requests in flight on one model of one box beyond which another box is better
 
 
 @dataclass(frozen=True)
 class ModelOnBox:
     """One model a box can run, as its heartbeat says (the supervisor's status of it)."""
 
-    state: str = "unloaded"          # unloaded, loading, loaded, failed
+    state: str = "unloaded"  # unloaded, loading, loaded, failed
     memory_mib: int = 0
     in_flight: int = 0
     queued: int = 0
     pinned: bool = False
-    borrows: tuple[str, ...] = ()    # the rpc-servers it was started with, pooled (their loans are taken)
-    boxes: int = 1                   # on how many boxes its config keeps it (`boxes:`, replicas spanning boxes)
+    borrows: tuple[str, ...] = ()  # the rpc-servers it was started with, pooled (their loans are taken)
+    boxes: int = 1  # on how many boxes its config keeps it (`boxes:`, replicas spanning boxes)
 
     @property
     def holds_memory(self) -> bool:
@@ -63,8 +63,8 @@ class Box:
     address: str
     budget_mib: int
     models: Mapping[str, ModelOnBox] = field(default_factory=dict)
-    saved: frozenset[str] = frozenset()      # models with a KV slot saved on this box
-    rpc_endpoint: str | None = None          # its rpc-server (host:port), when it lends memory to a pool
+    saved: frozenset[str] = frozenset()  # models with a KV slot saved on this box
+    rpc_endpoint: str | None = None  # its rpc-server (host:port), when it lends memory to a pool
     rpc_lend_mib: int = 0
 
     @property
@@ -81,18 +81,27 @@ class Box:
 
     def evictable_mib(self) -> int:
         """Memory the box's supervisor could free by stopping its idle, unpinned, loaded models."""
-        return sum(model.memory_mib for model in self.models.values()
-                   if model.state == "loaded" and not model.pinned and model.in_flight == 0)
+        return sum(
+            model.memory_mib
+            for model in self.models.values()
+            if model.state == "loaded" and not model.pinned and model.in_flight == 0
+        )
 
 
 @dataclass(frozen=True)
 class Candidate:
     address: str
-    route: str          # why: prefix, loaded, loading, restored, fits, evict, busy
+    route: str  # why: prefix, loaded, loading, restored, fits, evict, busy
 
 
-def place(model: str, boxes: list[Box], *, session: str | None = None, starting_on: str | None = None,
-          overload: int = OVERLOAD_IN_FLIGHT) -> list[Candidate]:
+def place(
+    model: str,
+    boxes: list[Box],
+    *,
+    session: str | None = None,
+    starting_on: str | None = None,
+    overload: int = OVERLOAD_IN_FLIGHT,
+) -> list[Candidate]:
     """The boxes to try for `model`, best first (each once); [] when no box can run it. `session` is the
     request's session key (affinity.session_key); `starting_on` the box the cold-start lock names."""
     serving = [box for box in boxes if model in box.models]
@@ -126,12 +135,16 @@ def _cold(model: str, boxes: list[Box]) -> list[Candidate]:
     restored = [box for box in boxes if model in box.saved and _can_make_room(box, need[box.address])]
     spread = {address: rank for rank, address in enumerate(rendezvous(model, [box.address for box in boxes]))}
     # most free first; between equals, the model's own hash order: two cold models go to two empty boxes
-    fits = sorted((box for box in boxes if box.free_mib >= need[box.address]),
-                  key=lambda b: (-b.free_mib, spread[b.address]))
-    evict = sorted((box for box in boxes if box.free_mib < need[box.address] and _can_make_room(box, need[box.address])),
-                   key=lambda b: need[b.address] - b.free_mib)
-    return [*(Candidate(box.address, RESTORED) for box in restored), *(Candidate(box.address, FITS) for box in fits),
-            *(Candidate(box.address, EVICT) for box in evict)]
+    fits = sorted((box for box in boxes if box.free_mib >= need[box.address]), key=lambda b: (-b.free_mib, spread[b.address]))
+    evict = sorted(
+        (box for box in boxes if box.free_mib < need[box.address] and _can_make_room(box, need[box.address])),
+        key=lambda b: need[b.address] - b.free_mib,
+    )
+    return [
+        *(Candidate(box.address, RESTORED) for box in restored),
+        *(Candidate(box.address, FITS) for box in fits),
+        *(Candidate(box.address, EVICT) for box in evict),
+    ]
 
 
 def replica_start(model: str, boxes: list[Box]) -> Candidate | None:
@@ -151,6 +164,7 @@ def replica_start(model: str, boxes: list[Box]) -> Candidate | None:
 def _once_idle(model: str, boxes: list[Box]) -> list[Box]:
     """Boxes whose budget fits `model` once their unpinned models stop (when their requests are done),
     least busy first."""
+
     def pinned_mib(box: Box) -> int:
         return sum(on_box.memory_mib for on_box in box.models.values() if on_box.holds_memory and on_box.pinned)
 
@@ -189,14 +203,17 @@ class Pool:
 def pool(model: str, boxes: list[Box]) -> Pool | None:
     """Rule 6: the host where `model` would take the least help (the most free memory first), and the
     fewest lending boxes (largest loans first) whose loans make up the rest; None if none can."""
-    hosts = sorted((box for box in boxes if model in box.models and not box.models[model].holds_memory),
-                   key=lambda box: (-box.free_mib, box.address))
-    taken = {endpoint for box in boxes for on_box in box.models.values() if on_box.holds_memory
-             for endpoint in on_box.borrows}
+    hosts = sorted(
+        (box for box in boxes if model in box.models and not box.models[model].holds_memory),
+        key=lambda box: (-box.free_mib, box.address),
+    )
+    taken = {endpoint for box in boxes for on_box in box.models.values() if on_box.holds_memory for endpoint in on_box.borrows}
     for host in hosts:
         need = host.models[model].memory_mib - max(host.free_mib, 0)
-        helpers = sorted((box for box in boxes if box.address != host.address and box.rpc_endpoint
-                          and box.rpc_endpoint not in taken), key=lambda box: (-box.rpc_lend_mib, box.address))
+        helpers = sorted(
+            (box for box in boxes if box.address != host.address and box.rpc_endpoint and box.rpc_endpoint not in taken),
+            key=lambda box: (-box.rpc_lend_mib, box.address),
+        )
         endpoints, lent = [], 0
         for helper in helpers:
             if lent >= need:

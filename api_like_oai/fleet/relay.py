@@ -22,13 +22,28 @@ from .settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 
 log = logging.getLogger("api_like_oai.fleet")
 
-POOL_PATH = "/v1/fleet/pool"   # a host starts a pooled model (routes/fleet.start_pool)
-LOAD_PATH = "/v1/fleet/load"   # a box starts one more copy of a model (routes/fleet.start_copy)
-REFUSALS = (503, 529)       # a box's "not here, try another": the front tries the next candidate
+POOL_PATH = "/v1/fleet/pool"  # a host starts a pooled model (routes/fleet.start_pool)
+LOAD_PATH = "/v1/fleet/load"  # a box starts one more copy of a model (routes/fleet.start_copy)
+REFUSALS = (503, 529)  # a box's "not here, try another": the front tries the next candidate
 # Request headers a front does not pass on: the hop's own, and the client's key (checked at the front).
-NOT_FORWARDED = frozenset({"host", "content-length", "content-type", "accept", "connection", "keep-alive",
-                           "transfer-encoding", "authorization", "x-api-key", "te", "upgrade",
-                           SECRET_HEADER.lower(), CALLER_HEADER.lower(), ROUTE_HEADER.lower()})
+NOT_FORWARDED = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "authorization",
+        "x-api-key",
+        "te",
+        "upgrade",
+        SECRET_HEADER.lower(),
+        CALLER_HEADER.lower(),
+        ROUTE_HEADER.lower(),
+    }
+)
 NOT_RETURNED = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "date", "server"})
 
 
@@ -38,7 +53,7 @@ class Relayed:
 
     status: int
     headers: dict[str, str]
-    body: Iterator[bytes] | bytes     # an event stream's pieces as they come, else the whole answer
+    body: Iterator[bytes] | bytes  # an event stream's pieces as they come, else the whole answer
     candidate: Candidate
     close: Callable[[], None]
 
@@ -51,16 +66,30 @@ class Relay:
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.clients: dict[str, HTTPClient] = {}
 
-    def send(self, candidates: list[Candidate], method: str, path: str, body: bytes, headers: dict[str, str],
-             *, caller: str, anthropic: bool, on_refused: Callable[[Candidate], None] = lambda _: None) -> Relayed:
+    def send(
+        self,
+        candidates: list[Candidate],
+        method: str,
+        path: str,
+        body: bytes,
+        headers: dict[str, str],
+        *,
+        caller: str,
+        anthropic: bool,
+        on_refused: Callable[[Candidate], None] = lambda _: None,
+    ) -> Relayed:
         """The first candidate's answer that is not a refusal; FleetUnavailable if none answers."""
         refusals = []
         for index, candidate in enumerate(candidates):
             last = index == len(candidates) - 1
             try:
                 answer = self._client(candidate.address).request(
-                    method, path, body, headers.get("content-type", "application/json"),
-                    self._header_lines(headers, caller, candidate.route))
+                    method,
+                    path,
+                    body,
+                    headers.get("content-type", "application/json"),
+                    self._header_lines(headers, caller, candidate.route),
+                )
             except TransportError as exc:
                 refusals.append(f"{candidate.address}: {type(exc).__name__} {exc}")
                 on_refused(candidate)
@@ -71,7 +100,7 @@ class Relay:
                 continue
             body = _body(answer, anthropic)
             if not answer.headers.get("content-type", "").startswith("text/event-stream"):
-                body = b"".join(body)   # a whole answer: written to the client at once, with its length
+                body = b"".join(body)  # a whole answer: written to the client at once, with its length
             return Relayed(answer.status, _returned(answer.headers), body, candidate, answer.close)
         raise FleetUnavailable("no box of the fleet could take the request: " + ("; ".join(refusals) or "none can run the model"))
 
@@ -86,8 +115,9 @@ class Relay:
 
     def _start(self, address: str, path: str, body: dict, failed: str) -> None:
         try:
-            answer = self._client(address).request("POST", path, orjson.dumps(body),
-                                                   headers=f"{SECRET_HEADER}: {self.secret}\r\n")
+            answer = self._client(address).request(
+                "POST", path, orjson.dumps(body), headers=f"{SECRET_HEADER}: {self.secret}\r\n"
+            )
             text = answer.read()
         except TransportError as exc:
             raise FleetUnavailable(f"{failed}: no answer ({type(exc).__name__})") from None
@@ -97,8 +127,9 @@ class Relay:
     def _client(self, address: str) -> HTTPClient:
         client = self.clients.get(address)
         if client is None:
-            client = self.clients[address] = HTTPClient(address, connect_timeout=self.connect_timeout,
-                                                        read_timeout=self.read_timeout)
+            client = self.clients[address] = HTTPClient(
+                address, connect_timeout=self.connect_timeout, read_timeout=self.read_timeout
+            )
         return client
 
     def _header_lines(self, headers: dict[str, str], caller: str, route: str) -> str:
@@ -125,12 +156,11 @@ def _body(answer: Response, anthropic: bool) -> Iterator[bytes]:
     streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
     try:
         yield from answer.iter_bytes()
-    except (TransportError, OSError) as exc:   # a reset connection is an OSError from recv itself
+    except (TransportError, OSError) as exc:  # a reset connection is an OSError from recv itself
         log.warning("fleet: the box's answer broke off: %s", exc)
         answer.close()
         if streamed:
-            yield error_event(UpstreamUnavailable(f"the box serving the request went away ({type(exc).__name__})"),
-                              anthropic)
+            yield error_event(UpstreamUnavailable(f"the box serving the request went away ({type(exc).__name__})"), anthropic)
 
 
 def error_event(error: UpstreamUnavailable, anthropic: bool) -> bytes:

@@ -4,27 +4,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-HEARTBEAT_SECONDS = 1.0      # a box writes its record this often
-EXPIRY_SECONDS = 5.0         # a record not renewed for this long is gone: its box left the fleet
+HEARTBEAT_SECONDS = 1.0  # a box writes its record this often
+EXPIRY_SECONDS = 5.0  # a record not renewed for this long is gone: its box left the fleet
 SECRET_HEADER = "X-Fleet-Secret"  # noqa: S105 - the header's name, not a secret
-CALLER_HEADER = "X-Fleet-Caller"   # the client's key name, checked at the front, for the box's log
-ROUTE_HEADER = "X-Fleet-Route"     # why the front chose this box, for the box's log
+CALLER_HEADER = "X-Fleet-Caller"  # the client's key name, checked at the front, for the box's log
+ROUTE_HEADER = "X-Fleet-Route"  # why the front chose this box, for the box's log
 
 
 @dataclass(frozen=True)
 class FleetSettings:
     redis_url: str
-    secret: str = field(default="", repr=False)   # from --fleet-secret-file: never in a log or a repr
-    advertise: str | None = None     # a box: the URL the other instances reach it at; None: a front only
+    secret: str = field(default="", repr=False)  # from --fleet-secret-file: never in a log or a repr
+    advertise: str | None = None  # a box: the URL the other instances reach it at; None: a front only
     heartbeat_seconds: float = HEARTBEAT_SECONDS
     expiry_seconds: float = EXPIRY_SECONDS
-    rpc_lend_mib: int = 0            # --rpc-lend: memory this box lends to pooled models through its rpc-server
-    rpc_server: str | None = None    # the rpc-server binary (llama.cpp's RPC backend)
+    rpc_lend_mib: int = 0  # --rpc-lend: memory this box lends to pooled models through its rpc-server
+    rpc_server: str | None = None  # the rpc-server binary (llama.cpp's RPC backend)
 
     def to_dict(self) -> dict:
         """What the member process needs (never the secret: it makes no fleet calls)."""
-        return {"redis_url": self.redis_url, "advertise": self.advertise,
-                "heartbeat_seconds": self.heartbeat_seconds, "expiry_seconds": self.expiry_seconds}
+        return {
+            "redis_url": self.redis_url,
+            "advertise": self.advertise,
+            "heartbeat_seconds": self.heartbeat_seconds,
+            "expiry_seconds": self.expiry_seconds,
+        }
 
     @property
     def advertised_host(self) -> str | None:

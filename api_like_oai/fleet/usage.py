@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import orjson
 
-Counts = tuple[int, int, int]     # prompt tokens, completion tokens, prompt tokens from the cache
-REPLY_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens")   # OpenAI's, Anthropic's, Responses'
-TOKENS_PER_TURN = 8     # what a chat template adds around each message, at most (role markers, separators)
+Counts = tuple[int, int, int]  # prompt tokens, completion tokens, prompt tokens from the cache
+REPLY_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens")  # OpenAI's, Anthropic's, Responses'
+TOKENS_PER_TURN = 8  # what a chat template adds around each message, at most (role markers, separators)
 
 
 def reply_bound(body: dict) -> int | None:
@@ -58,9 +58,8 @@ def counts_in(document) -> Counts | None:
 
 def counts_of(usage: dict) -> Counts | None:
     if "prompt_tokens" in usage:
-        return _int(usage["prompt_tokens"]), _int(usage.get("completion_tokens")), \
-            _int(_detail(usage, "prompt_tokens_details"))
-    if "cache_read_input_tokens" in usage:   # Anthropic's input_tokens leave out what came from the cache
+        return _int(usage["prompt_tokens"]), _int(usage.get("completion_tokens")), _int(_detail(usage, "prompt_tokens_details"))
+    if "cache_read_input_tokens" in usage:  # Anthropic's input_tokens leave out what came from the cache
         cached = _int(usage["cache_read_input_tokens"])
         return _int(usage.get("input_tokens")) + cached, _int(usage.get("output_tokens")), cached
     if "input_tokens" in usage:

@@ -31,16 +31,21 @@ def pinned(url: str, param: str, allow_private: bool) -> Pinned:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidRequest("server_url must be an http(s) URL", param=param, code="invalid_mcp_server_url")
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80),
-                                   type=socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(
+            parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
     except (OSError, UnicodeError):
-        raise InvalidRequest(f"the MCP server's host {parts.hostname!r} does not resolve", param=param,
-                             code="invalid_mcp_server_url") from None
+        raise InvalidRequest(
+            f"the MCP server's host {parts.hostname!r} does not resolve", param=param, code="invalid_mcp_server_url"
+        ) from None
     addresses = [info[4][0] for info in infos]
     if not allow_private and not all(_public(address) for address in addresses):
-        raise InvalidRequest("the MCP server is at a private, loopback or link-local address, which this proxy "
-                             "does not connect to (--mcp-allow-private-urls)", param=param,
-                             code="invalid_mcp_server_url")
+        raise InvalidRequest(
+            "the MCP server is at a private, loopback or link-local address, which this proxy "
+            "does not connect to (--mcp-allow-private-urls)",
+            param=param,
+            code="invalid_mcp_server_url",
+        )
     return Pinned(url, parts.hostname, addresses[0])
 
 

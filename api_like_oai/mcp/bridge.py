@@ -25,8 +25,8 @@ from contextlib import asynccontextmanager
 
 log = logging.getLogger("api_like_oai")
 
-RESTART_PAUSES = (0.2, 1.0, 5.0)   # seconds before starting the server again, after each failure in a row
-STEADY_SECONDS = 30.0              # a server that ran this long before it ended did not fail in a row
+RESTART_PAUSES = (0.2, 1.0, 5.0)  # seconds before starting the server again, after each failure in a row
+STEADY_SECONDS = 30.0  # a server that ran this long before it ended did not fail in a row
 PATH = "/mcp"
 
 
@@ -39,7 +39,7 @@ class StdioUpstream:
 
         self.name, self.command, self.env, self.ready_timeout = name, command, env, ready_timeout
         self.client = None
-        self.changed = anyio.Event()    # set when the session starts or ends, then replaced
+        self.changed = anyio.Event()  # set when the session starts or ends, then replaced
         self.failure = "not started yet"
 
     async def keep_running(self) -> None:
@@ -50,8 +50,11 @@ class StdioUpstream:
         failures = 0
         while True:
             ended, started = anyio.Event(), time.monotonic()
-            params = StdioServerParameters(command=sys.executable, env=self.env,
-                                           args=["-m", "api_like_oai.mcp.bridge", "--exec", str(os.getpid()), *self.command])
+            params = StdioServerParameters(
+                command=sys.executable,
+                env=self.env,
+                args=["-m", "api_like_oai.mcp.bridge", "--exec", str(os.getpid()), *self.command],
+            )
             try:
                 async with Client(_watched(stdio_client(params), ended), cache=None, mode="legacy") as client:
                     self._set(client, None)
@@ -94,16 +97,18 @@ class StdioUpstream:
         client = await self.session()
         changed, outcome = self.changed, []
         async with anyio.create_task_group() as group:
+
             async def run():
                 try:
                     outcome.append(await use(client))
-                except MCPError as exc:   # the server's own error, or the session's end
+                except MCPError as exc:  # the server's own error, or the session's end
                     outcome.append(exc)
                 group.cancel_scope.cancel()
 
             async def watch():
                 await changed.wait()
                 group.cancel_scope.cancel()
+
             group.start_soon(run)
             group.start_soon(watch)
         from mcp_types import CONNECTION_CLOSED
@@ -138,6 +143,7 @@ async def _watched(transport, ended):
                 pass
             finally:
                 ended.set()
+
         async with anyio.create_task_group() as group:
             group.start_soon(pump)
             try:
@@ -158,8 +164,7 @@ def http_app(upstream: StdioUpstream, secret: str):
         return await upstream.during_session(lambda client: client.call_tool(params.name, params.arguments or {}))
 
     server = Server(f"api-like-oai bridge to {upstream.name}", on_list_tools=list_tools, on_call_tool=call_tool)
-    app = server.streamable_http_app(streamable_http_path=PATH, stateless_http=True, json_response=True,
-                                     host="127.0.0.1")
+    app = server.streamable_http_app(streamable_http_path=PATH, stateless_http=True, json_response=True, host="127.0.0.1")
     return _Guarded(app, f"Bearer {secret}".encode())
 
 
@@ -172,7 +177,8 @@ class _Guarded:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and not any(
-                name == b"authorization" and value == self.expected for name, value in scope["headers"]):
+            name == b"authorization" and value == self.expected for name, value in scope["headers"]
+        ):
             await send({"type": "http.response.start", "status": 401, "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return
@@ -185,8 +191,7 @@ async def serve(settings: dict) -> None:
 
     upstream = StdioUpstream(settings["name"], settings["command"], settings["env"], settings["ready_timeout"])
     listener = socket.socket(fileno=settings["fd"])
-    config = uvicorn.Config(http_app(upstream, settings["secret"]), log_level="warning", access_log=False,
-                            lifespan="on")
+    config = uvicorn.Config(http_app(upstream, settings["secret"]), log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     loop = asyncio.get_running_loop()
     threading.Thread(target=_until_stdin_ends, args=(loop, server), daemon=True).start()
@@ -210,7 +215,7 @@ def exec_dying_with_parent(parent: int, argv: list[str]) -> None:
 
     _die_with(parent)
     try:
-        os.execvp(argv[0], argv)   # noqa: S606 - the operator's command from the config, as given
+        os.execvp(argv[0], argv)  # noqa: S606 - the operator's command from the config, as given
     except OSError as exc:
         print(f"cannot run the stdio MCP server {argv[0]!r}: {exc.strerror}", file=sys.stderr)
         os._exit(127)
@@ -220,9 +225,10 @@ def main() -> None:
     if sys.argv[1:2] == ["--exec"]:
         exec_dying_with_parent(int(sys.argv[2]), sys.argv[3:])
     settings = json.loads(sys.stdin.buffer.readline())
-    logging.basicConfig(level=settings.get("log_level", "INFO").upper(),
-                        format=f"%(asctime)s [mcp {settings['name']}] %(levelname)s %(message)s")
-    logging.getLogger("mcp").setLevel(logging.WARNING)   # the SDK's start and stop lines: the bridge logs its own
+    logging.basicConfig(
+        level=settings.get("log_level", "INFO").upper(), format=f"%(asctime)s [mcp {settings['name']}] %(levelname)s %(message)s"
+    )
+    logging.getLogger("mcp").setLevel(logging.WARNING)  # the SDK's start and stop lines: the bridge logs its own
     asyncio.run(serve(settings))
 
 

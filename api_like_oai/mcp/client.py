@@ -46,17 +46,21 @@ class Endpoint:
 def list_tools(endpoint: Endpoint, bounds: Bounds) -> list[dict]:
     """The server's tools as the Responses API lists them (name, description, input_schema, annotations),
     the first bounds.max_tools of them."""
+
     async def listing(client):
         result = await client.list_tools()
-        return [_listed(tool) for tool in result.tools[:bounds.max_tools]]
+        return [_listed(tool) for tool in result.tools[: bounds.max_tools]]
+
     return _run(endpoint, listing, bounds.connect_timeout, bounds.connect_timeout)
 
 
 def call_tool(endpoint: Endpoint, name: str, arguments: dict, bounds: Bounds) -> str:
     """The tool's output as text (its text parts, else its structured content as JSON), cut to
     bounds.max_output_bytes with a note; McpFailure when the tool reports an error."""
+
     async def calling(client):
         return await client.call_tool(name, arguments)
+
     result = _run(endpoint, calling, bounds.connect_timeout + bounds.call_timeout, bounds.connect_timeout)
     text = _text_of(result)
     if result.is_error:
@@ -66,8 +70,7 @@ def call_tool(endpoint: Endpoint, name: str, arguments: dict, bounds: Bounds) ->
 
 def _listed(tool) -> dict:
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
-    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema,
-            "annotations": annotations}
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema, "annotations": annotations}
 
 
 def _text_of(result) -> str:
@@ -76,8 +79,7 @@ def _text_of(result) -> str:
         return "\n".join(texts)
     if result.structured_content is not None:
         return json.dumps(result.structured_content, ensure_ascii=False)
-    return json.dumps([block.model_dump(by_alias=True, exclude_none=True) for block in result.content],
-                      ensure_ascii=False)
+    return json.dumps([block.model_dump(by_alias=True, exclude_none=True) for block in result.content], ensure_ascii=False)
 
 
 def _run(endpoint: Endpoint, use, timeout: float, connect_timeout: float):
@@ -96,7 +98,7 @@ def _run(endpoint: Endpoint, use, timeout: float, connect_timeout: float):
 
 def _reason(exc: BaseException) -> str:
     """The innermost message of an exception group (anyio's task groups wrap what failed)."""
-    while getattr(exc, "exceptions", None):   # a BaseExceptionGroup (Python 3.11+, or the exceptiongroup backport)
+    while getattr(exc, "exceptions", None):  # a BaseExceptionGroup (Python 3.11+, or the exceptiongroup backport)
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -116,8 +118,10 @@ def _in_own_loop(endpoint: Endpoint, use, timeout: float, connect_timeout: float
 def _selector():
     if not event_loop_active():
         import selectors
+
         return selectors.DefaultSelector()
     from gevent import monkey
+
     return monkey.get_original("selectors", "DefaultSelector")()
 
 
@@ -137,8 +141,9 @@ def _transport(endpoint: Endpoint, connect_timeout: float):
         return _pinned_http_client(endpoint, connect_timeout, headers, auth)
 
     if endpoint.legacy_sse:
-        return sse_client(endpoint.target.url, headers=endpoint.headers, timeout=connect_timeout,
-                          httpx_client_factory=http_client)
+        return sse_client(
+            endpoint.target.url, headers=endpoint.headers, timeout=connect_timeout, httpx_client_factory=http_client
+        )
     return streamable_http_client(endpoint.target.url, http_client=http_client(endpoint.headers))
 
 
@@ -149,8 +154,9 @@ def _pinned_http_client(endpoint: Endpoint, connect_timeout: float, headers, aut
     transport = httpx2.AsyncHTTPTransport()
     # httpx2 takes no network backend; its pool is rebuilt with one that connects at the pinned address
     # (TLS still checks the certificate against the host name).
-    transport._pool = httpcore2.AsyncConnectionPool(ssl_context=transport._pool._ssl_context,
-                                                    network_backend=_PinnedBackend(endpoint.target))
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=transport._pool._ssl_context, network_backend=_PinnedBackend(endpoint.target)
+    )
     timeout = httpx2.Timeout(connect_timeout, read=300.0)
     return httpx2.AsyncClient(transport=transport, headers=headers or {}, timeout=timeout, auth=auth)
 
@@ -169,8 +175,9 @@ class _PinnedBackend:
 
         if host != self.target.host:
             raise httpcore2.ConnectError(f"{host} is not the MCP server's host")
-        return await self.inner.connect_tcp(self.target.address, port, timeout=timeout,
-                                            local_address=local_address, socket_options=socket_options)
+        return await self.inner.connect_tcp(
+            self.target.address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+        )
 
     async def connect_unix_socket(self, path, timeout=None, socket_options=None):
         import httpcore2

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-RUN, ASK = "run", "ask"                                # what one call gets
-AGAIN, ANSWER, BOUND = "again", "answer", "bound"      # what a round leads to
+RUN, ASK = "run", "ask"  # what one call gets
+AGAIN, ANSWER, BOUND = "again", "answer", "bound"  # what a round leads to
 TRUNCATION_NOTE = "\n[output truncated by the proxy: {kept} of {total} bytes]"
 
 
@@ -35,12 +35,12 @@ class Bounds:
     """What one request may make the proxy do with MCP servers (--mcp-* flags), and the servers the
     config names (no address check: the operator chose them)."""
 
-    connect_timeout: float = 10.0      # seconds to connect and list a server's tools
-    call_timeout: float = 60.0         # seconds one tool call may take
+    connect_timeout: float = 10.0  # seconds to connect and list a server's tools
+    call_timeout: float = 60.0  # seconds one tool call may take
     max_output_bytes: int = 64 * 1024  # a tool's output past it is cut, with a note the model reads
-    max_tools: int = 128               # tools kept of one server's list
-    max_rounds: int = 8                # rounds of calls the proxy answers within one response
-    allow_private_urls: bool = False   # server_url may reach private, loopback and link-local addresses
+    max_tools: int = 128  # tools kept of one server's list
+    max_rounds: int = 8  # rounds of calls the proxy answers within one response
+    allow_private_urls: bool = False  # server_url may reach private, loopback and link-local addresses
     named_servers: tuple[NamedServer, ...] = ()
 
     def named(self, name: str) -> NamedServer | None:
@@ -48,11 +48,13 @@ class Bounds:
 
     def bridged(self, bridges: dict[str, tuple[str, str]]) -> Bounds:
         """These bounds with each stdio server's bridge (name -> (url, secret)) as its URL and header."""
+
         def reached(server: NamedServer) -> NamedServer:
             if server.name not in bridges:
                 return server
             url, secret = bridges[server.name]
             return replace(server, url=url, headers=(("Authorization", f"Bearer {secret}"),))
+
         return replace(self, named_servers=tuple(reached(server) for server in self.named_servers))
 
 
@@ -123,7 +125,7 @@ def granted(grants: tuple[str, ...] | None, server: str) -> tuple[str, ...] | No
     flags or the admin, which may use every named server."""
     if grants is None:
         return ()
-    tools = [grant[len(server) + 1:] for grant in grants if grant.startswith(server + ".")]
+    tools = [grant[len(server) + 1 :] for grant in grants if grant.startswith(server + ".")]
     if server in grants:
         return ()
     return tuple(tools) or None

@@ -29,7 +29,7 @@ from .policy import Bounds, NamedServer
 
 log = logging.getLogger("api_like_oai")
 
-RESTART_PAUSE_SECONDS = 1.0   # before a bridge that died is started again
+RESTART_PAUSE_SECONDS = 1.0  # before a bridge that died is started again
 
 
 class Bridge:
@@ -41,9 +41,15 @@ class Bridge:
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(128)
         self.secret = secrets.token_urlsafe(32)
-        self.settings = {"name": server.name, "command": list(server.command), "env": dict(server.env),
-                         "secret": self.secret, "fd": self.listener.fileno(), "ready_timeout": ready_timeout,
-                         "log_level": log_level}
+        self.settings = {
+            "name": server.name,
+            "command": list(server.command),
+            "env": dict(server.env),
+            "secret": self.secret,
+            "fd": self.listener.fileno(),
+            "ready_timeout": ready_timeout,
+            "log_level": log_level,
+        }
         self.process: subprocess.Popen | None = None
         self.restarts = 0
         self.stopping = False
@@ -57,9 +63,13 @@ class Bridge:
 
     def _start(self) -> subprocess.Popen:
         parent = os.getpid()
-        process = subprocess.Popen([sys.executable, "-m", "api_like_oai.mcp.bridge"], stdin=subprocess.PIPE,
-                                   pass_fds=[self.listener.fileno()], preexec_fn=lambda: _die_with(parent),
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "api_like_oai.mcp.bridge"],
+            stdin=subprocess.PIPE,
+            pass_fds=[self.listener.fileno()],
+            preexec_fn=lambda: _die_with(parent),
+            start_new_session=True,
+        )
         # The settings (the secret among them) go on its stdin, not in its argv, which any user can read.
         process.stdin.write(json.dumps(self.settings).encode() + b"\n")
         process.stdin.flush()
@@ -75,8 +85,7 @@ class Bridge:
             code = self.process.wait() if self.process is not None else None
             if self.stopping:
                 return
-            log.error("the bridge of the stdio MCP server %s ended (exit code %s): starting another",
-                      self.settings["name"], code)
+            log.error("the bridge of the stdio MCP server %s ended (exit code %s): starting another", self.settings["name"], code)
             self.restarts += 1
             time.sleep(RESTART_PAUSE_SECONDS)
 
@@ -94,8 +103,9 @@ class Bridges:
     def __init__(self, bounds: Bounds, log_level: str):
         # A call waits for a server starting again half the time the worker waits for the bridge: the
         # worker then reads why it is not running, not a timeout.
-        self.bridges = {server.name: Bridge(server, bounds.connect_timeout / 2, log_level)
-                        for server in bounds.named_servers if server.stdio}
+        self.bridges = {
+            server.name: Bridge(server, bounds.connect_timeout / 2, log_level) for server in bounds.named_servers if server.stdio
+        }
 
     @property
     def endpoints(self) -> dict[str, tuple[str, str]]:

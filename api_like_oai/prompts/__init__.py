@@ -5,6 +5,15 @@ from .jinja import JinjaFormatter
 from .legacy import LegacyFormatter
 from .resolve import TemplateChoice, UnknownTemplate, resolve_formatter
 
-__all__ = ["ChatFormatter", "ChatPrompt", "FormatterOptions", "JinjaFormatter", "LegacyFormatter",
-           "TemplateChoice", "UnknownTemplate", "merge_stops", "normalise_messages",
-           "resolve_formatter"]
+__all__ = [
+    "ChatFormatter",
+    "ChatPrompt",
+    "FormatterOptions",
+    "JinjaFormatter",
+    "LegacyFormatter",
+    "TemplateChoice",
+    "UnknownTemplate",
+    "merge_stops",
+    "normalise_messages",
+    "resolve_formatter",
+]

@@ -37,8 +37,14 @@ class ChatFormatter(Protocol):
     def describe(self) -> dict:
         """{"source": ..., "name": ...}: where the template came from, for logs and model info."""
 
-    def render(self, messages: list[dict], *, add_generation_prompt: bool = True,
-               continue_final_message: bool = False, tools: list | None = None) -> ChatPrompt:
+    def render(
+        self,
+        messages: list[dict],
+        *,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list | None = None,
+    ) -> ChatPrompt:
         """Format `messages` (dicts with string `role` and string `content`) into a prompt."""
 
 
@@ -50,16 +56,17 @@ def content_text(content, index: int) -> str:
         return content
     if isinstance(content, list):
         return "".join(_part_text(part, index, n) for n, part in enumerate(content))
-    raise InvalidRequest(f"messages[{index}].content must be a string or a list of text parts",
-                         param=f"messages.{index}.content")
+    raise InvalidRequest(f"messages[{index}].content must be a string or a list of text parts", param=f"messages.{index}.content")
 
 
 def _part_text(part, index: int, part_index: int) -> str:
     where = f"messages[{index}].content[{part_index}]"
     if not isinstance(part, dict) or part.get("type") != "text":
         kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-        raise InvalidRequest(f"{where} is a {kind!r} part; only 'text' and 'image_url' parts are supported",
-                             param=f"messages.{index}.content.{part_index}")
+        raise InvalidRequest(
+            f"{where} is a {kind!r} part; only 'text' and 'image_url' parts are supported",
+            param=f"messages.{index}.content.{part_index}",
+        )
     if not isinstance(part.get("text"), str):
         raise InvalidRequest(f"{where}.text must be a string", param=f"messages.{index}.content")
     return part["text"]
@@ -67,8 +74,7 @@ def _part_text(part, index: int, part_index: int) -> str:
 
 def normalise_messages(messages: list[dict]) -> list[dict]:
     """Messages with their content flattened to text; other keys (name, ...) kept for templates."""
-    return [{**message, "content": content_text(message.get("content"), n)}
-            for n, message in enumerate(messages)]
+    return [{**message, "content": content_text(message.get("content"), n)} for n, message in enumerate(messages)]
 
 
 def merge_stops(*groups) -> list[str]:

@@ -25,17 +25,22 @@ TOOL_NAME = "probe_7f3a9c_tool"
 CALL_NAMES = ("probe_7f3a9c_first", "probe_7f3a9c_second")
 ARGUMENT_NAME = "probe_7f3a9c_argument"
 ARGUMENT_VALUE = f"{_MARK}-value"
-SHORT_IDS = ("p7f3a9c01", "p7f3a9c02")   # 9 alphanumerics, as Mistral's templates demand
+SHORT_IDS = ("p7f3a9c01", "p7f3a9c02")  # 9 alphanumerics, as Mistral's templates demand
 LONG_IDS = ("call_probe7f3a9c000000000001", "call_probe7f3a9c000000000002")
 
 _USER = {"role": "user", "content": USER_TEXT}
-_TOOL = {"type": "function", "function": {
-    "name": TOOL_NAME,
-    "description": "A probe tool.",
-    "parameters": {"type": "object",
-                   "properties": {ARGUMENT_NAME: {"type": "string", "description": "A probe argument."}},
-                   "required": [ARGUMENT_NAME]},
-}}
+_TOOL = {
+    "type": "function",
+    "function": {
+        "name": TOOL_NAME,
+        "description": "A probe tool.",
+        "parameters": {
+            "type": "object",
+            "properties": {ARGUMENT_NAME: {"type": "string", "description": "A probe argument."}},
+            "required": [ARGUMENT_NAME],
+        },
+    },
+}
 _ARGUMENTS = {ARGUMENT_NAME: ARGUMENT_VALUE}
 
 
@@ -43,14 +48,14 @@ _ARGUMENTS = {ARGUMENT_NAME: ARGUMENT_VALUE}
 class TemplateCapabilities:
     """What a chat template renders; see `probe`."""
 
-    supports_tools: bool                # renders the `tools` variable (a tool's name appears)
-    supports_tool_calls: bool           # renders assistant messages' tool_calls (name and arguments appear)
-    supports_tool_responses: bool       # renders role "tool" messages (their content appears)
+    supports_tools: bool  # renders the `tools` variable (a tool's name appears)
+    supports_tool_calls: bool  # renders assistant messages' tool_calls (name and arguments appear)
+    supports_tool_responses: bool  # renders role "tool" messages (their content appears)
     supports_parallel_tool_calls: bool  # two calls in one assistant message both appear
-    supports_system_role: bool          # a system message's content appears
-    requires_object_arguments: bool     # arguments must be a dict: a JSON string is double-encoded or fails
-    requires_short_ids: bool            # tool call ids must be 9 alphanumerics (longer ones fail)
-    tool_call_format: str | None        # "hermes", "mistral", "llama3", or None: read from the template text
+    supports_system_role: bool  # a system message's content appears
+    requires_object_arguments: bool  # arguments must be a dict: a JSON string is double-encoded or fails
+    requires_short_ids: bool  # tool call ids must be 9 alphanumerics (longer ones fail)
+    tool_call_format: str | None  # "hermes", "mistral", "llama3", or None: read from the template text
     # a system message after the first turn appears where it stands (not raised on, dropped or moved);
     # a default, so that plug-ins declaring their capabilities before it existed still work
     supports_late_system: bool = True
@@ -75,11 +80,9 @@ def probe(template_source: str, bos_token: str = "", eos_token: str = "") -> Tem
     )
 
 
-def _render(template_source: str, bos_token: str, eos_token: str, messages: list[dict],
-            tools: list | None = None) -> str:
+def _render(template_source: str, bos_token: str, eos_token: str, messages: list[dict], tools: list | None = None) -> str:
     """The rendered text, or "" if the template fails in any way."""
-    variables = {"messages": messages, "add_generation_prompt": False,
-                 "bos_token": bos_token, "eos_token": eos_token}
+    variables = {"messages": messages, "add_generation_prompt": False, "bos_token": bos_token, "eos_token": eos_token}
     if tools is not None:
         variables["tools"] = tools
     try:
@@ -95,11 +98,13 @@ def _places_late_system(render) -> bool:
     drops it."""
     system = {"role": "system", "content": SYSTEM_TEXT}
     late = {"role": "system", "content": LATE_SYSTEM_TEXT}
-    after_answer = render([system, _USER, {"role": "assistant", "content": ASSISTANT_TEXT}, late,
-                           {"role": "user", "content": NEXT_USER_TEXT}])
+    after_answer = render(
+        [system, _USER, {"role": "assistant", "content": ASSISTANT_TEXT}, late, {"role": "user", "content": NEXT_USER_TEXT}]
+    )
     after_user = render([system, _USER, late])
-    return _in_order(after_answer, ASSISTANT_TEXT, LATE_SYSTEM_TEXT, NEXT_USER_TEXT) \
-        and _in_order(after_user, USER_TEXT, LATE_SYSTEM_TEXT)
+    return _in_order(after_answer, ASSISTANT_TEXT, LATE_SYSTEM_TEXT, NEXT_USER_TEXT) and _in_order(
+        after_user, USER_TEXT, LATE_SYSTEM_TEXT
+    )
 
 
 def _in_order(text: str, *markers: str) -> bool:
@@ -123,8 +128,7 @@ def _one_call(arguments, call_id: str = SHORT_IDS[0]) -> list[dict]:
 def _shows_call(text: str, name: str = CALL_NAMES[0]) -> bool:
     """True if `text` has the call's name and its arguments as JSON (or keyword) syntax, not a
     double-encoded string: the argument name must not sit behind an escaped quote."""
-    return (name in text and ARGUMENT_VALUE in text and ARGUMENT_NAME in text
-            and f'\\"{ARGUMENT_NAME}' not in text)
+    return name in text and ARGUMENT_VALUE in text and ARGUMENT_NAME in text and f'\\"{ARGUMENT_NAME}' not in text
 
 
 def _working_arguments(render) -> str | dict | None:
@@ -155,9 +159,11 @@ def _renders_tool_responses(render, arguments) -> bool:
 
 def _requires_short_ids(render, arguments) -> bool:
     """True if a call, alone or followed by its result, renders with a 9-character id but not a long one."""
-    return any(_shows_call(render(_call_and_result(arguments, SHORT_IDS[0], with_result)))
-               and not _shows_call(render(_call_and_result(arguments, LONG_IDS[0], with_result)))
-               for with_result in (False, True))
+    return any(
+        _shows_call(render(_call_and_result(arguments, SHORT_IDS[0], with_result)))
+        and not _shows_call(render(_call_and_result(arguments, LONG_IDS[0], with_result)))
+        for with_result in (False, True)
+    )
 
 
 def _call_and_result(arguments, call_id: str, with_result: bool) -> list[dict]:

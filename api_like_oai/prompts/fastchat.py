@@ -51,8 +51,7 @@ class FastChatFormatter:
         """No tools; one system message, which FastChat writes first: later ones would move there."""
         return replace(NO_CAPABILITIES, supports_late_system=False)
 
-    def render(self, messages, *, add_generation_prompt=True, continue_final_message=False,
-               tools=None) -> ChatPrompt:
+    def render(self, messages, *, add_generation_prompt=True, continue_final_message=False, tools=None) -> ChatPrompt:
         conversation = load_conversation(self.template_name)
         user_role, assistant_role = conversation.roles[0], conversation.roles[1]
         system_texts = [m["content"] for m in messages if m["role"] == "system"]
@@ -71,18 +70,22 @@ class FastChatFormatter:
     def _check_turns(turns: list[dict], style: str, continue_final_message: bool) -> None:
         for n, message in enumerate(turns):
             if message["role"] not in ("user", "assistant"):
-                raise InvalidRequest(f"role {message['role']!r} has no place in this FastChat "
-                                     "template (system, user, assistant only)", param="messages")
+                raise InvalidRequest(
+                    f"role {message['role']!r} has no place in this FastChat template (system, user, assistant only)",
+                    param="messages",
+                )
             is_last = n == len(turns) - 1
-            if message["role"] == "assistant" and not message["content"] \
-                    and not (is_last and continue_final_message):
+            if message["role"] == "assistant" and not message["content"] and not (is_last and continue_final_message):
                 # FastChat treats empty content as "the turn to generate" and writes it open.
-                raise InvalidRequest(f"assistant message {n} is empty; this template cannot "
-                                     "write an empty assistant turn", param="messages")
+                raise InvalidRequest(
+                    f"assistant message {n} is empty; this template cannot write an empty assistant turn", param="messages"
+                )
             if style in _STRICT_ALTERNATION_STYLES and n and turns[n - 1]["role"] == message["role"]:
-                raise InvalidRequest("this template needs user and assistant turns to alternate; "
-                                     f"two {message['role']} messages follow each other",
-                                     param="messages")
+                raise InvalidRequest(
+                    "this template needs user and assistant turns to alternate; "
+                    f"two {message['role']} messages follow each other",
+                    param="messages",
+                )
 
 
 def _stop_strings(stop_str) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ def _strftime_now(format_string):
     return datetime.now().strftime(format_string)
 
 
-_JSON_TEXTS = DigestCache(max_entries=256)   # per worker: the tools an agent resends, as templates write them
+_JSON_TEXTS = DigestCache(max_entries=256)  # per worker: the tools an agent resends, as templates write them
 
 
 def _tojson(value, indent=None, ensure_ascii=False, separators=None, sort_keys=False):
@@ -44,7 +44,7 @@ def _tojson(value, indent=None, ensure_ascii=False, separators=None, sort_keys=F
         return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys)
 
     if not isinstance(value, (dict, list)):
-        return write()   # scalars: writing them is cheaper than a digest
+        return write()  # scalars: writing them is cheaper than a digest
     value_digest = digest(value)
     key = None if value_digest is None else (value_digest, indent, ensure_ascii, str(separators), sort_keys)
     return _JSON_TEXTS.get(key, write)
@@ -72,8 +72,7 @@ class _GenerationTag(jinja2.ext.Extension):
 
 @functools.lru_cache(maxsize=1)
 def _environment() -> ImmutableSandboxedEnvironment:
-    env = _StrictSandbox(trim_blocks=True, lstrip_blocks=True,
-                         extensions=["jinja2.ext.loopcontrols", _GenerationTag])
+    env = _StrictSandbox(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", _GenerationTag])
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     env.filters["tojson"] = _tojson
@@ -107,19 +106,18 @@ class JinjaFormatter:
     def describe(self) -> dict:
         return {"source": self.source, "name": self.name}
 
-    def render(self, messages, *, add_generation_prompt=True, continue_final_message=False,
-               tools=None, template_variables=None) -> ChatPrompt:
-        opens_other_role = (add_generation_prompt and not continue_final_message
-                            and self.options.response_role != "assistant")
+    def render(
+        self, messages, *, add_generation_prompt=True, continue_final_message=False, tools=None, template_variables=None
+    ) -> ChatPrompt:
+        opens_other_role = add_generation_prompt and not continue_final_message and self.options.response_role != "assistant"
         if opens_other_role:
             # Templates hard-code the assistant's turn; open the response role's turn instead by
             # rendering a turn of that role around a marker and cutting at the marker.
             messages = [*messages, {"role": self.options.response_role, "content": _TURN_MARKER}]
         variables = {
-            **(template_variables or {}),   # chat_template_kwargs & co.; never over what follows
+            **(template_variables or {}),  # chat_template_kwargs & co.; never over what follows
             "messages": messages,
-            "add_generation_prompt": add_generation_prompt and not continue_final_message
-                                     and not opens_other_role,
+            "add_generation_prompt": add_generation_prompt and not continue_final_message and not opens_other_role,
             "bos_token": self.options.bos_token,
             "eos_token": self.options.eos_token,
         }
@@ -128,8 +126,7 @@ class JinjaFormatter:
         text = self._render(variables)
         if opens_other_role:
             if _TURN_MARKER not in text:
-                raise TemplateError(f"the chat template writes no turn for the response role "
-                                    f"{self.options.response_role!r}")
+                raise TemplateError(f"the chat template writes no turn for the response role {self.options.response_role!r}")
             text = text[: text.rindex(_TURN_MARKER)]
         elif continue_final_message:
             text = _cut_after_final_message(text, messages)
@@ -159,6 +156,5 @@ def _cut_after_final_message(text: str, messages: list[dict]) -> str:
     final_content = messages[-1]["content"] if messages else ""
     position = text.rfind(final_content) if final_content else -1
     if position < 0:
-        raise TemplateError("continue_final_message: the template does not contain the final "
-                            "message's content verbatim")
+        raise TemplateError("continue_final_message: the template does not contain the final message's content verbatim")
     return text[: position + len(final_content)]

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 from .base import ChatPrompt
 
-DEFAULT_CHAT_PROMPT = ("A chat between a curious user and an artificial intelligence assistant. "
-                       "The assistant follows the given rules no matter what.")
+DEFAULT_CHAT_PROMPT = (
+    "A chat between a curious user and an artificial intelligence assistant. "
+    "The assistant follows the given rules no matter what."
+)
 
 
 @dataclass(frozen=True)
@@ -23,8 +25,7 @@ class LegacyFormatter:
     def describe(self) -> dict:
         return {"source": "legacy", "name": "legacy flags"}
 
-    def render(self, messages, *, add_generation_prompt=True, continue_final_message=False,
-               tools=None) -> ChatPrompt:
+    def render(self, messages, *, add_generation_prompt=True, continue_final_message=False, tools=None) -> ChatPrompt:
         prefixes = {"system": self.system_name, "user": self.user_name, "assistant": self.ai_name}
         parts = [self.chat_prompt]
         for n, message in enumerate(messages):

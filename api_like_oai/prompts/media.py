@@ -28,15 +28,14 @@ from ..errors import InvalidRequest
 
 # A medium's placeholder (an image's or an audio clip's: llama.cpp's marker and multimodal_data take both)
 PLACEHOLDER = re.compile(r"\x00(?:image|audio):([0-9a-f]{32})\x00")
-IMAGE_PLACEHOLDER = re.compile(r"\x00image:([0-9a-f]{32})\x00")   # what a template's image parts stand for
-DEFAULT_MARKER = "<__media__>"   # llama.cpp before PR #21962, and servers whose /props names none
+IMAGE_PLACEHOLDER = re.compile(r"\x00image:([0-9a-f]{32})\x00")  # what a template's image parts stand for
+DEFAULT_MARKER = "<__media__>"  # llama.cpp before PR #21962, and servers whose /props names none
 # llama.cpp's markers since PR #21962 (`<__media_` + 32 random characters + `__>`) and the old fixed one
 MARKER_LIKE = re.compile(r"<__media_[0-9A-Za-z_]*>")
 ZERO_WIDTH_SPACE = "\u200b"
 
 # What llama.cpp's stb_image decodes (WebP only in builds with MTMD_VIDEO and ffmpeg: refused here).
-SIGNATURES = (("png", b"\x89PNG\r\n\x1a\n"), ("jpeg", b"\xff\xd8\xff"), ("gif", b"GIF87a"), ("gif", b"GIF89a"),
-              ("bmp", b"BM"))
+SIGNATURES = (("png", b"\x89PNG\r\n\x1a\n"), ("jpeg", b"\xff\xd8\xff"), ("gif", b"GIF87a"), ("gif", b"GIF89a"), ("bmp", b"BM"))
 READABLE = ("png", "jpeg", "gif", "bmp")
 DATA_URL = re.compile(r"^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^,;]*)*?);base64,", re.IGNORECASE)
 
@@ -77,16 +76,21 @@ def sniff_format(data: bytes) -> str | None:
 def checked_image(data: bytes, param: str, max_bytes: int) -> Image:
     """`data` as an Image; InvalidRequest naming `param` if it is empty, too large or not a readable format."""
     if len(data) > max_bytes:
-        raise InvalidRequest(f"the image is {len(data)} bytes; at most {max_bytes} are accepted "
-                             "(--max-image-bytes)", param=param, code="image_too_large")
+        raise InvalidRequest(
+            f"the image is {len(data)} bytes; at most {max_bytes} are accepted (--max-image-bytes)",
+            param=param,
+            code="image_too_large",
+        )
     image_format = sniff_format(data)
     if image_format not in READABLE:
         found = "a WebP image" if image_format == "webp" else "not an image llama.cpp reads"
-        raise InvalidRequest(f"the image is {found}: PNG, JPEG, GIF and BMP are accepted",
-                             param=param, code="invalid_image_format")
+        raise InvalidRequest(
+            f"the image is {found}: PNG, JPEG, GIF and BMP are accepted", param=param, code="invalid_image_format"
+        )
     if image_format == "png" and not png_is_whole(data):
-        raise InvalidRequest("the PNG image is cut short or damaged: its chunks do not reach IEND",
-                             param=param, code="invalid_image")
+        raise InvalidRequest(
+            "the PNG image is cut short or damaged: its chunks do not reach IEND", param=param, code="invalid_image"
+        )
     return Image(data, image_format)
 
 
@@ -95,8 +99,8 @@ def png_is_whole(data: bytes) -> bool:
     `data` (a truncated upload does not). CRCs are not checked: stb_image, llama.cpp's decoder, skips them."""
     position = 8
     while position + 12 <= len(data):
-        length = int.from_bytes(data[position:position + 4], "big")
-        if data[position + 4:position + 8] == b"IEND":
+        length = int.from_bytes(data[position : position + 4], "big")
+        if data[position + 4 : position + 8] == b"IEND":
             return True
         position += 12 + length
     return False
@@ -119,13 +123,11 @@ def inline_image_bytes(url: str, param: str) -> bytes | None:
         return None
     match = DATA_URL.match(url)
     if match:
-        return decode_base64(url[match.end():], param)
+        return decode_base64(url[match.end() :], param)
     if url.startswith("data:"):
-        raise InvalidRequest("a data URL image must be base64 (data:image/png;base64,...)", param=param,
-                             code="invalid_image")
+        raise InvalidRequest("a data URL image must be base64 (data:image/png;base64,...)", param=param, code="invalid_image")
     if ":" in url[:12]:
-        raise InvalidRequest("an image URL must be https://, http:// or a base64 data URL", param=param,
-                             code="invalid_image")
+        raise InvalidRequest("an image URL must be https://, http:// or a base64 data URL", param=param, code="invalid_image")
     return decode_base64(url, param)
 
 
@@ -149,6 +151,7 @@ def image_markup(render: Callable[[list[dict]], str]) -> str | None:
     """What a template writes for one `{"type": "image"}` part of a user message, learnt by rendering a
     probe with and without one (`render(messages) -> text`); None when it does not render image parts
     (it fails on a list content, writes the list as it is, or writes nothing for the image)."""
+
     def probe(with_image: bool) -> str:
         image = [{"type": "image"}] if with_image else []
         content = [{"type": "text", "text": _PROBE_BEFORE}, *image, {"type": "text", "text": _PROBE_AFTER}]
@@ -156,11 +159,11 @@ def image_markup(render: Callable[[list[dict]], str]) -> str | None:
 
     try:
         with_image, without = probe(True), probe(False)
-    except Exception:   # noqa: BLE001 - any template failure means "no image parts here"
+    except Exception:  # noqa: BLE001 - any template failure means "no image parts here"
         return None
     prefix = len(_common_prefix(with_image, without))
     suffix = len(_common_prefix(with_image[prefix:][::-1], without[prefix:][::-1]))
-    markup = with_image[prefix:len(with_image) - suffix]
+    markup = with_image[prefix : len(with_image) - suffix]
     if not markup.strip() or "\x01" in markup or "type" in markup:
         return None
     return markup
@@ -195,7 +198,7 @@ def _content_parts(text: str) -> list[dict]:
     position = 0
     for match in IMAGE_PLACEHOLDER.finditer(text):
         if match.start() > position:
-            parts.append({"type": "text", "text": text[position:match.start()]})
+            parts.append({"type": "text", "text": text[position : match.start()]})
         parts.append({"type": "image", "image": match[0]})
         position = match.end()
     if position < len(text):
@@ -207,8 +210,13 @@ def markup_to_placeholders(text: str, markup: str, typed_messages: list[dict]) -
     """The rendered `text` with the template's markup for each image part replaced by that image's placeholder
     (images keep their order through every template, LLaVA's too, which writes them before the text);
     None if the markup's count is not the parts' (then the caller renders placeholders as text)."""
-    images = [part["image"] for message in typed_messages if isinstance(message.get("content"), list)
-              for part in message["content"] if part["type"] == "image"]
+    images = [
+        part["image"]
+        for message in typed_messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part["type"] == "image"
+    ]
     pieces = text.split(markup)
     if len(pieces) - 1 != len(images):
         return None
@@ -216,6 +224,7 @@ def markup_to_placeholders(text: str, markup: str, typed_messages: list[dict]) -
 
 
 # --- the upstream's prompt ---------------------------------------------------------------------
+
 
 def _neutralised(text: str) -> str:
     """`text` with a zero-width space after its first character: it reads the same, but no longer matches."""
@@ -238,7 +247,7 @@ class MediaPrompt:
         data: list[str] = []
 
         def substitute(match: re.Match) -> str:
-            if match[1] not in self.images:   # a placeholder typed by the client: text, not an image
+            if match[1] not in self.images:  # a placeholder typed by the client: text, not an image
                 return _neutralised(match[0])
             data.append(self.images[match[1]])
             return marker
@@ -251,5 +260,8 @@ def media_prompt(text: str, images: Mapping[str, Image], tokens_per_image: int =
     each placeholder counts as `tokens_per_image` tokens."""
     named = placeholders_in(text)
     used = set(named)
-    return MediaPrompt(text, {digest: base64.b64encode(image.data).decode() for digest, image in images.items()
-                              if digest in used}, len(named) * tokens_per_image)
+    return MediaPrompt(
+        text,
+        {digest: base64.b64encode(image.data).decode() for digest, image in images.items() if digest in used},
+        len(named) * tokens_per_image,
+    )

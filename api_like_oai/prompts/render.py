@@ -12,10 +12,17 @@ from .system_turns import place_system_turns
 from .tools import NO_CAPABILITIES, formatter_capabilities, involves_tools, prepare
 
 
-def render_chat(messages: list[dict], *, chat_template: str | None = None,
-                chat_prompt_model: str | None = None, bos_token: str = "", eos_token: str = "",
-                add_generation_prompt: bool = True, continue_final_message: bool = False,
-                tools: list | None = None) -> ChatPrompt:
+def render_chat(
+    messages: list[dict],
+    *,
+    chat_template: str | None = None,
+    chat_prompt_model: str | None = None,
+    bos_token: str = "",
+    eos_token: str = "",
+    add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
+    tools: list | None = None,
+) -> ChatPrompt:
     """The prompt for `messages` from a Jinja template text, a template name, or the legacy format.
 
     >>> render_chat([{"role": "user", "content": "Hi"}], chat_prompt_model="chatml").text
@@ -23,14 +30,24 @@ def render_chat(messages: list[dict], *, chat_template: str | None = None,
     """
     choice = TemplateChoice(chat_template=chat_template, chat_prompt_model=chat_prompt_model)
     formatter = resolve_formatter(choice, FormatterOptions(bos_token=bos_token, eos_token=eos_token))
-    return render_messages(formatter, normalise_messages(messages), tools,
-                           add_generation_prompt=add_generation_prompt,
-                           continue_final_message=continue_final_message)
+    return render_messages(
+        formatter,
+        normalise_messages(messages),
+        tools,
+        add_generation_prompt=add_generation_prompt,
+        continue_final_message=continue_final_message,
+    )
 
 
-def render_messages(formatter: ChatFormatter, messages: list[dict], tools: list[dict] | None = None, *,
-                    add_generation_prompt: bool = True, continue_final_message: bool = False,
-                    template_variables: dict | None = None) -> ChatPrompt:
+def render_messages(
+    formatter: ChatFormatter,
+    messages: list[dict],
+    tools: list[dict] | None = None,
+    *,
+    add_generation_prompt: bool = True,
+    continue_final_message: bool = False,
+    template_variables: dict | None = None,
+) -> ChatPrompt:
     """`formatter`'s prompt for `messages` (text content) and `tools`: tools, calls and results given
     natively where the formatter renders them and written into the messages where it does not
     (prompts/tools.py); `developer` messages as `system` for templates that know no developer role,
@@ -44,8 +61,7 @@ def render_messages(formatter: ChatFormatter, messages: list[dict], tools: list[
         messages = [{**m, "role": "system"} if m.get("role") == "developer" else m for m in messages]
     messages = place_system_turns(messages, capabilities or NO_CAPABILITIES)
     options = {"template_variables": template_variables} if is_jinja and template_variables else {}
-    options |= {"add_generation_prompt": add_generation_prompt, "continue_final_message": continue_final_message,
-                "tools": tools}
+    options |= {"add_generation_prompt": add_generation_prompt, "continue_final_message": continue_final_message, "tools": tools}
     has_images = any(isinstance(m.get("content"), str) and has_placeholder(m["content"]) for m in messages)
     if is_jinja and has_images and not continue_final_message:
         return _render_with_images(formatter, messages, options)

@@ -33,8 +33,8 @@ class TemplateChoice:
     """The template settings of one model, as the user gave them."""
 
     chat_formatter: str | None = None
-    chat_template: str | None = None          # the template's text
-    chat_template_name: str = "inline"        # where that text came from (path, URL, "inline")
+    chat_template: str | None = None  # the template's text
+    chat_template_name: str = "inline"  # where that text came from (path, URL, "inline")
     chat_prompt_model: str | None = None
     legacy: LegacyFormatter = field(default_factory=LegacyFormatter)
     legacy_explicit: bool = False
@@ -42,12 +42,10 @@ class TemplateChoice:
 
     def uses_model_template(self) -> bool:
         """True when the choice falls through to the model's own template (needs /props)."""
-        return not (self.chat_formatter or self.chat_template or self.chat_prompt_model
-                    or self.legacy_explicit)
+        return not (self.chat_formatter or self.chat_template or self.chat_prompt_model or self.legacy_explicit)
 
 
-def resolve_formatter(choice: TemplateChoice, options: FormatterOptions,
-                      model_template: str | None = None) -> ChatFormatter:
+def resolve_formatter(choice: TemplateChoice, options: FormatterOptions, model_template: str | None = None) -> ChatFormatter:
     """The formatter for `choice`; `model_template` is the upstream's own Jinja template, if any."""
     if choice.chat_formatter:
         return load_plugin(choice.chat_formatter)(options)
@@ -73,8 +71,9 @@ def named_formatter(name: str, options: FormatterOptions) -> ChatFormatter:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UnknownTemplate(f"unknown chat template {name!r}{hint}") from None
     except ValueError as exc:
-        raise UnknownTemplate(f"FastChat template {name!r} has no prompt form ({exc}); "
-                              "it describes a hosted API, not a local model") from None
+        raise UnknownTemplate(
+            f"FastChat template {name!r} has no prompt form ({exc}); it describes a hosted API, not a local model"
+        ) from None
     return fastchat_templates.FastChatFormatter(name)
 
 
@@ -88,6 +87,8 @@ def load_plugin(spec: str):
             raise UnknownTemplate(f"cannot load chat formatter {spec!r}: {exc}") from None
     entry_points = {ep.name: ep for ep in metadata.entry_points(group=FORMATTER_ENTRY_POINTS)}
     if spec not in entry_points:
-        raise UnknownTemplate(f"no chat formatter {spec!r} in entry-point group "
-                              f"{FORMATTER_ENTRY_POINTS} (installed: {sorted(entry_points) or 'none'})")
+        raise UnknownTemplate(
+            f"no chat formatter {spec!r} in entry-point group "
+            f"{FORMATTER_ENTRY_POINTS} (installed: {sorted(entry_points) or 'none'})"
+        )
     return entry_points[spec].load()

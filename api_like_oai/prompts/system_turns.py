@@ -69,8 +69,8 @@ def _place(placed: list[dict], instruction: str, messages: list[dict], following
     results_end = following
     while results_end < len(messages) and _role(messages[results_end]) == "tool":
         results_end += 1
-    if results_end > following:            # between a call and its results: after the results
-        placed += messages[following:results_end - 1]
+    if results_end > following:  # between a call and its results: after the results
+        placed += messages[following : results_end - 1]
         placed.append(_appended(messages[results_end - 1], instruction))
         return results_end
     if placed and _role(placed[-1]) in ("user", "tool"):

@@ -39,9 +39,15 @@ To call a tool, answer with a JSON object holding its name and arguments inside 
 Tool results come back inside <tool_response></tool_response> tags."""
 
 NO_CAPABILITIES = TemplateCapabilities(
-    supports_tools=False, supports_tool_calls=False, supports_tool_responses=False,
-    supports_parallel_tool_calls=False, supports_system_role=True, requires_object_arguments=False,
-    requires_short_ids=False, tool_call_format=None)
+    supports_tools=False,
+    supports_tool_calls=False,
+    supports_tool_responses=False,
+    supports_parallel_tool_calls=False,
+    supports_system_role=True,
+    requires_object_arguments=False,
+    requires_short_ids=False,
+    tool_call_format=None,
+)
 
 
 def formatter_capabilities(formatter: ChatFormatter) -> TemplateCapabilities | None:
@@ -57,8 +63,9 @@ def involves_tools(message: dict) -> bool:
     return "tool_calls" in message or "function_call" in message or message.get("role") in ("tool", "function")
 
 
-def prepare(messages: list[dict], tools: list[dict] | None,
-            capabilities: TemplateCapabilities | None) -> tuple[list[dict], list[dict] | None]:
+def prepare(
+    messages: list[dict], tools: list[dict] | None, capabilities: TemplateCapabilities | None
+) -> tuple[list[dict], list[dict] | None]:
     """(messages, tools) to render with a template of these capabilities (None: a formatter that
     knows nothing of tools). Messages have text content already (base.normalise_messages)."""
     capabilities = capabilities or NO_CAPABILITIES
@@ -71,7 +78,7 @@ def prepare(messages: list[dict], tools: list[dict] | None,
     return prepared, (tools or None)
 
 
-_TOOLS_PROMPTS = DigestCache(max_entries=32)   # per worker: agents resend the same tools every turn
+_TOOLS_PROMPTS = DigestCache(max_entries=32)  # per worker: agents resend the same tools every turn
 
 
 def tools_prompt(tools: list[dict]) -> str:
@@ -116,8 +123,7 @@ def _from_legacy_functions(messages: list[dict]) -> list[dict]:
 
 def _call_names(messages: list[dict]) -> dict[str, str]:
     """tool_call_id -> the called function's name, to name the results that do not say."""
-    return {call.get("id"): call["function"]["name"] for message in messages
-            for call in message.get("tool_calls") or ()}
+    return {call.get("id"): call["function"]["name"] for message in messages for call in message.get("tool_calls") or ()}
 
 
 def _prepare_message(message: dict, capabilities: TemplateCapabilities, names: dict[str, str]) -> dict:
@@ -128,15 +134,13 @@ def _prepare_message(message: dict, capabilities: TemplateCapabilities, names: d
         text = "\n".join(filter(None, [message.get("content"), *map(_call_text, message["tool_calls"])]))
         return _without(message, "tool_calls") | {"content": text}
     if role == "assistant" and "tool_calls" in message:
-        return _without(message, "tool_calls")   # [] or null: templates test only for presence
+        return _without(message, "tool_calls")  # [] or null: templates test only for presence
     if role == "tool":
         name = message.get("name") or names.get(message.get("tool_call_id"), "")
         if capabilities.supports_tool_responses:
             call_id = message.get("tool_call_id") or ""
-            return {**message, "name": name,
-                    "tool_call_id": short_id(call_id) if capabilities.requires_short_ids else call_id}
-        return {"role": "user", "content": f"<tool_response>\n{message.get('content', '')}\n</tool_response>",
-                "from_tool": True}
+            return {**message, "name": name, "tool_call_id": short_id(call_id) if capabilities.requires_short_ids else call_id}
+        return {"role": "user", "content": f"<tool_response>\n{message.get('content', '')}\n</tool_response>", "from_tool": True}
     return message
 
 
@@ -148,8 +152,11 @@ def _native_call(call: dict, capabilities: TemplateCapabilities) -> dict:
     elif not capabilities.requires_object_arguments and not isinstance(arguments, str):
         arguments = json.dumps(arguments, ensure_ascii=False)
     call_id = call.get("id") or ""
-    return {"id": short_id(call_id) if capabilities.requires_short_ids else call_id, "type": "function",
-            "function": {"name": function["name"], "arguments": arguments}}
+    return {
+        "id": short_id(call_id) if capabilities.requires_short_ids else call_id,
+        "type": "function",
+        "function": {"name": function["name"], "arguments": arguments},
+    }
 
 
 def _as_object(arguments: str):
@@ -163,8 +170,9 @@ def _as_object(arguments: str):
 
 def _call_text(call: dict) -> str:
     function = call["function"]
-    arguments = _as_object(function.get("arguments", "{}")) if isinstance(function.get("arguments"), str) \
-        else function.get("arguments")
+    arguments = (
+        _as_object(function.get("arguments", "{}")) if isinstance(function.get("arguments"), str) else function.get("arguments")
+    )
     body = json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False)
     return f"<tool_call>\n{body}\n</tool_call>"
 
@@ -174,10 +182,13 @@ def _join_user_turns(messages: list[dict]) -> list[dict]:
     joined: list[dict] = []
     for message in messages:
         previous = joined[-1] if joined else None
-        if previous is not None and message.get("role") == "user" and previous.get("role") == "user" \
-                and (message.get("from_tool") or previous.get("from_tool")):
-            joined[-1] = {**previous, "content": previous["content"] + "\n" + message["content"],
-                          "from_tool": True}
+        if (
+            previous is not None
+            and message.get("role") == "user"
+            and previous.get("role") == "user"
+            and (message.get("from_tool") or previous.get("from_tool"))
+        ):
+            joined[-1] = {**previous, "content": previous["content"] + "\n" + message["content"], "from_tool": True}
         else:
             joined.append(message)
     return [_without(message, "from_tool") for message in joined]
@@ -187,14 +198,16 @@ def _describe_tools(messages: list[dict], tools: list[dict], capabilities: Templ
     description = tools_prompt(tools)
     if messages and messages[0].get("role") in ("system", "developer"):
         first = messages[0]
-        return [{**first, "content": f"{first['content']}\n\n{description}" if first["content"] else description},
-                *messages[1:]]
+        return [{**first, "content": f"{first['content']}\n\n{description}" if first["content"] else description}, *messages[1:]]
     if capabilities.supports_system_role:
         return [{"role": "system", "content": description}, *messages]
     position = next((n for n, message in enumerate(messages) if message.get("role") == "user"), 0)
     target = messages[position]
-    return [*messages[:position], {**target, "content": f"{description}\n\n{target.get('content', '')}"},
-            *messages[position + 1:]]
+    return [
+        *messages[:position],
+        {**target, "content": f"{description}\n\n{target.get('content', '')}"},
+        *messages[position + 1 :],
+    ]
 
 
 def _without(message: dict, key: str) -> dict:

@@ -20,7 +20,7 @@ from ..services.passthrough import passthrough
 from ..services.waiting import Waiting
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-STATE_KEY = "api_like_oai"   # where app.create_app keeps the AppState in `app.extensions`
+STATE_KEY = "api_like_oai"  # where app.create_app keeps the AppState in `app.extensions`
 
 
 def state(app=None):
@@ -59,8 +59,7 @@ def respond(answer, headers: dict | None = None) -> Response:
         return Response(json_bytes(answer) + b"\n", mimetype="application/json", headers=headers)
     # direct_passthrough: the server iterates our generator itself, without Werkzeug's two wrappers
     # (ClosingIterator, iter_encoded) around every frame; the frames are bytes already.
-    return Response(answer, mimetype="text/event-stream", headers={**SSE_HEADERS, **(headers or {})},
-                    direct_passthrough=True)
+    return Response(answer, mimetype="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}, direct_passthrough=True)
 
 
 def generation_context() -> Context:
@@ -68,9 +67,15 @@ def generation_context() -> Context:
     ticket, waiting = g.get("ticket"), _waiting()
     # The doors open when the service first needs one: after a streamed request's waiting step, outside
     # the request's Flask context, so what they hold is taken from it now.
-    return Context(state().inflight, g.get("record"), settings.log_prompts,
-                   session=request.headers.get("X-Claude-Code-Session-Id"), request_bytes=request.content_length or 0,
-                   opens_door=functools.partial(_door, ticket, waiting), waiting=waiting)
+    return Context(
+        state().inflight,
+        g.get("record"),
+        settings.log_prompts,
+        session=request.headers.get("X-Claude-Code-Session-Id"),
+        request_bytes=request.content_length or 0,
+        opens_door=functools.partial(_door, ticket, waiting),
+        waiting=waiting,
+    )
 
 
 def door(model):
@@ -107,6 +112,7 @@ def current_caller() -> Caller:
 
 def require_admin(view):
     """A view only an admin key (--admin-key) may call; any other caller gets a 403 in the API's shape."""
+
     @functools.wraps(view)
     def admin_only(*args, **kwargs):
         if not current_caller().admin:
@@ -128,6 +134,7 @@ def admin_once_configured(view):
     """A view for the admin key once one is configured (--admin-key); until then for the keys from the
     flags (model load and unload, stop-generation, servers' logs: what every caller shares). Never for
     a managed key that is not the admin's."""
+
     @functools.wraps(view)
     def guard(*args, **kwargs):
         if not sees_everything():
@@ -158,7 +165,7 @@ def hold_model(model, later: bool = False) -> None:
     environ = request.environ
     record = g.get("record")
     if record is not None:
-        record.phase = LOADING_MODEL   # while the supervisor makes the model ready (at once if it is)
+        record.phase = LOADING_MODEL  # while the supervisor makes the model ready (at once if it is)
     lease = state().supervisor.acquire(model.name, wait=not later)
     environ[ON_CLOSE].append(lease.release)
     held = functools.partial(_held, state().supervisor, model, environ, record, _waiting())

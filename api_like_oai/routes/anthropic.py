@@ -13,14 +13,18 @@ from . import admission, generation_context, parse_dialect, respond, state
 
 bp = Blueprint("anthropic", __name__)
 
+
 @bp.post("/v1/messages")
 def create():
     from ..dialects.anthropic import MessagesRequest
     from ..services import messages
 
     app_state = state()
-    return respond(*messages.create(parse_dialect(MessagesRequest), admission(), app_state.seal, generation_context(),
-                                    app_state.settings.mcp))
+    return respond(
+        *messages.create(
+            parse_dialect(MessagesRequest), admission(), app_state.seal, generation_context(), app_state.settings.mcp
+        )
+    )
 
 
 @bp.post("/v1/messages/count_tokens")
@@ -28,8 +32,7 @@ def count_tokens():
     from ..dialects.anthropic import CountTokensRequest
     from ..services import messages
 
-    count, headers = messages.count_tokens(parse_dialect(CountTokensRequest), admission(), state().seal,
-                                           g.get("record"))
+    count, headers = messages.count_tokens(parse_dialect(CountTokensRequest), admission(), state().seal, g.get("record"))
     response = jsonify(count)
     response.headers.update(headers)
     return response

@@ -26,15 +26,15 @@ Endpoint = tuple[str, str, str, type | None, type | None]
 @dataclass(frozen=True)
 class Api:
     name: str
-    prefix: str | None            # the paths that are its own start so; None: every path no other API takes
-    blueprint: str                # its route module (app.create_app registers its `bp`)
-    services: tuple[str, ...]     # its service entries, "module:function", one per way in
-    shapes: tuple[str, ...]       # its answers' shapes, "module:Class": stream, fold, keep-alive, error event
-    error: Callable[[ProxyError], tuple[int, dict]]   # (status, body) of an error on its paths
-    error_model: str              # the model /openapi.json documents its errors with, "module:Class"
-    endpoints: Callable[[], list[Endpoint]]          # its documented routes (models imported when called)
-    not_its: frozenset[str] = frozenset()             # paths under its prefix that are another's
-    public: frozenset[str] = frozenset()              # its probes a client sends before it has a key (no key asked)
+    prefix: str | None  # the paths that are its own start so; None: every path no other API takes
+    blueprint: str  # its route module (app.create_app registers its `bp`)
+    services: tuple[str, ...]  # its service entries, "module:function", one per way in
+    shapes: tuple[str, ...]  # its answers' shapes, "module:Class": stream, fold, keep-alive, error event
+    error: Callable[[ProxyError], tuple[int, dict]]  # (status, body) of an error on its paths
+    error_model: str  # the model /openapi.json documents its errors with, "module:Class"
+    endpoints: Callable[[], list[Endpoint]]  # its documented routes (models imported when called)
+    not_its: frozenset[str] = frozenset()  # paths under its prefix that are another's
+    public: frozenset[str] = frozenset()  # its probes a client sends before it has a key (no key asked)
     unavailable_status: int = 503  # an upstream that is down (Anthropic's clients retry its 529 overloaded_error)
 
     def owns(self, path: str) -> bool:
@@ -62,10 +62,20 @@ def _openai_endpoints() -> list[Endpoint]:
     from .. import protocol as p
 
     return [
-        ("post", "/v1/chat/completions", "Chat completion (set stream for server-sent events of ChatCompletionChunk)",
-         p.ChatCompletionRequest, o.ChatCompletion),
-        ("post", "/v1/completions", "Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
-         p.CompletionRequest, o.Completion),
+        (
+            "post",
+            "/v1/chat/completions",
+            "Chat completion (set stream for server-sent events of ChatCompletionChunk)",
+            p.ChatCompletionRequest,
+            o.ChatCompletion,
+        ),
+        (
+            "post",
+            "/v1/completions",
+            "Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
+            p.CompletionRequest,
+            o.Completion,
+        ),
     ]
 
 
@@ -74,10 +84,20 @@ def _anthropic_endpoints() -> list[Endpoint]:
     from ..dialects import anthropic_answers as aa
 
     return [
-        ("post", "/v1/messages", "Anthropic Messages API (set stream for its named events; ?beta=true accepted)",
-         a.MessagesRequest, aa.MessageResponse),
-        ("post", "/v1/messages/count_tokens", "Anthropic Messages API: the prompt's token count",
-         a.CountTokensRequest, aa.TokenCount),
+        (
+            "post",
+            "/v1/messages",
+            "Anthropic Messages API (set stream for its named events; ?beta=true accepted)",
+            a.MessagesRequest,
+            aa.MessageResponse,
+        ),
+        (
+            "post",
+            "/v1/messages/count_tokens",
+            "Anthropic Messages API: the prompt's token count",
+            a.CountTokensRequest,
+            aa.TokenCount,
+        ),
     ]
 
 
@@ -87,14 +107,30 @@ def _responses_endpoints() -> list[Endpoint]:
     from ..dialects import responses_answers as ra
 
     return [
-        ("post", "/v1/responses", "OpenAI Responses API (set stream for its named events; store, previous_response_id "
-         "and conversation keep and continue turns)", r.ResponsesRequest, ra.ResponseObject),
-        ("post", "/v1/responses/input_tokens", "OpenAI Responses API: the prompt's token count",
-         r.ResponsesRequest, ra.InputTokenCount),
+        (
+            "post",
+            "/v1/responses",
+            "OpenAI Responses API (set stream for its named events; store, previous_response_id "
+            "and conversation keep and continue turns)",
+            r.ResponsesRequest,
+            ra.ResponseObject,
+        ),
+        (
+            "post",
+            "/v1/responses/input_tokens",
+            "OpenAI Responses API: the prompt's token count",
+            r.ResponsesRequest,
+            ra.InputTokenCount,
+        ),
         ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, ra.ResponseObject),
         ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),
-        ("get", "/v1/responses/{response_id}/input_items", "A stored response's input items (with the turns it continued)",
-         None, s.ItemList),
+        (
+            "get",
+            "/v1/responses/{response_id}/input_items",
+            "A stored response's input items (with the turns it continued)",
+            None,
+            s.ItemList,
+        ),
     ]
 
 
@@ -105,15 +141,19 @@ def _ollama_endpoints() -> list[Endpoint]:
         ("get", "/", "Ollama's probe: `Ollama is running` (public)", None, None),
         ("get", "/api/version", "Ollama's version this answers as (public)", None, None),
         ("post", "/api/chat", "Ollama chat (NDJSON stream by default; stream false: one object)", d.ChatRequest, None),
-        ("post", "/api/generate", "Ollama generate: templated as a chat turn, or raw / with suffix as a completion",
-         d.GenerateRequest, None),
+        (
+            "post",
+            "/api/generate",
+            "Ollama generate: templated as a chat turn, or raw / with suffix as a completion",
+            d.GenerateRequest,
+            None,
+        ),
         ("post", "/api/embed", "Ollama embeddings, normalised, one per input", d.EmbedRequest, None),
         ("post", "/api/embeddings", "Ollama's older embeddings route: one vector", d.EmbeddingsRequest, None),
         ("get", "/api/tags", "Ollama's model list (the caller's models)", None, None),
         ("post", "/api/show", "Ollama's model details, read from its GGUF file", d.ModelRequest, None),
         ("get", "/api/ps", "Ollama's loaded models", None, None),
-        ("delete", "/api/delete", "Unload a model the proxy starts (admin key only); its file stays", d.ModelRequest,
-         None),
+        ("delete", "/api/delete", "Unload a model the proxy starts (admin key only); its file stays", d.ModelRequest, None),
         ("post", "/api/pull", "Refused: models come from the configuration, no hub is reached", None, None),
         ("post", "/api/push", "Refused: no hub is reached", None, None),
         ("post", "/api/create", "Refused: models come from the configuration", None, None),
@@ -122,22 +162,50 @@ def _ollama_endpoints() -> list[Endpoint]:
     ]
 
 
-OPENAI = Api("openai", None, "api_like_oai.routes.completions",
-             ("api_like_oai.services.chat:chat_completion", "api_like_oai.services.completions:completion"),
-             ("api_like_oai.dialects.openai_shape:ChatShape", "api_like_oai.dialects.openai_shape:CompletionShape"),
-             _openai_error, "api_like_oai.answers:ErrorResponse", _openai_endpoints)
-ANTHROPIC = Api("anthropic", "/v1/messages", "api_like_oai.routes.anthropic", ("api_like_oai.services.messages:create",),
-                ("api_like_oai.dialects.anthropic_shape:MessagesShape",), _anthropic_error,
-                "api_like_oai.dialects.anthropic_answers:AnthropicErrorResponse", _anthropic_endpoints,
-                unavailable_status=529)
-RESPONSES = Api("responses", "/v1/responses", "api_like_oai.routes.responses", ("api_like_oai.services.responses:create",),
-                ("api_like_oai.dialects.responses_shape:ResponsesShape",), _openai_error,
-                "api_like_oai.answers:ErrorResponse", _responses_endpoints)
+OPENAI = Api(
+    "openai",
+    None,
+    "api_like_oai.routes.completions",
+    ("api_like_oai.services.chat:chat_completion", "api_like_oai.services.completions:completion"),
+    ("api_like_oai.dialects.openai_shape:ChatShape", "api_like_oai.dialects.openai_shape:CompletionShape"),
+    _openai_error,
+    "api_like_oai.answers:ErrorResponse",
+    _openai_endpoints,
+)
+ANTHROPIC = Api(
+    "anthropic",
+    "/v1/messages",
+    "api_like_oai.routes.anthropic",
+    ("api_like_oai.services.messages:create",),
+    ("api_like_oai.dialects.anthropic_shape:MessagesShape",),
+    _anthropic_error,
+    "api_like_oai.dialects.anthropic_answers:AnthropicErrorResponse",
+    _anthropic_endpoints,
+    unavailable_status=529,
+)
+RESPONSES = Api(
+    "responses",
+    "/v1/responses",
+    "api_like_oai.routes.responses",
+    ("api_like_oai.services.responses:create",),
+    ("api_like_oai.dialects.responses_shape:ResponsesShape",),
+    _openai_error,
+    "api_like_oai.answers:ErrorResponse",
+    _responses_endpoints,
+)
 # Claude Code's probe /api/hello is the proxy's, not Ollama's; Ollama's `/` answers no error of its own.
-OLLAMA = Api("ollama", "/api/", "api_like_oai.routes.ollama",
-             ("api_like_oai.services.ollama:Ollama.chat", "api_like_oai.services.ollama:Ollama.generate"),
-             ("api_like_oai.dialects.ollama_shape:OllamaShape",), _ollama_error, "api_like_oai.dialects.ollama:ErrorBody",
-             _ollama_endpoints, not_its=frozenset({"/api/hello"}), public=frozenset({"/", "/api/version"}))
+OLLAMA = Api(
+    "ollama",
+    "/api/",
+    "api_like_oai.routes.ollama",
+    ("api_like_oai.services.ollama:Ollama.chat", "api_like_oai.services.ollama:Ollama.generate"),
+    ("api_like_oai.dialects.ollama_shape:OllamaShape",),
+    _ollama_error,
+    "api_like_oai.dialects.ollama:ErrorBody",
+    _ollama_endpoints,
+    not_its=frozenset({"/api/hello"}),
+    public=frozenset({"/", "/api/version"}),
+)
 
 APIS = (OPENAI, ANTHROPIC, RESPONSES, OLLAMA)
 

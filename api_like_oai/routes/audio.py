@@ -17,7 +17,7 @@ from ..services.transcription import AudioUpload, check_audio, transcribe
 from . import admission, door, lookup_model, parse_body, respond, state
 
 bp = Blueprint("audio", __name__)
-FORM_OVERHEAD_BYTES = 1024 * 1024   # the form's other fields and boundaries, beside the file
+FORM_OVERHEAD_BYTES = 1024 * 1024  # the form's other fields and boundaries, beside the file
 
 
 class SpeechRequest(BaseModel):
@@ -45,8 +45,12 @@ def create_speech():
     speech = parse_body(SpeechRequest)
     model, model_name = lookup_model(speech.model)
     if not model.upstream.capabilities.speech:
-        raise InvalidRequest(f"model {model_name!r} cannot speak: llama-server has no text to speech; serve a "
-                             "TTS server as a `kind: openai` model", param="model", code="not_supported")
+        raise InvalidRequest(
+            f"model {model_name!r} cannot speak: llama-server has no text to speech; serve a "
+            "TTS server as a `kind: openai` model",
+            param="model",
+            code="not_supported",
+        )
     return _relayed(relay_json(model, "/audio/speech", speech.model_dump(exclude_unset=True), g.get("record")))
 
 
@@ -64,7 +68,7 @@ def _speech_to_text(path: str, *, translate: bool):
             return _relayed(relay_form(model, path, fields, (upload.filename, upload.data), g.get("record")))
         form = _form()
         audio = check_audio(upload, settings.audio)
-        admission().admit_audio(model, model_name, audio.seconds)   # then, as for every request, what the model does
+        admission().admit_audio(model, model_name, audio.seconds)  # then, as for every request, what the model does
     if model.reranks() or not model.takes_audio():
         raise capability_mismatch(model, model_name, "transcribe audio (its llama-server reads no audio)")
     answer = transcribe(form, upload, audio, model, g.get("record"), translate=translate, door=door(model))
@@ -97,8 +101,7 @@ def _upload(max_bytes: int) -> AudioUpload:
 
 def _form() -> TranscriptionForm:
     """The form's fields validated: a 400 naming the field."""
-    fields = {name: values if name == "timestamp_granularities[]" else values[0]
-              for name, values in request.form.lists()}
+    fields = {name: values if name == "timestamp_granularities[]" else values[0] for name, values in request.form.lists()}
     try:
         return TranscriptionForm.model_validate(fields)
     except ValidationError as exc:

@@ -26,13 +26,20 @@ PAGE_FILES = Path(__file__).resolve().parent.parent / "ui"
 # Scripts, styles and connections from the proxy itself only: no inline script or style, nothing
 # from elsewhere, no framing. A name or an error text that held markup could not run as script even
 # if it reached the page as HTML (the page only ever sets textContent).
-CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                           "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-PAGE_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff",
-                "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY", "Cache-Control": "no-cache"}
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-cache",
+}
 SECONDS_BETWEEN_FRAMES = 1.0
-FOUND_ORDER = (STOPPED, NOT_GENERATING, ABSENT)   # what one worker found outranks what the next did
-VIEW_KEY = "api_like_oai.dashboard"   # where app.create_app keeps the LiveView in `app.extensions`
+FOUND_ORDER = (STOPPED, NOT_GENERATING, ABSENT)  # what one worker found outranks what the next did
+VIEW_KEY = "api_like_oai.dashboard"  # where app.create_app keeps the LiveView in `app.extensions`
 
 
 def is_page(path: str) -> bool:
@@ -51,7 +58,7 @@ def page_file(name: str):
 
 
 def _page_file(name: str) -> Response:
-    response = send_from_directory(PAGE_FILES, name, max_age=0)   # a name outside the folder is a 404
+    response = send_from_directory(PAGE_FILES, name, max_age=0)  # a name outside the folder is a 404
     response.headers.update(PAGE_HEADERS)
     return response
 
@@ -76,7 +83,7 @@ def events():
                 if history is not sent_history:
                     yield _frame("history", for_viewer(history, caller, sees_all))
                     sent_history = history
-                time.sleep(SECONDS_BETWEEN_FRAMES)   # under gevent: this greenlet sleeps, the worker goes on
+                time.sleep(SECONDS_BETWEEN_FRAMES)  # under gevent: this greenlet sleeps, the worker goes on
         finally:
             if record is not None:
                 record.close()

@@ -25,11 +25,17 @@ def create_embeddings():
     vectors = upstream.embeddings(inputs)
     prompt_tokens = sum(len(i) if isinstance(i, list) else len(upstream.tokenize(i)) for i in inputs)
     as_base64 = embedding_request.encoding_format == "base64"
-    return jsonify({"object": "list", "model": model_name,
-                    "data": [{"object": "embedding", "index": index,
-                              "embedding": _base64(vector) if as_base64 else vector}
-                             for index, vector in enumerate(vectors)],
-                    "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}})
+    return jsonify(
+        {
+            "object": "list",
+            "model": model_name,
+            "data": [
+                {"object": "embedding", "index": index, "embedding": _base64(vector) if as_base64 else vector}
+                for index, vector in enumerate(vectors)
+            ],
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+        }
+    )
 
 
 def _base64(vector: list[float]) -> str:

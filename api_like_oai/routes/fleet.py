@@ -23,11 +23,22 @@ from .apis import ANTHROPIC, api_of
 bp = Blueprint("fleet", __name__)
 
 # The routes that name a model in their JSON body: a front relays them to a box serving the model.
-MODEL_ROUTES = frozenset({"/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions",
-                          "/v1/embeddings", "/embeddings", "/v1/messages", "/v1/messages/count_tokens",
-                          "/v1/responses", "/responses"})
-FLEET_PATHS = "/v1/fleet/"   # the fleet's own routes: fleet calls only
-ADDRESS = re.compile(r"(?:https?://)?[A-Za-z0-9.\-]+:[0-9]{2,5}")   # a box's or Redis's, in a refusal's message
+MODEL_ROUTES = frozenset(
+    {
+        "/v1/chat/completions",
+        "/chat/completions",
+        "/v1/completions",
+        "/completions",
+        "/v1/embeddings",
+        "/embeddings",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/responses",
+        "/responses",
+    }
+)
+FLEET_PATHS = "/v1/fleet/"  # the fleet's own routes: fleet calls only
+ADDRESS = re.compile(r"(?:https?://)?[A-Za-z0-9.\-]+:[0-9]{2,5}")  # a box's or Redis's, in a refusal's message
 
 
 def trust_fleet_call():
@@ -52,15 +63,14 @@ def forward_elsewhere():
     (None: served here). A fleet call is never relayed again (no loops)."""
     if request.method != "POST" or request.path not in MODEL_ROUTES:
         return None
-    raw = request.get_data()   # cached: the route's parse_body reads the same bytes if it is served here
+    raw = request.get_data()  # cached: the route's parse_body reads the same bytes if it is served here
     body = _json_object(raw)
     model = body.get("model")
     shared = state()
     if isinstance(model, str) and model not in shared.registry.by_name and g.get("fleet_call"):
         # placed here by a front's stale view: a refusal, so that it tries the next box (never our default model)
         raise UpstreamUnavailable(f"model {model!r} is not served on this box")
-    if g.get("fleet_call") or not isinstance(model, str) or model in shared.registry.by_name \
-            or not shared.fleet.serves(model):
+    if g.get("fleet_call") or not isinstance(model, str) or model in shared.registry.by_name or not shared.fleet.serves(model):
         return None
     return _relayed(model, body, raw)
 
@@ -70,20 +80,27 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
     if not caller.allows(model, model):
         raise ModelNotFound(f"model {model!r} does not exist", param="model")
     ticket = g.get("ticket")
-    if ticket is not None:   # once, here, as for a request served here: the box counts no limit of its own
+    if ticket is not None:  # once, here, as for a request served here: the box counts no limit of its own
         ticket.admit(reply_bound(body))
         ticket.before_generation(len(raw), lambda: prompt_bound(body))
     record = g.get("record")
     metrics = state().metrics
     try:
-        relayed = state().fleet.forward(model, body, raw, request.method, request.full_path.rstrip("?"),
-                                        dict(request.headers), caller=caller.name,
-                                        anthropic=api_of(request.path) is ANTHROPIC,
-                                        on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc())
+        relayed = state().fleet.forward(
+            model,
+            body,
+            raw,
+            request.method,
+            request.full_path.rstrip("?"),
+            dict(request.headers),
+            caller=caller.name,
+            anthropic=api_of(request.path) is ANTHROPIC,
+            on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc(),
+        )
     except FleetUnavailable as exc:
         if sees_everything():
             raise
-        raise FleetUnavailable(ADDRESS.sub("<a box>", exc.message)) from None   # no addresses to a tenant
+        raise FleetUnavailable(ADDRESS.sub("<a box>", exc.message)) from None  # no addresses to a tenant
     metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
     if record is not None:
         record.model, record.requested_model = model, model
@@ -93,9 +110,9 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
     if record is not None and isinstance(body_pieces, bytes):
         _count(record, counts_in(_json_or_none(body_pieces)))
     elif record is not None:
-        body_pieces = _counted_stream(body_pieces, record)   # app._close_record leaves streams to close their own
+        body_pieces = _counted_stream(body_pieces, record)  # app._close_record leaves streams to close their own
     headers = {**relayed.headers, ROUTE_HEADER: relayed.candidate.route}
-    if sees_everything():   # the box's address: only to who sees every address
+    if sees_everything():  # the box's address: only to who sees every address
         headers["X-Fleet-Box"] = relayed.candidate.address
     response = Response(body_pieces, status=relayed.status, headers=headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
@@ -130,7 +147,7 @@ def _json_object(raw: bytes) -> dict:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return {}   # the route's own parser names the error
+        return {}  # the route's own parser names the error
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     return body
@@ -151,8 +168,14 @@ def start_pool():
     helpers' rpc-servers, `lent_mib` of its memory counted on them, not here. Back once it is loaded."""
     body = _json_object(request.get_data())
     model, endpoints, lent = body.get("model"), body.get("rpc"), body.get("lent_mib")
-    if not isinstance(model, str) or not isinstance(lent, int) or lent < 0 or not isinstance(endpoints, list) \
-            or not endpoints or not all(isinstance(e, str) and RPC_ENDPOINT.fullmatch(e) for e in endpoints):
+    if (
+        not isinstance(model, str)
+        or not isinstance(lent, int)
+        or lent < 0
+        or not isinstance(endpoints, list)
+        or not endpoints
+        or not all(isinstance(e, str) and RPC_ENDPOINT.fullmatch(e) for e in endpoints)
+    ):
         raise InvalidRequest("a pool is {model, rpc: [host:port, ...], lent_mib}")
     answer = _supervisor(model).ask("load", model=model, args=["--rpc", ",".join(endpoints)], lent_mib=lent)
     return jsonify({"model": model, "status": answer["status"]})

@@ -26,11 +26,15 @@ def health():
     body = {"status": "ok" if healthy else "unavailable"} | ({"upstreams": upstreams} if addressed else {})
     if not healthy:
         failing = [(url, status) for url, status in upstreams.items() if status != "ok"]
-        reasons = [f"{url}: {status}" for url, status in failing] if addressed else \
-            [f"{count} {status}" for status, count in Counter(status.replace(url, "<upstream>")
-                                                              for url, status in failing).items()]
-        body |= UpstreamUnavailable(f"upstream not ready ({len(failing)} of {len(upstreams)}): "
-                                    + "; ".join(reasons)).to_dict()
+        reasons = (
+            [f"{url}: {status}" for url, status in failing]
+            if addressed
+            else [
+                f"{count} {status}"
+                for status, count in Counter(status.replace(url, "<upstream>") for url, status in failing).items()
+            ]
+        )
+        body |= UpstreamUnavailable(f"upstream not ready ({len(failing)} of {len(upstreams)}): " + "; ".join(reasons)).to_dict()
     return jsonify(body), 200 if healthy else 503
 
 
@@ -39,7 +43,7 @@ def _health_sees_addresses() -> bool:
     gate = state().gate
     try:
         return sees_everything(gate.identify(offered_key()))
-    except ProxyError:   # no key, a wrong one, or the store down: the public answer
+    except ProxyError:  # no key, a wrong one, or the store down: the public answer
         return False
 
 
@@ -121,7 +125,9 @@ def requests_in_flight():
     own_id = g.record.request_id if g.get("record") else None
     caller = current_caller()
     everything = sees_everything(caller)
-    live = [record.live() if everything else {**record.live(), "upstream": None}
-            for record in state().inflight.requests.records()
-            if record.request_id != own_id and (everything or getattr(record, "key_name", None) == caller.name)]
+    live = [
+        record.live() if everything else {**record.live(), "upstream": None}
+        for record in state().inflight.requests.records()
+        if record.request_id != own_id and (everything or getattr(record, "key_name", None) == caller.name)
+    ]
     return jsonify({"object": "list", "data": live})

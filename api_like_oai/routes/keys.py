@@ -51,8 +51,7 @@ def list_keys():
 def create_key():
     """A new key; the answer's `key` is the only time it is shown."""
     new = parse_body(manage.NewKey)
-    key, record = _checked(manage.create_key, new.name, manage.KeyChanges(**new.model_dump(exclude={"name"},
-                                                                                             exclude_unset=True)))
+    key, record = _checked(manage.create_key, new.name, manage.KeyChanges(**new.model_dump(exclude={"name"}, exclude_unset=True)))
     return jsonify({"key": key, **record.public()}), 201
 
 
@@ -91,14 +90,21 @@ def openai_audio_usage():
 def _openai_usage(kind: str):
     key_name = _usage_scope()
     try:
-        query = manage.OpenAIUsageQuery.model_validate(request.args.to_dict(flat=True) | {
-            "group_by": request.args.getlist("group_by") or request.args.getlist("group_by[]")})
+        query = manage.OpenAIUsageQuery.model_validate(
+            request.args.to_dict(flat=True) | {"group_by": request.args.getlist("group_by") or request.args.getlist("group_by[]")}
+        )
     except ValidationError as exc:
         raise invalid_request(exc) from None
     days, next_start = query.page_days(time.time())
     buckets = openai_buckets(manage.usage_of_days(_book(), days, key_name), days, tuple(query.group_by), kind)
-    return jsonify({"object": "page", "data": buckets, "has_more": next_start is not None,
-                    "next_page": str(next_start) if next_start is not None else None})
+    return jsonify(
+        {
+            "object": "page",
+            "data": buckets,
+            "has_more": next_start is not None,
+            "next_page": str(next_start) if next_start is not None else None,
+        }
+    )
 
 
 def _usage_scope() -> str | None:

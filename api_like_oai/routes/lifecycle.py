@@ -18,14 +18,16 @@ bp = Blueprint("lifecycle", __name__)
 def _supervisor():
     supervisor = state().supervisor
     if supervisor is None:
-        raise InvalidRequest("this proxy starts no models of its own (see --model, --models-dir, or model: in "
-                             "the config file); its upstreams are started by someone else")
+        raise InvalidRequest(
+            "this proxy starts no models of its own (see --model, --models-dir, or model: in "
+            "the config file); its upstreams are started by someone else"
+        )
     return supervisor
 
 
 def _started_model(name: str | None) -> str:
     caller = current_caller()
-    model, asked = state().registry.lookup(name, caller.allows)   # aliases too; unknown: a 404 (strict registry)
+    model, asked = state().registry.lookup(name, caller.allows)  # aliases too; unknown: a 404 (strict registry)
     if not caller.allows(model.name, asked):
         raise state().registry.not_found(asked, caller.allows)
     if model.settings.launch is None:
@@ -59,8 +61,15 @@ def _change(op: str):
 def model_list():
     """text-generation-webui's list: the names of the models the proxy starts (those the caller's key may use)."""
     caller = current_caller()
-    return jsonify({"model_names": [model.name for model in state().registry.models.values()
-                                    if model.settings.launch is not None and caller.allows(model.name)]})
+    return jsonify(
+        {
+            "model_names": [
+                model.name
+                for model in state().registry.models.values()
+                if model.settings.launch is not None and caller.allows(model.name)
+            ]
+        }
+    )
 
 
 @bp.get("/v1/internal/model/logs")
@@ -76,7 +85,7 @@ def events():
     """Server-sent events: the whole status first, then each model's status as it changes (load stages too);
     a caller who does not see everything sees its key's models only, without addresses."""
     changes, caller = _supervisor().events(), current_caller()
-    first = next(changes)   # the supervisor answers before the response starts, or its error is the answer
+    first = next(changes)  # the supervisor answers before the response starts, or its error is the answer
     shown = (lambda event: event) if sees_everything(caller) else functools.partial(_own_models, caller)
 
     def frames():
@@ -94,6 +103,8 @@ def events():
 def _own_models(caller, event: dict) -> dict:
     """A status event (the whole status, or one model's change) with the caller's models only, no addresses."""
     if "models" in event:
-        return {**event, "models": {name: without_addresses(status) for name, status in event["models"].items()
-                                    if caller.allows(name)}}
+        return {
+            **event,
+            "models": {name: without_addresses(status) for name, status in event["models"].items() if caller.allows(name)},
+        }
     return {**event, "status": without_addresses(event["status"])} if "status" in event else event

@@ -11,9 +11,15 @@ bp = Blueprint("models", __name__)
 
 def _card(name: str, model, statuses: dict) -> dict:
     context_length = model.known_context_length()
-    card = ModelCard(id=name, created=model.created, context_length=context_length, max_model_len=context_length,
-                     capabilities=model.capabilities(), input_modalities=model.input_modalities(),
-                     status=statuses.get(model.name))
+    card = ModelCard(
+        id=name,
+        created=model.created,
+        context_length=context_length,
+        max_model_len=context_length,
+        capabilities=model.capabilities(),
+        input_modalities=model.input_modalities(),
+        status=statuses.get(model.name),
+    )
     return card.model_dump(exclude={"status"} if card.status is None else None)
 
 
@@ -30,9 +36,13 @@ def _statuses() -> dict:
 def list_models():
     """Every name the caller may send: each model and each of its aliases (those of its key's models)."""
     caller, names, statuses = current_caller(), state().registry.by_name, _statuses()
-    return jsonify({"object": ModelList.model_fields["object"].default,
-                    "data": [_card(name, model, statuses) for name, model in names.items() if caller.allows(model.name, name)]
-                    + [card for name, card in _fleet_cards().items() if name not in names and caller.allows(name, name)]})
+    return jsonify(
+        {
+            "object": ModelList.model_fields["object"].default,
+            "data": [_card(name, model, statuses) for name, model in names.items() if caller.allows(model.name, name)]
+            + [card for name, card in _fleet_cards().items() if name not in names and caller.allows(name, name)],
+        }
+    )
 
 
 def _fleet_cards() -> dict[str, dict]:
@@ -41,14 +51,26 @@ def _fleet_cards() -> dict[str, dict]:
     fleet = state().fleet
     if fleet is None:
         return {}
-    shown = fleet.models() if sees_everything() else {   # a box's address only to who sees every address
-        name: [{**box, "box": f"box {number + 1}"} for number, box in enumerate(boxes)]
-        for name, boxes in fleet.models().items()}
-    return {name: ModelCard(id=name, created=0, owned_by="fleet", context_length=None, max_model_len=None,
-                            capabilities=["completion", "chat"],
-                            status=ModelStatus(value=_best_state(boxes), boxes=boxes,
-                                               memory_mib=max(box["memory_mib"] for box in boxes))).model_dump()
-            for name, boxes in shown.items()}
+    shown = (
+        fleet.models()
+        if sees_everything()
+        else {  # a box's address only to who sees every address
+            name: [{**box, "box": f"box {number + 1}"} for number, box in enumerate(boxes)]
+            for name, boxes in fleet.models().items()
+        }
+    )
+    return {
+        name: ModelCard(
+            id=name,
+            created=0,
+            owned_by="fleet",
+            context_length=None,
+            max_model_len=None,
+            capabilities=["completion", "chat"],
+            status=ModelStatus(value=_best_state(boxes), boxes=boxes, memory_mib=max(box["memory_mib"] for box in boxes)),
+        ).model_dump()
+        for name, boxes in shown.items()
+    }
 
 
 def _best_state(boxes: list[dict]) -> str:

@@ -13,7 +13,7 @@ from . import admission, current_caller, generation_context, parse_dialect, requ
 
 bp = Blueprint("ollama", __name__)
 
-RUNNING = "Ollama is running"   # `/` and /api/version ask no key (its descriptor's `public`): they say only that it runs
+RUNNING = "Ollama is running"  # `/` and /api/version ask no key (its descriptor's `public`): they say only that it runs
 
 
 def _service():
@@ -88,8 +88,9 @@ def tags():
     from ..services.ollama import tag
 
     caller = current_caller()
-    return jsonify({"models": [tag(name, model) for name, model in state().registry.by_name.items()
-                               if caller.allows(model.name, name)]})
+    return jsonify(
+        {"models": [tag(name, model) for name, model in state().registry.by_name.items() if caller.allows(model.name, name)]}
+    )
 
 
 @bp.post("/api/show")
@@ -99,7 +100,7 @@ def show():
 
     name = parse_dialect(ModelRequest).named()
     try:
-        model, _ = state().registry.lookup(name)   # any name, with one model and no list: as /api/chat
+        model, _ = state().registry.lookup(name)  # any name, with one model and no list: as /api/chat
     except ModelNotFound:
         raise not_found(name) from None
     if not current_caller().allows(model.name, name):
@@ -114,8 +115,9 @@ def ps():
     supervisor = state().supervisor
     statuses = supervisor.ask("status")["models"] if supervisor is not None else {}
     caller = current_caller()
-    return jsonify({"models": [entry for entry in running_models(statuses, state().registry)
-                               if caller.allows(entry["name"], entry["name"])]})
+    return jsonify(
+        {"models": [entry for entry in running_models(statuses, state().registry) if caller.allows(entry["name"], entry["name"])]}
+    )
 
 
 @bp.post("/api/pull")

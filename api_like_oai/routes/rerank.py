@@ -14,7 +14,7 @@ bp = Blueprint("rerank", __name__)
 @bp.post("/v1/rerank")
 @bp.post("/rerank")
 @bp.post("/v1/reranking")
-@bp.post("/v2/rerank")   # Cohere's v2 client (ClientV2.rerank)
+@bp.post("/v2/rerank")  # Cohere's v2 client (ClientV2.rerank)
 def create_rerank():
     rerank_request = parse_body(RerankRequest)
     model, model_name = lookup_model(rerank_request.model)

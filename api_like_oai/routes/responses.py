@@ -26,8 +26,9 @@ def create():
 
     request = parse_dialect(ResponsesRequest)
     app_state = state()
-    return respond(*_service().create(request, admission(), caller_scope(), app_state.seal, generation_context(),
-                                      app_state.settings.mcp))
+    return respond(
+        *_service().create(request, admission(), caller_scope(), app_state.seal, generation_context(), app_state.settings.mcp)
+    )
 
 
 @bp.post("/v1/responses/input_tokens")

@@ -42,7 +42,7 @@ def admitted_scope() -> Scope:
     if ticket is not None:
         ticket.admit_action()
     scope = caller_scope()
-    if request.method == "POST":   # a write: within the key's storage quota
+    if request.method == "POST":  # a write: within the key's storage quota
         scope.check_room(request.content_length or 0)
     return scope
 

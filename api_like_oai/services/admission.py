@@ -47,8 +47,9 @@ class Admission:
     # with `later` leaves the wait to the service's waiting step (services/waiting.py).
     hold: Callable[[ServedModel, bool], None] | None = None
 
-    def dialect(self, api_request: BaseModel, chat_request: ChatCompletionRequest, *,
-                waits_later: bool = False) -> DialectRequest:
+    def dialect(
+        self, api_request: BaseModel, chat_request: ChatCompletionRequest, *, waits_later: bool = False
+    ) -> DialectRequest:
         """`api_request` and the chat request it was translated into, admitted (`admit`) with its
         max_tokens an upper bound (lowered to --max-tokens-limit, not refused): a llama.cpp model, or an
         OpenAI-compatible upstream the chat request is sent to (services/chat.start_chat)."""
@@ -99,14 +100,15 @@ class Admission:
             self.record.model, self.record.requested_model = model.name, requested
         return model, model_name
 
-    def _admitted(self, model: ServedModel, model_name: str, max_tokens: int | None,
-                  audio: float | None = 0.0, later: bool = False) -> tuple[ServedModel, str]:
+    def _admitted(
+        self, model: ServedModel, model_name: str, max_tokens: int | None, audio: float | None = 0.0, later: bool = False
+    ) -> tuple[ServedModel, str]:
         """The request counted against its key's limits (429 over one), `max_tokens` the tokens it must
         find left, `audio` the seconds of audio it sends (None: not known); a model the proxy starts
         held for it (its load waited for unless `later`). No upstream work happens before this."""
         if self.ticket is not None:
             self.ticket.admit(max_tokens, audio)
-        if self.record is not None:   # a request refused above sent no audio: its usage counts none
+        if self.record is not None:  # a request refused above sent no audio: its usage counts none
             self.record.audio_seconds = audio or 0.0
         if model.settings.launch is not None and self.hold is not None:
             self.hold(model, later)
@@ -118,22 +120,23 @@ class Admission:
         limits = self.limits
         messages = getattr(api_request, "messages", None)
         if messages is not None and len(messages) > limits.max_messages:
-            raise InvalidRequest(f"too many messages: {len(messages)} (limit {limits.max_messages})",
-                                 param="messages")
+            raise InvalidRequest(f"too many messages: {len(messages)} (limit {limits.max_messages})", param="messages")
         if api_request.n is not None and api_request.n > limits.max_n:
             raise InvalidRequest(f"n is {api_request.n}; the limit is {limits.max_n}", param="n")
         if hasattr(api_request, "prompt"):  # each prompt of a list is generated n times
             choices = len(prompts_of(api_request)) * (api_request.n or 1)
             if choices > limits.max_n:
-                raise InvalidRequest(f"{choices} choices asked for (prompts x n); the limit is {limits.max_n}",
-                                     param="prompt")
+                raise InvalidRequest(f"{choices} choices asked for (prompts x n); the limit is {limits.max_n}", param="prompt")
 
 
 def capability_mismatch(model: ServedModel, model_name: str, what: str) -> InvalidRequest:
     """The 400 of a request the model cannot serve (a chat request to a reranker, a rerank to a chat
     model), naming what it can."""
-    return InvalidRequest(f"model {model_name!r} cannot {what}: its capabilities are "
-                          f"{', '.join(model.capabilities())}", param="model", code="model_not_supported")
+    return InvalidRequest(
+        f"model {model_name!r} cannot {what}: its capabilities are {', '.join(model.capabilities())}",
+        param="model",
+        code="model_not_supported",
+    )
 
 
 @contextlib.contextmanager

@@ -20,8 +20,13 @@ LIMITS = AudioLimits()
 
 def audio_parts(request: ChatCompletionRequest) -> list[tuple[int, int, ContentPart]]:
     """(message index, part index, part) of every audio part of the request, in order."""
-    return [(n, m, part) for n, message in enumerate(request.messages) if isinstance(message.content, list)
-            for m, part in enumerate(message.content) if part.type == AUDIO_PART_TYPE]
+    return [
+        (n, m, part)
+        for n, message in enumerate(request.messages)
+        if isinstance(message.content, list)
+        for m, part in enumerate(message.content)
+        if part.type == AUDIO_PART_TYPE
+    ]
 
 
 def resolve_audio(request: ChatCompletionRequest, model) -> tuple[ChatCompletionRequest, dict[str, Audio]]:
@@ -34,8 +39,11 @@ def resolve_audio(request: ChatCompletionRequest, model) -> tuple[ChatCompletion
     params = [f"messages.{n}.content.{m}" for n, m, _ in found]
     clips = [_clip(part, param) for param, (_, _, part) in zip(params, found, strict=True)]
     if not model.takes_audio():
-        raise InvalidRequest(f"model {model.name!r} does not take audio: its llama-server has no audio projector "
-                             "(--mmproj of an audio model)", param=params[0], code="audio_not_supported")
+        raise InvalidRequest(
+            f"model {model.name!r} does not take audio: its llama-server has no audio projector (--mmproj of an audio model)",
+            param=params[0],
+            code="audio_not_supported",
+        )
     placed = {(n, m): clip.placeholder for clip, (n, m, _) in zip(clips, found, strict=True)}
     return request.with_placeholders(placed), {clip.digest: clip for clip in clips}
 
@@ -69,14 +77,21 @@ def _decoded(part: ContentPart, param: str) -> tuple[bytes, AudioFile]:
     given = (part.model_extra or {}).get("input_audio")
     data = given.get("data") if isinstance(given, dict) else None
     if not isinstance(data, str) or not data:
-        raise InvalidRequest("an input_audio part needs input_audio.data: the audio as base64",
-                             param=f"{param}.input_audio.data", code="invalid_audio")
+        raise InvalidRequest(
+            "an input_audio part needs input_audio.data: the audio as base64",
+            param=f"{param}.input_audio.data",
+            code="invalid_audio",
+        )
     raw = decode_base64(data, f"{param}.input_audio.data", "audio")
     if len(raw) > LIMITS.max_file_bytes:
-        raise InvalidRequest(f"the audio is {len(raw)} bytes; at most {LIMITS.max_file_bytes} are accepted",
-                             param=param, code="audio_too_large")
+        raise InvalidRequest(
+            f"the audio is {len(raw)} bytes; at most {LIMITS.max_file_bytes} are accepted", param=param, code="audio_too_large"
+        )
     clip = inspect(raw, param=f"{param}.input_audio.data")
     if clip.seconds is not None and clip.seconds > LIMITS.max_seconds:
-        raise InvalidRequest(f"the audio is {clip.seconds:.1f} seconds long; the limit is {LIMITS.max_seconds:g}",
-                             param=param, code="audio_too_long")
+        raise InvalidRequest(
+            f"the audio is {clip.seconds:.1f} seconds long; the limit is {LIMITS.max_seconds:g}",
+            param=param,
+            code="audio_too_long",
+        )
     return raw, clip

@@ -20,8 +20,9 @@ class Relayed:
     body: Iterator[bytes]
 
 
-def relay_form(model: ServedModel, path: str, fields: list[tuple[str, str]], file: tuple[str, bytes],
-               record: RequestRecord | None) -> Relayed:
+def relay_form(
+    model: ServedModel, path: str, fields: list[tuple[str, str]], file: tuple[str, bytes], record: RequestRecord | None
+) -> Relayed:
     """A multipart form (the client's fields, in order, with the upstream's model name; its file) sent on."""
     sent = [(name, upstream_model(model) if name == "model" else value) for name, value in fields]
     if not any(name == "model" for name, _ in sent):

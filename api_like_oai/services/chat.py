@@ -34,19 +34,27 @@ if TYPE_CHECKING:
 log = logging.getLogger("api_like_oai")
 
 
-def render_prompt(request: ChatCompletionRequest, model: ServedModel, messages: list[dict] | None = None,
-                  tool_plan: tool_calling.ToolPlan | None = None):
+def render_prompt(
+    request: ChatCompletionRequest,
+    model: ServedModel,
+    messages: list[dict] | None = None,
+    tool_plan: tool_calling.ToolPlan | None = None,
+):
     """The ChatPrompt this request (or these of its messages) becomes; what /v1/internal/chat-prompt shows."""
-    if request.add_generation_prompt and request.continue_final_message \
-            and "add_generation_prompt" in request.model_fields_set:
-        raise InvalidRequest("add_generation_prompt and continue_final_message cannot both be true",
-                             param="continue_final_message")
+    if request.add_generation_prompt and request.continue_final_message and "add_generation_prompt" in request.model_fields_set:
+        raise InvalidRequest(
+            "add_generation_prompt and continue_final_message cannot both be true", param="continue_final_message"
+        )
     if messages is None:
         messages = request_messages(request)
-    return render_messages(model.formatter(), messages, list(tool_plan.tools) if tool_plan else None,
-                           add_generation_prompt=request.add_generation_prompt,
-                           continue_final_message=request.continue_final_message,
-                           template_variables=request.template_variables())
+    return render_messages(
+        model.formatter(),
+        messages,
+        list(tool_plan.tools) if tool_plan else None,
+        add_generation_prompt=request.add_generation_prompt,
+        continue_final_message=request.continue_final_message,
+        template_variables=request.template_variables(),
+    )
 
 
 def plan_tools(request: ChatCompletionRequest, model: ServedModel) -> tool_calling.ToolPlan | None:
@@ -62,8 +70,11 @@ def tool_constraint(request: ChatCompletionRequest, model: ServedModel, tool_pla
     brings its own grammar or JSON constraint (llama.cpp takes one), or asks for no tools."""
     if tool_plan is None:
         return {}
-    brings_its_own = request.grammar is not None or request.json_schema is not None \
+    brings_its_own = (
+        request.grammar is not None
+        or request.json_schema is not None
         or (request.response_format is not None and request.response_format.type != "text")
+    )
     grammar_allowed = not brings_its_own and (tool_plan.forces_call() or model.lazy_grammar())
     from . import tool_calling
 
@@ -75,17 +86,27 @@ def request_messages(request: ChatCompletionRequest) -> list[dict]:
     return normalise_messages([m.model_dump(exclude_none=True) for m in request.messages])
 
 
-def fit_to_context(request: ChatCompletionRequest, model: ServedModel,
-                   tool_plan: tool_calling.ToolPlan | None = None,
-                   max_tokens_is_bound: bool = False, messages: list[dict] | None = None,
-                   upstream: Upstream | None = None) -> fitting.FittedPrompt:
+def fit_to_context(
+    request: ChatCompletionRequest,
+    model: ServedModel,
+    tool_plan: tool_calling.ToolPlan | None = None,
+    max_tokens_is_bound: bool = False,
+    messages: list[dict] | None = None,
+    upstream: Upstream | None = None,
+) -> fitting.FittedPrompt:
     """The prompt of `messages` (the request's), with the oldest turns dropped if it does not fit the
     context; tokens counted by `upstream` (the request's door; the model's own without one)."""
     messages = request_messages(request) if messages is None else messages
-    return fitting.fit(messages, lambda kept: render_prompt(request, model, kept, tool_plan),
-                           lambda text: prompt_tokens(model, text, upstream),
-                           model.context_length(), request.token_limit(), model.settings.context_policy,
-                           max_tokens_is_bound=max_tokens_is_bound, media_tokens=lambda text: image_tokens(model, text))
+    return fitting.fit(
+        messages,
+        lambda kept: render_prompt(request, model, kept, tool_plan),
+        lambda text: prompt_tokens(model, text, upstream),
+        model.context_length(),
+        request.token_limit(),
+        model.settings.context_policy,
+        max_tokens_is_bound=max_tokens_is_bound,
+        media_tokens=lambda text: image_tokens(model, text),
+    )
 
 
 def prompt_tokens(model: ServedModel, text: str, upstream: Upstream | None = None) -> int:
@@ -103,14 +124,19 @@ def image_tokens(model: ServedModel, text: str) -> int:
     return len(placeholders_in(text)) * model.image_limits.tokens_per_image
 
 
-def upstream_payload(request: ChatCompletionRequest, fitted: fitting.FittedPrompt, images: dict | None = None,
-                     tokens_per_image: int = 0) -> dict:
+def upstream_payload(
+    request: ChatCompletionRequest, fitted: fitting.FittedPrompt, images: dict | None = None, tokens_per_image: int = 0
+) -> dict:
     """/completion's fields for the fitted prompt and its reply's length; with `images` (by digest), the
     prompt carries those it names, each counted as `tokens_per_image` tokens."""
     prompt = fitted.prompt
-    payload = {"prompt": media_prompt(prompt.text, images, tokens_per_image) if images else prompt.text,
-               "stop": merge_stops(prompt.stop, request.stop_list()), "stream": True, "n_predict": fitted.n_predict,
-               **request.sampling_payload()}
+    payload = {
+        "prompt": media_prompt(prompt.text, images, tokens_per_image) if images else prompt.text,
+        "stop": merge_stops(prompt.stop, request.stop_list()),
+        "stream": True,
+        "n_predict": fitted.n_predict,
+        **request.sampling_payload(),
+    }
     if request.response_format is not None:
         payload |= request.response_format.to_llamacpp()
     if request.logprobs:
@@ -125,8 +151,9 @@ def upstream_payload(request: ChatCompletionRequest, fitted: fitting.FittedPromp
 MessageEdit = Callable[[list[dict], Callable[..., int]], list[dict]]
 
 
-def edited_messages(request: ChatCompletionRequest, model: ServedModel, tool_plan, edit: MessageEdit | None,
-                    upstream: Upstream | None = None) -> list[dict]:
+def edited_messages(
+    request: ChatCompletionRequest, model: ServedModel, tool_plan, edit: MessageEdit | None, upstream: Upstream | None = None
+) -> list[dict]:
     """The request's messages, edited by `edit` if given, tokens counted upstream only if it asks."""
     messages = request_messages(request)
     if edit is None:
@@ -155,16 +182,22 @@ class ChatGeneration:
     headers: dict[str, str]
 
 
-def start_chat(request: ChatCompletionRequest, model: ServedModel, context: generation.Context, *,
-               max_tokens_is_bound: bool = False, edit_messages: MessageEdit | None = None,
-               cached_at_start: bool = False) -> ChatGeneration:
+def start_chat(
+    request: ChatCompletionRequest,
+    model: ServedModel,
+    context: generation.Context,
+    *,
+    max_tokens_is_bound: bool = False,
+    edit_messages: MessageEdit | None = None,
+    cached_at_start: bool = False,
+) -> ChatGeneration:
     """Render, fit and send a chat request: what every API that speaks in chat turns (chat completions,
     Anthropic's Messages, the Responses API) generates through. `max_tokens_is_bound`: see fitting.fit;
     `edit_messages`: see MessageEdit; `cached_at_start`: the first event must say how much of the
     prompt came from llama.cpp's cache."""
     request = model.adjust(request)
     upstream = context.door(model)
-    if upstream.capabilities.renders_prompts:   # it renders, fits and parses on its own: the chat request goes up
+    if upstream.capabilities.renders_prompts:  # it renders, fits and parses on its own: the chat request goes up
         return _passed_through(request, model, upstream, context)
     let_others_run(context.request_bytes)  # between the request's validation (and a dialect's translation) and its rendering
     request, images = resolve_images(request, model)
@@ -186,14 +219,16 @@ def start_chat(request: ChatCompletionRequest, model: ServedModel, context: gene
     # A fold reads the tokens batched, unless a thought is split out: its token count is the answer's
     # count where it ended (blocks.reasoning_tokens), which needs the tokens' counts one by one.
     sent = UpstreamRequest.of("/completion", payload, _affinity(request, fitted, context))
-    events = generation.start(routed(upstream, context), [sent] * choice_count,
-                              context, folded=not request.stream and markers is None)
+    events = generation.start(
+        routed(upstream, context), [sent] * choice_count, context, folded=not request.stream and markers is None
+    )
     transform = event_transform(request, markers, fitted.prompt.text, tool_plan, "grammar" in constraint, choice_count)
     return ChatGeneration(request, tool_plan, choice_count, events, transform, _fit_headers(fitted))
 
 
-def _passed_through(request: ChatCompletionRequest, model: ServedModel, upstream: Upstream,
-                    context: generation.Context) -> ChatGeneration:
+def _passed_through(
+    request: ChatCompletionRequest, model: ServedModel, upstream: Upstream, context: generation.Context
+) -> ChatGeneration:
     """The chat request as it is, to an upstream that renders, fits and parses on its own."""
     sent = UpstreamRequest("/chat/completions", passthrough.chat_body(request, model))
     events = merge.Primed(upstream.generate(sent, on_chosen=context.note_upstream))
@@ -202,8 +237,10 @@ def _passed_through(request: ChatCompletionRequest, model: ServedModel, upstream
 
 def _affinity(request: ChatCompletionRequest, fitted: fitting.FittedPrompt, context: generation.Context) -> routing.Affinity:
     """What routing goes by: the prompt (for the upstream holding its prefix), and the request's session."""
-    return routing.Affinity(fitted.prompt.text, routing.session_key(request.prompt_cache_key, context.session,
-                                                                    request.user, request.safety_identifier))
+    return routing.Affinity(
+        fitted.prompt.text,
+        routing.session_key(request.prompt_cache_key, context.session, request.user, request.safety_identifier),
+    )
 
 
 def _fit_headers(fitted: fitting.FittedPrompt) -> dict[str, str]:
@@ -221,52 +258,74 @@ def routed(upstream: Upstream, context: generation.Context):
     return functools.partial(upstream.generate, on_routed=context.note_route)
 
 
-def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
-                    context: generation.Context):
+def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`
     (after the waiting step, if its model is still loading)."""
-    return waiting.after_wait(context, ChatShape(model_name),
-                              functools.partial(_chat_completion, request, model, model_name, context))
+    return waiting.after_wait(
+        context, ChatShape(model_name), functools.partial(_chat_completion, request, model, model_name, context)
+    )
 
 
-def _chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str,
-                     context: generation.Context):
+def _chat_completion(request: ChatCompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     chat = start_chat(request, model, context)
     request, tool_plan = chat.request, chat.tool_plan
     role = model.template_choice.response_role
-    shape = ChatShape(model_name, role, logprobs=bool(request.logprobs), top_logprobs=request.top_logprobs or 0,
-                      legacy_functions=bool(tool_plan and tool_plan.legacy_functions),
-                      include_usage=request.include_usage(),
-                      service_tier="default" if request.service_tier else None)
+    shape = ChatShape(
+        model_name,
+        role,
+        logprobs=bool(request.logprobs),
+        top_logprobs=request.top_logprobs or 0,
+        legacy_functions=bool(tool_plan and tool_plan.legacy_functions),
+        include_usage=request.include_usage(),
+        service_tier="default" if request.service_tier else None,
+    )
     echo_text = _echo_prefix(request, role)
     prefixes = {index: echo_text for index in range(chat.choice_count)} if echo_text else None
-    return generation.answer(request, chat.events, shape, chat.choice_count, context, prefixes, chat.transform), \
-        chat.headers
+    return generation.answer(request, chat.events, shape, chat.choice_count, context, prefixes, chat.transform), chat.headers
 
 
-def dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context,
-                   transform: Callable | None = None, *, edit_messages: MessageEdit | None = None):
+def dialect_answer(
+    shape,
+    chat_request: ChatCompletionRequest,
+    model: ServedModel,
+    context: generation.Context,
+    transform: Callable | None = None,
+    *,
+    edit_messages: MessageEdit | None = None,
+):
     """(answer, headers): the chat request generated as chat is, its events written by `shape`: one
     dict, or the event stream's bytes. `max_tokens` is an upper bound in both dialects (fitting.fit).
     `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
     `edit_messages`: see MessageEdit. A model still loading is waited for first (the waiting step)."""
-    return waiting.after_wait(context, shape, functools.partial(_dialect_answer, shape, chat_request, model, context,
-                                                                transform, edit_messages))
+    return waiting.after_wait(
+        context, shape, functools.partial(_dialect_answer, shape, chat_request, model, context, transform, edit_messages)
+    )
 
 
-def _dialect_answer(shape, chat_request: ChatCompletionRequest, model: ServedModel, context: generation.Context,
-                    transform: Callable | None, edit_messages: MessageEdit | None):
+def _dialect_answer(
+    shape,
+    chat_request: ChatCompletionRequest,
+    model: ServedModel,
+    context: generation.Context,
+    transform: Callable | None,
+    edit_messages: MessageEdit | None,
+):
     try:
-        chat = start_chat(chat_request, model, context, max_tokens_is_bound=True, edit_messages=edit_messages,
-                          cached_at_start=bool(chat_request.stream) and shape.usage_at_start)
+        chat = start_chat(
+            chat_request,
+            model,
+            context,
+            max_tokens_is_bound=True,
+            edit_messages=edit_messages,
+            cached_at_start=bool(chat_request.stream) and shape.usage_at_start,
+        )
     except InvalidRequest as exc:  # a tool schema the grammar refuses: named as the client sent it
         raise as_sent(exc, chat_request.dialect_tool_params) from None
     combined = chained([step for step in (chat.transform, transform) if step is not None])
     return generation.answer(chat.request, chat.events, shape, 1, context, transform=combined), chat.headers
 
 
-def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel,
-                        edit_messages: MessageEdit | None = None) -> int:
+def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel, edit_messages: MessageEdit | None = None) -> int:
     """The token count of the prompt `chat_request` renders to (tools included; its messages edited by
     `edit_messages` if given), from llama.cpp's /tokenize."""
     passthrough.needs(model, model.upstream.capabilities.tokenize, "count a prompt's tokens (it has no tokenizer endpoint)")
@@ -276,8 +335,9 @@ def count_prompt_tokens(chat_request: ChatCompletionRequest, model: ServedModel,
     return prompt_tokens(model, render_prompt(chat_request, model, messages, tool_plan).text)
 
 
-def event_transform(request: ChatCompletionRequest, markers, prompt_text: str, tool_plan,
-                    grammar_in_force: bool, choice_count: int):
+def event_transform(
+    request: ChatCompletionRequest, markers, prompt_text: str, tool_plan, grammar_in_force: bool, choice_count: int
+):
     """What turns the model's text into the answer's parts: the thought split out first (by the
     model's reasoning `markers`, if any), then the tool calls parsed out of the rest; None when the
     text is the answer as it is."""

@@ -34,8 +34,12 @@ def check_supported(request: CompletionRequest, prompts: list) -> None:
 def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
     """(llama.cpp path, payload) for one prompt: /infill when a suffix is given, else /completion."""
     max_tokens = request.token_limit()
-    payload = {"stop": request.stop_list(), "stream": True, "n_predict": -1 if max_tokens is None else max_tokens,
-               **request.sampling_payload()}
+    payload = {
+        "stop": request.stop_list(),
+        "stream": True,
+        "n_predict": -1 if max_tokens is None else max_tokens,
+        **request.sampling_payload(),
+    }
     if request.logprobs:
         payload["n_probs"] = request.logprobs
     if request.suffix is not None:
@@ -46,8 +50,9 @@ def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
 def completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
     """(answer, headers), as chat.chat_completion: the answer is a dict, or an iterator of SSE bytes
     when `request.stream` (after the waiting step, if its model is still loading); no headers."""
-    return waiting.after_wait(context, CompletionShape(model_name),
-                              functools.partial(_completion, request, model, model_name, context))
+    return waiting.after_wait(
+        context, CompletionShape(model_name), functools.partial(_completion, request, model, model_name, context)
+    )
 
 
 def _completion(request: CompletionRequest, model: ServedModel, model_name: str, context: generation.Context):
@@ -59,9 +64,12 @@ def _completion(request: CompletionRequest, model: ServedModel, model_name: str,
         request = request.model_copy(update={"max_tokens": room_left(model, prompts, upstream)})
     shape = CompletionShape(model_name, request.logprobs, request.include_usage())
     session = routing.session_key(context.session, request.user)
-    events = generation.start(routed(upstream, context),
-                              [typed(*upstream_request(request, p), session) for p in prompts], context,
-                              folded=not request.stream)
+    events = generation.start(
+        routed(upstream, context),
+        [typed(*upstream_request(request, p), session) for p in prompts],
+        context,
+        folded=not request.stream,
+    )
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     return generation.answer(request, events, shape, len(prompts), context, prefixes), {}
 
@@ -80,6 +88,7 @@ def room_left(model: ServedModel, prompts: list, upstream: Upstream | None = Non
     upstream = upstream or model.upstream
     longest = max(len(p) if isinstance(p, list) else len(upstream.tokenize(p, add_special=True)) for p in prompts)
     if longest >= context_length:
-        raise ContextLengthExceeded(f"this model's context length is {context_length} tokens; the prompt has "
-                                    f"{longest}", param="prompt")
+        raise ContextLengthExceeded(
+            f"this model's context length is {context_length} tokens; the prompt has {longest}", param="prompt"
+        )
     return context_length - longest

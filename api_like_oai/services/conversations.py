@@ -15,8 +15,12 @@ from .stored_items import input_items, item_list
 
 
 def create(scope: Scope, request: ConversationCreate) -> dict:
-    conversation = {"id": new_id("conv"), "object": "conversation", "created_at": int(time.time()),
-                    "metadata": dict(request.metadata or {})}
+    conversation = {
+        "id": new_id("conv"),
+        "object": "conversation",
+        "created_at": int(time.time()),
+        "metadata": dict(request.metadata or {}),
+    }
     with refusals("items"):
         scope.need().put(conversation["id"], scope.owner, conversation, input_items(request.items or []))
     return conversation
@@ -39,8 +43,7 @@ def delete(scope: Scope, conversation_id: str) -> dict:
 
 
 def list_items(scope: Scope, conversation_id: str, query: ItemListQuery) -> dict:
-    return listed(scope, conversation_id, query.after, query.limit, query.order,
-                  lambda: conversation_not_found(conversation_id))
+    return listed(scope, conversation_id, query.after, query.limit, query.order, lambda: conversation_not_found(conversation_id))
 
 
 def add_items(scope: Scope, conversation_id: str, request: ItemsCreate) -> dict:

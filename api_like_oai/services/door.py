@@ -28,8 +28,13 @@ class Door:
     """`upstream` for one request: `ticket` its key (None without keys), `places` the model's slot queue,
     `renewal()` its lease's renewal (None for a model the proxy does not start). Implements Upstream."""
 
-    def __init__(self, upstream: Upstream, places: SlotQueue | None = None, ticket: Ticket | None = None,
-                 renewal: Callable[[], Renew | None] = lambda: None):
+    def __init__(
+        self,
+        upstream: Upstream,
+        places: SlotQueue | None = None,
+        ticket: Ticket | None = None,
+        renewal: Callable[[], Renew | None] = lambda: None,
+    ):
         self.upstream, self.places, self.ticket, self.renewal = upstream, places, ticket, renewal
 
     @property
@@ -41,8 +46,16 @@ class Door:
     def capabilities(self) -> Capabilities:
         return self.upstream.capabilities
 
-    def generate(self, request: UpstreamRequest, *, index: int = 0, batched: bool = False, on_chosen=None,
-                 on_routed=None, renew: Renew | None = None) -> Iterator[GenerationEvent]:
+    def generate(
+        self,
+        request: UpstreamRequest,
+        *,
+        index: int = 0,
+        batched: bool = False,
+        on_chosen=None,
+        on_routed=None,
+        renew: Renew | None = None,
+    ) -> Iterator[GenerationEvent]:
         ticket = self.ticket
         observe = None
         if ticket is not None and request.prompt is not None:
@@ -50,8 +63,9 @@ class Door:
             observe = ticket.observer()
         place = self._place()
         try:
-            events = self.upstream.generate(request, index=index, batched=batched, on_chosen=on_chosen,
-                                            on_routed=on_routed, renew=renew or self.renew)
+            events = self.upstream.generate(
+                request, index=index, batched=batched, on_chosen=on_chosen, on_routed=on_routed, renew=renew or self.renew
+            )
         except BaseException:
             if place is not None:
                 place.release()
@@ -101,8 +115,9 @@ class Door:
     def transcribe(self, form: bytes, content_type: str, *, renew: Renew | None = None):
         return self.upstream.transcribe(form, content_type, renew=renew or self.renew)
 
-    def relay(self, method: str, path: str, body: bytes | None = None, query: str = "", *, on_chosen=None,
-              renew: Renew | None = None):
+    def relay(
+        self, method: str, path: str, body: bytes | None = None, query: str = "", *, on_chosen=None, renew: Renew | None = None
+    ):
         return self.upstream.relay(method, path, body, query, on_chosen=on_chosen, renew=renew or self.renew)
 
     def forward(self, path: str, body: dict, *, on_chosen=None):

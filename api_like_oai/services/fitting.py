@@ -30,16 +30,15 @@ from ..errors import ContextLengthExceeded, InvalidRequest
 from ..prompts import ChatPrompt
 from ..settings import ERROR, TRUNCATE, Limits, ModelSettings, Policy
 
-__all__ = ["ERROR", "TRUNCATE", "FittedPrompt", "Policy", "droppable_turns", "effective_max_tokens", "fit",
-           "with_max_tokens"]
+__all__ = ["ERROR", "TRUNCATE", "FittedPrompt", "Policy", "droppable_turns", "effective_max_tokens", "fit", "with_max_tokens"]
 
 DEFAULT_POLICY = Policy()
 
 
-CHARACTERS_PER_TOKEN = 4      # to size drop steps without counting: about right for English and code
+CHARACTERS_PER_TOKEN = 4  # to size drop steps without counting: about right for English and code
 
 
-TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")   # a request's bounds on its reply (the latter wins)
+TOKEN_FIELDS = ("max_tokens", "max_completion_tokens")  # a request's bounds on its reply (the latter wins)
 
 
 def effective_max_tokens(request, model: ModelSettings, limits: Limits, *, bound: bool = False) -> int | None:
@@ -57,9 +56,11 @@ def effective_max_tokens(request, model: ModelSettings, limits: Limits, *, bound
     fields = type(request).model_fields
     values = {key: _configured(model, key, getattr(request, key)) for key in TOKEN_FIELDS if key in fields}
     cap = model.max_tokens
-    if cap is not None:   # the model's max_tokens bounds both; a reply with neither gets the cap
-        values = {key: cap if value is None and key == "max_tokens" or value is not None and value > cap
-                  else value for key, value in values.items()}
+    if cap is not None:  # the model's max_tokens bounds both; a reply with neither gets the cap
+        values = {
+            key: cap if value is None and key == "max_tokens" or value is not None and value > cap else value
+            for key, value in values.items()
+        }
     completion = values.get("max_completion_tokens")
     return completion if completion is not None else values.get("max_tokens")
 
@@ -74,8 +75,11 @@ def _configured(model: ModelSettings, key: str, value: int | None) -> int | None
 def with_max_tokens(request, max_tokens: int | None):
     """The request bounded by `max_tokens` (effective_max_tokens'): its max_tokens, and its
     max_completion_tokens if it has one (an OpenAI-compatible upstream reads either)."""
-    update = {key: max_tokens for key in TOKEN_FIELDS if key in type(request).model_fields
-              and (key == "max_tokens" or getattr(request, key) is not None)}
+    update = {
+        key: max_tokens
+        for key in TOKEN_FIELDS
+        if key in type(request).model_fields and (key == "max_tokens" or getattr(request, key) is not None)
+    }
     if all(getattr(request, key) == value for key, value in update.items()):
         return request
     return request.model_copy(update=update)
@@ -84,13 +88,22 @@ def with_max_tokens(request, max_tokens: int | None):
 @dataclass(frozen=True)
 class FittedPrompt:
     prompt: ChatPrompt
-    n_predict: int            # tokens to generate; -1 only when the context length is unknown
+    n_predict: int  # tokens to generate; -1 only when the context length is unknown
     dropped_messages: int
-    dropped_tool_rounds: int = 0   # of the dropped turns, those that were an assistant's tool calls and their results
+    dropped_tool_rounds: int = 0  # of the dropped turns, those that were an assistant's tool calls and their results
 
 
-def fit(messages: list, render, count_tokens, context_length: int | None, max_tokens: int | None,
-        policy: Policy = DEFAULT_POLICY, *, max_tokens_is_bound: bool = False, media_tokens=None) -> FittedPrompt:
+def fit(
+    messages: list,
+    render,
+    count_tokens,
+    context_length: int | None,
+    max_tokens: int | None,
+    policy: Policy = DEFAULT_POLICY,
+    *,
+    max_tokens_is_bound: bool = False,
+    media_tokens=None,
+) -> FittedPrompt:
     """`render(messages) -> ChatPrompt` with the oldest droppable turns removed as the policy says,
     and the tokens to generate; ContextLengthExceeded if even the shortest prompt does not fit.
     `max_tokens_is_bound` (Anthropic's max_tokens, which is required) keeps it a bound even under
@@ -115,7 +128,9 @@ def fit(messages: list, render, count_tokens, context_length: int | None, max_to
     if room < 1:
         raise ContextLengthExceeded(
             f"this model's context length is {context_length} tokens and the prompt needs {cut.prompt_tokens} "
-            "after dropping every message that may be dropped", param="messages")
+            "after dropping every message that may be dropped",
+            param="messages",
+        )
     n_predict = room if max_tokens is None else min(max_tokens, room)
     return FittedPrompt(cut.prompt, n_predict, len(messages) - len(cut.kept), cut.tool_rounds(messages))
 
@@ -136,7 +151,9 @@ def _fit_exactly(prompt: ChatPrompt, count_tokens, context_length: int, max_toke
     if prompt_tokens + wanted > context_length:
         raise ContextLengthExceeded(
             f"this model's context length is {context_length} tokens; the prompt needs {prompt_tokens} "
-            f"and max_tokens asks for {wanted}", param="messages")
+            f"and max_tokens asks for {wanted}",
+            param="messages",
+        )
     return FittedPrompt(prompt, max_tokens if max_tokens is not None else context_length - prompt_tokens, 0)
 
 
@@ -145,7 +162,7 @@ class _Cut:
     kept: list
     prompt: ChatPrompt
     prompt_tokens: int
-    dropped: list[range]    # the groups of droppable_turns left out
+    dropped: list[range]  # the groups of droppable_turns left out
 
     def tool_rounds(self, messages: list) -> int:
         return sum(1 for group in self.dropped if _calls_tools(messages[group.start]))
@@ -160,7 +177,7 @@ def _drop_oldest_turns(messages: list, render, count_tokens, token_budget: int, 
 
     def measure(point: int) -> _Cut:
         if point not in measured:
-            dropped = groups[:points[point]]
+            dropped = groups[: points[point]]
             removed = {index for group in dropped for index in group}
             kept = [message for index, message in enumerate(messages) if index not in removed]
             prompt = render(kept)
@@ -223,8 +240,9 @@ def _turns(messages: list, start: int, end: int) -> list[range]:
 def _size(message: dict) -> int:
     """A message's length in characters (content, called names and arguments), which sizes the drop steps."""
     functions = [call.get("function") or {} for call in message.get("tool_calls") or ()]
-    return len(message.get("content") or "") + sum(len(str(f.get("name", ""))) + len(str(f.get("arguments", "")))
-                                                   for f in functions)
+    return len(message.get("content") or "") + sum(
+        len(str(f.get("name", ""))) + len(str(f.get("arguments", ""))) for f in functions
+    )
 
 
 def _calls_tools(message: dict) -> bool:

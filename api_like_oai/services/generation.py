@@ -27,8 +27,15 @@ __all__ = ["ChoiceFold", "Context", "InFlight", "answer", "fold", "start", "stre
 
 log = logging.getLogger("api_like_oai")
 
-def stream(events: Iterator[GenerationEvent], shape: Shape, choice_count: int, context: Context,
-           prefixes: dict[int, str] | None = None, transform=None) -> Iterator[bytes]:
+
+def stream(
+    events: Iterator[GenerationEvent],
+    shape: Shape,
+    choice_count: int,
+    context: Context,
+    prefixes: dict[int, str] | None = None,
+    transform=None,
+) -> Iterator[bytes]:
     """SSE bytes: the shape's openings, its chunks per event, its closings and end ([DONE] for
     OpenAI's chat and completions); the shape's error event on failure. `transform` (events ->
     events), if given, rewrites the events first (tool-call parsing)."""
@@ -61,7 +68,7 @@ def stream(events: Iterator[GenerationEvent], shape: Shape, choice_count: int, c
             yield shape.end
     finally:
         if record:
-            record.close()   # after the closing events: what the shape does for them (a store write) is traced
+            record.close()  # after the closing events: what the shape does for them (a store write) is traced
 
 
 def _openings(shape: Shape, choice_count: int, prefixes: dict[int, str] | None) -> Iterator[bytes]:
@@ -113,13 +120,12 @@ def _returned(generator: Generator):
         return stop.value
 
 
-def _delivered(events: Iterator[GenerationEvent], context: Context, transform,
-               usage: UsageCounter) -> Iterator[GenerationEvent]:
+def _delivered(events: Iterator[GenerationEvent], context: Context, transform, usage: UsageCounter) -> Iterator[GenerationEvent]:
     """The events as the client gets them, streamed or folded (already ended early by stop-generation:
     until_stopped): transformed (reasoning, tool calls), counted into `usage` and the access record."""
     record = context.record
     if record:
-        record.usage = usage   # the live view reads the counts from there
+        record.usage = usage  # the live view reads the counts from there
     for event in transform(events) if transform is not None else events:
         usage.add(event)
         if record and record.first_token is None and event.text:
@@ -171,15 +177,29 @@ class ChoiceFold:
     def choices(self) -> list[dict]:
         """Per choice: "index", "text", "tool_calls" (OpenAI's), "blocks" (in order), "finish_reason",
         "stop_word", "logprobs", "reasoning" (the thought split from the text)."""
-        return [{"index": index, "text": blocks.text(), "tool_calls": blocks.tool_calls(),
-                 "blocks": blocks.blocks, "finish_reason": self.finish_reasons[index],
-                 "stop_word": self.stop_words[index], "logprobs": self.logprobs[index],
-                 "reasoning": "".join(self.reasoning[index])}
-                for index, blocks in self.blocks.items()]
+        return [
+            {
+                "index": index,
+                "text": blocks.text(),
+                "tool_calls": blocks.tool_calls(),
+                "blocks": blocks.blocks,
+                "finish_reason": self.finish_reasons[index],
+                "stop_word": self.stop_words[index],
+                "logprobs": self.logprobs[index],
+                "reasoning": "".join(self.reasoning[index]),
+            }
+            for index, blocks in self.blocks.items()
+        ]
 
 
-def fold(events: Iterator[GenerationEvent], shape: Shape, choice_count: int, context: Context,
-         prefixes: dict[int, str] | None = None, transform=None) -> dict:
+def fold(
+    events: Iterator[GenerationEvent],
+    shape: Shape,
+    choice_count: int,
+    context: Context,
+    prefixes: dict[int, str] | None = None,
+    transform=None,
+) -> dict:
     """The non-streamed answer: the same events, accumulated per choice."""
     folded = ChoiceFold(choice_count, prefixes)
     usage = UsageCounter()
@@ -194,8 +214,15 @@ def fold(events: Iterator[GenerationEvent], shape: Shape, choice_count: int, con
     return shape.response(folded.choices(), usage.to_dict())
 
 
-def answer(api_request, events: Iterator[GenerationEvent], shape: Shape, choice_count: int, context: Context,
-           prefixes: dict[int, str] | None = None, transform=None):
+def answer(
+    api_request,
+    events: Iterator[GenerationEvent],
+    shape: Shape,
+    choice_count: int,
+    context: Context,
+    prefixes: dict[int, str] | None = None,
+    transform=None,
+):
     """The events streamed when the request asks for a stream, else folded into one answer;
     `transform` (events -> events) rewrites them first, the same way for both."""
     if api_request.stream:

@@ -37,9 +37,14 @@ class ModelFile:
     def details(self) -> dict:
         arch = self.architecture
         file_type = self.metadata.get("general.file_type")
-        return {"parent_model": "", "format": "gguf", "family": arch, "families": [arch],
-                "parameter_size": str(self.metadata.get("general.size_label", "")),
-                "quantization_level": FILE_TYPES.get(file_type, "") if isinstance(file_type, int) else ""}
+        return {
+            "parent_model": "",
+            "format": "gguf",
+            "family": arch,
+            "families": [arch],
+            "parameter_size": str(self.metadata.get("general.size_label", "")),
+            "quantization_level": FILE_TYPES.get(file_type, "") if isinstance(file_type, int) else "",
+        }
 
     def has_key_ending(self, suffix: str) -> bool:
         return any(key.endswith(suffix) for key in self.metadata)

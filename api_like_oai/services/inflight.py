@@ -74,13 +74,13 @@ class Context:
     inflight: InFlight
     record: RequestRecord | None = None
     log_prompts: bool = False
-    session: str | None = None        # the conversation's id from a request header (X-Claude-Code-Session-Id)
-    request_bytes: int = 0            # the request body's size: whether its stages let others run (offload.py)
+    session: str | None = None  # the conversation's id from a request header (X-Claude-Code-Session-Id)
+    request_bytes: int = 0  # the request body's size: whether its stages let others run (offload.py)
     # model -> its upstream as this request goes through it (services/door.py: the key's limits and
     # priority, the lease's renewal), given by the route; without one, the model's door with neither
     opens_door: Callable = field(default=lambda model: model.door())
     _doors: dict = field(default_factory=dict, repr=False)
-    waiting: Waiting | None = None    # a model load admission left pending for the waiting step (waiting.py)
+    waiting: Waiting | None = None  # a model load admission left pending for the waiting step (waiting.py)
 
     def door(self, model):
         """The model's door for this request, opened once: a later round of an MCP loop, run while the
@@ -99,8 +99,9 @@ class Context:
             self.record.routed(route.reason, route.hit)
 
 
-def until_stopped(events: Iterable[GenerationEvent], stop_event: threading.Event,
-                  choice_count: int, inflight: InFlight) -> Iterator[GenerationEvent]:
+def until_stopped(
+    events: Iterable[GenerationEvent], stop_event: threading.Event, choice_count: int, inflight: InFlight
+) -> Iterator[GenerationEvent]:
     """`events`, ended early with finish_reason "stop" for every open choice once `stop_event` is set
     (or with UpstreamUnavailable when the server is shutting down)."""
     open_choices = set(range(choice_count))
@@ -149,6 +150,9 @@ class UsageCounter:
 
     def to_dict(self) -> dict:
         """OpenAI's usage object; the other APIs' shapes write theirs from it."""
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        }

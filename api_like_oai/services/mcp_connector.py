@@ -29,23 +29,29 @@ class Connector:
         return [(offered.param, offered.chat_tool) for offered in self.toolbox.offered]
 
     def loop(self, dialect, context, edit_messages=None) -> mcp_loop.ToolLoop:
-        return mcp_loop.tool_loop(dialect, self.toolbox, self.servers, self.bounds, [], context,
-                                  edit_messages=edit_messages)
+        return mcp_loop.tool_loop(dialect, self.toolbox, self.servers, self.bounds, [], context, edit_messages=edit_messages)
 
 
 def listed(request: MessagesRequest, bounds: Bounds, record=None, caller=None) -> Connector:
     """The request's enabled servers, checked (a 400 for a URL that is not public, unless allowed; a 403
     for a server of the config, `url: "config"`, the caller's key is not granted) and listed where the
     conversation has no listing of them."""
-    numbered = [(n, server, anthropic_mcp.as_mcp_tool(server)) for n, server in enumerate(request.mcp_servers)
-                if anthropic_mcp.enabled(server)]
-    servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds,
-                                  mcp_loop.grants_of(caller))
+    numbered = [
+        (n, server, anthropic_mcp.as_mcp_tool(server))
+        for n, server in enumerate(request.mcp_servers)
+        if anthropic_mcp.enabled(server)
+    ]
+    servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds, mcp_loop.grants_of(caller))
     carried = anthropic_mcp.listed_in(request.messages)
-    listings = {item["server_label"]: item["tools"]
-                for item in carried + mcp_loop.prelude(servers, carried, bounds, record) if item["type"] == LIST_TOOLS}
+    listings = {
+        item["server_label"]: item["tools"]
+        for item in carried + mcp_loop.prelude(servers, carried, bounds, record)
+        if item["type"] == LIST_TOOLS
+    }
     toolsets = request.mcp_toolsets()
-    offered = [(f"mcp_servers.{n}", tool, anthropic_mcp.offered(server, toolsets, listings.get(server.name) or []))
-               for n, server, tool in numbered]
+    offered = [
+        (f"mcp_servers.{n}", tool, anthropic_mcp.offered(server, toolsets, listings.get(server.name) or []))
+        for n, server, tool in numbered
+    ]
     taken = {tool.name for _, tool in request.client_tools()}
     return Connector(servers, mcp_toolbox(offered, taken), bounds)

@@ -47,8 +47,9 @@ class Server:
     endpoint: Endpoint
 
 
-def servers_of(tools: list[tuple[str, items.McpTool]], bounds: policy.Bounds,
-               grants: tuple[str, ...] | None = None) -> dict[str, Server]:
+def servers_of(
+    tools: list[tuple[str, items.McpTool]], bounds: policy.Bounds, grants: tuple[str, ...] | None = None
+) -> dict[str, Server]:
     """The servers of (where the URL was sent, mcp tool) by server_label, each URL checked and pinned
     (a 400 naming where, for one that is not public unless allowed); a tool naming a server of the
     config gets that one, if the caller's `grants` (policy.granted) give it (else a 403)."""
@@ -67,16 +68,18 @@ def _named(tool: items.McpTool, param: str, bounds: policy.Bounds, grants: tuple
     server = bounds.named(label)
     if server is None:
         known = ", ".join(named.name for named in bounds.named_servers) or "none"
-        raise InvalidRequest(f"no MCP server named {label!r} in the config (named: {known}); give server_url",
-                             param=param.rsplit(".", 1)[0] + ".server_label")
+        raise InvalidRequest(
+            f"no MCP server named {label!r} in the config (named: {known}); give server_url",
+            param=param.rsplit(".", 1)[0] + ".server_label",
+        )
     tools = policy.granted(grants, label)
     if tools is None:
         raise PermissionDenied(f"this key is not granted the MCP server {label!r}")
-    if tools:   # a grant of some tools: the others are not offered, whatever allowed_tools says
+    if tools:  # a grant of some tools: the others are not offered, whatever allowed_tools says
         tool = tool.model_copy(update={"allowed_tools": policy.narrowed(tool.allowed(), tools)})
-    if server.url is None:   # a stdio server whose bridge this process was not given (mcp/stdio.py)
+    if server.url is None:  # a stdio server whose bridge this process was not given (mcp/stdio.py)
         raise UpstreamUnavailable(f"the stdio MCP server {label!r} is not running: the proxy starts it when it starts")
-    target = pinned(server.url, param, allow_private=True)   # the operator's choice: no address check
+    target = pinned(server.url, param, allow_private=True)  # the operator's choice: no address check
     return Server(tool, Endpoint(target, tool.headers_sent(dict(server.headers))))
 
 
@@ -93,8 +96,17 @@ def with_servers_tools(tools: list, servers: dict[str, Server]) -> list:
     return [servers[tool.server_label].tool if tool.type == items.MCP else tool for tool in tools]
 
 
-def tool_loop(dialect, toolbox: Toolbox, servers: dict[str, Server], bounds: policy.Bounds, made: list[dict],
-              context, per_round=None, max_calls: int | None = None, edit_messages=None) -> ToolLoop:
+def tool_loop(
+    dialect,
+    toolbox: Toolbox,
+    servers: dict[str, Server],
+    bounds: policy.Bounds,
+    made: list[dict],
+    context,
+    per_round=None,
+    max_calls: int | None = None,
+    edit_messages=None,
+) -> ToolLoop:
     """The MCP rounds around a dialect request's events (admission.DialectRequest); `per_round` (an
     event transformation: max_tool_calls' cut) applies to every round's events, the first included,
     `edit_messages` (chat.MessageEdit) to every round's messages."""
@@ -104,10 +116,12 @@ def tool_loop(dialect, toolbox: Toolbox, servers: dict[str, Server], bounds: pol
         chat = start_chat(chat_request, dialect.model, context, max_tokens_is_bound=True, edit_messages=edit_messages)
         steps = chained([step for step in (chat.transform, per_round) if step is not None])
         return _released(chat.events, steps)
+
     return ToolLoop(dialect.chat, toolbox, servers, bounds, made, next_round, max_calls, context.record)
 
 
 # --- before the first round --------------------------------------------------------------------------
+
 
 def prelude(servers: dict[str, Server], conversation: list[dict], bounds: policy.Bounds, record=None) -> list[dict]:
     """The items made before the model is asked: a listing of each server the conversation has none
@@ -115,8 +129,9 @@ def prelude(servers: dict[str, Server], conversation: list[dict], bounds: policy
     `record` (the request's RequestRecord) gets each listing and call as a span and in /metrics."""
     listed = {item["server_label"] for item in conversation if item.get("type") == items.LIST_TOOLS}
     made = [_listing(label, server, bounds, record) for label, server in servers.items() if label not in listed]
-    return made + [_approved(request, response, servers, bounds, record)
-                   for request, response in _answered_approvals(conversation)]
+    return made + [
+        _approved(request, response, servers, bounds, record) for request, response in _answered_approvals(conversation)
+    ]
 
 
 def _listing(label: str, server: Server, bounds: policy.Bounds, record) -> dict:
@@ -129,8 +144,8 @@ def _listing(label: str, server: Server, bounds: policy.Bounds, record) -> dict:
     return items.list_tools_item(label, [tool for tool in tools if policy.tool_allowed(tool, server.tool.allowed())])
 
 
-LISTING = "tools/list"   # the "tool" a listing is observed as
-_SERIES_CAP = 256        # (server, tool) label pairs per process; the labels are the requests' own names
+LISTING = "tools/list"  # the "tool" a listing is observed as
+_SERIES_CAP = 256  # (server, tool) label pairs per process; the labels are the requests' own names
 _series: set[tuple[str, str]] = set()
 
 
@@ -169,9 +184,13 @@ def _answered_approvals(conversation: list[dict]) -> list[tuple[dict, dict]]:
     """(approval request, its response) for each answered request no mcp_call has followed yet."""
     requests = {item["id"]: item for item in conversation if item.get("type") == items.APPROVAL_REQUEST}
     done = {item.get("approval_request_id") for item in conversation if item.get("type") == items.CALL}
-    return [(requests[item["approval_request_id"]], item) for item in conversation
-            if item.get("type") == items.APPROVAL_RESPONSE and item["approval_request_id"] in requests
-            and item["approval_request_id"] not in done]
+    return [
+        (requests[item["approval_request_id"]], item)
+        for item in conversation
+        if item.get("type") == items.APPROVAL_RESPONSE
+        and item["approval_request_id"] in requests
+        and item["approval_request_id"] not in done
+    ]
 
 
 def _approved(request: dict, response: dict, servers: dict[str, Server], bounds: policy.Bounds, record) -> dict:
@@ -187,8 +206,9 @@ def run_call(call: policy.Call, started: dict, servers: dict[str, Server], bound
     """The mcp_call item `started`, finished with the call's output or its error (never raised)."""
     server = servers.get(call.server_label)
     if server is None:
-        return items.finished_call(started, None, items.protocol_error(
-            f"the MCP server {call.server_label!r} is not among this request's tools"))
+        return items.finished_call(
+            started, None, items.protocol_error(f"the MCP server {call.server_label!r} is not among this request's tools")
+        )
     try:
         arguments = json.loads(call.arguments or "{}")
     except ValueError:
@@ -205,13 +225,14 @@ def run_call(call: policy.Call, started: dict, servers: dict[str, Server], bound
 
 # --- the rounds -------------------------------------------------------------------------------------
 
+
 @dataclass
 class _Round:
     """One generation's events as the loop reads them: MCP calls held out, the rest passed on."""
 
     is_mcp: Callable[[str | None], bool]
-    calls: dict[int, list] = field(default_factory=dict)      # delta index -> [id, name, arguments]
-    held: set[int] = field(default_factory=set)               # the indices of MCP calls
+    calls: dict[int, list] = field(default_factory=dict)  # delta index -> [id, name, arguments]
+    held: set[int] = field(default_factory=set)  # the indices of MCP calls
     client_calls: int = 0
     text: list[str] = field(default_factory=list)
     finish: GenerationEvent | None = None
@@ -239,8 +260,12 @@ class _Round:
         return delta.index in self.held
 
     def mcp_calls(self, label_of: Callable[[str], tuple[str, str]]) -> list[policy.Call]:
-        return [policy.Call(self.calls[index][0] or items.new_id("mcp"), *label_of(self.calls[index][1]),
-                            self.calls[index][2] or "{}") for index in sorted(self.held)]
+        return [
+            policy.Call(
+                self.calls[index][0] or items.new_id("mcp"), *label_of(self.calls[index][1]), self.calls[index][2] or "{}"
+            )
+            for index in sorted(self.held)
+        ]
 
 
 def answered_before(made: list[dict]) -> bool:
@@ -269,9 +294,17 @@ def _released(events: Iterator, steps: Callable | None) -> Iterator[GenerationEv
 class ToolLoop:
     """The event transformation that runs a response's MCP rounds (see the module's docstring)."""
 
-    def __init__(self, chat: ChatCompletionRequest, toolbox: Toolbox, servers: dict[str, Server],
-                 bounds: policy.Bounds, made: list[dict], next_round: Callable, max_calls: int | None = None,
-                 record=None):
+    def __init__(
+        self,
+        chat: ChatCompletionRequest,
+        toolbox: Toolbox,
+        servers: dict[str, Server],
+        bounds: policy.Bounds,
+        made: list[dict],
+        next_round: Callable,
+        max_calls: int | None = None,
+        record=None,
+    ):
         """`next_round(chat_request) -> events` starts one more generation (tool-parsed); `made`: the
         prelude's items, given out first."""
         self.chat, self.toolbox, self.servers, self.bounds = chat, toolbox, servers, bounds
@@ -342,12 +375,19 @@ class ToolLoop:
 
     def _extend(self, current: _Round, results: list) -> None:
         """The round as the next one's conversation: the assistant's text and calls, then their results."""
-        calls = [{"id": call.call_id, "type": "function",
-                  "function": {"name": self._offered_name(call), "arguments": call.arguments}} for call, _ in results]
+        calls = [
+            {"id": call.call_id, "type": "function", "function": {"name": self._offered_name(call), "arguments": call.arguments}}
+            for call, _ in results
+        ]
         self.messages.append({"role": "assistant", "content": "".join(current.text) or None, "tool_calls": calls})
-        self.messages += [{"role": "tool", "tool_call_id": call.call_id,
-                           "content": items.call_result_text(items.McpCallItem.model_validate(item))}
-                          for call, item in results]
+        self.messages += [
+            {
+                "role": "tool",
+                "tool_call_id": call.call_id,
+                "content": items.call_result_text(items.McpCallItem.model_validate(item)),
+            }
+            for call, item in results
+        ]
 
     def _offered_name(self, call: policy.Call) -> str:
         offered = self.toolbox.find(items.MCP, call.name, call.server_label)
@@ -383,9 +423,12 @@ class _Totals:
     def added(self, event: GenerationEvent) -> GenerationEvent:
         if not (self.prompt or self.completion) or event.prompt_tokens is None and event.completion_tokens is None:
             return event
-        return replace(event, prompt_tokens=(event.prompt_tokens or 0) + self.prompt,
-                       completion_tokens=(event.completion_tokens or 0) + self.completion,
-                       cached_tokens=(event.cached_tokens or 0) + self.cached)
+        return replace(
+            event,
+            prompt_tokens=(event.prompt_tokens or 0) + self.prompt,
+            completion_tokens=(event.completion_tokens or 0) + self.completion,
+            cached_tokens=(event.cached_tokens or 0) + self.cached,
+        )
 
     def round_ended(self, finish: GenerationEvent | None) -> None:
         """`finish` (already added to) holds the totals so far."""

@@ -31,8 +31,13 @@ MAX_REDIRECTS = 3
 
 def image_parts(request: ChatCompletionRequest) -> list[tuple[int, int, ContentPart]]:
     """(message index, part index, part) of every image part of the request, in order."""
-    return [(n, m, part) for n, message in enumerate(request.messages) if isinstance(message.content, list)
-            for m, part in enumerate(message.content) if part.type in IMAGE_PART_TYPES]
+    return [
+        (n, m, part)
+        for n, message in enumerate(request.messages)
+        if isinstance(message.content, list)
+        for m, part in enumerate(message.content)
+        if part.type in IMAGE_PART_TYPES
+    ]
 
 
 def resolve_images(request: ChatCompletionRequest, model) -> tuple[ChatCompletionRequest, dict[str, Image]]:
@@ -54,8 +59,11 @@ def _resolve_image_parts(request: ChatCompletionRequest, model) -> tuple[ChatCom
     # a malformed part is the client's mistake whatever the model: said first, without asking the upstream
     given = [_inline_or_url(part, param) for param, (_, _, part) in zip(params, found, strict=True)]
     if not model.takes_images():
-        raise InvalidRequest(f"model {model.name!r} does not take images: its llama-server was started "
-                             "without a vision projector (--mmproj)", param=params[0], code="image_not_supported")
+        raise InvalidRequest(
+            f"model {model.name!r} does not take images: its llama-server was started without a vision projector (--mmproj)",
+            param=params[0],
+            code="image_not_supported",
+        )
     images = [_checked(data, param, model.image_limits) for param, data in zip(params, given, strict=True)]
     _check_total(images, params, model.image_limits.max_request_bytes)
     placed = {(n, m): image.placeholder for image, (n, m, _) in zip(images, found, strict=True)}
@@ -74,8 +82,11 @@ def _check_total(images: list[Image], params: list[str], max_bytes: int) -> None
     for image, param in zip(images, params, strict=True):
         total += len(image.data)
         if total > max_bytes:
-            raise InvalidRequest(f"the request's images are more than {max_bytes} bytes "
-                                 "(--max-request-image-bytes)", param=param, code="image_too_large")
+            raise InvalidRequest(
+                f"the request's images are more than {max_bytes} bytes (--max-request-image-bytes)",
+                param=param,
+                code="image_too_large",
+            )
 
 
 def _inline_or_url(part: ContentPart, param: str) -> bytes | str:
@@ -89,12 +100,16 @@ def _part_url(part: ContentPart, param: str) -> str:
     image_url = (part.model_extra or {}).get("image_url")
     url = image_url.get("url") if isinstance(image_url, dict) else image_url
     if not isinstance(url, str) or not url:
-        raise InvalidRequest("an image_url part needs image_url.url: an https:// URL or a base64 data URL",
-                             param=param + ".image_url", code="invalid_image")
+        raise InvalidRequest(
+            "an image_url part needs image_url.url: an https:// URL or a base64 data URL",
+            param=param + ".image_url",
+            code="invalid_image",
+        )
     return url
 
 
 # --- images at URLs ------------------------------------------------------------------------------
+
 
 def fetch_image(url: str, param: str, limits: ImageLimits) -> bytes:
     """The bytes at `url`, redirects followed (at most 3, each checked as the first); InvalidRequest naming
@@ -108,11 +123,11 @@ def fetch_image(url: str, param: str, limits: ImageLimits) -> bytes:
                 url = urljoin(url, response.headers["location"])
                 continue
             if response.status_code != 200:
-                raise InvalidRequest(f"fetching the image answered HTTP {response.status_code}", param=param,
-                                     code="invalid_image_url")
+                raise InvalidRequest(
+                    f"fetching the image answered HTTP {response.status_code}", param=param, code="invalid_image_url"
+                )
             return _read_bounded(response, param, limits.max_image_bytes, deadline)
-    raise InvalidRequest(f"fetching the image took more than {MAX_REDIRECTS} redirects", param=param,
-                         code="invalid_image_url")
+    raise InvalidRequest(f"fetching the image took more than {MAX_REDIRECTS} redirects", param=param, code="invalid_image_url")
 
 
 def _get(url: str, param: str, deadline: float) -> requests.Response:
@@ -120,11 +135,13 @@ def _get(url: str, param: str, deadline: float) -> requests.Response:
 
     remaining = max(deadline - time.monotonic(), 0.1)
     try:
-        return requests.get(url, stream=True, allow_redirects=False, timeout=(remaining, remaining),
-                            headers={"Accept": "image/*"})
+        return requests.get(
+            url, stream=True, allow_redirects=False, timeout=(remaining, remaining), headers={"Accept": "image/*"}
+        )
     except requests.RequestException as exc:
-        raise InvalidRequest(f"the image could not be fetched ({type(exc).__name__})", param=param,
-                             code="invalid_image_url") from None
+        raise InvalidRequest(
+            f"the image could not be fetched ({type(exc).__name__})", param=param, code="invalid_image_url"
+        ) from None
 
 
 def _read_bounded(response: requests.Response, param: str, max_bytes: int, deadline: float) -> bytes:
@@ -135,13 +152,15 @@ def _read_bounded(response: requests.Response, param: str, max_bytes: int, deadl
         for chunk in response.iter_content(64 * 1024):
             body += chunk
             if len(body) > max_bytes:
-                raise InvalidRequest(f"the image is more than {max_bytes} bytes (--max-image-bytes)",
-                                     param=param, code="image_too_large")
+                raise InvalidRequest(
+                    f"the image is more than {max_bytes} bytes (--max-image-bytes)", param=param, code="image_too_large"
+                )
             if time.monotonic() > deadline:
                 raise InvalidRequest("fetching the image took too long", param=param, code="invalid_image_url")
     except requests.RequestException as exc:
-        raise InvalidRequest(f"the image could not be fetched ({type(exc).__name__})", param=param,
-                             code="invalid_image_url") from None
+        raise InvalidRequest(
+            f"the image could not be fetched ({type(exc).__name__})", param=param, code="invalid_image_url"
+        ) from None
     return bytes(body)
 
 
@@ -155,8 +174,10 @@ def _check_address(url: str, param: str, allow_private: bool) -> None:
     try:
         addresses = {info[4][0] for info in socket.getaddrinfo(parts.hostname, parts.port or 443)}
     except (OSError, UnicodeError):
-        raise InvalidRequest(f"the image's host {parts.hostname!r} is not known", param=param,
-                             code="invalid_image_url") from None
+        raise InvalidRequest(f"the image's host {parts.hostname!r} is not known", param=param, code="invalid_image_url") from None
     if not all(ipaddress.ip_address(address.split("%")[0]).is_global for address in addresses):
-        raise InvalidRequest("the image URL is at a private or local address, which this proxy does not fetch "
-                             "(--allow-private-image-urls)", param=param, code="invalid_image_url")
+        raise InvalidRequest(
+            "the image URL is at a private or local address, which this proxy does not fetch (--allow-private-image-urls)",
+            param=param,
+            code="invalid_image_url",
+        )

@@ -24,7 +24,7 @@ from .inflight import Context
 
 log = logging.getLogger("api_like_oai")
 
-_STARTED, _FINISHED = object(), object()   # a choice's first event arrived; a choice ended
+_STARTED, _FINISHED = object(), object()  # a choice's first event arrived; a choice ended
 
 
 def start(generate, requests: list[UpstreamRequest], context: Context, *, folded: bool = False) -> Iterator[GenerationEvent]:
@@ -32,9 +32,12 @@ def start(generate, requests: list[UpstreamRequest], context: Context, *, folded
     upstream's (backends.upstream.Upstream.generate, through the request's door). `folded`: the events go
     to a fold (a non-streamed answer), so the tokens the upstream sent together may come as one event
     (its `batched`)."""
-    return merged([functools.partial(generate, upstream_request, index=index, on_chosen=context.note_upstream,
-                                     batched=folded)
-                   for index, upstream_request in enumerate(requests)])
+    return merged(
+        [
+            functools.partial(generate, upstream_request, index=index, on_chosen=context.note_upstream, batched=folded)
+            for index, upstream_request in enumerate(requests)
+        ]
+    )
 
 
 def merged(start_generations: list[Callable[[], Iterator[GenerationEvent]]]) -> Iterator[GenerationEvent]:
@@ -89,9 +92,10 @@ def interleave(start_generations: list[Callable[[], Iterator[GenerationEvent]]])
     back until every choice has started; the first error of any choice is raised (ending them all)."""
     arrivals: queue.Queue = queue.Queue()
     stopped = threading.Event()
-    for start_generation in start_generations:   # in the request's context: its key's priority (access/priority.py)
-        threading.Thread(target=contextvars.copy_context().run, args=(_pump, start_generation, arrivals, stopped),
-                         daemon=True).start()
+    for start_generation in start_generations:  # in the request's context: its key's priority (access/priority.py)
+        threading.Thread(
+            target=contextvars.copy_context().run, args=(_pump, start_generation, arrivals, stopped), daemon=True
+        ).start()
     try:
         yield from _received(arrivals, len(start_generations))
     finally:

@@ -21,8 +21,7 @@ from .chat import count_prompt_tokens, dialect_answer
 from .inflight import Context
 
 
-def create(request: MessagesRequest, admission: Admission, seal: Seal, context: Context,
-           mcp_bounds: Bounds | None = None):
+def create(request: MessagesRequest, admission: Admission, seal: Seal, context: Context, mcp_bounds: Bounds | None = None):
     """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`.
     With mcp_servers, the proxy lists and calls them within `mcp_bounds` (services/mcp_loop.py)."""
     caller = admission.ticket.caller if admission.ticket else None
@@ -47,10 +46,11 @@ def count_tokens(request: CountTokensRequest, admission: Admission, seal: Seal, 
     return count, set_aside_header(request.set_aside_tools())
 
 
-def _admitted(request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None, *,
-              waits_later: bool = False) -> DialectRequest:
+def _admitted(
+    request: CountTokensRequest, admission: Admission, seal: Seal, record, connector=None, *, waits_later: bool = False
+) -> DialectRequest:
     with stage(record, "admission"):
-        with client_request():   # thinking blocks are checked with the installation's seal
+        with client_request():  # thinking blocks are checked with the installation's seal
             chat = to_chat_request(request, seal, connector.tools() if connector is not None else ())
         return admission.dialect(request, chat, waits_later=waits_later)
 

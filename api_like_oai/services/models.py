@@ -24,7 +24,7 @@ from .fitting import TOKEN_FIELDS
 log = logging.getLogger("api_like_oai")
 
 # OpenAI's documented defaults: what an OpenAI-compatible upstream is assumed to use when not told.
-RERANK_FLAGS = ("--reranking", "--rerank")   # llama-server's flag (and its alias) for a model's rank head
+RERANK_FLAGS = ("--reranking", "--rerank")  # llama-server's flag (and its alias) for a model's rank head
 OPENAI_SAMPLING = {"temperature": 1.0, "top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
@@ -33,12 +33,12 @@ class ServedModel:
         self.settings = settings
         self.image_limits = image_limits or ImageLimits()
         self.name = settings.name
-        self.upstream = upstream          # a pool of llama.cpp servers or an OpenAI-compatible server
+        self.upstream = upstream  # a pool of llama.cpp servers or an OpenAI-compatible server
         self.template_choice = settings.template
         self.created = int(time.time())
         # what the upstreams' /props say about the model, where they have one
         self.facts = UpstreamFacts(upstream) if upstream.capabilities.props else None
-        self.places = SlotQueue()         # its generations, held to its servers' slots by priority
+        self.places = SlotQueue()  # its generations, held to its servers' slots by priority
         self._formatter: ChatFormatter | None = None
 
     def door(self, ticket: Ticket | None = None, renewal: Callable[[], Renew | None] = lambda: None) -> Door:
@@ -77,7 +77,8 @@ class ServedModel:
             bos_token=props.bos_token if props else "",
             eos_token=props.eos_token if props else "",
             upstream_adds_bos=self.facts.adds_bos() if props and props.bos_token else False,
-            response_role=choice.response_role)
+            response_role=choice.response_role,
+        )
         formatter = resolve_formatter(choice, options, props.chat_template if props else None)
         needs_props = choice.uses_model_template() or bool(choice.chat_template or choice.chat_prompt_model)
         return formatter, props is not None or not needs_props
@@ -175,10 +176,12 @@ class ServedModel:
         """The request with this model's defaults filled in and overrides applied; its max_tokens were
         decided at admission (fitting.effective_max_tokens, which applies the model's there)."""
         fields = type(api_request).model_fields
-        update = {key: value for key, value in self.settings.defaults.items()
-                  if key in fields and key not in TOKEN_FIELDS and getattr(api_request, key) is None}
-        update |= {key: value for key, value in self.settings.overrides.items()
-                   if key in fields and key not in TOKEN_FIELDS}
+        update = {
+            key: value
+            for key, value in self.settings.defaults.items()
+            if key in fields and key not in TOKEN_FIELDS and getattr(api_request, key) is None
+        }
+        update |= {key: value for key, value in self.settings.overrides.items() if key in fields and key not in TOKEN_FIELDS}
         if not update:
             return api_request
         # Not strict: config values come from YAML, not from a client's JSON.
@@ -203,13 +206,19 @@ class ServedModel:
 
     def info(self) -> dict:
         """What /v1/internal/model/info reports."""
-        info = {"model": self.name, "aliases": list(self.settings.aliases), "kind": self.settings.kind,
-                "upstreams": self.upstream.listed()}
+        info = {
+            "model": self.name,
+            "aliases": list(self.settings.aliases),
+            "kind": self.settings.kind,
+            "upstreams": self.upstream.listed(),
+        }
         if self.upstream.capabilities.renders_prompts:
             return info | {"upstream_model": self.settings.upstream_model}
         known = self.facts.known() if self.facts is not None else None
-        return info | {"template": self.formatter().describe(),
-                       "context_length": self.settings.context_length or (known.context_length if known else None)}
+        return info | {
+            "template": self.formatter().describe(),
+            "context_length": self.settings.context_length or (known.context_length if known else None),
+        }
 
 
 class ModelRegistry:

@@ -42,8 +42,12 @@ def requested_model(body: bytes, query_model: str | None) -> str | None:
 def relay(model: ServedModel, method: str, path: str, body: bytes, query: str, context: Context) -> NativeAnswer:
     """llama.cpp's answer to the request, from the first of the model's servers that answers it."""
     if not model.upstream.capabilities.native_api:
-        raise InvalidRequest(f"model {model.name!r} is served by an OpenAI-compatible upstream, which has no "
-                             f"llama.cpp API ({path}); use the /v1 endpoints", param="model", code="not_supported")
+        raise InvalidRequest(
+            f"model {model.name!r} is served by an OpenAI-compatible upstream, which has no "
+            f"llama.cpp API ({path}); use the /v1 endpoints",
+            param="model",
+            code="not_supported",
+        )
     answer = context.door(model).relay(method, path, body, query, on_chosen=context.note_upstream)
     if answer.streamed:
         stream = StreamRelay(answer, context)

@@ -32,8 +32,8 @@ from .models import ServedModel
 
 log = logging.getLogger("api_like_oai")
 
-VERSION = "0.12.6"   # the Ollama API this answers as (numeric: Copilot Chat compares it)
-FOREVER = "2318-01-01T00:00:00Z"   # Ollama's expires_at of a model kept loaded for ever
+VERSION = "0.12.6"  # the Ollama API this answers as (numeric: Copilot Chat compares it)
+FOREVER = "2318-01-01T00:00:00Z"  # Ollama's expires_at of a model kept loaded for ever
 
 
 def not_found(name: str) -> ModelNotFound:
@@ -43,12 +43,17 @@ def not_found(name: str) -> ModelNotFound:
 class Ollama:
     """The use cases of one request: its admission, what keeps a model alive, and its arrival time."""
 
-    def __init__(self, admission: Admission, context: generation.Context, supervisor=None,
-                 on_close: Callable[[Callable], None] | None = None):
+    def __init__(
+        self,
+        admission: Admission,
+        context: generation.Context,
+        supervisor=None,
+        on_close: Callable[[Callable], None] | None = None,
+    ):
         self.admission = admission
         self.context = context
         self.supervisor = supervisor
-        self.on_close = on_close            # runs a callable once the answer is closed (after the lease)
+        self.on_close = on_close  # runs a callable once the answer is closed (after the lease)
         self.arrived_ns = time.monotonic_ns()
 
     # --- generating ---------------------------------------------------------------------------
@@ -78,8 +83,7 @@ class Ollama:
 
     def _generated(self, request, chat: ChatCompletionRequest, kind: str):
         with stage(self.context.record, "admission"):
-            admitted = self._named(request.model,
-                                   lambda: self.admission.dialect(request, chat, waits_later=True))
+            admitted = self._named(request.model, lambda: self.admission.dialect(request, chat, waits_later=True))
         model = admitted.model
         self._keep_alive(model, request.keep_alive)
         _check_num_ctx(request.options, model)
@@ -99,11 +103,11 @@ class Ollama:
         completion = dialect.generate_to_completion(request)
         with stage(self.context.record, "admission"):
             completion, model, model_name = self._named(
-                request.model, lambda: self.admission.admit(completion, bound=True, waits_later=True))
+                request.model, lambda: self.admission.admit(completion, bound=True, waits_later=True)
+            )
         self._keep_alive(model, request.keep_alive)
         shape = OllamaShape(model_name, GENERATE, self.arrived_ns)
-        return waiting.after_wait(self.context, shape,
-                                  lambda: (self._completion(completion, model, self._loaded(shape)), {}))
+        return waiting.after_wait(self.context, shape, lambda: (self._completion(completion, model, self._loaded(shape)), {}))
 
     def _completion(self, completion, model: ServedModel, shape: OllamaShape):
         completion = model.adjust(completion)
@@ -134,8 +138,13 @@ class Ollama:
         else:
             self._keep_alive(model, request.keep_alive)
         body = {"response": ""} if kind == GENERATE else {"message": {"role": "assistant", "content": ""}}
-        return {"model": model_name, "created_at": created_at(), **body, "done": True,
-                "done_reason": "unload" if unloading else "load"}
+        return {
+            "model": model_name,
+            "created_at": created_at(),
+            **body,
+            "done": True,
+            "done_reason": "unload" if unloading else "load",
+        }
 
     # --- embeddings ---------------------------------------------------------------------------
 
@@ -148,9 +157,13 @@ class Ollama:
         upstream = self.context.door(model)
         vectors = upstream.embeddings(inputs) if inputs else []
         counted = sum(len(upstream.tokenize(text)) for text in inputs)
-        return {"model": model_name, "embeddings": [_normalised(vector[:request.dimensions]) for vector in vectors],
-                "total_duration": time.monotonic_ns() - self.arrived_ns, "load_duration": load_ns,
-                "prompt_eval_count": counted}
+        return {
+            "model": model_name,
+            "embeddings": [_normalised(vector[: request.dimensions]) for vector in vectors],
+            "total_duration": time.monotonic_ns() - self.arrived_ns,
+            "load_duration": load_ns,
+            "prompt_eval_count": counted,
+        }
 
     def embeddings(self, request: dialect.EmbeddingsRequest) -> dict:
         """/api/embeddings (the older route): one vector, as the model gives it."""
@@ -225,7 +238,7 @@ def model_path(model: ServedModel) -> str | None:
     """The model's GGUF file: the one the proxy starts, else the path its llama-server reports."""
     if model.settings.launch is not None:
         return model.settings.launch.model_path
-    if model.facts is None:   # an upstream without /props says nothing of its file
+    if model.facts is None:  # an upstream without /props says nothing of its file
         return None
     props = model.facts.known_soon()
     return props.model_path if props is not None else None
@@ -239,8 +252,14 @@ def _modified_at(file: ModelFile) -> str:
 def tag(name: str, model: ServedModel) -> dict:
     """/api/tags's entry of one name of a model."""
     file = model_file(model_path(model))
-    return {"name": name, "model": name, "modified_at": _modified_at(file), "size": file.size,
-            "digest": file.digest, "details": file.details()}
+    return {
+        "name": name,
+        "model": name,
+        "modified_at": _modified_at(file),
+        "size": file.size,
+        "digest": file.digest,
+        "details": file.details(),
+    }
 
 
 def capabilities(model: ServedModel, file: ModelFile) -> list[str]:
@@ -250,7 +269,7 @@ def capabilities(model: ServedModel, file: ModelFile) -> list[str]:
     if launch is not None and {"--embedding", "--embeddings"} & set(launch.args):
         return ["embedding"]
     found = ["completion"]
-    if not model.upstream.capabilities.renders_prompts:   # the proxy renders: tools, its template's thinking
+    if not model.upstream.capabilities.renders_prompts:  # the proxy renders: tools, its template's thinking
         found.append("tools")
         if file.has_key_ending(".pooling_type"):
             found.append("embedding")
@@ -298,12 +317,19 @@ def show(name: str, model: ServedModel) -> dict:
     context_length = context_length_of(model, file)
     info = {key: value for key, value in file.metadata.items() if not key.startswith("tokenizer.chat_template")}
     info |= {"general.architecture": arch, f"{arch}.context_length": context_length}
-    info.setdefault("general.basename", name)   # Copilot Chat's display name
+    info.setdefault("general.basename", name)  # Copilot Chat's display name
     template = None if model.upstream.capabilities.renders_prompts else chat_template(model, file)
     parameters = "\n".join(f"{key:<30} {value}" for key, value in model.settings.defaults.items())
-    return {"license": "", "modelfile": f"# served by api-like-oai\nFROM {file.path or name}\n",
-            "parameters": parameters, "template": template or "", "details": file.details(), "model_info": info,
-            "capabilities": capabilities(model, file), "modified_at": _modified_at(file)}
+    return {
+        "license": "",
+        "modelfile": f"# served by api-like-oai\nFROM {file.path or name}\n",
+        "parameters": parameters,
+        "template": template or "",
+        "details": file.details(),
+        "model_info": info,
+        "capabilities": capabilities(model, file),
+        "modified_at": _modified_at(file),
+    }
 
 
 def running(statuses: dict, registry) -> list[dict]:
@@ -315,9 +341,15 @@ def running(statuses: dict, registry) -> list[dict]:
         if status is not None and status["value"] != "loaded":
             continue
         size = status["memory_mib"] * 1024 * 1024 if status else model_file(model_path(model)).size
-        entries.append({**tag(model.name, model), "size": size, "size_vram": 0,
-                        "expires_at": _expires_at(status),
-                        "context_length": context_length_of(model, model_file(model_path(model))) or 0})
+        entries.append(
+            {
+                **tag(model.name, model),
+                "size": size,
+                "size_vram": 0,
+                "expires_at": _expires_at(status),
+                "context_length": context_length_of(model, model_file(model_path(model))) or 0,
+            }
+        )
     return entries
 
 
@@ -330,6 +362,9 @@ def _expires_at(status: dict | None) -> str:
 
 def refused(route: str) -> InvalidRequest:
     """pull, push, create, copy: no model hub is reachable; where models come from instead."""
-    return InvalidRequest(f"{route} is not available here: this server serves llama.cpp models from its "
-                          "configuration (--model, --models-dir, or models: in the config file); no model "
-                          "hub is reached", param=route)
+    return InvalidRequest(
+        f"{route} is not available here: this server serves llama.cpp models from its "
+        "configuration (--model, --models-dir, or models: in the config file); no model "
+        "hub is reached",
+        param=route,
+    )

@@ -25,8 +25,13 @@ def passthrough(api_request, model: ServedModel, model_name: str, path: str, rec
     if body.get("stream"):
         if record is None:
             return relay(response)
-        return recorded(relay(response, on_lost=functools.partial(
-            record.fail, 502, "upstream_unavailable", "lost the connection to the upstream")), record)
+        return recorded(
+            relay(
+                response,
+                on_lost=functools.partial(record.fail, 502, "upstream_unavailable", "lost the connection to the upstream"),
+            ),
+            record,
+        )
     with response:
         answer = response.json()
     answer["model"] = model_name
@@ -44,7 +49,7 @@ def recorded(pieces: Iterator[bytes], record: RequestRecord) -> Iterator[bytes]:
     try:
         for piece in pieces:
             if record.first_token is None:
-                record.token_arrived()   # the answer's first bytes
+                record.token_arrived()  # the answer's first bytes
             usage = _usage_in(lines.feed(piece)) or usage
             yield piece
         usage = _usage_in(lines.end()) or usage
@@ -77,8 +82,12 @@ def count_usage(record: RequestRecord, usage) -> None:
         return
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    record.count(*(value if isinstance(value, int) and not isinstance(value, bool) else 0
-                   for value in (usage.get("prompt_tokens"), usage.get("completion_tokens"), cached)))
+    record.count(
+        *(
+            value if isinstance(value, int) and not isinstance(value, bool) else 0
+            for value in (usage.get("prompt_tokens"), usage.get("completion_tokens"), cached)
+        )
+    )
 
 
 def chat_body(chat_request: ChatCompletionRequest, model: ServedModel) -> dict:
@@ -92,8 +101,12 @@ def needs(model: ServedModel, capable: bool, what: str) -> None:
     """A 400 for what the model's upstream cannot do (`capable`, as its capabilities say: a tokenizer, a
     prompt the proxy renders), saying what it cannot."""
     if not capable:
-        raise InvalidRequest(f"model {model.name!r} is served by an OpenAI-compatible upstream, which cannot "
-                             f"{what}; only models with llama.cpp upstreams can", param="model", code="not_supported")
+        raise InvalidRequest(
+            f"model {model.name!r} is served by an OpenAI-compatible upstream, which cannot "
+            f"{what}; only models with llama.cpp upstreams can",
+            param="model",
+            code="not_supported",
+        )
 
 
 def upstream_model(model: ServedModel) -> str:

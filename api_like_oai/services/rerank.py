@@ -14,8 +14,14 @@ from .models import ServedModel
 from .passthrough import passthrough
 
 
-def rerank(rerank_request: shape.RerankRequest, model: ServedModel, model_name: str,
-           record: RequestRecord | None, ticket: Ticket | None = None, door: Upstream | None = None) -> dict:
+def rerank(
+    rerank_request: shape.RerankRequest,
+    model: ServedModel,
+    model_name: str,
+    record: RequestRecord | None,
+    ticket: Ticket | None = None,
+    door: Upstream | None = None,
+) -> dict:
     """The answer in Jina's shape (Cohere's clients read it too); a 400 naming the model's capabilities
     if it is known not to rank. `ticket`: the request's key, whose token limits the documents must fit;
     `door`: the model's upstream as the request goes through it (the model's own without one)."""
@@ -49,5 +55,8 @@ def _hold_tokens(body: dict, door: Upstream, ticket: Ticket | None) -> None:
 def _well_formed(upstream) -> bool:
     results = upstream.get("results") if isinstance(upstream, dict) else None
     return isinstance(results, list) and all(
-        isinstance(result, dict) and isinstance(result.get("index"), int)
-        and isinstance(result.get("relevance_score"), int | float) for result in results)
+        isinstance(result, dict)
+        and isinstance(result.get("index"), int)
+        and isinstance(result.get("relevance_score"), int | float)
+        for result in results
+    )

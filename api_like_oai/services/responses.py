@@ -24,17 +24,17 @@ from .scope import Scope, fetched, listed, removed, response_not_found
 from .stored_responses import Turn, kept
 
 
-def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: Seal, context: Context,
-           mcp_bounds: Bounds | None = None):
+def create(
+    request: ResponsesRequest, admission: Admission, scope: Scope, seal: Seal, context: Context, mcp_bounds: Bounds | None = None
+):
     """(answer, headers): the response as one dict, or its event stream's bytes when `request.stream`.
     With mcp tools, the proxy lists and calls their servers within `mcp_bounds` (services/mcp_loop.py)."""
     mcp_bounds = mcp_bounds or Bounds()
     servers = _mcp_servers(request, mcp_bounds, admission.ticket.caller if admission.ticket else None)
-    if servers:   # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
+    if servers:  # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
         request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
-    dialect, translation, turn = _admitted(request, scope, seal, admission, context.record, servers, mcp_bounds,
-                                           waits_later=True)
-    if mcp_loop.answered_before(turn.made):   # approved calls ran first: a forced tool_choice has had its call
+    dialect, translation, turn = _admitted(request, scope, seal, admission, context.record, servers, mcp_bounds, waits_later=True)
+    if mcp_loop.answered_before(turn.made):  # approved calls ran first: a forced tool_choice has had its call
         dialect.chat = mcp_loop.choice_satisfied(dialect.chat)
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
     # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
@@ -43,14 +43,15 @@ def create(request: ResponsesRequest, admission: Admission, scope: Scope, seal: 
         writer.begin(shape)
     transform = at_most(request.max_tool_calls) if request.max_tool_calls else None
     if servers:
-        loop = mcp_loop.tool_loop(dialect, translation.toolbox, servers, mcp_bounds, turn.made, context,
-                                  transform, request.max_tool_calls)
+        loop = mcp_loop.tool_loop(
+            dialect, translation.toolbox, servers, mcp_bounds, turn.made, context, transform, request.max_tool_calls
+        )
         transform = chained([step for step in (transform, loop) if step is not None])
     try:
         answer, headers = dialect_answer(shape, dialect.chat, dialect.model, context, transform)
     except BaseException:
         if writer is not None:
-            writer.discard()   # a stream kept as in_progress that never started
+            writer.discard()  # a stream kept as in_progress that never started
         raise
     return kept(answer, shape, writer), headers | translation.headers(len(turn.history))
 
@@ -61,8 +62,17 @@ def input_tokens(request: ResponsesRequest, admission: Admission, scope: Scope, 
     return {"object": "response.input_tokens", "input_tokens": count_prompt_tokens(dialect.chat, dialect.model)}
 
 
-def _admitted(request: ResponsesRequest, scope: Scope, seal: Seal, admission: Admission, record, servers=None,
-              mcp_bounds: Bounds | None = None, *, waits_later: bool = False) -> tuple[DialectRequest, Translation, Turn]:
+def _admitted(
+    request: ResponsesRequest,
+    scope: Scope,
+    seal: Seal,
+    admission: Admission,
+    record,
+    servers=None,
+    mcp_bounds: Bounds | None = None,
+    *,
+    waits_later: bool = False,
+) -> tuple[DialectRequest, Translation, Turn]:
     prelude = functools.partial(mcp_loop.prelude, servers, bounds=mcp_bounds, record=record) if servers else None
     with stage(record, "admission"):
         with client_request():
@@ -79,6 +89,7 @@ def _mcp_servers(request: ResponsesRequest, bounds: Bounds, caller) -> dict:
 
 
 # --- reading back ------------------------------------------------------------------------------
+
 
 def retrieve(scope: Scope, response_id: str) -> dict:
     return fetched(scope, response_id, functools.partial(response_not_found, response_id))

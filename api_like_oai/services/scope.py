@@ -29,12 +29,16 @@ class Scope:
         if self.quota_bytes is None or self.store is None:
             return
         if writing_bytes > self.quota_bytes:
-            raise PayloadTooLarge(f"the request ({writing_bytes} bytes) is larger than this key's storage quota "
-                                  f"({self.quota_bytes} bytes)", code="storage_quota_exceeded")
+            raise PayloadTooLarge(
+                f"the request ({writing_bytes} bytes) is larger than this key's storage quota ({self.quota_bytes} bytes)",
+                code="storage_quota_exceeded",
+            )
         stored = self.store.stored_bytes(self.owner)
         if stored >= self.quota_bytes:
-            raise StorageQuotaExceeded(f"this key's stored responses and conversations reached its storage quota "
-                                       f"({stored} of {self.quota_bytes} bytes); delete some, or wait for them to expire")
+            raise StorageQuotaExceeded(
+                f"this key's stored responses and conversations reached its storage quota "
+                f"({stored} of {self.quota_bytes} bytes); delete some, or wait for them to expire"
+            )
 
     @property
     def owner(self) -> str:
@@ -45,8 +49,7 @@ class Scope:
     def need(self, param: str | None = None) -> Store:
         """The store, or a 400 (naming `param`, the field that needs it) when storage is off."""
         if self.store is None:
-            raise InvalidRequest("stored responses and conversations are off on this proxy (--store none)",
-                                 param=param)
+            raise InvalidRequest("stored responses and conversations are off on this proxy (--store none)", param=param)
         return self.store
 
 
@@ -67,11 +70,13 @@ def refusals(param: str):
     try:
         yield
     except TooLarge:
-        raise InvalidRequest(f"the stored {param} would be larger than the body limit (--max-body-bytes); "
-                             "start a new conversation", param=param) from None
+        raise InvalidRequest(
+            f"the stored {param} would be larger than the body limit (--max-body-bytes); start a new conversation", param=param
+        ) from None
     except DuplicateItem as exc:
-        raise InvalidRequest(f"Duplicate item found with id {exc.item_id!r}; remove duplicate items from your "
-                             "input and try again", param="input") from None
+        raise InvalidRequest(
+            f"Duplicate item found with id {exc.item_id!r}; remove duplicate items from your input and try again", param="input"
+        ) from None
 
 
 def fetched(scope: Scope, key: str, not_found: Callable[[], NotFound]) -> dict:

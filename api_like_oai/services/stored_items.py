@@ -38,5 +38,10 @@ def input_items(request_input: str | Iterable[BaseModel]) -> list[dict]:
 def item_list(page: Page) -> dict:
     """A page of items as OpenAI's list object: data, first_id, last_id, has_more."""
     items = page.items
-    return {"object": "list", "data": items, "first_id": items[0]["id"] if items else None,
-            "last_id": items[-1]["id"] if items else None, "has_more": page.has_more}
+    return {
+        "object": "list",
+        "data": items,
+        "first_id": items[0]["id"] if items else None,
+        "last_id": items[-1]["id"] if items else None,
+        "has_more": page.has_more,
+    }

@@ -48,16 +48,22 @@ class Turn:
 
     scope: Scope
     request: ResponsesRequest
-    seal: Seal | None = None               # opens the thoughts handed out as encrypted_content
-    record: object | None = None           # the request's RequestRecord: store reads and writes are traced
+    seal: Seal | None = None  # opens the thoughts handed out as encrypted_content
+    record: object | None = None  # the request's RequestRecord: store reads and writes are traced
     conversation: str | None = None
-    history: list[dict] = field(default_factory=list)   # the stored items this turn continues
-    input: list[dict] = field(default_factory=list)     # its own input, as stored items (a stateful turn's)
-    made: list[dict] = field(default_factory=list)      # output items made before the model is asked (MCP's)
+    history: list[dict] = field(default_factory=list)  # the stored items this turn continues
+    input: list[dict] = field(default_factory=list)  # its own input, as stored items (a stateful turn's)
+    made: list[dict] = field(default_factory=list)  # output items made before the model is asked (MCP's)
 
     @classmethod
-    def load(cls, request: ResponsesRequest, scope: Scope, seal: Seal | None = None, record=None,
-             prelude: Callable[[list[dict]], list[dict]] | None = None) -> Turn:
+    def load(
+        cls,
+        request: ResponsesRequest,
+        scope: Scope,
+        seal: Seal | None = None,
+        record=None,
+        prelude: Callable[[list[dict]], list[dict]] | None = None,
+    ) -> Turn:
         """The turn: the earlier turns' items, the request's own input, then the items `prelude` makes of
         that conversation before the model is asked (the MCP tools' listings and approved calls: the
         answer's first output items)."""
@@ -67,7 +73,7 @@ class Turn:
         turn = cls(scope, request, seal, record, conversation, history)
         if not turn.stateful and prelude is None:
             return turn
-        if turn.stores or conversation is not None:   # it will write: within the key's storage quota
+        if turn.stores or conversation is not None:  # it will write: within the key's storage quota
             scope.check_room()
         own_input = input_items(request.input)
         made = prelude(history + own_input) if prelude is not None else []
@@ -89,8 +95,9 @@ class Turn:
     def stateful(self) -> bool:
         return self.stores or self.request.previous_response_id is not None or self.conversation is not None
 
-    def shape(self, model_name: str, sampling: Callable[[], dict[str, float]] | None = None
-              ) -> tuple[ResponsesShape, TurnWriter | None]:
+    def shape(
+        self, model_name: str, sampling: Callable[[], dict[str, float]] | None = None
+    ) -> tuple[ResponsesShape, TurnWriter | None]:
         """The answer's shape, and the writer a stateful turn's answer goes to (its Keeper)."""
         writer = TurnWriter(self) if self.stateful else None
         return ResponsesShape(model_name, self.request, self.seal, sampling, writer), writer
@@ -122,7 +129,7 @@ class TurnWriter:
 
     def __init__(self, turn: Turn):
         self.turn = turn
-        self.response_id: str | None = None   # once stored as in_progress
+        self.response_id: str | None = None  # once stored as in_progress
         self.kept = False
         fields = {"previous_response_id": turn.request.previous_response_id, "store": turn.stores}
         self.fields = fields | ({"conversation": {"id": turn.conversation}} if turn.conversation else {})
@@ -154,7 +161,7 @@ class TurnWriter:
         if not turn.stores:
             return
         with refusals(self._history_param()):
-            if self.response_id is None:   # not streamed: one write
+            if self.response_id is None:  # not streamed: one write
                 scope.store.put(response["id"], scope.owner, response, turn.history + turn.input)
             else:
                 scope.store.update(self.response_id, scope.owner, response)

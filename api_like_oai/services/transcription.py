@@ -33,13 +33,24 @@ def check_audio(upload: AudioUpload, limits: AudioLimits) -> AudioFile:
     broken header or a length over --max-audio-seconds (its size was held to 25 MB as it came)."""
     audio = inspect(upload.data)
     if audio.seconds is not None and audio.seconds > limits.max_seconds:
-        raise InvalidRequest(f"the audio is {audio.seconds:.1f} seconds long; the limit is {limits.max_seconds:g}",
-                             param="file", code="audio_too_long")
+        raise InvalidRequest(
+            f"the audio is {audio.seconds:.1f} seconds long; the limit is {limits.max_seconds:g}",
+            param="file",
+            code="audio_too_long",
+        )
     return audio
 
 
-def transcribe(form: shape.TranscriptionForm, upload: AudioUpload, audio: AudioFile, model: ServedModel,
-               record: RequestRecord | None, *, translate: bool, door: Upstream | None = None) -> dict | str | Iterator[bytes]:
+def transcribe(
+    form: shape.TranscriptionForm,
+    upload: AudioUpload,
+    audio: AudioFile,
+    model: ServedModel,
+    record: RequestRecord | None,
+    *,
+    translate: bool,
+    door: Upstream | None = None,
+) -> dict | str | Iterator[bytes]:
     """The answer: a dict or text in the asked format, or (streamed) llama-server's events as bytes; sent
     through `door` (the model's upstream as the request goes through it; the model's own without one)."""
     body, content_type = shape.upstream_form(form, upload.data, upload.filename, translate=translate)
@@ -51,7 +62,7 @@ def transcribe(form: shape.TranscriptionForm, upload: AudioUpload, audio: AudioF
     try:
         upstream = _final(response, model.name)
     finally:
-        response.close()   # read to its end: a no-op that leaves the connection for the next request
+        response.close()  # read to its end: a no-op that leaves the connection for the next request
     _count(record, upstream.get("usage"))
     return shape.answer(form, upstream, audio, translate=translate)
 
@@ -79,8 +90,10 @@ def _relayed(response: http.Response, record: RequestRecord | None, model_name: 
     except (OSError, http.TransportError):
         if record is not None:
             record.fail(502, "upstream_unavailable", "lost the connection to the upstream")
-        yield (b'data: {"error": {"message": "lost the connection to the model\'s server", "type": "upstream_error", '
-               b'"param": null, "code": "upstream_unavailable"}}\n\n')
+        yield (
+            b'data: {"error": {"message": "lost the connection to the model\'s server", "type": "upstream_error", '
+            b'"param": null, "code": "upstream_unavailable"}}\n\n'
+        )
     finally:
         response.close()
         _count(record, usage)
@@ -102,5 +115,9 @@ def _count(record: RequestRecord | None, usage) -> None:
     """llama.cpp's usage of a transcription ({input_tokens, output_tokens}: the audio and prompt, the text)."""
     if record is None or not isinstance(usage, dict):
         return
-    record.count(*(value if isinstance(value, int) and not isinstance(value, bool) else 0
-                   for value in (usage.get("input_tokens"), usage.get("output_tokens"))))
+    record.count(
+        *(
+            value if isinstance(value, int) and not isinstance(value, bool) else 0
+            for value in (usage.get("input_tokens"), usage.get("output_tokens"))
+        )
+    )

@@ -36,7 +36,7 @@ class Waiting:
 
     def __init__(self):
         self.pending: Wait | None = None
-        self.renew: Renew | None = None   # the held lease's renewal, once granted (routes.hold_model)
+        self.renew: Renew | None = None  # the held lease's renewal, once granted (routes.hold_model)
 
     def take(self) -> Wait | None:
         pending, self.pending = self.pending, None
@@ -56,7 +56,7 @@ def after_wait(context: Context, shape, proceed: Callable[[], tuple]) -> tuple:
 def _streamed_after(wait: Wait, shape, proceed: Callable[[], tuple], context: Context) -> Iterator[bytes]:
     record, answer = context.record, None
     try:
-        yield shape.keepalive   # the answer starts at once (the model was not ready when admitted)
+        yield shape.keepalive  # the answer starts at once (the model was not ready when admitted)
         while not wait(KEEPALIVE_SECONDS):
             yield shape.keepalive
         answer, _ = proceed()
@@ -68,7 +68,7 @@ def _streamed_after(wait: Wait, shape, proceed: Callable[[], tuple], context: Co
         return
     finally:
         if record is not None and answer is None:
-            record.close()   # the client left, or the error event is written: the answer's stream never came
+            record.close()  # the client left, or the error event is written: the answer's stream never came
     yield from answer
 
 

@@ -49,7 +49,7 @@ class Page:
     has_more: bool
 
 
-Encoded = tuple[str, bytes]   # an item's id and its JSON
+Encoded = tuple[str, bytes]  # an item's id and its JSON
 
 
 class Store(abc.ABC):
@@ -104,8 +104,9 @@ class Store(abc.ABC):
         """Add items at the end, atomically; False if there is no such object; TooLarge, DuplicateItem."""
         return self._owns(key, owner) and self._append(key, _encoded(items)) and self._note_owner(key, owner)
 
-    def page(self, key: str, owner: str, *, after: str | None = None, limit: int | None = None,
-             order: str = "asc") -> Page | None:
+    def page(
+        self, key: str, owner: str, *, after: str | None = None, limit: int | None = None, order: str = "asc"
+    ) -> Page | None:
         """Up to `limit` items (all if None) after the item `after`, in `order` ("asc" or "desc");
         None if there is no such object; UnknownCursor."""
         if not self._owns(key, owner):

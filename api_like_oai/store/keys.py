@@ -13,7 +13,7 @@ import os
 import secrets
 from pathlib import Path
 
-SHARED_OWNER = "shared"   # the one scope of a proxy that asks for no API key
+SHARED_OWNER = "shared"  # the one scope of a proxy that asks for no API key
 SECRET_BYTES = 32
 
 
@@ -48,7 +48,7 @@ def file_secret(path: str | os.PathLike) -> bytes:
     with os.fdopen(descriptor, "w") as file:
         file.write(secrets.token_hex(SECRET_BYTES) + "\n")
     try:
-        os.link(candidate, path)   # fails if another worker got there first; then theirs is the secret
+        os.link(candidate, path)  # fails if another worker got there first; then theirs is the secret
     except FileExistsError:
         pass
     finally:

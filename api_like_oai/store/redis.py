@@ -106,7 +106,7 @@ class RedisStore(Store):
         return int(self.ttl_seconds * 1000)
 
     def _default_secret(self) -> bytes:
-        self.seam.call(lambda: self.client.set(SECRET_KEY, secrets.token_hex(32), nx=True))   # the first instance's
+        self.seam.call(lambda: self.client.set(SECRET_KEY, secrets.token_hex(32), nx=True))  # the first instance's
         return self.seam.call(self.client.get, SECRET_KEY)
 
     # --- objects ---------------------------------------------------------------------------------

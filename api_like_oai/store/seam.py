@@ -32,13 +32,13 @@ from typing import Any, Literal, TypeVar
 from ..errors import StoreUnavailable
 
 Kind = Literal["sqlite", "redis"]
-Column = tuple[str, str, str]   # (table, column, definition): a column added to a table since it was first made
+Column = tuple[str, str, str]  # (table, column, definition): a column added to a table since it was first made
 T = TypeVar("T")
 
 BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-GIVE_UP_SECONDS = 5.0     # on a lock held this long, the storage is taken as failed (503)
+GIVE_UP_SECONDS = 5.0  # on a lock held this long, the storage is taken as failed (503)
 REDIS_TIMEOUT_SECONDS = 5.0
-PREFIX = "api-like-oai:"   # every subsystem's Redis keys start so (a Redis shared with other programs)
+PREFIX = "api-like-oai:"  # every subsystem's Redis keys start so (a Redis shared with other programs)
 
 
 class SQLiteFile:
@@ -73,7 +73,7 @@ class SQLiteFile:
                     return _transaction(connection, operation) if write else operation(connection)
                 except sqlite3.OperationalError as exc:
                     if _busy(exc) and time.monotonic() < deadline:
-                        time.sleep(pause)   # under gevent: the event loop runs other greenlets meanwhile
+                        time.sleep(pause)  # under gevent: the event loop runs other greenlets meanwhile
                         pause = min(pause * 2, 0.05)
                         continue
                     raise StoreUnavailable(f"the store (SQLite) failed: {exc}") from exc
@@ -93,12 +93,12 @@ class SQLiteFile:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             connection = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")   # durable at checkpoints; never corrupt
+            connection.execute("PRAGMA synchronous=NORMAL")  # durable at checkpoints; never corrupt
             self._connection, self._pid, self._made = connection, os.getpid(), set()
         for name in self._schemas.keys() - self._made:
             schema, added_columns = self._schemas[name]
             self._connection.executescript(schema)
-            if added_columns:   # in a write transaction: one process adds each
+            if added_columns:  # in a write transaction: one process adds each
                 _transaction(self._connection, lambda db, added=added_columns: _add_columns(db, added))
             self._made.add(name)
         return self._connection
@@ -134,8 +134,9 @@ class RedisServer:
     def __init__(self, url: str):
         import redis  # the optional extra, imported only when chosen (arguments.py checked it is there)
 
-        self.client = redis.Redis.from_url(url, socket_timeout=REDIS_TIMEOUT_SECONDS,
-                                           socket_connect_timeout=REDIS_TIMEOUT_SECONDS, health_check_interval=30)
+        self.client = redis.Redis.from_url(
+            url, socket_timeout=REDIS_TIMEOUT_SECONDS, socket_connect_timeout=REDIS_TIMEOUT_SECONDS, health_check_interval=30
+        )
         self._failure = redis.RedisError
         self._scripts: dict[str, Any] = {}
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-DEFAULT_TTL_SECONDS = 30 * 24 * 3600   # as long as OpenAI keeps responses
+DEFAULT_TTL_SECONDS = 30 * 24 * 3600  # as long as OpenAI keeps responses
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -24,7 +24,7 @@ class StoreSettings:
     kind: str = "sqlite"
     location: str = ""
     ttl_seconds: float = DEFAULT_TTL_SECONDS
-    secret_file: str | None = None   # the key-hashing secret; default: beside the SQLite file, or in Redis
+    secret_file: str | None = None  # the key-hashing secret; default: beside the SQLite file, or in Redis
 
     @property
     def enabled(self) -> bool:
@@ -48,7 +48,7 @@ def store_settings(url: str | None, ttl_seconds: float, secret_file: str | None)
         return StoreSettings("none", "", ttl_seconds, secret_file)
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
-        path = url[len("sqlite://"):]
+        path = url[len("sqlite://") :]
         if not path.startswith("/") or path == "/":
             raise ValueError(f"--store {url!r}: write sqlite:///absolute/path/to/file.sqlite3")
         return StoreSettings("sqlite", path, ttl_seconds, secret_file)

@@ -16,7 +16,7 @@ from . import keys
 from .base import DuplicateItem, Encoded, Store, TooLarge
 from .seam import SQLiteFile
 
-PURGE_INTERVAL = 60.0     # seconds between two removals of expired objects by one process
+PURGE_INTERVAL = 60.0  # seconds between two removals of expired objects by one process
 LAST_SEQ = 2**62
 
 SCHEMA = """
@@ -77,33 +77,44 @@ class SQLiteStore(Store):
     # --- objects ---------------------------------------------------------------------------------
 
     def _load(self, key: str) -> tuple[str, bytes] | None:
-        return self._run(lambda db: db.execute("SELECT owner, document FROM objects WHERE key = ? AND expires_at > ?",
-                                               (key, time.time())).fetchone())
+        return self._run(
+            lambda db: db.execute(
+                "SELECT owner, document FROM objects WHERE key = ? AND expires_at > ?", (key, time.time())
+            ).fetchone()
+        )
 
     def _stored_bytes(self, owner: str) -> int:
-        row = self._run(lambda db: db.execute("SELECT coalesce(sum(length(document) + items_size), 0) FROM objects "
-                                              "WHERE owner = ? AND expires_at > ?", (owner, time.time())).fetchone())
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT coalesce(sum(length(document) + items_size), 0) FROM objects WHERE owner = ? AND expires_at > ?",
+                (owner, time.time()),
+            ).fetchone()
+        )
         return row[0]
 
     def _owner(self, key: str) -> str | None:
-        row = self._run(lambda db: db.execute("SELECT owner FROM objects WHERE key = ? AND expires_at > ?",
-                                              (key, time.time())).fetchone())
+        row = self._run(
+            lambda db: db.execute("SELECT owner FROM objects WHERE key = ? AND expires_at > ?", (key, time.time())).fetchone()
+        )
         return row[0] if row else None
 
     def _put(self, key: str, owner: str, document: bytes, items: list[Encoded]) -> None:
         def put(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM items WHERE list_key = ?", (key,))
-            db.execute("INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?, ?)",
-                       (key, owner, document, sum(len(item) for _, item in items), len(items), self._expires_at()))
-            db.executemany("INSERT INTO items VALUES (?, ?, ?, ?)",
-                           [(key, seq, item_id, item) for seq, (item_id, item) in enumerate(items, 1)])
+            db.execute(
+                "INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?, ?)",
+                (key, owner, document, sum(len(item) for _, item in items), len(items), self._expires_at()),
+            )
+            db.executemany(
+                "INSERT INTO items VALUES (?, ?, ?, ?)",
+                [(key, seq, item_id, item) for seq, (item_id, item) in enumerate(items, 1)],
+            )
 
         self._run(put, write=True)
 
     def _update(self, key: str, document: bytes) -> bool:
         def update(db: sqlite3.Connection) -> bool:
-            row = db.execute("SELECT items_size FROM objects WHERE key = ? AND expires_at > ?",
-                             (key, time.time())).fetchone()
+            row = db.execute("SELECT items_size FROM objects WHERE key = ? AND expires_at > ?", (key, time.time())).fetchone()
             if row is None:
                 return False
             if row[0] + len(document) > self.max_bytes:
@@ -124,8 +135,9 @@ class SQLiteStore(Store):
 
     def _append(self, key: str, items: list[Encoded]) -> bool:
         def append(db: sqlite3.Connection) -> bool:
-            row = db.execute("SELECT next_seq, items_size + length(document) FROM objects WHERE key = ? AND expires_at > ?",
-                             (key, time.time())).fetchone()
+            row = db.execute(
+                "SELECT next_seq, items_size + length(document) FROM objects WHERE key = ? AND expires_at > ?", (key, time.time())
+            ).fetchone()
             if row is None:
                 return False
             last_seq, size = row
@@ -135,10 +147,14 @@ class SQLiteStore(Store):
             for item_id, _ in items:
                 if db.execute("SELECT 1 FROM items WHERE list_key = ? AND item_id = ?", (key, item_id)).fetchone():
                     raise DuplicateItem(item_id)
-            db.executemany("INSERT INTO items VALUES (?, ?, ?, ?)",
-                           [(key, seq, item_id, item) for seq, (item_id, item) in enumerate(items, last_seq + 1)])
-            db.execute("UPDATE objects SET next_seq = ?, items_size = items_size + ?, expires_at = ? WHERE key = ?",
-                       (last_seq + len(items), added, self._expires_at(), key))
+            db.executemany(
+                "INSERT INTO items VALUES (?, ?, ?, ?)",
+                [(key, seq, item_id, item) for seq, (item_id, item) in enumerate(items, last_seq + 1)],
+            )
+            db.execute(
+                "UPDATE objects SET next_seq = ?, items_size = items_size + ?, expires_at = ? WHERE key = ?",
+                (last_seq + len(items), added, self._expires_at(), key),
+            )
             return True
 
         return self._run(append, write=True)
@@ -152,26 +168,32 @@ class SQLiteStore(Store):
                 if row is None:
                     return None
                 start = row[0]
-            query = "SELECT item FROM items WHERE list_key = ? AND seq < ? ORDER BY seq DESC LIMIT ?" if descending \
+            query = (
+                "SELECT item FROM items WHERE list_key = ? AND seq < ? ORDER BY seq DESC LIMIT ?"
+                if descending
                 else "SELECT item FROM items WHERE list_key = ? AND seq > ? ORDER BY seq LIMIT ?"
+            )
             return [row[0] for row in db.execute(query, (key, start, -1 if count is None else count))]
 
         return self._run(page)
 
     def _item(self, key: str, item_id: str) -> bytes | None:
-        row = self._run(lambda db: db.execute("SELECT item FROM items WHERE list_key = ? AND item_id = ?",
-                                              (key, item_id)).fetchone())
+        row = self._run(
+            lambda db: db.execute("SELECT item FROM items WHERE list_key = ? AND item_id = ?", (key, item_id)).fetchone()
+        )
         return row[0] if row else None
 
     def _delete_item(self, key: str, item_id: str) -> bool:
         def delete_item(db: sqlite3.Connection) -> bool:
-            removed = db.execute("DELETE FROM items WHERE list_key = ? AND item_id = ? RETURNING length(item)",
-                                 (key, item_id)).fetchall()
+            removed = db.execute(
+                "DELETE FROM items WHERE list_key = ? AND item_id = ? RETURNING length(item)", (key, item_id)
+            ).fetchall()
             if not removed:
                 return False
-            db.execute("UPDATE objects SET items_size = items_size - ?, expires_at = ? WHERE key = ?",
-                       (sum(size for (size,) in removed), self._expires_at(), key))
+            db.execute(
+                "UPDATE objects SET items_size = items_size - ?, expires_at = ? WHERE key = ?",
+                (sum(size for (size,) in removed), self._expires_at(), key),
+            )
             return True
 
         return self._run(delete_item, write=True)
-

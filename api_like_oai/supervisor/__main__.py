@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with open(settings_path, encoding="utf-8") as file:
         settings = SupervisorSettings.from_dict(json.load(file))
-    asyncio.run(run(settings, socket_path))   # it answers at once; the models' estimates follow (estimate_all)
+    asyncio.run(run(settings, socket_path))  # it answers at once; the models' estimates follow (estimate_all)
     return 0
 
 

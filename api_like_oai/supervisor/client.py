@@ -31,8 +31,9 @@ class PendingLease:
     """A lease the supervisor will grant once the model is loaded (a swap or a start under way). If the
     supervisor dies meanwhile, the request is asked again of the one the master starts in its place."""
 
-    def __init__(self, client: SupervisorClient, request: messages.Acquire, connection: socket.socket,
-                 lines: LineReader, stage: str):
+    def __init__(
+        self, client: SupervisorClient, request: messages.Acquire, connection: socket.socket, lines: LineReader, stage: str
+    ):
         self.client, self.request = client, request
         self.connection, self.lines, self.stage = connection, lines, stage
         self.reconnects = 0
@@ -98,8 +99,8 @@ class SupervisorGone(UpstreamUnavailable):
     """The supervisor's end of a connection closed: it died (the master starts another)."""
 
 
-MAX_RECONNECTS = 3                  # a request asks again this often of a supervisor that keeps dying
-RECONNECT_SECONDS = 60.0            # a supervisor being restarted is waited for this long (its start-up's bound)
+MAX_RECONNECTS = 3  # a request asks again this often of a supervisor that keeps dying
+RECONNECT_SECONDS = 60.0  # a supervisor being restarted is waited for this long (its start-up's bound)
 RECONNECT_POLL_SECONDS = 0.05
 
 
@@ -130,7 +131,7 @@ class SupervisorClient:
         connection, lines = self._open(request)
         with connection:
             reply = lines.reply()
-            while isinstance(reply, messages.Wait):   # a load may wait first
+            while isinstance(reply, messages.Wait):  # a load may wait first
                 reply = lines.reply()
         if isinstance(reply, messages.Refused):
             raise as_proxy_error(reply)
@@ -165,7 +166,7 @@ class SupervisorClient:
             except OSError as exc:
                 connection.close()
                 raise UpstreamUnavailable(f"the model supervisor is not reachable ({exc.strerror})") from None
-            time.sleep(RECONNECT_POLL_SECONDS)   # cooperative under the gevent worker
+            time.sleep(RECONNECT_POLL_SECONDS)  # cooperative under the gevent worker
 
 
 class LineReader:
@@ -182,7 +183,7 @@ class LineReader:
                 return None
             try:
                 received = self.connection.recv(65536)
-            except ConnectionError:   # reset rather than closed: a supervisor killed with data unread
+            except ConnectionError:  # reset rather than closed: a supervisor killed with data unread
                 received = b""
             if not received:
                 raise SupervisorGone("the model supervisor went away")

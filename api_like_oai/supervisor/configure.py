@@ -16,8 +16,8 @@ from pathlib import Path
 from ..gguf_header import POOLING_RANK, pooling_type
 from .spec import LaunchSpec, SupervisorSettings
 
-RESERVE_MIB = 1024          # left to the system and the proxy when the budget is the available memory
-GPU_RESERVE_MIB = 512       # left on each GPU (the driver's context, other processes' growth)
+RESERVE_MIB = 1024  # left to the system and the proxy when the budget is the available memory
+GPU_RESERVE_MIB = 512  # left on each GPU (the driver's context, other processes' growth)
 
 
 # The ports held for the replicas, for the life of this process (the proxy's main process): bound on the
@@ -41,8 +41,16 @@ def free_port(avoid: int | None = None) -> int:
         sock.close()
 
 
-def launch_spec(name: str, model_path: str, *, replicas: int = 1, args=(), avoid_port: int | None = None,
-                header_cache: str | None = None, **options) -> LaunchSpec:
+def launch_spec(
+    name: str,
+    model_path: str,
+    *,
+    replicas: int = 1,
+    args=(),
+    avoid_port: int | None = None,
+    header_cache: str | None = None,
+    **options,
+) -> LaunchSpec:
     """A LaunchSpec with a port held per replica (never `avoid_port`, the proxy's own); `args` a list of
     flags or one shell-quoted string; the file's header read through `header_cache` (gguf_header)."""
     args = shlex.split(args) if isinstance(args, str) else args
@@ -55,8 +63,13 @@ def launch_spec(name: str, model_path: str, *, replicas: int = 1, args=(), avoid
     if options.get("draft"):
         options["draft"] = str(Path(options["draft"]).expanduser())
     path = str(Path(model_path).expanduser())
-    return LaunchSpec(name, path, tuple(free_port(avoid_port) for _ in range(replicas)),
-                      tuple(str(arg) for arg in args) + reranking_flag(path, args, header_cache), **options)
+    return LaunchSpec(
+        name,
+        path,
+        tuple(free_port(avoid_port) for _ in range(replicas)),
+        tuple(str(arg) for arg in args) + reranking_flag(path, args, header_cache),
+        **options,
+    )
 
 
 def reranking_flag(model_path: str, args, header_cache: str | None = None) -> tuple[str, ...]:
@@ -74,8 +87,9 @@ def discover(models_dir: str) -> dict[str, tuple[str, str | None]]:
     for path in sorted(Path(models_dir).expanduser().glob("**/*.gguf")):
         if path.name.startswith("mmproj"):
             continue
-        projectors = sorted(path.parent.glob(f"mmproj-{path.stem}*.gguf")) or \
-            (sorted(path.parent.glob("mmproj*.gguf")) if path.parent != Path(models_dir).expanduser() else [])
+        projectors = sorted(path.parent.glob(f"mmproj-{path.stem}*.gguf")) or (
+            sorted(path.parent.glob("mmproj*.gguf")) if path.parent != Path(models_dir).expanduser() else []
+        )
         found[path.stem] = (str(path), str(projectors[0]) if projectors else None)
     return found
 
@@ -122,18 +136,37 @@ def gpu_free_mib() -> list[int]:
     if binary is None:
         return []
     try:
-        answer = subprocess.run([binary, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                                capture_output=True, text=True, timeout=10, check=True).stdout
+        answer = subprocess.run(
+            [binary, "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
         return [int(float(line)) for line in answer.split() if line.strip()]
     except (OSError, subprocess.SubprocessError, ValueError):
         return []
 
 
-def supervisor_settings(specs: list[LaunchSpec], llama_server: str, budget_mib: int | None,
-                        max_loaded: int | None, slot_dir: str | None, header_cache: str | None = None) -> SupervisorSettings:
+def supervisor_settings(
+    specs: list[LaunchSpec],
+    llama_server: str,
+    budget_mib: int | None,
+    max_loaded: int | None,
+    slot_dir: str | None,
+    header_cache: str | None = None,
+) -> SupervisorSettings:
     """--memory-budget, when given, is one pool for all devices; else the budgets are found (default_budget)."""
     if slot_dir is None and any(spec.slot_save for spec in specs):
         slot_dir = tempfile.mkdtemp(prefix="api-like-oai-slots-")
     total, devices = (budget_mib, None) if budget_mib else default_budget()
-    return SupervisorSettings(llama_server, tuple(specs), total, max_loaded or None, slot_dir=slot_dir,
-                              device_budgets=devices, api_key=secrets.token_urlsafe(32), header_cache=header_cache)
+    return SupervisorSettings(
+        llama_server,
+        tuple(specs),
+        total,
+        max_loaded or None,
+        slot_dir=slot_dir,
+        device_budgets=devices,
+        api_key=secrets.token_urlsafe(32),
+        header_cache=header_cache,
+    )

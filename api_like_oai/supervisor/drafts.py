@@ -22,7 +22,7 @@ class DraftCounts:
 
     drafted: int = 0
     accepted: int = 0
-    _seen: dict = field(default_factory=dict)   # a process (pid) -> (drafted, accepted) when last read
+    _seen: dict = field(default_factory=dict)  # a process (pid) -> (drafted, accepted) when last read
 
     def update(self, pid: int, metrics_text: str) -> None:
         """Add what process `pid` counted since it was last read (its /metrics text)."""

@@ -25,8 +25,7 @@ log = logging.getLogger("api_like_oai.supervisor")
 
 COMPUTE_RESERVE_MIB = 96
 MIB = 1024 * 1024
-KV_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32,
-            "q5_0": 22 / 32, "q5_1": 24 / 32}
+KV_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "q8_0": 34 / 32, "q4_0": 18 / 32, "q4_1": 20 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32}
 
 
 def estimate_mib(spec: LaunchSpec, header_cache: str | None = None) -> int:
@@ -38,7 +37,7 @@ def estimate_from(spec: LaunchSpec, fields: dict, header_cache: str | None = Non
     """estimate_mib with the file's metadata `fields` already read (a draft's header read through `header_cache`)."""
     total = os.path.getsize(spec.model_path) + (os.path.getsize(spec.mmproj) if spec.mmproj else 0)
     total += kv_cache_bytes(fields, spec)
-    if spec.draft:   # llama-server gives the draft the target's context (common/speculative.cpp)
+    if spec.draft:  # llama-server gives the draft the target's context (common/speculative.cpp)
         total += os.path.getsize(spec.draft) + kv_cache_bytes(cached_header(spec.draft, header_cache)["fields"], spec)
     return int(total / MIB) + COMPUTE_RESERVE_MIB
 
@@ -73,7 +72,7 @@ def kv_cache_bytes(fields: dict, spec: LaunchSpec) -> int:
 
     def number(name: str, default: int = 0) -> int:
         value = fields.get(f"{arch}.{name}", default)
-        return int(max(value) if isinstance(value, list) else value)   # per-layer lists: the largest
+        return int(max(value) if isinstance(value, list) else value)  # per-layer lists: the largest
 
     layers, heads = number("block_count"), max(number("attention.head_count", 1), 1)
     kv_heads = number("attention.head_count_kv", heads)
@@ -84,8 +83,9 @@ def kv_cache_bytes(fields: dict, spec: LaunchSpec) -> int:
     return int(layers * context * kv_heads * (key_size + value_size) * element)
 
 
-def device_split(spec: LaunchSpec, total_mib: int, device_budgets: dict[str, int],
-                 header_cache: str | None = None) -> dict[str, int]:
+def device_split(
+    spec: LaunchSpec, total_mib: int, device_budgets: dict[str, int], header_cache: str | None = None
+) -> dict[str, int]:
     """per_device_mib, the GGUF file read for its layer count only where --n-gpu-layers needs it."""
     given = spec.arg_value("--n-gpu-layers", "-ngl", "--gpu-layers")
     layers = layer_count(spec.model_path, header_cache) if given is not None and given.isdigit() else None
@@ -109,8 +109,7 @@ def per_device_mib(spec: LaunchSpec, total_mib: int, device_budgets: dict[str, i
     movable = max(total_mib - COMPUTE_RESERVE_MIB, 0)
     offloaded = movable * _offloaded_share(spec, layers) if gpus else 0
     shares = _gpu_shares(spec, gpus, device_budgets)
-    split = {gpu: round(offloaded * share) + COMPUTE_RESERVE_MIB for gpu, share in zip(gpus, shares, strict=True)
-             if share > 0}
+    split = {gpu: round(offloaded * share) + COMPUTE_RESERVE_MIB for gpu, share in zip(gpus, shares, strict=True) if share > 0}
     return {**split, "cpu": round(movable - offloaded) + COMPUTE_RESERVE_MIB}
 
 
@@ -125,7 +124,7 @@ def _offloaded_share(spec: LaunchSpec, layers: int | None) -> float:
     """The part of the weights and the KV cache on GPUs: --n-gpu-layers of the layers + the output layer."""
     given = spec.arg_value("--n-gpu-layers", "-ngl", "--gpu-layers")
     if given is None or not given.lstrip("-").isdigit() or int(given) < 0 or not layers:
-        return 1.0     # "auto", "all", -1 or unknown: llama.cpp offloads every layer it can
+        return 1.0  # "auto", "all", -1 or unknown: llama.cpp offloads every layer it can
     return min(int(given), layers + 1) / (layers + 1)
 
 
@@ -139,6 +138,6 @@ def _gpu_shares(spec: LaunchSpec, gpus: list[str], device_budgets: dict[str, int
     else:
         given = spec.arg_value("--tensor-split", "-ts")
         parts = [float(part or 0) for part in given.replace("/", ",").split(",")] if given else []
-        weights = (parts + [0.0] * len(gpus))[:len(gpus)] if given else [max(device_budgets[g], 1) for g in gpus]
+        weights = (parts + [0.0] * len(gpus))[: len(gpus)] if given else [max(device_budgets[g], 1) for g in gpus]
     whole = sum(weights)
     return [weight / whole for weight in weights] if whole > 0 else [1 / len(gpus)] * len(gpus)

@@ -18,7 +18,7 @@ from .spec import SupervisorSettings
 log = logging.getLogger("api_like_oai")
 
 READY_TIMEOUT_SECONDS = 60
-RESTART_PAUSE_SECONDS = 1.0    # between attempts to start a supervisor again that failed to start
+RESTART_PAUSE_SECONDS = 1.0  # between attempts to start a supervisor again that failed to start
 
 
 class SupervisorStartFailed(Exception):
@@ -34,9 +34,13 @@ def start(settings: SupervisorSettings, run_dir: str, log_level: str) -> tuple[s
     with open(settings_path, "w", encoding="utf-8") as file:
         json.dump(settings.to_dict(), file)
     parent = os.getpid()
-    process = subprocess.Popen([sys.executable, "-m", "api_like_oai.supervisor", settings_path, socket_path, log_level],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=lambda: _die_with(parent),
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "api_like_oai.supervisor", settings_path, socket_path, log_level],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: _die_with(parent),
+        start_new_session=True,
+    )
     ready, _, _ = select.select([process.stdout], [], [], READY_TIMEOUT_SECONDS)
     if not ready or process.stdout.readline().strip() != b"ready":
         process.kill()
@@ -71,7 +75,7 @@ class Supervised:
 
     def _keep_running(self) -> None:
         while True:
-            self.process.stdout.read()   # returns at its end: the supervisor is gone
+            self.process.stdout.read()  # returns at its end: the supervisor is gone
             code = self.process.wait()
             if self.stopping:
                 return

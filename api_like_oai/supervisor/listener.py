@@ -35,11 +35,11 @@ class Connection:
     async def serve(self) -> None:
         try:
             request = messages.read_request(await self.reader.readline())
-            self.hung_up = asyncio.ensure_future(self.reader.read())   # the one reader from here on
+            self.hung_up = asyncio.ensure_future(self.reader.read())  # the one reader from here on
             await self._answer(request)
         except SupervisorError as exc:
             await self._say_quietly(exc.reply())
-        except (ConnectionError, ValueError):   # a worker gone, or a line of no request (BadMessage)
+        except (ConnectionError, ValueError):  # a worker gone, or a line of no request (BadMessage)
             pass
         finally:
             if self.hung_up is not None:
@@ -62,8 +62,7 @@ class Connection:
             case messages.Logs(model):
                 await self.say(messages.LogLines(supervisor.logs(model)))
             case messages.Load(model, args, lent_mib):
-                await self.say(messages.ModelStatus(await self._until_gone(supervisor.load(model, args, self.say,
-                                                                                           lent_mib))))
+                await self.say(messages.ModelStatus(await self._until_gone(supervisor.load(model, args, self.say, lent_mib))))
             case messages.Unload(model):
                 await self.say(messages.ModelStatus(await self._until_gone(supervisor.unload(model))))
             case messages.KeepAlive(model, seconds):
@@ -84,7 +83,7 @@ class Connection:
         urls = await self._until_gone(self.supervisor.acquire(name, self.say, unreachable))
         try:
             await self.say(messages.Granted(urls))
-            await self.hung_up   # the lease lasts as long as the connection
+            await self.hung_up  # the lease lasts as long as the connection
         finally:
             self.supervisor.release(name)
 
@@ -100,11 +99,12 @@ class Connection:
 
 
 async def run(settings: SupervisorSettings, socket_path: str) -> None:
-    pid_file = socket_path + ".children"   # what a supervisor started in this one's place must not find running
+    pid_file = socket_path + ".children"  # what a supervisor started in this one's place must not find running
     stop_leftovers(pid_file)
     supervisor = Supervisor(settings, pid_file)
     server = await asyncio.start_unix_server(
-        lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=socket_path)
+        lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=socket_path
+    )
     loop = asyncio.get_running_loop()
     ended = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -116,7 +116,7 @@ async def run(settings: SupervisorSettings, socket_path: str) -> None:
     ticker = loop.create_task(_tick(supervisor))
     draft_reader = loop.create_task(_read_drafts(supervisor))
     estimates = loop.create_task(supervisor.estimate_all())
-    print("ready", flush=True)   # the parent waits for this line before it starts the workers
+    print("ready", flush=True)  # the parent waits for this line before it starts the workers
     await ended.wait()
     ticker.cancel()
     draft_reader.cancel()

@@ -118,8 +118,11 @@ def _check(request) -> None:
             raise BadMessage(f"{request.OP}: {spec.name} must be a {spec.type}")
         if spec.type == "int" and not isinstance(value, int):
             raise BadMessage(f"{request.OP}: {spec.name} must be an int")
-        if "list" in spec.type and value is not None and not (
-                isinstance(value, list) and all(isinstance(item, str) for item in value)):
+        if (
+            "list" in spec.type
+            and value is not None
+            and not (isinstance(value, list) and all(isinstance(item, str) for item in value))
+        ):
             raise BadMessage(f"{request.OP}: {spec.name} must be a list of strings")
 
 

@@ -46,23 +46,23 @@ class ModelState:
     """One launched model as the planner sees it."""
 
     name: str
-    footprint_mib: int                 # all replicas
+    footprint_mib: int  # all replicas
     status: str = UNLOADED
-    in_flight: int = 0                 # leases held
-    last_used: float = 0.0             # when its last request ended (or started, while in flight)
+    in_flight: int = 0  # leases held
+    last_used: float = 0.0  # when its last request ended (or started, while in flight)
     waiting_since: float | None = None  # its oldest queued request's arrival, if any wait
-    draining: bool = False             # to be stopped once idle; takes no new requests
+    draining: bool = False  # to be stopped once idle; takes no new requests
     pinned: bool = False
-    ttl: float = 0.0                   # idle seconds before it is stopped; 0: never
-    retry_at: float = 0.0              # a failed start is not retried before this
-    per_device: dict | None = None     # device -> MiB (all replicas), with a budget per device
+    ttl: float = 0.0  # idle seconds before it is stopped; 0: never
+    retry_at: float = 0.0  # a failed start is not retried before this
+    per_device: dict | None = None  # device -> MiB (all replicas), with a budget per device
 
 
 @dataclass(frozen=True)
 class Budget:
-    memory_mib: int                    # all devices together
+    memory_mib: int  # all devices together
     max_loaded: int | None = None
-    devices: dict | None = None        # device ("gpu0", "cpu") -> MiB; None: one pool of memory_mib
+    devices: dict | None = None  # device ("gpu0", "cpu") -> MiB; None: one pool of memory_mib
 
     def limits(self) -> dict[str, int]:
         return self.devices if self.devices is not None else {MEMORY: self.memory_mib}
@@ -74,7 +74,7 @@ class Budget:
         return model.per_device
 
 
-MEMORY, CPU = "memory", "cpu"   # the one pool without per-device budgets; the system's memory with them
+MEMORY, CPU = "memory", "cpu"  # the one pool without per-device budgets; the system's memory with them
 
 
 @dataclass
@@ -83,9 +83,9 @@ class Actions:
 
     start: list[str] = field(default_factory=list)
     stop: list[str] = field(default_factory=list)
-    evicted: list[str] = field(default_factory=list)       # of those stopped or drained: to make room
+    evicted: list[str] = field(default_factory=list)  # of those stopped or drained: to make room
     drain: list[str] = field(default_factory=list)
-    refuse: dict[str, str] = field(default_factory=dict)   # model -> why
+    refuse: dict[str, str] = field(default_factory=dict)  # model -> why
 
 
 def decide(models: list[ModelState], budget: Budget, now: float) -> Actions:
@@ -96,7 +96,7 @@ def decide(models: list[ModelState], budget: Budget, now: float) -> Actions:
         if model.status == LOADED and model.in_flight == 0 and (model.draining or _expired(model, now)):
             actions.stop.append(model.name)
     if actions.stop or any(m.status == STOPPING or (m.draining and m.in_flight) for m in models):
-        return actions   # a swap is under way: memory is free only once its processes are gone
+        return actions  # a swap is under way: memory is free only once its processes are gone
     holding = [m for m in models if m.status in HOLDING_MEMORY]
     for waiting in sorted((m for m in models if _needs_start(m, now)), key=lambda m: m.waiting_since):
         why_never = _never_fits(waiting, models, budget)
@@ -105,7 +105,7 @@ def decide(models: list[ModelState], budget: Budget, now: float) -> Actions:
             continue
         evict = _evictions(waiting, holding, budget)
         if evict is None:
-            break                       # it fits only once models now loading are done: wait
+            break  # it fits only once models now loading are done: wait
         if not evict:
             actions.start.append(waiting.name)
             holding.append(waiting)
@@ -132,12 +132,16 @@ def _never_fits(model: ModelState, models: list[ModelState], budget: Budget) -> 
     for device, need in needs.items():
         limit = limits.get(device, 0)
         if need > limit:
-            return (f"model {model.name!r} needs about {need} MiB{_on(device, budget)}, more than the whole memory "
-                    f"budget of {limit} MiB{_on(device, budget)} (--memory-budget; or set its memory: by hand)")
+            return (
+                f"model {model.name!r} needs about {need} MiB{_on(device, budget)}, more than the whole memory "
+                f"budget of {limit} MiB{_on(device, budget)} (--memory-budget; or set its memory: by hand)"
+            )
         if need + pinned_use.get(device, 0) > limit:
-            return (f"model {model.name!r} needs about {need} MiB{_on(device, budget)} and the pinned models "
-                    f"{', '.join(m.name for m in pinned)} hold {pinned_use[device]} MiB "
-                    f"of the {limit} MiB budget{_on(device, budget)}")
+            return (
+                f"model {model.name!r} needs about {need} MiB{_on(device, budget)} and the pinned models "
+                f"{', '.join(m.name for m in pinned)} hold {pinned_use[device]} MiB "
+                f"of the {limit} MiB budget{_on(device, budget)}"
+            )
     return None
 
 
@@ -159,8 +163,7 @@ def _evictions(model: ModelState, holding: list[ModelState], budget: Budget) -> 
     needed; None when even evicting every evictable one is not enough (models still loading hold the
     rest). With a budget per device, only a model that frees a device the new one lacks room on (or a
     place under max_loaded) is evicted."""
-    candidates = sorted((m for m in holding if m.status == LOADED and not m.pinned),
-                        key=lambda m: (m.in_flight > 0, m.last_used))
+    candidates = sorted((m for m in holding if m.status == LOADED and not m.pinned), key=lambda m: (m.in_flight > 0, m.last_used))
     evict: list[str] = []
     for candidate in candidates:
         short = _short_of(model, [m for m in holding if m.name not in evict], budget)
@@ -170,7 +173,7 @@ def _evictions(model: ModelState, holding: list[ModelState], budget: Budget) -> 
             evict.append(candidate.name)
     if _short_of(model, [m for m in holding if m.name not in evict], budget):
         return None
-    for name in list(evict):   # one evicted early may not be needed once later ones are gone
+    for name in list(evict):  # one evicted early may not be needed once later ones are gone
         others = set(evict) - {name}
         if not _short_of(model, [m for m in holding if m.name not in others], budget):
             evict.remove(name)

@@ -18,7 +18,7 @@ from collections import deque
 log = logging.getLogger("api_like_oai.supervisor")
 
 LOG_LINES_KEPT = 200
-HEALTH_POLL_SECONDS = 0.02   # llama-server answers /health in microseconds: poll often, start sooner
+HEALTH_POLL_SECONDS = 0.02  # llama-server answers /health in microseconds: poll often, start sooner
 # and at once on each line it prints while starting (it logs as it becomes ready), at most this often
 HEALTH_POLL_MIN_SECONDS = 0.002
 PR_SET_PDEATHSIG = 1
@@ -36,9 +36,9 @@ class Child:
         self.lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)
         self.process: asyncio.subprocess.Process | None = None
         self.stopping = False
-        self.noticed = False     # its unasked exit has been handled (supervisor._lost)
+        self.noticed = False  # its unasked exit has been handled (supervisor._lost)
         self._reader: asyncio.Task | None = None
-        self._printed = asyncio.Event()   # a line came since the last health poll
+        self._printed = asyncio.Event()  # a line came since the last health poll
 
     @property
     def api_key(self) -> str:
@@ -56,9 +56,14 @@ class Child:
     async def spawn(self) -> None:
         parent = os.getpid()
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv, env={**os.environ, **self.env}, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            preexec_fn=lambda: _die_with(parent), start_new_session=True)
+            *self.argv,
+            env={**os.environ, **self.env},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            preexec_fn=lambda: _die_with(parent),
+            start_new_session=True,
+        )
         self._reader = asyncio.create_task(self._read_output())
         log.info("[%s] started (pid %d): %s", self.label, self.process.pid, " ".join(self.argv))
 
@@ -69,8 +74,10 @@ class Child:
         while time.monotonic() < deadline:
             if self.process.returncode is not None:
                 await self._drain_output()
-                raise StartFailed(f"llama-server for {self.label} exited with code {self.process.returncode} "
-                                  f"while starting; its last lines:\n{self.tail(20)}")
+                raise StartFailed(
+                    f"llama-server for {self.label} exited with code {self.process.returncode} "
+                    f"while starting; its last lines:\n{self.tail(20)}"
+                )
             self._printed.clear()
             status, body = await http_request(self.port, "GET", "/health")
             if status == 200:
@@ -80,8 +87,9 @@ class Child:
                 stage = now_stage
                 on_stage(stage)
             await self._next_line_or(HEALTH_POLL_SECONDS)
-        raise StartFailed(f"llama-server for {self.label} was not ready after {timeout:g} s (load_timeout); "
-                          f"its last lines:\n{self.tail(20)}")
+        raise StartFailed(
+            f"llama-server for {self.label} was not ready after {timeout:g} s (load_timeout); its last lines:\n{self.tail(20)}"
+        )
 
     async def _next_line_or(self, seconds: float) -> None:
         """Until the child prints a line (it logs "model loaded" as /health turns 200) or `seconds` pass,
@@ -139,8 +147,11 @@ class Child:
 def record_children(pid_file: str, children: list[Child]) -> None:
     """Note the llama-servers running now where the next supervisor looks for leftovers (stop_leftovers)."""
     with open(pid_file + ".new", "w", encoding="utf-8") as file:
-        file.writelines(json.dumps({"pid": child.pid, "argv": child.argv}) + "\n"
-                        for child in children if child.pid is not None and child.exit_code is None)
+        file.writelines(
+            json.dumps({"pid": child.pid, "argv": child.argv}) + "\n"
+            for child in children
+            if child.pid is not None and child.exit_code is None
+        )
     os.replace(pid_file + ".new", pid_file)
 
 
@@ -187,12 +198,13 @@ def _die_with(parent: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
-    if os.getppid() != parent:   # the supervisor died before prctl took effect
+    if os.getppid() != parent:  # the supervisor died before prctl took effect
         os._exit(1)
 
 
-async def http_request(port: int, method: str, path: str, body: bytes = b"", timeout: float = 5.0,
-                       api_key: str = "") -> tuple[int, bytes]:
+async def http_request(
+    port: int, method: str, path: str, body: bytes = b"", timeout: float = 5.0, api_key: str = ""
+) -> tuple[int, bytes]:
     """(status, body) of one HTTP/1.1 request to 127.0.0.1:`port` (with `api_key` as its bearer); (0, b"")
     if it cannot connect."""
     try:
@@ -200,9 +212,12 @@ async def http_request(port: int, method: str, path: str, body: bytes = b"", tim
     except (OSError, asyncio.TimeoutError):
         return 0, b""
     try:
-        head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-                + (f"Authorization: Bearer {api_key}\r\n" if api_key else "") + "\r\n")
+        head = (
+            f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            + (f"Authorization: Bearer {api_key}\r\n" if api_key else "")
+            + "\r\n"
+        )
         writer.write(head.encode() + body)
         answer = await asyncio.wait_for(reader.read(), timeout)
     except (OSError, asyncio.TimeoutError):

@@ -23,9 +23,9 @@ from .spec import LaunchSpec, SupervisorSettings
 
 log = logging.getLogger("api_like_oai.supervisor")
 
-TICK_SECONDS = 1.0           # TTLs and retry times are looked at this often
+TICK_SECONDS = 1.0  # TTLs and retry times are looked at this often
 MAX_BACKOFF_SECONDS = 60.0
-DYING_SECONDS = 2.0          # a replica that refuses connections this long after a worker said so, is killed
+DYING_SECONDS = 2.0  # a replica that refuses connections this long after a worker said so, is killed
 RETRY_AFTER_FULL_SECONDS = 5
 
 
@@ -40,12 +40,12 @@ class Managed:
     """One launched model's state, owned by the run loop."""
 
     spec: LaunchSpec
-    footprint_mib: int | None = None      # None until its file's header was read (estimate())
-    facts: dict = field(default_factory=dict)   # what the model list shows of its file (gguf_header.summary)
+    footprint_mib: int | None = None  # None until its file's header was read (estimate())
+    facts: dict = field(default_factory=dict)  # what the model list shows of its file (gguf_header.summary)
     estimating: asyncio.Future | None = None
-    per_device: dict | None = None        # device -> MiB, with a budget per device (once estimated)
+    per_device: dict | None = None  # device -> MiB, with a budget per device (once estimated)
     status: str = plan.UNLOADED
-    stage: str | None = None              # what a load is doing now
+    stage: str | None = None  # what a load is doing now
     children: list[Child | None] = field(default_factory=list)
     in_flight: int = 0
     last_used: float = 0.0
@@ -55,15 +55,15 @@ class Managed:
     retry_at: float = 0.0
     error: str | None = None
     exit_code: int | None = None
-    extra_args: tuple[str, ...] = ()      # from a load request's "args"
-    lent_mib: int = 0                     # of its memory, what other boxes' rpc-servers hold (a fleet's pool)
+    extra_args: tuple[str, ...] = ()  # from a load request's "args"
+    lent_mib: int = 0  # of its memory, what other boxes' rpc-servers hold (a fleet's pool)
     loads: int = 0
     load_seconds: float = 0.0
     evictions: int = 0
-    ttl: float | None = None              # a client's keep_alive (Ollama's API), over spec.ttl until it stops
-    restores: slots.RestoreReport = field(default_factory=slots.RestoreReport)   # all loads together
+    ttl: float | None = None  # a client's keep_alive (Ollama's API), over spec.ttl until it stops
+    restores: slots.RestoreReport = field(default_factory=slots.RestoreReport)  # all loads together
     drafts: drafts.DraftCounts = field(default_factory=drafts.DraftCounts)
-    stage_seconds: dict = field(default_factory=dict)   # a swap's stages, all swaps together (the bench reads them)
+    stage_seconds: dict = field(default_factory=dict)  # a swap's stages, all swaps together (the bench reads them)
     drain_began: float | None = None
 
     def move(self, status: str) -> None:
@@ -85,23 +85,40 @@ class Managed:
         return [url for url, child in zip(self.spec.urls, self.children, strict=False) if child and child.exit_code is None]
 
     def view(self) -> plan.ModelState:
-        return plan.ModelState(self.spec.name, (self.footprint_mib or 0) - self.lent_mib, self.status, self.in_flight,
-                               self.last_used,
-                               self.waiters[0].arrived if self.waiters else None, self.draining,
-                               self.spec.pinned, self.idle_seconds, self.retry_at, self.per_device)
+        return plan.ModelState(
+            self.spec.name,
+            (self.footprint_mib or 0) - self.lent_mib,
+            self.status,
+            self.in_flight,
+            self.last_used,
+            self.waiters[0].arrived if self.waiters else None,
+            self.draining,
+            self.spec.pinned,
+            self.idle_seconds,
+            self.retry_at,
+            self.per_device,
+        )
 
     def status_dict(self) -> dict:
-        status = {"value": self.status if self.status != plan.STOPPING else plan.LOADED,
-                  "memory_mib": None if self.footprint_mib is None else self.footprint_mib - self.lent_mib,
-                  "replicas": len(self.spec.ports),
-                  "upstreams": list(self.spec.urls),
-                  "ready": len(self.ready_urls()) if self.status == plan.LOADED else 0,
-                  "in_flight": self.in_flight, "queued": len(self.waiters), "pinned": self.spec.pinned,
-                  "ttl": self.idle_seconds, "loads": self.loads, "load_seconds": round(self.load_seconds, 3),
-                  "evictions": self.evictions, "failures": self.failures,
-                  "restored_tokens": self.restores.restored_tokens, "restore_failures": self.restores.failures,
-                  "restores_skipped": self.restores.skipped,
-                  "stage_seconds": {stage: round(seconds, 4) for stage, seconds in self.stage_seconds.items()}}
+        status = {
+            "value": self.status if self.status != plan.STOPPING else plan.LOADED,
+            "memory_mib": None if self.footprint_mib is None else self.footprint_mib - self.lent_mib,
+            "replicas": len(self.spec.ports),
+            "upstreams": list(self.spec.urls),
+            "ready": len(self.ready_urls()) if self.status == plan.LOADED else 0,
+            "in_flight": self.in_flight,
+            "queued": len(self.waiters),
+            "pinned": self.spec.pinned,
+            "ttl": self.idle_seconds,
+            "loads": self.loads,
+            "load_seconds": round(self.load_seconds, 3),
+            "evictions": self.evictions,
+            "failures": self.failures,
+            "restored_tokens": self.restores.restored_tokens,
+            "restore_failures": self.restores.failures,
+            "restores_skipped": self.restores.skipped,
+            "stage_seconds": {stage: round(seconds, 4) for stage, seconds in self.stage_seconds.items()},
+        }
         if self.status == plan.STOPPING:
             status["stopping"] = True
         if self.stage:
@@ -163,14 +180,17 @@ class Supervisor:
         """The model's footprint and file facts, read once, off the loop: start-up never waits for them
         (estimate_all reads them in the background; a request for a model not read yet waits here)."""
         if model.estimating is None:
-            model.estimating = asyncio.ensure_future(asyncio.to_thread(model_facts, model.spec,
-                                                                       self.settings.header_cache))
+            model.estimating = asyncio.ensure_future(asyncio.to_thread(model_facts, model.spec, self.settings.header_cache))
         model.footprint_mib, model.facts = await asyncio.shield(model.estimating)
         budgets = self.settings.device_budgets
         if budgets is not None and model.per_device is None:
             replicas = len(model.spec.ports)
-            model.per_device = {device: mib * replicas for device, mib in device_split(
-                model.spec, model.footprint_mib // replicas, budgets, self.settings.header_cache).items()}
+            model.per_device = {
+                device: mib * replicas
+                for device, mib in device_split(
+                    model.spec, model.footprint_mib // replicas, budgets, self.settings.header_cache
+                ).items()
+            }
 
     async def estimate_all(self) -> None:
         for model in self.models.values():
@@ -193,8 +213,11 @@ class Supervisor:
         if model.status == plan.FAILED and time.monotonic() < model.retry_at:
             raise SupervisorError(model.error or "the model failed", 503, max(1, round(model.retry_at - time.monotonic())))
         if len(model.waiters) >= model.spec.queue_limit:
-            raise SupervisorError(f"too many requests are waiting for model {name!r} "
-                                  f"({model.spec.queue_limit}, its queue_limit)", 429, RETRY_AFTER_FULL_SECONDS)
+            raise SupervisorError(
+                f"too many requests are waiting for model {name!r} ({model.spec.queue_limit}, its queue_limit)",
+                429,
+                RETRY_AFTER_FULL_SECONDS,
+            )
         waiter = Waiter(time.monotonic(), asyncio.get_running_loop().create_future())
         model.waiters.append(waiter)
         await say(messages.Wait(model.stage or "queued"))
@@ -205,7 +228,7 @@ class Supervisor:
             if waiter in model.waiters:
                 model.waiters.remove(waiter)
             if waiter.granted.done() and not waiter.granted.cancelled() and waiter.granted.exception() is None:
-                self.release(name)   # granted just as the caller went away
+                self.release(name)  # granted just as the caller went away
             raise
 
     def _grant(self, model: Managed) -> list[str]:
@@ -280,16 +303,23 @@ class Supervisor:
         spec, began = model.spec, time.monotonic()
         slot_dir = self.settings.slot_dir if spec.slot_save else None
         env = {"LLAMA_MEDIA_MARKER": self.media_marker, **spec.environment(), "LLAMA_API_KEY": self.settings.api_key}
-        model.children = [Child(f"{spec.name}/{replica}", spec.argv(self.settings.llama_server, replica, slot_dir,
-                                                                   model.extra_args), env, spec.ports[replica])
-                          for replica in range(len(spec.ports))]
+        model.children = [
+            Child(
+                f"{spec.name}/{replica}",
+                spec.argv(self.settings.llama_server, replica, slot_dir, model.extra_args),
+                env,
+                spec.ports[replica],
+            )
+            for replica in range(len(spec.ports))
+        ]
         try:
             for child in model.children:
                 await child.spawn()
                 self._record_children()
             spawned = model.timed("start", began)
-            await asyncio.gather(*(child.wait_ready(spec.load_timeout, lambda stage: self._stage(model, stage))
-                                   for child in model.children))
+            await asyncio.gather(
+                *(child.wait_ready(spec.load_timeout, lambda stage: self._stage(model, stage)) for child in model.children)
+            )
             healthy = model.timed("health", spawned)
             if slot_dir:
                 await self._restore(model, slot_dir)
@@ -357,23 +387,29 @@ class Supervisor:
         log.warning("[%s] exited unexpectedly with code %s", child.label, child.exit_code)
         if model.status == plan.LOADED and not model.ready_urls():
             model.exit_code = child.exit_code
-            self._mark_failed(model, f"llama-server for {child.label} exited with code {child.exit_code}; "
-                                     f"its last lines:\n{child.tail(20)}")
+            self._mark_failed(
+                model, f"llama-server for {child.label} exited with code {child.exit_code}; its last lines:\n{child.tail(20)}"
+            )
             self.reconsider()
         else:
             self.emit(model)
 
     async def _stop(self, model: Managed) -> None:
         began = time.monotonic()
-        if model.drain_began is not None and model.draining:   # drained to make room: its requests count too
+        if model.drain_began is not None and model.draining:  # drained to make room: its requests count too
             model.stage_seconds["drain"] = model.stage_seconds.get("drain", 0.0) + began - model.drain_began
             model.drain_began = None
         self._stage(model, "stopping")
         if model.spec.draft:
-            await self.read_drafts(model)   # its last counts, before its processes and their counters go
+            await self.read_drafts(model)  # its last counts, before its processes and their counters go
         if model.spec.slot_save and self.settings.slot_dir:
-            await asyncio.gather(*(slots.save_all(child, self.settings.slot_dir, model.spec.name, n)
-                                   for n, child in enumerate(model.children) if child))
+            await asyncio.gather(
+                *(
+                    slots.save_all(child, self.settings.slot_dir, model.spec.name, n)
+                    for n, child in enumerate(model.children)
+                    if child
+                )
+            )
         signalled = model.timed("stop", began)
         # plan.decide stops only a model with no lease held, and its slots are saved: SIGKILL at once
         await asyncio.gather(*(child.stop(self.settings.stop_timeout, idle=True) for child in model.children if child))
@@ -387,8 +423,9 @@ class Supervisor:
     async def _restore(self, model: Managed, slot_dir: str) -> None:
         """Each replica's saved slots restored and checked (slots.py); a failure is the log's, not a client's."""
         self._stage(model, "restoring slots")
-        reports = await asyncio.gather(*(slots.restore_all(child, slot_dir, model.spec.name, n)
-                                         for n, child in enumerate(model.children)))
+        reports = await asyncio.gather(
+            *(slots.restore_all(child, slot_dir, model.spec.name, n) for n, child in enumerate(model.children))
+        )
         for report in reports:
             model.restores.add(report)
 
@@ -410,8 +447,9 @@ class Supervisor:
         self.emit(model)
 
     async def stop_all(self) -> None:
-        await asyncio.gather(*(child.stop(self.settings.stop_timeout)
-                               for model in self.models.values() for child in model.children if child))
+        await asyncio.gather(
+            *(child.stop(self.settings.stop_timeout) for model in self.models.values() for child in model.children if child)
+        )
 
     # --- what is going on ----------------------------------------------------------------------
 
@@ -421,16 +459,18 @@ class Supervisor:
             queue.put_nowait(event)
 
     def status(self) -> dict:
-        return {"models": {name: model.status_dict() for name, model in self.models.items()},
-                "memory_budget_mib": self.budget.memory_mib, "max_loaded": self.budget.max_loaded,
-                "devices": self.device_use()}
+        return {
+            "models": {name: model.status_dict() for name, model in self.models.items()},
+            "memory_budget_mib": self.budget.memory_mib,
+            "max_loaded": self.budget.max_loaded,
+            "devices": self.device_use(),
+        }
 
     def device_use(self) -> dict:
         """Each device's budget and the MiB the models holding memory take of it (their estimates)."""
         holding = [model.view() for model in self.models.values() if model.status in plan.HOLDING_MEMORY]
         used = plan.device_use(holding, self.budget)
-        return {device: {"budget_mib": limit, "used_mib": used.get(device, 0)}
-                for device, limit in self.budget.limits().items()}
+        return {device: {"budget_mib": limit, "used_mib": used.get(device, 0)} for device, limit in self.budget.limits().items()}
 
     def logs(self, name: str) -> list[str]:
         model = self._model(name)

@@ -22,7 +22,7 @@ from .process import Child, http_request
 log = logging.getLogger("api_like_oai.supervisor")
 
 RESTORE_TIMEOUT_SECONDS = 60
-NOT_FINGERPRINTED = ("--port", "--host")   # chosen per start or the same for all: no part of the cache
+NOT_FINGERPRINTED = ("--port", "--host")  # chosen per start or the same for all: no part of the cache
 
 
 @dataclass
@@ -30,8 +30,8 @@ class RestoreReport:
     """What restoring one replica's slots came to."""
 
     restored_tokens: int = 0
-    failures: int = 0        # a restore tried and refused, or one that restored fewer tokens than saved
-    skipped: int = 0         # a cache saved by a server started with other flags: not tried
+    failures: int = 0  # a restore tried and refused, or one that restored fewer tokens than saved
+    skipped: int = 0  # a cache saved by a server started with other flags: not tried
 
     def add(self, other: RestoreReport) -> None:
         self.restored_tokens += other.restored_tokens
@@ -82,7 +82,7 @@ async def save_all(child: Child, slot_dir: str, name: str, replica: int) -> None
             log.warning("[%s] slot %s not saved: %d %s", child.label, slot_id, status, _error_text(body))
             continue
         saved = _number(body, "n_saved")
-        if saved == 0:   # an unused slot: nothing to restore (a restore of it would read as a failure)
+        if saved == 0:  # an unused slot: nothing to restore (a restore of it would read as a failure)
             _remove(os.path.join(slot_dir, filename), os.path.join(slot_dir, filename + ".json"))
             continue
         with open(os.path.join(slot_dir, filename + ".json"), "w", encoding="utf-8") as file:
@@ -102,19 +102,34 @@ async def restore_all(child: Child, slot_dir: str, name: str, replica: int) -> R
 async def _restore_one(child: Child, slot_dir: str, slot_id: int, filename: str) -> RestoreReport:
     note = _read_note(os.path.join(slot_dir, filename + ".json"))
     if note.get("fingerprint") != fingerprint(child.argv):
-        why = ("was saved by a llama-server started with other flags (or another model file or build)" if note
-               else "has no note of what saved it")
+        why = (
+            "was saved by a llama-server started with other flags (or another model file or build)"
+            if note
+            else "has no note of what saved it"
+        )
         log.warning("[%s] slot %s not restored: its cache %s %s", child.label, slot_id, filename, why)
         return RestoreReport(skipped=1)
     status, body = await _slot_action(child, slot_id, "restore", filename)
     if status != 200:
-        log.warning("[%s] slot %s not restored from %s: llama-server answered %d: %s",
-                    child.label, slot_id, filename, status, _error_text(body))
+        log.warning(
+            "[%s] slot %s not restored from %s: llama-server answered %d: %s",
+            child.label,
+            slot_id,
+            filename,
+            status,
+            _error_text(body),
+        )
         return RestoreReport(failures=1)
     restored, saved = _number(body, "n_restored"), note.get("n_saved")
     if restored <= 0 or (saved is not None and restored != saved):
-        log.warning("[%s] slot %s restore from %s did not take: %d tokens restored of %s saved",
-                    child.label, slot_id, filename, restored, saved)
+        log.warning(
+            "[%s] slot %s restore from %s did not take: %d tokens restored of %s saved",
+            child.label,
+            slot_id,
+            filename,
+            restored,
+            saved,
+        )
         return RestoreReport(failures=1)
     return RestoreReport(restored_tokens=restored)
 
@@ -145,9 +160,14 @@ async def _slot_ids(child: Child) -> list[int]:
 
 
 async def _slot_action(child: Child, slot_id: int, action: str, filename: str) -> tuple[int, bytes]:
-    return await http_request(child.port, "POST", f"/slots/{slot_id}?action={action}",
-                              json.dumps({"filename": filename}).encode(), timeout=RESTORE_TIMEOUT_SECONDS,
-                              api_key=child.api_key)
+    return await http_request(
+        child.port,
+        "POST",
+        f"/slots/{slot_id}?action={action}",
+        json.dumps({"filename": filename}).encode(),
+        timeout=RESTORE_TIMEOUT_SECONDS,
+        api_key=child.api_key,
+    )
 
 
 def _number(body: bytes, key: str) -> int:

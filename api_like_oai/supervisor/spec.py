@@ -20,19 +20,19 @@ class LaunchSpec:
 
     name: str
     model_path: str
-    ports: tuple[int, ...]                 # one per replica, chosen once: a replica's URL never changes
-    args: tuple[str, ...] = ()             # extra llama-server flags
+    ports: tuple[int, ...]  # one per replica, chosen once: a replica's URL never changes
+    args: tuple[str, ...] = ()  # extra llama-server flags
     env: dict = field(default_factory=dict)
     mmproj: str | None = None
-    draft: str | None = None               # a draft model (speculative decoding): --model-draft
-    draft_args: tuple[str, ...] = ()       # llama-server flags for the draft (--spec-draft-n-max 8 ...)
-    draft_replicas: int | None = None      # how many replicas (the first ones) run the draft; None: all
+    draft: str | None = None  # a draft model (speculative decoding): --model-draft
+    draft_args: tuple[str, ...] = ()  # llama-server flags for the draft (--spec-draft-n-max 8 ...)
+    draft_replicas: int | None = None  # how many replicas (the first ones) run the draft; None: all
     devices: tuple[int, ...] | None = None  # the GPUs it may use (CUDA_VISIBLE_DEVICES); None: all of them
-    ttl: float = DEFAULT_TTL_SECONDS       # idle seconds before unload (from the end of the last request); 0: never
-    memory_mib: int | None = None          # None: estimated from the GGUF file
+    ttl: float = DEFAULT_TTL_SECONDS  # idle seconds before unload (from the end of the last request); 0: never
+    memory_mib: int | None = None  # None: estimated from the GGUF file
     preload: bool = False
-    pinned: bool = False                   # never evicted to make room for another model
-    slot_save: bool = False                # KV cache saved before unload, restored after load
+    pinned: bool = False  # never evicted to make room for another model
+    slot_save: bool = False  # KV cache saved before unload, restored after load
     load_timeout: float = DEFAULT_LOAD_TIMEOUT_SECONDS
     queue_limit: int = DEFAULT_QUEUE_LIMIT  # requests waiting for this model before a 429
 
@@ -48,11 +48,9 @@ class LaunchSpec:
         """The replicas that speculate with the draft (a request for logprobs avoids them: routing.py)."""
         return tuple(url for replica, url in enumerate(self.urls) if self.drafts_on(replica))
 
-    def argv(self, binary: str, replica: int, slot_dir: str | None = None,
-             extra_args: tuple[str, ...] = ()) -> list[str]:
+    def argv(self, binary: str, replica: int, slot_dir: str | None = None, extra_args: tuple[str, ...] = ()) -> list[str]:
         """The command line of one replica (always with --port: llama-server's default port moves)."""
-        argv = [binary, "--model", self.model_path, "--host", "127.0.0.1", "--port", str(self.ports[replica]),
-                *CHILD_FLAGS]
+        argv = [binary, "--model", self.model_path, "--host", "127.0.0.1", "--port", str(self.ports[replica]), *CHILD_FLAGS]
         if self.mmproj:
             argv += ["--mmproj", self.mmproj]
         if slot_dir:
@@ -91,9 +89,15 @@ class LaunchSpec:
     @classmethod
     def from_dict(cls, data: dict) -> LaunchSpec:
         devices = data.get("devices")
-        return cls(**{**data, "ports": tuple(data["ports"]), "args": tuple(data["args"]),
-                      "draft_args": tuple(data.get("draft_args", ())),
-                      "devices": tuple(devices) if devices is not None else None})
+        return cls(
+            **{
+                **data,
+                "ports": tuple(data["ports"]),
+                "args": tuple(data["args"]),
+                "draft_args": tuple(data.get("draft_args", ())),
+                "devices": tuple(devices) if devices is not None else None,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -105,10 +109,10 @@ class SupervisorSettings:
     memory_budget_mib: int
     max_loaded: int | None = None
     stop_timeout: float = DEFAULT_STOP_TIMEOUT_SECONDS
-    slot_dir: str | None = None            # where slot_save models keep their KV caches
-    api_key: str = field(default="", repr=False)   # the children's --api-key: random per start, only the proxy's
-    device_budgets: dict | None = None     # "gpu0", "gpu1", ..., "cpu" -> MiB; None: one pool
-    header_cache: str | None = None        # where the GGUF files' headers are kept (gguf_header.cached_header)
+    slot_dir: str | None = None  # where slot_save models keep their KV caches
+    api_key: str = field(default="", repr=False)  # the children's --api-key: random per start, only the proxy's
+    device_budgets: dict | None = None  # "gpu0", "gpu1", ..., "cpu" -> MiB; None: one pool
+    header_cache: str | None = None  # where the GGUF files' headers are kept (gguf_header.cached_header)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "models": [model.to_dict() for model in self.models]}

@@ -70,9 +70,28 @@ PRIMITIVES: dict[str, str] = {
 _RESERVED_NAMES = frozenset({"root", *PRIMITIVES})
 _SCALAR_RULES = {"number": "number", "integer": "integer", "boolean": "boolean", "null": "null"}
 # The keywords the grammar follows; any other one is ignored and, in allOf, never merged.
-_FOLLOWED = frozenset({"type", "enum", "const", "properties", "required", "additionalProperties", "items",
-                       "prefixItems", "additionalItems", "minItems", "maxItems", "minLength", "maxLength",
-                       "anyOf", "oneOf", "allOf", "nullable", "$ref"})
+_FOLLOWED = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "nullable",
+        "$ref",
+    }
+)
 
 _NOT_NAME_CHARS = re.compile(r"[^a-zA-Z0-9-]+")
 _NAME = re.compile(r"[a-zA-Z0-9-]+")
@@ -232,7 +251,7 @@ class GrammarBuilder:
         return name
 
     def _forget_rules_after(self, names_before: list[str]) -> None:
-        for name in list(self._rules)[len(names_before):]:
+        for name in list(self._rules)[len(names_before) :]:
             body = self._rules.pop(name)
             if self._names_by_body.get(body) == name:
                 del self._names_by_body[body]
@@ -305,8 +324,9 @@ class GrammarBuilder:
         if isinstance(types, list):
             if not types or not all(isinstance(name, str) for name in types):
                 raise SchemaError("type must be a name or a non-empty list of names", at.keyword("type"))
-            return _alternatives(self._named({**schema, "type": name}, at.inner(None, f"{at.hint}-{name}"))
-                                 for name in dict.fromkeys(types))
+            return _alternatives(
+                self._named({**schema, "type": name}, at.inner(None, f"{at.hint}-{name}")) for name in dict.fromkeys(types)
+            )
         if types is None:
             return "value"
         if types == "object":
@@ -341,15 +361,19 @@ class GrammarBuilder:
         return _seq('"{"', WS, self._members_expression(members, at.hint), '"}"')
 
     def _members(self, properties: dict, required: list[str], extra: bool | dict, at: _At) -> list[_Member]:
-        extra_value = "value" if extra is True or extra is False else self._named(
-            extra, at.inner("additionalProperties", f"{at.hint}-extra", after_text=True))
+        extra_value = (
+            "value"
+            if extra is True or extra is False
+            else self._named(extra, at.inner("additionalProperties", f"{at.hint}-extra", after_text=True))
+        )
         members = []
         for key, subschema in properties.items():
             value = self._named(subschema, at.inner(f"properties.{key}", f"{at.hint}-{key}", after_text=True))
             members.append(_Member(_pair(json_literal(key), value), "required" if key in required else "optional"))
         # Required but undeclared keys are written too (with any value, or the additional one's).
-        members += [_Member(_pair(json_literal(key), extra_value), "required")
-                    for key in dict.fromkeys(required) if key not in properties]
+        members += [
+            _Member(_pair(json_literal(key), extra_value), "required") for key in dict.fromkeys(required) if key not in properties
+        ]
         if extra is not False:
             members.append(_Member(_pair("string", extra_value), "repeated"))
         return members
@@ -361,7 +385,7 @@ class GrammarBuilder:
         members before the first required one, or the first required one. `rest` is what may
         follow member i, kept as a list of parts; it is named when used twice and long."""
         first_required = next((i for i, member in enumerate(members) if member.kind == "required"), len(members))
-        rest = [member.after_comma() for member in members[first_required + 1:]]
+        rest = [member.after_comma() for member in members[first_required + 1 :]]
         firsts = [_seq(members[first_required].first(), *rest)] if first_required < len(members) else []
         if first_required < len(members):
             rest = [members[first_required].after_comma(), *rest]
@@ -385,15 +409,16 @@ class GrammarBuilder:
             raise SchemaError("prefixItems must be a list of schemas", at.keyword("prefixItems"))
         low, high = _bounds(schema, "minItems", "maxItems", at)
         if len(prefix) > MAX_REPEAT and high is None:
-            high = MAX_REPEAT   # each prefix element written is a group nested in the one before
+            high = MAX_REPEAT  # each prefix element written is a group nested in the one before
         if items is False:
             high = len(prefix) if high is None else min(high, len(prefix))
             if low > high:
                 raise SchemaError(f"minItems {low} is more than the {high} items allowed", at.keyword("minItems"))
-        prefix_rules = [self._named(item, at.inner(f"prefixItems.{index}", f"{at.hint}-{index}", after_text=True))
-                        for index, item in enumerate(prefix[:high])]
-        item_rule = None if items is False else self._named(
-            items, at.inner("items", f"{at.hint}-item", after_text=True))
+        prefix_rules = [
+            self._named(item, at.inner(f"prefixItems.{index}", f"{at.hint}-{index}", after_text=True))
+            for index, item in enumerate(prefix[:high])
+        ]
+        item_rule = None if items is False else self._named(items, at.inner("items", f"{at.hint}-item", after_text=True))
         return _seq('"["', WS, _elements(prefix_rules, item_rule, low, high), '"]"')
 
     # -- $ref and allOf --
@@ -483,14 +508,16 @@ class GrammarBuilder:
             while pending:
                 source, ref = pending.pop()
                 if ref == start:
-                    raise SchemaError(f"$ref {start!r} can refer to itself before writing any character",
-                                      self._left_refs[source][ref])
+                    raise SchemaError(
+                        f"$ref {start!r} can refer to itself before writing any character", self._left_refs[source][ref]
+                    )
                 if ref not in seen:
                     seen.add(ref)
                     pending += [(ref, target) for target in self._left_refs.get(ref, {})]
 
 
 # -- expression helpers --
+
 
 def _seq(*parts: str) -> str:
     return " ".join(part for part in parts if part)
@@ -533,8 +560,11 @@ def _items_after(item: str | None, index: int, low: int, high: int | None) -> st
     """The elements of `item` after the `index` prefix elements (see _elements)."""
     if item is None:
         return ""
-    more = _repeat(f'( "," ws {item} ws )', max(low - index - 1, 0) if index == 0 else max(low - index, 0),
-                   None if high is None else high - index - (1 if index == 0 else 0))
+    more = _repeat(
+        f'( "," ws {item} ws )',
+        max(low - index - 1, 0) if index == 0 else max(low - index, 0),
+        None if high is None else high - index - (1 if index == 0 else 0),
+    )
     if index > 0:
         return more
     written = _seq(f"{item} ws", more)
@@ -554,6 +584,7 @@ def _primitives_used(bodies: Iterable[str | None]) -> set[str]:
 
 
 # -- schema helpers --
+
 
 def _json_literal_at(value: Any, path: str) -> str:
     try:
@@ -593,6 +624,7 @@ def _count(schema: dict, key: str, at: _At) -> int | None:
 
 # -- allOf merging: each followed keyword combined so that both schemas hold --
 
+
 def _merge(merged: dict, part: dict, path: str) -> dict:
     """`merged` and `part` as one schema; keywords the grammar ignores keep their first value."""
     result = dict(merged)
@@ -612,8 +644,7 @@ def _merge(merged: dict, part: dict, path: str) -> dict:
 def _merge_types(first: Any, second: Any, path: str) -> list[str]:
     firsts, seconds = _as_list(first), _as_list(second)
     both = [name for name in firsts if name in seconds]
-    both += [name for name in ("integer",) if name not in both and "number" in firsts + seconds
-             and "integer" in firsts + seconds]
+    both += [name for name in ("integer",) if name not in both and "number" in firsts + seconds and "integer" in firsts + seconds]
     if not both:
         raise SchemaError(f"allOf: no type is both {first!r} and {second!r}", path)
     return both

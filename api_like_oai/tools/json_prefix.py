@@ -18,16 +18,16 @@ from __future__ import annotations
 import re
 
 # Where the text is: what may come next.
-VALUE = "value"                 # a value (after ":" or "," in an array, or at the start)
-ARRAY_START = "array_start"     # a value or "]"
-OBJECT_START = "object_start"   # a key or "}"
-KEY = "key"                     # a key (after "," in an object)
+VALUE = "value"  # a value (after ":" or "," in an array, or at the start)
+ARRAY_START = "array_start"  # a value or "]"
+OBJECT_START = "object_start"  # a key or "}"
+KEY = "key"  # a key (after "," in an object)
 IN_KEY, COLON = "in_key", "colon"
 IN_STRING, IN_NUMBER, IN_LITERAL = "in_string", "in_number", "in_literal"
-AFTER = "after"                 # "," or the end of the container (or nothing, at the top)
+AFTER = "after"  # "," or the end of the container (or nothing, at the top)
 
 _STRING_STATES = frozenset((IN_STRING, IN_KEY))
-STRING_RUN = re.compile(r'[^"\\\x00-\x1f]+')   # inside a string: nothing to follow but its length
+STRING_RUN = re.compile(r'[^"\\\x00-\x1f]+')  # inside a string: nothing to follow but its length
 _SPACE = frozenset(" \t\r\n")
 _LITERALS = {"t": "rue", "f": "alse", "n": "ull"}
 _ESCAPES = frozenset('"\\/bfnrt')
@@ -35,17 +35,32 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 # A number's lexer: (state, character class) -> next state. Classes: "0", "d" (1-9), "-", "+", ".", "e".
 _NUMBER = {
-    ("start", "-"): "sign", ("start", "0"): "zero", ("start", "d"): "int",
-    ("sign", "0"): "zero", ("sign", "d"): "int",
-    ("zero", "."): "dot", ("zero", "e"): "exp",
-    ("int", "0"): "int", ("int", "d"): "int", ("int", "."): "dot", ("int", "e"): "exp",
-    ("dot", "0"): "frac", ("dot", "d"): "frac",
-    ("frac", "0"): "frac", ("frac", "d"): "frac", ("frac", "e"): "exp",
-    ("exp", "-"): "exp_sign", ("exp", "+"): "exp_sign", ("exp", "0"): "exp_digits", ("exp", "d"): "exp_digits",
-    ("exp_sign", "0"): "exp_digits", ("exp_sign", "d"): "exp_digits",
-    ("exp_digits", "0"): "exp_digits", ("exp_digits", "d"): "exp_digits",
+    ("start", "-"): "sign",
+    ("start", "0"): "zero",
+    ("start", "d"): "int",
+    ("sign", "0"): "zero",
+    ("sign", "d"): "int",
+    ("zero", "."): "dot",
+    ("zero", "e"): "exp",
+    ("int", "0"): "int",
+    ("int", "d"): "int",
+    ("int", "."): "dot",
+    ("int", "e"): "exp",
+    ("dot", "0"): "frac",
+    ("dot", "d"): "frac",
+    ("frac", "0"): "frac",
+    ("frac", "d"): "frac",
+    ("frac", "e"): "exp",
+    ("exp", "-"): "exp_sign",
+    ("exp", "+"): "exp_sign",
+    ("exp", "0"): "exp_digits",
+    ("exp", "d"): "exp_digits",
+    ("exp_sign", "0"): "exp_digits",
+    ("exp_sign", "d"): "exp_digits",
+    ("exp_digits", "0"): "exp_digits",
+    ("exp_digits", "d"): "exp_digits",
 }
-_NUMBER_ENDS = frozenset(("zero", "int", "frac", "exp_digits"))   # a number may end in these states
+_NUMBER_ENDS = frozenset(("zero", "int", "frac", "exp_digits"))  # a number may end in these states
 
 
 def _number_class(char: str) -> str:
@@ -64,22 +79,22 @@ class JsonPrefix:
     `complete`: the top-level value is whole."""
 
     def __init__(self):
-        self.length = 0                 # characters fed
-        self.position = 0               # characters read (the same, until the text breaks)
+        self.length = 0  # characters fed
+        self.position = 0  # characters read (the same, until the text breaks)
         self.safe_end = 0
         self.broken = False
         self.complete = False
         self.state = VALUE
-        self.stack: list[str] = []      # the open containers' closing brackets, innermost last
-        self.escape = ""                # the escape being read in a string ("\\", "\\u", "\\u0", ...)
-        self.number = ""                # the number lexer's state
-        self.literal_rest = ""          # what is left of true / false / null
-        self.safe_tail = ""             # what completes the value open at safe_end
-        self.safe_depth = 0             # how many containers are open at safe_end
+        self.stack: list[str] = []  # the open containers' closing brackets, innermost last
+        self.escape = ""  # the escape being read in a string ("\\", "\\u", "\\u0", ...)
+        self.number = ""  # the number lexer's state
+        self.literal_rest = ""  # what is left of true / false / null
+        self.safe_tail = ""  # what completes the value open at safe_end
+        self.safe_depth = 0  # how many containers are open at safe_end
 
     def feed(self, text: str) -> None:
         if self.state == IN_STRING and not self.escape and not self.broken and STRING_RUN.fullmatch(text):
-            self.string_run(len(text))   # the common token: more of a string value, safe all along
+            self.string_run(len(text))  # the common token: more of a string value, safe all along
             return
         self.length += len(text)
         position = 0
@@ -107,7 +122,7 @@ class JsonPrefix:
         """The text that makes the first `safe_end` characters a whole JSON value ("" when nothing was safe)."""
         if self.safe_end == 0:
             return ""
-        return self.safe_tail + "".join(reversed(self.stack[:self.safe_depth]))
+        return self.safe_tail + "".join(reversed(self.stack[: self.safe_depth]))
 
     # --- one character at a time: each handler returns False if the character breaks the JSON --
 
@@ -169,12 +184,12 @@ class JsonPrefix:
             if not self._escape_char(char):
                 return False
             if not self.escape:
-                self._safe('"')   # an escape is given out whole, never cut
+                self._safe('"')  # an escape is given out whole, never cut
             return True
         if char == '"':
             self._value_done()
             return True
-        return char >= " "        # control characters must be escaped in JSON
+        return char >= " "  # control characters must be escaped in JSON
 
     def _escape_char(self, char: str) -> bool:
         escape = self.escape

@@ -43,11 +43,11 @@ def new_call_id() -> str:
     the system's randomness, where secrets.choice per letter made 24 and cost 20 times more)."""
     while True:
         letters = secrets.token_bytes(32).translate(_ID_BYTES, _ID_DROPPED)
-        if len(letters) >= 24:   # 32 draws keep fewer than 24 about once in a million
+        if len(letters) >= 24:  # 32 draws keep fewer than 24 about once in a million
             return "call_" + letters[:24].decode()
 
 
-@dataclass(slots=True, unsafe_hash=True)   # not frozen, as GenerationEvent (backends/events.py): one per token
+@dataclass(slots=True, unsafe_hash=True)  # not frozen, as GenerationEvent (backends/events.py): one per token
 class ToolCallDelta:
     """A piece of one tool call: the first carries its id and name, the others arguments text."""
 
@@ -61,44 +61,53 @@ CONTENT, OPENING, OBJECT, CLOSING, BETWEEN = "content", "opening", "object", "cl
 
 
 class ToolCallParser:
-    def __init__(self, tool_format: ToolFormat, tool_names, *, stream_arguments: bool = False,
-                 new_id=new_call_id):
+    def __init__(self, tool_format: ToolFormat, tool_names, *, stream_arguments: bool = False, new_id=new_call_id):
         self.format = tool_format
         self.tool_names = frozenset(tool_names)
         self.stream_arguments = stream_arguments
         self.new_id = new_id
         self.stage = CONTENT
-        self.buffer = ""            # received, not yet given out or consumed
-        self.attempt = ""           # the consumed text of the call being read, returned as content if it fails
-        self.attempt_trigger = ""   # the trigger that began it (given out as content on failure)
+        self.buffer = ""  # received, not yet given out or consumed
+        self.attempt = ""  # the consumed text of the call being read, returned as content if it fails
+        self.attempt_trigger = ""  # the trigger that began it (given out as content on failure)
         self.scan: ObjectScan | None = None
         self.calls_made = 0
-        self.repeating = False      # the model wrote a call it had already written
+        self.repeating = False  # the model wrote a call it had already written
         self.calls_seen: set[tuple[str, str]] = set()
-        self.started_call: ToolCallDelta | None = None   # the call given out while still being written
+        self.started_call: ToolCallDelta | None = None  # the call given out while still being written
         self.streamed_arguments = ""
-        self.arguments_check = JsonPrefix()   # how much of the started call's arguments may be given out
-        self.call_cut = False       # a started call was closed by the end of the output, not by the model
-        self.output_began = False   # start triggers count only before any other text
-        self.after_call = False     # whitespace between and after calls is not content
-        self.in_argument_string = False   # inside a string of the started call's arguments, all given out
-        self.in_held_string = False       # inside a string of a call held back until it is whole
+        self.arguments_check = JsonPrefix()  # how much of the started call's arguments may be given out
+        self.call_cut = False  # a started call was closed by the end of the output, not by the model
+        self.output_began = False  # start triggers count only before any other text
+        self.after_call = False  # whitespace between and after calls is not content
+        self.in_argument_string = False  # inside a string of the started call's arguments, all given out
+        self.in_held_string = False  # inside a string of a call held back until it is whole
         self.out: list = []
-        self.stages = {CONTENT: self._content_stage, OPENING: self._opening, OBJECT: self._object,
-                       CLOSING: self._closing, BETWEEN: self._between}
+        self.stages = {
+            CONTENT: self._content_stage,
+            OPENING: self._opening,
+            OBJECT: self._object,
+            CLOSING: self._closing,
+            BETWEEN: self._between,
+        }
 
     # --- the interface ----------------------------------------------------------------------
 
     def feed(self, text: str) -> list:
         """Content strings and ToolCallDeltas, in order, for this much more of the output."""
         self.out = []
-        if self.stage == CONTENT and not self.buffer and not self.after_call and self.output_began \
-                and not any(trigger[0] in text for trigger in self.format.triggers):
+        if (
+            self.stage == CONTENT
+            and not self.buffer
+            and not self.after_call
+            and self.output_began
+            and not any(trigger[0] in text for trigger in self.format.triggers)
+        ):
             return [text] if text else []  # the common case: plain text, no marker in sight
         if self.in_argument_string and STRING_RUN.fullmatch(text):
             return [self._string_run(text)]  # the common token of a streamed call: more of a string
         if self.in_held_string and STRING_RUN.fullmatch(text):
-            self.scan.string_run(text)   # the common token of a held call: more of a string, nothing out yet
+            self.scan.string_run(text)  # the common token of a held call: more of a string, nothing out yet
             return []
         self.buffer += text
         self._advance(final=False)
@@ -158,7 +167,7 @@ class ToolCallParser:
         if found:
             position, trigger = min(found)
             self._content(buffer[:position])
-            self._begin_attempt(trigger, "", buffer[position + len(trigger):])
+            self._begin_attempt(trigger, "", buffer[position + len(trigger) :])
             self.stage = OPENING
             return True
         keep_from = len(buffer) if final else partial_suffix(buffer, self.format.triggers)
@@ -182,8 +191,8 @@ class ToolCallParser:
         if scan.end is None:
             self._stream_open_call()
             return False
-        self.buffer = scan.text[scan.end:]
-        self.attempt += scan.text[:scan.end]
+        self.buffer = scan.text[scan.end :]
+        self.attempt += scan.text[: scan.end]
         self.scan = None
         if not self._finish_call(scan):
             return self._fail()
@@ -240,18 +249,18 @@ class ToolCallParser:
         """Not a call after all: its text comes back as content, and scanning resumes after its trigger."""
         scanned = self.scan.text if self.scan is not None else ""
         trigger = self.attempt_trigger
-        rest = self.attempt[len(trigger):] + scanned + self.buffer
+        rest = self.attempt[len(trigger) :] + scanned + self.buffer
         self.scan = None
         self.after_call = False
         self._content(trigger)
         self.attempt, self.attempt_trigger = "", ""
         self.buffer = rest
         if self.started_call is not None:
-            self._close_cut_call()     # a grammar-held call cannot be taken back; it ends here
+            self._close_cut_call()  # a grammar-held call cannot be taken back; it ends here
         self.stage = CONTENT
         self.output_began = True
         if not trigger and rest:
-            self._content(rest[0])     # progress: the failed text cannot trigger the same attempt again
+            self._content(rest[0])  # progress: the failed text cannot trigger the same attempt again
             self.buffer = rest[1:]
         return True
 
@@ -275,25 +284,42 @@ class ToolCallParser:
         more of a string inside the started call's arguments, streamed whole as it is (`_string_run`):
         the scan and the check both inside that string, everything before it given out."""
         scan, check = self.scan, self.arguments_check
-        return self.stage == OBJECT and self.started_call is not None and scan is not None \
-            and scan.in_string and not scan.escaped and not scan.broken and scan.depth > 1 and scan.value_start is not None \
-            and check.state == IN_STRING and not check.escape and not check.broken \
-            and check.length == scan.position - scan.value_start == len(self.streamed_arguments) \
+        return (
+            self.stage == OBJECT
+            and self.started_call is not None
+            and scan is not None
+            and scan.in_string
+            and not scan.escaped
+            and not scan.broken
+            and scan.depth > 1
+            and scan.value_start is not None
+            and check.state == IN_STRING
+            and not check.escape
+            and not check.broken
+            and check.length == scan.position - scan.value_start == len(self.streamed_arguments)
             and not self.buffer
+        )
 
     def _inside_held_string(self) -> bool:
         """Whether the next token, if it holds no quote, backslash or control character, is only more of
         a string inside a call that is not streamed (later calls, calls without a grammar, a name not
         yet known): it changes nothing the scan looks for, and nothing is given out until the call ends."""
         scan = self.scan
-        return self.stage == OBJECT and self.started_call is None and scan is not None and scan.in_string \
-            and not scan.escaped and not scan.broken and not self.buffer
+        return (
+            self.stage == OBJECT
+            and self.started_call is None
+            and scan is not None
+            and scan.in_string
+            and not scan.escaped
+            and not scan.broken
+            and not self.buffer
+        )
 
     def _string_run(self, text: str) -> ToolCallDelta:
         """What the whole parse would give out for `text` inside the arguments' string: itself."""
         self.scan.string_run(text)
         self.arguments_check.string_run(len(text))
-        streamed, self.streamed_arguments = self.streamed_arguments, ""   # grown in place: see ObjectScan._take
+        streamed, self.streamed_arguments = self.streamed_arguments, ""  # grown in place: see ObjectScan._take
         streamed += text
         self.streamed_arguments = streamed
         return ToolCallDelta(self.calls_made, arguments=text)
@@ -302,8 +328,8 @@ class ToolCallParser:
         """The part of the arguments written so far that may be given out: valid JSON so far, ending
         where closing it adds no key or value of its own (a member waits until its value begins)."""
         check = self.arguments_check
-        check.feed(arguments_so_far[check.length:])
-        return arguments_so_far[:check.safe_end]
+        check.feed(arguments_so_far[check.length :])
+        return arguments_so_far[: check.safe_end]
 
     def _close_cut_call(self) -> None:
         """End the started call the output stopped inside: what was given out cannot be taken back,
@@ -312,7 +338,7 @@ class ToolCallParser:
         closing = self.arguments_check.closing() if self.streamed_arguments else "{}"
         if closing:
             self.out.append(ToolCallDelta(self.calls_made, arguments=closing))
-        self.calls_made += 1      # its index is taken
+        self.calls_made += 1  # its index is taken
         self.call_cut = True
         self._end_started_call()
 
@@ -322,7 +348,7 @@ class ToolCallParser:
         self.arguments_check = JsonPrefix()
 
     def _stream_arguments(self, arguments_so_far: str) -> None:
-        new_text = arguments_so_far[len(self.streamed_arguments):]
+        new_text = arguments_so_far[len(self.streamed_arguments) :]
         if new_text:
             self.out.append(ToolCallDelta(self.calls_made, arguments=new_text))
             self.streamed_arguments = arguments_so_far
@@ -348,7 +374,6 @@ class ToolCallParser:
         self.calls_made += 1
         self._end_started_call()
         return True
-
 
 
 def _canonical(arguments: str) -> str:

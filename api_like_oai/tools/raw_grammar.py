@@ -32,7 +32,7 @@ def check_grammar(text: str) -> None:
         raise SchemaError(f"the grammar is {size} bytes, more than {MAX_GRAMMAR_BYTES}")
     depth = position = 0
     while True:
-        step = _GBNF_STEP.match(text, position)   # always matches: at worst the end, or a construct that never ends
+        step = _GBNF_STEP.match(text, position)  # always matches: at worst the end, or a construct that never ends
         position = step.end()
         if step.lastgroup == "open":
             depth += 1
@@ -55,19 +55,22 @@ def _check_repeat(repeat: re.Match) -> None:
     for count in filter(None, repeat.groups()):
         # A count of more digits than the bound has is past it (and int() refuses 4,300 digits).
         if len(count) > len(str(MAX_GRAMMAR_REPEAT)) or int(count) > MAX_GRAMMAR_REPEAT:
-            raise SchemaError(f"the grammar repeats an item more than {MAX_GRAMMAR_REPEAT} times "
-                              f"({repeat.group()[:40]}): llama.cpp refuses that, or drops the bound")
+            raise SchemaError(
+                f"the grammar repeats an item more than {MAX_GRAMMAR_REPEAT} times "
+                f"({repeat.group()[:40]}): llama.cpp refuses that, or drops the bound"
+            )
 
 
 # What may hold any character, skipped whole (escapes as llama.cpp's parse_char reads them: a
 # backslash and the next character): literals, character classes, tokens (`<...>`, `!<...>`) and
 # comments, which end at a CR or an LF.
 _GBNF_COMMENT = r"#[^\r\n\x00]*+"
-_GBNF_SKIPPED = (r'"(?:[^"\\\x00]|\\[^\x00])*+"', r"\[(?:[^\]\\\x00]|\\[^\x00])*+\]", r"<[^>\x00]*+>",
-                 _GBNF_COMMENT)
+_GBNF_SKIPPED = (r'"(?:[^"\\\x00]|\\[^\x00])*+"', r"\[(?:[^\]\\\x00]|\\[^\x00])*+\]", r"<[^>\x00]*+>", _GBNF_COMMENT)
 # One step of check_grammar: whatever it need not look at, then what it must (possessive throughout,
 # so a construct that never ends is read once, to the end, and the step stops before it).
-_GBNF_STEP = re.compile(r"(?:[^()\{\"\[<#\x00]++|" + "|".join(_GBNF_SKIPPED) + r")*+"
-                        r"(?:(?P<open>\()|(?P<close>\))|(?P<brace>\{)|(?P<stop>[\"\[<\x00]|\Z))")
-_GBNF_SPACE = rf"(?:[ \t\r\n]|{_GBNF_COMMENT})*+"   # llama.cpp's parse_space: blanks and comments
+_GBNF_STEP = re.compile(
+    r"(?:[^()\{\"\[<#\x00]++|" + "|".join(_GBNF_SKIPPED) + r")*+"
+    r"(?:(?P<open>\()|(?P<close>\))|(?P<brace>\{)|(?P<stop>[\"\[<\x00]|\Z))"
+)
+_GBNF_SPACE = rf"(?:[ \t\r\n]|{_GBNF_COMMENT})*+"  # llama.cpp's parse_space: blanks and comments
 _GBNF_REPEAT = re.compile(rf"\{{{_GBNF_SPACE}([0-9]++){_GBNF_SPACE}(?:,{_GBNF_SPACE}([0-9]*+){_GBNF_SPACE})?\}}")

@@ -27,10 +27,9 @@ def match_sequence(pieces: tuple, text: str, start: int) -> tuple[str, int]:
             if position == len(text) and index < len(pieces) - 1:
                 return PARTIAL, start
             continue
-        available = text[position:position + len(piece)]
+        available = text[position : position + len(piece)]
         if available != piece:
-            return (PARTIAL, start) if piece.startswith(available) and position + len(available) == len(text) \
-                else (FAIL, start)
+            return (PARTIAL, start) if piece.startswith(available) and position + len(available) == len(text) else (FAIL, start)
         position += len(piece)
     return MATCH, position
 
@@ -48,7 +47,7 @@ def partial_suffix(text: str, markers: tuple[str, ...]) -> int:
 
 _STRING_RUN = re.compile(r'[^"\\]+')
 _NESTED_RUN = re.compile(r"[\s0-9.+\-:,eEtrufalsn]+")  # inside a value: nothing to track but strings and brackets
-_VALUE_CHARS = frozenset("{}[]\"0123456789-+.eEtrufalsn:, \t\r\n")
+_VALUE_CHARS = frozenset('{}[]"0123456789-+.eEtrufalsn:, \t\r\n')
 
 
 @dataclass
@@ -65,11 +64,11 @@ class ObjectScan:
     in_string: bool = False
     escaped: bool = False
     broken: bool = False
-    end: int | None = None              # position just after the closing brace
-    key_start: int | None = None        # a top-level key being read
-    current_key: str | None = None      # the top-level key whose value is being read
+    end: int | None = None  # position just after the closing brace
+    key_start: int | None = None  # a top-level key being read
+    current_key: str | None = None  # the top-level key whose value is being read
     value_start: int | None = None
-    values: dict | None = None          # top-level key -> (start, end) of its raw value text
+    values: dict | None = None  # top-level key -> (start, end) of its raw value text
 
     def __post_init__(self):
         self.values = {}
@@ -130,8 +129,14 @@ class ObjectScan:
             elif not char.isspace():
                 self.broken = True
             return
-        if char not in _VALUE_CHARS and not char.isspace() or \
-                self.depth == 1 and self.current_key is None and char not in '"},' and not char.isspace():
+        if (
+            char not in _VALUE_CHARS
+            and not char.isspace()
+            or self.depth == 1
+            and self.current_key is None
+            and char not in '"},'
+            and not char.isspace()
+        ):
             self.broken = True  # not JSON, or not a key where a key belongs
         elif char == '"':
             self.in_string = True
@@ -148,8 +153,7 @@ class ObjectScan:
         elif char == ",":
             if self.depth == 1 and self.value_start is not None:
                 self._value_done(position)
-        elif self.depth == 1 and self.current_key is not None and self.value_start is None \
-                and not char.isspace() and char != ":":
+        elif self.depth == 1 and self.current_key is not None and self.value_start is None and not char.isspace() and char != ":":
             self.value_start = position  # a number, true, false or null
 
     def _close(self, char: str, position: int) -> None:
@@ -166,13 +170,13 @@ class ObjectScan:
 
     def _key_done(self) -> None:
         try:
-            self.current_key = json.loads(self.text[self.key_start:self.position + 1])
+            self.current_key = json.loads(self.text[self.key_start : self.position + 1])
         except ValueError:
             self.broken = True
         self.key_start = None
 
     def _value_done(self, end: int) -> None:
-        raw = self.text[self.value_start:end].rstrip()
+        raw = self.text[self.value_start : end].rstrip()
         self.values[self.current_key] = (self.value_start, self.value_start + len(raw))
         self.current_key = None
         self.value_start = None
@@ -180,20 +184,20 @@ class ObjectScan:
     def value_text(self, key: str) -> str | None:
         """The raw text of a top-level key's finished value, or None."""
         span = self.values.get(key)
-        return None if span is None else self.text[span[0]:span[1]]
+        return None if span is None else self.text[span[0] : span[1]]
 
     def open_value(self, key: str) -> str | None:
         """The text so far of `key`'s value while it is still being written, else None."""
         if self.current_key != key or self.value_start is None:
             return None
-        return self.text[self.value_start:self.position]
+        return self.text[self.value_start : self.position]
 
     def parsed(self):
         """The finished object, or None if its text is not valid JSON."""
         if self.end is None:
             return None
         try:
-            value = json.loads(self.text[:self.end])
+            value = json.loads(self.text[: self.end])
         except ValueError:
             return None
         return value if isinstance(value, dict) else None

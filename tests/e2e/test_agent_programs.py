@@ -50,8 +50,7 @@ def workdir(tmp_path) -> Path:
 def refusals(agent_proxy):
     """The access-log lines with a 4xx status written during the test."""
     start = len(agent_proxy.log())
-    return lambda: [(endpoint, status) for endpoint, status in access_statuses(agent_proxy.log()[start:])
-                    if 400 <= status < 500]
+    return lambda: [(endpoint, status) for endpoint, status in access_statuses(agent_proxy.log()[start:]) if 400 <= status < 500]
 
 
 def assert_task_done(workdir: Path, answer: str, refusals, output: str = "") -> None:
@@ -62,6 +61,7 @@ def assert_task_done(workdir: Path, answer: str, refusals, output: str = "") -> 
 
 
 # --- the real programs --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("settings", [{}, {"ANTHROPIC_MODEL": "qwen2.5"}], ids=["default-model", "named-model"])
 def test_claude_code_finishes_a_shell_task(agent_proxy, workdir, refusals, settings):
@@ -103,12 +103,15 @@ def test_codex_finishes_a_shell_task(agent_proxy, workdir, refusals):
 
 # --- the libraries agents are written with -----------------------------------------------------
 
+
 def shell_in(workdir: Path):
     """The command runner the library agents get as their tool: bash in `workdir`, output returned."""
+
     def run_shell(command: str) -> str:
         """Run a bash command in the working directory and return what it printed."""
         done = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True, text=True, timeout=30)
         return done.stdout + done.stderr
+
     return run_shell
 
 
@@ -124,20 +127,22 @@ async def _run_openai_agent(agent: Agent, streamed: bool) -> str:
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("model_class", [OpenAIChatCompletionsModel, OpenAIResponsesModel])
 def test_openai_agents_sdk_tool_loop(agent_proxy, workdir, refusals, model_class, streamed):
-    set_tracing_disabled(True)   # traces would go to OpenAI
+    set_tracing_disabled(True)  # traces would go to OpenAI
     client = AsyncOpenAI(base_url=agent_proxy.url + "/v1", api_key=API_KEY, max_retries=0)
-    agent = Agent(name="shell", instructions="Use the shell to do the task.",
-                  model=model_class(model="qwen2.5", openai_client=client),
-                  tools=[function_tool(shell_in(workdir))])
+    agent = Agent(
+        name="shell",
+        instructions="Use the shell to do the task.",
+        model=model_class(model="qwen2.5", openai_client=client),
+        tools=[function_tool(shell_in(workdir))],
+    )
     answer = asyncio.run(_run_openai_agent(agent, streamed))
     assert_task_done(workdir, answer, refusals)
 
 
-@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")   # LangGraph 1.x, still there
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")  # LangGraph 1.x, still there
 @pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
 def test_langgraph_react_agent_tool_loop(agent_proxy, workdir, refusals, streaming):
-    model = ChatOpenAI(base_url=agent_proxy.url + "/v1", api_key=API_KEY, model="qwen2.5",
-                       streaming=streaming, max_retries=0)
+    model = ChatOpenAI(base_url=agent_proxy.url + "/v1", api_key=API_KEY, model="qwen2.5", streaming=streaming, max_retries=0)
     agent = create_react_agent(model, [tool(shell_in(workdir))])
     state = agent.invoke({"messages": [("user", TASK)]})
     assert_task_done(workdir, state["messages"][-1].content, refusals)

@@ -9,11 +9,18 @@ import jsonschema_rs
 import pytest
 import requests
 
-WEATHER = {"name": "get_weather", "description": "Get the current weather in a city.",
-           "input_schema": {"type": "object",
-                            "properties": {"city": {"type": "string", "maxLength": 40},
-                                           "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
-                            "required": ["city", "unit"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Get the current weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 40},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        },
+        "required": ["city", "unit"],
+    },
+}
 QUESTION = [{"role": "user", "content": "What is the weather like in Paris today?"}]
 HELLO = [{"role": "user", "content": "Say hello in one short sentence."}]
 # Today's SDK no longer has `temperature` (Claude Code and older SDKs send it); the proxy takes it.
@@ -57,8 +64,9 @@ def test_stream_text_is_the_final_message_and_the_non_streamed_one(claude):
 
 
 def test_stop_sequences_end_with_stop_sequence(claude):
-    message = claude.messages.create(messages=[{"role": "user", "content": "Count from 1 to 20, one per line."}],
-                                     stop_sequences=["5"], **SAMPLING)
+    message = claude.messages.create(
+        messages=[{"role": "user", "content": "Count from 1 to 20, one per line."}], stop_sequences=["5"], **SAMPLING
+    )
     assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", "5")
     assert "5" not in message.content[0].text
 
@@ -71,9 +79,11 @@ def test_tool_use_with_a_named_tool_and_the_result_round_trip(claude):
     assert call.name == "get_weather" and call.id
     jsonschema_rs.validate(WEATHER["input_schema"], call.input)
 
-    history = [*QUESTION, {"role": "assistant", "content": message.content},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
-                                             "content": "22 degrees celsius and sunny"}]}]
+    history = [
+        *QUESTION,
+        {"role": "assistant", "content": message.content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "22 degrees celsius and sunny"}]},
+    ]
     answer = claude.messages.create(**{**request, "messages": history}, tool_choice={"type": "none"})
     assert answer.stop_reason in ("end_turn", "max_tokens")
     assert [block.type for block in answer.content] == ["text"] and answer.content[0].text.strip()
@@ -88,9 +98,10 @@ def test_streamed_tool_use_is_the_non_streamed_one(claude):
             if event.type == "content_block_delta" and event.delta.type == "input_json_delta":
                 partial_json.append(event.delta.partial_json)
         streamed = stream.get_final_message()
-    assert len(partial_json) > 3   # held to a grammar, the arguments arrive as written
-    assert [(b.name, b.input) for b in streamed.content if b.type == "tool_use"] == \
-        [(b.name, b.input) for b in plain.content if b.type == "tool_use"]
+    assert len(partial_json) > 3  # held to a grammar, the arguments arrive as written
+    assert [(b.name, b.input) for b in streamed.content if b.type == "tool_use"] == [
+        (b.name, b.input) for b in plain.content if b.type == "tool_use"
+    ]
     assert streamed.stop_reason == plain.stop_reason == "tool_use"
 
 
@@ -99,20 +110,24 @@ def test_count_tokens_is_the_prompt_the_model_reads(claude):
     message = claude.messages.create(messages=HELLO, system="Be brief.", **{**SAMPLING, "max_tokens": 5})
     # as in Anthropic's API, the prompt is what was computed plus what was read from the cache
     assert counted.input_tokens == message.usage.input_tokens + message.usage.cache_read_input_tokens > 0
-    with_tools = claude.messages.count_tokens(model="claude-haiku-4-5", messages=HELLO, system="Be brief.",
-                                              tools=[WEATHER])
+    with_tools = claude.messages.count_tokens(model="claude-haiku-4-5", messages=HELLO, system="Be brief.", tools=[WEATHER])
     assert with_tools.input_tokens > counted.input_tokens
 
 
 def test_images_to_a_text_only_model_are_refused_in_anthropics_error_shape(claude):
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
     with pytest.raises(anthropic.BadRequestError) as caught:
-        claude.messages.create(messages=[{"role": "user", "content": [{"type": "text", "text": "What is it?"}, image]}],
-                               **SAMPLING)
-    assert caught.value.body == {"type": "error", "error": {
-        "type": "invalid_request_error",
-        "message": "messages.0.content.1: model 'llama.cpp' does not take images: its llama-server was started "
-                   "without a vision projector (--mmproj)"}}
+        claude.messages.create(
+            messages=[{"role": "user", "content": [{"type": "text", "text": "What is it?"}, image]}], **SAMPLING
+        )
+    assert caught.value.body == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "messages.0.content.1: model 'llama.cpp' does not take images: its llama-server was started "
+            "without a vision projector (--mmproj)",
+        },
+    }
 
 
 def test_keys_by_x_api_key_or_bearer_token(llama_server, start_proxy):

@@ -57,14 +57,12 @@ models:
 
 
 def chat_prompt(proxy, model: str, messages=HELLO) -> str:
-    response = requests.post(proxy.url + "/v1/internal/chat-prompt", json={"model": model, "messages": messages},
-                             timeout=30)
+    response = requests.post(proxy.url + "/v1/internal/chat-prompt", json={"model": model, "messages": messages}, timeout=30)
     return response.json()["prompt"]
 
 
 def test_each_alias_answers_through_its_own_template(routed_proxy):
-    assert chat_prompt(routed_proxy, "chatml-model").endswith("<|im_start|>user\nSay hello.<|im_end|>\n"
-                                                              "<|im_start|>assistant\n")
+    assert chat_prompt(routed_proxy, "chatml-model").endswith("<|im_start|>user\nSay hello.<|im_end|>\n<|im_start|>assistant\n")
     assert chat_prompt(routed_proxy, "vicuna-model").endswith("USER: Say hello. ASSISTANT:")
     client = openai_client(routed_proxy.url)
     for model in ("chatml-model", "vicuna-model"):
@@ -76,10 +74,10 @@ def test_a_familiar_name_resolves_to_its_alias(routed_proxy):
     client = openai_client(routed_proxy.url)
     reply = client.chat.completions.create(model="gpt-3.5-turbo", messages=HELLO, max_tokens=4)
     assert reply.model == "gpt-3.5-turbo" and reply.choices[0].message.content
-    assert {"chatml-model", "gpt-3.5-turbo", "vicuna-model", "pooled", "tiny-context", "tiny-strict", "remote"} == \
-        {m.id for m in client.models.list().data}
-    no_model = requests.post(routed_proxy.url + "/v1/chat/completions", json={"messages": HELLO, "max_tokens": 4},
-                             timeout=60)
+    assert {"chatml-model", "gpt-3.5-turbo", "vicuna-model", "pooled", "tiny-context", "tiny-strict", "remote"} == {
+        m.id for m in client.models.list().data
+    }
+    no_model = requests.post(routed_proxy.url + "/v1/chat/completions", json={"messages": HELLO, "max_tokens": 4}, timeout=60)
     assert no_model.json()["model"] == "chatml-model"
 
 
@@ -101,11 +99,16 @@ def test_model_info_and_health_report_upstreams(routed_proxy, second_server, doo
 def test_a_long_conversation_is_truncated_to_fit(routed_proxy):
     turns = []
     for n in range(8):
-        turns += [{"role": "user", "content": f"Tell me fact number {n} about the sea, in detail."},
-                  {"role": "assistant", "content": f"Fact {n}: the sea is large, deep, salty and full of life."}]
+        turns += [
+            {"role": "user", "content": f"Tell me fact number {n} about the sea, in detail."},
+            {"role": "assistant", "content": f"Fact {n}: the sea is large, deep, salty and full of life."},
+        ]
     conversation = [{"role": "system", "content": "Be brief."}, *turns, {"role": "user", "content": "Summarise."}]
-    response = requests.post(routed_proxy.url + "/v1/chat/completions", timeout=60,
-                             json={"model": "tiny-context", "messages": conversation, "max_tokens": 8})
+    response = requests.post(
+        routed_proxy.url + "/v1/chat/completions",
+        timeout=60,
+        json={"model": "tiny-context", "messages": conversation, "max_tokens": 8},
+    )
     assert response.status_code == 200, response.text
     dropped = int(response.headers["X-Messages-Dropped"])
     assert 0 < dropped < len(turns)
@@ -116,10 +119,16 @@ def test_a_long_conversation_is_truncated_to_fit(routed_proxy):
 def test_a_max_tokens_larger_than_the_context_shortens_the_reply_not_the_conversation(routed_proxy):
     """As Claude Code and Cline ask: the reply gets what the context leaves, the history stays unless
     the prompt leaves less than the reserve (a quarter of the context here)."""
-    conversation = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."},
-                    {"role": "user", "content": "Another one."}]
-    response = requests.post(routed_proxy.url + "/v1/chat/completions", timeout=60,
-                             json={"model": "tiny-context", "messages": conversation, "max_tokens": 32000})
+    conversation = [
+        {"role": "user", "content": "Name a colour."},
+        {"role": "assistant", "content": "Blue."},
+        {"role": "user", "content": "Another one."},
+    ]
+    response = requests.post(
+        routed_proxy.url + "/v1/chat/completions",
+        timeout=60,
+        json={"model": "tiny-context", "messages": conversation, "max_tokens": 32000},
+    )
     assert response.status_code == 200, response.text
     assert "X-Messages-Dropped" not in response.headers
     usage = response.json()["usage"]
@@ -129,8 +138,11 @@ def test_a_max_tokens_larger_than_the_context_shortens_the_reply_not_the_convers
 
 
 def test_context_overflow_error_is_openai_s_strict_400(routed_proxy):
-    no_room = requests.post(routed_proxy.url + "/v1/chat/completions", timeout=60, json={
-        "model": "tiny-strict", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 150})
+    no_room = requests.post(
+        routed_proxy.url + "/v1/chat/completions",
+        timeout=60,
+        json={"model": "tiny-strict", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 150},
+    )
     assert no_room.status_code == 400
     error = no_room.json()["error"]
     assert error["code"] == "context_length_exceeded" and "160" in error["message"] and "150" in error["message"]
@@ -141,8 +153,9 @@ def test_killing_one_of_two_upstreams_loses_no_new_request(routed_proxy, doomed_
     doomed_server.process.send_signal(signal.SIGKILL)
     doomed_server.process.wait()
     with ThreadPoolExecutor(4) as pool:
-        replies = list(pool.map(lambda _: client.chat.completions.create(model="pooled", messages=HELLO, max_tokens=4),
-                                range(12)))
+        replies = list(
+            pool.map(lambda _: client.chat.completions.create(model="pooled", messages=HELLO, max_tokens=4), range(12))
+        )
     assert all(reply.choices[0].message.content for reply in replies)
     health = requests.get(routed_proxy.url + "/health", timeout=30)
     assert health.status_code == 503 and health.json()["upstreams"][doomed_server.url] != "ok"
@@ -154,8 +167,11 @@ def test_an_openai_compatible_upstream_is_passed_through(routed_proxy, llama_ser
     client = openai_client(routed_proxy.url, strict=False)
     reply = client.chat.completions.create(model="remote", messages=HELLO, max_tokens=6)
     assert reply.model == "remote" and reply.choices[0].message.content
-    pieces = [c.choices[0].delta.content or "" for c in
-              client.chat.completions.create(model="remote", messages=HELLO, max_tokens=6, stream=True) if c.choices]
+    pieces = [
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(model="remote", messages=HELLO, max_tokens=6, stream=True)
+        if c.choices
+    ]
     assert "".join(pieces)
     info = requests.get(routed_proxy.url + "/v1/internal/model/info", params={"model": "remote"}, timeout=30).json()
     assert info["kind"] == "openai" and info["upstreams"] == [{"url": llama_server.url + "/v1"}]

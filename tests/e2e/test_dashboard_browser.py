@@ -27,8 +27,13 @@ WAIT_MS = 45_000
 def slow_prefill_server(provisioned):
     """One slot, one thread, small batches: a prompt of a few thousand tokens is read in steps the
     dashboard sees (llama.cpp reports progress after each batch)."""
-    server = LlamaServer(provisioned["LLAMA_SERVER"], provisioned["MODEL"], slots=1, context_size=8192,
-                         extra_args=("--threads", "1", "--batch-size", "64", "--ubatch-size", "64")).start()
+    server = LlamaServer(
+        provisioned["LLAMA_SERVER"],
+        provisioned["MODEL"],
+        slots=1,
+        context_size=8192,
+        extra_args=("--threads", "1", "--batch-size", "64", "--ubatch-size", "64"),
+    ).start()
     yield server
     server.stop()
 
@@ -36,7 +41,7 @@ def slow_prefill_server(provisioned):
 @pytest.fixture(scope="module")
 def dashboard_proxy(slow_prefill_server, start_proxy, tmp_path_factory):
     folder = tmp_path_factory.mktemp("dashboard")
-    config = folder / "config.yaml"   # a config's model names are strict: an unknown one is a 404
+    config = folder / "config.yaml"  # a config's model names are strict: an unknown one is a 404
     config.write_text(f"models:\n  smollm:\n    upstreams: [{slow_prefill_server.url}]\n")
     return start_proxy("--config", str(config), "--admin-key", ADMIN_KEY, "--store", f"sqlite:///{folder}/store.sqlite3")
 
@@ -58,12 +63,18 @@ class LongStream(threading.Thread):
     def __init__(self, url: str):
         super().__init__(daemon=True)
         self.url, self.finish_reasons, self.chunks = url, [], 0
-        self.items = 60   # about 600 prompt tokens: a few seconds of prefill on one thread, batches of 64
+        self.items = 60  # about 600 prompt tokens: a few seconds of prefill on one thread, batches of 64
 
     def run(self) -> None:
         prompt = " ".join(f"item {number} is a small blue stone." for number in range(self.items))
-        body = {"model": "smollm", "stream": True, "max_tokens": 3000, "ignore_eos": True, "temperature": 0,
-                "messages": [{"role": "user", "content": prompt + "\nCount the stones, one line each."}]}
+        body = {
+            "model": "smollm",
+            "stream": True,
+            "max_tokens": 3000,
+            "ignore_eos": True,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": prompt + "\nCount the stones, one line each."}],
+        }
         with requests.post(self.url + "/v1/chat/completions", json=body, headers=AUTH, stream=True, timeout=120) as answer:
             assert answer.status_code == 200, answer.text
             for line in answer.iter_lines():
@@ -96,8 +107,12 @@ def test_the_dashboard_follows_a_request_stops_it_lists_an_error_and_draws_a_cha
     stream.join(60)
     assert not stream.is_alive() and stream.finish_reasons == ["stop"] and stream.chunks < 3000
 
-    refused = requests.post(dashboard_proxy.url + "/v1/embeddings", json={"model": MARKUP_MODEL, "input": "x"},
-                            headers={"Authorization": "Bearer not-a-key"}, timeout=30)
+    refused = requests.post(
+        dashboard_proxy.url + "/v1/embeddings",
+        json={"model": MARKUP_MODEL, "input": "x"},
+        headers={"Authorization": "Bearer not-a-key"},
+        timeout=30,
+    )
     assert refused.status_code == 401
     missing = requests.post(dashboard_proxy.url + "/v1/internal/requests/no-such-request/stop", headers=AUTH, timeout=30)
     assert missing.status_code == 404
@@ -112,8 +127,12 @@ def test_the_dashboard_follows_a_request_stops_it_lists_an_error_and_draws_a_cha
 
 
 def test_markup_in_names_and_errors_is_shown_as_text_and_never_runs(dashboard_proxy, page, tmp_path):
-    requests.post(dashboard_proxy.url + "/v1/chat/completions", headers=AUTH, timeout=30,
-                  json={"model": MARKUP_MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+    requests.post(
+        dashboard_proxy.url + "/v1/chat/completions",
+        headers=AUTH,
+        timeout=30,
+        json={"model": MARKUP_MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1},
+    )
     page.goto(dashboard_proxy.url + "/ui")
     page.fill("#key", ADMIN_KEY)
     page.click("#key-form button[type=submit]")

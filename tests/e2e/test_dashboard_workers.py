@@ -36,8 +36,13 @@ class Stream(threading.Thread):
         self.start()
 
     def run(self) -> None:
-        body = {"model": "smollm", "stream": True, "max_tokens": 1900, "ignore_eos": True,
-                "messages": [{"role": "user", "content": "Count to a thousand, one number a line."}]}
+        body = {
+            "model": "smollm",
+            "stream": True,
+            "max_tokens": 1900,
+            "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Count to a thousand, one number a line."}],
+        }
         with requests.post(self.url + "/v1/chat/completions", json=body, stream=True, timeout=300) as answer:
             for line in answer.iter_lines():
                 if line.startswith(b"data: {"):
@@ -57,8 +62,9 @@ def live_frames(url: str):
 
 
 def test_the_live_list_and_the_stop_action_reach_every_workers_streams(eight_slots, start_proxy):
-    proxy = start_proxy("--llama-api", eight_slots.url, "--model-name", "smollm", "--chat-prompt-model", "chatml",
-                        "--workers", "2")
+    proxy = start_proxy(
+        "--llama-api", eight_slots.url, "--model-name", "smollm", "--chat-prompt-model", "chatml", "--workers", "2"
+    )
     streams: list[Stream] = []
     while not all(client_connections(pid, proxy.port) for pid in workers_of(proxy)):
         assert len(streams) < SLOTS, "the kernel never handed a stream to the second worker"
@@ -66,7 +72,7 @@ def test_the_live_list_and_the_stop_action_reach_every_workers_streams(eight_slo
         wait_for(lambda: sum(client_connections(pid, proxy.port) for pid in workers_of(proxy)) == len(streams))  # noqa: B023
 
     deadline = time.monotonic() + 120
-    for live in live_frames(proxy.url):   # every stream listed, each generating, by a worker that serves some
+    for live in live_frames(proxy.url):  # every stream listed, each generating, by a worker that serves some
         if len(live["requests"]) == len(streams) and all(row["phase"] == "generating" for row in live["requests"]):
             break
         assert time.monotonic() < deadline, f"the live list never showed all {len(streams)} streams: {live['requests']}"

@@ -21,20 +21,36 @@ COMMANDS = {
 def test_each_way_to_start_serves_chat(way, llama_server, start_proxy):
     proxy = start_proxy("--llama-api", llama_server.url, command=COMMANDS[way])
     reply = openai_client(proxy.url).chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "Hi"}], max_tokens=4)
+        model="m", messages=[{"role": "user", "content": "Hi"}], max_tokens=4
+    )
     assert reply.choices[0].message.content
 
 
 def test_legacy_flags_format_the_prompt_as_the_original_script(llama_server, start_proxy):
     import requests
 
-    proxy = start_proxy("--llama-api", llama_server.url, "--chat-prompt", "Rules follow.\\n",
-                        "--user-name", "\\nUSER: ", "--ai-name", "\\nASSISTANT: ", "--stop", "\\n")
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-                {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Bye"}]
+    proxy = start_proxy(
+        "--llama-api",
+        llama_server.url,
+        "--chat-prompt",
+        "Rules follow.\\n",
+        "--user-name",
+        "\\nUSER: ",
+        "--ai-name",
+        "\\nASSISTANT: ",
+        "--stop",
+        "\\n",
+    )
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "Bye"},
+    ]
     prompt = requests.post(proxy.url + "/v1/internal/chat-prompt", json={"messages": messages}, timeout=10)
     assert prompt.json()["prompt"] == (
-        "Rules follow.\nASSISTANT's RULE: Be brief.\nUSER: Hi\nASSISTANT: Hello!\n\nUSER: Bye\nASSISTANT:")
+        "Rules follow.\nASSISTANT's RULE: Be brief.\nUSER: Hi\nASSISTANT: Hello!\n\nUSER: Bye\nASSISTANT:"
+    )
     reply = openai_client(proxy.url).chat.completions.create(model="m", messages=messages, max_tokens=8)
     assert "\n" not in reply.choices[0].message.content  # the --stop marker ends the answer
 
@@ -58,15 +74,20 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned, tmp_p
     # (`scripts/test &`) ignores SIGINT, every child inherits that, and a shell cannot trap a signal
     # ignored when it started.
     script = subprocess.Popen(  # noqa: PLW1509 - a signal reset only, before exec
-        [str(ROOT / "scripts" / "run"), "--port", str(port)], env=env,
-        stdout=subprocess.DEVNULL, stderr=log.open("w"),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        [str(ROOT / "scripts" / "run"), "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     started: list[int] = []
     try:
-        wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).ok, script,
-                   "scripts/run", timeout=120)
-        reply = requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=120,
-                              json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+        wait_until(lambda: requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).ok, script, "scripts/run", timeout=120)
+        reply = requests.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            timeout=120,
+            json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
+        )
         assert reply.status_code == 200, reply.text
         assert f"on http://127.0.0.1:{port}/v1" in log.read_text()
         started = descendants_of(script.pid)  # the proxy, its workers, its supervisor and the llama-server it started

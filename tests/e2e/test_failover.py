@@ -30,26 +30,43 @@ def ask(proxy, api: str, stream: bool, prompt: str, session: str | None = None) 
     given (its route is "session"); the SDK raises on any status but 200."""
     if api == "chat":
         client = openai_client(proxy.url)
-        request = {"model": MODEL, "messages": [{"role": "user", "content": prompt}], "max_tokens": TOKENS,
-                   **({"user": session} if session else {})}
+        request = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": TOKENS,
+            **({"user": session} if session else {}),
+        }
         if stream:
-            return "".join(chunk.choices[0].delta.content or "" for chunk in
-                           client.chat.completions.create(**request, stream=True) if chunk.choices)
+            return "".join(
+                chunk.choices[0].delta.content or ""
+                for chunk in client.chat.completions.create(**request, stream=True)
+                if chunk.choices
+            )
         return client.chat.completions.create(**request).choices[0].message.content
     if api == "messages":
         claude = claude_client(proxy.url)
-        request = {"model": MODEL, "messages": [{"role": "user", "content": prompt}], "max_tokens": TOKENS,
-                   **({"metadata": {"user_id": session}} if session else {})}
+        request = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": TOKENS,
+            **({"metadata": {"user_id": session}} if session else {}),
+        }
         if stream:
             with claude.messages.stream(**request) as events:
                 return events.get_final_text()
         return "".join(block.text for block in claude.messages.create(**request).content if block.type == "text")
     client = openai_client(proxy.url)
-    request = {"model": MODEL, "input": prompt, "max_output_tokens": TOKENS, "store": False,
-               **({"user": session} if session else {})}
+    request = {
+        "model": MODEL,
+        "input": prompt,
+        "max_output_tokens": TOKENS,
+        "store": False,
+        **({"user": session} if session else {}),
+    }
     if stream:
-        return "".join(event.delta for event in client.responses.create(**request, stream=True)
-                       if event.type == "response.output_text.delta")
+        return "".join(
+            event.delta for event in client.responses.create(**request, stream=True) if event.type == "response.output_text.delta"
+        )
     return client.responses.create(**request).output_text
 
 
@@ -84,11 +101,11 @@ def upstreams_of(proxy) -> dict[str, bool]:
 
 @pytest.mark.parametrize("dead_first", [True, False], ids=["dead-first", "dead-last"])
 def test_an_upstream_dead_from_the_start_loses_no_request(llama_server, start_proxy, tmp_path_factory, dead_first):
-    dead = f"http://127.0.0.1:{free_port()}"   # nothing listens there
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     order = (dead, llama_server.url) if dead_first else (llama_server.url, dead)
     proxy = pooled(start_proxy, tmp_path_factory, *order)
     # The first requests meet a pool that knows nothing yet: /props, the template and the route are all asked now.
-    assert all(round_of(proxy, [SAME] * 8))                                          # identical, together
+    assert all(round_of(proxy, [SAME] * 8))  # identical, together
     assert all(ask(proxy, *job(n, prompt)) for n, prompt in enumerate(different("Name the number", 6)))  # one by one
     answers = [line for line in access_lines(proxy) if line["model"] == MODEL]
     assert len(answers) == 14 and {line["status"] for line in answers} == {"200"}
@@ -104,26 +121,29 @@ def doomed(start_llama_server):
 
 
 def test_an_upstream_killed_between_rounds_loses_no_request_and_is_used_again_once_back(
-        llama_server, doomed, start_proxy, tmp_path_factory):
+    llama_server, doomed, start_proxy, tmp_path_factory
+):
     proxy = pooled(start_proxy, tmp_path_factory, doomed.url, llama_server.url)
     prompts = [prompt for pair in zip([SAME] * 4, different("Name the number", 4), strict=True) for prompt in pair]
-    assert all(round_of(proxy, prompts))      # both serve; routes are learned for both
+    assert all(round_of(proxy, prompts))  # both serve; routes are learned for both
     assert doomed.url in {line["upstream"] for line in access_lines(proxy)}
 
-    for n, prompt in enumerate(prompts):      # one client: the kill falls between two requests
+    for n, prompt in enumerate(prompts):  # one client: the kill falls between two requests
         if n == len(prompts) // 2:
             doomed.process.send_signal(signal.SIGKILL)
             doomed.process.wait()
         assert ask(proxy, *job(n, prompt))
-    assert all(round_of(proxy, prompts))      # eight clients, the learned routes of the dead one moved
+    assert all(round_of(proxy, prompts))  # eight clients, the learned routes of the dead one moved
 
-    doomed.start()                            # on the same port; stopped with the module
+    doomed.start()  # on the same port; stopped with the module
     wait_until(lambda: upstreams_of(proxy)[doomed.url], proxy.process, "the health poller", timeout=60)
     # Sessions whose key hashes to it come back to it (the others stay where they are).
-    homing = [key for key in (f"home-{n}" for n in range(100))
-              if rendezvous(key, [doomed.url, llama_server.url])[0] == doomed.url][:len(KINDS)]
+    homing = [
+        key for key in (f"home-{n}" for n in range(100)) if rendezvous(key, [doomed.url, llama_server.url])[0] == doomed.url
+    ][: len(KINDS)]
     served_before = len(access_lines(proxy))
     for n, (kind, key) in enumerate(zip(KINDS, homing, strict=True)):
         assert ask(proxy, *kind, f"Spell the number {n}.", key)
-    assert {(line["upstream"], line["route"]) for line in access_lines(proxy)[served_before:]
-            if line["model"] == MODEL} == {(doomed.url, "session")}
+    assert {(line["upstream"], line["route"]) for line in access_lines(proxy)[served_before:] if line["model"] == MODEL} == {
+        (doomed.url, "session")
+    }

@@ -60,9 +60,23 @@ def _box(directory, index: int, common: list[str], provisioned: dict) -> Proxy:
     slots = directory / f"slots-{index}"
     slots.mkdir()
     host, port = f"127.0.0.{2 + index}", free_port()
-    return Proxy([*common, "--config", str(config), "--llama-server", provisioned["LLAMA_SERVER"],
-                  "--memory-budget", "400", "--slot-save-dir", str(slots), "--advertise", f"http://{host}:{port}"],
-                 port=port, host=host)
+    return Proxy(
+        [
+            *common,
+            "--config",
+            str(config),
+            "--llama-server",
+            provisioned["LLAMA_SERVER"],
+            "--memory-budget",
+            "400",
+            "--slot-save-dir",
+            str(slots),
+            "--advertise",
+            f"http://{host}:{port}",
+        ],
+        port=port,
+        host=host,
+    )
 
 
 def _where(front: Proxy) -> dict[str, dict]:
@@ -73,13 +87,17 @@ def _where(front: Proxy) -> dict[str, dict]:
 
 
 def _llama_servers(proxy: Proxy) -> list[int]:
-    return [pid for pid in descendants_of(proxy.process.pid) if command_line(pid)[:1]
-            and command_line(pid)[0].endswith("llama-server")]
+    return [
+        pid
+        for pid in descendants_of(proxy.process.pid)
+        if command_line(pid)[:1] and command_line(pid)[0].endswith("llama-server")
+    ]
 
 
 def _turn(front: Proxy, messages: list[dict]):
     return openai_client(front.url).chat.completions.with_raw_response.create(
-        model=MODEL, messages=messages, max_tokens=8, temperature=0)
+        model=MODEL, messages=messages, max_tokens=8, temperature=0
+    )
 
 
 def test_a_cold_model_is_started_once_when_two_fronts_get_its_first_requests_at_once(fleet):
@@ -103,8 +121,10 @@ def test_an_agent_session_through_both_fronts_stays_on_one_box_and_in_its_cache(
     eventually(lambda: {box["state"] for box in _where(fronts[0]).values()} == {"loaded"}, "loaded on both boxes")
     stayed = prompt_tokens = cached_tokens = later_turns = 0
     for session in range(2):
-        messages = [{"role": "system", "content": f"Session {session}. {SYSTEM}"},
-                    {"role": "user", "content": "List three prime numbers."}]
+        messages = [
+            {"role": "system", "content": f"Session {session}. {SYSTEM}"},
+            {"role": "user", "content": "List three prime numbers."},
+        ]
         first_box = None
         for turn in range(1, 9):
             raw = _turn(fronts[turn % 2], messages)
@@ -116,8 +136,10 @@ def test_an_agent_session_through_both_fronts_stays_on_one_box_and_in_its_cache(
                 stayed += box == first_box
                 prompt_tokens += answer.usage.prompt_tokens
                 cached_tokens += answer.usage.prompt_tokens_details.cached_tokens
-            messages += [{"role": "assistant", "content": answer.choices[0].message.content},
-                         {"role": "user", "content": f"And {turn} more."}]
+            messages += [
+                {"role": "assistant", "content": answer.choices[0].message.content},
+                {"role": "user", "content": f"And {turn} more."},
+            ]
     assert stayed / later_turns >= 0.95
     assert cached_tokens / prompt_tokens >= 0.90
 
@@ -125,7 +147,8 @@ def test_an_agent_session_through_both_fronts_stays_on_one_box_and_in_its_cache(
 def test_a_killed_front_leaves_the_other_front_serving_and_its_leases_released(fleet):
     killed, other = fleet["fronts"]
     stream = openai_client(killed.url).chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "Count to one hundred."}], max_tokens=400, stream=True)
+        model=MODEL, messages=[{"role": "user", "content": "Count to one hundred."}], max_tokens=400, stream=True
+    )
     next(iter(stream))
     # the box's next heartbeat (1 s) and the front's next read (0.5 s) show it
     eventually(lambda: sum(box["in_flight"] for box in _where(other).values()) >= 1, "the stream in flight")
@@ -142,7 +165,7 @@ def test_a_killed_box_leaves_the_fleet_and_no_llama_server_behind(fleet):
     its_llama_servers = _llama_servers(killed)
     assert its_llama_servers
     leftovers = kill_instance(killed.process)
-    deadline = time.monotonic() + 7   # past the heartbeat's expiry (5 s)
+    deadline = time.monotonic() + 7  # past the heartbeat's expiry (5 s)
     answered = 0
     while time.monotonic() < deadline:
         assert _turn(front, [{"role": "user", "content": f"Say hi {answered}."}]).http_response.status_code == 200

@@ -57,15 +57,27 @@ def pool(provisioned, tmp_path_factory):
 
 def _box(common, directory, provisioned, last_octet: int, lend: int | None) -> Proxy:
     address, port = f"127.0.0.{last_octet}", free_port()
-    flags = [*common, "--config", str(directory / "box.yaml"), "--llama-server", provisioned["LLAMA_SERVER"],
-             "--memory-budget", "400", "--advertise", f"http://{address}:{port}"]
+    flags = [
+        *common,
+        "--config",
+        str(directory / "box.yaml"),
+        "--llama-server",
+        provisioned["LLAMA_SERVER"],
+        "--memory-budget",
+        "400",
+        "--advertise",
+        f"http://{address}:{port}",
+    ]
     return Proxy(flags + (["--rpc-lend", str(lend)] if lend else []), port=port, host=address)
 
 
 def _fleet_metric(front: Proxy, series: str) -> float | None:
     """The value of one series (its name and labels as /metrics writes them) on the front's /metrics."""
-    values = dict(line.rsplit(" ", 1) for line in requests.get(front.url + "/metrics", timeout=10).text.splitlines()
-                  if line and not line.startswith("#"))
+    values = dict(
+        line.rsplit(" ", 1)
+        for line in requests.get(front.url + "/metrics", timeout=10).text.splitlines()
+        if line and not line.startswith("#")
+    )
     return float(values[series]) if series in values else None
 
 
@@ -76,7 +88,8 @@ def _processes(proxy: Proxy, binary: str) -> list[list[str]]:
 def test_a_model_larger_than_either_box_answers_through_rpc_over_both(pool):
     host, lender, front = pool["host"], pool["lender"], pool["front"]
     raw = openai_client(front.url).chat.completions.with_raw_response.create(
-        model=MODEL, messages=[{"role": "user", "content": "Say hello."}], max_tokens=8)
+        model=MODEL, messages=[{"role": "user", "content": "Say hello."}], max_tokens=8
+    )
     assert raw.parse().choices[0].message.content
     assert (raw.headers["X-Fleet-Box"], raw.headers["X-Fleet-Route"]) == (host.url, "rpc")
     [rpc_server] = _processes(lender, "rpc-server")
@@ -88,8 +101,10 @@ def test_a_model_larger_than_either_box_answers_through_rpc_over_both(pool):
 
 def test_each_boxs_share_is_counted_against_its_budget(pool):
     host, lender, front = pool["host"], pool["lender"], pool["front"]
-    eventually(lambda: _fleet_metric(front, f'api_like_oai_fleet_box_used_mib{{box="{host.url}"}}') == 600.0 - LENT,
-               "the host's share used on the host")
+    eventually(
+        lambda: _fleet_metric(front, f'api_like_oai_fleet_box_used_mib{{box="{host.url}"}}') == 600.0 - LENT,
+        "the host's share used on the host",
+    )
     assert _fleet_metric(front, f'api_like_oai_fleet_box_budget_mib{{box="{lender.url}"}}') == 400.0 - LENT
 
     def host_entry() -> tuple:
@@ -103,8 +118,9 @@ def test_each_boxs_share_is_counted_against_its_budget(pool):
 
 def test_a_killed_lender_leaves_no_rpc_server_behind(pool):
     lender = pool["lender"]
-    rpc_servers = [pid for pid in descendants_of(lender.process.pid) if command_line(pid)[:1]
-                   and command_line(pid)[0].endswith("rpc-server")]
+    rpc_servers = [
+        pid for pid in descendants_of(lender.process.pid) if command_line(pid)[:1] and command_line(pid)[0].endswith("rpc-server")
+    ]
     assert rpc_servers
     leftovers = kill_instance(lender.process)
     eventually(lambda: not still_running(leftovers), "the killed lender's member and rpc-server gone")

@@ -45,8 +45,21 @@ def _box(directory, index: int, common: list[str], provisioned: dict) -> Proxy:
     config = directory / f"box-{index}.yaml"
     config.write_text(BOX_CONFIG.replace("$MODEL", provisioned["MODEL"]))
     host, port = f"127.0.0.{2 + index}", free_port()
-    return Proxy([*common, "--config", str(config), "--llama-server", provisioned["LLAMA_SERVER"],
-                  "--memory-budget", "400", "--advertise", f"http://{host}:{port}"], port=port, host=host)
+    return Proxy(
+        [
+            *common,
+            "--config",
+            str(config),
+            "--llama-server",
+            provisioned["LLAMA_SERVER"],
+            "--memory-budget",
+            "400",
+            "--advertise",
+            f"http://{host}:{port}",
+        ],
+        port=port,
+        host=host,
+    )
 
 
 def _where(front: Proxy) -> dict[str, str]:
@@ -57,22 +70,29 @@ def _where(front: Proxy) -> dict[str, str]:
 
 
 def _llama_servers(proxy: Proxy) -> list[int]:
-    return [pid for pid in descendants_of(proxy.process.pid)
-            if command_line(pid)[:1] and command_line(pid)[0].endswith("llama-server")]
+    return [
+        pid
+        for pid in descendants_of(proxy.process.pid)
+        if command_line(pid)[:1] and command_line(pid)[0].endswith("llama-server")
+    ]
 
 
 def _chat(front: Proxy, messages: list[dict], key: str = ADMIN, **fields) -> requests.Response:
-    return requests.post(front.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {key}"}, timeout=120,
-                         json={"model": MODEL, "messages": messages, "max_tokens": 8, "temperature": 0, **fields})
+    return requests.post(
+        front.url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=120,
+        json={"model": MODEL, "messages": messages, "max_tokens": 8, "temperature": 0, **fields},
+    )
 
 
 def test_a_model_kept_on_two_boxes_gets_its_second_copy_once_the_first_is_loaded(fleet):
     front, boxes = fleet["front"], fleet["boxes"]
     first = _chat(front, [{"role": "user", "content": "Say hello."}])
     assert first.status_code == 200
-    assert sum(len(_llama_servers(box)) for box in boxes) == 1   # a cold start: once, on one box
+    assert sum(len(_llama_servers(box)) for box in boxes) == 1  # a cold start: once, on one box
 
-    def on_both() -> bool:   # the copy is started by a front, in the background, when a request comes
+    def on_both() -> bool:  # the copy is started by a front, in the background, when a request comes
         assert _chat(front, [{"role": "user", "content": "Say hi."}]).status_code == 200
         return set(_where(front).values()) == {"loaded"}
 
@@ -83,13 +103,14 @@ def test_a_model_kept_on_two_boxes_gets_its_second_copy_once_the_first_is_loaded
 
 def test_sessions_spread_over_both_copies_each_staying_on_its_box_and_in_its_cache(fleet):
     front, urls = fleet["front"], [box.url for box in fleet["boxes"]]
-    keys = {url: [key for key in (f"session-{n}" for n in range(100)) if rendezvous(key, urls)[0] == url][:2]
-            for url in urls}
+    keys = {url: [key for key in (f"session-{n}" for n in range(100)) if rendezvous(key, urls)[0] == url][:2] for url in urls}
     prompt_tokens = cached_tokens = 0
     for url, sessions in keys.items():
         for session in sessions:
-            messages = [{"role": "system", "content": f"{session}. {SYSTEM}"},
-                        {"role": "user", "content": "Name a prime number."}]
+            messages = [
+                {"role": "system", "content": f"{session}. {SYSTEM}"},
+                {"role": "user", "content": "Name a prime number."},
+            ]
             for turn in range(1, 5):
                 answer = _chat(front, messages, prompt_cache_key=session)
                 assert (answer.headers["X-Fleet-Box"], answer.headers["X-Fleet-Route"]) == (url, "prefix")
@@ -97,19 +118,22 @@ def test_sessions_spread_over_both_copies_each_staying_on_its_box_and_in_its_cac
                 if turn > 1:
                     prompt_tokens += usage["prompt_tokens"]
                     cached_tokens += usage["prompt_tokens_details"]["cached_tokens"]
-                messages += [{"role": "assistant", "content": answer.json()["choices"][0]["message"]["content"]},
-                             {"role": "user", "content": f"And {turn} more."}]
+                messages += [
+                    {"role": "assistant", "content": answer.json()["choices"][0]["message"]["content"]},
+                    {"role": "user", "content": f"And {turn} more."},
+                ]
     assert cached_tokens / prompt_tokens >= 0.9
 
 
 def test_a_keys_token_limit_holds_across_boxes_reserved_at_the_front_and_settled_by_the_boxes_usage(fleet):
     front = fleet["front"]
     admin = {"Authorization": f"Bearer {ADMIN}"}
-    made = requests.post(front.url + "/v1/internal/keys", headers=admin, timeout=10,
-                         json={"name": "daily", "tokens_per_day": TOKENS_PER_DAY})
+    made = requests.post(
+        front.url + "/v1/internal/keys", headers=admin, timeout=10, json={"name": "daily", "tokens_per_day": TOKENS_PER_DAY}
+    )
     key = made.json()["key"]
 
-    def ask(n: int) -> requests.Response:   # a session each: spread over both boxes
+    def ask(n: int) -> requests.Response:  # a session each: spread over both boxes
         return _chat(front, [{"role": "user", "content": f"{n}. {LONG_QUESTION}"}], key=key, prompt_cache_key=f"burst-{n}")
 
     with ThreadPoolExecutor(10) as pool:

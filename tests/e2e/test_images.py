@@ -28,7 +28,7 @@ from ..conftest import openai_client
 from ..servers import made_model
 from .test_anthropic import claude_client
 
-IMAGE_TOKENS = 16   # the test projector: (32 / 8) ** 2 patches, one token each
+IMAGE_TOKENS = 16  # the test projector: (32 / 8) ** 2 patches, one token each
 CLAUDE = {"model": "claude-sonnet-4-5", "max_tokens": 8}
 
 
@@ -44,7 +44,7 @@ def vision(**fields) -> dict:
 
 @pytest.fixture(scope="module")
 def llama_vision(start_llama_server):
-    return start_llama_server(**vision())   # its marker is random, as llama-server's is by default
+    return start_llama_server(**vision())  # its marker is random, as llama-server's is by default
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +65,11 @@ def claude(vision_proxy) -> anthropic.Anthropic:
 @functools.cache
 def picture(image_format: str, size: tuple[int, int] = (48, 40), noise: bool = False) -> bytes:
     """A small picture (a gradient, or noise that compresses badly) as PNG or JPEG bytes, written by Pillow."""
-    image = Image.frombytes("RGB", size, os.urandom(size[0] * size[1] * 3)) if noise else \
-        Image.linear_gradient("L").resize(size).convert("RGB")
+    image = (
+        Image.frombytes("RGB", size, os.urandom(size[0] * size[1] * 3))
+        if noise
+        else Image.linear_gradient("L").resize(size).convert("RGB")
+    )
     buffer = io.BytesIO()
     image.save(buffer, format=image_format)
     return buffer.getvalue()
@@ -82,8 +85,7 @@ def chat_content(*images: str, text: str = "Describe this picture.") -> list[dic
 
 
 def chat_prompt_tokens(gpt: openai.OpenAI, content, stream: bool = False) -> int:
-    request = {"model": "smollm", "messages": [{"role": "user", "content": content}], "max_tokens": 4,
-               "temperature": 0}
+    request = {"model": "smollm", "messages": [{"role": "user", "content": content}], "max_tokens": 4, "temperature": 0}
     if not stream:
         return gpt.chat.completions.create(**request).usage.prompt_tokens
     chunks = list(gpt.chat.completions.create(**request, stream=True, stream_options={"include_usage": True}))
@@ -92,12 +94,13 @@ def chat_prompt_tokens(gpt: openai.OpenAI, content, stream: bool = False) -> int
 
 # --- the three APIs -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("image_format", ["PNG", "JPEG"])
 def test_chat_completions_send_the_image_to_llama_server(gpt, image_format, stream):
     text_only = chat_prompt_tokens(gpt, chat_content())
     with_image = chat_prompt_tokens(gpt, chat_content(data_url(image_format)), stream)
-    assert IMAGE_TOKENS <= with_image - text_only <= IMAGE_TOKENS + 2   # llama.cpp counted the image's tokens
+    assert IMAGE_TOKENS <= with_image - text_only <= IMAGE_TOKENS + 2  # llama.cpp counted the image's tokens
 
 
 def test_two_images_are_two_images(gpt):
@@ -116,8 +119,14 @@ def claude_input_tokens(claude: anthropic.Anthropic, messages: list[dict], strea
 
 
 def anthropic_image(image_format: str) -> dict:
-    return {"type": "image", "source": {"type": "base64", "media_type": f"image/{image_format.lower()}",
-                                        "data": base64.b64encode(picture(image_format)).decode()}}
+    return {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": f"image/{image_format.lower()}",
+            "data": base64.b64encode(picture(image_format)).decode(),
+        },
+    }
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -125,8 +134,7 @@ def anthropic_image(image_format: str) -> dict:
 def test_anthropic_image_blocks_reach_llama_server(claude, image_format, stream):
     question = {"type": "text", "text": "What is in this picture?"}
     text_only = claude_input_tokens(claude, [{"role": "user", "content": [question]}])
-    with_image = claude_input_tokens(claude, [{"role": "user", "content": [question, anthropic_image(image_format)]}],
-                                     stream)
+    with_image = claude_input_tokens(claude, [{"role": "user", "content": [question, anthropic_image(image_format)]}], stream)
     assert IMAGE_TOKENS <= with_image - text_only <= IMAGE_TOKENS + 2
 
 
@@ -135,9 +143,11 @@ SCREENSHOT_TOOL = {"name": "screenshot", "description": "Take a screenshot.", "i
 
 def test_an_image_in_an_anthropic_tool_result_reaches_llama_server(claude):
     def conversation(result: list[dict]) -> list[dict]:
-        return [{"role": "user", "content": "Take a screenshot."},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "screenshot", "input": {}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}]}]
+        return [
+            {"role": "user", "content": "Take a screenshot."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "screenshot", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": result}]},
+        ]
 
     caption = {"type": "text", "text": "The screen:"}
     text_only = claude_input_tokens(claude, conversation([caption]), tools=[SCREENSHOT_TOOL])
@@ -150,7 +160,7 @@ def responses_input_tokens(gpt: openai.OpenAI, items: list[dict], stream: bool =
     if not stream:
         return gpt.responses.create(**request).usage.input_tokens
     events = list(gpt.responses.create(**request, stream=True))
-    assert events[-1].type in ("response.completed", "response.incomplete")   # incomplete: max_output_tokens
+    assert events[-1].type in ("response.completed", "response.incomplete")  # incomplete: max_output_tokens
     return events[-1].response.usage.input_tokens
 
 
@@ -166,31 +176,34 @@ def test_responses_input_images_reach_llama_server(gpt, image_format, stream):
 
 def test_an_image_in_a_function_call_output_reaches_llama_server(gpt):
     def items(output: list[dict]) -> list[dict]:
-        return [{"role": "user", "content": "Take a screenshot."},
-                {"type": "function_call", "call_id": "call_1", "name": "screenshot", "arguments": "{}"},
-                {"type": "function_call_output", "call_id": "call_1", "output": output}]
+        return [
+            {"role": "user", "content": "Take a screenshot."},
+            {"type": "function_call", "call_id": "call_1", "name": "screenshot", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": output},
+        ]
 
     tools = [{"type": "function", "name": "screenshot", "parameters": {"type": "object", "properties": {}}}]
     caption = {"type": "input_text", "text": "The screen:"}
     text_only = responses_input_tokens(gpt, items([caption]), tools=tools)
-    with_image = responses_input_tokens(gpt, items([caption, {"type": "input_image", "image_url": data_url("JPEG")}]),
-                                        tools=tools)
+    with_image = responses_input_tokens(
+        gpt, items([caption, {"type": "input_image", "image_url": data_url("JPEG")}]), tools=tools
+    )
     assert IMAGE_TOKENS <= with_image - text_only <= IMAGE_TOKENS + 2
 
 
 def test_a_resent_image_comes_from_llama_cpps_cache(claude):
-    messages = [{"role": "user", "content": [{"type": "text", "text": "Remember this picture."},
-                                             anthropic_image("PNG")]}]
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Remember this picture."}, anthropic_image("PNG")]}]
     claude.messages.create(messages=messages, **CLAUDE)
     again = claude.messages.create(messages=messages, **CLAUDE).usage
-    assert again.cache_read_input_tokens >= IMAGE_TOKENS   # llama.cpp matched the image by its bytes' hash
+    assert again.cache_read_input_tokens >= IMAGE_TOKENS  # llama.cpp matched the image by its bytes' hash
 
 
 # --- markers ------------------------------------------------------------------------------------------
 
+
 def test_marker_text_in_the_users_message_does_not_break_the_request(gpt, llama_vision):
     marker = requests.get(llama_vision.url + "/props", timeout=10).json()["media_marker"]
-    assert marker.startswith("<__media_") and marker != "<__media__>"   # random per start since PR #21962
+    assert marker.startswith("<__media_") and marker != "<__media__>"  # random per start since PR #21962
     text = f"Is {marker} a tag? And <__media__>?"
     assert chat_prompt_tokens(gpt, chat_content(data_url("PNG"), text=text)) > IMAGE_TOKENS
 
@@ -206,6 +219,7 @@ def test_an_upstream_restarted_with_a_new_marker_still_takes_images(start_llama_
 
 # --- refusals -----------------------------------------------------------------------------------------
 
+
 def test_a_text_only_model_refuses_images_naming_the_part(client):
     with pytest.raises(openai.BadRequestError) as refused:
         chat_prompt_tokens(client, chat_content(data_url("PNG")))
@@ -214,11 +228,14 @@ def test_a_text_only_model_refuses_images_naming_the_part(client):
     assert "does not take images" in error["message"] and "--mmproj" in error["message"]
 
 
-@pytest.mark.parametrize(("data", "code", "words"), [
-    (picture("PNG", (400, 400), noise=True), "image_too_large", "--max-image-bytes"),
-    (b"not an image at all", "invalid_image_format", "not an image llama.cpp reads"),
-    (picture("PNG")[:60], "invalid_image", "cut short"),   # a PNG cut short: refused before llama.cpp sees it
-])
+@pytest.mark.parametrize(
+    ("data", "code", "words"),
+    [
+        (picture("PNG", (400, 400), noise=True), "image_too_large", "--max-image-bytes"),
+        (b"not an image at all", "invalid_image_format", "not an image llama.cpp reads"),
+        (picture("PNG")[:60], "invalid_image", "cut short"),  # a PNG cut short: refused before llama.cpp sees it
+    ],
+)
 def test_oversized_and_corrupt_images_are_a_400(gpt, data, code, words):
     with pytest.raises(openai.BadRequestError) as refused:
         chat_prompt_tokens(gpt, chat_content(data_url("PNG", data)))
@@ -227,9 +244,11 @@ def test_oversized_and_corrupt_images_are_a_400(gpt, data, code, words):
 
 # --- images at URLs -------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def image_site():
     """A local web server with /cat.png, /cat.jpg and /moved (a redirect to /cat.png)."""
+
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -276,7 +295,10 @@ def test_a_png_cut_short_is_a_400_naming_the_image_not_a_502(gpt):
     too: tests/faults/test_images.py.)"""
     whole = picture("PNG", noise=True)
     with pytest.raises(openai.BadRequestError) as refused:
-        gpt.chat.completions.create(model="smollm", max_tokens=4, messages=[
-            {"role": "user", "content": chat_content(data_url("PNG", whole[:len(whole) // 2]))}])
+        gpt.chat.completions.create(
+            model="smollm",
+            max_tokens=4,
+            messages=[{"role": "user", "content": chat_content(data_url("PNG", whole[: len(whole) // 2]))}],
+        )
     assert refused.value.status_code == 400
     assert refused.value.body["code"] == "invalid_image" and refused.value.body["param"] == "messages.0.content.1"

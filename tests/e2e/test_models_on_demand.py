@@ -107,11 +107,11 @@ def test_alternating_models_under_a_budget_for_one_are_all_answered_and_swaps_co
     order = ["smol-a", "smol-b"] * 8
     with ThreadPoolExecutor(8) as pool:
         finishes = list(pool.map(streamed, order))
-    assert all(finish in ("stop", "length") for finish in finishes)   # every stream ended whole
+    assert all(finish in ("stop", "length") for finish in finishes)  # every stream ended whole
     a, b = status(proxy, "smol-a"), status(proxy, "smol-b")
     assert a["evictions"] + b["evictions"] >= 1
-    assert a["loads"] + b["loads"] < len(order)       # collated: far fewer loads than requests
-    assert [a["value"], b["value"]].count("loaded") <= 1   # never both in a budget for one
+    assert a["loads"] + b["loads"] < len(order)  # collated: far fewer loads than requests
+    assert [a["value"], b["value"]].count("loaded") <= 1  # never both in a budget for one
 
 
 def test_idle_model_is_unloaded_after_its_ttl(launch):
@@ -147,10 +147,13 @@ def test_sigkill_of_the_proxy_leaves_no_llama_server(launch):
     assert llama_servers_on(port) == []
 
 
-@pytest.mark.parametrize(("setting", "in_message"), [
-    ("model: /nonexistent/model.gguf\n    memory: 100", "exited with code"),
-    ("model: $MODEL\n    args: [--no-such-flag]", "--no-such-flag"),
-])
+@pytest.mark.parametrize(
+    ("setting", "in_message"),
+    [
+        ("model: /nonexistent/model.gguf\n    memory: 100", "exited with code"),
+        ("model: $MODEL\n    args: [--no-such-flag]", "--no-such-flag"),
+    ],
+)
 def test_a_model_that_cannot_start_is_a_503_with_its_log_lines(launch, setting, in_message):
     proxy = launch(f"models:\n  broken:\n    {setting}\n")
     reply = chat(proxy, "broken")
@@ -169,8 +172,9 @@ def test_a_model_larger_than_the_budget_is_refused_at_once_naming_both(launch):
     reply = chat(proxy, "smol-a")
     assert reply.status_code == 503 and time.monotonic() - started < 5
     assert "90000 MiB" in reply.json()["error"]["message"] and "1000 MiB" in reply.json()["error"]["message"]
-    anthropic_reply = requests.post(f"{proxy.url}/v1/messages", timeout=30, json={
-        "model": "smol-a", "max_tokens": 8, "messages": HELLO})
+    anthropic_reply = requests.post(
+        f"{proxy.url}/v1/messages", timeout=30, json={"model": "smol-a", "max_tokens": 8, "messages": HELLO}
+    )
     assert anthropic_reply.status_code == 529 and anthropic_reply.json()["type"] == "error"
 
 
@@ -179,7 +183,7 @@ def test_load_and_unload_api_and_model_status(launch):
     listed = {card["id"]: card for card in requests.get(f"{proxy.url}/v1/models", timeout=10).json()["data"]}
     assert {name: card["status"]["value"] for name, card in listed.items()} == {"smol-a": "unloaded", "smol-b": "unloaded"}
     assert listed["smol-a"]["status"]["memory_mib"] == 300
-    assert requests.get(f"{proxy.url}/health", timeout=10).status_code == 200   # unloaded is not unhealthy
+    assert requests.get(f"{proxy.url}/health", timeout=10).status_code == 200  # unloaded is not unhealthy
     loaded = requests.post(f"{proxy.url}/models/load", json={"model": "smol-a"}, timeout=120).json()
     assert loaded["success"] and loaded["status"]["value"] == "loaded"
     assert status(proxy, "smol-a")["value"] == "loaded"
@@ -194,13 +198,13 @@ def test_status_events_stream_a_load_through_its_stages(launch):
     values = []
     with requests.get(f"{proxy.url}/v1/internal/models/events", stream=True, timeout=60) as events:
         lines = events.iter_lines()
-        first = json.loads(next(line for line in lines if line)[len(b"data: "):])
+        first = json.loads(next(line for line in lines if line)[len(b"data: ") :])
         assert set(first["models"]) == {"smol-a", "smol-b"}
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(chat, proxy, "smol-a")
             for line in lines:
                 if line.startswith(b"data: "):
-                    event = json.loads(line[len(b"data: "):])
+                    event = json.loads(line[len(b"data: ") :])
                     values.append((event["status"]["value"], event["status"].get("stage")))
                     if event["status"]["value"] == "loaded":
                         break
@@ -213,8 +217,14 @@ def test_models_dir_discovers_each_gguf_by_its_stem(provisioned, tmp_path, start
     models_dir.mkdir()
     for name in ("smol-one", "smol-two"):
         (models_dir / f"{name}.gguf").symlink_to(provisioned["MODEL"])
-    proxy = start_proxy("--models-dir", str(models_dir), "--llama-server", provisioned["LLAMA_SERVER"],
-                        "--llama-args", "--ctx-size 1024 --parallel 1 --threads 1")
+    proxy = start_proxy(
+        "--models-dir",
+        str(models_dir),
+        "--llama-server",
+        provisioned["LLAMA_SERVER"],
+        "--llama-args",
+        "--ctx-size 1024 --parallel 1 --threads 1",
+    )
     try:
         cards = requests.get(f"{proxy.url}/v1/models", timeout=10).json()["data"]
         listed = {card["id"]: card["status"]["value"] for card in cards}
@@ -256,7 +266,7 @@ def test_the_kv_cache_is_kept_across_an_unload_with_slot_save(launch, tmp_path):
     cached_tokens()
     requests.post(f"{proxy.url}/models/unload", json={"model": "kept"}, timeout=60).raise_for_status()
     assert list(tmp_path.glob("kept-0-*.bin"))
-    assert cached_tokens() > 300   # read back from the saved slot, not computed again
+    assert cached_tokens() > 300  # read back from the saved slot, not computed again
 
 
 def test_the_memory_estimate_is_the_file_plus_the_kv_cache_for_the_context(provisioned):
@@ -273,13 +283,13 @@ def test_the_memory_estimate_is_the_file_plus_the_kv_cache_for_the_context(provi
 
 # One streamed request per API: (path, body for a model). Each API's keep-alive and error event differ.
 STREAMED = {
-    "openai": ("/v1/chat/completions", lambda model: {"model": model, "messages": HELLO, "max_tokens": 4,
-                                                      "stream": True}),
+    "openai": ("/v1/chat/completions", lambda model: {"model": model, "messages": HELLO, "max_tokens": 4, "stream": True}),
     "anthropic": ("/v1/messages", lambda model: {"model": model, "messages": HELLO, "max_tokens": 4, "stream": True}),
-    "responses": ("/v1/responses", lambda model: {"model": model, "input": "Say hello.", "max_output_tokens": 16,
-                                                  "stream": True}),
-    "ollama": ("/api/chat", lambda model: {"model": model, "messages": HELLO, "stream": True,
-                                           "options": {"num_predict": 4}}),
+    "responses": (
+        "/v1/responses",
+        lambda model: {"model": model, "input": "Say hello.", "max_output_tokens": 16, "stream": True},
+    ),
+    "ollama": ("/api/chat", lambda model: {"model": model, "messages": HELLO, "stream": True, "options": {"num_predict": 4}}),
 }
 
 
@@ -304,7 +314,7 @@ def test_streams_waiting_for_a_swap_get_keep_alives_then_their_answer(launch):
         busy = pool.submit(chat, proxy, "smol-a", max_tokens=400, ignore_eos=True)
         wait_until(lambda: status(proxy, "smol-a")["in_flight"] == 1, proxy.process, "smol-a busy", 60)
         waiting = {api: pool.submit(streamed, proxy, api, "smol-b") for api in STREAMED}
-        assert busy.result().json()["usage"]["completion_tokens"] == 400   # not cut by the swap
+        assert busy.result().json()["usage"]["completion_tokens"] == 400  # not cut by the swap
         bodies = {api: reply.result().text for api, reply in waiting.items()}
     assert all(starts_with_keepalive(api, body) for api, body in bodies.items()), bodies
     assert bodies["openai"].rstrip().endswith("data: [DONE]") and '"finish_reason"' in bodies["openai"]
@@ -316,8 +326,11 @@ def test_streams_waiting_for_a_swap_get_keep_alives_then_their_answer(launch):
 
 def test_a_streamed_load_that_fails_ends_with_each_apis_error_event(launch):
     """Streams waiting for a load that fails: the API's keep-alive, then its own error event naming why."""
-    proxy = launch(TWO_MODELS.split("  smol-b:")[0] + "  broken:\n    model: $MODEL\n    args: [--no-such-flag]\n"
-                   "    memory: 300\n", "--memory-budget", "400")
+    proxy = launch(
+        TWO_MODELS.split("  smol-b:")[0] + "  broken:\n    model: $MODEL\n    args: [--no-such-flag]\n    memory: 300\n",
+        "--memory-budget",
+        "400",
+    )
     with ThreadPoolExecutor(5) as pool:
         # smol-a busy: the four wait for it to drain, so all of them wait for the one load that fails
         busy = pool.submit(chat, proxy, "smol-a", max_tokens=400, ignore_eos=True)
@@ -336,8 +349,7 @@ def test_a_streamed_load_that_fails_ends_with_each_apis_error_event(launch):
 
 
 def test_replicas_run_side_by_side_and_a_recycled_worker_restarts_nothing(launch):
-    proxy = launch(TWO_MODELS.replace("memory: 300\n  smol-b", "memory: 300\n    replicas: 2\n  smol-b"),
-                   "--workers", "2")
+    proxy = launch(TWO_MODELS.replace("memory: 300\n  smol-b", "memory: 300\n    replicas: 2\n  smol-b"), "--workers", "2")
     with ThreadPoolExecutor(4) as pool:
         assert [r.status_code for r in pool.map(lambda _: chat(proxy, "smol-a"), range(4))] == [200] * 4
     ports = [port_of(url) for url in status(proxy, "smol-a")["upstreams"]]
@@ -345,12 +357,13 @@ def test_replicas_run_side_by_side_and_a_recycled_worker_restarts_nothing(launch
     assert len(ports) == 2 and all(len(pids) == 1 for pids in children.values())
     workers = [pid for pid in children_of(proxy.process.pid) if "api_like_oai.supervisor" not in command_line(pid)]
     assert len(workers) == 2
-    os.kill(workers[0], signal.SIGKILL)   # gunicorn's master starts another worker
-    wait_until(lambda: len([p for p in children_of(proxy.process.pid) if p not in workers]) >= 2,
-               proxy.process, "a new worker", 30)
+    os.kill(workers[0], signal.SIGKILL)  # gunicorn's master starts another worker
+    wait_until(
+        lambda: len([p for p in children_of(proxy.process.pid) if p not in workers]) >= 2, proxy.process, "a new worker", 30
+    )
     with ThreadPoolExecutor(4) as pool:
         assert [r.status_code for r in pool.map(lambda _: chat(proxy, "smol-a"), range(4))] == [200] * 4
-    assert {port: llama_servers_on(port) for port in ports} == children   # the same processes
+    assert {port: llama_servers_on(port) for port in ports} == children  # the same processes
     assert status(proxy, "smol-a")["loads"] == 1
 
 
@@ -358,8 +371,9 @@ def test_a_load_with_other_args_restarts_the_model_with_them(launch):
     proxy = launch(TWO_MODELS)
     first = requests.post(f"{proxy.url}/v1/internal/model/load", json={"model_name": "smol-b"}, timeout=120).json()
     assert first["status"]["value"] == "loaded" and "args" not in first["status"]
-    again = requests.post(f"{proxy.url}/v1/internal/model/load", timeout=120,
-                          json={"model_name": "smol-b", "args": ["--ctx-size", "512"]}).json()
+    again = requests.post(
+        f"{proxy.url}/v1/internal/model/load", timeout=120, json={"model_name": "smol-b", "args": ["--ctx-size", "512"]}
+    ).json()
     assert again["status"]["args"] == ["--ctx-size", "512"] and again["status"]["loads"] == 2
     [pid] = llama_servers_on(model_port(proxy, "smol-b"))
     assert "--ctx-size 512" in " ".join(command_line(pid))

@@ -56,8 +56,8 @@ def test_a_broken_saved_cache_is_a_warning_and_a_count_not_an_error(launch, tmp_
     cached_tokens(proxy, "kept")
     unload(proxy, "kept")
     [saved] = tmp_path.glob("kept-0-*.bin")
-    saved.write_bytes(saved.read_bytes()[:1000])    # cut short: llama-server refuses to restore it
-    assert cached_tokens(proxy, "kept") == 0         # answered, with the cache computed afresh
+    saved.write_bytes(saved.read_bytes()[:1000])  # cut short: llama-server refuses to restore it
+    assert cached_tokens(proxy, "kept") == 0  # answered, with the cache computed afresh
     after = status(proxy, "kept")
     assert after["restore_failures"] == 1 and after["restored_tokens"] == 0 and after["value"] == "loaded"
     assert metric(proxy, 'api_like_oai_model_restore_failures_total{model="kept"}') == 1
@@ -67,8 +67,9 @@ def test_a_broken_saved_cache_is_a_warning_and_a_count_not_an_error(launch, tmp_
 def test_a_cache_saved_with_other_flags_is_not_restored(launch, tmp_path):  # noqa: F811
     proxy = launch(SLOT_SAVE, "--slot-save-dir", str(tmp_path))
     cached_tokens(proxy, "kept")
-    reloaded = requests.post(f"{proxy.url}/v1/internal/model/load", timeout=120,
-                             json={"model_name": "kept", "args": ["--ctx-size", "1024"]}).json()["status"]
+    reloaded = requests.post(
+        f"{proxy.url}/v1/internal/model/load", timeout=120, json={"model_name": "kept", "args": ["--ctx-size", "1024"]}
+    ).json()["status"]
     assert reloaded["loads"] == 2 and reloaded["restores_skipped"] == 1
     assert reloaded["restored_tokens"] == 0 and reloaded["restore_failures"] == 0
     assert "saved by a llama-server started with other flags" in proxy.log()
@@ -76,8 +77,10 @@ def test_a_cache_saved_with_other_flags_is_not_restored(launch, tmp_path):  # no
 
 
 def on_gpu(device: int) -> str:
-    return (f"    model: $MODEL\n    args: [--ctx-size, \"1024\", --parallel, \"1\", --threads, \"1\"]\n"
-            f"    memory: 496\n    devices: [{device}]\n")
+    return (
+        f'    model: $MODEL\n    args: [--ctx-size, "1024", --parallel, "1", --threads, "1"]\n'
+        f"    memory: 496\n    devices: [{device}]\n"
+    )
 
 
 # 496 MiB each: 400 of weights and cache on its GPU with 96 of compute buffers, 96 on the CPU
@@ -97,10 +100,13 @@ def two_gpus(tmp_path, monkeypatch):
 
 def test_each_gpu_has_a_budget_and_a_swap_evicts_only_on_the_gpu_it_needs(launch, two_gpus):  # noqa: F811
     proxy = launch(ON_TWO_GPUS)
-    for model in ("b1", "a0", "c0"):    # b1 the least recently used, but on the other GPU
+    for model in ("b1", "a0", "c0"):  # b1 the least recently used, but on the other GPU
         assert chat(proxy, model).status_code == 200
-    assert {model: status(proxy, model)["value"] for model in ("a0", "b1", "c0")} == \
-        {"a0": "unloaded", "b1": "loaded", "c0": "loaded"}
+    assert {model: status(proxy, model)["value"] for model in ("a0", "b1", "c0")} == {
+        "a0": "unloaded",
+        "b1": "loaded",
+        "c0": "loaded",
+    }
     assert status(proxy, "a0")["evictions"] == 1 and status(proxy, "c0")["devices"] == {"gpu0": 496, "cpu": 96}
     [pid] = llama_servers_on(model_port(proxy, "c0"))
     assert "CUDA_VISIBLE_DEVICES=0" in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
@@ -138,7 +144,7 @@ def test_a_draft_model_speculates_is_counted_in_memory_and_reports_its_acceptanc
     assert argv[argv.index("--model-draft") + 1] == provisioned["MODEL"]
     plain, drafted = status(proxy, "plain"), status(proxy, "drafted")
     weights = os.path.getsize(provisioned["MODEL"]) // (1024 * 1024)
-    assert drafted["memory_mib"] - plain["memory_mib"] >= weights   # the draft's file and its cache
+    assert drafted["memory_mib"] - plain["memory_mib"] >= weights  # the draft's file and its cache
     wait_until(lambda: status(proxy, "drafted")["draft"]["drafted_tokens"] > 0, proxy.process, "draft counts", 30)
     draft = status(proxy, "drafted")["draft"]
     # the model is its own draft: under greedy sampling it accepts nearly every drafted token
@@ -163,15 +169,18 @@ models:
 
 
 def upstreams_used(proxy) -> list[str]:
-    return [dict(re.findall(r"(\w+)=(\S+)", line)).get("upstream") for line in proxy.log().splitlines()
-            if "request_id=" in line and "model=pair" in line]
+    return [
+        dict(re.findall(r"(\w+)=(\S+)", line)).get("upstream")
+        for line in proxy.log().splitlines()
+        if "request_id=" in line and "model=pair" in line
+    ]
 
 
 def test_a_request_for_logprobs_goes_to_the_replica_without_a_draft(launch, provisioned):  # noqa: F811
     proxy = launch(ONE_REPLICA_DRAFTS)
     drafted_url, plain_url = status(proxy, "pair")["upstreams"]
     prompts = [[{"role": "user", "content": f"Count from {n} to {n + 9}."}] for n in range(6)]
-    for messages in prompts:   # new prompts spread over both replicas; these must all go to the plain one
+    for messages in prompts:  # new prompts spread over both replicas; these must all go to the plain one
         reply = chat(proxy, "pair", max_tokens=12, temperature=0, messages=messages, logprobs=True, top_logprobs=2)
         assert reply.status_code == 200, reply.text
         tokens = reply.json()["choices"][0]["logprobs"]["content"]
@@ -183,4 +192,4 @@ def test_a_request_for_logprobs_goes_to_the_replica_without_a_draft(launch, prov
     assert pair["draft"]["replicas"] == 1
     weights = os.path.getsize(provisioned["MODEL"]) // (1024 * 1024)
     extra = pair["memory_mib"] - status(proxy, "plain-pair")["memory_mib"]
-    assert weights <= extra < 2 * weights   # one replica's draft, not two
+    assert weights <= extra < 2 * weights  # one replica's draft, not two

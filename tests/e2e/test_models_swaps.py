@@ -25,8 +25,7 @@ def refused(port: int) -> bool:
 
 def device_used(proxy) -> float:
     text = requests.get(f"{proxy.url}/metrics", timeout=10).text
-    return float(next(line for line in text.splitlines()
-                      if line.startswith("api_like_oai_device_used_mib")).rsplit(" ", 1)[1])
+    return float(next(line for line in text.splitlines() if line.startswith("api_like_oai_device_used_mib")).rsplit(" ", 1)[1])
 
 
 def test_a_drained_model_is_killed_at_once_and_its_port_and_memory_are_free(launch):  # noqa: F811
@@ -34,15 +33,15 @@ def test_a_drained_model_is_killed_at_once_and_its_port_and_memory_are_free(laun
     assert chat(proxy, "smol-a").status_code == 200
     port = model_port(proxy, "smol-a")
     [first] = llama_servers_on(port)
-    assert chat(proxy, "smol-b").status_code == 200        # the swap: smol-a stopped to make room
+    assert chat(proxy, "smol-b").status_code == 200  # the swap: smol-a stopped to make room
     assert status(proxy, "smol-a")["value"] == "unloaded"
-    assert still_running([first]) == []                    # gone and reaped: no zombie, no orphan
+    assert still_running([first]) == []  # gone and reaped: no zombie, no orphan
     assert refused(port)
-    assert device_used(proxy) == 300                       # smol-b's alone
+    assert device_used(proxy) == 300  # smol-b's alone
     logs = requests.get(f"{proxy.url}/v1/internal/model/logs", params={"model": "smol-a"}, timeout=10).json()
     text = "\n".join(logs["lines"])
-    assert "model loaded" in text and SHUTDOWN_LINE not in text   # SIGKILL: it never began a shutdown
+    assert "model loaded" in text and SHUTDOWN_LINE not in text  # SIGKILL: it never began a shutdown
     assert status(proxy, "smol-a")["stage_seconds"]["exit"] < 2
-    assert chat(proxy, "smol-a").status_code == 200        # back on the same port
+    assert chat(proxy, "smol-a").status_code == 200  # back on the same port
     [second] = llama_servers_on(port)
     assert second != first and status(proxy, "smol-a")["loads"] == 2

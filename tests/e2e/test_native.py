@@ -13,16 +13,38 @@ KEY = "sk-native-test"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 
 # What continue.dev's llama.cpp provider sends to /completion.
-CONTINUE_COMPLETION = {"prompt": "The three primary colours are", "n_predict": 12, "stop": ["\n\n"],
-                       "temperature": 0, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "presence_penalty": 0,
-                       "frequency_penalty": 0, "cache_prompt": True, "stream": True}
+CONTINUE_COMPLETION = {
+    "prompt": "The three primary colours are",
+    "n_predict": 12,
+    "stop": ["\n\n"],
+    "temperature": 0,
+    "top_p": 0.95,
+    "top_k": 40,
+    "min_p": 0.05,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "cache_prompt": True,
+    "stream": True,
+}
 # What llama.vscode sends to /infill (llama.vim's is the same shape).
-VSCODE_INFILL = {"id_slot": -1, "input_prefix": "def add(a, b):\n    return ", "input_suffix": "\n\nprint(add(1, 2))\n",
-                 "input_extra": [{"filename": "util.py", "text": "def sub(a, b):\n    return a - b\n"}],
-                 "prompt": "", "n_predict": 8, "n_indent": 4, "top_k": 40, "top_p": 0.99, "temperature": 0,
-                 "samplers": ["top_k", "top_p", "infill"], "cache_prompt": True, "t_max_prompt_ms": 5000,
-                 "t_max_predict_ms": 5000, "stream": False,
-                 "response_fields": ["content", "timings/prompt_n", "timings/predicted_n", "truncated"]}
+VSCODE_INFILL = {
+    "id_slot": -1,
+    "input_prefix": "def add(a, b):\n    return ",
+    "input_suffix": "\n\nprint(add(1, 2))\n",
+    "input_extra": [{"filename": "util.py", "text": "def sub(a, b):\n    return a - b\n"}],
+    "prompt": "",
+    "n_predict": 8,
+    "n_indent": 4,
+    "top_k": 40,
+    "top_p": 0.99,
+    "temperature": 0,
+    "samplers": ["top_k", "top_p", "infill"],
+    "cache_prompt": True,
+    "t_max_prompt_ms": 5000,
+    "t_max_predict_ms": 5000,
+    "stream": False,
+    "response_fields": ["content", "timings/prompt_n", "timings/predicted_n", "truncated"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +134,17 @@ def test_props_tokenize_detokenize_apply_template_and_slots(keyed_proxy, llama_s
     assert len(proxied("GET", "/slots")) == 4
 
 
-@pytest.mark.parametrize(("method", "path"), [("POST", "/completion"), ("POST", "/infill"), ("GET", "/props"),
-                                              ("POST", "/tokenize"), ("GET", "/slots"), ("GET", "/llamacpp/metrics")])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/completion"),
+        ("POST", "/infill"),
+        ("GET", "/props"),
+        ("POST", "/tokenize"),
+        ("GET", "/slots"),
+        ("GET", "/llamacpp/metrics"),
+    ],
+)
 def test_native_routes_need_the_key(keyed_proxy, method, path):
     response = requests.request(method, keyed_proxy.url + path, json={"content": "x"}, timeout=10)
     assert response.status_code == 401
@@ -128,14 +159,14 @@ def test_an_upstream_error_status_is_passed_through_as_llama_cpp_sent_it(keyed_p
 def test_llama_cpps_metrics_are_not_the_proxys(keyed_proxy):
     # The session llama-server runs without --metrics: llama.cpp's 501 comes through at its own path,
     # while /metrics stays the proxy's Prometheus text, which now counts the native requests.
-    requests.post(keyed_proxy.url + "/completion", json={**CONTINUE_COMPLETION, "stream": True}, headers=AUTH,
-                  timeout=60)
+    requests.post(keyed_proxy.url + "/completion", json={**CONTINUE_COMPLETION, "stream": True}, headers=AUTH, timeout=60)
     upstream = requests.get(keyed_proxy.url + "/llamacpp/metrics", headers=AUTH, timeout=10)
     assert upstream.status_code == 501 and "--metrics" in upstream.json()["error"]["message"]
     ours = requests.get(keyed_proxy.url + "/metrics", headers=AUTH, timeout=10).text
     assert 'api_like_oai_requests_total{endpoint="/completion",model="llama.cpp",status="200"}' in ours
-    completion_tokens = next(line for line in ours.splitlines()
-                             if line.startswith('api_like_oai_tokens_total{kind="completion",model="llama.cpp"}'))
+    completion_tokens = next(
+        line for line in ours.splitlines() if line.startswith('api_like_oai_tokens_total{kind="completion",model="llama.cpp"}')
+    )
     assert float(completion_tokens.split()[-1]) > 0
 
 
@@ -169,8 +200,7 @@ def _next_token(slot: dict) -> dict:
 
 def streams_in_flight_with_key(proxy) -> float:
     metrics = requests.get(proxy.url + "/metrics", headers=AUTH, timeout=5).text
-    return float(next(line.split()[-1] for line in metrics.splitlines()
-                      if line.startswith("api_like_oai_streams_in_flight ")))
+    return float(next(line.split()[-1] for line in metrics.splitlines() if line.startswith("api_like_oai_streams_in_flight ")))
 
 
 def test_the_model_is_picked_by_query_or_body_else_the_default(routed_proxy):
@@ -196,8 +226,7 @@ def test_unknown_and_openai_models_are_refused_clearly(routed_proxy):
 
 def test_models_list_the_context_each_upstream_has_per_slot(routed_proxy):
     cards = {card["id"]: card for card in requests.get(routed_proxy.url + "/v1/models", timeout=10).json()["data"]}
-    assert (cards["big"]["context_length"], cards["small"]["max_model_len"], cards["tiny"]["context_length"]) == \
-        (1024, 512, 512)
+    assert (cards["big"]["context_length"], cards["small"]["max_model_len"], cards["tiny"]["context_length"]) == (1024, 512, 512)
 
 
 def test_native_api_can_be_turned_off(llama_server, start_proxy):
@@ -211,6 +240,10 @@ def test_native_api_can_be_turned_off(llama_server, start_proxy):
 def test_a_base_url_with_a_trailing_slash_works(keyed_proxy):
     listing = requests.get(keyed_proxy.url + "//v1//models", headers=AUTH, timeout=10)
     assert listing.status_code == 200 and listing.json()["data"][0]["id"] == "llama.cpp"
-    chat = requests.post(keyed_proxy.url + "/v1//chat/completions", headers=AUTH, timeout=60,
-                         json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3})
+    chat = requests.post(
+        keyed_proxy.url + "/v1//chat/completions",
+        headers=AUTH,
+        timeout=60,
+        json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3},
+    )
     assert chat.status_code == 200 and chat.json()["object"] == "chat.completion"

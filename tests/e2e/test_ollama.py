@@ -23,8 +23,14 @@ from .test_images import IMAGE_TOKENS, picture, vision
 KEY = "sk-ollama-e2e"
 HELLO = [{"role": "user", "content": "Say hello."}]
 GREEDY = {"temperature": 0, "seed": 1}
-FIM = ["--override-kv", "tokenizer.ggml.fim_pre_token_id=int:8", "--override-kv",
-       "tokenizer.ggml.fim_suf_token_id=int:9", "--override-kv", "tokenizer.ggml.fim_mid_token_id=int:10"]
+FIM = [
+    "--override-kv",
+    "tokenizer.ggml.fim_pre_token_id=int:8",
+    "--override-kv",
+    "tokenizer.ggml.fim_suf_token_id=int:9",
+    "--override-kv",
+    "tokenizer.ggml.fim_mid_token_id=int:10",
+]
 CONFIG = """
 models:
   smol:
@@ -60,8 +66,9 @@ def client(supervised) -> ollama.Client:
 
 
 def started_port(proxy: Proxy, model: str, ports: list[int]) -> int:
-    status = requests.get(f"{proxy.url}/v1/models/{model}", headers={"Authorization": f"Bearer {KEY}"},
-                          timeout=10).json()["status"]
+    status = requests.get(f"{proxy.url}/v1/models/{model}", headers={"Authorization": f"Bearer {KEY}"}, timeout=10).json()[
+        "status"
+    ]
     port = int(status["upstreams"][0].rsplit(":", 1)[1])
     ports.append(port)
     return port
@@ -83,17 +90,22 @@ def test_num_predict_and_stop(client):
     words = long.response.split()
     assert len(words) >= 3
     cut = client.generate(model="smol", prompt="Count: one, two, three,", options={**GREEDY, "stop": [words[2]]})
-    assert cut.response == long.response[:long.response.index(words[2])]
+    assert cut.response == long.response[: long.response.index(words[2])]
 
 
 def test_generate_returns_the_replys_tokens_as_its_context(client, supervised):
     answer = client.generate(model="smol", prompt="Count: one, two, three,", options={**GREEDY, "num_predict": 6})
     assert answer.context and all(isinstance(token, int) for token in answer.context)
-    decoded = requests.post(supervised[0].url + "/detokenize", json={"model": "smol", "tokens": answer.context},
-                            headers={"Authorization": f"Bearer {KEY}"}, timeout=30).json()["content"]
-    assert decoded == answer.response   # llama.cpp's own tokens of the reply
-    parts = list(client.generate(model="smol", prompt="Count: one, two, three,", stream=True,
-                                 options={**GREEDY, "num_predict": 6}))
+    decoded = requests.post(
+        supervised[0].url + "/detokenize",
+        json={"model": "smol", "tokens": answer.context},
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=30,
+    ).json()["content"]
+    assert decoded == answer.response  # llama.cpp's own tokens of the reply
+    parts = list(
+        client.generate(model="smol", prompt="Count: one, two, three,", stream=True, options={**GREEDY, "num_predict": 6})
+    )
     assert parts[-1].context == answer.context and not any(part.context for part in parts[:-1])
 
 
@@ -101,24 +113,31 @@ def test_generate_with_a_suffix_fills_the_middle(client):
     prefix, suffix = "def add(a, b):\n    return ", "\n\nprint(add(1, 2))\n"
     answer = client.generate(model="smol", prompt=prefix, suffix=suffix, options={**GREEDY, "num_predict": 8})
     assert answer.done and answer.eval_count > 0 and isinstance(answer.response, str)
-    parts = list(client.generate(model="smol", prompt=prefix, suffix=suffix, stream=True,
-                                 options={**GREEDY, "num_predict": 8}))
+    parts = list(client.generate(model="smol", prompt=prefix, suffix=suffix, stream=True, options={**GREEDY, "num_predict": 8}))
     assert "".join(part.response for part in parts) == answer.response
 
 
 def test_format_schema_answer_validates(client):
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
-                                               "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-              "required": ["name", "age"]}
-    answer = client.chat(model="smol", messages=[{"role": "user", "content": "Invent a person as JSON."}],
-                         format=schema, options=GREEDY)
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+        "required": ["name", "age"],
+    }
+    answer = client.chat(
+        model="smol", messages=[{"role": "user", "content": "Invent a person as JSON."}], format=schema, options=GREEDY
+    )
     person = json.loads(answer.message.content)
     assert set(person) == {"name", "age"} and isinstance(person["name"], str) and isinstance(person["age"], int)
 
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the current weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
 def test_tools_are_taken_and_a_tool_result_goes_back(client):
@@ -133,9 +152,14 @@ def test_tools_are_taken_and_a_tool_result_goes_back(client):
     calls = [call for part in [folded, *parts] for call in part.message.tool_calls or ()]
     assert all(call.function.name == "get_weather" and isinstance(call.function.arguments, dict) for call in calls)
     assert streamed == folded.message.content and "tool_call" not in streamed
-    followed = messages + [{"role": "assistant", "content": "", "tool_calls": [
-        {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
-        {"role": "tool", "content": "18 degrees and sunny", "tool_name": "get_weather"}]
+    followed = messages + [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+        },
+        {"role": "tool", "content": "18 degrees and sunny", "tool_name": "get_weather"},
+    ]
     answer = client.chat(model="smol", messages=followed, tools=[WEATHER], options={**GREEDY, "num_predict": 8})
     assert answer.done and answer.eval_count > 0 and answer.prompt_eval_count > folded.prompt_eval_count
 
@@ -143,7 +167,7 @@ def test_tools_are_taken_and_a_tool_result_goes_back(client):
 @pytest.mark.parametrize("think", [True, False, "low"])
 def test_think_is_accepted(client, think):
     answer = client.chat(model="smol", messages=HELLO, think=think, options={**GREEDY, "num_predict": 4})
-    assert answer.done and answer.message.thinking is None   # SmolLM2's template marks no thoughts
+    assert answer.done and answer.message.thinking is None  # SmolLM2's template marks no thoughts
 
 
 def test_embed_and_embeddings(client):
@@ -162,7 +186,7 @@ def test_list_show_ps_version(client, supervised):
     assert details.format == "gguf" and details.family == "llama" and details.quantization_level
     shown = client.show("smol")
     assert {"completion", "tools", "insert"} <= set(shown.capabilities) and "vision" not in shown.capabilities
-    assert shown.modelinfo["llama.context_length"] == 1024 and "<|im_start|>" in shown.template   # 2048 / 2 slots
+    assert shown.modelinfo["llama.context_length"] == 1024 and "<|im_start|>" in shown.template  # 2048 / 2 slots
     assert "embedding" in client.show("smol-embed").capabilities
     version = requests.get(supervised[0].url + "/api/version", timeout=5).json()["version"]
     assert [int(part) for part in version.split(".")] >= [0, 6, 4]

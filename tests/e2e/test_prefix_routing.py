@@ -11,8 +11,10 @@ import pytest
 
 from ..conftest import openai_client
 
-SYSTEM = ("You are the ship's navigator. Answer in one short sentence. The ship sails from Bergen to Reykjavik "
-          "in early spring; the crew is twelve; the cargo is dried fish, wool and timber. ") * 6
+SYSTEM = (
+    "You are the ship's navigator. Answer in one short sentence. The ship sails from Bergen to Reykjavik "
+    "in early spring; the crew is twelve; the cargo is dried fish, wool and timber. "
+) * 6
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +43,9 @@ class Session:
     def turn(self, question: str):
         """(the answer's usage, the access log's line for it)"""
         self.messages.append({"role": "user", "content": question})
-        reply = self.client.chat.completions.create(model="pooled", messages=self.messages, max_tokens=12,
-                                                    temperature=0, user=self.key)
+        reply = self.client.chat.completions.create(
+            model="pooled", messages=self.messages, max_tokens=12, temperature=0, user=self.key
+        )
         self.messages.append({"role": "assistant", "content": reply.choices[0].message.content})
         return reply.usage, access_lines(self.proxy)[-1]
 
@@ -68,6 +71,5 @@ def test_the_next_turn_is_served_from_the_cache_and_survives_its_server(pooled_p
 def test_with_one_server_dead_no_session_is_refused(pooled_proxy):
     """Runs after the kill above: every new session lands on the server left, whatever its key."""
     with ThreadPoolExecutor(4) as executor:
-        usages = list(executor.map(lambda n: Session(pooled_proxy, f"crew-{n}").turn("Where do we sail from?")[0],
-                                   range(6)))
+        usages = list(executor.map(lambda n: Session(pooled_proxy, f"crew-{n}").turn("Where do we sail from?")[0], range(6)))
     assert all(usage.completion_tokens > 0 for usage in usages)

@@ -38,8 +38,7 @@ def test_n_gives_that_many_choices_each_finishing_once(client, proxy, stream):
 
 
 def test_chat_logprobs(client):
-    reply = client.chat.completions.create(model="m", messages=HELLO, max_tokens=8, temperature=0,
-                                           logprobs=True, top_logprobs=3)
+    reply = client.chat.completions.create(model="m", messages=HELLO, max_tokens=8, temperature=0, logprobs=True, top_logprobs=3)
     content = reply.choices[0].logprobs.content
     assert "".join(t.token for t in content) == reply.choices[0].message.content
     assert all(t.logprob <= 0 and len(t.top_logprobs) == 3 for t in content)
@@ -47,8 +46,9 @@ def test_chat_logprobs(client):
 
 
 def test_chat_logprobs_in_a_stream(client):
-    stream = client.chat.completions.create(model="m", messages=HELLO, max_tokens=8, temperature=0,
-                                            logprobs=True, top_logprobs=1, stream=True)
+    stream = client.chat.completions.create(
+        model="m", messages=HELLO, max_tokens=8, temperature=0, logprobs=True, top_logprobs=1, stream=True
+    )
     tokens = [(c.choices[0].delta.content, c.choices[0].logprobs) for c in stream if c.choices[0].delta.content]
     assert all(lp is not None and "".join(t.token for t in lp.content) == text for text, lp in tokens)
 
@@ -73,8 +73,11 @@ def test_completion_logprobs_legacy_shape(proxy, stream):
 
 
 def test_include_usage_adds_exactly_one_usage_chunk(client, proxy):
-    chunks = list(client.chat.completions.create(model="m", messages=HELLO, max_tokens=6, stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=HELLO, max_tokens=6, stream=True, stream_options={"include_usage": True}
+        )
+    )
     with_usage = [c for c in chunks if c.usage is not None]
     assert len(with_usage) == 1 and with_usage[0] is chunks[-1] and chunks[-1].choices == []
     assert with_usage[0].usage.completion_tokens > 0 and with_usage[0].usage.prompt_tokens > 0
@@ -89,30 +92,45 @@ def test_stream_options_without_stream_is_a_400(client):
 
 def test_json_object_output_parses(client):
     reply = client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "Give me a JSON object with the name and age of a cat."}],
-        response_format={"type": "json_object"}, max_tokens=200, temperature=0,
+        model="m",
+        messages=[{"role": "user", "content": "Give me a JSON object with the name and age of a cat."}],
+        response_format={"type": "json_object"},
+        max_tokens=200,
+        temperature=0,
         # computed afresh: a slot's cached prefix from the run's earlier prompts changes the numbers, and
         # with them which greedy answer SmolLM2 writes (a CI run once rambled to the token limit)
-        extra_body={"cache_prompt": False})
+        extra_body={"cache_prompt": False},
+    )
     assert reply.choices[0].finish_reason == "stop"
     assert isinstance(json.loads(reply.choices[0].message.content), dict)
 
 
 def test_json_schema_output_follows_the_schema(client):
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
-                                               "age": {"type": "integer"}},
-              "required": ["name", "age"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
     reply = client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "Describe a person."}], max_tokens=80, temperature=0,
-        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}})
+        model="m",
+        messages=[{"role": "user", "content": "Describe a person."}],
+        max_tokens=80,
+        temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}},
+    )
     person = json.loads(reply.choices[0].message.content)
     assert set(person) == {"name", "age"} and isinstance(person["age"], int)
 
 
-@pytest.mark.parametrize("response_format", [
-    {"type": "xml"}, {"type": "json_schema"},
-    {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "banana"}}},
-])
+@pytest.mark.parametrize(
+    "response_format",
+    [
+        {"type": "xml"},
+        {"type": "json_schema"},
+        {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "banana"}}},
+    ],
+)
 def test_bad_response_format_is_a_400(client, response_format):
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="m", messages=HELLO, response_format=response_format)
@@ -124,8 +142,9 @@ def test_logit_bias_bans_a_token(client, proxy):
     first_token = plain.choices[0].logprobs.tokens[0]
     token_id = requests.post(proxy.url + "/v1/internal/encode", json={"text": first_token}, timeout=10).json()["tokens"]
     assert len(token_id) == 1
-    biased = client.completions.create(model="m", prompt=prompt, max_tokens=2, temperature=0, logprobs=1,
-                                       logit_bias={str(token_id[0]): -100})
+    biased = client.completions.create(
+        model="m", prompt=prompt, max_tokens=2, temperature=0, logprobs=1, logit_bias={str(token_id[0]): -100}
+    )
     assert biased.choices[0].logprobs.tokens[0] != first_token
 
 
@@ -139,34 +158,58 @@ def test_completion_prompt_shapes_and_echo(client):
 
 
 def test_fill_in_the_middle_with_suffix(client):
-    reply = client.completions.create(model="m", prompt="def add(a, b):\n    return ", suffix="\n\nprint(add(1, 2))\n",
-                                      max_tokens=8, temperature=0, extra_body={"ignore_eos": True})
+    reply = client.completions.create(
+        model="m",
+        prompt="def add(a, b):\n    return ",
+        suffix="\n\nprint(add(1, 2))\n",
+        max_tokens=8,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+    )
     assert reply.choices[0].text and reply.choices[0].finish_reason == "length"
     assert reply.usage.completion_tokens == 8 and reply.usage.prompt_tokens > 5
 
 
 def test_llama_cpp_samplers_are_accepted(proxy):
-    samplers = {"top_k": 5, "min_p": 0.1, "typical_p": 0.9, "repeat_penalty": 1.1, "repeat_last_n": 32,
-                "mirostat": 0, "n_keep": 0, "ignore_eos": True, "dynatemp_range": 0.0, "dry_multiplier": 0.0,
-                "xtc_probability": 0.0, "samplers": ["top_k", "temperature"], "cache_prompt": True, "id_slot": -1,
-                "seed": 1, "presence_penalty": 0.5, "frequency_penalty": 0.5}
-    response = requests.post(proxy.url + "/v1/completions", timeout=60,
-                             json={"prompt": "Hi", "max_tokens": 4, **samplers})
+    samplers = {
+        "top_k": 5,
+        "min_p": 0.1,
+        "typical_p": 0.9,
+        "repeat_penalty": 1.1,
+        "repeat_last_n": 32,
+        "mirostat": 0,
+        "n_keep": 0,
+        "ignore_eos": True,
+        "dynatemp_range": 0.0,
+        "dry_multiplier": 0.0,
+        "xtc_probability": 0.0,
+        "samplers": ["top_k", "temperature"],
+        "cache_prompt": True,
+        "id_slot": -1,
+        "seed": 1,
+        "presence_penalty": 0.5,
+        "frequency_penalty": 0.5,
+    }
+    response = requests.post(proxy.url + "/v1/completions", timeout=60, json={"prompt": "Hi", "max_tokens": 4, **samplers})
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["finish_reason"] == "length"  # ignore_eos ran it to the limit
 
 
 def test_tool_choice_none_answers_in_text(client):
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-    choice = client.chat.completions.create(model="m", messages=HELLO, tools=tools, tool_choice="none",
-                                            max_tokens=8).choices[0]
+    choice = client.chat.completions.create(model="m", messages=HELLO, tools=tools, tool_choice="none", max_tokens=8).choices[0]
     assert choice.message.content and choice.message.tool_calls is None
     assert client.chat.completions.create(model="m", messages=HELLO, max_tokens=2, tools=None).choices
 
 
 def test_multibyte_characters_survive_streaming(client):
-    options = dict(model="m", max_tokens=40, temperature=0, seed=3,
-                   messages=[{"role": "user", "content": "Reply with only emoji and Chinese: 🎉🐱 你好世界"}])
+    options = dict(
+        model="m",
+        max_tokens=40,
+        temperature=0,
+        seed=3,
+        messages=[{"role": "user", "content": "Reply with only emoji and Chinese: 🎉🐱 你好世界"}],
+    )
     whole = client.chat.completions.create(**options).choices[0].message.content
     pieces = [c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **options)]
     assert "".join(pieces) == whole
@@ -264,8 +307,12 @@ def test_stop_generation_ends_streams_with_stop(proxy):
 
 def test_chat_echo_prefixes_the_last_assistant_message(client):
     messages = [*HELLO, {"role": "assistant", "content": "Hello there"}]
-    reply = client.chat.completions.create(model="m", messages=messages, max_tokens=6, temperature=0,
-                                           extra_body={"echo": True, "continue_final_message": True,
-                                                       "add_generation_prompt": False})
+    reply = client.chat.completions.create(
+        model="m",
+        messages=messages,
+        max_tokens=6,
+        temperature=0,
+        extra_body={"echo": True, "continue_final_message": True, "add_generation_prompt": False},
+    )
     assert reply.choices[0].message.content.startswith("Hello there")
     assert len(reply.choices[0].message.content) > len("Hello there")

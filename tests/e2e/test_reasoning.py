@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 THINK_FIRST = 'root ::= "<think>" [a-z ]{8,60} "</think>" [A-Za-z ,.!]{4,60}'
-REQUEST = {"model": "smollm", "messages": [{"role": "user", "content": "Say hello."}], "temperature": 0,
-           "seed": 3, "max_tokens": 80}
+REQUEST = {
+    "model": "smollm",
+    "messages": [{"role": "user", "content": "Say hello."}],
+    "temperature": 0,
+    "seed": 3,
+    "max_tokens": 80,
+}
 
 
 @pytest.mark.parametrize("reasoning_format, split", [("deepseek", True), ("none", False)])

@@ -35,8 +35,14 @@ def stream_chat(url: str, body: dict) -> dict:
                     text.append(choice["delta"]["content"])
                 if choice["finish_reason"]:
                     finishes.append(choice["finish_reason"])
-    return {"text": "".join(text), "finishes": finishes, "errors": errors, "done": done,
-            "ttft": (first or time.perf_counter()) - started, "total": time.perf_counter() - started}
+    return {
+        "text": "".join(text),
+        "finishes": finishes,
+        "errors": errors,
+        "done": done,
+        "ttft": (first or time.perf_counter()) - started,
+        "total": time.perf_counter() - started,
+    }
 
 
 def peak_memory_mb(pid: int) -> float:
@@ -71,8 +77,10 @@ def test_64_concurrent_streams_through_the_real_server(proxy, load_report):
     assert all(r["done"] and not r["errors"] for r in results)
     assert all(len(r["finishes"]) == 1 and r["text"] for r in results)
     ttfts = sorted(r["ttft"] for r in results)
-    load_report(f"64 streams via real llama-server (4 slots): TTFT p50 {ttfts[32] * 1000:.0f} ms, "
-                f"max total {max(r['total'] for r in results):.1f} s, proxy peak RSS {peak_memory_mb(proxy.process.pid):.0f} MB")
+    load_report(
+        f"64 streams via real llama-server (4 slots): TTFT p50 {ttfts[32] * 1000:.0f} ms, "
+        f"max total {max(r['total'] for r in results):.1f} s, proxy peak RSS {peak_memory_mb(proxy.process.pid):.0f} MB"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -89,5 +97,7 @@ def test_256_concurrent_streams_through_a_fast_fake(fast_fake, start_proxy, load
     elapsed = time.perf_counter() - started
     assert all(r["done"] and not r["errors"] and r["text"] == expected for r in results)
     ttfts = sorted(r["ttft"] for r in results)
-    load_report(f"256 streams via fast fake: all whole in {elapsed:.1f} s, TTFT p50 {ttfts[128] * 1000:.0f} ms, "
-                f"p95 {ttfts[243] * 1000:.0f} ms, proxy peak RSS {peak_memory_mb(proxy.process.pid):.0f} MB")
+    load_report(
+        f"256 streams via fast fake: all whole in {elapsed:.1f} s, TTFT p50 {ttfts[128] * 1000:.0f} ms, "
+        f"p95 {ttfts[243] * 1000:.0f} ms, proxy peak RSS {peak_memory_mb(proxy.process.pid):.0f} MB"
+    )

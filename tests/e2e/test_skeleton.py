@@ -20,7 +20,7 @@ def sse_events(response: requests.Response) -> list[bytes]:
     events = body[:-2].split(b"\n\n")
     for event in events:
         assert event.startswith(b"data: ") and b"\n" not in event, event
-    return [event[len(b"data: "):] for event in events]
+    return [event[len(b"data: ") :] for event in events]
 
 
 def test_chat_answers_from_the_model(client):
@@ -35,8 +35,12 @@ def test_chat_answers_from_the_model(client):
 
 
 def test_chat_stream_framing_and_chunks(proxy):
-    response = requests.post(proxy.url + "/v1/chat/completions", stream=False, timeout=120, json={
-        "messages": HELLO, "stream": True, "max_tokens": 12, "temperature": 0})
+    response = requests.post(
+        proxy.url + "/v1/chat/completions",
+        stream=False,
+        timeout=120,
+        json={"messages": HELLO, "stream": True, "max_tokens": 12, "temperature": 0},
+    )
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/event-stream")
     events = sse_events(response)
@@ -63,8 +67,7 @@ def test_chat_stream_through_sdk_equals_the_non_streamed_answer(client):
 
 @pytest.mark.parametrize("stop", [None, "\n", ["\n", "zzz"]])
 def test_stop_null_string_and_list(client, stop):
-    reply = client.completions.create(model="m", prompt="1, 2, 3, 4,", stop=stop, max_tokens=12,
-                                      temperature=0)
+    reply = client.completions.create(model="m", prompt="1, 2, 3, 4,", stop=stop, max_tokens=12, temperature=0)
     text = reply.choices[0].text
     if stop is None:
         assert reply.choices[0].finish_reason in ("length", "stop")
@@ -76,23 +79,35 @@ def test_stop_null_string_and_list(client, stop):
 def test_a_stop_word_ends_the_completion_with_reason_stop(client):
     unstopped = client.completions.create(model="m", prompt="1, 2, 3, 4,", max_tokens=12, temperature=0)
     word = unstopped.choices[0].text.split(",")[1].strip()  # a word the model will write
-    stopped = client.completions.create(model="m", prompt="1, 2, 3, 4,", max_tokens=12, temperature=0,
-                                        stop=word)
+    stopped = client.completions.create(model="m", prompt="1, 2, 3, 4,", max_tokens=12, temperature=0, stop=word)
     assert word not in stopped.choices[0].text
     assert stopped.choices[0].finish_reason == "stop"
 
 
 def test_max_completion_tokens_limits_the_answer(client):
-    reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Write a long story."}],
-                                           max_completion_tokens=3, temperature=0)
+    reply = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "Write a long story."}], max_completion_tokens=3, temperature=0
+    )
     assert reply.choices[0].finish_reason == "length"
     assert reply.usage.completion_tokens == 3
 
 
 def test_explicit_nulls_and_a_missing_model(proxy):
-    body = {"messages": HELLO, "stop": None, "max_tokens": 8, "max_completion_tokens": None,
-            "temperature": None, "top_p": None, "seed": None, "n": None, "logprobs": None,
-            "tools": None, "user": None, "stream": None, "presence_penalty": None}
+    body = {
+        "messages": HELLO,
+        "stop": None,
+        "max_tokens": 8,
+        "max_completion_tokens": None,
+        "temperature": None,
+        "top_p": None,
+        "seed": None,
+        "n": None,
+        "logprobs": None,
+        "tools": None,
+        "user": None,
+        "stream": None,
+        "presence_penalty": None,
+    }
     response = requests.post(proxy.url + "/chat/completions", json=body, timeout=120)
     assert response.status_code == 200, response.text
     assert response.json()["model"] == "llama.cpp"
@@ -120,6 +135,7 @@ def test_models_list(client):
 @pytest.fixture(scope="module")
 def dead_upstream_proxy(start_proxy):
     from ..servers import free_port
+
     return start_proxy("--llama-api", f"http://127.0.0.1:{free_port()}", "--chat-prompt-model", "chatml")
 
 

@@ -28,8 +28,9 @@ def store_path(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def sqlite_proxy(llama_server, start_proxy, store_path):
-    return start_proxy("--llama-api", llama_server.url, "--store", f"sqlite://{store_path}", "--api-key", KEYS[0],
-                       "--api-key", KEYS[1])
+    return start_proxy(
+        "--llama-api", llama_server.url, "--store", f"sqlite://{store_path}", "--api-key", KEYS[0], "--api-key", KEYS[1]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,9 @@ def redis_url(redis_server) -> str:
 @pytest.fixture(scope="module")
 def redis_proxies(llama_server, start_proxies, redis_url):
     """Two proxy instances sharing one Redis, as behind a load balancer."""
-    return start_proxies(*[("--llama-api", llama_server.url, "--store", redis_url, "--api-key", KEYS[0],
-                            "--api-key", KEYS[1])] * 2)
+    return start_proxies(
+        *[("--llama-api", llama_server.url, "--store", redis_url, "--api-key", KEYS[0], "--api-key", KEYS[1])] * 2
+    )
 
 
 def client_of(proxy, key: str = KEYS[0]) -> openai.OpenAI:
@@ -54,8 +56,7 @@ def texts(items) -> list[str]:
 
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_continue_retrieve_list_and_delete(backend, request):
-    proxies = [request.getfixturevalue("sqlite_proxy")] * 2 if backend == "sqlite" \
-        else request.getfixturevalue("redis_proxies")
+    proxies = [request.getfixturevalue("sqlite_proxy")] * 2 if backend == "sqlite" else request.getfixturevalue("redis_proxies")
     first_client, second_client = (client_of(proxy) for proxy in proxies)
     first = first_client.responses.create(input="My name is Ada.", instructions="Be brief.", **SAMPLING)
     assert first.store is True and first.status in ("completed", "incomplete") and len(first.id) == len("resp_") + 32
@@ -64,8 +65,7 @@ def test_continue_retrieve_list_and_delete(backend, request):
     second = second_client.responses.create(input="What is my name?", previous_response_id=first.id, **SAMPLING)
     assert second.previous_response_id == first.id and second.instructions is None
     assert second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens  # the history was sent
-    counted = first_client.responses.input_tokens.count(input="What is my name?", previous_response_id=first.id,
-                                                        model="smollm")
+    counted = first_client.responses.input_tokens.count(input="What is my name?", previous_response_id=first.id, model="smollm")
     assert counted.input_tokens == second.usage.input_tokens
     items = list(first_client.responses.input_items.list(second.id, order="asc"))
     assert texts(items) == ["My name is Ada.", first.output_text, "What is my name?"]
@@ -77,17 +77,17 @@ def test_continue_retrieve_list_and_delete(backend, request):
     with pytest.raises(openai.NotFoundError) as caught:
         second_client.responses.create(input="Again", previous_response_id=first.id, **SAMPLING)
     assert caught.value.body["code"] == "previous_response_not_found"
-    assert second_client.responses.retrieve(second.id).output_text == second.output_text   # a later turn stays
+    assert second_client.responses.retrieve(second.id).output_text == second.output_text  # a later turn stays
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "redis"])
 def test_a_streamed_continuation_is_stored_as_streamed(backend, request):
-    proxies = [request.getfixturevalue("sqlite_proxy")] * 2 if backend == "sqlite" \
-        else request.getfixturevalue("redis_proxies")
+    proxies = [request.getfixturevalue("sqlite_proxy")] * 2 if backend == "sqlite" else request.getfixturevalue("redis_proxies")
     first = client_of(proxies[0]).responses.create(input="Count from 1 to 3.", **SAMPLING)
-    events = list(client_of(proxies[1]).responses.create(input="And to 5?", previous_response_id=first.id, stream=True,
-                                                         **SAMPLING))
-    streamed = events[-1].response   # response.completed (or .incomplete) as sent
+    events = list(
+        client_of(proxies[1]).responses.create(input="And to 5?", previous_response_id=first.id, stream=True, **SAMPLING)
+    )
+    streamed = events[-1].response  # response.completed (or .incomplete) as sent
     assert streamed.previous_response_id == first.id and streamed.store is True
     assert client_of(proxies[0]).responses.retrieve(streamed.id).model_dump() == streamed.model_dump()
 
@@ -96,12 +96,15 @@ def test_another_key_sees_nothing(sqlite_proxy):
     owner, other = client_of(sqlite_proxy, KEYS[0]), client_of(sqlite_proxy, KEYS[1])
     response = owner.responses.create(input="Secret plans.", **SAMPLING)
     conversation = owner.conversations.create(items=[{"role": "user", "content": "Hi"}])
-    for attempt in (lambda: other.responses.retrieve(response.id), lambda: other.responses.delete(response.id),
-                    lambda: other.responses.input_items.list(response.id),
-                    lambda: other.responses.create(input="And?", previous_response_id=response.id, **SAMPLING),
-                    lambda: other.conversations.retrieve(conversation.id),
-                    lambda: other.conversations.items.list(conversation.id),
-                    lambda: other.responses.create(input="And?", conversation=conversation.id, **SAMPLING)):
+    for attempt in (
+        lambda: other.responses.retrieve(response.id),
+        lambda: other.responses.delete(response.id),
+        lambda: other.responses.input_items.list(response.id),
+        lambda: other.responses.create(input="And?", previous_response_id=response.id, **SAMPLING),
+        lambda: other.conversations.retrieve(conversation.id),
+        lambda: other.conversations.items.list(conversation.id),
+        lambda: other.responses.create(input="And?", conversation=conversation.id, **SAMPLING),
+    ):
         with pytest.raises(openai.NotFoundError):
             attempt()
     assert owner.responses.retrieve(response.id).id == response.id
@@ -116,8 +119,10 @@ def test_stored_responses_survive_a_restart(llama_server, start_proxy, tmp_path)
     before.stop()
     after = start_proxy("--llama-api", llama_server.url, "--store", store)
     assert client_of(after).responses.retrieve(first.id).model_dump() == first.model_dump()
-    assert client_of(after).responses.create(input="Which colour?", previous_response_id=first.id, **SAMPLING).status \
-        in ("completed", "incomplete")
+    assert client_of(after).responses.create(input="Which colour?", previous_response_id=first.id, **SAMPLING).status in (
+        "completed",
+        "incomplete",
+    )
     assert texts(client_of(after).conversations.items.list(conversation.id).data) == ["Hi"]
 
 
@@ -132,8 +137,9 @@ def test_two_workers_add_turns_to_one_conversation_at_once(llama_server, start_p
         # A client, so a connection, of its own per turn: a kept-alive connection stays with the
         # worker that accepted it, and a shared client would send every later round to that worker.
         with client_of(proxy) as own:
-            answers[n] = own.responses.create(input=f"Say the number {n}.", conversation=conversation.id,
-                                              stream=False, **{**SAMPLING, "max_output_tokens": 8})
+            answers[n] = own.responses.create(
+                input=f"Say the number {n}.", conversation=conversation.id, stream=False, **{**SAMPLING, "max_output_tokens": 8}
+            )
 
     # Twelve turns at once, again until both workers have written: which worker accepts a new
     # connection is the kernel's choice, and one worker may take all twelve.
@@ -146,11 +152,11 @@ def test_two_workers_add_turns_to_one_conversation_at_once(llama_server, start_p
         store_users = [pid for pid in workers_of(proxy) if _has_open(pid, store)]
         if len(store_users) == 2:
             break
-    assert len(store_users) == 2   # both workers wrote
+    assert len(store_users) == 2  # both workers wrote
     assert sorted(answers) == list(range(first + 12))
     items = list(client.conversations.items.list(conversation.id, order="asc", limit=100))
     assert len(items) == 2 * len(answers)
-    for user, assistant in zip(items[::2], items[1::2], strict=True):   # each turn landed whole
+    for user, assistant in zip(items[::2], items[1::2], strict=True):  # each turn landed whole
         n = int(user.content[0].text.split()[-1].rstrip("."))
         assert user.role == "user" and assistant.role == "assistant" and assistant.id == answers[n].output[0].id
 
@@ -178,8 +184,7 @@ def test_objects_expire_after_the_ttl(llama_server, start_proxy, tmp_path):
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_conversation_with_the_sdk(redis_proxies, stream):
     first_client, second_client = (client_of(proxy) for proxy in redis_proxies)
-    conversation = first_client.conversations.create(items=[{"role": "user", "content": "Hello."}],
-                                                     metadata={"user": "ada"})
+    conversation = first_client.conversations.create(items=[{"role": "user", "content": "Hello."}], metadata={"user": "ada"})
     request = {"input": "Hi", "conversation": conversation.id, **SAMPLING, "max_output_tokens": 100}
     if stream:
         with second_client.responses.stream(**request) as events:
@@ -190,8 +195,10 @@ def test_a_conversation_with_the_sdk(redis_proxies, stream):
     items = list(first_client.conversations.items.list(conversation.id, order="asc"))
     assert texts(items) == ["Hello.", "Hi", answer.output_text]
     first_client.conversations.items.delete(items[0].id, conversation_id=conversation.id)
-    assert [item.id for item in second_client.conversations.items.list(conversation.id)] == \
-        [items[2].id, items[1].id]   # newest first by default
+    assert [item.id for item in second_client.conversations.items.list(conversation.id)] == [
+        items[2].id,
+        items[1].id,
+    ]  # newest first by default
     assert second_client.conversations.update(conversation.id, metadata={"user": "bob"}).metadata == {"user": "bob"}
     assert first_client.conversations.delete(conversation.id).deleted
 
@@ -201,7 +208,7 @@ def test_a_conversation_with_the_sdk(redis_proxies, stream):
 WEATHER_CALLS: list[str] = []
 
 
-@agents.function_tool(is_enabled=lambda context, agent: not WEATHER_CALLS)   # offered until called once
+@agents.function_tool(is_enabled=lambda context, agent: not WEATHER_CALLS)  # offered until called once
 def get_weather(city: str) -> str:
     """The current weather in a city."""
     WEATHER_CALLS.append(city)
@@ -209,10 +216,15 @@ def get_weather(city: str) -> str:
 
 
 def agent_of(proxy, **settings) -> Agent:
-    model = OpenAIResponsesModel(model="smollm", openai_client=openai.AsyncOpenAI(
-        base_url=proxy.url + "/v1", api_key=KEYS[0], max_retries=0, timeout=120))
-    return Agent(name="assistant", instructions="You are brief.", model=model,
-                 model_settings=ModelSettings(temperature=0, max_tokens=100, **settings))
+    model = OpenAIResponsesModel(
+        model="smollm", openai_client=openai.AsyncOpenAI(base_url=proxy.url + "/v1", api_key=KEYS[0], max_retries=0, timeout=120)
+    )
+    return Agent(
+        name="assistant",
+        instructions="You are brief.",
+        model=model,
+        model_settings=ModelSettings(temperature=0, max_tokens=100, **settings),
+    )
 
 
 async def run(agent: Agent, text: str, stream: bool, **options):

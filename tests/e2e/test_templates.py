@@ -12,8 +12,12 @@ from ..conftest import openai_client
 
 CONVERSATIONS = [
     [{"role": "user", "content": "Hi"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-     {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Bye"}],
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "Bye"},
+    ],
     [{"role": "user", "content": "Ünïcode ✓ and\nnewlines"}],
 ]
 SHORT_TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}<assistant>"
@@ -47,7 +51,8 @@ def test_chat_through_the_models_template_stops_at_its_eos(client):
 def test_fastchat_template_by_name(llama_server, start_proxy):
     proxy = start_proxy("--llama-api", llama_server.url, "--chat-prompt-model", "vicuna_v1.1")
     assert chat_prompt(proxy, CONVERSATIONS[1]).json()["prompt"] == (
-        "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: Bye ASSISTANT:")
+        "Be brief. USER: Hi ASSISTANT: Hello!</s>USER: Bye ASSISTANT:"
+    )
     info = requests.get(proxy.url + "/v1/internal/model/info", timeout=10).json()
     assert info["template"] == {"source": "chat_prompt_model", "name": "fastchat:vicuna_v1.1"}
 
@@ -63,8 +68,10 @@ def test_template_file(llama_server, start_proxy, tmp_path):
 
 def test_inline_template_with_escapes_and_from_the_environment(llama_server, start_proxy):
     one_line = SHORT_TEMPLATE.replace("\n", "\\n")
-    for proxy in (start_proxy("--llama-api", llama_server.url, "--chat-template", one_line),
-                  start_proxy("--llama-api", llama_server.url, env={"API_LIKE_OAI_CHAT_TEMPLATE": one_line})):
+    for proxy in (
+        start_proxy("--llama-api", llama_server.url, "--chat-template", one_line),
+        start_proxy("--llama-api", llama_server.url, env={"API_LIKE_OAI_CHAT_TEMPLATE": one_line}),
+    ):
         assert chat_prompt(proxy, CONVERSATIONS[1]).json()["prompt"] == EXPECTED_SHORT
 
 
@@ -103,6 +110,7 @@ def test_injection_in_a_template_flag_is_a_400_and_runs_nothing(llama_server, st
 
 def test_raise_exception_reaches_the_sdk_as_a_400(llama_server, start_proxy):
     import openai
+
     template = "{% if messages|length > 1 %}{{ raise_exception('Only one message, please') }}{% endif %}x"
     proxy = start_proxy("--llama-api", llama_server.url, "--chat-template", template)
     with pytest.raises(openai.BadRequestError, match="Only one message, please"):

@@ -64,8 +64,8 @@ FLEET_SECRET = "the-tenants-fleet-secret-0123456789"
 @dataclass(frozen=True)
 class Row:
     kind: Kind
-    request: Callable   # (probe, caller) -> (method, path, json body or None)
-    served: frozenset = field(default_factory=ok)   # what the route itself answers when let through
+    request: Callable  # (probe, caller) -> (method, path, json body or None)
+    served: frozenset = field(default_factory=ok)  # what the route itself answers when let through
 
     def expected(self, caller: str) -> frozenset:
         answers = self.kind.answers[caller]
@@ -102,8 +102,10 @@ def get(path: str):
 
 def of_own(method: str, template: str, fresh: bool = False):
     """A request on a stored object: the caller's own (the admin's, the key of a's), else the key of a's."""
+
     def make(probe, caller):
         return method, template.format(**probe.objects(caller, fresh)), None
+
     return make
 
 
@@ -117,18 +119,22 @@ ROUTES: dict[tuple[str, str], Row] = {
     ("GET", "/ui/"): Row(PUBLIC, get("/ui/")),
     ("GET", "/ui/<path:name>"): Row(PUBLIC, get("/ui/app.js")),
     # Flask's own static folder, which the app does not have: nothing there for anyone, after the key check.
-    ("GET", "/static/<path:filename>"): Row(Kind("no such file", {NONE: ok(401), OWN: ok(404), OTHER: ok(404),
-                                                                  LIMITED: ok(404), ADMIN: ok(404)}),
-                                          get("/static/x.css")),
+    ("GET", "/static/<path:filename>"): Row(
+        Kind("no such file", {NONE: ok(401), OWN: ok(404), OTHER: ok(404), LIMITED: ok(404), ADMIN: ok(404)}),
+        get("/static/x.css"),
+    ),
     ("GET", "/metrics"): Row(ADMIN_ONLY, get("/metrics")),
     # The OpenAI, Anthropic and Responses APIs: a model's.
     **{("POST", path): Row(OWN_ONLY, post(path, CHAT)) for path in ("/v1/chat/completions", "/chat/completions")},
     **{("POST", path): Row(OWN_ONLY, post(path, PROMPT)) for path in ("/v1/completions", "/completions")},
-    **{("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "input": "Hi"}), ok(400))   # no --embeddings
-       for path in ("/v1/embeddings", "/embeddings")},
+    **{
+        ("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "input": "Hi"}), ok(400))  # no --embeddings
+        for path in ("/v1/embeddings", "/embeddings")
+    },
     ("POST", "/v1/messages"): Row(OWN_ONLY, post("/v1/messages", MESSAGES)),
-    ("POST", "/v1/messages/count_tokens"): Row(OWN_ONLY, post("/v1/messages/count_tokens",
-                                                              {"model": "a", "messages": MESSAGES["messages"]})),
+    ("POST", "/v1/messages/count_tokens"): Row(
+        OWN_ONLY, post("/v1/messages/count_tokens", {"model": "a", "messages": MESSAGES["messages"]})
+    ),
     ("POST", "/v1/responses"): Row(OWN_ONLY, post("/v1/responses", RESPONSE)),
     ("POST", "/v1/responses/input_tokens"): Row(OWN_ONLY, post("/v1/responses/input_tokens", RESPONSE)),
     **{("GET", path): Row(OWN_VIEW, get(path)) for path in ("/v1/models", "/models")},
@@ -137,22 +143,36 @@ ROUTES: dict[tuple[str, str], Row] = {
     ("GET", "/v1/responses/<response_id>"): Row(OWN_ONLY, of_own("GET", "/v1/responses/{response}")),
     ("DELETE", "/v1/responses/<response_id>"): Row(OWN_ONLY, of_own("DELETE", "/v1/responses/{response}", fresh=True)),
     ("GET", "/v1/responses/<response_id>/input_items"): Row(OWN_ONLY, of_own("GET", "/v1/responses/{response}/input_items")),
-    ("POST", "/v1/conversations"): Row(Kind("a write", {**OWN_VIEW.answers, LIMITED: ok(429)}),
-                                       post("/v1/conversations", {"items": []})),
+    ("POST", "/v1/conversations"): Row(
+        Kind("a write", {**OWN_VIEW.answers, LIMITED: ok(429)}), post("/v1/conversations", {"items": []})
+    ),
     ("GET", "/v1/conversations/<conversation_id>"): Row(OWN_ONLY, of_own("GET", "/v1/conversations/{conversation}")),
-    ("POST", "/v1/conversations/<conversation_id>"): Row(OWN_ONLY, lambda probe, caller: (
-        "POST", "/v1/conversations/{conversation}".format(**probe.objects(caller)), {"metadata": {"k": "v"}})),
-    ("DELETE", "/v1/conversations/<conversation_id>"): Row(OWN_ONLY, of_own("DELETE", "/v1/conversations/{conversation}",
-                                                                              fresh=True)),
-    ("GET", "/v1/conversations/<conversation_id>/items"): Row(OWN_ONLY, of_own(
-        "GET", "/v1/conversations/{conversation}/items")),
-    ("POST", "/v1/conversations/<conversation_id>/items"): Row(OWN_ONLY, lambda probe, caller: (
-        "POST", "/v1/conversations/{conversation}/items".format(**probe.objects(caller)),
-        {"items": [{"type": "message", "role": "user", "content": "more"}]})),
-    ("GET", "/v1/conversations/<conversation_id>/items/<item_id>"): Row(OWN_ONLY, of_own(
-        "GET", "/v1/conversations/{conversation}/items/{item}")),
-    ("DELETE", "/v1/conversations/<conversation_id>/items/<item_id>"): Row(OWN_ONLY, of_own(
-        "DELETE", "/v1/conversations/{conversation}/items/{item}", fresh=True)),
+    ("POST", "/v1/conversations/<conversation_id>"): Row(
+        OWN_ONLY,
+        lambda probe, caller: (
+            "POST",
+            "/v1/conversations/{conversation}".format(**probe.objects(caller)),
+            {"metadata": {"k": "v"}},
+        ),
+    ),
+    ("DELETE", "/v1/conversations/<conversation_id>"): Row(
+        OWN_ONLY, of_own("DELETE", "/v1/conversations/{conversation}", fresh=True)
+    ),
+    ("GET", "/v1/conversations/<conversation_id>/items"): Row(OWN_ONLY, of_own("GET", "/v1/conversations/{conversation}/items")),
+    ("POST", "/v1/conversations/<conversation_id>/items"): Row(
+        OWN_ONLY,
+        lambda probe, caller: (
+            "POST",
+            "/v1/conversations/{conversation}/items".format(**probe.objects(caller)),
+            {"items": [{"type": "message", "role": "user", "content": "more"}]},
+        ),
+    ),
+    ("GET", "/v1/conversations/<conversation_id>/items/<item_id>"): Row(
+        OWN_ONLY, of_own("GET", "/v1/conversations/{conversation}/items/{item}")
+    ),
+    ("DELETE", "/v1/conversations/<conversation_id>/items/<item_id>"): Row(
+        OWN_ONLY, of_own("DELETE", "/v1/conversations/{conversation}/items/{item}", fresh=True)
+    ),
     # The proxy's own tools on a model.
     ("GET", "/v1/internal/model/info"): Row(OWN_ONLY, get("/v1/internal/model/info?model=a")),
     ("POST", "/v1/internal/chat-prompt"): Row(OWN_ONLY, post("/v1/internal/chat-prompt", CHAT)),
@@ -161,11 +181,14 @@ ROUTES: dict[tuple[str, str], Row] = {
     ("POST", "/v1/internal/decode"): Row(OWN_ONLY, post("/v1/internal/decode", {"model": "a", "tokens": [1, 2]})),
     # What every caller shares: the admin's.
     ("GET", "/v1/internal/model/logs"): Row(ADMIN_ONLY, get("/v1/internal/model/logs?model=a")),
-    **{("POST", path): Row(ADMIN_ONLY, post(path, {"model": "b"}))
-       for path in ("/v1/internal/model/load", "/models/load", "/v1/internal/model/unload", "/models/unload")},
+    **{
+        ("POST", path): Row(ADMIN_ONLY, post(path, {"model": "b"}))
+        for path in ("/v1/internal/model/load", "/models/load", "/v1/internal/model/unload", "/models/unload")
+    },
     ("POST", "/v1/internal/stop-generation"): Row(ADMIN_ONLY, post("/v1/internal/stop-generation")),
-    ("POST", "/v1/internal/requests/<request_id>/stop"): Row(ADMIN_ONLY, post("/v1/internal/requests/0123/stop"),
-                                                             ok(404)),   # no such request in flight
+    ("POST", "/v1/internal/requests/<request_id>/stop"): Row(
+        ADMIN_ONLY, post("/v1/internal/requests/0123/stop"), ok(404)
+    ),  # no such request in flight
     # Views of what runs: each key its own part.
     ("GET", "/v1/internal/model/list"): Row(OWN_VIEW, get("/v1/internal/model/list")),
     ("GET", "/v1/internal/requests"): Row(OWN_VIEW, get("/v1/internal/requests")),
@@ -174,51 +197,73 @@ ROUTES: dict[tuple[str, str], Row] = {
     # Usage: a key its own, the admin every key's; reading it counts.
     ("GET", "/v1/internal/usage"): Row(OWN_USAGE, get("/v1/internal/usage")),
     ("GET", "/v1/organization/usage/completions"): Row(OWN_USAGE, get("/v1/organization/usage/completions?start_time=0")),
-    ("GET", "/v1/organization/usage/audio_transcriptions"): Row(OWN_USAGE, get(
-        "/v1/organization/usage/audio_transcriptions?start_time=0")),
+    ("GET", "/v1/organization/usage/audio_transcriptions"): Row(
+        OWN_USAGE, get("/v1/organization/usage/audio_transcriptions?start_time=0")
+    ),
     # Managing keys.
     ("GET", "/v1/internal/keys"): Row(ADMIN_ONLY, get("/v1/internal/keys")),
-    ("POST", "/v1/internal/keys"): Row(ADMIN_ONLY, lambda probe, caller: ("POST", "/v1/internal/keys",
-                                                                          {"name": next(NAMES)}), ok(201)),
+    ("POST", "/v1/internal/keys"): Row(
+        ADMIN_ONLY, lambda probe, caller: ("POST", "/v1/internal/keys", {"name": next(NAMES)}), ok(201)
+    ),
     ("GET", "/v1/internal/keys/<name>"): Row(ADMIN_ONLY, get("/v1/internal/keys/of-a")),
-    ("PATCH", "/v1/internal/keys/<name>"): Row(ADMIN_ONLY, lambda probe, caller: (
-        "PATCH", "/v1/internal/keys/of-b", {"priority": "normal"})),
-    ("DELETE", "/v1/internal/keys/<name>"): Row(ADMIN_ONLY, lambda probe, caller: (
-        "DELETE", f"/v1/internal/keys/{probe.throwaway_key()}", None)),
+    ("PATCH", "/v1/internal/keys/<name>"): Row(
+        ADMIN_ONLY, lambda probe, caller: ("PATCH", "/v1/internal/keys/of-b", {"priority": "normal"})
+    ),
+    ("DELETE", "/v1/internal/keys/<name>"): Row(
+        ADMIN_ONLY, lambda probe, caller: ("DELETE", f"/v1/internal/keys/{probe.throwaway_key()}", None)
+    ),
     # llama.cpp's own API, relayed: a model's (the answers are llama-server's).
     ("POST", "/completion"): Row(OWN_ONLY, post("/completion", {"model": "a", "prompt": "Hi", "n_predict": 2})),
-    ("POST", "/infill"): Row(OWN_ONLY, post("/infill", {"model": "a", "input_prefix": "def f(", "input_suffix": ")",
-                                                        "n_predict": 2}), ok(501)),   # a model without FIM tokens
+    ("POST", "/infill"): Row(
+        OWN_ONLY, post("/infill", {"model": "a", "input_prefix": "def f(", "input_suffix": ")", "n_predict": 2}), ok(501)
+    ),  # a model without FIM tokens
     ("POST", "/tokenize"): Row(OWN_ONLY, post("/tokenize", {"model": "a", "content": "Hi"})),
     ("POST", "/detokenize"): Row(OWN_ONLY, post("/detokenize", {"model": "a", "tokens": [1, 2]})),
     ("POST", "/apply-template"): Row(OWN_ONLY, post("/apply-template", {"model": "a", "messages": CHAT["messages"]})),
     ("GET", "/props"): Row(OWN_ONLY, get("/props?model=a")),
     ("GET", "/slots"): Row(OWN_ONLY, get("/slots?model=a")),
-    ("GET", "/llamacpp/metrics"): Row(OWN_ONLY, get("/llamacpp/metrics?model=a"), ok(501)),   # no --metrics
+    ("GET", "/llamacpp/metrics"): Row(OWN_ONLY, get("/llamacpp/metrics?model=a"), ok(501)),  # no --metrics
     # Ollama's API: its probes public, a model's routes a model's, its lists each key's own part.
     ("GET", "/"): Row(PUBLIC, get("/")),
     ("GET", "/api/version"): Row(PUBLIC, get("/api/version")),
     ("POST", "/api/chat"): Row(OWN_ONLY, post("/api/chat", {**CHAT, "stream": False, "options": {"num_predict": 2}})),
-    ("POST", "/api/generate"): Row(OWN_ONLY, post("/api/generate", {"model": "a", "prompt": "Hi", "stream": False,
-                                                                    "options": {"num_predict": 2}})),
+    ("POST", "/api/generate"): Row(
+        OWN_ONLY, post("/api/generate", {"model": "a", "prompt": "Hi", "stream": False, "options": {"num_predict": 2}})
+    ),
     ("POST", "/api/embed"): Row(OWN_ONLY, post("/api/embed", {"model": "a", "input": "Hi"}), ok(400, 501)),
     ("POST", "/api/embeddings"): Row(OWN_ONLY, post("/api/embeddings", {"model": "a", "prompt": "Hi"}), ok(400, 501)),
-    ("POST", "/api/show"): Row(OWN_CARD, post("/api/show", {"model": "a"})),   # a model card, as /v1/models/a
+    ("POST", "/api/show"): Row(OWN_CARD, post("/api/show", {"model": "a"})),  # a model card, as /v1/models/a
     ("GET", "/api/tags"): Row(OWN_VIEW, get("/api/tags")),
     ("GET", "/api/ps"): Row(OWN_VIEW, get("/api/ps")),
     # No model hub: a 400 saying where models come from, for every key.
-    **{("POST", rule): Row(Kind("no hub", {NONE: ok(401), **{caller: ok(400) for caller in CALLERS if caller != NONE}}),
-                           post(path, {"model": "a"}))
-       for rule, path in (("/api/pull",) * 2, ("/api/push",) * 2, ("/api/create",) * 2, ("/api/copy",) * 2,
-                          ("/api/blobs/<path:digest>", "/api/blobs/sha256-00"))},
+    **{
+        ("POST", rule): Row(
+            Kind("no hub", {NONE: ok(401), **{caller: ok(400) for caller in CALLERS if caller != NONE}}),
+            post(path, {"model": "a"}),
+        )
+        for rule, path in (
+            ("/api/pull",) * 2,
+            ("/api/push",) * 2,
+            ("/api/create",) * 2,
+            ("/api/copy",) * 2,
+            ("/api/blobs/<path:digest>", "/api/blobs/sha256-00"),
+        )
+    },
     ("DELETE", "/api/delete"): Row(ADMIN_ONLY, lambda probe, caller: ("DELETE", "/api/delete", {"model": "b"})),
     # Reranking and audio: a model's (a is a chat model without an audio projector: a 400 naming what it does).
-    **{("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "query": "q", "documents": ["d"]}), ok(400))
-       for path in ("/v1/rerank", "/rerank", "/v1/reranking", "/v2/rerank")},
-    **{("POST", prefix + "/audio/" + kind): Row(OWN_ONLY, post(prefix + "/audio/" + kind, AUDIO), ok(400))
-       for prefix in ("/v1", "") for kind in ("transcriptions", "translations")},
-    **{("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "input": "Hi", "voice": "alloy"}), ok(400))
-       for path in ("/v1/audio/speech", "/audio/speech")},
+    **{
+        ("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "query": "q", "documents": ["d"]}), ok(400))
+        for path in ("/v1/rerank", "/rerank", "/v1/reranking", "/v2/rerank")
+    },
+    **{
+        ("POST", prefix + "/audio/" + kind): Row(OWN_ONLY, post(prefix + "/audio/" + kind, AUDIO), ok(400))
+        for prefix in ("/v1", "")
+        for kind in ("transcriptions", "translations")
+    },
+    **{
+        ("POST", path): Row(OWN_ONLY, post(path, {"model": "a", "input": "Hi", "voice": "alloy"}), ok(400))
+        for path in ("/v1/audio/speech", "/audio/speech")
+    },
     # The fleet's (with --fleet): what a front asks a box.
     ("GET", "/v1/fleet/status"): Row(FLEET_ONLY, get("/v1/fleet/status")),
     ("POST", "/v1/fleet/load"): Row(FLEET_ONLY, post("/v1/fleet/load", {"model": "b"})),
@@ -229,10 +274,21 @@ ROUTES: dict[tuple[str, str], Row] = {
 def app_routes(tmp_path) -> set[tuple[str, str]]:
     """Every (method, rule) the app answers, as the CLI builds it with the native API and a fleet on."""
     (tmp_path / "fleet-secret").write_text(FLEET_SECRET)
-    app = create_app(parse_settings(["--llama-api", "http://127.0.0.1:9", "--admin-key", "x", "--fleet",
-                                     "redis://127.0.0.1:9/0", "--fleet-secret-file", str(tmp_path / "fleet-secret")]))
-    return {(method, rule.rule) for rule in app.url_map.iter_rules()
-            for method in rule.methods - {"HEAD", "OPTIONS"}}
+    app = create_app(
+        parse_settings(
+            [
+                "--llama-api",
+                "http://127.0.0.1:9",
+                "--admin-key",
+                "x",
+                "--fleet",
+                "redis://127.0.0.1:9/0",
+                "--fleet-secret-file",
+                str(tmp_path / "fleet-secret"),
+            ]
+        )
+    )
+    return {(method, rule.rule) for rule in app.url_map.iter_rules() for method in rule.methods - {"HEAD", "OPTIONS"}}
 
 
 def test_every_route_has_a_row_in_the_table(tmp_path):
@@ -270,12 +326,12 @@ class Probe:
 
     def _make(self, owner: str) -> dict:
         response = self.send(owner, "POST", "/v1/responses", RESPONSE)
-        conversation = self.send(owner, "POST", "/v1/conversations",
-                                 {"items": [{"type": "message", "role": "user", "content": "Hi"}]})
+        conversation = self.send(
+            owner, "POST", "/v1/conversations", {"items": [{"type": "message", "role": "user", "content": "Hi"}]}
+        )
         assert response.status_code == conversation.status_code == 200, (response.text, conversation.text)
         items = self.send(owner, "GET", f"/v1/conversations/{conversation.json()['id']}/items").json()
-        return {"response": response.json()["id"], "conversation": conversation.json()["id"],
-                "item": items["data"][0]["id"]}
+        return {"response": response.json()["id"], "conversation": conversation.json()["id"], "item": items["data"][0]["id"]}
 
     def throwaway_key(self) -> str:
         name = next(NAMES)
@@ -297,22 +353,44 @@ def probe(provisioned, tmp_path_factory, start_proxy, start_fake):
     (here / "elsewhere.yaml").write_text(f"models:\n  c:\n    upstreams: [{start_fake().url}]\n    chat_prompt_model: chatml\n")
     redis_server, fleet = fleet_redis(here, FLEET_SECRET)
     port, elsewhere_port = free_port(), free_port()
-    proxy = start_proxy("--models-dir", str(here / "models"), "--llama-server", provisioned["LLAMA_SERVER"],
-                        "--llama-args", "--ctx-size 1024 --parallel 2 --threads 1", "--admin-key-file",
-                        str(here / "admin-key"), "--store", f"sqlite:///{here}/store.sqlite3",
-                        *fleet, "--advertise", f"http://127.0.0.1:{port}", port=port)
-    elsewhere = start_proxy("--config", str(here / "elsewhere.yaml"), *fleet,
-                            "--advertise", f"http://127.0.0.1:{elsewhere_port}", port=elsewhere_port)
+    proxy = start_proxy(
+        "--models-dir",
+        str(here / "models"),
+        "--llama-server",
+        provisioned["LLAMA_SERVER"],
+        "--llama-args",
+        "--ctx-size 1024 --parallel 2 --threads 1",
+        "--admin-key-file",
+        str(here / "admin-key"),
+        "--store",
+        f"sqlite:///{here}/store.sqlite3",
+        *fleet,
+        "--advertise",
+        f"http://127.0.0.1:{port}",
+        port=port,
+    )
+    elsewhere = start_proxy(
+        "--config", str(here / "elsewhere.yaml"), *fleet, "--advertise", f"http://127.0.0.1:{elsewhere_port}", port=elsewhere_port
+    )
     keys = {ADMIN: ADMIN_KEY}
-    for caller, name, fields in [(OWN, "of-a", {"models": ["a", "c"]}), (OTHER, "of-b", {"models": ["b"]}),
-                                 (LIMITED, "limited", {"models": ["a"], "rpm": 1})]:
-        made = requests.post(proxy.url + "/v1/internal/keys", json={"name": name, **fields},
-                             headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=10)
+    for caller, name, fields in [
+        (OWN, "of-a", {"models": ["a", "c"]}),
+        (OTHER, "of-b", {"models": ["b"]}),
+        (LIMITED, "limited", {"models": ["a"], "rpm": 1}),
+    ]:
+        made = requests.post(
+            proxy.url + "/v1/internal/keys",
+            json={"name": name, **fields},
+            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+            timeout=10,
+        )
         keys[caller] = made.json()["key"]
     probe = Probe(proxy, keys)
     probe.elsewhere = elsewhere
-    eventually(lambda: "c" in {card["id"] for card in probe.send(ADMIN, "GET", "/v1/models").json()["data"]},
-               "the other box's model in the fleet")
+    eventually(
+        lambda: "c" in {card["id"] for card in probe.send(ADMIN, "GET", "/v1/models").json()["data"]},
+        "the other box's model in the fleet",
+    )
     yield probe
     elsewhere.stop()
     proxy.stop()
@@ -324,15 +402,16 @@ def outcome(probe: Probe, row: Row, caller: str) -> int:
         probe.use_up_the_limited_key()
     method, path, body = row.request(probe, caller)
     with probe.send(caller, method, path, body, stream=True) as answer:
-        return answer.status_code   # an event stream is left after its head
+        return answer.status_code  # an event stream is left after its head
 
 
 @pytest.mark.parametrize("route", sorted(ROUTES), ids=" ".join)
 def test_each_route_answers_each_caller_as_its_row_says(probe, route):
     row = ROUTES[route]
     got = {caller: outcome(probe, row, caller) for caller in CALLERS}
-    wrong = {caller: (status, sorted(row.expected(caller))) for caller, status in got.items()
-             if status not in row.expected(caller)}
+    wrong = {
+        caller: (status, sorted(row.expected(caller))) for caller, status in got.items() if status not in row.expected(caller)
+    }
     assert wrong == {}, f"{row.kind.name} route {' '.join(route)}: got (expected) {wrong}"
 
 
@@ -347,19 +426,19 @@ def first_event(answer: requests.Response) -> dict:
     for line in answer.iter_lines():
         if line.startswith(b"data: "):
             answer.close()
-            return json.loads(line[len(b"data: "):])
+            return json.loads(line[len(b"data: ") :])
     raise AssertionError("no event")
 
 
 def test_the_proxys_llama_servers_answer_no_one_else(probe):
-    assert probe.send(OWN, "POST", "/v1/chat/completions", CHAT).status_code == 200   # a is loaded
+    assert probe.send(OWN, "POST", "/v1/chat/completions", CHAT).status_code == 200  # a is loaded
     status = first_event(admin_status(probe))["models"]["a"]
     child = status["upstreams"][0]
     bare = requests.post(child + "/completion", json={"prompt": "hi", "n_predict": 3}, timeout=10)
     assert bare.status_code == 401
     page = requests.get(child + "/props", headers={"Origin": "https://evil.example"}, timeout=10)
     assert page.status_code == 401 and page.headers.get("Access-Control-Allow-Origin") != "https://evil.example"
-    assert probe.send(OWN, "GET", "/slots?model=a").status_code == 200   # the proxy has the key
+    assert probe.send(OWN, "GET", "/slots?model=a").status_code == 200  # the proxy has the key
 
 
 def test_health_and_a_keys_status_give_no_addresses(probe):
@@ -383,7 +462,7 @@ def test_a_models_port_is_held_and_is_never_the_proxys(probe):
     status = first_event(admin_status(probe))["models"]
     ports = [int(url.rsplit(":", 1)[1]) for model in status.values() for url in model["upstreams"]]
     assert probe.proxy.port not in ports and len(set(ports)) == len(ports)
-    with socket.socket() as intruder, pytest.raises(OSError) as refused:   # b's, while no llama-server has it
+    with socket.socket() as intruder, pytest.raises(OSError) as refused:  # b's, while no llama-server has it
         intruder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         intruder.bind(("127.0.0.1", ports[list(status).index("b")]))
     assert refused.value.errno == errno.EADDRINUSE
@@ -396,10 +475,10 @@ def live_event(answer: requests.Response) -> dict:
     event = None
     for line in answer.iter_lines(decode_unicode=True):
         if line.startswith("event: "):
-            event = line[len("event: "):]
+            event = line[len("event: ") :]
         elif line.startswith("data: ") and event == "live":
             answer.close()
-            return json.loads(line[len("data: "):])
+            return json.loads(line[len("data: ") :])
     raise AssertionError("no live event")
 
 
@@ -412,8 +491,7 @@ def test_a_model_on_another_box_answers_each_caller_as_a_model_here_does(probe):
 def test_a_tenant_learns_no_box_address(probe):
     own = probe.send(OWN, "POST", "/v1/chat/completions", {**CHAT, "model": "c"})
     assert own.status_code == 200 and "X-Fleet-Box" not in own.headers and own.headers["X-Fleet-Route"]
-    assert probe.send(ADMIN, "POST", "/v1/chat/completions", {**CHAT, "model": "c"}).headers["X-Fleet-Box"] \
-        == probe.elsewhere.url
+    assert probe.send(ADMIN, "POST", "/v1/chat/completions", {**CHAT, "model": "c"}).headers["X-Fleet-Box"] == probe.elsewhere.url
     assert [box["box"] for box in probe.send(OWN, "GET", "/v1/models/c").json()["status"]["boxes"]] == ["box 1"]
     assert probe.send(ADMIN, "GET", "/v1/models/c").json()["status"]["boxes"][0]["box"] == probe.elsewhere.url
     assert live_event(probe.send(OWN, "GET", "/v1/internal/events", stream=True))["fleet"] is None

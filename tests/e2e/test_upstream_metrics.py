@@ -16,8 +16,21 @@ from ..servers import free_port
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "contrib" / "grafana" / "api_like_oai.json"
 # PromQL words that are not metric names (functions are told by the parenthesis after them).
-PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool",
-                "offset", "inf", "nan"}
+PROMQL_WORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +49,12 @@ models:
     upstreams: [http://127.0.0.1:{free_port()}]
 """)
     proxy = start_proxy("--config", str(config), "--upstream-metrics")
-    for stream in (False, True):   # every series of the proxy's own has a value (the prefill from a stream)
-        answer = requests.post(proxy.url + "/v1/chat/completions", timeout=120, json={
-            "model": "smollm", "max_tokens": 4, "stream": stream, "messages": [{"role": "user", "content": "Hi"}]})
+    for stream in (False, True):  # every series of the proxy's own has a value (the prefill from a stream)
+        answer = requests.post(
+            proxy.url + "/v1/chat/completions",
+            timeout=120,
+            json={"model": "smollm", "max_tokens": 4, "stream": stream, "messages": [{"role": "user", "content": "Hi"}]},
+        )
         assert answer.status_code == 200, answer.text
     return proxy
 
@@ -52,19 +68,27 @@ def scraped(proxy) -> list:
 def test_upstream_series_carry_model_and_upstream(metered_proxy, metered_server):
     samples = [sample for family in scraped(metered_proxy) for sample in family.samples]
     upstream = [sample for sample in samples if sample.name.startswith("llamacpp:")]
-    assert {sample.name for sample in upstream} >= {"llamacpp:prompt_tokens_total", "llamacpp:tokens_predicted_total",
-                                                    "llamacpp:requests_processing"}
-    assert {(sample.labels["model"], sample.labels["upstream"]) for sample in upstream} \
-        == {("smollm", metered_server.url)}   # the unreachable upstream of "gone" is left out
+    assert {sample.name for sample in upstream} >= {
+        "llamacpp:prompt_tokens_total",
+        "llamacpp:tokens_predicted_total",
+        "llamacpp:requests_processing",
+    }
+    assert {(sample.labels["model"], sample.labels["upstream"]) for sample in upstream} == {
+        ("smollm", metered_server.url)
+    }  # the unreachable upstream of "gone" is left out
     [predicted] = [sample for sample in upstream if sample.name == "llamacpp:tokens_predicted_total"]
     assert predicted.value >= 1
-    assert any(sample.name == "api_like_oai_requests_total" for sample in samples)   # the proxy's own are still there
+    assert any(sample.name == "api_like_oai_requests_total" for sample in samples)  # the proxy's own are still there
 
 
 def test_the_real_llama_servers_prefill_progress_is_counted(metered_proxy):
     """Both chats asked llama-server for its prompt progress and got it: each prefill is in the histogram."""
-    [count] = [sample.value for family in scraped(metered_proxy) for sample in family.samples
-               if sample.name == "api_like_oai_prefill_seconds_count" and sample.labels["model"] == "smollm"]
+    [count] = [
+        sample.value
+        for family in scraped(metered_proxy)
+        for sample in family.samples
+        if sample.name == "api_like_oai_prefill_seconds_count" and sample.labels["model"] == "smollm"
+    ]
     assert count == 2
 
 

@@ -12,18 +12,35 @@ import pytest
 from ..fake_llamacpp import FakeLlamaCpp
 
 # What a hermes-format model writes for one call, token by token, split inside markers, keys and strings.
-HERMES_CALL = ["Let", " me", " check", ".", " <", "tool", "_c", "all", ">\n", '{"name": "get', '_weather", "arg',
-               'uments": {"city": "Zür', 'ich", "unit": "c"}}', "\n</", "tool_call", ">"]
+HERMES_CALL = [
+    "Let",
+    " me",
+    " check",
+    ".",
+    " <",
+    "tool",
+    "_c",
+    "all",
+    ">\n",
+    '{"name": "get',
+    '_weather", "arg',
+    'uments": {"city": "Zür',
+    'ich", "unit": "c"}}',
+    "\n</",
+    "tool_call",
+    ">",
+]
 HERMES_ARGUMENTS = '{"city": "Zürich", "unit": "c"}'
-FAKE_CONTEXT = 2048   # the fake's n_ctx; it counts a prompt's tokens as its words
+FAKE_CONTEXT = 2048  # the fake's n_ctx; it counts a prompt's tokens as its words
 
 
 @pytest.fixture(scope="module")
 def fake(request, start_fake):
     """The module's scripted fake llama.cpp, stopped after it; /props reports the module's
     CHAT_TEMPLATE and FAKE_PROPS, if it has them."""
-    return start_fake(chat_template=getattr(request.module, "CHAT_TEMPLATE", None),
-                      props_extra=dict(getattr(request.module, "FAKE_PROPS", {})))
+    return start_fake(
+        chat_template=getattr(request.module, "CHAT_TEMPLATE", None), props_extra=dict(getattr(request.module, "FAKE_PROPS", {}))
+    )
 
 
 @pytest.fixture(scope="module")

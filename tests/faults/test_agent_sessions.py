@@ -21,8 +21,11 @@ from ..unit.test_system_turns import QWEN35_LIKE
 
 SYSTEM = "You run shell commands for the user. Be careful."
 TASK = "Count the files in the project."
-RUN = {"name": "run", "description": "Run a shell command.",
-       "schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
+RUN = {
+    "name": "run",
+    "description": "Run a shell command.",
+    "schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+}
 API_PATHS = {"chat": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
 APIS = sorted(API_PATHS)
 
@@ -32,8 +35,8 @@ class Session:
     """One agent session, written as each API's request: the system prompt, the task, tool rounds (a
     call and its result), and instructions the agent added after some rounds."""
 
-    rounds: list[tuple[str, str]] = field(default_factory=list)    # (command, result)
-    instructions: dict[int, str] = field(default_factory=dict)     # after how many rounds -> text
+    rounds: list[tuple[str, str]] = field(default_factory=list)  # (command, result)
+    instructions: dict[int, str] = field(default_factory=dict)  # after how many rounds -> text
     system: str = SYSTEM
 
     def grown(self, command: str, result: str) -> Session:
@@ -45,24 +48,36 @@ class Session:
     def _chat(self) -> dict:
         messages = [{"role": "system", "content": self.system}, {"role": "user", "content": TASK}]
         for n, (command, result) in enumerate(self.rounds):
-            call = {"id": _call_id(n), "type": "function",
-                    "function": {"name": "run", "arguments": json.dumps({"command": command})}}
-            messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                         {"role": "tool", "tool_call_id": _call_id(n), "content": result}]
+            call = {
+                "id": _call_id(n),
+                "type": "function",
+                "function": {"name": "run", "arguments": json.dumps({"command": command})},
+            }
+            messages += [
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": _call_id(n), "content": result},
+            ]
             if n + 1 in self.instructions:
                 messages.append({"role": "system", "content": self.instructions[n + 1]})
-        tools = [{"type": "function", "function": {"name": RUN["name"], "description": RUN["description"],
-                                                   "parameters": RUN["schema"]}}]
+        tools = [
+            {
+                "type": "function",
+                "function": {"name": RUN["name"], "description": RUN["description"], "parameters": RUN["schema"]},
+            }
+        ]
         return {"model": "m", "messages": messages, "tools": tools, "max_tokens": 100}
 
     def _anthropic(self) -> dict:
         messages = [{"role": "user", "content": TASK}]
         for n, (command, result) in enumerate(self.rounds):
-            messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": _call_id(n), "name": "run",
-                                                            "input": {"command": command}}]},
-                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _call_id(n),
-                                                       "content": result}]}]
-            if n + 1 in self.instructions:   # as Claude Code sends them
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": _call_id(n), "name": "run", "input": {"command": command}}],
+                },
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _call_id(n), "content": result}]},
+            ]
+            if n + 1 in self.instructions:  # as Claude Code sends them
                 messages.append({"role": "system", "content": self.instructions[n + 1]})
         tools = [{"name": RUN["name"], "description": RUN["description"], "input_schema": RUN["schema"]}]
         return {"model": "m", "system": self.system, "messages": messages, "tools": tools, "max_tokens": 100}
@@ -70,9 +85,10 @@ class Session:
     def _responses(self) -> dict:
         items: list[dict] = [{"role": "user", "content": TASK}]
         for n, (command, result) in enumerate(self.rounds):
-            items += [{"type": "function_call", "call_id": _call_id(n), "name": "run",
-                       "arguments": json.dumps({"command": command})},
-                      {"type": "function_call_output", "call_id": _call_id(n), "output": result}]
+            items += [
+                {"type": "function_call", "call_id": _call_id(n), "name": "run", "arguments": json.dumps({"command": command})},
+                {"type": "function_call_output", "call_id": _call_id(n), "output": result},
+            ]
             if n + 1 in self.instructions:
                 items.append({"type": "message", "role": "developer", "content": self.instructions[n + 1]})
         tools = [{"type": "function", "name": RUN["name"], "description": RUN["description"], "parameters": RUN["schema"]}]
@@ -91,6 +107,7 @@ def send(proxy, upstream: FakeLlamaCpp, api: str, session: Session) -> tuple[req
 
 
 # --- mid-conversation system and developer messages ---------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def strict_proxy(fake, start_proxy, tmp_path_factory):
@@ -114,7 +131,8 @@ def test_a_late_instruction_keeps_its_place_where_the_template_refuses_it(fake, 
     assert prompt.endswith(
         "<|im_start|>user\n<tool_response>\na.txt b.txt\n\n"
         "<system-instruction>\nThe user is watching: explain each command.\n</system-instruction>\n"
-        "</tool_response><|im_end|>\n<|im_start|>assistant\n")
+        "</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_a_late_developer_message_on_chat_completions_is_a_late_instruction(fake, strict_proxy):
@@ -131,8 +149,7 @@ def no_system_role_proxy(fake, start_proxy):
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_template_without_a_system_role_gets_the_system_prompt_in_the_first_user_turn(fake, no_system_role_proxy,
-                                                                                      api):
+def test_a_template_without_a_system_role_gets_the_system_prompt_in_the_first_user_turn(fake, no_system_role_proxy, api):
     """Gemma's template refuses any system message (a 400 before); Claude Code and Codex always send one."""
     _, prompt = send(no_system_role_proxy, fake, api, Session())
     assert prompt.startswith("<start_of_turn>user\n<system-instruction>\n" + SYSTEM + "\n\n# Tools")
@@ -141,7 +158,7 @@ def test_a_template_without_a_system_role_gets_the_system_prompt_in_the_first_us
 
 # --- prompts that extend the previous turn's ----------------------------------------------------
 
-TOOL_TEMPLATES = ["qwen2.5", "llama-3.1", "mistral-v3", "chatml"]   # chatml: tools written into the prompt
+TOOL_TEMPLATES = ["qwen2.5", "llama-3.1", "mistral-v3", "chatml"]  # chatml: tools written into the prompt
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +189,7 @@ def test_each_turn_extends_the_previous_turns_prompt(fake, template_proxies, nam
 
 # --- sessions longer than the context -------------------------------------------------------------
 
-SMALL_CONTEXT = 700   # tokens, as the fake counts them: words
+SMALL_CONTEXT = 700  # tokens, as the fake counts them: words
 
 
 @pytest.fixture(scope="module")
@@ -197,12 +214,12 @@ def test_a_session_longer_than_the_context_drops_its_oldest_rounds(small_upstrea
     """40 rounds of about 45 words each: far more than 700 tokens. Before, a 400 context_length_exceeded."""
     response, prompt = send(small_proxy, small_upstream, api, long_session(40))
     dropped = int(response.headers["X-Tool-Rounds-Dropped"])
-    assert int(response.headers["X-Messages-Dropped"]) == 2 * dropped      # each round: a call and its result
+    assert int(response.headers["X-Messages-Dropped"]) == 2 * dropped  # each round: a call and its result
     assert 0 < dropped < 40
     assert SYSTEM in prompt and TASK in prompt
     shown = [n for n in range(40) if f"result-{n:03d}:" in prompt]
-    assert shown == list(range(dropped, 40))                               # the latest rounds, all of them
-    assert shown == [n for n in range(40) if f"part{n}.txt" in prompt]     # each call with its result
+    assert shown == list(range(dropped, 40))  # the latest rounds, all of them
+    assert shown == [n for n in range(40) if f"part{n}.txt" in prompt]  # each call with its result
     assert len(prompt.split()) + int(response.headers["X-Max-Tokens-Effective"]) <= SMALL_CONTEXT
 
 
@@ -212,7 +229,8 @@ def test_the_turns_between_two_drops_extend_one_prompt(small_upstream, small_pro
     its prompt starts with the previous prompt; the drops come in steps, not at every turn."""
     answers = [send(small_proxy, small_upstream, api, long_session(rounds)) for rounds in range(30, 42)]
     dropped = [int(response.headers["X-Tool-Rounds-Dropped"]) for response, _ in answers]
-    for (earlier, later), (dropped_before, dropped_after) in zip(zip(answers, answers[1:], strict=False),
-                                                                zip(dropped, dropped[1:], strict=False), strict=True):
+    for (earlier, later), (dropped_before, dropped_after) in zip(
+        zip(answers, answers[1:], strict=False), zip(dropped, dropped[1:], strict=False), strict=True
+    ):
         assert later[1].startswith(earlier[1]) == (dropped_before == dropped_after)
     assert len(set(dropped)) <= len(dropped) // 2

@@ -21,17 +21,32 @@ from ..scripted_model import THINKING_TEMPLATE
 from .conftest import HERMES_CALL
 from .test_anthropic_stream import events_of
 
-CHAT_TEMPLATE = THINKING_TEMPLATE   # /props reports it (the `fake` fixture)
-WEATHER = {"name": "get_weather", "description": "The weather in a city.",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-                            "required": ["city"]}}
-BODY = {"model": "claude-sonnet-4-5", "max_tokens": 4096, "messages": [{"role": "user", "content": "Weather in Zürich?"}],
-        "tools": [WEATHER], "thinking": {"type": "enabled", "budget_tokens": 2048}}
+CHAT_TEMPLATE = THINKING_TEMPLATE  # /props reports it (the `fake` fixture)
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+        "required": ["city"],
+    },
+}
+BODY = {
+    "model": "claude-sonnet-4-5",
+    "max_tokens": 4096,
+    "messages": [{"role": "user", "content": "Weather in Zürich?"}],
+    "tools": [WEATHER],
+    "thinking": {"type": "enabled", "budget_tokens": 2048},
+}
 THOUGHT = ["<th", "ink>", "\nI need", " the weather.", "\n</th", "ink>", "\n\n"]
 EVENT_TYPES: dict[str, type[BaseModel]] = {
-    "message_start": types.RawMessageStartEvent, "content_block_start": types.RawContentBlockStartEvent,
-    "content_block_delta": types.RawContentBlockDeltaEvent, "content_block_stop": types.RawContentBlockStopEvent,
-    "message_delta": types.RawMessageDeltaEvent, "message_stop": types.RawMessageStopEvent}
+    "message_start": types.RawMessageStartEvent,
+    "content_block_start": types.RawContentBlockStartEvent,
+    "content_block_delta": types.RawContentBlockDeltaEvent,
+    "content_block_stop": types.RawContentBlockStopEvent,
+    "message_delta": types.RawMessageDeltaEvent,
+    "message_stop": types.RawMessageStopEvent,
+}
 # name -> (what the model writes, how its generation stops, the stop reason, the content block types)
 CASES = {
     "text": (["Sunny", " and", " mild."], "eos", "end_turn", ["text"]),
@@ -81,7 +96,7 @@ def answer(proxy, fake, case: str, stream: bool) -> requests.Response:
 def test_a_message_is_the_sdks_message_field_by_field(proxy, model, case):
     data = answer(proxy, model, case, stream=False).json()
     message = exactly(types.Message, data)
-    MessageResponse.model_validate(data)   # and the answer /openapi.json documents
+    MessageResponse.model_validate(data)  # and the answer /openapi.json documents
     _, _, stop_reason, block_types = CASES[case]
     assert message.stop_reason == stop_reason and [block.type for block in message.content] == block_types
     assert message.stop_sequence == ("STOP" if case == "stop_sequence" else None)
@@ -91,8 +106,11 @@ def test_a_message_is_the_sdks_message_field_by_field(proxy, model, case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_streamed_event_is_its_sdk_type_field_by_field(proxy, model, case):
     events = [exactly(EVENT_TYPES[name], data) for name, data in events_of(answer(proxy, model, case, stream=True))]
-    assert [event.type for event in events][:1] + [event.type for event in events][-2:] == \
-        ["message_start", "message_delta", "message_stop"]
+    assert [event.type for event in events][:1] + [event.type for event in events][-2:] == [
+        "message_start",
+        "message_delta",
+        "message_stop",
+    ]
     _, _, stop_reason, block_types = CASES[case]
     assert [e.content_block.type for e in events if e.type == "content_block_start"] == block_types
     assert events[-2].delta.stop_reason == stop_reason
@@ -110,8 +128,12 @@ def test_the_blocks_say_what_the_model_wrote(proxy, model, stream):
     thinking, text, call = exactly(types.Message, response.json()).content
     assert thinking.thinking == "I need the weather." and thinking.signature
     assert text.text == "Let me check. " and text.citations is None
-    assert (call.name, call.input, call.caller.type, call.toolset_name) == ("get_weather", {"city": "Zürich", "unit": "c"},
-                                                                            "direct", None)
+    assert (call.name, call.input, call.caller.type, call.toolset_name) == (
+        "get_weather",
+        {"city": "Zürich", "unit": "c"},
+        "direct",
+        None,
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -12,25 +12,39 @@ import requests
 
 from .conftest import FAKE_CONTEXT, HERMES_ARGUMENTS, HERMES_CALL
 
-WEATHER = {"name": "get_weather", "description": "The weather in a city.",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-                            "required": ["city"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+        "required": ["city"],
+    },
+}
 QUESTION = [{"role": "user", "content": "Weather in Zürich?"}]
 BODY = {"model": "claude-sonnet-4-5", "max_tokens": 32000, "messages": QUESTION}
 
 
 def delta_usage(output_tokens: int, input_tokens: int = 3, cached_tokens: int = 0) -> dict:
     """message_delta's usage for the fake's 3-token prompt, by default none of it from llama.cpp's cache."""
-    return {"input_tokens": input_tokens - cached_tokens, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached_tokens, "output_tokens": output_tokens,
-            "output_tokens_details": {"thinking_tokens": 0}, "server_tool_use": None}
+    return {
+        "input_tokens": input_tokens - cached_tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached_tokens,
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"thinking_tokens": 0},
+        "server_tool_use": None,
+    }
 
 
 def usage(output_tokens: int, input_tokens: int = 3, cached_tokens: int = 0) -> dict:
     """The message's usage: message_delta's, and nothing written to the cache, the standard tier and speed."""
     return delta_usage(output_tokens, input_tokens, cached_tokens) | {
         "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-        "service_tier": "standard", "speed": "standard", "inference_geo": None}
+        "service_tier": "standard",
+        "speed": "standard",
+        "inference_geo": None,
+    }
 
 
 # Fields of the message and of message_delta's delta that never apply here (tests/faults/test_anthropic_fields.py)
@@ -62,26 +76,47 @@ def test_text_stream_is_anthropics_event_sequence(qwen_proxy):
     [(_, start)] = events[:1]
     message = start["message"]
     assert message["id"].startswith("msg_") and message["model"] == "claude-sonnet-4-5"
-    assert message == {"id": message["id"], "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-                       "content": [], "stop_reason": None, "stop_sequence": None, **NOT_APPLICABLE,
-                       "diagnostics": None, "usage": usage(0)}
+    assert message == {
+        "id": message["id"],
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        **NOT_APPLICABLE,
+        "diagnostics": None,
+        "usage": usage(0),
+    }
     assert events[1:] == [
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "",
-                                                                                  "citations": None}}),
-        *[("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})
-          for t in (" Hello", ",", " world", "!")],
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "", "citations": None}},
+        ),
+        *[
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}})
+            for t in (" Hello", ",", " world", "!")
+        ],
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta",
-                           "delta": {"stop_reason": "end_turn", "stop_sequence": None, **NOT_APPLICABLE},
-                           "usage": delta_usage(4)}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None, **NOT_APPLICABLE},
+                "usage": delta_usage(4),
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
     ]
 
 
-@pytest.mark.parametrize("tool_choice, argument_pieces", [
-    ({"type": "auto"}, [HERMES_ARGUMENTS]),                     # no grammar: the call is given out once complete
-    ({"type": "tool", "name": "get_weather"}, None),   # a grammar holds it: the arguments stream as written
-])
+@pytest.mark.parametrize(
+    "tool_choice, argument_pieces",
+    [
+        ({"type": "auto"}, [HERMES_ARGUMENTS]),  # no grammar: the call is given out once complete
+        ({"type": "tool", "name": "get_weather"}, None),  # a grammar holds it: the arguments stream as written
+    ],
+)
 def test_tool_use_stream_is_anthropics_event_sequence(replay, qwen_proxy, tool_choice, argument_pieces):
     replay.tokens = HERMES_CALL
     events = events_of(post(qwen_proxy, {**BODY, "stream": True, "tools": [WEATHER], "tool_choice": tool_choice}))
@@ -92,8 +127,14 @@ def test_tool_use_stream_is_anthropics_event_sequence(replay, qwen_proxy, tool_c
     tool_events = [data for _, data in events if data.get("index") == 1]
     assert tool_events[0]["type"] == "content_block_start"
     call = tool_events[0]["content_block"]
-    assert call == {"type": "tool_use", "id": call["id"], "name": "get_weather", "input": {}, "caller": {"type": "direct"},
-                    "toolset_name": None}
+    assert call == {
+        "type": "tool_use",
+        "id": call["id"],
+        "name": "get_weather",
+        "input": {},
+        "caller": {"type": "direct"},
+        "toolset_name": None,
+    }
     assert call["id"].startswith("call_")
     pieces = [data["delta"]["partial_json"] for data in tool_events[1:-1]]
     assert all(data["delta"]["type"] == "input_json_delta" for data in tool_events[1:-1])
@@ -102,9 +143,17 @@ def test_tool_use_stream_is_anthropics_event_sequence(replay, qwen_proxy, tool_c
         assert pieces == argument_pieces
     else:
         assert len(pieces) > 1
-    assert names == ["message_start", "content_block_start", *["content_block_delta"] * len(text_deltas),
-                     "content_block_stop", "content_block_start", *["content_block_delta"] * len(pieces),
-                     "content_block_stop", "message_delta", "message_stop"]
+    assert names == [
+        "message_start",
+        "content_block_start",
+        *["content_block_delta"] * len(text_deltas),
+        "content_block_stop",
+        "content_block_start",
+        *["content_block_delta"] * len(pieces),
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert events[-2][1]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None, **NOT_APPLICABLE}
     assert events[-2][1]["usage"] == delta_usage(len(HERMES_CALL))
 
@@ -114,13 +163,28 @@ def test_streamed_and_non_streamed_tool_use_agree(replay, qwen_proxy):
     body = {**BODY, "tools": [WEATHER]}
     message = post(qwen_proxy, body).json()
     call_id = message["content"][1]["id"]
-    assert message == {"id": message["id"], "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-                       "content": [{"type": "text", "text": "Let me check. ", "citations": None},
-                                   {"type": "tool_use", "id": call_id, "name": "get_weather",
-                                    "input": {"city": "Zürich", "unit": "c"}, "caller": {"type": "direct"},
-                                    "toolset_name": None}],
-                       "stop_reason": "tool_use", "stop_sequence": None, **NOT_APPLICABLE, "diagnostics": None,
-                       "usage": usage(len(HERMES_CALL))}
+    assert message == {
+        "id": message["id"],
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [
+            {"type": "text", "text": "Let me check. ", "citations": None},
+            {
+                "type": "tool_use",
+                "id": call_id,
+                "name": "get_weather",
+                "input": {"city": "Zürich", "unit": "c"},
+                "caller": {"type": "direct"},
+                "toolset_name": None,
+            },
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        **NOT_APPLICABLE,
+        "diagnostics": None,
+        "usage": usage(len(HERMES_CALL)),
+    }
     client = anthropic.Anthropic(base_url=qwen_proxy.url, api_key="k", max_retries=0)
     with client.messages.stream(**body) as stream:
         streamed = stream.get_final_message()
@@ -130,12 +194,15 @@ def test_streamed_and_non_streamed_tool_use_agree(replay, qwen_proxy):
     assert streamed.stop_reason == "tool_use"
 
 
-@pytest.mark.parametrize("stop_type, stopping_word, expected", [
-    ("word", "\n\n", ("stop_sequence", "\n\n")),   # one of the request's stop_sequences
-    ("word", "<|im_end|>", ("end_turn", None)),    # the template's end of turn
-    ("eos", "", ("end_turn", None)),
-    ("limit", "", ("max_tokens", None)),
-])
+@pytest.mark.parametrize(
+    "stop_type, stopping_word, expected",
+    [
+        ("word", "\n\n", ("stop_sequence", "\n\n")),  # one of the request's stop_sequences
+        ("word", "<|im_end|>", ("end_turn", None)),  # the template's end of turn
+        ("eos", "", ("end_turn", None)),
+        ("limit", "", ("max_tokens", None)),
+    ],
+)
 @pytest.mark.parametrize("stream", [False, True])
 def test_stop_reasons(replay, qwen_proxy, stop_type, stopping_word, expected, stream):
     replay.stop_type, replay.stopping_word = stop_type, stopping_word
@@ -152,22 +219,36 @@ def test_stop_reasons(replay, qwen_proxy, stop_type, stopping_word, expected, st
 def test_max_tokens_is_clamped_to_what_the_context_leaves(replay, qwen_proxy):
     assert post(qwen_proxy, BODY).status_code == 200
     sent = replay.requests[-1]
-    prompt_tokens = len(sent["prompt"].split())   # how the replay counts tokens
+    prompt_tokens = len(sent["prompt"].split())  # how the replay counts tokens
     assert sent["n_predict"] == FAKE_CONTEXT - prompt_tokens
     assert post(qwen_proxy, {**BODY, "max_tokens": 7}).status_code == 200
     assert replay.requests[-1]["n_predict"] == 7
 
 
 def test_a_tool_round_trip_reaches_the_prompt(replay, qwen_proxy):
-    history = [*QUESTION,
-               {"role": "assistant", "content": [{"type": "text", "text": "Let me check."},
-                                                 {"type": "tool_use", "id": "toolu_01", "name": "get_weather",
-                                                  "input": {"city": "Zürich"}}]},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01",
-                                             "content": [{"type": "text", "text": "22 degrees, sunny"}]},
-                                            {"type": "text", "text": "Thanks!", "cache_control": {"type": "ephemeral"}}]}]
-    body = {**BODY, "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
-            "messages": history, "tools": [WEATHER]}
+    history = [
+        *QUESTION,
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me check."},
+                {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Zürich"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01", "content": [{"type": "text", "text": "22 degrees, sunny"}]},
+                {"type": "text", "text": "Thanks!", "cache_control": {"type": "ephemeral"}},
+            ],
+        },
+    ]
+    body = {
+        **BODY,
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "messages": history,
+        "tools": [WEATHER],
+    }
     assert post(qwen_proxy, body).status_code == 200
     prompt = replay.requests[-1]["prompt"]
     assert prompt.startswith("<|im_start|>system\nBe brief.")
@@ -195,14 +276,18 @@ def test_count_tokens_is_the_rendered_prompts(replay, qwen_proxy):
 def test_a_failure_after_the_start_is_an_error_event(replay, qwen_proxy):
     replay.behaviour = "die_mid_stream"
     events = events_of(post(qwen_proxy, {**BODY, "stream": True}))
-    assert [name for name, _ in events] == ["message_start", "content_block_start", "content_block_delta",
-                                            "content_block_delta", "error"]
-    error = events[-1][1]   # the connection to llama.cpp died: the upstream is unavailable
+    assert [name for name, _ in events] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "error",
+    ]
+    error = events[-1][1]  # the connection to llama.cpp died: the upstream is unavailable
     assert error["error"]["type"] == "overloaded_error" and "llama.cpp" in error["error"]["message"]
     assert set(error) == {"type", "error"} and set(error["error"]) == {"type", "message"}
     client = anthropic.Anthropic(base_url=qwen_proxy.url, api_key="k", max_retries=0)
-    with pytest.raises(anthropic.APIStatusError, match="overloaded_error"), \
-            client.messages.stream(**BODY) as stream:
+    with pytest.raises(anthropic.APIStatusError, match="overloaded_error"), client.messages.stream(**BODY) as stream:
         stream.get_final_message()
 
 
@@ -229,7 +314,10 @@ def test_a_tool_use_cut_by_max_tokens_has_json_input_or_is_text(replay, qwen_pro
         assert message["content"][0]["text"] == "".join(HERMES_CALL[:12]) and message["stop_reason"] == "max_tokens"
         return
     events = events_of(post(qwen_proxy, body))
-    pieces = [data["delta"]["partial_json"] for name, data in events
-              if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta"]
+    pieces = [
+        data["delta"]["partial_json"]
+        for name, data in events
+        if name == "content_block_delta" and data["delta"]["type"] == "input_json_delta"
+    ]
     assert json.loads("".join(pieces)) == {"city": "Zür"}
     assert events[-2][1]["delta"]["stop_reason"] == "max_tokens"

@@ -42,8 +42,9 @@ def deaf():
 def chat(upstream, *parts, stream: bool = False):
     app = make_app("--llama-api", upstream.url, "--chat-prompt-model", "chatml", "--image-tokens", "16")
     content = [{"type": "text", "text": "Listen"}, *parts]
-    return app.test_client().post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": content}], "max_tokens": 5, "stream": stream})
+    return app.test_client().post(
+        "/v1/chat/completions", json={"messages": [{"role": "user", "content": content}], "max_tokens": 5, "stream": stream}
+    )
 
 
 def sent_prompt(fake: FakeLlamaCpp) -> dict:
@@ -66,17 +67,36 @@ def test_marker_text_beside_audio_is_neutralised(hearing):
     assert prompt["prompt_string"].count(MARKER) == 1 and len(prompt["multimodal_data"]) == 1
 
 
-@pytest.mark.parametrize(("part", "param", "code", "words"), [
-    (audio_part(b"OggS" + bytes(64), "ogg"), "messages.0.content.1.input_audio.data", "unsupported_format",
-     "audio format ogg is not accepted"),
-    (audio_part(b"RIFF\x04\x00\x00\x00WAVE"), "messages.0.content.1.input_audio.data", "invalid_audio",
-     "the wav file is corrupt"),
-    ({"type": "input_audio", "input_audio": {"data": "%%%", "format": "wav"}}, "messages.0.content.1.input_audio.data",
-     "invalid_audio", "the audio is not valid base64"),
-    ({"type": "input_audio", "input_audio": {"format": "wav"}}, "messages.0.content.1.input_audio.data",
-     "invalid_audio", "needs input_audio.data"),
-    (audio_part(wav_of(1501, rate=1000)), "messages.0.content.1", "audio_too_long", "the limit is 1500"),
-])
+@pytest.mark.parametrize(
+    ("part", "param", "code", "words"),
+    [
+        (
+            audio_part(b"OggS" + bytes(64), "ogg"),
+            "messages.0.content.1.input_audio.data",
+            "unsupported_format",
+            "audio format ogg is not accepted",
+        ),
+        (
+            audio_part(b"RIFF\x04\x00\x00\x00WAVE"),
+            "messages.0.content.1.input_audio.data",
+            "invalid_audio",
+            "the wav file is corrupt",
+        ),
+        (
+            {"type": "input_audio", "input_audio": {"data": "%%%", "format": "wav"}},
+            "messages.0.content.1.input_audio.data",
+            "invalid_audio",
+            "the audio is not valid base64",
+        ),
+        (
+            {"type": "input_audio", "input_audio": {"format": "wav"}},
+            "messages.0.content.1.input_audio.data",
+            "invalid_audio",
+            "needs input_audio.data",
+        ),
+        (audio_part(wav_of(1501, rate=1000)), "messages.0.content.1", "audio_too_long", "the limit is 1500"),
+    ],
+)
 def test_bad_audio_is_a_400_naming_the_part(hearing, part, param, code, words):
     sent = len(hearing.requests)
     answer = chat(hearing, part)
@@ -96,8 +116,10 @@ def test_audio_to_a_model_that_does_not_hear_is_a_400_naming_the_part(deaf):
 def test_the_responses_api_takes_audio_as_this_servers_extension(hearing):
     app = make_app("--llama-api", hearing.url, "--chat-prompt-model", "chatml", "--image-tokens", "16")
     clip = {"type": "input_audio", "input_audio": {"data": base64.b64encode(SHORT).decode(), "format": "wav"}}
-    answer = app.test_client().post("/v1/responses", json={"max_output_tokens": 5, "input": [
-        {"role": "user", "content": [{"type": "input_text", "text": "Listen"}, clip]}]})
+    answer = app.test_client().post(
+        "/v1/responses",
+        json={"max_output_tokens": 5, "input": [{"role": "user", "content": [{"type": "input_text", "text": "Listen"}, clip]}]},
+    )
     assert answer.status_code == 200, answer.get_data(as_text=True)
     prompt = sent_prompt(hearing)
     assert prompt["prompt_string"].count(MARKER) == 1

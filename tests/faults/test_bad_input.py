@@ -56,6 +56,7 @@ def with_field(endpoint: str, **fields) -> dict:
 
 # --- assertions -------------------------------------------------------------------------------
 
+
 def speaks_anthropic(path: str) -> bool:
     return path.startswith("/v1/messages")
 
@@ -63,8 +64,9 @@ def speaks_anthropic(path: str) -> bool:
 def error_of(status: int, body: bytes, content_type: str | None, path: str = "") -> dict:
     """The error object of a non-2xx answer, after checking it is exactly OpenAI's shape (Anthropic's
     on Anthropic's paths)."""
-    assert content_type is not None and content_type.split(";")[0].strip() == "application/json", \
+    assert content_type is not None and content_type.split(";")[0].strip() == "application/json", (
         f"{status} answered with {content_type!r}: {body[:300]!r}"
+    )
     document = json.loads(body)
     if speaks_anthropic(path):
         return anthropic_error_of(document)
@@ -87,8 +89,15 @@ def anthropic_error_of(document) -> dict:
     return error
 
 
-ANTHROPIC_ERROR_TYPES = {"invalid_request_error", "authentication_error", "not_found_error", "request_too_large",
-                         "overloaded_error", "api_error", "timeout_error"}
+ANTHROPIC_ERROR_TYPES = {
+    "invalid_request_error",
+    "authentication_error",
+    "not_found_error",
+    "request_too_large",
+    "overloaded_error",
+    "api_error",
+    "timeout_error",
+}
 
 
 def assert_error(response, status: int, param: object = ..., code: object = ...) -> dict:
@@ -167,8 +176,7 @@ def check_answer(case, response: Response) -> None:
     body = body.encode() if isinstance(body, str) else body
     request = f"{response.request.method} {response.request.url} {(body or b'')[:300]!r}"
     bad_body = case.meta is not None and case.meta.is_negative_at(ParameterLocation.BODY)
-    down_status, down_marker = (529, b'"overloaded_error"') if speaks_anthropic(case.path) else \
-        (503, b'"upstream_unavailable"')
+    down_status, down_marker = (529, b'"overloaded_error"') if speaks_anthropic(case.path) else (503, b'"upstream_unavailable"')
     upstream_down = status == down_status and down_marker in response.content
     if bad_body and (status < 300 or upstream_down) and proxy_coerces_types() and valid_only_by_coercion(case, body):
         return  # the known bug test_wrongly_typed_scalars_are_refused is about; checked there
@@ -185,12 +193,14 @@ def check_answer(case, response: Response) -> None:
 
 
 def load_schema(mode: str, max_examples: int):
-    config = schemathesis.Config.from_dict({
-        "seed": 6,  # the same cases every run: a failure here reproduces
-        "suppress-health-check": ["too_slow", "filter_too_much", "data_too_large", "large_base_example"],
-        "generation": {"mode": mode, "max-examples": max_examples, "database": "none"},
-        "phases": {"stateful": {"enabled": False}},  # no links between operations to follow
-    })
+    config = schemathesis.Config.from_dict(
+        {
+            "seed": 6,  # the same cases every run: a failure here reproduces
+            "suppress-health-check": ["too_slow", "filter_too_much", "data_too_large", "large_base_example"],
+            "generation": {"mode": mode, "max-examples": max_examples, "database": "none"},
+            "phases": {"stateful": {"enabled": False}},  # no links between operations to follow
+        }
+    )
     return schemathesis.openapi.from_wsgi("/openapi.json", APP, config=config)
 
 
@@ -200,12 +210,19 @@ def load_schema(mode: str, max_examples: int):
 # streams that never end and the probes are tested where they are.
 # The admin's key routes answer this keyless app 403; test_keys_input.py fuzzes them with an admin key.
 KEY_ROUTES = "^/v1/(internal/(keys|usage)|organization/usage)"
-FUZZED = "^(" + "|".join(re.escape(path) for _, path, _, _, answer in endpoints()
-                         if answer is not None and not path.startswith("/api/")) + ")$"
+FUZZED = (
+    "^("
+    + "|".join(re.escape(path) for _, path, _, _, answer in endpoints() if answer is not None and not path.startswith("/api/"))
+    + ")$"
+)
 valid_data = load_schema("positive", 40).include(path_regex=FUZZED).exclude(path_regex=KEY_ROUTES)
 # Only operations with a body can be sent schema-breaking data (the others have nothing to break).
-invalid_data = load_schema("negative", 40).include(path_regex=FUZZED, method="POST") \
-    .exclude(path="/v1/internal/stop-generation").exclude(path_regex=KEY_ROUTES)
+invalid_data = (
+    load_schema("negative", 40)
+    .include(path_regex=FUZZED, method="POST")
+    .exclude(path="/v1/internal/stop-generation")
+    .exclude(path_regex=KEY_ROUTES)
+)
 
 
 @valid_data.parametrize()
@@ -225,41 +242,51 @@ def test_fuzz_schema_breaking_requests(case):
 
 # --- 2. llama.cpp's own hard cases, by hand -------------------------------------------------------
 
+
 @pytest.mark.parametrize("endpoint", [CHAT, CHAT_PROMPT])
-@pytest.mark.parametrize("body, param", [
-    ({}, "messages"),
-    ({"messages": None}, "messages"),
-    ({"messages": "hello"}, "messages"),
-    ({"messages": {"role": "user", "content": "hi"}}, "messages"),
-    ({"messages": []}, "messages"),
-    ({"messages": [123]}, "messages.0"),
-    ({"messages": ["hi"]}, "messages.0"),
-    ({"messages": [None]}, "messages.0"),
-    ({"messages": [{}]}, "messages.0.role"),
-    ({"messages": [{"content": "hi"}]}, "messages.0.role"),
-    ({"messages": [{"role": 1, "content": "hi"}]}, "messages.0.role"),
-    ({"messages": [{"role": None, "content": "hi"}]}, "messages.0.role"),
-    ({"messages": [{"role": ["user"], "content": "hi"}]}, "messages.0.role"),
-    ({"messages": [OK_MESSAGES[0], {"role": {}, "content": "hi"}]}, "messages.1.role"),
-    ({"messages": [{"role": "user", "content": "hi", "name": 5}]}, "messages.0.name"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
-     "messages.0.content.0.image_url.url"),   # not base64 (said before the upstream is asked about images)
-], ids=lambda value: json.dumps(value)[:40] if not isinstance(value, str) else value)
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({}, "messages"),
+        ({"messages": None}, "messages"),
+        ({"messages": "hello"}, "messages"),
+        ({"messages": {"role": "user", "content": "hi"}}, "messages"),
+        ({"messages": []}, "messages"),
+        ({"messages": [123]}, "messages.0"),
+        ({"messages": ["hi"]}, "messages.0"),
+        ({"messages": [None]}, "messages.0"),
+        ({"messages": [{}]}, "messages.0.role"),
+        ({"messages": [{"content": "hi"}]}, "messages.0.role"),
+        ({"messages": [{"role": 1, "content": "hi"}]}, "messages.0.role"),
+        ({"messages": [{"role": None, "content": "hi"}]}, "messages.0.role"),
+        ({"messages": [{"role": ["user"], "content": "hi"}]}, "messages.0.role"),
+        ({"messages": [OK_MESSAGES[0], {"role": {}, "content": "hi"}]}, "messages.1.role"),
+        ({"messages": [{"role": "user", "content": "hi", "name": 5}]}, "messages.0.name"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+            "messages.0.content.0.image_url.url",
+        ),  # not base64 (said before the upstream is asked about images)
+    ],
+    ids=lambda value: json.dumps(value)[:40] if not isinstance(value, str) else value,
+)
 def test_malformed_messages(client, endpoint, body, param):
     assert_error(client.post(endpoint, json=body), 400, param=param)
 
 
-@pytest.mark.parametrize("endpoint, body, param", [
-    (CHAT, {"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
-    (CHAT, {"messages": [{"role": "user", "content": True}]}, "messages.0.content"),
-    (CHAT, {"messages": [{"role": "user", "content": {"text": "hi"}}]}, "messages.0.content"),
-    (CHAT, {"messages": [{"role": "user", "content": [1]}]}, ("messages.0.content", "messages.0.content.0")),
-    (CHAT, {"messages": OK_MESSAGES, "stop": 5}, "stop"),
-    (CHAT, {"messages": OK_MESSAGES, "stop": [1]}, ("stop", "stop.0")),
-    (COMPLETIONS, {"prompt": {"a": 1}}, "prompt"),
-    (COMPLETIONS, {"prompt": "hi", "stop": 5}, "stop"),
-    ("/v1/embeddings", {"input": 5}, "input"),
-])
+@pytest.mark.parametrize(
+    "endpoint, body, param",
+    [
+        (CHAT, {"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
+        (CHAT, {"messages": [{"role": "user", "content": True}]}, "messages.0.content"),
+        (CHAT, {"messages": [{"role": "user", "content": {"text": "hi"}}]}, "messages.0.content"),
+        (CHAT, {"messages": [{"role": "user", "content": [1]}]}, ("messages.0.content", "messages.0.content.0")),
+        (CHAT, {"messages": OK_MESSAGES, "stop": 5}, "stop"),
+        (CHAT, {"messages": OK_MESSAGES, "stop": [1]}, ("stop", "stop.0")),
+        (COMPLETIONS, {"prompt": {"a": 1}}, "prompt"),
+        (COMPLETIONS, {"prompt": "hi", "stop": 5}, "stop"),
+        ("/v1/embeddings", {"input": 5}, "input"),
+    ],
+)
 def test_union_typed_fields_are_named_plainly(client, endpoint, body, param):
     assert_error(client.post(endpoint, json=body), 400, param=param)
 
@@ -277,15 +304,19 @@ def test_huge_body_is_413(client, endpoint, twenty_megabytes):
 
 
 @pytest.mark.parametrize("endpoint", GENERATION_ENDPOINTS)
-@pytest.mark.parametrize("raw", [
-    b'{"messages": [{"role": "user", "content": "\xff\xfe"}], "prompt": "\xff\xfe"}',  # bytes UTF-8 never uses
-    b'{"messages": [{"role": "user", "content": "\xc3"}], "prompt": "\xc3"}',  # a sequence cut short
-    b'{"messages": [{"role": "user", "content": "\xc0\xaf"}], "prompt": "\xc0\xaf"}',  # overlong "/"
-    b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}], "prompt": "\xed\xa0\x80"}',  # a surrogate
-    b'{"messages": [{"role": "user", "content": "\\ud800"}], "prompt": "\\ud800"}',  # an escaped lone one
-    b'{"m\xe9ssages": []}',  # Latin-1 in a key
-    b"\xef\xbb\xbf\xff",
-], ids=["ff-fe", "truncated", "overlong", "surrogate", "escaped-surrogate", "latin1-key", "bom-then-ff"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"messages": [{"role": "user", "content": "\xff\xfe"}], "prompt": "\xff\xfe"}',  # bytes UTF-8 never uses
+        b'{"messages": [{"role": "user", "content": "\xc3"}], "prompt": "\xc3"}',  # a sequence cut short
+        b'{"messages": [{"role": "user", "content": "\xc0\xaf"}], "prompt": "\xc0\xaf"}',  # overlong "/"
+        b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}], "prompt": "\xed\xa0\x80"}',  # a surrogate
+        b'{"messages": [{"role": "user", "content": "\\ud800"}], "prompt": "\\ud800"}',  # an escaped lone one
+        b'{"m\xe9ssages": []}',  # Latin-1 in a key
+        b"\xef\xbb\xbf\xff",
+    ],
+    ids=["ff-fe", "truncated", "overlong", "surrogate", "escaped-surrogate", "latin1-key", "bom-then-ff"],
+)
 def test_invalid_utf8_is_400(client, endpoint, raw):
     assert_error(post_raw(client, endpoint, raw), 400, param=None)
 
@@ -294,14 +325,21 @@ DEPTH = 100_000
 
 
 @pytest.mark.parametrize("endpoint", GENERATION_ENDPOINTS)
-@pytest.mark.parametrize("raw", [
-    b"[" * DEPTH,
-    b"[" * DEPTH + b"]" * DEPTH,
-    b'{"a":' * DEPTH + b"1" + b"}" * DEPTH,
-    b'{"messages": ' + b"[" * DEPTH + b"]" * DEPTH + b', "prompt": ' + b"[" * DEPTH + b"]" * DEPTH + b"}",
-    b'{"messages": [{"role": "user", "content": "hi"}], "prompt": "hi", "json_schema": '
-    + b'{"a":' * DEPTH + b"1" + b"}" * DEPTH + b"}",
-], ids=["open-brackets", "balanced-brackets", "nested-objects", "nested-field", "nested-passthrough"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * DEPTH,
+        b"[" * DEPTH + b"]" * DEPTH,
+        b'{"a":' * DEPTH + b"1" + b"}" * DEPTH,
+        b'{"messages": ' + b"[" * DEPTH + b"]" * DEPTH + b', "prompt": ' + b"[" * DEPTH + b"]" * DEPTH + b"}",
+        b'{"messages": [{"role": "user", "content": "hi"}], "prompt": "hi", "json_schema": '
+        + b'{"a":' * DEPTH
+        + b"1"
+        + b"}" * DEPTH
+        + b"}",
+    ],
+    ids=["open-brackets", "balanced-brackets", "nested-objects", "nested-field", "nested-passthrough"],
+)
 def test_deeply_nested_json_is_400(client, endpoint, raw):
     assert_error(post_raw(client, endpoint, raw), 400, param=None)
 
@@ -314,9 +352,16 @@ def test_a_thousand_stop_strings_are_accepted(client, endpoint):
 
 @pytest.mark.parametrize("endpoint", GENERATION_ENDPOINTS)
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("field, value", [
-    ("max_tokens", -1), ("max_tokens", -(2**63)), ("n", 0), ("n", -1), ("n", 10_000),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("max_tokens", -1),
+        ("max_tokens", -(2**63)),
+        ("n", 0),
+        ("n", -1),
+        ("n", 10_000),
+    ],
+)
 def test_out_of_range_counts_are_400(client, endpoint, stream, field, value):
     """Refused up front as plain JSON, streamed or not."""
     response = client.post(endpoint, json=with_field(endpoint, stream=stream, **{field: value}))
@@ -344,45 +389,64 @@ def test_too_many_messages_is_400(client):
 
 # --- found by fuzzing, now fixed -----------------------------------------------------------------------------------
 
+
 def test_completion_fan_out_is_limited(client):
     response = client.post(COMPLETIONS, json={"prompt": ["hi"] * 1000, "n": 16})
     assert_error(response, 400, param=("prompt", "n"))
 
 
-@pytest.mark.parametrize("endpoint, field, value", [
-    (CHAT, "max_tokens", False), (CHAT, "max_tokens", "5"), (CHAT, "n", "2"), (CHAT, "seed", True),
-    (CHAT, "stream", "true"), (CHAT, "stream", 1), (CHAT, "logprobs", "yes"), (CHAT, "parallel_tool_calls", 0.0),
-    (CHAT, "temperature", "0.5"), (COMPLETIONS, "logprobs", False), (COMPLETIONS, "mirostat_tau", False),
-    (COMPLETIONS, "prompt", [True]),
-])
+@pytest.mark.parametrize(
+    "endpoint, field, value",
+    [
+        (CHAT, "max_tokens", False),
+        (CHAT, "max_tokens", "5"),
+        (CHAT, "n", "2"),
+        (CHAT, "seed", True),
+        (CHAT, "stream", "true"),
+        (CHAT, "stream", 1),
+        (CHAT, "logprobs", "yes"),
+        (CHAT, "parallel_tool_calls", 0.0),
+        (CHAT, "temperature", "0.5"),
+        (COMPLETIONS, "logprobs", False),
+        (COMPLETIONS, "mirostat_tau", False),
+        (COMPLETIONS, "prompt", [True]),
+    ],
+)
 def test_wrongly_typed_scalars_are_refused(client, endpoint, field, value):
     response = client.post(endpoint, json=with_field(endpoint, **{field: value}))
     assert_error(response, 400, param=(field, f"{field}.0"))
 
 
 @pytest.mark.parametrize("endpoint", GENERATION_ENDPOINTS)
-@pytest.mark.parametrize("fragment, param", [
-    (b'"min_p": 1e400', "min_p"),
-    (b'"typical_p": -1e400', "typical_p"),
-    (b'"logit_bias": {"15043": 1e400}', ("logit_bias", "logit_bias.15043")),
-    (b'"mirostat_eta": NaN', ("mirostat_eta", None)),
-    (b'"dry_base": Infinity', ("dry_base", None)),
-])
+@pytest.mark.parametrize(
+    "fragment, param",
+    [
+        (b'"min_p": 1e400', "min_p"),
+        (b'"typical_p": -1e400', "typical_p"),
+        (b'"logit_bias": {"15043": 1e400}', ("logit_bias", "logit_bias.15043")),
+        (b'"mirostat_eta": NaN', ("mirostat_eta", None)),
+        (b'"dry_base": Infinity', ("dry_base", None)),
+    ],
+)
 def test_non_finite_numbers_are_400(client, endpoint, fragment, param):
     body = json.dumps(VALID_BODY[endpoint]).encode()[:-1] + b", " + fragment + b"}"
     assert_error(post_raw(client, endpoint, body), 400, param=param)
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("schema", [
-    {"type": "object", "properties": ["name"]},
-    {"type": "object", "properties": "name"},
-    {"$defs": "x"},
-    {"definitions": [1]},
-    {"type": {}},
-    {"type": [[]]},
-    {"type": ["string", {"type": "null"}]},
-], ids=json.dumps)
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": ["name"]},
+        {"type": "object", "properties": "name"},
+        {"$defs": "x"},
+        {"definitions": [1]},
+        {"type": {}},
+        {"type": [[]]},
+        {"type": ["string", {"type": "null"}]},
+    ],
+    ids=json.dumps,
+)
 def test_malformed_response_format_schema_is_400(client, stream, schema):
     response_format = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
     response = client.post(CHAT, json=with_field(CHAT, stream=stream, response_format=response_format))

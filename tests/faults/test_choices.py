@@ -30,8 +30,7 @@ def wait_for(condition, timeout: float = 10.0) -> bool:
 
 def streams_in_flight(proxy) -> float:
     metrics = requests.get(proxy.url + "/metrics", timeout=5).text
-    return float(next(line.split()[-1] for line in metrics.splitlines()
-                      if line.startswith("api_like_oai_streams_in_flight ")))
+    return float(next(line.split()[-1] for line in metrics.splitlines() if line.startswith("api_like_oai_streams_in_flight ")))
 
 
 def chunks_of(lines) -> list[dict]:
@@ -42,16 +41,18 @@ def chunks_of(lines) -> list[dict]:
 def test_ending_three_choices_early_frees_every_upstream_and_counts_the_request(proxy, fake, ended_by):
     fake.behaviour, fake.token_interval, fake.tokens = "slow_tokens", 0.05, (" a",) * 2000
     logged = proxy.log().count("endpoint=/v1/chat/completions")
-    with requests.post(proxy.url + "/v1/chat/completions", json={**CHAT, "stream": True}, stream=True,
-                       timeout=30) as response:
+    with requests.post(proxy.url + "/v1/chat/completions", json={**CHAT, "stream": True}, stream=True, timeout=30) as response:
         lines = response.iter_lines()
         while len(chunks_of([next(lines)])) == 0 or fake.streaming < 3:
             pass  # until tokens flow and all three generations run upstream
         if ended_by == "stop-generation":
             requests.post(proxy.url + "/v1/internal/stop-generation", timeout=10)
             rest = list(lines)
-            finishes = {c["choices"][0]["index"]: c["choices"][0]["finish_reason"] for c in chunks_of(rest)
-                        if c["choices"] and c["choices"][0]["finish_reason"]}
+            finishes = {
+                c["choices"][0]["index"]: c["choices"][0]["finish_reason"]
+                for c in chunks_of(rest)
+                if c["choices"] and c["choices"][0]["finish_reason"]
+            }
             assert finishes == {0: "stop", 1: "stop", 2: "stop"} and b"data: [DONE]" in rest
     assert wait_for(lambda: fake.streaming == 0), "an upstream generation was left running"
     assert wait_for(lambda: streams_in_flight(proxy) == 0)

@@ -21,8 +21,9 @@ FAKE_PROPS = {"default_generation_settings": {"n_ctx": 262144}}
 def replay_recorded(qwen_proxy, name: str) -> requests.Response:
     recorded = json.loads((FIXTURES / name).read_text())
     headers = {key: value for key, value in recorded["headers"].items() if key.lower() != "accept-encoding"}
-    return requests.request(recorded["method"], qwen_proxy.url + recorded["path"], json=recorded["body"],
-                            headers=headers, timeout=30)
+    return requests.request(
+        recorded["method"], qwen_proxy.url + recorded["path"], json=recorded["body"], headers=headers, timeout=30
+    )
 
 
 def events_of(response: requests.Response) -> list[dict]:
@@ -36,14 +37,17 @@ def test_a_recorded_claude_code_request_is_answered(replay, qwen_proxy, name):
     events = events_of(replay_recorded(qwen_proxy, name))
     assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
     assert events[-2]["delta"]["stop_reason"] == "tool_use"
-    (call,) = [event["content_block"] for event in events if event["type"] == "content_block_start"
-               and event["content_block"]["type"] == "tool_use"]
+    (call,) = [
+        event["content_block"]
+        for event in events
+        if event["type"] == "content_block_start" and event["content_block"]["type"] == "tool_use"
+    ]
     assert call["name"] == "Bash"
     prompt = replay.requests[-1]["prompt"]
     assert "x-anthropic-billing-header" not in prompt
     assert prompt.startswith("<|im_start|>system\nYou are a Claude agent, built on Anthropic's Claude Agent SDK.\n")
-    assert '"name": "DeferredToolPlaceholder"' in prompt           # defer_loading: offered like the others
-    assert "<|im_end|>\n<|im_start|>system\n# Environment\n" in prompt   # the late system turn, in its place
+    assert '"name": "DeferredToolPlaceholder"' in prompt  # defer_loading: offered like the others
+    assert "<|im_end|>\n<|im_start|>system\n# Environment\n" in prompt  # the late system turn, in its place
 
 
 def test_the_later_turn_extends_the_first_turns_prompt(replay, qwen_proxy):

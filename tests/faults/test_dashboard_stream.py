@@ -54,16 +54,16 @@ def test_sigterm_ends_open_dashboard_streams_and_the_history_survives_a_restart(
                 for _ in response.iter_lines():
                     pass
         except requests.RequestException:
-            pass   # the connection closed as the worker exited: the stream ended all the same
+            pass  # the connection closed as the worker exited: the stream ended all the same
         finally:
             ended.set()
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    assert events(proxy.url, 1)[0][0] == "hello"   # a second stream: the first is open by now
+    assert events(proxy.url, 1)[0][0] == "hello"  # a second stream: the first is open by now
     proxy.process.send_signal(signal.SIGTERM)
     assert ended.wait(30), "the open stream held the shutdown"
-    assert proxy.process.wait(timeout=30) == 0     # long before the 120 s grace period
+    assert proxy.process.wait(timeout=30) == 0  # long before the 120 s grace period
 
     restarted = start_proxy(*flags)
     history = dict(events(restarted.url, 3))["history"]

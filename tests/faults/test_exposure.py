@@ -8,11 +8,14 @@ import requests
 WARNING = "with no API key: anyone who can reach this address can use the models"
 
 
-@pytest.mark.parametrize("args, warned", [
-    (["--host", "0.0.0.0"], True),
-    (["--host", "0.0.0.0", "--api-key", "k-1"], False),
-    (["--host", "127.0.0.1"], False),
-])
+@pytest.mark.parametrize(
+    "args, warned",
+    [
+        (["--host", "0.0.0.0"], True),
+        (["--host", "0.0.0.0", "--api-key", "k-1"], False),
+        (["--host", "127.0.0.1"], False),
+    ],
+)
 def test_the_start_up_log_warns_of_an_open_address(fake, start_proxy, args, warned):
     proxy = start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml", *args)
     assert requests.get(proxy.url + "/health", timeout=10).status_code == 200

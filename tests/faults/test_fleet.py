@@ -37,8 +37,7 @@ def fleet(tmp_path_factory, start_fake):
     fakes = [start_fake(), start_fake()]
     common = ["--fleet", redis_server.url, "--fleet-secret-file", str(secret_file)]
     boxes = [_box(directory, index, fake.url, common) for index, fake in enumerate(fakes)]
-    fronts = [Proxy([*common, "--admin-key", ADMIN, "--store", redis_server.url], host=f"127.0.0.{4 + n}")
-              for n in range(2)]
+    fronts = [Proxy([*common, "--admin-key", ADMIN, "--store", redis_server.url], host=f"127.0.0.{4 + n}") for n in range(2)]
     started = {"redis": redis_server, "fakes": fakes, "boxes": boxes, "fronts": fronts, "secret_file": secret_file}
     try:
         for proxy in boxes + fronts:
@@ -66,20 +65,28 @@ def _boxes_of(front: Proxy, model: str = MODEL) -> list[str]:
 
 
 def _chat(front: Proxy, messages=HELLO, **options):
-    return openai_client(front.url, api_key=ADMIN).chat.completions.create(model=MODEL, messages=messages,
-                                                                            max_tokens=8, **options)
+    return openai_client(front.url, api_key=ADMIN).chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=8, **options
+    )
 
 
 def test_a_front_answers_for_a_model_only_the_boxes_serve(fleet):
     front = fleet["fronts"][0]
     assert _chat(front).choices[0].message.content == " Hello, world!"
-    streamed = "".join(chunk.choices[0].delta.content or "" for chunk in
-                       _chat(front, stream=True, stream_options={"include_usage": True}) if chunk.choices)
+    streamed = "".join(
+        chunk.choices[0].delta.content or ""
+        for chunk in _chat(front, stream=True, stream_options={"include_usage": True})
+        if chunk.choices
+    )
     assert streamed == " Hello, world!"
     relayed = [line for line in front.log().splitlines() if "endpoint=/v1/chat/completions" in line]
-    assert all("completion_tokens=4" in line for line in relayed[:2])   # the box's usage counted at the front
-    answer = requests.post(front.url + "/v1/chat/completions", json={"model": MODEL, "messages": HELLO},
-                           headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
+    assert all("completion_tokens=4" in line for line in relayed[:2])  # the box's usage counted at the front
+    answer = requests.post(
+        front.url + "/v1/chat/completions",
+        json={"model": MODEL, "messages": HELLO},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+        timeout=30,
+    )
     box, route = answer.headers["X-Fleet-Box"], answer.headers["X-Fleet-Route"]
     assert box in [box.url for box in fleet["boxes"]] and route == "prefix"
     assert f"upstream={box} route=prefix status=200" in front.log()
@@ -96,11 +103,13 @@ def _metrics(front: Proxy) -> str:
 def test_anthropics_api_goes_through_a_front_with_its_own_error_shape(fleet):
     front = fleet["fronts"][1]
     headers = {"x-api-key": ADMIN, "anthropic-version": "2023-06-01"}
-    answer = requests.post(front.url + "/v1/messages", json={"model": MODEL, "max_tokens": 8, "messages": HELLO},
-                           headers=headers, timeout=30)
+    answer = requests.post(
+        front.url + "/v1/messages", json={"model": MODEL, "max_tokens": 8, "messages": HELLO}, headers=headers, timeout=30
+    )
     assert answer.status_code == 200 and answer.json()["content"][0]["text"] == " Hello, world!"
-    unknown = requests.post(front.url + "/v1/messages", json={"model": "nowhere", "max_tokens": 8, "messages": HELLO},
-                            headers=headers, timeout=30)
+    unknown = requests.post(
+        front.url + "/v1/messages", json={"model": "nowhere", "max_tokens": 8, "messages": HELLO}, headers=headers, timeout=30
+    )
     assert unknown.status_code == 404 and unknown.json()["type"] == "error"
 
 
@@ -108,15 +117,22 @@ def test_models_and_fleet_status_list_the_fleets_models_and_boxes(fleet):
     boxes = sorted(box.url for box in fleet["boxes"])
     for front in fleet["fronts"]:
         assert _boxes_of(front) == boxes
-    status = subprocess.run([sys.executable, "-m", "api_like_oai", "fleet", "status", "--fleet", fleet["redis"].url],
-                            cwd=ROOT, capture_output=True, text=True, timeout=30, check=True).stdout
+    status = subprocess.run(
+        [sys.executable, "-m", "api_like_oai", "fleet", "status", "--fleet", fleet["redis"].url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     assert status.startswith("2 boxes") and all(box in status for box in boxes)
     assert f"{MODEL}: {boxes[0]} loaded, {boxes[1]} loaded" in status
 
 
 def test_the_dashboard_shows_the_fleets_boxes_and_their_models(fleet):
-    with requests.get(fleet["fronts"][0].url + "/v1/internal/events", headers={"Authorization": f"Bearer {ADMIN}"},
-                      stream=True, timeout=10) as stream:
+    with requests.get(
+        fleet["fronts"][0].url + "/v1/internal/events", headers={"Authorization": f"Bearer {ADMIN}"}, stream=True, timeout=10
+    ) as stream:
         live = _first_event(stream.iter_lines(decode_unicode=True), "live")
     boxes = {box["box"]: box for box in live["fleet"]["boxes"]}
     assert sorted(boxes) == sorted(box.url for box in fleet["boxes"]) and live["fleet"]["error"] is None
@@ -127,9 +143,9 @@ def _first_event(lines, wanted: str) -> dict:
     event = None
     for line in lines:
         if line.startswith("event: "):
-            event = line[len("event: "):]
+            event = line[len("event: ") :]
         elif line.startswith("data: ") and event == wanted:
-            return json.loads(line[len("data: "):])
+            return json.loads(line[len("data: ") :])
     raise AssertionError(f"no {wanted} event")
 
 
@@ -140,8 +156,10 @@ def test_a_sessions_turns_through_both_fronts_stay_on_one_box(fleet):
         messages = [{"role": "system", "content": f"session {session}"}, {"role": "user", "content": "turn 1"}]
         for turn in range(8):
             answer = _chat(fronts[turn % 2], messages)
-            messages += [{"role": "assistant", "content": answer.choices[0].message.content},
-                         {"role": "user", "content": f"turn {turn + 2}"}]
+            messages += [
+                {"role": "assistant", "content": answer.choices[0].message.content},
+                {"role": "user", "content": f"turn {turn + 2}"},
+            ]
         counts = sorted(len(fake.requests) - count for fake, count in zip(fakes, before, strict=True))
         assert counts == [0, 8]
 
@@ -153,8 +171,8 @@ def test_the_cold_start_lock_names_one_box_to_every_front(fleet):
     connection = connect(fleet["redis"].url)
     first, second = (box.url for box in fleet["boxes"])
     assert lock.claim(connection, "cold-model", first) == first
-    assert lock.claim(connection, "cold-model", second) == first    # the later front goes where the first chose
-    lock.release(connection, "cold-model", second)                   # only the front that chose may take it back
+    assert lock.claim(connection, "cold-model", second) == first  # the later front goes where the first chose
+    lock.release(connection, "cold-model", second)  # only the front that chose may take it back
     assert lock.holder(connection, "cold-model") == first
     lock.release(connection, "cold-model", first)
     assert lock.claim(connection, "cold-model", second) == second
@@ -165,12 +183,20 @@ def test_a_fleet_call_without_the_secret_is_refused(fleet):
     assert requests.get(box.url + "/v1/fleet/status", timeout=5).status_code == 401
     wrong = requests.get(box.url + "/v1/fleet/status", headers={"X-Fleet-Secret": "guess"}, timeout=5)
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
-    relayed_without = requests.post(box.url + "/v1/chat/completions", headers={"X-Fleet-Secret": SECRET[:-1]},
-                                    json={"model": MODEL, "messages": HELLO}, timeout=5)
+    relayed_without = requests.post(
+        box.url + "/v1/chat/completions",
+        headers={"X-Fleet-Secret": SECRET[:-1]},
+        json={"model": MODEL, "messages": HELLO},
+        timeout=5,
+    )
     assert relayed_without.status_code == 401
-    elsewhere = requests.post(box.url + "/v1/chat/completions", headers={"X-Fleet-Secret": SECRET},
-                              json={"model": "not-on-this-box", "messages": HELLO}, timeout=5)
-    assert elsewhere.status_code == 503   # a front's stale placement: refused, so that it tries the next box
+    elsewhere = requests.post(
+        box.url + "/v1/chat/completions",
+        headers={"X-Fleet-Secret": SECRET},
+        json={"model": "not-on-this-box", "messages": HELLO},
+        timeout=5,
+    )
+    assert elsewhere.status_code == 503  # a front's stale placement: refused, so that it tries the next box
     right = requests.get(box.url + "/v1/fleet/status", headers={"X-Fleet-Secret": SECRET}, timeout=5)
     assert right.status_code == 200 and len(right.json()["boxes"]) == 2
 
@@ -206,7 +232,7 @@ def test_a_stopped_box_leaves_the_fleet_and_comes_back_when_resumed(fleet):
         os.kill(pid, signal.SIGSTOP)
     try:
         eventually(lambda: _boxes_of(front) == [fleet["boxes"][0].url], "the stopped box out of the fleet", timeout=15)
-        for n in range(4):   # placed on the box that answers, none waiting on the stopped one
+        for n in range(4):  # placed on the box that answers, none waiting on the stopped one
             assert _chat(front, [{"role": "user", "content": f"partitioned {n}"}]).choices
     finally:
         for pid in server:
@@ -218,22 +244,25 @@ def test_a_killed_box_leaves_the_fleet_and_no_request_is_refused(fleet):
     front, killed = fleet["fronts"][0], fleet["boxes"][1]
     slow = fleet["fakes"][1]
     slow.behaviour, slow.token_interval, slow.tokens = "slow_tokens", 0.2, tuple(f" t{n}" for n in range(50))
-    on_killed = next(key for key in (f"session-{n}" for n in range(200))
-                     if rendezvous(key, [box.url for box in fleet["boxes"]])[0] == killed.url)
+    on_killed = next(
+        key
+        for key in (f"session-{n}" for n in range(200))
+        if rendezvous(key, [box.url for box in fleet["boxes"]])[0] == killed.url
+    )
     running = _chat(front, stream=True, extra_body={"prompt_cache_key": on_killed})
     next(iter(running))
     its_processes = kill_instance(killed.process)
     with pytest.raises(openai.APIError, match="the box serving the request went away"):
-        for _ in running:   # the stream already running there ends with an error event, not a hang
+        for _ in running:  # the stream already running there ends with an error event, not a hang
             pass
-    deadline = time.monotonic() + 7   # past the heartbeat's expiry (5 s)
+    deadline = time.monotonic() + 7  # past the heartbeat's expiry (5 s)
     answered = 0
     while time.monotonic() < deadline:
         assert _chat(fleet["fronts"][answered % 2], [{"role": "user", "content": f"after {answered}"}]).choices
         answered += 1
     assert _boxes_of(front) == [fleet["boxes"][0].url]
     passed_over = [f'api_like_oai_fleet_passed_over_total{{box="{killed.url}"}}' in _metrics(f) for f in fleet["fronts"]]
-    assert any(passed_over)   # the killed box was tried, and passed over, before its record expired
+    assert any(passed_over)  # the killed box was tried, and passed over, before its record expired
     eventually(lambda: not still_running(its_processes), "the killed box's processes gone")
 
 
@@ -243,7 +272,7 @@ def test_redis_stopped_and_started_again_is_never_a_500(fleet):
     redis_server.stop()
     stopped_at = time.monotonic()
     statuses = []
-    while time.monotonic() - stopped_at < 7:   # past the last known membership's expiry (5 s)
+    while time.monotonic() - stopped_at < 7:  # past the last known membership's expiry (5 s)
         try:
             _chat(front)
             statuses.append(200)

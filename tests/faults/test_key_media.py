@@ -26,8 +26,18 @@ def vision():
 @pytest.fixture(scope="module")
 def proxy(vision, start_proxy, tmp_path_factory):
     store = tmp_path_factory.mktemp("media-keys") / "store.sqlite3"
-    return start_proxy("--llama-api", vision.url, "--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}",
-                       "--image-tokens", "200", "--admin-key", ADMIN["Authorization"].split()[1])
+    return start_proxy(
+        "--llama-api",
+        vision.url,
+        "--chat-prompt-model",
+        "chatml",
+        "--store",
+        f"sqlite:///{store}",
+        "--image-tokens",
+        "200",
+        "--admin-key",
+        ADMIN["Authorization"].split()[1],
+    )
 
 
 def key_with(proxy, name: str, tpm: int) -> dict:
@@ -39,8 +49,12 @@ def key_with(proxy, name: str, tpm: int) -> dict:
 def chat_with_image(proxy, headers: dict, max_tokens: int = 2):
     image = "data:image/png;base64," + base64.b64encode(png(2, 2)).decode()
     content = [{"type": "text", "text": "What is it?"}, {"type": "image_url", "image_url": {"url": image}}]
-    return requests.post(proxy.url + "/v1/chat/completions", headers=headers, timeout=60,
-                         json={"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens})
+    return requests.post(
+        proxy.url + "/v1/chat/completions",
+        headers=headers,
+        timeout=60,
+        json={"messages": [{"role": "user", "content": content}], "max_tokens": max_tokens},
+    )
 
 
 def generations(fake: FakeLlamaCpp) -> int:

@@ -41,13 +41,20 @@ def one_slot():
 @pytest.fixture(scope="module")
 def proxy(one_slot, start_proxy, tmp_path_factory):
     store = tmp_path_factory.mktemp("priority") / "store.sqlite3"
-    return start_proxy("--llama-api", one_slot.url, "--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}",
-                       "--admin-key", ADMIN["Authorization"].split()[1])
+    return start_proxy(
+        "--llama-api",
+        one_slot.url,
+        "--chat-prompt-model",
+        "chatml",
+        "--store",
+        f"sqlite:///{store}",
+        "--admin-key",
+        ADMIN["Authorization"].split()[1],
+    )
 
 
 def key_of(proxy, name: str, priority: str) -> str:
-    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": name, "priority": priority},
-                            headers=ADMIN, timeout=10)
+    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": name, "priority": priority}, headers=ADMIN, timeout=10)
     assert created.status_code == 201 and created.json()["priority"] == priority, created.text
     return created.json()["key"]
 
@@ -70,9 +77,12 @@ def test_a_high_priority_request_waiting_for_the_busy_slot_is_served_before_earl
     statuses: dict[str, int] = {}
 
     def ask(key: str, words: str) -> None:
-        statuses[words] = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={
-            "Authorization": f"Bearer {key}"}, json={"messages": [{"role": "user", "content": words}],
-                                                     "max_tokens": 4}).status_code
+        statuses[words] = requests.post(
+            proxy.url + "/v1/chat/completions",
+            timeout=60,
+            headers={"Authorization": f"Bearer {key}"},
+            json={"messages": [{"role": "user", "content": words}], "max_tokens": 4},
+        ).status_code
 
     askers = [threading.Thread(target=ask, args=(low, "hold the slot"))]
     askers[0].start()
@@ -84,7 +94,7 @@ def test_a_high_priority_request_waiting_for_the_busy_slot_is_served_before_earl
     askers.append(threading.Thread(target=ask, args=(high, "high 1")))
     askers[-1].start()
     wait_for(lambda: waiting(proxy, "high") == 1, "the high request waiting")
-    assert len(one_slot.requests) == 1            # nothing else was sent while the slot was busy
+    assert len(one_slot.requests) == 1  # nothing else was sent while the slot was busy
 
     one_slot.release.set()
     for asker in askers:
@@ -96,40 +106,54 @@ def test_a_high_priority_request_waiting_for_the_busy_slot_is_served_before_earl
 
 
 def test_a_prompt_whose_tokens_and_max_tokens_do_not_fit_what_is_left_is_refused_before_generation(proxy, one_slot):
-    key = requests.post(proxy.url + "/v1/internal/keys", json={"name": "small", "tpm": 60}, headers=ADMIN,
-                        timeout=10).json()["key"]
+    key = requests.post(proxy.url + "/v1/internal/keys", json={"name": "small", "tpm": 60}, headers=ADMIN, timeout=10).json()[
+        "key"
+    ]
     sent_before = len(one_slot.requests)
-    long_prompt = " ".join(f"word{n}" for n in range(80))   # the fake counts a prompt's tokens as its words
-    refused = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={"Authorization": f"Bearer {key}"},
-                            json={"messages": [{"role": "user", "content": long_prompt}], "max_tokens": 10})
+    long_prompt = " ".join(f"word{n}" for n in range(80))  # the fake counts a prompt's tokens as its words
+    refused = requests.post(
+        proxy.url + "/v1/chat/completions",
+        timeout=60,
+        headers={"Authorization": f"Bearer {key}"},
+        json={"messages": [{"role": "user", "content": long_prompt}], "max_tokens": 10},
+    )
     assert refused.status_code == 429, refused.text
     error = refused.json()["error"]
     assert error["code"] == "rate_limit_exceeded" and error["type"] == "tokens"
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     asked = one_slot.requests[sent_before:]
-    assert asked and all("content" in body and "prompt" not in body for body in asked)   # counted, not generated
-    short = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={"Authorization": f"Bearer {key}"},
-                          json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10})
+    assert asked and all("content" in body and "prompt" not in body for body in asked)  # counted, not generated
+    short = requests.post(
+        proxy.url + "/v1/chat/completions",
+        timeout=60,
+        headers={"Authorization": f"Bearer {key}"},
+        json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10},
+    )
     assert short.status_code == 200 and int(short.headers["x-ratelimit-remaining-tokens"]) <= 60
 
 
-def test_a_worker_killed_mid_stream_leaves_what_the_upstream_reported_counted_and_usage_survives_a_restart(
-        start_proxy, tmp_path):
+def test_a_worker_killed_mid_stream_leaves_what_the_upstream_reported_counted_and_usage_survives_a_restart(start_proxy, tmp_path):
     """The tokens of a running request are written as the upstream reports them (every second), so a
     worker killed with SIGKILL mid-stream leaves them in the key's usage and its limits, with what is
     left of its reservation (max_tokens) counted until its lease runs out; the usage is in the store."""
-    upstream = FakeLlamaCpp(behaviour="slow_tokens", token_interval=0.02,
-                            tokens=tuple(f" t{n}" for n in range(1500))).start()
+    upstream = FakeLlamaCpp(behaviour="slow_tokens", token_interval=0.02, tokens=tuple(f" t{n}" for n in range(1500))).start()
     try:
         config = tmp_path / "config.yaml"
-        config.write_text(f"store: sqlite://{tmp_path}/store.sqlite3\nadmin_key: [{ADMIN['Authorization'].split()[1]}]\n"
-                          f"models:\n  smol:\n    upstreams: [{upstream.url}]\n    chat_prompt_model: chatml\n")
+        config.write_text(
+            f"store: sqlite://{tmp_path}/store.sqlite3\nadmin_key: [{ADMIN['Authorization'].split()[1]}]\n"
+            f"models:\n  smol:\n    upstreams: [{upstream.url}]\n    chat_prompt_model: chatml\n"
+        )
         proxy = start_proxy("--config", str(config))
-        key = requests.post(proxy.url + "/v1/internal/keys", json={"name": "killed", "tpm": 100_000}, headers=ADMIN,
-                            timeout=10).json()["key"]
-        stream = requests.post(proxy.url + "/v1/chat/completions", stream=True, timeout=60, headers={
-            "Authorization": f"Bearer {key}"}, json={"model": "smol", "messages": [{"role": "user", "content": "go"}],
-                                                     "stream": True, "max_tokens": 2000})
+        key = requests.post(
+            proxy.url + "/v1/internal/keys", json={"name": "killed", "tpm": 100_000}, headers=ADMIN, timeout=10
+        ).json()["key"]
+        stream = requests.post(
+            proxy.url + "/v1/chat/completions",
+            stream=True,
+            timeout=60,
+            headers={"Authorization": f"Bearer {key}"},
+            json={"model": "smol", "messages": [{"role": "user", "content": "go"}], "stream": True, "max_tokens": 2000},
+        )
         started, received = time.monotonic(), 0
         # Held until the kill: leaving a loop over a temporary iter_lines() closes the connection at once
         # (urllib3 drops it), and a worker that sees its client leave ends the request, freeing its
@@ -137,18 +161,22 @@ def test_a_worker_killed_mid_stream_leaves_what_the_upstream_reported_counted_an
         lines = stream.iter_lines()
         for line in lines:
             received += line.startswith(b'data: {"id"') and b'"content"' in line
-            if time.monotonic() - started > 3.5 and received > 20:   # a few checkpoints written
+            if time.monotonic() - started > 3.5 and received > 20:  # a few checkpoints written
                 break
         [worker] = children_of(proxy.process.pid)
         os.kill(worker, signal.SIGKILL)
         stream.close()
 
-        [row] = usage_rows(proxy)   # gunicorn starts another worker, which reads the store
+        [row] = usage_rows(proxy)  # gunicorn starts another worker, which reads the store
         assert (row["key"], row["requests"], row["errors"], row["prompt_tokens"]) == ("killed", 1, 0, 3)
         # written at the last checkpoint, a second or less before the kill: most of what was read, at least
         assert received // 2 <= row["completion_tokens"] < 1500
-        after = requests.post(proxy.url + "/v1/chat/completions", timeout=60, headers={"Authorization": f"Bearer {key}"},
-                              json={"model": "smol", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
+        after = requests.post(
+            proxy.url + "/v1/chat/completions",
+            timeout=60,
+            headers={"Authorization": f"Bearer {key}"},
+            json={"model": "smol", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
+        )
         assert after.status_code == 200
         # the killed request's 2000 reserved (what it wrote included) still count this minute
         assert int(after.headers["x-ratelimit-remaining-tokens"]) <= 100_000 - 2000
@@ -156,7 +184,8 @@ def test_a_worker_killed_mid_stream_leaves_what_the_upstream_reported_counted_an
         restarted = start_proxy("--config", str(config))
         answered = after.json()["usage"]
         assert [(r["requests"], r["prompt_tokens"], r["completion_tokens"]) for r in usage_rows(restarted)] == [
-            (2, 3 + answered["prompt_tokens"], row["completion_tokens"] + answered["completion_tokens"])]
+            (2, 3 + answered["prompt_tokens"], row["completion_tokens"] + answered["completion_tokens"])
+        ]
     finally:
         upstream.stop()
 

@@ -18,16 +18,30 @@ from ..servers import free_port
 
 ADMIN = {"Authorization": "Bearer fuzzing-admin-key"}
 STORE = tempfile.TemporaryDirectory(prefix="api-like-oai-keys-fuzz-")
-APP = create_app(parse_settings(["--llama-api", f"http://127.0.0.1:{free_port()}", "--admin-key", "fuzzing-admin-key",
-                                 "--store", f"sqlite:///{STORE.name}/store.sqlite3"]))
+APP = create_app(
+    parse_settings(
+        [
+            "--llama-api",
+            f"http://127.0.0.1:{free_port()}",
+            "--admin-key",
+            "fuzzing-admin-key",
+            "--store",
+            f"sqlite:///{STORE.name}/store.sqlite3",
+        ]
+    )
+)
 KEY_ROUTES = "^/v1/(internal/(keys|usage)|organization/usage)"
 
 
 def load_schema(mode: str, **only):
-    config = schemathesis.Config.from_dict({
-        "seed": 25, "suppress-health-check": ["too_slow", "filter_too_much"],
-        "generation": {"mode": mode, "max-examples": 15, "database": "none"},
-        "phases": {"stateful": {"enabled": False}}})
+    config = schemathesis.Config.from_dict(
+        {
+            "seed": 25,
+            "suppress-health-check": ["too_slow", "filter_too_much"],
+            "generation": {"mode": mode, "max-examples": 15, "database": "none"},
+            "phases": {"stateful": {"enabled": False}},
+        }
+    )
     return schemathesis.openapi.from_wsgi("/openapi.json", APP, config=config).include(path_regex=KEY_ROUTES, **only)
 
 

@@ -14,13 +14,21 @@ import requests
 from ..servers import free_port
 from .conftest import HERMES_CALL
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "The weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-                   "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city"],
+        },
+    },
+}
 HI = [{"role": "user", "content": "Hi"}]
 KEY = "sk-ollama-test"
-OLLAMA_PORT = free_port()   # the plain proxy's second listener (--ollama-listen), as 11434 would be
+OLLAMA_PORT = free_port()  # the plain proxy's second listener (--ollama-listen), as 11434 would be
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +37,10 @@ def proxies(fake, start_proxies, tmp_path_factory):
     404s) and a key."""
     config = tmp_path_factory.mktemp("ollama") / "models.yaml"
     config.write_text(f"models:\n  qwen3:4b:\n    upstreams: [{fake.url}]\n    chat_prompt_model: qwen2.5\n")
-    plain, keyed = start_proxies(("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5",
-                                  "--ollama-listen", f"127.0.0.1:{OLLAMA_PORT}"),
-                                 ("--config", str(config), "--api-key", KEY))
+    plain, keyed = start_proxies(
+        ("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5", "--ollama-listen", f"127.0.0.1:{OLLAMA_PORT}"),
+        ("--config", str(config), "--api-key", KEY),
+    )
     return plain, keyed
 
 
@@ -61,14 +70,31 @@ def test_the_stream_is_ndjson(proxies, replay):
 
 
 def test_options_reach_llamacpp_as_its_fields(client, replay):
-    client.chat(model="m", messages=HI, stream=False, options={
-        "num_predict": 7, "temperature": 0.2, "top_k": 5, "top_p": 0.5, "min_p": 0.1, "seed": 3, "stop": ["\n\n"],
-        "repeat_penalty": 1.2, "repeat_last_n": 32, "mirostat": 2, "num_gpu": 99, "num_thread": 4, "num_ctx": 10**6})
+    client.chat(
+        model="m",
+        messages=HI,
+        stream=False,
+        options={
+            "num_predict": 7,
+            "temperature": 0.2,
+            "top_k": 5,
+            "top_p": 0.5,
+            "min_p": 0.1,
+            "seed": 3,
+            "stop": ["\n\n"],
+            "repeat_penalty": 1.2,
+            "repeat_last_n": 32,
+            "mirostat": 2,
+            "num_gpu": 99,
+            "num_thread": 4,
+            "num_ctx": 10**6,
+        },
+    )
     sent = replay.requests[-1]
     assert sent["n_predict"] == 7 and sent["temperature"] == 0.2 and sent["top_k"] == 5 and sent["seed"] == 3
     assert sent["top_p"] == 0.5 and sent["min_p"] == 0.1 and sent["repeat_penalty"] == 1.2
     assert sent["repeat_last_n"] == 32 and sent["mirostat"] == 2 and "\n\n" in sent["stop"]
-    assert "num_gpu" not in sent and "num_thread" not in sent   # set aside, never a 400
+    assert "num_gpu" not in sent and "num_thread" not in sent  # set aside, never a 400
 
 
 def test_a_length_stop_is_done_reason_length(client, replay):
@@ -87,35 +113,40 @@ def test_format_schema_is_a_grammar(client, replay):
 @pytest.mark.parametrize("stream", [False, True])
 def test_tool_calls_come_with_object_arguments(client, replay, stream):
     replay.tokens = tuple(HERMES_CALL)
-    answer = client.chat(model="m", messages=[{"role": "user", "content": "Weather in Zürich?"}],
-                         tools=[WEATHER], stream=stream)
+    answer = client.chat(model="m", messages=[{"role": "user", "content": "Weather in Zürich?"}], tools=[WEATHER], stream=stream)
     parts = [answer] if not stream else list(answer)
     calls = [call for part in parts for call in part.message.tool_calls or ()]
-    assert [(call.function.name, dict(call.function.arguments)) for call in calls] == \
-           [("get_weather", {"city": "Zürich", "unit": "c"})]
+    assert [(call.function.name, dict(call.function.arguments)) for call in calls] == [
+        ("get_weather", {"city": "Zürich", "unit": "c"})
+    ]
     assert "".join(part.message.content for part in parts) == "Let me check. "
     assert parts[-1].done_reason == "stop"
 
 
 def test_a_tool_result_goes_back_as_a_tool_message(client, replay):
-    messages = [{"role": "user", "content": "Weather?"},
-                {"role": "assistant", "content": "", "tool_calls": [
-                    {"function": {"name": "get_weather", "arguments": {"city": "Bern"}}}]},
-                {"role": "tool", "content": "12 degrees", "tool_name": "get_weather"}]
+    messages = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Bern"}}}],
+        },
+        {"role": "tool", "content": "12 degrees", "tool_name": "get_weather"},
+    ]
     client.chat(model="m", messages=messages, tools=[WEATHER], stream=False)
     prompt = replay.requests[-1]["prompt"]
     assert '{"city": "Bern"}' in prompt and "12 degrees" in prompt and "<tool_response>" in prompt
 
 
 def test_generate_templated_raw_and_suffix(client, replay):
-    def generated() -> dict:   # the last generation sent upstream (a /tokenize of the reply follows it)
+    def generated() -> dict:  # the last generation sent upstream (a /tokenize of the reply follows it)
         return [body for body in replay.requests if "n_predict" in body][-1]
 
     answer = client.generate(model="m", prompt="Why is the sky blue?", system="Be brief.", stream=False)
     assert answer.response == " Hello, world!" and answer.done
     assert "Be brief." in generated()["prompt"] and "<|im_start|>user" in generated()["prompt"]
     assert replay.requests[-1] == {"content": " Hello, world!", "add_special": False}
-    assert answer.context == [0, 1]   # the reply's tokens as the upstream counts them (the fake: words)
+    assert answer.context == [0, 1]  # the reply's tokens as the upstream counts them (the fake: words)
     client.generate(model="m", prompt="plain text", raw=True, stream=False)
     assert generated()["prompt"] == "plain text"
     parts = list(client.generate(model="m", prompt="def add(a, b):\n    return ", suffix="\n\nprint(add(1, 2))", stream=True))
@@ -145,8 +176,15 @@ def test_probes_and_listings(proxies):
     assert [model.name for model in client.ps().models] == ["llama.cpp"]
 
 
-@pytest.mark.parametrize("call", [lambda c: c.pull("llama3.2"), lambda c: c.push("me/x"),
-                                  lambda c: c.copy("a", "b"), lambda c: c.create("x", from_="llama3.2")])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.pull("llama3.2"),
+        lambda c: c.push("me/x"),
+        lambda c: c.copy("a", "b"),
+        lambda c: c.create("x", from_="llama3.2"),
+    ],
+)
 def test_the_hub_routes_say_where_models_come_from(proxies, call):
     with pytest.raises(ollama.ResponseError) as refused:
         call(ollama.Client(host=proxies[0].url))
@@ -178,16 +216,16 @@ def test_unknown_model_is_ollamas_404_and_a_key_is_asked(proxies, replay):
     with pytest.raises(ollama.ResponseError) as anonymous:
         ollama.Client(host=proxies[1].url).list()
     assert anonymous.value.status_code == 401
-    assert requests.get(proxies[1].url + "/", timeout=5).status_code == 200   # the probe needs no key
+    assert requests.get(proxies[1].url + "/", timeout=5).status_code == 200  # the probe needs no key
 
 
 def test_a_stream_that_fails_ends_with_an_error_line(client, replay):
     replay.behaviour = "die_mid_stream"
     with pytest.raises(ollama.ResponseError) as failed:
         list(client.chat(model="m", messages=HI, stream=True))
-    assert failed.value.error   # the client read Ollama's {"error": ...} line
+    assert failed.value.error  # the client read Ollama's {"error": ...} line
     replay.behaviour = "loading"
-    with pytest.raises(ollama.ResponseError) as loading:   # refused before the first object: a real status
+    with pytest.raises(ollama.ResponseError) as loading:  # refused before the first object: a real status
         list(client.chat(model="m", messages=HI, stream=True))
     assert loading.value.status_code == 503
 

@@ -19,10 +19,18 @@ PROXY_FLAGS = ("--chat-prompt-model", "qwen2.5", "--api-key", KEY)
 
 
 def run_cases(proxy, *cases: str) -> dict[str, dict]:
-    assert (CLIENT_DIR / "node_modules" / "ollama").is_dir(), \
+    assert (CLIENT_DIR / "node_modules" / "ollama").is_dir(), (
         "the ollama npm package is not installed: run scripts/setup (npm ci in tests/node/ollama)"
-    run = subprocess.run(["node", "client-cases.mjs", proxy.url, KEY], cwd=CLIENT_DIR, capture_output=True, text=True,
-                         timeout=120, check=False, env={"PATH": "/usr/bin:/bin", "CASES": ",".join(cases)})
+    )
+    run = subprocess.run(
+        ["node", "client-cases.mjs", proxy.url, KEY],
+        cwd=CLIENT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "CASES": ",".join(cases)},
+    )
     assert run.returncode == 0, run.stderr
     lines = {line["case"]: line for line in map(json.loads, run.stdout.splitlines())}
     failed = {name: line.get("error") for name, line in lines.items() if not line["ok"]}
@@ -42,8 +50,10 @@ def test_plain_methods(proxy, replay):
     assert lines["chat-stream"]["done"] and lines["chat-stream"]["doneReason"] == "stop"
     assert lines["generate-suffix"]["text"] == " Hello, world!"
     assert [body for body in replay.requests if "input_prefix" in body][-1]["input_suffix"] == "\n"
-    assert lines["pull"] == {"case": "pull", "ok": True, "refused": True, "status": 400,
-                             "error": lines["pull"]["error"]} and "--models-dir" in lines["pull"]["error"]
+    assert (
+        lines["pull"] == {"case": "pull", "ok": True, "refused": True, "status": 400, "error": lines["pull"]["error"]}
+        and "--models-dir" in lines["pull"]["error"]
+    )
 
 
 @pytest.mark.parametrize("case", ["chat-tools", "chat-tools-stream"])

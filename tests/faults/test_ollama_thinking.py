@@ -9,7 +9,7 @@ import pytest
 
 from .test_reasoning import CHAT_TEMPLATE, QUESTION, THOUGHT_TOKENS
 
-__all__ = ["CHAT_TEMPLATE"]   # the conftest's `fake` reports it in /props
+__all__ = ["CHAT_TEMPLATE"]  # the conftest's `fake` reports it in /props
 
 
 @pytest.fixture

@@ -28,8 +28,13 @@ UPSTREAM_SAMPLING = {"temperature": 0.6, "top_p": 0.9, "presence_penalty": 0.25,
 @pytest.fixture(scope="module")
 def fake(start_fake):
     """The scripted model, which the conftest's `proxy` stands in front of."""
-    return start_fake(**scripted_weather(default_generation_settings={"n_ctx": 8192, "params": UPSTREAM_SAMPLING},
-                                         modalities={"vision": True}, media_marker="<__media_scripted__>"))
+    return start_fake(
+        **scripted_weather(
+            default_generation_settings={"n_ctx": 8192, "params": UPSTREAM_SAMPLING},
+            modalities={"vision": True},
+            media_marker="<__media_scripted__>",
+        )
+    )
 
 
 @pytest.fixture
@@ -61,7 +66,7 @@ def test_each_case_of_the_suite_passes(proxy, case_id):
     assert response["status"] == "completed" and response["output"]
     assert item_type in [item["type"] for item in response["output"]]
     for event in events:
-        assert spec_event(event) is not None, event["type"]   # every event a type of the spec's, valid
+        assert spec_event(event) is not None, event["type"]  # every event a type of the spec's, valid
     if streamed and item_type == "function_call":
         types = [event["type"] for event in events]
         assert {"response.function_call_arguments.delta", "response.function_call_arguments.done"} <= set(types)
@@ -93,17 +98,23 @@ def test_every_response_object_of_a_stream_is_a_resource(proxy):
     _, events = answer_of(proxy, request_of(CASES["streaming-response"][0], True))
     objects = [event["response"] for event in events if "response" in event]
     assert [event["type"] for event in events if "response" in event] == [
-        "response.created", "response.in_progress", "response.completed"]
+        "response.created",
+        "response.in_progress",
+        "response.completed",
+    ]
     for response in objects:
         resource(response)
     assert [response["completed_at"] is None for response in objects] == [True, True, False]
     assert objects[-1]["completed_at"] >= objects[-1]["created_at"]
 
 
-@pytest.mark.parametrize("sent, reported", [
-    ({}, UPSTREAM_SAMPLING),
-    ({"temperature": 0.1, "top_p": 0.5}, UPSTREAM_SAMPLING | {"temperature": 0.1, "top_p": 0.5}),
-])
+@pytest.mark.parametrize(
+    "sent, reported",
+    [
+        ({}, UPSTREAM_SAMPLING),
+        ({"temperature": 0.1, "top_p": 0.5}, UPSTREAM_SAMPLING | {"temperature": 0.1, "top_p": 0.5}),
+    ],
+)
 def test_sampling_values_are_those_used(proxy, fake, sent, reported):
     """Left out, the upstream's own defaults (its /props); sent, the request's, which reach llama.cpp."""
     response, _ = answer_of(proxy, request_of(CASES["basic-response"][0], False) | sent)
@@ -112,11 +123,16 @@ def test_sampling_values_are_those_used(proxy, fake, sent, reported):
 
 
 def test_request_settings_are_echoed(proxy):
-    sent = {"truncation": "auto", "safety_identifier": "user-42", "prompt_cache_key": "conv-7",
-            "service_tier": "flex", "metadata": {"k": "v"}}
+    sent = {
+        "truncation": "auto",
+        "safety_identifier": "user-42",
+        "prompt_cache_key": "conv-7",
+        "service_tier": "flex",
+        "metadata": {"k": "v"},
+    }
     response, _ = answer_of(proxy, request_of(CASES["basic-response"][0], True) | sent)
     resource(response)
-    assert {key: response[key] for key in sent} == sent | {"service_tier": "default"}   # the tier it ran on
+    assert {key: response[key] for key in sent} == sent | {"service_tier": "default"}  # the tier it ran on
     default = answer_of(proxy, request_of(CASES["basic-response"][0], False))[0]
     assert (default["truncation"], default["safety_identifier"], default["prompt_cache_key"]) == ("disabled", None, None)
     assert default["top_logprobs"] == 0

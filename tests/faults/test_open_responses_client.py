@@ -16,8 +16,7 @@ import pytest
 from ..open_responses import IMAGE, PLAIN_ANSWER, WEATHER_ARGUMENTS, resource, scripted_weather
 
 CLIENT_DIR = Path(__file__).resolve().parents[1] / "node" / "open-responses"
-CASES = ["generate-text", "stream-text", "system-prompt", "tool-call", "tool-call-streaming", "image-input",
-         "multi-turn"]
+CASES = ["generate-text", "stream-text", "system-prompt", "tool-call", "tool-call-streaming", "image-input", "multi-turn"]
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +28,12 @@ def fake(start_fake):
 @pytest.fixture(scope="module")
 def results(proxy) -> dict[str, dict]:
     """Each case's line from client-cases.mjs, by case name; the prompts the upstream got, by case."""
-    assert (CLIENT_DIR / "node_modules" / "@ai-sdk" / "open-responses").is_dir(), \
+    assert (CLIENT_DIR / "node_modules" / "@ai-sdk" / "open-responses").is_dir(), (
         "the AI SDK is not installed: run scripts/setup (npm ci in tests/node/open-responses)"
-    run = subprocess.run(["node", "client-cases.mjs", proxy.url], cwd=CLIENT_DIR, capture_output=True, text=True,
-                         timeout=120, check=False)
+    )
+    run = subprocess.run(
+        ["node", "client-cases.mjs", proxy.url], cwd=CLIENT_DIR, capture_output=True, text=True, timeout=120, check=False
+    )
     assert run.returncode == 0, run.stderr
     return {line["case"]: line for line in map(json.loads, run.stdout.splitlines())}
 
@@ -67,7 +68,7 @@ def test_a_tool_call_is_get_weather_with_the_models_arguments(results, case):
 
 
 def test_streamed_cases_arrive_in_parts(results):
-    assert results["stream-text"]["parts"].count("text-delta") == 3   # the model's three tokens, as they came
+    assert results["stream-text"]["parts"].count("text-delta") == 3  # the model's three tokens, as they came
     assert "tool-call" in results["tool-call-streaming"]["parts"]
     assert "error" not in results["stream-text"]["parts"] + results["tool-call-streaming"]["parts"]
 
@@ -84,8 +85,9 @@ def test_the_model_got_what_the_sdk_sent(results, fake):
     prompts = [request for request in fake.requests if "prompt" in request]
     texts = [prompt_text(request) for request in prompts]
     assert any("You are a pirate. Always respond in pirate speak." in text and "Say hello." in text for text in texts)
-    assert any("My name is Alice." in text and "How can I help you today?" in text and "What is my name?" in text
-               for text in texts)
+    assert any(
+        "My name is Alice." in text and "How can I help you today?" in text and "What is my name?" in text for text in texts
+    )
     with_image = [request["prompt"] for request in prompts if isinstance(request["prompt"], dict)]
     assert [prompt["multimodal_data"] for prompt in with_image] == [[IMAGE.split(",", 1)[1]]]
     assert [tool["name"] for tool in results["tool-call"]["body"]["tools"]] == ["get_weather"]

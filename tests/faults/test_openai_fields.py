@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 import requests
 
-TEMPLATE = ("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
-            "effort={{ reasoning_effort | default('-') }} verbosity={{ verbosity | default('-') }}")
+TEMPLATE = (
+    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+    "effort={{ reasoning_effort | default('-') }} verbosity={{ verbosity | default('-') }}"
+)
 PROXY_FLAGS = ("--chat-template", TEMPLATE)
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 OK, REFUSED = 200, 400
@@ -21,8 +23,14 @@ def sent(field, value):
 
 # field -> [(value, other fields it needs, status, check(answer, upstream payload) or None)]
 CHAT_FIELDS = {
-    "messages": [([{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}], {}, OK,
-                  lambda answer, payload: payload["prompt"].startswith("system: Be brief.\nuser: Hi\n"))],
+    "messages": [
+        (
+            [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+            {},
+            OK,
+            lambda answer, payload: payload["prompt"].startswith("system: Be brief.\nuser: Hi\n"),
+        )
+    ],
     "model": [("gpt-4o", {}, OK, lambda answer, payload: answer["model"] == "gpt-4o")],
     "audio": [({"voice": "alloy", "format": "wav"}, {}, REFUSED, None)],
     "frequency_penalty": [(0.5, {}, OK, sent("frequency_penalty", 0.5))],
@@ -35,8 +43,14 @@ CHAT_FIELDS = {
     "metadata": [({"session": "abc"}, {}, OK, None)],
     "modalities": [(["text"], {}, OK, None), (["text", "audio"], {}, REFUSED, None)],
     "n": [(2, {}, OK, lambda answer, payload: len(answer["choices"]) == 2)],
-    "parallel_tool_calls": [(False, {"tools": [WEATHER], "tool_choice": "required"}, OK,
-                             lambda answer, payload: '")*' not in payload["grammar"].splitlines()[0])],
+    "parallel_tool_calls": [
+        (
+            False,
+            {"tools": [WEATHER], "tool_choice": "required"},
+            OK,
+            lambda answer, payload: '")*' not in payload["grammar"].splitlines()[0],
+        )
+    ],
     "prediction": [({"type": "content", "content": "Hello"}, {}, REFUSED, None)],
     "presence_penalty": [(0.25, {}, OK, sent("presence_penalty", 0.25))],
     "prompt_cache_key": [("user-42", {}, OK, None)],
@@ -59,8 +73,7 @@ CHAT_FIELDS = {
     "verbosity": [("low", {}, OK, lambda answer, payload: "verbosity=low" in payload["prompt"])],
     "web_search_options": [({}, {}, REFUSED, None)],
     # Not OpenAI's, but what llama-server and vLLM users send.
-    "chat_template_kwargs": [({"reasoning_effort": "high"}, {}, OK,
-                              lambda answer, payload: "effort=high" in payload["prompt"])],
+    "chat_template_kwargs": [({"reasoning_effort": "high"}, {}, OK, lambda answer, payload: "effort=high" in payload["prompt"])],
 }
 
 COMPLETION_FIELDS = {
@@ -86,8 +99,11 @@ COMPLETION_FIELDS = {
 
 
 def cases(fields: dict):
-    return [pytest.param(field, *case, id=f"{field}-{n}") for field, field_cases in fields.items()
-            for n, case in enumerate(field_cases)]
+    return [
+        pytest.param(field, *case, id=f"{field}-{n}")
+        for field, field_cases in fields.items()
+        for n, case in enumerate(field_cases)
+    ]
 
 
 def check(proxy, fake, path: str, body: dict, field: str, status: int, effect) -> None:
@@ -112,10 +128,13 @@ def test_each_completions_field(proxy, fake, field, value, needs, status, effect
     check(proxy, fake, "/v1/completions", body, field, status, effect)
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "temperatur": 0.5}),
-    ("/v1/completions", {"prompt": "Hi", "frobnicate": True}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "temperatur": 0.5}),
+        ("/v1/completions", {"prompt": "Hi", "frobnicate": True}),
+    ],
+)
 def test_an_unknown_field_is_still_a_400_naming_it(proxy, path, body):
     response = requests.post(proxy.url + path, json=body, timeout=30)
     assert response.status_code == 400

@@ -20,26 +20,42 @@ from ..conftest import openai_client
 from .conftest import HERMES_ARGUMENTS, HERMES_CALL
 from .test_anthropic_stream import usage
 
-WEATHER = {"name": "get_weather", "description": "The weather in a city.",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-                            "required": ["city"]}}
-RESPONSES_WEATHER = {"type": "function", "name": WEATHER["name"], "description": WEATHER["description"],
-                     "parameters": WEATHER["input_schema"]}
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+        "required": ["city"],
+    },
+}
+RESPONSES_WEATHER = {
+    "type": "function",
+    "name": WEATHER["name"],
+    "description": WEATHER["description"],
+    "parameters": WEATHER["input_schema"],
+}
 QUESTION = [{"role": "user", "content": "Weather in Zürich?"}]
 # What an OpenAI-compatible server streams for the answer HERMES_CALL writes: the text, then the call.
-CALL_DELTAS = [{"content": "Let me check. "},
-               {"tool_calls": [{"index": 0, "id": "call_upstream1", "type": "function",
-                                "function": {"name": "get_weather", "arguments": ""}}]},
-               *[{"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
-                 for piece in ('{"city": "Zür', 'ich", "unit": "c"}')]]
-USAGE = {"prompt_tokens": 3, "completion_tokens": len(HERMES_CALL)}   # what the llama.cpp fake counts
+CALL_DELTAS = [
+    {"content": "Let me check. "},
+    {
+        "tool_calls": [
+            {"index": 0, "id": "call_upstream1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+        ]
+    },
+    *[{"tool_calls": [{"index": 0, "function": {"arguments": piece}}]} for piece in ('{"city": "Zür', 'ich", "unit": "c"}')],
+]
+USAGE = {"prompt_tokens": 3, "completion_tokens": len(HERMES_CALL)}  # what the llama.cpp fake counts
 
 
 @pytest.fixture(scope="module")
 def proxy(fake, start_proxy, tmp_path_factory):
     config = tmp_path_factory.mktemp("config") / "config.yaml"
-    config.write_text(f"models:\n  local:\n    upstreams: [{fake.url}]\n    chat_prompt_model: qwen2.5\n"
-                      f"  remote:\n    kind: openai\n    upstreams: [{fake.url}/v1]\n    upstream_model: big-model\n")
+    config.write_text(
+        f"models:\n  local:\n    upstreams: [{fake.url}]\n    chat_prompt_model: qwen2.5\n"
+        f"  remote:\n    kind: openai\n    upstreams: [{fake.url}/v1]\n    upstream_model: big-model\n"
+    )
     return start_proxy("--config", str(config))
 
 
@@ -63,8 +79,7 @@ def sse_events(response: requests.Response) -> list[dict]:
 
 def without_sampling(events: list[dict]) -> dict:
     """The sampling values the events' response objects echo (one set: asserted), removed from them."""
-    echoed = [{key: event["response"].pop(key) for key in SAMPLING_ECHOED}
-              for event in events if "response" in event]
+    echoed = [{key: event["response"].pop(key) for key in SAMPLING_ECHOED} for event in events if "response" in event]
     assert all(values == echoed[0] for values in echoed)
     return echoed[0]
 
@@ -79,8 +94,13 @@ def collapsed(events: list[dict]) -> list[dict]:
     for event in json.loads(text):
         event.pop("sequence_number", None)
         previous = joined[-1] if joined else None
-        if previous and previous["type"] == event["type"] and event["type"].endswith("delta") \
-                and _place(previous) == _place(event) and "delta" in event:
+        if (
+            previous
+            and previous["type"] == event["type"]
+            and event["type"].endswith("delta")
+            and _place(previous) == _place(event)
+            and "delta" in event
+        ):
             _join(previous, event)
         else:
             joined.append(event)
@@ -106,6 +126,7 @@ def _join(previous: dict, event: dict) -> None:
 
 # --- the Messages API -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("tool_choice", [{"type": "auto"}, {"type": "tool", "name": "get_weather"}])
 def test_a_tool_use_stream_is_written_as_for_llamacpp(proxy, tool_choice):
     body = {"max_tokens": 1000, "messages": QUESTION, "tools": [WEATHER], "tool_choice": tool_choice, "stream": True}
@@ -117,8 +138,16 @@ def test_a_tool_use_stream_is_written_as_for_llamacpp(proxy, tool_choice):
     local[0]["message"]["model"] = "remote"
     assert remote == local
     assert [event["type"] for event in remote] == [
-        "message_start", "content_block_start", "content_block_delta", "content_block_stop", "content_block_start",
-        "content_block_delta", "content_block_stop", "message_delta", "message_stop"]
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert remote[5]["delta"] == {"type": "input_json_delta", "partial_json": HERMES_ARGUMENTS}
     assert remote[-2]["delta"]["stop_reason"] == "tool_use"
 
@@ -132,38 +161,76 @@ def test_the_sdk_reads_the_same_message_streamed_and_not(proxy):
     for answer in (message, streamed):
         text, call = answer.content
         assert (text.type, text.text) == ("text", "Let me check. ")
-        assert (call.type, call.id, call.name, call.input) == ("tool_use", "call_upstream1", "get_weather",
-                                                               {"city": "Zürich", "unit": "c"})
+        assert (call.type, call.id, call.name, call.input) == (
+            "tool_use",
+            "call_upstream1",
+            "get_weather",
+            {"city": "Zürich", "unit": "c"},
+        )
         assert (answer.model, answer.stop_reason) == ("remote", "tool_use")
         assert (answer.usage.input_tokens, answer.usage.output_tokens) == (3, len(HERMES_CALL))
 
 
 def test_a_tool_round_trip_reaches_the_upstream_as_a_chat_request(proxy, scripted):
-    history = [*QUESTION,
-               {"role": "assistant", "content": [{"type": "text", "text": "Let me check."},
-                                                 {"type": "tool_use", "id": "toolu_01", "name": "get_weather",
-                                                  "input": {"city": "Zürich"}}]},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "22°C"}]}]
-    body = {"model": "remote", "max_tokens": 1000, "system": "Be brief.", "messages": history, "tools": [WEATHER],
-            "tool_choice": {"type": "any"}, "temperature": 0.2, "stop_sequences": ["END"]}
+    history = [
+        *QUESTION,
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me check."},
+                {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Zürich"}},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "22°C"}]},
+    ]
+    body = {
+        "model": "remote",
+        "max_tokens": 1000,
+        "system": "Be brief.",
+        "messages": history,
+        "tools": [WEATHER],
+        "tool_choice": {"type": "any"},
+        "temperature": 0.2,
+        "stop_sequences": ["END"],
+    }
     assert post(proxy, "/v1/messages", body).status_code == 200
     assert scripted.requests[-1] == {
-        "model": "big-model", "stream": True, "stream_options": {"include_usage": True},
-        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Zürich?"},
-                     {"role": "assistant", "content": "Let me check.", "tool_calls": [
-                         {"id": "toolu_01", "type": "function",
-                          "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'}}]},
-                     {"role": "tool", "tool_call_id": "toolu_01", "content": "22°C"}],
-        "tools": [{"type": "function", "function": {"name": "get_weather", "description": WEATHER["description"],
-                                                    "parameters": WEATHER["input_schema"]}}],
-        "tool_choice": "required", "max_tokens": 1000, "temperature": 0.2, "stop": ["END"]}
+        "model": "big-model",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Zürich?"},
+            {
+                "role": "assistant",
+                "content": "Let me check.",
+                "tool_calls": [
+                    {"id": "toolu_01", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Zürich"}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "toolu_01", "content": "22°C"},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": "get_weather", "description": WEATHER["description"], "parameters": WEATHER["input_schema"]},
+            }
+        ],
+        "tool_choice": "required",
+        "max_tokens": 1000,
+        "temperature": 0.2,
+        "stop": ["END"],
+    }
 
 
-@pytest.mark.parametrize("finish, upstream_stop, expected", [
-    ("length", None, ("max_tokens", None)),
-    ("stop", "END", ("stop_sequence", "END")),     # vLLM says which stop string matched
-    ("stop", None, ("end_turn", None)),
-])
+@pytest.mark.parametrize(
+    "finish, upstream_stop, expected",
+    [
+        ("length", None, ("max_tokens", None)),
+        ("stop", "END", ("stop_sequence", "END")),  # vLLM says which stop string matched
+        ("stop", None, ("end_turn", None)),
+    ],
+)
 @pytest.mark.parametrize("stream", [False, True])
 def test_stop_reasons(proxy, scripted, finish, upstream_stop, expected, stream):
     scripted.openai_deltas, scripted.openai_finish, scripted.openai_stop_reason = [{"content": "Hi"}], finish, upstream_stop
@@ -182,13 +249,13 @@ def test_an_upstream_that_refuses_is_the_error_in_anthropics_shape(proxy, script
 
 def test_an_upstream_lost_mid_stream_ends_it_with_an_error_event(proxy, scripted):
     scripted.behaviour, scripted.openai_deltas = "die_mid_stream", [{"content": word} for word in ("a", "b", "c", "d")]
-    events = sse_events(post(proxy, "/v1/messages", {"model": "remote", "max_tokens": 10, "messages": QUESTION,
-                                                     "stream": True}))
+    events = sse_events(post(proxy, "/v1/messages", {"model": "remote", "max_tokens": 10, "messages": QUESTION, "stream": True}))
     assert events[-1]["type"] == "error"
     assert "lost the connection" in events[-1]["error"]["message"]
 
 
 # --- the Responses API ----------------------------------------------------------------------
+
 
 def test_a_function_call_stream_is_written_as_for_llamacpp(proxy):
     body = {"input": "Weather in Zürich?", "tools": [RESPONSES_WEATHER], "stream": True}
@@ -214,8 +281,12 @@ def test_the_openai_sdk_reads_the_same_response_streamed_and_not(proxy, scripted
         assert answer.output_text == "Let me check. "
         [call] = [item for item in answer.output if item.type == "function_call"]
         assert (call.call_id, call.name, call.arguments) == ("call_upstream1", "get_weather", HERMES_ARGUMENTS)
-    assert scripted.requests[-1]["tools"] == [{"type": "function", "function": {
-        "name": "get_weather", "description": WEATHER["description"], "parameters": WEATHER["input_schema"]}}]
+    assert scripted.requests[-1]["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "description": WEATHER["description"], "parameters": WEATHER["input_schema"]},
+        }
+    ]
 
 
 def test_the_token_limit_makes_an_incomplete_response(proxy, scripted):
@@ -227,6 +298,7 @@ def test_the_token_limit_makes_an_incomplete_response(proxy, scripted):
 
 # --- other endpoints ------------------------------------------------------------------------
 
+
 def test_embeddings_are_relayed_to_the_upstream(proxy, scripted):
     answer = openai_client(proxy.url, strict=False).embeddings.create(model="remote", input=["a", "b"])  # relayed as is
     assert answer.model == "remote"
@@ -236,13 +308,16 @@ def test_embeddings_are_relayed_to_the_upstream(proxy, scripted):
     assert (relayed["model"], relayed["data"][0]["embedding"]) == ("remote", [0.5, -0.25])
 
 
-@pytest.mark.parametrize("path, body, cannot", [
-    ("/v1/internal/encode", {"text": "hi"}, "tokenize text"),
-    ("/v1/internal/decode", {"tokens": [1, 2]}, "turn tokens into text"),
-    ("/v1/internal/token-count", {"text": "hi"}, "count tokens"),
-    ("/v1/internal/chat-prompt", {"messages": QUESTION}, "show a chat's prompt"),
-    ("/v1/responses/input_tokens", {"input": "hi"}, "count a prompt's tokens"),
-])
+@pytest.mark.parametrize(
+    "path, body, cannot",
+    [
+        ("/v1/internal/encode", {"text": "hi"}, "tokenize text"),
+        ("/v1/internal/decode", {"tokens": [1, 2]}, "turn tokens into text"),
+        ("/v1/internal/token-count", {"text": "hi"}, "count tokens"),
+        ("/v1/internal/chat-prompt", {"messages": QUESTION}, "show a chat's prompt"),
+        ("/v1/responses/input_tokens", {"input": "hi"}, "count a prompt's tokens"),
+    ],
+)
 def test_what_needs_llamacpp_is_a_400_saying_what_the_model_cannot_do(proxy, path, body, cannot):
     response = post(proxy, path, {**body, "model": "remote"})
     assert response.status_code == 400
@@ -269,9 +344,11 @@ def _metric(proxy, name: str, **labels: str) -> float:
 
 def _counted(proxy, status: str) -> tuple[float, float, float]:
     """(requests with `status`, prompt tokens, completion tokens) the metrics hold for the `remote` model."""
-    return (_metric(proxy, "api_like_oai_requests_total", endpoint="/v1/chat/completions", model="remote", status=status),
-            _metric(proxy, "api_like_oai_tokens_total", model="remote", kind="prompt"),
-            _metric(proxy, "api_like_oai_tokens_total", model="remote", kind="completion"))
+    return (
+        _metric(proxy, "api_like_oai_requests_total", endpoint="/v1/chat/completions", model="remote", status=status),
+        _metric(proxy, "api_like_oai_tokens_total", model="remote", kind="prompt"),
+        _metric(proxy, "api_like_oai_tokens_total", model="remote", kind="completion"),
+    )
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -287,7 +364,7 @@ def test_a_relayed_request_is_counted_with_the_upstreams_usage(proxy, scripted, 
     assert response.status_code == 200, response.text
     if stream:
         chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
-        assert chunks[-1]["usage"]["completion_tokens"] == USAGE["completion_tokens"]   # relayed as sent
+        assert chunks[-1]["usage"]["completion_tokens"] == USAGE["completion_tokens"]  # relayed as sent
         _wait_for(lambda: _counted(proxy, "200")[0] == before[0] + 1)
     after = _counted(proxy, "200")
     assert after[0] == before[0] + 1

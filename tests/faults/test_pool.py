@@ -40,15 +40,17 @@ def test_a_refused_connection_is_retried_on_the_next_upstream(fakes):
 
 
 def test_a_server_lost_while_reading_the_prompt_is_left_for_the_next(fakes):
-    progress = ({"total": 3, "cached": 0, "processed": 1, "time_ms": 1.0},
-                {"total": 3, "cached": 0, "processed": 3, "time_ms": 2.0})
+    progress = (
+        {"total": 3, "cached": 0, "processed": 1, "time_ms": 1.0},
+        {"total": 3, "cached": 0, "processed": 3, "time_ms": 2.0},
+    )
     for fake in fakes:
         fake.prompt_progress = progress
     fakes[0].behaviour = "die_in_prefill"
     pool = UpstreamPool([LlamaCppClient(f.url) for f in fakes], routing=RoutingPolicy("least-busy"))
     events = list(pool.generate(UpstreamRequest.of("/completion", PAYLOAD | {"return_progress": True})))
     text = "".join(getattr(event, "text", "") or "" for event in events)
-    assert text == " Hello, world!"   # all of it from the second server: the first gave out no answer
+    assert text == " Hello, world!"  # all of it from the second server: the first gave out no answer
     assert [len(f.requests) for f in fakes] == [1, 1]
     assert pool.healthy[fakes[0].url] is False
     assert pool.in_flight == {fakes[0].url: 0, fakes[1].url: 0}
@@ -59,7 +61,7 @@ def test_a_server_lost_after_its_first_token_is_not_left_for_another(fakes):
     pool = UpstreamPool([LlamaCppClient(f.url) for f in fakes], routing=RoutingPolicy("least-busy"))
     with pytest.raises(UpstreamUnavailable):
         text_of(pool.generate(REQUEST))
-    assert len(fakes[1].requests) == 0   # the answer had begun: moving it would repeat or garble it
+    assert len(fakes[1].requests) == 0  # the answer had begun: moving it would repeat or garble it
 
 
 def test_a_loading_upstream_is_skipped(fakes):
@@ -84,8 +86,7 @@ def pool_app(tmp_path, fakes):
     from api_like_oai.arguments import parse_settings
 
     config = tmp_path / "config.yaml"
-    config.write_text(f"models:\n  m:\n    upstreams: [{fakes[0].url}, {fakes[1].url}]\n"
-                      "    chat_prompt_model: chatml\n")
+    config.write_text(f"models:\n  m:\n    upstreams: [{fakes[0].url}, {fakes[1].url}]\n    chat_prompt_model: chatml\n")
     return create_app(parse_settings(["--config", str(config)]))
 
 
@@ -103,7 +104,7 @@ def test_a_pool_serving_one_model_from_different_directories_is_healthy(tmp_path
     fakes[0].props_extra = {"model_path": "/models/qwen2.5-7b.gguf"}
     fakes[1].props_extra = {"model_path": "/srv/qwen2.5-7b.gguf"}
     assert pool_app(tmp_path, fakes).test_client().get("/health").status_code == 200
-    assert [f.get_paths.count("/props") for f in fakes] == [1, 1]   # asked once per server
+    assert [f.get_paths.count("/props") for f in fakes] == [1, 1]  # asked once per server
 
 
 @pytest.mark.parametrize("dead_first", [True, False], ids=["dead-first", "dead-last"])
@@ -123,9 +124,10 @@ def test_every_call_of_a_request_fails_over_from_a_dead_upstream(tmp_path, fakes
         assert client.post("/v1/internal/encode", json={"model": "m", "text": "a b c"}).get_json()["tokens"] == [0, 1, 2]
         assert client.post("/v1/messages/count_tokens", json=chat).status_code == 200
         assert client.get("/props", query_string={"model": "m"}).status_code == 200
-    if dead_first:   # tried first, then marked down (last, it may never be tried: nothing needs it)
+    if dead_first:  # tried first, then marked down (last, it may never be tried: nothing needs it)
         assert client.get("/v1/internal/model/info", query_string={"model": "m"}).get_json()["upstreams"] == [
-            {"url": url, "healthy": url != dead} for url in upstreams]
+            {"url": url, "healthy": url != dead} for url in upstreams
+        ]
 
 
 def test_a_started_model_whose_replicas_all_fail_to_start_renews_its_lease_and_is_sent_again(fakes):
@@ -133,9 +135,9 @@ def test_a_started_model_whose_replicas_all_fail_to_start_renews_its_lease_and_i
     generation, the lease is renewed naming them (the supervisor restarts a crashed model), and the
     generation goes to the replicas given back; a request given no renewal fails as before."""
     crashed = fakes[0]
-    crashed.behaviour = "loading"   # answers 503 before any byte, as an unreachable one fails
+    crashed.behaviour = "loading"  # answers 503 before any byte, as an unreachable one fails
     pool = UpstreamPool([LlamaCppClient(crashed.url)])
-    asked, restarts = [], ["ok", "loading"]   # restarted; then failing again
+    asked, restarts = [], ["ok", "loading"]  # restarted; then failing again
 
     def renew(unreachable: list[str]):
         asked.append(unreachable)
@@ -147,7 +149,7 @@ def test_a_started_model_whose_replicas_all_fail_to_start_renews_its_lease_and_i
     other = UpstreamPool([LlamaCppClient(f"http://127.0.0.1:{free_port()}")])
     with pytest.raises(UpstreamUnavailable):
         text_of(other.generate(REQUEST))
-    crashed.behaviour = "loading"   # renewed once a request: one failing again is the 503 it was
+    crashed.behaviour = "loading"  # renewed once a request: one failing again is the 503 it was
     with pytest.raises(UpstreamUnavailable):
         text_of(pool.generate(UpstreamRequest.of("/completion", {**PAYLOAD, "again": True}), renew=renew))
     assert len(asked) == 2
@@ -174,7 +176,7 @@ def test_a_generation_waiting_for_its_restart_says_so_until_it_is_ready(fakes):
     events = list(pool.generate(REQUEST, renew=lambda unreachable: wait))
     assert [type(event) for event in events[:2]] == [UpstreamWait, UpstreamWait]
     assert "".join(event.text for event in events[2:]) == " Hello, world!"
-    assert timeouts == [0, 5.0, 5.0]   # a keep-alive at once, then one per interval
+    assert timeouts == [0, 5.0, 5.0]  # a keep-alive at once, then one per interval
     crashed.behaviour = "loading"
 
     def refused(timeout):
@@ -183,4 +185,3 @@ def test_a_generation_waiting_for_its_restart_says_so_until_it_is_ready(fakes):
     with pytest.raises(UpstreamUnavailable, match="failed to start"):
         list(pool.generate(REQUEST, renew=lambda unreachable: refused))
     assert pool.in_flight[crashed.url] == 0
-

@@ -10,17 +10,23 @@ from ..conftest import openai_client
 
 # A reasoning model's template in miniature: history keeps reasoning_content it is given; the
 # generation prompt opens the thought when `open_thought` says so (DeepSeek-R1 always does).
-CHAT_TEMPLATE = (   # /props reports it (the conftest's `fake`)
+CHAT_TEMPLATE = (  # /props reports it (the conftest's `fake`)
     "{% for m in messages %}<|im_start|>{{ m.role }}\n"
     "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}"
     "{{ m.content.split('</think>')[-1] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n"
     "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
-    "{% elif open_thought %}<think>\n{% endif %}{% endif %}")
+    "{% elif open_thought %}<think>\n{% endif %}{% endif %}"
+)
 QUESTION = [{"role": "user", "content": "What is 2 + 2?"}]
 THOUGHT_TOKENS = ["<th", "ink>", "\nTwo", " plus two", " is four.", "\n</th", "ink>", "\n\nIt", " is 4."]
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
 @pytest.fixture(autouse=True)
@@ -61,8 +67,11 @@ def test_a_prompt_that_opens_the_thought(fake, proxy, stream):
     fake.tokens = ["Two plus", " two is four.</think>", "\n\nIt is 4."]
     reasoning, content, _ = answer_of(proxy, stream, chat_template_kwargs={"open_thought": True})
     assert (reasoning, content) == ("Two plus two is four.", "It is 4.")
-    prompt = requests.post(proxy.url + "/v1/internal/chat-prompt", timeout=30, json={
-        "messages": QUESTION, "chat_template_kwargs": {"open_thought": True}}).json()["prompt"]
+    prompt = requests.post(
+        proxy.url + "/v1/internal/chat-prompt",
+        timeout=30,
+        json={"messages": QUESTION, "chat_template_kwargs": {"open_thought": True}},
+    ).json()["prompt"]
     assert prompt.endswith("<|im_start|>assistant\n<think>\n")
 
 
@@ -75,23 +84,35 @@ def test_reasoning_format_none_keeps_the_thought_inline(proxy, stream):
 
 def test_thinking_switched_off_through_chat_template_kwargs(fake, proxy):
     fake.tokens = ["It is 4."]
-    prompt = requests.post(proxy.url + "/v1/internal/chat-prompt", timeout=30, json={
-        "messages": QUESTION, "chat_template_kwargs": {"enable_thinking": False}}).json()["prompt"]
+    prompt = requests.post(
+        proxy.url + "/v1/internal/chat-prompt",
+        timeout=30,
+        json={"messages": QUESTION, "chat_template_kwargs": {"enable_thinking": False}},
+    ).json()["prompt"]
     assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     assert answer_of(proxy, False, chat_template_kwargs={"enable_thinking": False})[:2] == (None, "It is 4.")
 
 
 def test_history_reasoning_content_reaches_the_template(proxy):
-    history = [*QUESTION, {"role": "assistant", "content": "4", "reasoning_content": "add them"},
-               {"role": "user", "content": "And 3 + 3?"}]
+    history = [
+        *QUESTION,
+        {"role": "assistant", "content": "4", "reasoning_content": "add them"},
+        {"role": "user", "content": "And 3 + 3?"},
+    ]
     prompt = requests.post(proxy.url + "/v1/internal/chat-prompt", json={"messages": history}, timeout=30).json()
     assert "<|im_start|>assistant\n<think>add them</think>4<|im_end|>" in prompt["prompt"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_thought_followed_by_a_tool_call(fake, proxy, stream):
-    fake.tokens = ["<think>I need", " the weather.</think>", "\n<tool_call>", '{"name": "get_weather", ',
-                   '"arguments": {"city": "Oslo"}}', "</tool_call>"]
+    fake.tokens = [
+        "<think>I need",
+        " the weather.</think>",
+        "\n<tool_call>",
+        '{"name": "get_weather", ',
+        '"arguments": {"city": "Oslo"}}',
+        "</tool_call>",
+    ]
     reasoning, content, rest = answer_of(proxy, stream, tools=[WEATHER])
     assert (reasoning, content) == ("I need the weather.", None)
     calls = rest["tool_calls"]
@@ -100,8 +121,11 @@ def test_a_thought_followed_by_a_tool_call(fake, proxy, stream):
 
 
 def test_n_choices_usage_and_logprobs_with_reasoning(proxy):
-    chunks = list(openai_client(proxy.url).chat.completions.create(
-        model="m", messages=QUESTION, n=2, stream=True, logprobs=True, stream_options={"include_usage": True}))
+    chunks = list(
+        openai_client(proxy.url).chat.completions.create(
+            model="m", messages=QUESTION, n=2, stream=True, logprobs=True, stream_options={"include_usage": True}
+        )
+    )
     by_choice: dict[int, list[str]] = {0: [], 1: []}
     for chunk in chunks:
         for choice in chunk.choices:

@@ -25,22 +25,40 @@ def llama_rerank(handler, raw: bytes) -> None:
     handler.fake.requests.append(body)
     documents = body.get("documents")
     if not documents or not all(isinstance(document, str) for document in documents):
-        return handler._json(400, {"error": {"code": 400, "message": '"documents" must be a non-empty string array',
-                                             "type": "invalid_request_error"}})
+        return handler._json(
+            400,
+            {"error": {"code": 400, "message": '"documents" must be a non-empty string array', "type": "invalid_request_error"}},
+        )
     words = set(body["query"].split())
-    scored = [{"index": index, "relevance_score": len(words & set(text.split())) - len(text.split()) / 10}
-              for index, text in enumerate(documents)]
+    scored = [
+        {"index": index, "relevance_score": len(words & set(text.split())) - len(text.split()) / 10}
+        for index, text in enumerate(documents)
+    ]
     scored.sort(key=lambda result: -result["relevance_score"])
     tokens = sum(len(body["query"].split()) + len(text.split()) for text in documents)
-    handler._json(200, {"model": body.get("model", "ranker.gguf"), "object": "list",
-                        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-                        "results": scored[:body.get("top_n", len(documents))]})
+    handler._json(
+        200,
+        {
+            "model": body.get("model", "ranker.gguf"),
+            "object": "list",
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            "results": scored[: body.get("top_n", len(documents))],
+        },
+    )
 
 
 def llama_refuses_rerank(handler, raw: bytes) -> None:
     """A llama-server started without --reranking."""
-    handler._json(501, {"error": {"code": 501, "message": "This server does not support reranking. Start it with "
-                                  "`--reranking`", "type": "not_supported_error"}})
+    handler._json(
+        501,
+        {
+            "error": {
+                "code": 501,
+                "message": "This server does not support reranking. Start it with `--reranking`",
+                "type": "not_supported_error",
+            }
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +79,14 @@ def chat_server():
 def proxy(ranker, chat_server, start_proxy, tmp_path_factory):
     folder = tmp_path_factory.mktemp("rerank")
     config = folder / "config.yaml"
-    config.write_text(f"store: sqlite:///{folder}/store.sqlite3\nadmin_key: [{ADMIN['Authorization'].split()[1]}]\n"
-                      f"models:\n  ranker:\n    upstreams: [{ranker.url}]\n    capabilities: [rerank]\n"
-                      f"  chat:\n    upstreams: [{chat_server.url}]\n    chat_prompt_model: chatml\n"
-                      f"    capabilities: [chat, completion]\n"
-                      f"  plain:\n    upstreams: [{chat_server.url}]\n    chat_prompt_model: chatml\n"
-                      f"  remote-ranker:\n    kind: openai\n    upstreams: [{ranker.url}/v1]\n    upstream_model: ranker.gguf\n")
+    config.write_text(
+        f"store: sqlite:///{folder}/store.sqlite3\nadmin_key: [{ADMIN['Authorization'].split()[1]}]\n"
+        f"models:\n  ranker:\n    upstreams: [{ranker.url}]\n    capabilities: [rerank]\n"
+        f"  chat:\n    upstreams: [{chat_server.url}]\n    chat_prompt_model: chatml\n"
+        f"    capabilities: [chat, completion]\n"
+        f"  plain:\n    upstreams: [{chat_server.url}]\n    chat_prompt_model: chatml\n"
+        f"  remote-ranker:\n    kind: openai\n    upstreams: [{ranker.url}/v1]\n    upstream_model: ranker.gguf\n"
+    )
     return start_proxy("--config", str(config))
 
 
@@ -79,9 +99,15 @@ def test_jinas_request_gets_the_results_sorted_with_their_documents(proxy, ranke
     each result with its document, as Jina answers; llama-server is sent the query, texts and top_n."""
     answer = post(proxy, "/v1/rerank", {"model": "ranker", "query": QUERY, "documents": DOCUMENTS, "top_n": 2})
     assert answer.status_code == 200, answer.text
-    assert answer.json() == {"model": "ranker", "object": "list", "usage": {"prompt_tokens": 32, "total_tokens": 32},
-                             "results": [{"index": 1, "relevance_score": 3 - 0.5, "document": {"text": DOCUMENTS[1]}},
-                                         {"index": 2, "relevance_score": 3 - 0.7, "document": {"text": DOCUMENTS[2]}}]}
+    assert answer.json() == {
+        "model": "ranker",
+        "object": "list",
+        "usage": {"prompt_tokens": 32, "total_tokens": 32},
+        "results": [
+            {"index": 1, "relevance_score": 3 - 0.5, "document": {"text": DOCUMENTS[1]}},
+            {"index": 2, "relevance_score": 3 - 0.7, "document": {"text": DOCUMENTS[2]}},
+        ],
+    }
     assert ranker.requests[-1] == {"query": QUERY, "documents": DOCUMENTS, "top_n": 2}
 
 
@@ -99,8 +125,11 @@ def test_cohere_clients_read_the_ranking(proxy):
     """Cohere's own client (v1 and v2, as LangChain's CohereRerank uses it) against the proxy."""
     v1 = cohere.Client(api_key=ADMIN["Authorization"].split()[1], base_url=proxy.url)
     ranked = v1.rerank(model="ranker", query=QUERY, documents=DOCUMENTS, top_n=3, return_documents=True)
-    assert [(result.index, result.document.text) for result in ranked.results] == \
-        [(1, DOCUMENTS[1]), (2, DOCUMENTS[2]), (0, DOCUMENTS[0])]
+    assert [(result.index, result.document.text) for result in ranked.results] == [
+        (1, DOCUMENTS[1]),
+        (2, DOCUMENTS[2]),
+        (0, DOCUMENTS[0]),
+    ]
     v2 = cohere.ClientV2(api_key=ADMIN["Authorization"].split()[1], base_url=proxy.url)
     ranked = v2.rerank(model="ranker", query=QUERY, documents=DOCUMENTS, top_n=1)
     assert [(result.index, result.relevance_score) for result in ranked.results] == [(1, 2.5)]
@@ -137,13 +166,16 @@ def test_a_model_that_declares_nothing_is_asked_and_its_refusal_is_a_400(proxy):
     assert "does not support reranking" in answer.json()["error"]["message"]
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"model": "ranker", "query": QUERY, "documents": []}, "documents"),
-    ({"model": "ranker", "query": QUERY}, "documents"),
-    ({"model": "ranker", "documents": DOCUMENTS}, "query"),
-    ({"model": "ranker", "query": QUERY, "documents": [{"title": "x"}]}, "documents.0.text"),
-    ({"model": "ranker", "query": QUERY, "documents": DOCUMENTS, "top_n": 0}, "top_n"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "ranker", "query": QUERY, "documents": []}, "documents"),
+        ({"model": "ranker", "query": QUERY}, "documents"),
+        ({"model": "ranker", "documents": DOCUMENTS}, "query"),
+        ({"model": "ranker", "query": QUERY, "documents": [{"title": "x"}]}, "documents.0.text"),
+        ({"model": "ranker", "query": QUERY, "documents": DOCUMENTS, "top_n": 0}, "top_n"),
+    ],
+)
 def test_bad_requests_are_400s_before_anything_is_sent(proxy, ranker, body, param):
     sent = len(ranker.requests)
     answer = post(proxy, "/v1/rerank", body)
@@ -159,8 +191,9 @@ def test_a_kind_openai_model_gets_the_request_as_it_is(proxy, ranker):
 
 
 def test_a_key_without_the_model_gets_a_404_and_a_rankers_tokens_are_its_usage(proxy):
-    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": "ranking-user", "models": ["ranker"]},
-                            headers=ADMIN, timeout=10)
+    created = requests.post(
+        proxy.url + "/v1/internal/keys", json={"name": "ranking-user", "models": ["ranker"]}, headers=ADMIN, timeout=10
+    )
     assert created.status_code == 201, created.text
     key = {"Authorization": f"Bearer {created.json()['key']}"}
     outside = post(proxy, "/v1/rerank", {"model": "remote-ranker", "query": QUERY, "documents": DOCUMENTS}, key)
@@ -175,8 +208,7 @@ def test_a_key_without_the_model_gets_a_404_and_a_rankers_tokens_are_its_usage(p
 def test_open_webuis_external_reranker_reads_a_score_per_document(proxy):
     """Open WebUI's ExternalReranker (retrieval/models/external.py), replayed: every document, top_n their
     count, and the scores read back in the documents' order by `index`."""
-    answer = post(proxy, "/v1/rerank", {"model": "ranker", "query": QUERY, "documents": DOCUMENTS,
-                                        "top_n": len(DOCUMENTS)})
+    answer = post(proxy, "/v1/rerank", {"model": "ranker", "query": QUERY, "documents": DOCUMENTS, "top_n": len(DOCUMENTS)})
     scores = [result["relevance_score"] for result in sorted(answer.json()["results"], key=lambda r: r["index"])]
     words = set(QUERY.split())
     assert scores == [len(words & set(text.split())) - len(text.split()) / 10 for text in DOCUMENTS]

@@ -14,7 +14,7 @@ from api_like_oai.backends.routing import rendezvous
 
 from .test_anthropic_stream import usage
 
-SYSTEM = "You are a careful assistant. " * 40   # about 1,100 bytes: several routing blocks
+SYSTEM = "You are a careful assistant. " * 40  # about 1,100 bytes: several routing blocks
 
 
 def app_over(fakes, tmp_path, routing: str = "prefix"):
@@ -43,23 +43,25 @@ RESPONSES = {"model": "pooled", "input": "Hi"}
 COMPLETION = {"model": "pooled", "prompt": "Hi", "max_tokens": 4}
 
 
-@pytest.mark.parametrize(("path", "body", "where"), [
-    ("/v1/chat/completions", CHAT, "prompt_cache_key"),
-    ("/v1/chat/completions", CHAT, "user"),
-    ("/v1/chat/completions", CHAT, "safety_identifier"),
-    ("/v1/chat/completions", CHAT, "header"),
-    ("/v1/messages", ANTHROPIC, "metadata.user_id"),
-    ("/v1/messages", ANTHROPIC, "header"),
-    ("/v1/responses", RESPONSES, "prompt_cache_key"),
-    ("/v1/responses", RESPONSES, "user"),
-    ("/v1/completions", COMPLETION, "user"),
-])
+@pytest.mark.parametrize(
+    ("path", "body", "where"),
+    [
+        ("/v1/chat/completions", CHAT, "prompt_cache_key"),
+        ("/v1/chat/completions", CHAT, "user"),
+        ("/v1/chat/completions", CHAT, "safety_identifier"),
+        ("/v1/chat/completions", CHAT, "header"),
+        ("/v1/messages", ANTHROPIC, "metadata.user_id"),
+        ("/v1/messages", ANTHROPIC, "header"),
+        ("/v1/responses", RESPONSES, "prompt_cache_key"),
+        ("/v1/responses", RESPONSES, "user"),
+        ("/v1/completions", COMPLETION, "user"),
+    ],
+)
 def test_each_api_s_session_key_places_a_new_conversation(fakes, tmp_path, path, body, where):
     client = app_over(fakes, tmp_path)
     key = key_ranking_first(fakes[1].url, [f.url for f in fakes], where)
     headers = {"X-Claude-Code-Session-Id": key} if where == "header" else {}
-    sent = body | ({"metadata": {"user_id": key}} if where == "metadata.user_id" else
-                   {where: key} if where != "header" else {})
+    sent = body | ({"metadata": {"user_id": key}} if where == "metadata.user_id" else {where: key} if where != "header" else {})
     for _ in range(2):
         assert client.post(path, json=sent, headers=headers).status_code == 200
     assert served_by(fakes) == [0, 2]
@@ -75,7 +77,7 @@ def conversation(turns: int) -> dict:
 def test_the_next_turn_follows_the_prompt_prefix_without_a_key(fakes, tmp_path):
     client = app_over(fakes, tmp_path)
     key = key_ranking_first(fakes[1].url, [f.url for f in fakes], "first-turn")
-    client.post("/v1/chat/completions", json=conversation(1) | {"user": key})   # placed on the second
+    client.post("/v1/chat/completions", json=conversation(1) | {"user": key})  # placed on the second
     for turns in (2, 3):
         assert client.post("/v1/chat/completions", json=conversation(turns)).status_code == 200
     assert served_by(fakes) == [0, 3]

@@ -37,11 +37,11 @@ def stream_in_background(proxy) -> dict:
 
 @pytest.mark.parametrize("worker_class", ["gevent", "gthread"])
 @pytest.mark.parametrize("tokens, grace, ends_with", [(4, "5", "done"), (40, "1", "error")])
-def test_sigterm_lets_streams_finish_within_the_grace_period(slow_fake, start_proxy, tokens, grace, ends_with,
-                                                             worker_class):
+def test_sigterm_lets_streams_finish_within_the_grace_period(slow_fake, start_proxy, tokens, grace, ends_with, worker_class):
     slow_fake.tokens = tuple(f" t{n}" for n in range(tokens))
-    proxy = start_proxy("--llama-api", slow_fake.url, "--chat-prompt-model", "chatml", "--grace-period", grace,
-                        "--worker-class", worker_class)
+    proxy = start_proxy(
+        "--llama-api", slow_fake.url, "--chat-prompt-model", "chatml", "--grace-period", grace, "--worker-class", worker_class
+    )
     stream = stream_in_background(proxy)
     time.sleep(0.5)
     proxy.process.send_signal(signal.SIGTERM)

@@ -53,15 +53,27 @@ def stored_count(store_file) -> int:
 
 def test_a_continuation_sends_the_earlier_turns_but_not_their_instructions(replay, proxy):
     first = post(proxy, {"input": "Hi", "instructions": "Answer in French."}).json()
-    second = post(proxy, {"input": [{"role": "user", "content": "And again?"}], "previous_response_id": first["id"],
-                          "instructions": "Be brief."}).json()
-    assert replay.requests[-1]["prompt"] == (turn("system", "Be brief.") + turn("user", "Hi")
-                                            + turn("assistant", " Hello, world!") + turn("user", "And again?")
-                                            + "<|im_start|>assistant\n")
+    second = post(
+        proxy,
+        {"input": [{"role": "user", "content": "And again?"}], "previous_response_id": first["id"], "instructions": "Be brief."},
+    ).json()
+    assert replay.requests[-1]["prompt"] == (
+        turn("system", "Be brief.")
+        + turn("user", "Hi")
+        + turn("assistant", " Hello, world!")
+        + turn("user", "And again?")
+        + "<|im_start|>assistant\n"
+    )
     post(proxy, {"input": "Third", "previous_response_id": second["id"]})
-    assert replay.requests[-1]["prompt"] == (QWEN_SYSTEM + turn("user", "Hi") + turn("assistant", " Hello, world!")
-                                            + turn("user", "And again?") + turn("assistant", " Hello, world!")
-                                            + turn("user", "Third") + "<|im_start|>assistant\n")
+    assert replay.requests[-1]["prompt"] == (
+        QWEN_SYSTEM
+        + turn("user", "Hi")
+        + turn("assistant", " Hello, world!")
+        + turn("user", "And again?")
+        + turn("assistant", " Hello, world!")
+        + turn("user", "Third")
+        + "<|im_start|>assistant\n"
+    )
     assert second["previous_response_id"] == first["id"] and second["store"] is True
 
 
@@ -82,7 +94,7 @@ def test_input_items_are_the_whole_context_in_pages(proxy):
     assert listed["data"][2] == first["output"][0] and listed["data"][3]["content"] == [{"type": "input_text", "text": "Next"}]
     data = listed["data"]
     assert (listed["first_id"], listed["last_id"], listed["has_more"]) == (data[0]["id"], data[3]["id"], False)
-    newest = get(proxy, path, params={"limit": 2}).json()   # desc by default, as OpenAI lists
+    newest = get(proxy, path, params={"limit": 2}).json()  # desc by default, as OpenAI lists
     assert newest["data"] == listed["data"][:1:-1] and newest["has_more"]
     rest = get(proxy, path, params={"limit": 2, "after": newest["last_id"]}).json()
     assert rest["data"] == listed["data"][1::-1] and not rest["has_more"]
@@ -98,8 +110,11 @@ def test_deleted_and_unknown_responses_are_openai_404s(proxy):
     assert error_of(get(proxy, f"/v1/responses/{response['id']}"), 404)["message"] == message
     assert error_of(requests.delete(proxy.url + f"/v1/responses/{response['id']}", timeout=10), 404)["message"] == message
     assert error_of(post(proxy, {"input": "Hi", "previous_response_id": response["id"]}), 404) == {
-        "message": f"Previous response with id '{response['id']}' not found.", "type": "invalid_request_error",
-        "param": "previous_response_id", "code": "previous_response_not_found"}
+        "message": f"Previous response with id '{response['id']}' not found.",
+        "type": "invalid_request_error",
+        "param": "previous_response_id",
+        "code": "previous_response_not_found",
+    }
     assert error_of(get(proxy, "/v1/responses/resp_unknown/input_items"), 404)["code"] == "not_found"
 
 
@@ -115,8 +130,10 @@ def test_a_dropped_stream_is_kept_incomplete_with_what_was_generated(replay, pro
     replay.tokens = (" one", " two", " three", " four", " five", " six", " seven", " eight")
     with socket.create_connection(("127.0.0.1", proxy.port)) as connection:
         body = json.dumps({"input": "Count", "stream": True}).encode()
-        connection.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        connection.sendall(
+            b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
         received = b""
         while b"output_text.delta" not in received or b" two" not in received:
             received += connection.recv(65536)
@@ -177,19 +194,29 @@ def test_duplicate_items_and_both_kinds_of_history_are_refused(proxy):
 
 
 def test_a_conversation_turn_adds_its_input_and_output(replay, proxy):
-    conversation = post(proxy, {"items": [{"role": "system", "content": "Be kind."}], "metadata": {"topic": "t"}},
-                        "/v1/conversations").json()
+    conversation = post(
+        proxy, {"items": [{"role": "system", "content": "Be kind."}], "metadata": {"topic": "t"}}, "/v1/conversations"
+    ).json()
     answer = post(proxy, {"input": "Hi", "conversation": conversation["id"], "store": False}).json()
     assert answer["conversation"] == {"id": conversation["id"]} and answer["store"] is False
     events = events_of(post(proxy, {"input": "Again", "conversation": {"id": conversation["id"]}, "stream": True}))
-    assert replay.requests[-1]["prompt"] == (turn("system", "Be kind.") + turn("user", "Hi") + turn("assistant", " Hello, world!")
-                                            + turn("user", "Again") + "<|im_start|>assistant\n")
+    assert replay.requests[-1]["prompt"] == (
+        turn("system", "Be kind.")
+        + turn("user", "Hi")
+        + turn("assistant", " Hello, world!")
+        + turn("user", "Again")
+        + "<|im_start|>assistant\n"
+    )
     items = get(proxy, f"/v1/conversations/{conversation['id']}/items", params={"order": "asc"}).json()["data"]
     assert [item["role"] for item in items] == ["system", "user", "assistant", "user", "assistant"]
     assert items[2] == answer["output"][0] and items[4] == events[-1]["response"]["output"][0]
     missing = post(proxy, {"input": "Hi", "conversation": "conv_missing"})
-    assert error_of(missing, 404) == {"message": "Conversation with id 'conv_missing' not found.",
-                                      "type": "invalid_request_error", "param": "conversation", "code": "not_found"}
+    assert error_of(missing, 404) == {
+        "message": "Conversation with id 'conv_missing' not found.",
+        "type": "invalid_request_error",
+        "param": "conversation",
+        "code": "not_found",
+    }
 
 
 def test_the_conversations_api(proxy):
@@ -200,9 +227,16 @@ def test_the_conversations_api(proxy):
     assert get(proxy, path).json() == created
     updated = post(proxy, {"metadata": {"b": "2"}}, path).json()
     assert updated == created | {"metadata": {"b": "2"}} and get(proxy, path).json() == updated
-    added = post(proxy, {"items": [{"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
-                                   {"type": "function_call_output", "call_id": "call_1", "output": "42"}]},
-                 path + "/items").json()
+    added = post(
+        proxy,
+        {
+            "items": [
+                {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "42"},
+            ]
+        },
+        path + "/items",
+    ).json()
     assert [item["type"] for item in added["data"]] == ["function_call", "function_call_output"]
     assert added["first_id"].startswith("fc_") and added["last_id"].startswith("fco_") and not added["has_more"]
     everything = get(proxy, path + "/items", params={"order": "asc"}).json()["data"]
@@ -210,8 +244,11 @@ def test_the_conversations_api(proxy):
     assert get(proxy, f"{path}/items/{everything[0]['id']}").json() == everything[0]
     assert requests.delete(proxy.url + f"{path}/items/{everything[0]['id']}", timeout=10).json() == updated
     assert error_of(get(proxy, f"{path}/items/{everything[0]['id']}"), 404)["code"] == "not_found"
-    assert requests.delete(proxy.url + path, timeout=10).json() == {"id": created["id"], "object": "conversation.deleted",
-                                                                     "deleted": True}
+    assert requests.delete(proxy.url + path, timeout=10).json() == {
+        "id": created["id"],
+        "object": "conversation.deleted",
+        "deleted": True,
+    }
     assert error_of(get(proxy, path + "/items"), 404)["message"] == f"Conversation with id '{created['id']}' not found."
 
 
@@ -221,8 +258,16 @@ def test_a_conversation_takes_at_most_twenty_items_a_request(proxy):
 
 
 def test_stored_objects_are_bounded_by_the_body_limit(fake, start_proxy, tmp_path):
-    proxy = start_proxy("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5", "--max-body-bytes", "3000",
-                        "--store", f"sqlite://{tmp_path}/store.sqlite3")
+    proxy = start_proxy(
+        "--llama-api",
+        fake.url,
+        "--chat-prompt-model",
+        "qwen2.5",
+        "--max-body-bytes",
+        "3000",
+        "--store",
+        f"sqlite://{tmp_path}/store.sqlite3",
+    )
     response = post(proxy, {"input": "x" * 1000}).json()
     error = error_of(post(proxy, {"input": "y" * 1500, "previous_response_id": response["id"]}), 400)
     assert error["param"] == "previous_response_id" and "--max-body-bytes" in error["message"]
@@ -234,7 +279,7 @@ def test_stored_objects_are_bounded_by_the_body_limit(fake, start_proxy, tmp_pat
 @pytest.mark.parametrize("store", ["sqlite-directory", "redis-down"])
 def test_a_failing_store_is_a_503_and_store_false_still_works(fake, start_proxy, tmp_path, store):
     if store == "sqlite-directory":
-        (tmp_path / "store.sqlite3").mkdir()   # a directory where the file should be
+        (tmp_path / "store.sqlite3").mkdir()  # a directory where the file should be
         url = f"sqlite://{tmp_path}/store.sqlite3"
     else:
         url = f"redis://127.0.0.1:{free_port()}/0"
@@ -250,7 +295,10 @@ def test_with_storage_off_what_needs_it_is_a_400(fake, start_proxy):
     proxy = start_proxy("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5", "--store", "none")
     answer = post(proxy, {"input": "Hi"}).json()
     assert answer["store"] is False
-    for response in (post(proxy, {"input": "Hi", "previous_response_id": answer["id"]}),
-                     post(proxy, {"input": "Hi", "conversation": "conv_1"}),
-                     get(proxy, f"/v1/responses/{answer['id']}"), post(proxy, {}, "/v1/conversations")):
+    for response in (
+        post(proxy, {"input": "Hi", "previous_response_id": answer["id"]}),
+        post(proxy, {"input": "Hi", "conversation": "conv_1"}),
+        get(proxy, f"/v1/responses/{answer['id']}"),
+        post(proxy, {}, "/v1/conversations"),
+    ):
         assert "--store none" in error_of(response, 400)["message"]

@@ -15,8 +15,11 @@ from .conftest import HERMES_CALL
 
 TRACE_ID, PARENT_ID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
-WEATHER = {"name": "get_weather", "description": "The weather in a city.",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +31,15 @@ def receiver():
 
 @pytest.fixture(scope="module")
 def traced_proxy(fake, receiver, start_proxy):
-    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "qwen2.5", "--otlp-endpoint", receiver.url,
-                       env={"OTEL_BSP_SCHEDULE_DELAY": "100"})
+    return start_proxy(
+        "--llama-api",
+        fake.url,
+        "--chat-prompt-model",
+        "qwen2.5",
+        "--otlp-endpoint",
+        receiver.url,
+        env={"OTEL_BSP_SCHEDULE_DELAY": "100"},
+    )
 
 
 @pytest.fixture
@@ -65,24 +75,52 @@ def check_tree(spans: list[dict], children: list[str]) -> dict:
 
 
 def test_streamed_chat_is_a_trace_continuing_the_callers(traced_proxy, receiver, replay):
-    replay.prompt_progress = ({"total": 3, "cache": 0, "processed": 0, "time_ms": 0},
-                              {"total": 3, "cache": 0, "processed": 3, "time_ms": 5})
+    replay.prompt_progress = (
+        {"total": 3, "cache": 0, "processed": 0, "time_ms": 0},
+        {"total": 3, "cache": 0, "processed": 3, "time_ms": 5},
+    )
     before = logged(traced_proxy)
-    response = requests.post(traced_proxy.url + "/v1/chat/completions", json={**CHAT, "stream": True}, timeout=30,
-                             headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+    response = requests.post(
+        traced_proxy.url + "/v1/chat/completions",
+        json={**CHAT, "stream": True},
+        timeout=30,
+        headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+    )
     assert response.status_code == 200 and b"[DONE]" in response.content
     spans = receiver.trace_of(request_id(traced_proxy, before))
     root = check_tree(spans, ["admission", "render", "upstream queue", "prefill", "generation"])
-    assert (root["name"], root["kind"], root["trace_id"], root["parent_span_id"], root["error"]) \
-        == ("chat m", "server", TRACE_ID, PARENT_ID, False)
+    assert (root["name"], root["kind"], root["trace_id"], root["parent_span_id"], root["error"]) == (
+        "chat m",
+        "server",
+        TRACE_ID,
+        PARENT_ID,
+        False,
+    )
     attributes = root["attributes"]
-    assert {key: attributes[key] for key in ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model",
-                                             "gen_ai.response.model", "gen_ai.usage.input_tokens",
-                                             "gen_ai.usage.output_tokens", "http.route", "http.response.status_code",
-                                             "server.address")} \
-        == {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "llama.cpp", "gen_ai.request.model": "m",
-            "gen_ai.response.model": "llama.cpp", "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 4,
-            "http.route": "/v1/chat/completions", "http.response.status_code": 200, "server.address": replay.url}
+    assert {
+        key: attributes[key]
+        for key in (
+            "gen_ai.operation.name",
+            "gen_ai.provider.name",
+            "gen_ai.request.model",
+            "gen_ai.response.model",
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.output_tokens",
+            "http.route",
+            "http.response.status_code",
+            "server.address",
+        )
+    } == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "llama.cpp",
+        "gen_ai.request.model": "m",
+        "gen_ai.response.model": "llama.cpp",
+        "gen_ai.usage.input_tokens": 3,
+        "gen_ai.usage.output_tokens": 4,
+        "http.route": "/v1/chat/completions",
+        "http.response.status_code": 200,
+        "server.address": replay.url,
+    }
     assert 0 < attributes["gen_ai.response.time_to_first_chunk"] < (root["end"] - root["start"]) / 1e9
     assert set(receiver.paths) == {"/v1/traces"}
 
@@ -91,16 +129,22 @@ def test_messages_tool_turn_is_traced(traced_proxy, receiver, replay):
     replay.tokens = HERMES_CALL
     client = anthropic.Anthropic(base_url=traced_proxy.url, api_key="unused")
     before = logged(traced_proxy)
-    message = client.messages.create(model="claude-sonnet-4-5", max_tokens=256, tools=[WEATHER],
-                                     messages=[{"role": "user", "content": "Weather in Zürich?"}])
+    message = client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=256, tools=[WEATHER], messages=[{"role": "user", "content": "Weather in Zürich?"}]
+    )
     assert message.stop_reason == "tool_use"
     root = check_tree(receiver.trace_of(request_id(traced_proxy, before)), ["admission", "render", "prefill", "generation"])
     assert root["name"] == "chat claude-sonnet-4-5" and not root["error"]
-    assert root["trace_id"] != TRACE_ID and root["parent_span_id"] == ""   # no traceparent: a trace of its own
-    assert {key: root["attributes"][key] for key in ("gen_ai.request.model", "gen_ai.response.model",
-                                                     "gen_ai.usage.output_tokens", "http.route")} \
-        == {"gen_ai.request.model": "claude-sonnet-4-5", "gen_ai.response.model": "llama.cpp",
-            "gen_ai.usage.output_tokens": len(HERMES_CALL), "http.route": "/v1/messages"}
+    assert root["trace_id"] != TRACE_ID and root["parent_span_id"] == ""  # no traceparent: a trace of its own
+    assert {
+        key: root["attributes"][key]
+        for key in ("gen_ai.request.model", "gen_ai.response.model", "gen_ai.usage.output_tokens", "http.route")
+    } == {
+        "gen_ai.request.model": "claude-sonnet-4-5",
+        "gen_ai.response.model": "llama.cpp",
+        "gen_ai.usage.output_tokens": len(HERMES_CALL),
+        "http.route": "/v1/messages",
+    }
 
 
 def test_failed_request_is_an_error_span(traced_proxy, receiver, replay):
@@ -110,17 +154,24 @@ def test_failed_request_is_an_error_span(traced_proxy, receiver, replay):
     assert response.status_code == 502
     root = check_tree(receiver.trace_of(request_id(traced_proxy, before)), ["admission", "render"])
     assert root["error"] and root["name"] == "chat m"
-    assert (root["attributes"]["error.type"], root["attributes"]["http.response.status_code"]) \
-        == (response.json()["error"]["code"] or "502", 502)
+    assert (root["attributes"]["error.type"], root["attributes"]["http.response.status_code"]) == (
+        response.json()["error"]["code"] or "502",
+        502,
+    )
     assert root["attributes"]["gen_ai.usage.output_tokens"] == 0
 
 
 def test_stored_response_traces_its_store_reads_and_writes(traced_proxy, receiver, replay):
     first = requests.post(traced_proxy.url + "/v1/responses", json={"model": "m", "input": "Hi"}, timeout=30).json()
     before = logged(traced_proxy)
-    response = requests.post(traced_proxy.url + "/v1/responses", timeout=30, json={
-        "model": "m", "input": "Again", "previous_response_id": first["id"], "stream": True})
+    response = requests.post(
+        traced_proxy.url + "/v1/responses",
+        timeout=30,
+        json={"model": "m", "input": "Again", "previous_response_id": first["id"], "stream": True},
+    )
     assert response.status_code == 200 and b"response.completed" in response.content
-    root = check_tree(receiver.trace_of(request_id(traced_proxy, before)),
-                      ["admission", "store", "store", "render", "prefill", "generation", "store"])
+    root = check_tree(
+        receiver.trace_of(request_id(traced_proxy, before)),
+        ["admission", "store", "store", "render", "prefill", "generation", "store"],
+    )
     assert root["name"] == "chat m" and root["attributes"]["http.route"] == "/v1/responses"

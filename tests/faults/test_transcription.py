@@ -45,8 +45,7 @@ def flac_of(seconds: float, rate: int = 16000) -> bytes:
 
 
 def form_of(handler, raw: bytes) -> tuple[dict, bytes]:
-    message = email.parser.BytesParser().parsebytes(
-        f"Content-Type: {handler.headers['Content-Type']}\r\n\r\n".encode() + raw)
+    message = email.parser.BytesParser().parsebytes(f"Content-Type: {handler.headers['Content-Type']}\r\n\r\n".encode() + raw)
     fields, file = {}, b""
     for part in message.get_payload():
         name = part.get_param("name", header="content-disposition")
@@ -62,10 +61,23 @@ def llama_transcribe(handler, raw: bytes) -> None:
     fields, file = form_of(handler, raw)
     handler.fake.requests.append({"fields": fields, "file": file})
     if fields.get("response_format", "json") != "json":
-        return handler._json(400, {"error": {"code": 400, "type": "invalid_request_error",
-                                             "message": "Only 'json' response_format is supported for transcription"}})
-    usage = {"type": "tokens", "input_tokens": 40, "output_tokens": len(WORDS), "total_tokens": 40 + len(WORDS),
-             "input_tokens_details": {"cached_tokens": 0}}
+        return handler._json(
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "type": "invalid_request_error",
+                    "message": "Only 'json' response_format is supported for transcription",
+                }
+            },
+        )
+    usage = {
+        "type": "tokens",
+        "input_tokens": 40,
+        "output_tokens": len(WORDS),
+        "total_tokens": 40 + len(WORDS),
+        "input_tokens_details": {"cached_tokens": 0},
+    }
     done = {"type": "transcript.text.done", "text": "".join(WORDS), "usage": usage}
     if fields.get("stream") != "true":
         return handler._json(200, done)
@@ -89,8 +101,10 @@ def speak(handler, raw: bytes) -> None:
 
 @pytest.fixture(scope="module")
 def hearing():
-    upstream = FakeLlamaCpp(routes={"/v1/audio/transcriptions": llama_transcribe, "/v1/audio/speech": speak},
-                            props_extra={"modalities": {"vision": False, "audio": True}}).start()
+    upstream = FakeLlamaCpp(
+        routes={"/v1/audio/transcriptions": llama_transcribe, "/v1/audio/speech": speak},
+        props_extra={"modalities": {"vision": False, "audio": True}},
+    ).start()
     yield upstream
     upstream.stop()
 
@@ -106,11 +120,13 @@ def deaf():
 def proxy(hearing, deaf, start_proxy, tmp_path_factory):
     folder = tmp_path_factory.mktemp("audio")
     config = folder / "config.yaml"
-    config.write_text(f"store: sqlite:///{folder}/store.sqlite3\nadmin_key: [{ADMIN['Authorization'].split()[1]}]\n"
-                      "max_audio_seconds: 60\n"
-                      f"models:\n  ears:\n    upstreams: [{hearing.url}]\n    chat_prompt_model: chatml\n"
-                      f"  text-only:\n    upstreams: [{deaf.url}]\n    chat_prompt_model: chatml\n"
-                      f"  remote:\n    kind: openai\n    upstreams: [{hearing.url}/v1]\n    upstream_model: whisper-1\n")
+    config.write_text(
+        f"store: sqlite:///{folder}/store.sqlite3\nadmin_key: [{ADMIN['Authorization'].split()[1]}]\n"
+        "max_audio_seconds: 60\n"
+        f"models:\n  ears:\n    upstreams: [{hearing.url}]\n    chat_prompt_model: chatml\n"
+        f"  text-only:\n    upstreams: [{deaf.url}]\n    chat_prompt_model: chatml\n"
+        f"  remote:\n    kind: openai\n    upstreams: [{hearing.url}/v1]\n    upstream_model: whisper-1\n"
+    )
     return start_proxy("--config", str(config))
 
 
@@ -126,25 +142,35 @@ def post(proxy, path: str, file: bytes | None, headers: dict = ADMIN, **fields) 
 
 def test_the_sdk_reads_json_and_llama_server_is_asked_for_json(client, hearing):
     audio = wav_of(2.5)
-    transcript = client.audio.transcriptions.create(model="ears", file=("speech.wav", audio, "audio/wav"),
-                                                    language="en", prompt="A talk.", temperature=0.2)
+    transcript = client.audio.transcriptions.create(
+        model="ears", file=("speech.wav", audio, "audio/wav"), language="en", prompt="A talk.", temperature=0.2
+    )
     assert transcript.text == "Hello from the tape."
     assert transcript.usage.input_tokens == 40 and transcript.usage.output_tokens == 5
     sent = hearing.requests[-1]
     assert sent["file"] == audio
-    assert sent["fields"] == {"response_format": "json", "stream": "false", "prompt": "A talk.", "language": "en",
-                              "temperature": "0.2"}
+    assert sent["fields"] == {
+        "response_format": "json",
+        "stream": "false",
+        "prompt": "A talk.",
+        "language": "en",
+        "temperature": "0.2",
+    }
 
 
-@pytest.mark.parametrize(("response_format", "expected"), [
-    ("text", "Hello from the tape.\n"),
-    ("srt", "1\n00:00:00,000 --> 00:00:50,000\nHello from the tape.\n\n"),
-    ("vtt", "WEBVTT\n\n00:00:00.000 --> 00:00:50.000\nHello from the tape.\n\n"),
-])
+@pytest.mark.parametrize(
+    ("response_format", "expected"),
+    [
+        ("text", "Hello from the tape.\n"),
+        ("srt", "1\n00:00:00,000 --> 00:00:50,000\nHello from the tape.\n\n"),
+        ("vtt", "WEBVTT\n\n00:00:00.000 --> 00:00:50.000\nHello from the tape.\n\n"),
+    ],
+)
 def test_text_formats_are_written_from_llama_servers_text(client, response_format, expected):
     """One cue over the whole file, whose length its header says (a flac of 50 s here)."""
-    answer = client.audio.transcriptions.create(model="ears", file=("speech.flac", flac_of(50.0), "audio/flac"),
-                                                response_format=response_format)
+    answer = client.audio.transcriptions.create(
+        model="ears", file=("speech.flac", flac_of(50.0), "audio/flac"), response_format=response_format
+    )
     assert answer == expected
 
 
@@ -153,37 +179,45 @@ def test_verbose_json_is_one_segment_over_the_whole_file(proxy):
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert {key: body[key] for key in ("task", "language", "duration", "text", "segments")} == {
-        "task": "transcribe", "language": "de", "duration": 3.0, "text": "Hello from the tape.",
-        "segments": [{"id": 0, "seek": 0, "start": 0.0, "end": 3.0, "text": "Hello from the tape."}]}
+        "task": "transcribe",
+        "language": "de",
+        "duration": 3.0,
+        "text": "Hello from the tape.",
+        "segments": [{"id": 0, "seek": 0, "start": 0.0, "end": 3.0, "text": "Hello from the tape."}],
+    }
 
 
 def test_the_sdk_streams_the_deltas_and_the_done_event(client, proxy):
-    stream = client.audio.transcriptions.create(model="ears", file=("speech.mp3", mp3_of(40), "audio/mpeg"),
-                                                stream=True)
+    stream = client.audio.transcriptions.create(model="ears", file=("speech.mp3", mp3_of(40), "audio/mpeg"), stream=True)
     events = list(stream)
     assert [event.delta for event in events if event.type == "transcript.text.delta"] == WORDS
-    assert [(event.type, event.text, event.usage.output_tokens) for event in events[-1:]] == \
-        [("transcript.text.done", "Hello from the tape.", 5)]
+    assert [(event.type, event.text, event.usage.output_tokens) for event in events[-1:]] == [
+        ("transcript.text.done", "Hello from the tape.", 5)
+    ]
 
 
 def test_a_translation_asks_for_english(client, hearing):
-    translated = client.audio.translations.create(model="ears", file=("speech.wav", wav_of(1.0), "audio/wav"),
-                                                  prompt="Names: Zoë.")
+    translated = client.audio.translations.create(
+        model="ears", file=("speech.wav", wav_of(1.0), "audio/wav"), prompt="Names: Zoë."
+    )
     assert translated.text == "Hello from the tape."
     assert hearing.requests[-1]["fields"]["prompt"] == "Translate the speech into English text. Names: Zoë."
 
 
-@pytest.mark.parametrize(("file", "fields", "status", "words"), [
-    (b"OggS" + bytes(200), {}, 400, "audio format ogg is not accepted"),
-    (b"RIFF\x24\x00\x00\x00WAVEjunk", {}, 400, "the wav file is corrupt"),
-    (b"just some text", {}, 400, "send wav, mp3 or flac"),
-    (wav_of(61.0, rate=8000), {}, 400, "the limit is 60"),
-    (None, {}, 400, "send the audio as multipart/form-data, with the file in `file`"),
-    (wav_of(0.5), {"response_format": "csv"}, 400, "response_format"),
-    (wav_of(0.5), {"timestamp_granularities[]": "word"}, 400, "word timestamps cannot be given"),
-    (wav_of(0.5), {"stream": "true", "response_format": "srt"}, 400, "cannot be streamed"),
-    (wav_of(0.5), {"model": "text-only"}, 400, "cannot transcribe audio"),
-])
+@pytest.mark.parametrize(
+    ("file", "fields", "status", "words"),
+    [
+        (b"OggS" + bytes(200), {}, 400, "audio format ogg is not accepted"),
+        (b"RIFF\x24\x00\x00\x00WAVEjunk", {}, 400, "the wav file is corrupt"),
+        (b"just some text", {}, 400, "send wav, mp3 or flac"),
+        (wav_of(61.0, rate=8000), {}, 400, "the limit is 60"),
+        (None, {}, 400, "send the audio as multipart/form-data, with the file in `file`"),
+        (wav_of(0.5), {"response_format": "csv"}, 400, "response_format"),
+        (wav_of(0.5), {"timestamp_granularities[]": "word"}, 400, "word timestamps cannot be given"),
+        (wav_of(0.5), {"stream": "true", "response_format": "srt"}, 400, "cannot be streamed"),
+        (wav_of(0.5), {"model": "text-only"}, 400, "cannot transcribe audio"),
+    ],
+)
 def test_bad_input_is_refused_before_anything_is_sent(proxy, hearing, deaf, file, fields, status, words):
     sent = len(hearing.requests) + len(deaf.requests)
     answer = post(proxy, "/v1/audio/transcriptions", file, **fields)
@@ -200,8 +234,9 @@ def test_a_file_over_25_mb_is_a_413_before_anything_is_sent(proxy, hearing):
 
 
 def test_a_key_without_the_model_gets_a_404_and_a_transcriptions_tokens_are_its_usage(proxy):
-    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": "listener", "models": ["ears"]},
-                            headers=ADMIN, timeout=10)
+    created = requests.post(
+        proxy.url + "/v1/internal/keys", json={"name": "listener", "models": ["ears"]}, headers=ADMIN, timeout=10
+    )
     assert created.status_code == 201, created.text
     key = {"Authorization": f"Bearer {created.json()['key']}"}
     assert post(proxy, "/v1/audio/transcriptions", wav_of(0.5), key, model="text-only").status_code == 404
@@ -211,7 +246,7 @@ def test_a_key_without_the_model_gets_a_404_and_a_transcriptions_tokens_are_its_
     assert [(row["requests"], row["prompt_tokens"], row["completion_tokens"]) for row in rows] == [(1, 40, 5)], usage
     metrics = requests.get(proxy.url + "/metrics", headers=ADMIN, timeout=10).text
     counted = re.search(r'^api_like_oai_audio_seconds_total\{model="ears"\} (\S+)$', metrics, re.M)
-    assert counted is not None and float(counted[1]) >= 0.5   # this test's clip, beside the module's others
+    assert counted is not None and float(counted[1]) >= 0.5  # this test's clip, beside the module's others
 
 
 def test_models_list_says_which_model_hears(proxy):
@@ -224,33 +259,41 @@ def test_a_kind_openai_model_gets_the_form_as_it_is(client, hearing):
     """Passed through without the proxy's checks of format or fields (the upstream decides), its model name
     the upstream's: here a llama-server's /v1, which refuses a format it does not write, with its 400."""
     audio = b"OggS" + bytes(100)
-    transcript = client.audio.transcriptions.create(model="remote", file=("speech.ogg", audio, "audio/ogg"),
-                                                    language="fr")
+    transcript = client.audio.transcriptions.create(model="remote", file=("speech.ogg", audio, "audio/ogg"), language="fr")
     assert transcript.text == "Hello from the tape."
     assert hearing.requests[-1] == {"fields": {"model": "whisper-1", "language": "fr"}, "file": audio}
     with pytest.raises(openai.BadRequestError, match="Only 'json' response_format"):
         client.audio.transcriptions.create(model="remote", file=("speech.ogg", audio, "audio/ogg"), response_format="srt")
 
 
-def test_a_kind_openai_models_files_count_their_seconds_and_one_of_unknown_length_is_refused_under_a_limit(
-        proxy, hearing):
+def test_a_kind_openai_models_files_count_their_seconds_and_one_of_unknown_length_is_refused_under_a_limit(proxy, hearing):
     """The upstream reads the file itself, so the proxy reads its length only where it can: a wav's counts;
     an ogg's cannot be, which a key limited in audio seconds may not send (it would go uncounted)."""
-    limited = requests.post(proxy.url + "/v1/internal/keys", json={"name": "relayed-ears", "audio_seconds_per_day": 5},
-                            headers=ADMIN, timeout=10).json()["key"]
-    free = requests.post(proxy.url + "/v1/internal/keys", json={"name": "relayed-free", "rpm": 100},
-                         headers=ADMIN, timeout=10).json()["key"]
+    limited = requests.post(
+        proxy.url + "/v1/internal/keys", json={"name": "relayed-ears", "audio_seconds_per_day": 5}, headers=ADMIN, timeout=10
+    ).json()["key"]
+    free = requests.post(
+        proxy.url + "/v1/internal/keys", json={"name": "relayed-free", "rpm": 100}, headers=ADMIN, timeout=10
+    ).json()["key"]
     sent = len(hearing.requests)
-    ogg = requests.post(proxy.url + "/v1/audio/transcriptions", data={"model": "remote"}, timeout=30,
-                        files={"file": ("speech.ogg", b"OggS" + bytes(100), "audio/ogg")},
-                        headers={"Authorization": f"Bearer {limited}"})
+    ogg = requests.post(
+        proxy.url + "/v1/audio/transcriptions",
+        data={"model": "remote"},
+        timeout=30,
+        files={"file": ("speech.ogg", b"OggS" + bytes(100), "audio/ogg")},
+        headers={"Authorization": f"Bearer {limited}"},
+    )
     assert ogg.status_code == 400 and ogg.json()["error"]["code"] == "audio_length_unknown"
     assert len(hearing.requests) == sent
     for key in (free, limited):
-        assert post(proxy, "/v1/audio/transcriptions", wav_of(3.0), {"Authorization": f"Bearer {key}"},
-                    model="remote").status_code == 200
-    assert post(proxy, "/v1/audio/transcriptions", wav_of(3.0), {"Authorization": f"Bearer {limited}"},
-                model="remote").status_code == 429   # 3 + 3 > 5
+        assert (
+            post(proxy, "/v1/audio/transcriptions", wav_of(3.0), {"Authorization": f"Bearer {key}"}, model="remote").status_code
+            == 200
+        )
+    assert (
+        post(proxy, "/v1/audio/transcriptions", wav_of(3.0), {"Authorization": f"Bearer {limited}"}, model="remote").status_code
+        == 429
+    )  # 3 + 3 > 5
     usage = requests.get(proxy.url + "/v1/internal/usage", headers=ADMIN, params={"by": "key"}, timeout=10).json()
     seconds = {row["key"]: row["audio_seconds"] for row in usage["data"]}
     assert (seconds["relayed-free"], seconds["relayed-ears"]) == (3.0, 3.0)
@@ -268,8 +311,12 @@ def test_open_webuis_speech_to_text_request(proxy, hearing):
     """Open WebUI's OpenAI engine for speech to text (routers/audio.py), replayed: the file and the model
     (and the language when set) in a form to {base}/audio/transcriptions; it reads `text`."""
     audio = wav_of(1.0)
-    answer = requests.post(proxy.url + "/v1/audio/transcriptions", headers=ADMIN,
-                           files={"file": ("recording.wav", audio)}, data={"model": "ears", "language": "en"}, timeout=30)
+    answer = requests.post(
+        proxy.url + "/v1/audio/transcriptions",
+        headers=ADMIN,
+        files={"file": ("recording.wav", audio)},
+        data={"model": "ears", "language": "en"},
+        timeout=30,
+    )
     assert answer.status_code == 200 and answer.json()["text"] == "Hello from the tape."
-    assert hearing.requests[-1] == {"fields": {"response_format": "json", "stream": "false", "language": "en"},
-                                    "file": audio}
+    assert hearing.requests[-1] == {"fields": {"response_format": "json", "stream": "false", "language": "en"}, "file": audio}

@@ -46,6 +46,7 @@ def test_the_fake_answers_normally(proxy, stream):
 @pytest.mark.parametrize("stream", [False, True])
 def test_refused_connection_is_503_naming_the_upstream(start_proxy, stream):
     from ..servers import free_port
+
     dead_url = f"http://127.0.0.1:{free_port()}"
     proxy = start_proxy("--llama-api", dead_url, "--chat-prompt-model", "chatml")
     assert dead_url in assert_error(post(proxy, stream), 503, "upstream_unavailable")["message"]
@@ -97,8 +98,7 @@ def test_events_are_relayed_as_they_arrive(fake, start_proxy):
     proxy = start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml")
     fake.behaviour, fake.token_interval = "slow_tokens", 0.3
     arrivals = []
-    with requests.post(proxy.url + "/v1/chat/completions", json={**CHAT, "stream": True}, stream=True,
-                       timeout=30) as response:
+    with requests.post(proxy.url + "/v1/chat/completions", json={**CHAT, "stream": True}, stream=True, timeout=30) as response:
         for line in response.iter_lines(chunk_size=None):
             if b'"content":"' in line and b'"content":""' not in line:
                 arrivals.append(time.monotonic())

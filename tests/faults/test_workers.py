@@ -20,8 +20,7 @@ CHAT = {"messages": [{"role": "user", "content": "Hi"}], "stream": True}
 def slow_fake():
     """Streams that last ten minutes unless stopped: however slowly a loaded machine opens a hundred of
     them, the first is still streaming when the last one starts (the tests stop them all)."""
-    upstream = FakeLlamaCpp(behaviour="slow_tokens", token_interval=0.05,
-                            tokens=tuple(f" t{n}" for n in range(12_000))).start()
+    upstream = FakeLlamaCpp(behaviour="slow_tokens", token_interval=0.05, tokens=tuple(f" t{n}" for n in range(12_000))).start()
     upstream.server.request_queue_size = 256
     yield upstream
     upstream.stop()
@@ -113,8 +112,9 @@ def test_stop_generation_and_metrics_reach_every_worker(slow_fake, start_proxy):
         assert finish_reasons(stream["text"]) == ["stop"]
     wait_for(lambda: metric(proxy, "api_like_oai_streams_in_flight") == 0)
     for _ in range(4):  # whichever worker answers, it counts every worker's requests
-        assert metric(proxy, "api_like_oai_requests_total",
-                      'endpoint="/v1/chat/completions",model="llama.cpp",status="200"') == len(streams)
+        assert metric(
+            proxy, "api_like_oai_requests_total", 'endpoint="/v1/chat/completions",model="llama.cpp",status="200"'
+        ) == len(streams)
 
 
 def test_debug_serves_streams_with_werkzeug_unpatched(start_fake, start_proxy):

@@ -19,14 +19,23 @@ def keyed_client():
     return make_app("--chat-prompt-model", "chatml", *KEYS, "--cors-origins", "https://editor.example").test_client()
 
 
-@pytest.mark.parametrize("headers", [{"Authorization": "Bearer key-one"}, {"Authorization": "bearer key-two"},
-                                     {"x-api-key": "key-two"}])
+@pytest.mark.parametrize(
+    "headers", [{"Authorization": "Bearer key-one"}, {"Authorization": "bearer key-two"}, {"x-api-key": "key-two"}]
+)
 def test_any_configured_key_in_either_header_is_accepted(keyed_client, headers):
     assert keyed_client.get("/v1/models", headers=headers).status_code == 200
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer key-three"}, {"Authorization": "key-one"},
-                                     {"x-api-key": "key-on"}, {"Authorization": "Bearer "}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer key-three"},
+        {"Authorization": "key-one"},
+        {"x-api-key": "key-on"},
+        {"Authorization": "Bearer "},
+    ],
+)
 def test_missing_or_wrong_key_is_401_in_openai_shape(keyed_client, headers):
     response = keyed_client.post("/v1/chat/completions", json=CHAT, headers=headers)
     assert response.status_code == 401
@@ -49,23 +58,28 @@ def test_keys_from_a_file_and_the_environment(tmp_path, monkeypatch):
 
 
 def test_cors_preflight_is_answered_before_the_key_check(keyed_client):
-    response = keyed_client.options("/v1/chat/completions", headers={
-        "Origin": "https://editor.example", "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization, content-type"})
+    response = keyed_client.options(
+        "/v1/chat/completions",
+        headers={
+            "Origin": "https://editor.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+    )
     assert response.status_code == 204
     assert response.headers["Access-Control-Allow-Origin"] == "https://editor.example"
     assert "authorization" in response.headers["Access-Control-Allow-Headers"]
 
 
 def test_cors_never_reflects_an_arbitrary_origin(keyed_client):
-    response = keyed_client.get("/v1/models", headers={"Origin": "https://evil.example",
-                                                       "Authorization": "Bearer key-one"})
+    response = keyed_client.get("/v1/models", headers={"Origin": "https://evil.example", "Authorization": "Bearer key-one"})
     assert "Access-Control-Allow-Origin" not in response.headers
 
 
 def test_no_cross_origin_access_by_default():
-    response = make_app("--chat-prompt-model", "chatml").test_client().get(
-        "/v1/models", headers={"Origin": "https://editor.example"})
+    response = (
+        make_app("--chat-prompt-model", "chatml").test_client().get("/v1/models", headers={"Origin": "https://editor.example"})
+    )
     assert "Access-Control-Allow-Origin" not in response.headers
 
 
@@ -74,12 +88,15 @@ def test_cors_star_when_asked():
     assert client.get("/v1/models", headers={"Origin": "https://a.example"}).headers["Access-Control-Allow-Origin"] == "*"
 
 
-@pytest.mark.parametrize("args, body, param", [
-    (("--max-messages", "2"), {"messages": [{"role": "user", "content": "x"}] * 3}, "messages"),
-    (("--max-n", "4"), {**CHAT, "n": 5}, "n"),
-    (("--max-tokens-limit", "100"), {**CHAT, "max_tokens": 101}, "max_tokens"),
-    (("--max-tokens-limit", "100"), {**CHAT, "max_completion_tokens": 101}, "max_tokens"),
-])
+@pytest.mark.parametrize(
+    "args, body, param",
+    [
+        (("--max-messages", "2"), {"messages": [{"role": "user", "content": "x"}] * 3}, "messages"),
+        (("--max-n", "4"), {**CHAT, "n": 5}, "n"),
+        (("--max-tokens-limit", "100"), {**CHAT, "max_tokens": 101}, "max_tokens"),
+        (("--max-tokens-limit", "100"), {**CHAT, "max_completion_tokens": 101}, "max_tokens"),
+    ],
+)
 def test_limits_refuse_with_a_400(args, body, param):
     response = make_app("--chat-prompt-model", "chatml", *args).test_client().post("/v1/chat/completions", json=body)
     assert response.status_code == 400
@@ -95,8 +112,11 @@ def test_body_over_the_limit_is_413():
 
 def test_access_log_line_without_prompt_or_key(keyed_client, caplog):
     caplog.set_level(logging.INFO)
-    keyed_client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "secret prompt"}]},
-                      headers={"Authorization": "Bearer key-one"})
+    keyed_client.post(
+        "/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "secret prompt"}]},
+        headers={"Authorization": "Bearer key-one"},
+    )
     access = [r.getMessage() for r in caplog.records if r.name == "api_like_oai.access"]
     assert len(access) == 1
     assert "status=503" in access[0] and "endpoint=/v1/chat/completions" in access[0] and "request_id=" in access[0]
@@ -126,11 +146,13 @@ def test_json_access_log_and_prompt_logging_on_request(caplog):
     import json
 
     from ..fake_llamacpp import FakeLlamaCpp
+
     fake = FakeLlamaCpp().start()
     try:
         caplog.set_level(logging.INFO)
-        client = make_app("--llama-api", fake.url, "--chat-prompt-model", "chatml", "--log-format", "json",
-                          "--log-prompts").test_client()
+        client = make_app(
+            "--llama-api", fake.url, "--chat-prompt-model", "chatml", "--log-format", "json", "--log-prompts"
+        ).test_client()
         client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "visible prompt"}]})
     finally:
         fake.stop()
@@ -149,6 +171,10 @@ def test_metrics_count_requests_by_endpoint_model_and_status():
     assert 'api_like_oai_requests_total{endpoint="/v1/chat/completions",model="llama.cpp",status="503"} 1.0' in metrics
     assert 'api_like_oai_requests_total{endpoint="/v1/chat/completions",model="-",status="400"} 1.0' in metrics
     assert 'api_like_oai_upstream_errors_total{code="upstream_unavailable"' in metrics
-    for name in ("api_like_oai_time_to_first_token_seconds", "api_like_oai_request_duration_seconds",
-                 "api_like_oai_tokens_total", "api_like_oai_streams_in_flight"):
+    for name in (
+        "api_like_oai_time_to_first_token_seconds",
+        "api_like_oai_request_duration_seconds",
+        "api_like_oai_tokens_total",
+        "api_like_oai_streams_in_flight",
+    ):
         assert name in metrics

@@ -23,14 +23,25 @@ NOON = datetime(2026, 12, 1, 12, 20, tzinfo=UTC).timestamp()
 
 # What the key has used when the request comes: requests and tokens in the minute's window, today's
 # tokens, requests in flight, the tokens those hold reserved, and today's audio milliseconds.
-USED = [Counts(), Counts(requests=2, tokens=40, tokens_today=40, in_flight=1, reserved=10, audio_ms_today=59_000),
-        Counts(requests=3, tokens=95, tokens_today=990, in_flight=2, reserved=5, audio_ms_today=120_000)]
+USED = [
+    Counts(),
+    Counts(requests=2, tokens=40, tokens_today=40, in_flight=1, reserved=10, audio_ms_today=59_000),
+    Counts(requests=3, tokens=95, tokens_today=990, in_flight=2, reserved=5, audio_ms_today=120_000),
+]
 # Each limit alone at the edge the counts above meet, and all at once.
-LIMIT_SETS = [{}, {"max_parallel": 2}, {"rpm": 3}, {"tpm": 100}, {"tpm": 60}, {"tokens_per_day": 1000},
-              {"audio_seconds_per_day": 60}, {"audio_seconds_per_day": 120},
-              {"max_parallel": 3, "rpm": 4, "tpm": 200, "tokens_per_day": 2000, "audio_seconds_per_day": 180}]
+LIMIT_SETS = [
+    {},
+    {"max_parallel": 2},
+    {"rpm": 3},
+    {"tpm": 100},
+    {"tpm": 60},
+    {"tokens_per_day": 1000},
+    {"audio_seconds_per_day": 60},
+    {"audio_seconds_per_day": 120},
+    {"max_parallel": 3, "rpm": 4, "tpm": 200, "tokens_per_day": 2000, "audio_seconds_per_day": 180},
+]
 NEEDS = [None, 0, 5, 50, 5000]
-AUDIO = [0, 1000, 1001, 60_000]   # milliseconds of audio the request carries: none, to the edge, past it
+AUDIO = [0, 1000, 1001, 60_000]  # milliseconds of audio the request carries: none, to the edge, past it
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +87,8 @@ def script_verdict(book, record, need: int, mode: str, audio: int = 0) -> tuple[
 # what is used (stale: requests and tokens of a second past the window, and a lease that ran out still
 # holding a reservation), which the script must drop before deciding.
 CASES = [(*case, False) for case in itertools.product(range(len(USED)), range(len(LIMIT_SETS)), NEEDS, AUDIO)] + [
-    (*case, 0, True) for case in itertools.product(range(len(USED)), range(len(LIMIT_SETS)), NEEDS)]
+    (*case, 0, True) for case in itertools.product(range(len(USED)), range(len(LIMIT_SETS)), NEEDS)
+]
 
 
 @pytest.mark.parametrize(("used", "limits", "max_tokens", "audio", "stale"), CASES)
@@ -85,16 +97,20 @@ def test_the_scripts_admission_is_limits_decide(book, used, limits, max_tokens, 
     with_used(book, record.name, USED[used], stale)
     admitted, counts = script_verdict(book, record, needed_tokens(record, max_tokens), "admit", audio)
     second = float(int(NOON - 10))
-    assert counts == dataclasses.replace(USED[used], oldest_request_at=second if USED[used].requests else None,
-                                         oldest_tokens_at=second if USED[used].tokens else None)   # stale left out
+    assert counts == dataclasses.replace(
+        USED[used],
+        oldest_request_at=second if USED[used].requests else None,
+        oldest_tokens_at=second if USED[used].tokens else None,
+    )  # stale left out
     assert admitted == decide(record, counts, NOON, max_tokens, audio).allowed
     counted = int(book.client.get(_limit_keys(record.name, NOON)[5]) or 0)
     counts_audio = admitted and audio > 0 and record.audio_seconds_per_day is not None
     assert counted == USED[used].audio_ms_today + (audio if counts_audio else 0)
 
 
-@pytest.mark.parametrize(("used", "limits", "more", "stale"),
-                         [(*case[:3], case[4]) for case in CASES if case[2] is not None and case[3] == 0])
+@pytest.mark.parametrize(
+    ("used", "limits", "more", "stale"), [(*case[:3], case[4]) for case in CASES if case[2] is not None and case[3] == 0]
+)
 def test_the_scripts_further_reservation_is_limits_decide_more(book, used, limits, more, stale):
     record = KeyRecord(f"m{used}-{limits}-{more}-{stale}", "digest", created_at=NOON, **LIMIT_SETS[limits])
     with_used(book, record.name, USED[used], stale)

@@ -30,8 +30,13 @@ QWEN = (Path(__file__).resolve().parents[2] / "conversation_templates" / "qwen2.
 def claude_code_tools() -> list[dict]:
     """The tools Claude Code sent, as chat tools."""
     body = json.loads((FIXTURES / "claude_code_turn.json").read_text())["body"]
-    return [{"type": "function", "function": {"name": tool["name"], "description": tool["description"],
-                                              "parameters": tool["input_schema"]}} for tool in body["tools"]]
+    return [
+        {
+            "type": "function",
+            "function": {"name": tool["name"], "description": tool["description"], "parameters": tool["input_schema"]},
+        }
+        for tool in body["tools"]
+    ]
 
 
 def changed(tools: list[dict]) -> list[dict]:
@@ -43,11 +48,13 @@ def changed(tools: list[dict]) -> list[dict]:
 
 def tool_plan(tools: list[dict], choice="auto") -> tool_calling.ToolPlan:
     request = ChatCompletionRequest.model_validate(
-        {"messages": [{"role": "user", "content": "hi"}], "tools": tools, "tool_choice": choice})
+        {"messages": [{"role": "user", "content": "hi"}], "tools": tools, "tool_choice": choice}
+    )
     return tool_calling.plan(request, "hermes")
 
 
 # --- digests --------------------------------------------------------------------------------
+
 
 def test_equal_values_share_a_digest_and_different_ones_do_not():
     tools = claude_code_tools()
@@ -56,8 +63,9 @@ def test_equal_values_share_a_digest_and_different_ones_do_not():
     assert digest({"a": 1}) != digest({"a": 1.0}) != digest({"a": True})
 
 
-@pytest.mark.parametrize("value", [{"maximum": math.nan}, {"enum": [math.inf]}, [None], None, {"default": None},
-                                   {"big": 2 ** 70}, "\ud800"])
+@pytest.mark.parametrize(
+    "value", [{"maximum": math.nan}, {"enum": [math.inf]}, [None], None, {"default": None}, {"big": 2**70}, "\ud800"]
+)
 def test_values_orjson_cannot_tell_apart_or_write_get_no_digest(value):
     assert json_text(value) is None and digest(value) is None
 
@@ -66,7 +74,7 @@ def test_a_digest_cache_keeps_the_latest_entries_and_nothing_that_failed():
     cache = DigestCache(max_entries=2)
     assert [cache.get(key, lambda key=key: key * 2) for key in (1, 2, 3)] == [2, 4, 6]
     assert len(cache) == 2
-    assert cache.get(1, lambda: "derived again") == "derived again"   # the oldest went
+    assert cache.get(1, lambda: "derived again") == "derived again"  # the oldest went
     with pytest.raises(ValueError):
         cache.get(4, lambda: int("x"))
     assert cache.get(4, lambda: "now") == "now"
@@ -75,12 +83,13 @@ def test_a_digest_cache_keeps_the_latest_entries_and_nothing_that_failed():
 
 # --- the caches, against deriving afresh ----------------------------------------------------
 
+
 def test_the_cached_grammar_is_the_one_built_afresh_and_a_changed_tool_list_gets_its_own():
     tools = claude_code_tools()
     plan = tool_plan(tools)
     grammar = tool_calling.constraint(plan, grammar_allowed=True)["grammar"]
     assert grammar == tool_calling.build_grammar(plan)
-    assert tool_calling.constraint(tool_plan(tools), grammar_allowed=True)["grammar"] is grammar   # found again
+    assert tool_calling.constraint(tool_plan(tools), grammar_allowed=True)["grammar"] is grammar  # found again
     other = tool_plan(changed(tools))
     assert tool_calling.constraint(other, grammar_allowed=True)["grammar"] == tool_calling.build_grammar(other) != grammar
     named = tool_plan(tools, {"type": "function", "function": {"name": "Bash"}})
@@ -103,26 +112,30 @@ def test_the_cached_tool_prompt_is_the_one_written_afresh():
     tools = [tool for tool in claude_code_tools()]
     text = tool_prompts.tools_prompt(tools)
     assert text == tool_prompts.TOOLS_PROMPT.format(
-        tools="\n".join(json.dumps(tool["function"], ensure_ascii=False) for tool in tools))
+        tools="\n".join(json.dumps(tool["function"], ensure_ascii=False) for tool in tools)
+    )
     assert tool_prompts.tools_prompt(json.loads(json.dumps(tools))) is text
     assert '"added_by_the_test"' in tool_prompts.tools_prompt(changed(tools))
 
 
 def test_a_template_writes_the_tools_as_json_dumps_does_cached_or_not():
     tools = claude_code_tools()
-    template = compile_template("{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}"
-                                "{{ tools[0] | tojson(indent=2) }}|{{ 'text' | tojson }}")
-    expected = "".join(json.dumps(tool, ensure_ascii=False) + "\n" for tool in tools) \
-        + json.dumps(tools[0], indent=2, ensure_ascii=False) + '|"text"'
+    template = compile_template(
+        "{% for tool in tools %}{{ tool | tojson }}\n{% endfor %}{{ tools[0] | tojson(indent=2) }}|{{ 'text' | tojson }}"
+    )
+    expected = (
+        "".join(json.dumps(tool, ensure_ascii=False) + "\n" for tool in tools)
+        + json.dumps(tools[0], indent=2, ensure_ascii=False)
+        + '|"text"'
+    )
     assert template.render(tools=tools) == template.render(tools=tools) == expected
     assert '"added_by_the_test"' in template.render(tools=changed(tools))
-    nan_tool = {"x": math.nan}   # no digest: written as json.dumps writes it
+    nan_tool = {"x": math.nan}  # no digest: written as json.dumps writes it
     assert compile_template("{{ t | tojson }}").render(t=nan_tool) == '{"x": NaN}'
 
 
 def test_schemas_that_passed_pass_again_and_a_refused_one_is_refused_every_time():
-    schemas = [(f"tools.{n}.function.parameters", tool["function"]["parameters"])
-               for n, tool in enumerate(claude_code_tools())]
+    schemas = [(f"tools.{n}.function.parameters", tool["function"]["parameters"]) for n, tool in enumerate(claude_code_tools())]
     check_parameters(schemas)
     check_parameters(json.loads(json.dumps(schemas)))
     bad = {"type": "object", "properties": {"x": {"type": "array", "items": "not a schema"}}}
@@ -139,6 +152,7 @@ def test_nan_is_refused_after_the_same_schema_with_null_passed():
 
 
 # --- the upstream's connection after a parsed answer ----------------------------------------
+
 
 def upstream_answer(pieces: list[str], read_to_end: list[bool]):
     """Events of one answer; `read_to_end` holds True once the caller read past the last event, as
@@ -169,11 +183,24 @@ def test_an_answer_cut_short_for_repeating_its_call_ends_the_upstream_generation
 
 # --- off the event loop ---------------------------------------------------------------------
 
+
 def test_off_the_loop_without_an_event_loop_runs_here_and_raises_what_the_work_raises():
     assert off_the_loop(threading.get_ident) == threading.get_ident()
     with pytest.raises(InvalidRequest):
-        off_the_loop(tool_calling.build_grammar, tool_plan([{"type": "function", "function": {
-            "name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "no-such-type"}}}}}]))
+        off_the_loop(
+            tool_calling.build_grammar,
+            tool_plan(
+                [
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": "f",
+                            "parameters": {"type": "object", "properties": {"x": {"type": "no-such-type"}}},
+                        },
+                    }
+                ]
+            ),
+        )
 
 
 def test_off_the_loop_under_gevent_runs_in_a_pool_thread_while_the_loop_goes_on():
@@ -192,10 +219,11 @@ try:
 except ValueError:
     print("ok")
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2]
+    )
     assert done.stdout.strip() == "ok", done.stderr
-    assert "Traceback" not in done.stderr   # the pool does not print what the work raised
+    assert "Traceback" not in done.stderr  # the pool does not print what the work raised
 
 
 def test_a_large_raw_grammar_is_checked_off_the_loop_and_a_small_one_on_it_both_refused_alike():
@@ -224,6 +252,7 @@ for deep in ("root ::= " + "(" * 40 + '"a"' + ")" * 40 + " " * 2000, "root ::= "
         assert exc.param == "grammar" and "nests groups deeper" in exc.message
         print("refused")
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2]
+    )
     assert done.stdout.split() == ["refused", "refused"], done.stderr

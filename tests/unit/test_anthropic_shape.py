@@ -18,13 +18,16 @@ from api_like_oai.tools.parser import ToolCallDelta
 
 SEAL = Seal(lambda: b"this installation's key")
 THOUGHT = "The user wants Oslo's weather."
-EVENTS = [GenerationEvent(reasoning="The user wants", prompt_tokens=5, completion_tokens=1),
-          GenerationEvent(reasoning=" Oslo's weather.", completion_tokens=2),
-          GenerationEvent(text="Checking.", completion_tokens=3),
-          GenerationEvent(tool_calls=(ToolCallDelta(index=0, id="call_1", name="get_weather", arguments='{"city": '),),
-                          completion_tokens=4),
-          GenerationEvent(tool_calls=(ToolCallDelta(index=0, id=None, name=None, arguments='"Oslo"}'),)),
-          GenerationEvent(finish_reason="tool_calls", prompt_tokens=5, completion_tokens=6)]
+EVENTS = [
+    GenerationEvent(reasoning="The user wants", prompt_tokens=5, completion_tokens=1),
+    GenerationEvent(reasoning=" Oslo's weather.", completion_tokens=2),
+    GenerationEvent(text="Checking.", completion_tokens=3),
+    GenerationEvent(
+        tool_calls=(ToolCallDelta(index=0, id="call_1", name="get_weather", arguments='{"city": '),), completion_tokens=4
+    ),
+    GenerationEvent(tool_calls=(ToolCallDelta(index=0, id=None, name=None, arguments='"Oslo"}'),)),
+    GenerationEvent(finish_reason="tool_calls", prompt_tokens=5, completion_tokens=6),
+]
 USAGE = {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11, "prompt_tokens_details": {"cached_tokens": 0}}
 
 
@@ -55,8 +58,12 @@ def message_of(chunks: list[dict]) -> dict:
             message["content"].append(dict(chunk["content_block"]))
         elif chunk["type"] == "content_block_delta":
             block, delta = message["content"][chunk["index"]], chunk["delta"]
-            field = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "signature",
-                     "input_json_delta": "partial_json"}[delta["type"]]
+            field = {
+                "text_delta": "text",
+                "thinking_delta": "thinking",
+                "signature_delta": "signature",
+                "input_json_delta": "partial_json",
+            }[delta["type"]]
             block[field] = block.get(field, "") + delta[field]
         elif chunk["type"] == "message_delta":
             # the SDK updates the message's usage with the counts message_delta carries (a subset of its fields)
@@ -82,9 +89,13 @@ def test_the_thought_comes_first_as_a_signed_thinking_block():
         {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "The user wants"}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": " Oslo's weather."}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta",
-                                                              "signature": SEAL.sign(THINKING, THOUGHT)}},
-        {"type": "content_block_stop", "index": 0}]
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": SEAL.sign(THINKING, THOUGHT)},
+        },
+        {"type": "content_block_stop", "index": 0},
+    ]
     content = folded(shape())["content"]
     assert [block["type"] for block in content] == ["thinking", "text", "tool_use"]
     assert SEAL.verify(THINKING, content[0]["thinking"], content[0]["signature"])

@@ -22,14 +22,17 @@ def xing_mp3(frames: int) -> bytes:
     return first + bytes(417 - len(first)) + mp3_of(3)
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    (wav_of(2.0), AudioFile("wav", 2.0)),
-    (wav_of(1.5, rate=8000), AudioFile("wav", 1.5)),
-    (flac_of(12.0), AudioFile("flac", 12.0)),
-    (flac_of(0), AudioFile("flac", None)),
-    (mp3_of(100), AudioFile("mp3", 100 * 417 * 8 / 128000)),
-    (b"ID3\x04\x00\x00\x00\x00\x00\x0a" + bytes(10) + mp3_of(10), AudioFile("mp3", 10 * 417 * 8 / 128000)),
-])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (wav_of(2.0), AudioFile("wav", 2.0)),
+        (wav_of(1.5, rate=8000), AudioFile("wav", 1.5)),
+        (flac_of(12.0), AudioFile("flac", 12.0)),
+        (flac_of(0), AudioFile("flac", None)),
+        (mp3_of(100), AudioFile("mp3", 100 * 417 * 8 / 128000)),
+        (b"ID3\x04\x00\x00\x00\x00\x00\x0a" + bytes(10) + mp3_of(10), AudioFile("mp3", 10 * 417 * 8 / 128000)),
+    ],
+)
 def test_format_and_length(data, expected):
     assert inspect(data) == expected
 
@@ -38,17 +41,22 @@ def test_a_variable_rate_mp3_is_measured_by_its_frame_count():
     assert inspect(xing_mp3(1000)).seconds == pytest.approx(1000 * MP3_FRAME_SECONDS)
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    (b"OggS" + bytes(40), "audio format ogg is not accepted: send wav, mp3 or flac"),
-    (bytes(4) + b"ftypM4A " + bytes(40), "audio format mp4/m4a is not accepted: send wav, mp3 or flac"),
-    (b"\x1aE\xdf\xa3" + bytes(40), "audio format webm is not accepted: send wav, mp3 or flac"),
-    (b"hello", "the file is not audio this server reads: send wav, mp3 or flac"),
-    (b"RIFF\x04\x00\x00\x00WAVE", "the wav file is corrupt: it has no format or data chunk"),
-    (wav_of(1.0)[:44], "the wav file is corrupt: it holds no samples"),
-    (b"fLaC\x81" + bytes(60), "the flac file is corrupt: it does not begin with a STREAMINFO block"),
-    (b"ID3\x04\x00\x00\x00\x00\x00\x0a" + bytes(30),
-     "the mp3 file is corrupt: no MPEG audio frame where its first one should be"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"OggS" + bytes(40), "audio format ogg is not accepted: send wav, mp3 or flac"),
+        (bytes(4) + b"ftypM4A " + bytes(40), "audio format mp4/m4a is not accepted: send wav, mp3 or flac"),
+        (b"\x1aE\xdf\xa3" + bytes(40), "audio format webm is not accepted: send wav, mp3 or flac"),
+        (b"hello", "the file is not audio this server reads: send wav, mp3 or flac"),
+        (b"RIFF\x04\x00\x00\x00WAVE", "the wav file is corrupt: it has no format or data chunk"),
+        (wav_of(1.0)[:44], "the wav file is corrupt: it holds no samples"),
+        (b"fLaC\x81" + bytes(60), "the flac file is corrupt: it does not begin with a STREAMINFO block"),
+        (
+            b"ID3\x04\x00\x00\x00\x00\x00\x0a" + bytes(30),
+            "the mp3 file is corrupt: no MPEG audio frame where its first one should be",
+        ),
+    ],
+)
 def test_what_is_refused_and_why(data, message):
     with pytest.raises(InvalidRequest) as refused:
         inspect(data)
@@ -60,7 +68,7 @@ def test_a_ggufs_pooling_type_is_read_from_its_header(tmp_path):
 
     path = tmp_path / "ranker.gguf"
     writer = gguf.GGUFWriter(str(path), "bert")
-    writer.add_token_list(["[PAD]", "hello", "world"])     # an array of strings before the value, skipped
+    writer.add_token_list(["[PAD]", "hello", "world"])  # an array of strings before the value, skipped
     writer.add_context_length(512)
     writer.add_pooling_type(gguf.PoolingType.RANK)
     writer.add_tensor("dummy", __import__("numpy").zeros(4, dtype="float32"))

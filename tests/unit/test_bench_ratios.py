@@ -29,17 +29,22 @@ def cpu_row(name: str, kind: str, floor: float, proxy: float, litellm: float, er
     return RatioRow(name, kind, 8, [cell("floor", floor), cell("proxy", proxy), cell("litellm", litellm)], "1.00")
 
 
-def generation_row(direct_ttft: float, proxy_ttft: float, litellm_ttft: float, proxy_rate: float,
-                   litellm_rate: float) -> RatioRow:
-    cells = [FrontCell("direct", 12, 10.0, math.nan, math.nan, 0, direct_ttft, 100.0),
-             FrontCell("proxy", 12, 10.0, 9000.0, math.nan, 0, proxy_ttft, proxy_rate),
-             FrontCell("litellm", 12, 10.0, 90000.0, math.nan, 0, litellm_ttft, litellm_rate)]
+def generation_row(
+    direct_ttft: float, proxy_ttft: float, litellm_ttft: float, proxy_rate: float, litellm_rate: float
+) -> RatioRow:
+    cells = [
+        FrontCell("direct", 12, 10.0, math.nan, math.nan, 0, direct_ttft, 100.0),
+        FrontCell("proxy", 12, 10.0, 9000.0, math.nan, 0, proxy_ttft, proxy_rate),
+        FrontCell("litellm", 12, 10.0, 90000.0, math.nan, 0, litellm_ttft, litellm_rate),
+    ]
     return RatioRow("real generation, streamed chat, 1 client", "generation", 1, cells, "1.00")
 
 
 def results_with(rows: list[RatioRow]) -> BenchmarkResults:
-    return BenchmarkResults(Machine("cpu", 2, 24.0, "k", "py", "llama", "proxy", "0"),
-                            ratios=RatiosResult("2026-12-02 12:00 UTC", "1.00", 1, "litellm", rows))
+    return BenchmarkResults(
+        Machine("cpu", 2, 24.0, "k", "py", "llama", "proxy", "0"),
+        ratios=RatiosResult("2026-12-02 12:00 UTC", "1.00", 1, "litellm", rows),
+    )
 
 
 def ratio_targets(results: BenchmarkResults) -> dict[str, tuple[str, bool]]:
@@ -49,7 +54,19 @@ def ratio_targets(results: BenchmarkResults) -> dict[str, tuple[str, bool]]:
 
 def test_targets_alternate_abba():
     assert list(ratios.passes(("floor", "proxy", "litellm"), 4)) == [
-        "floor", "proxy", "litellm", "litellm", "proxy", "floor", "floor", "proxy", "litellm", "litellm", "proxy", "floor"]
+        "floor",
+        "proxy",
+        "litellm",
+        "litellm",
+        "proxy",
+        "floor",
+        "floor",
+        "proxy",
+        "litellm",
+        "litellm",
+        "proxy",
+        "floor",
+    ]
 
 
 def test_costs_are_restated_against_the_floor_of_the_same_row():
@@ -66,16 +83,22 @@ def test_generation_is_restated_against_direct():
 
 
 def test_every_ratio_target_met_within_its_bound():
-    rows = [cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 700.0, 9000.0),
-            cpu_row("paced 16 streams @ 8 ms, keep-alive", "token", 50.0, 62.0, 600.0),
-            generation_row(20.0, 20.8, 35.0, 99.2, 90.0)]
+    rows = [
+        cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 700.0, 9000.0),
+        cpu_row("paced 16 streams @ 8 ms, keep-alive", "token", 50.0, 62.0, 600.0),
+        generation_row(20.0, 20.8, 35.0, 99.2, 90.0),
+    ]
     verdicts = ratio_targets(results_with(rows))
     assert len(verdicts) == 5 and all(met for _, met in verdicts.values()), verdicts
 
 
 def test_a_ratio_past_its_bound_or_a_row_with_errors_is_missed():
-    over = results_with([cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 800.0, 9000.0),
-                         cpu_row("paced 16 streams @ 8 ms, keep-alive", "token", 50.0, 55.0, 600.0, errors=3)])
+    over = results_with(
+        [
+            cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 800.0, 9000.0),
+            cpu_row("paced 16 streams @ 8 ms, keep-alive", "token", 50.0, 55.0, 600.0, errors=3),
+        ]
+    )
     verdicts = ratio_targets(over)
     whole = next(v for name, v in verdicts.items() if name.startswith("non-streamed"))
     paced = next(v for name, v in verdicts.items() if name.startswith("paced"))
@@ -84,8 +107,9 @@ def test_a_ratio_past_its_bound_or_a_row_with_errors_is_missed():
 
 
 def test_behind_litellm_on_one_row_misses_the_litellm_target():
-    verdicts = ratio_targets(results_with([cpu_row("streamed 64 tokens, instant upstream, 8 clients", "request",
-                                                   600.0, 700.0, 650.0)]))
+    verdicts = ratio_targets(
+        results_with([cpu_row("streamed 64 tokens, instant upstream, 8 clients", "request", 600.0, 700.0, 650.0)])
+    )
     measured, met = next(v for name, v in verdicts.items() if "LiteLLM" in name)
     assert not met and "BEHIND" in measured
 
@@ -99,15 +123,21 @@ def test_warm_agent_turn_is_judged_against_a_one_line_chat():
     def turn(name: str, warm_ms: float) -> AgentTurnResult:
         return AgentTurnResult(name, 1000, 0, [], 5, warm_ms, warm_ms, 0.1, 0.1)
 
-    results = BenchmarkResults(Machine("cpu", 2, 24.0, "k", "py", "llama", "proxy", "0"),
-                               agent_turns=[turn(ONE_LINE_CHAT, 1.0), turn("codex_turn", 1.8), turn("claude_code_turn", 2.5)])
+    results = BenchmarkResults(
+        Machine("cpu", 2, 24.0, "k", "py", "llama", "proxy", "0"),
+        agent_turns=[turn(ONE_LINE_CHAT, 1.0), turn("codex_turn", 1.8), turn("claude_code_turn", 2.5)],
+    )
     warm = next(t for t in results.targets() if t.name.startswith("agent turn replayed warm"))
     assert not warm.met and "claude_code_turn 2.5x" in warm.measured
 
 
 def test_ratio_rows_survive_results_json_and_show_in_the_report():
-    results = results_with([cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 700.0, 9000.0),
-                            generation_row(20.0, 20.8, 35.0, 99.2, 90.0)])
+    results = results_with(
+        [
+            cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 700.0, 9000.0),
+            generation_row(20.0, 20.8, 35.0, 99.2, 90.0),
+        ]
+    )
     again = load(json.loads(json.dumps(dataclasses.asdict(results), default=str)))
     assert json.dumps(dataclasses.asdict(again.ratios)) == json.dumps(dataclasses.asdict(results.ratios))  # NaN too
     text = report.markdown(again)

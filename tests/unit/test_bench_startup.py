@@ -11,9 +11,11 @@ from benchmarks.results import BenchmarkResults, Machine, ModelsDirStartupResult
 
 
 def judged(seconds: list[float], header_ms: list[float]) -> tuple[BenchmarkResults, dict]:
-    results = BenchmarkResults(Machine("cpu", 2, 24.0, "k", "py", "llama", "proxy", "0"),
-                               startup=StartupResult([0.7], 40.0, 30.0, [20.0, 20.0]),
-                               models_dir_startup=ModelsDirStartupResult(10, seconds, header_ms, [0.55]))
+    results = BenchmarkResults(
+        Machine("cpu", 2, 24.0, "k", "py", "llama", "proxy", "0"),
+        startup=StartupResult([0.7], 40.0, 30.0, [20.0, 20.0]),
+        models_dir_startup=ModelsDirStartupResult(10, seconds, header_ms, [0.55]),
+    )
     return results, {t.name: t for t in results.targets() if "issue 42" in t.name}
 
 
@@ -21,7 +23,7 @@ def test_met_when_the_median_start_and_the_slowest_file_are_within_their_targets
     results, targets = judged([0.6, 0.9, 1.4], [8.0] * 5 + [30.0] * 5)
     assert [t.met for t in targets.values()] == [True, True]
     section = report.startup_section(results)
-    assert "0.90 s" in section and "30.0 ms" in section and "0.55 s" in section   # and one file's, beside it
+    assert "0.90 s" in section and "30.0 ms" in section and "0.55 s" in section  # and one file's, beside it
 
 
 def test_missed_when_one_file_is_slow_or_the_start_is():

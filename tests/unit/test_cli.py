@@ -10,12 +10,12 @@ from api_like_oai.cli import main
 
 def test_original_defaults():
     args = build_parser().parse_args([])
-    assert args.chat_prompt == ("A chat between a curious user and an artificial intelligence assistant. "
-                                "The assistant follows the given rules no matter what.")
-    assert (args.user_name, args.ai_name, args.system_name, args.stop) == (
-        "USER: ", "ASSISTANT: ", "ASSISTANT's RULE: ", "</s>")
-    assert (args.llama_api, args.host, args.port, args.api_key) == (
-        "http://127.0.0.1:8080", "127.0.0.1", 8081, None)
+    assert args.chat_prompt == (
+        "A chat between a curious user and an artificial intelligence assistant. "
+        "The assistant follows the given rules no matter what."
+    )
+    assert (args.user_name, args.ai_name, args.system_name, args.stop) == ("USER: ", "ASSISTANT: ", "ASSISTANT's RULE: ", "</s>")
+    assert (args.llama_api, args.host, args.port, args.api_key) == ("http://127.0.0.1:8080", "127.0.0.1", 8081, None)
 
 
 def test_a_literal_backslash_n_in_a_flag_is_a_newline():
@@ -43,8 +43,18 @@ def test_every_original_flag_is_documented_in_help(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--help"])
     help_text = capsys.readouterr().out
-    for flag in ("--chat-prompt", "--user-name", "--ai-name", "--system-name", "--stop", "--llama-api",
-                 "--api-key", "--host", "--port", "--chat-prompt-model"):
+    for flag in (
+        "--chat-prompt",
+        "--user-name",
+        "--ai-name",
+        "--system-name",
+        "--stop",
+        "--llama-api",
+        "--api-key",
+        "--host",
+        "--port",
+        "--chat-prompt-model",
+    ):
         assert flag in help_text
 
 
@@ -52,15 +62,23 @@ def test_the_readme_documents_every_flag():
     from api_like_oai.arguments import flag_actions
 
     from ..servers import ROOT
+
     readme = (ROOT / "README.md").read_text()
     undocumented = [a.option_strings[0] for a in flag_actions(build_parser()) if f"`{a.option_strings[0]}`" not in readme]
     assert undocumented == []
 
 
-@pytest.mark.parametrize(("argv", "native_api"), [
-    ([], True), (["--native-api"], True), (["--no-native-api"], False), (["--native-api", "false"], False),
-    (["--native-api=off"], False), (["--native-api", "yes"], True),
-])
+@pytest.mark.parametrize(
+    ("argv", "native_api"),
+    [
+        ([], True),
+        (["--native-api"], True),
+        (["--no-native-api"], False),
+        (["--native-api", "false"], False),
+        (["--native-api=off"], False),
+        (["--native-api", "yes"], True),
+    ],
+)
 def test_native_api_switch_spellings(argv, native_api):
     assert settings_from_args(build_parser().parse_args(argv)).native_api is native_api
 

@@ -37,7 +37,7 @@ def conversation(turns: int) -> list[dict]:
 
 
 def test_a_large_max_tokens_keeps_the_conversation_and_shortens_the_reply():
-    messages = conversation(3)                     # 8 messages, 80 tokens
+    messages = conversation(3)  # 8 messages, 80 tokens
     fitted = fit(messages, render, Counter(), context_length=200, max_tokens=32000)
     assert (fitted.dropped_messages, fitted.n_predict) == (0, 120)
 
@@ -46,11 +46,10 @@ FEWEST = Policy(drop_step=0)
 
 
 def test_turns_are_dropped_only_to_keep_the_reply_reserve():
-    messages = conversation(10)                    # 22 messages, 220 tokens
-    fitted = fit(messages, render, Counter(), context_length=400, max_tokens=32000,
-                 policy=Policy(reply_share=0.5, drop_step=0))
+    messages = conversation(10)  # 22 messages, 220 tokens
+    fitted = fit(messages, render, Counter(), context_length=400, max_tokens=32000, policy=Policy(reply_share=0.5, drop_step=0))
     prompt_tokens = len(fitted.prompt.text) // 4
-    assert prompt_tokens <= 200 < prompt_tokens + 2 * TOKENS_PER_MESSAGE   # the fewest turns dropped
+    assert prompt_tokens <= 200 < prompt_tokens + 2 * TOKENS_PER_MESSAGE  # the fewest turns dropped
     assert fitted.n_predict == 400 - prompt_tokens
     assert fitted.prompt.text.startswith("s" * 40) and fitted.prompt.text.endswith("q" * 40)
 
@@ -58,7 +57,7 @@ def test_turns_are_dropped_only_to_keep_the_reply_reserve():
 def test_turns_are_dropped_in_steps_of_an_eighth_of_the_context():
     """400 tokens of context: steps of 50 tokens (200 characters), i.e. five 10-token messages; the
     fewest steps that bring the prompt within the 200 tokens left by the reserve."""
-    messages = conversation(10)                    # 22 messages, 220 tokens
+    messages = conversation(10)  # 22 messages, 220 tokens
     fitted = fit(messages, render, Counter(), context_length=400, max_tokens=32000, policy=Policy(reply_share=0.5))
     assert fitted.dropped_messages == 5
     assert fitted.prompt.text.startswith("s" * 40) and fitted.prompt.text.endswith("q" * 40)
@@ -88,8 +87,7 @@ def test_overflow_error_is_openai_s_strict_check():
     messages = conversation(3)
     with pytest.raises(ContextLengthExceeded, match="max_tokens asks for 150"):
         fit(messages, render, Counter(), context_length=200, max_tokens=150, policy=Policy(overflow=ERROR))
-    assert fit(messages, render, Counter(), context_length=200, max_tokens=100,
-               policy=Policy(overflow=ERROR)).n_predict == 100
+    assert fit(messages, render, Counter(), context_length=200, max_tokens=100, policy=Policy(overflow=ERROR)).n_predict == 100
 
 
 def test_without_max_tokens_the_reply_may_use_the_rest_of_the_context():
@@ -102,7 +100,7 @@ def test_without_max_tokens_a_prompt_proven_short_by_its_bytes_is_not_counted(po
     counter = Counter()
     fitted = fit(conversation(1), render, counter, context_length=1000, max_tokens=None, policy=policy)
     assert counter.calls == 0
-    assert fitted.n_predict == 1000 - 160   # the room its 160 bytes prove
+    assert fitted.n_predict == 1000 - 160  # the room its 160 bytes prove
 
 
 def test_byte_length_that_proves_the_fit_needs_no_count():
@@ -112,14 +110,27 @@ def test_byte_length_that_proves_the_fit_needs_no_count():
 
 
 def test_droppable_turns_keep_calls_with_their_results_and_spare_system_the_last_question_and_round():
-    messages = [{"role": "system"}, {"role": "user"}, {"role": "assistant"}, {"role": "tool"},
-                {"role": "tool"}, {"role": "assistant"}, {"role": "developer"}, {"role": "user"},
-                {"role": "assistant"}, {"role": "tool"}, {"role": "system"}, {"role": "assistant"}, {"role": "tool"},
-                {"role": "tool"}]
+    messages = [
+        {"role": "system"},
+        {"role": "user"},
+        {"role": "assistant"},
+        {"role": "tool"},
+        {"role": "tool"},
+        {"role": "assistant"},
+        {"role": "developer"},
+        {"role": "user"},
+        {"role": "assistant"},
+        {"role": "tool"},
+        {"role": "system"},
+        {"role": "assistant"},
+        {"role": "tool"},
+        {"role": "tool"},
+    ]
     assert droppable_turns(messages) == [range(1, 2), range(2, 5), range(5, 6), range(8, 10)]
 
 
 # --- an agent's session: one task, then tool rounds ----------------------------------------------
+
 
 def call(n: int) -> dict:
     return {"id": f"call_{n}", "type": "function", "function": {"name": "run", "arguments": "{}"}}
@@ -132,8 +143,7 @@ def session(rounds: int, results_per_round: int = 1) -> list[dict]:
     for n in range(rounds):
         calls = [call(n * 10 + m) for m in range(results_per_round)]
         messages.append({"role": "assistant", "content": f"{n:04d}" + "a" * 36, "tool_calls": calls})
-        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "r" * (160 // results_per_round)}
-                     for c in calls]
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "r" * (160 // results_per_round)} for c in calls]
     return messages
 
 
@@ -145,17 +155,16 @@ def render_session(messages: list[dict]) -> ChatPrompt:
 
 
 def test_an_agent_session_drops_its_oldest_tool_rounds_and_keeps_the_task():
-    messages = session(30)                          # 20 + 30 * 50 = 1520 tokens
+    messages = session(30)  # 20 + 30 * 50 = 1520 tokens
     fitted = fit(messages, render_session, Counter(), context_length=1000, max_tokens=100, policy=FEWEST)
-    assert fitted.prompt.text.startswith("s" * 40 + "t" * 40)           # the system prompt, the task
-    assert fitted.prompt.text.endswith("0029" + "a" * 36 + "r" * 160)   # the latest round
-    assert fitted.dropped_tool_rounds == 13 and fitted.dropped_messages == 26   # 20 + 17 * 50 = 870 <= 900
+    assert fitted.prompt.text.startswith("s" * 40 + "t" * 40)  # the system prompt, the task
+    assert fitted.prompt.text.endswith("0029" + "a" * 36 + "r" * 160)  # the latest round
+    assert fitted.dropped_tool_rounds == 13 and fitted.dropped_messages == 26  # 20 + 17 * 50 = 870 <= 900
     assert fitted.n_predict == 100
 
 
 def test_a_round_goes_with_all_its_results():
-    fitted = fit(session(30, results_per_round=4), render_session, Counter(), context_length=1000, max_tokens=100,
-                 policy=FEWEST)
+    fitted = fit(session(30, results_per_round=4), render_session, Counter(), context_length=1000, max_tokens=100, policy=FEWEST)
     assert fitted.dropped_tool_rounds == 13 and fitted.dropped_messages == 13 * 5
 
 
@@ -174,8 +183,10 @@ def test_a_session_of_hundreds_of_rounds_costs_a_logarithmic_number_of_counts():
 
 
 def prompts_of_a_growing_session(policy: Policy, turns: range) -> list[str]:
-    return [fit(session(rounds), render_session, Counter(), context_length=1000, max_tokens=100, policy=policy)
-            .prompt.text for rounds in turns]
+    return [
+        fit(session(rounds), render_session, Counter(), context_length=1000, max_tokens=100, policy=policy).prompt.text
+        for rounds in turns
+    ]
 
 
 def breaks(prompts: list[str]) -> int:
@@ -187,7 +198,7 @@ def test_rounds_are_dropped_in_steps_so_that_the_next_turns_extend_the_same_prom
     """A step is an eighth of the 1000-token context, 500 characters: three 200-character rounds. Once
     the session outgrows the context, dropping the fewest rounds changes the prompt after the task at
     every turn; dropping three at a time, at every third turn, the two between extend the prompt."""
-    turns = range(17, 47)        # the session outgrows the 900 tokens left by the reply at 18 rounds
+    turns = range(17, 47)  # the session outgrows the 900 tokens left by the reply at 18 rounds
     assert breaks(prompts_of_a_growing_session(FEWEST, turns)) == 29
     assert breaks(prompts_of_a_growing_session(Policy(), turns)) == 10
 
@@ -196,12 +207,13 @@ def test_drop_points_follow_the_oldest_turns_so_later_turns_share_them():
     messages = session(10)
     groups = droppable_turns(messages)
     points = drop_points(messages, groups, step_size=500)
-    assert points == [0, 3, 6, 9]                   # 9 rounds may go; the tenth is the latest
+    assert points == [0, 3, 6, 9]  # 9 rounds may go; the tenth is the latest
     longer = session(14)
     assert drop_points(longer, droppable_turns(longer), step_size=500)[:4] == points
 
 
 # --- effective_max_tokens: the one step that decides max_tokens before the prompt exists ----------
+
 
 def _chat(**fields):
     from api_like_oai.protocol import ChatCompletionRequest
@@ -224,11 +236,11 @@ def test_max_tokens_over_the_limit_is_refused_or_lowered_when_it_is_a_bound():
     with pytest.raises(InvalidRequest, match="max_tokens is 500; the limit is 100") as refused:
         effective_max_tokens(_chat(max_tokens=500), _model(), limits)
     assert refused.value.param == "max_tokens"
-    with pytest.raises(InvalidRequest, match="max_tokens is 300"):   # max_completion_tokens is the one that counts
+    with pytest.raises(InvalidRequest, match="max_tokens is 300"):  # max_completion_tokens is the one that counts
         effective_max_tokens(_chat(max_tokens=50, max_completion_tokens=300), _model(), limits)
     assert effective_max_tokens(_chat(max_tokens=32000), _model(), limits, bound=True) == 100
     assert effective_max_tokens(_chat(max_tokens=100), _model(), limits) == 100
-    assert effective_max_tokens(_chat(), _model(), limits) is None   # the context decides (fit)
+    assert effective_max_tokens(_chat(), _model(), limits) is None  # the context decides (fit)
 
 
 def test_the_model_default_override_and_cap_apply_after_the_limit():

@@ -32,8 +32,9 @@ MARKUP = '<img src=x onerror="alert(1)">'
 def make_client(tmp_path, *flags: str):
     config = tmp_path / "config.yaml"
     config.write_text(f"models:\n  smol:\n    upstreams: [http://127.0.0.1:{free_port()}]\n    chat_prompt_model: chatml\n")
-    return create_app(parse_settings(["--config", str(config), "--store", f"sqlite:///{tmp_path}/store.sqlite3",
-                                      *flags])).test_client()
+    return create_app(
+        parse_settings(["--config", str(config), "--store", f"sqlite:///{tmp_path}/store.sqlite3", *flags])
+    ).test_client()
 
 
 @pytest.fixture
@@ -75,10 +76,12 @@ def test_no_file_outside_the_page_folder_is_served(keyed):
 
 def test_the_page_has_no_inline_script_or_style_and_never_writes_html():
     page = (UI / "index.html").read_text()
-    assert re.findall(r"<script[^>]*>", page) == ['<script src="/ui/vendor/uplot/uPlot.iife.min.js" defer>',
-                                                  '<script src="/ui/app.js" defer>']
+    assert re.findall(r"<script[^>]*>", page) == [
+        '<script src="/ui/vendor/uplot/uPlot.iife.min.js" defer>',
+        '<script src="/ui/app.js" defer>',
+    ]
     assert "<style" not in page and " style=" not in page
-    assert re.findall(r"<[^>]*\son[a-z]+\s*=", page, re.IGNORECASE) == []   # no inline event handler
+    assert re.findall(r"<[^>]*\son[a-z]+\s*=", page, re.IGNORECASE) == []  # no inline event handler
     script = (UI / "app.js").read_text()
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
         assert sink not in script
@@ -104,15 +107,16 @@ def test_the_stream_needs_a_key_and_says_what_the_caller_may_do(keyed):
 
 def test_the_stream_shows_models_upstreams_and_no_request_of_its_own(keyed):
     _, live = frames(keyed.get("/v1/internal/events", headers=ADMIN), 2)[1]
-    assert live["requests"] == []    # the stream is a request in flight too, but not one to show
+    assert live["requests"] == []  # the stream is a request in flight too, but not one to show
     assert [(model["name"], model["status"], model["started"]) for model in live["models"]] == [("smol", "failed", False)]
     assert live["upstreams"][0]["health"] != "ok" and live["upstreams"][0]["slots_busy"] == 0
     assert live["memory"] is None
 
 
 def test_a_refused_request_reaches_the_recent_errors_with_its_reason_as_plain_data(keyed):
-    keyed.post("/v1/chat/completions", json={"model": MARKUP, "messages": [{"role": "user", "content": "secret prompt"}]},
-               headers=PLAIN)
+    keyed.post(
+        "/v1/chat/completions", json={"model": MARKUP, "messages": [{"role": "user", "content": "secret prompt"}]}, headers=PLAIN
+    )
     keyed.get("/v1/models", headers={"Authorization": "Bearer wrong"})
     _, history = frames(keyed.get("/v1/internal/events", headers=ADMIN), 3)[2]
     newest, older = history["errors"][:2]
@@ -128,7 +132,7 @@ def test_the_stop_action_needs_the_admin_key_once_configured(keyed, tmp_path):
     missing = keyed.post("/v1/internal/requests/abc/stop", headers=ADMIN)
     assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "not_found"
     (tmp_path / "no-admin").mkdir()
-    without_admin = make_client(tmp_path / "no-admin", "--api-key", "plain-key")   # then any key may act
+    without_admin = make_client(tmp_path / "no-admin", "--api-key", "plain-key")  # then any key may act
     assert without_admin.post("/v1/internal/requests/abc/stop", headers=PLAIN).status_code == 404
 
 
@@ -139,12 +143,20 @@ def test_without_keys_configured_the_stream_is_open(tmp_path):
 
 def test_a_key_sees_only_its_own_requests_errors_models_and_no_addresses():
     team_a = Caller("team-a", KeyRecord("team-a", "digest", models=("a",)))
-    live = {"requests": [{"key": "team-a", "upstream": "http://127.0.0.1:1"}, {"key": "team-b", "upstream": "x"}],
-            "models": [{"name": "a"}, {"name": "b"}],
-            "upstreams": [{"model": "a", "url": "http://127.0.0.1:1", "cache_share": 0.5},
-                          {"model": "b", "url": "http://127.0.0.1:2", "cache_share": 0.1}]}
-    history = {"errors": [{"key": "team-b", "message": "known models: b"}], "cache_shares": {"http://127.0.0.1:1": 1},
-               "minute": {"keys": {"team-a": [1], "team-b": [2]}}, "hour": {"keys": {"team-b": [3]}}}
+    live = {
+        "requests": [{"key": "team-a", "upstream": "http://127.0.0.1:1"}, {"key": "team-b", "upstream": "x"}],
+        "models": [{"name": "a"}, {"name": "b"}],
+        "upstreams": [
+            {"model": "a", "url": "http://127.0.0.1:1", "cache_share": 0.5},
+            {"model": "b", "url": "http://127.0.0.1:2", "cache_share": 0.1},
+        ],
+    }
+    history = {
+        "errors": [{"key": "team-b", "message": "known models: b"}],
+        "cache_shares": {"http://127.0.0.1:1": 1},
+        "minute": {"keys": {"team-a": [1], "team-b": [2]}},
+        "hour": {"keys": {"team-b": [3]}},
+    }
     assert for_viewer(live, team_a, sees_all=True) is live
     shown_live = for_viewer(live, team_a, sees_all=False)
     assert shown_live["requests"] == [{"key": "team-a", "upstream": None}] and shown_live["models"] == [{"name": "a"}]
@@ -158,8 +170,17 @@ def test_a_key_sees_only_its_own_requests_errors_models_and_no_addresses():
 
 
 def closed_record(status=200, ttft=0.5, key="team", prompt=100, cached=40, completion=20) -> RequestRecord:
-    record = RequestRecord("/v1/chat/completions", Metrics(), model="smol", upstream="http://u:1", status=status,
-                           prompt_tokens=prompt, cached_tokens=cached, completion_tokens=completion, key_name=key)
+    record = RequestRecord(
+        "/v1/chat/completions",
+        Metrics(),
+        model="smol",
+        upstream="http://u:1",
+        status=status,
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        completion_tokens=completion,
+        key_name=key,
+    )
     record.first_token = record.started + ttft if ttft is not None else None
     return record
 
@@ -187,7 +208,7 @@ def test_the_sqlite_history_adds_up_and_survives_a_restart(tmp_path):
     def process():
         return h.History(SQLiteBuckets(SQLiteStore(tmp_path / "store.sqlite3", 3600, 1 << 20)))
 
-    first, second = process(), process()     # two workers on one file
+    first, second = process(), process()  # two workers on one file
     first.add(closed_record())
     second.add(closed_record(status=429, key="other"), "over the key's rpm")
     first.flush()
@@ -223,8 +244,9 @@ def test_the_redis_history_is_shared_by_instances(redis_server):
 def test_the_stop_action_ends_one_generating_request_and_refuses_one_still_queued(tmp_path):
     client = make_client(tmp_path, "--admin-key", "admin-secret")
     state = client.application.extensions["api_like_oai"]
-    generating, queued = (RequestRecord("/v1/chat/completions", Metrics(), live_requests=state.inflight.requests)
-                          for _ in range(2))
+    generating, queued = (
+        RequestRecord("/v1/chat/completions", Metrics(), live_requests=state.inflight.requests) for _ in range(2)
+    )
     with state.inflight.track(generating) as stop_event:
         answer = client.post(f"/v1/internal/requests/{generating.request_id}/stop", headers=ADMIN)
         assert answer.status_code == 200 and answer.get_json() == {"stopped": generating.request_id}
@@ -236,23 +258,34 @@ def test_the_stop_action_ends_one_generating_request_and_refuses_one_still_queue
 def test_the_memory_line_carries_each_devices_budget_and_use():
     from api_like_oai.dashboard.live import _memory
 
-    status = {"memory_budget_mib": 3000, "models": {"a": {"value": "loaded", "memory_mib": 500}},
-              "devices": {"gpu0": {"budget_mib": 1000, "used_mib": 404}, "cpu": {"budget_mib": 2000, "used_mib": 96}}}
-    assert _memory(status) == {"budget_mib": 3000, "used_mib": 500, "devices": [
-        {"device": "gpu0", "budget_mib": 1000, "used_mib": 404}, {"device": "cpu", "budget_mib": 2000, "used_mib": 96}]}
+    status = {
+        "memory_budget_mib": 3000,
+        "models": {"a": {"value": "loaded", "memory_mib": 500}},
+        "devices": {"gpu0": {"budget_mib": 1000, "used_mib": 404}, "cpu": {"budget_mib": 2000, "used_mib": 96}},
+    }
+    assert _memory(status) == {
+        "budget_mib": 3000,
+        "used_mib": 500,
+        "devices": [
+            {"device": "gpu0", "budget_mib": 1000, "used_mib": 404},
+            {"device": "cpu", "budget_mib": 2000, "used_mib": 96},
+        ],
+    }
 
 
 def test_a_requests_detail_shows_its_mcp_steps_while_it_runs_and_in_its_error():
     record = closed_record(status=502)
-    assert "mcp" not in record.live() and "mcp" not in h.error_entry(record, None, 0.0)   # none: nothing added
+    assert "mcp" not in record.live() and "mcp" not in h.error_entry(record, None, 0.0)  # none: nothing added
     listing = record.mcp_step("files", "tools/list", "tools/list")
     listing.ended = listing.started + 0.25
     failed = record.mcp_step("files", "fail", "tools/call")
     failed.ended, failed.error_type, failed.error = failed.started + 0.5, "mcp_tool_execution_error", "x" * 400
-    record.mcp_step("files", "slow", "tools/call")   # still running
+    record.mcp_step("files", "slow", "tools/call")  # still running
     steps = record.live()["mcp"]
-    assert steps[:2] == [{"server": "files", "tool": "tools/list", "seconds": 0.25, "running": False, "error": None},
-                         {"server": "files", "tool": "fail", "seconds": 0.5, "running": False, "error": "x" * 300}]
+    assert steps[:2] == [
+        {"server": "files", "tool": "tools/list", "seconds": 0.25, "running": False, "error": None},
+        {"server": "files", "tool": "fail", "seconds": 0.5, "running": False, "error": "x" * 300},
+    ]
     assert (steps[2]["tool"], steps[2]["running"], steps[2]["error"]) == ("slow", True, None)
     entry = h.error_entry(record, "the upstream failed", 0.0)
     assert [step["tool"] for step in entry["mcp"]] == ["tools/list", "fail", "slow"]

@@ -26,6 +26,7 @@ SESSIONS = (None, "alpha", "beta")
 
 # --- the pure router, driven through random health flips and overlapping choices -------------------
 
+
 class RouterUnderFlips(RuleBasedStateMachine):
     """Choices overlap as concurrent requests do (each holds its upstream until it finishes), health
     flips between any two of them, and the pool's reactions (learn the choice, forget a dead
@@ -68,6 +69,7 @@ TestRouterUnderFlips.settings = settings(max_examples=60, stateful_step_count=40
 
 
 # --- the pool, with servers that are up or down whatever the pool believes ------------------------
+
 
 class StubServer:
     """A llama.cpp server as the pool sees it: up, or refusing (at once, or at its first event, as a
@@ -113,19 +115,25 @@ def answer_of(pool: UpstreamPool, request: tuple[str, int, int | None]) -> str:
     return "".join(event.text for event in pool.generate(UpstreamRequest("/completion", {"stream": True}, affinity=affinity)))
 
 
-REQUESTS = st.lists(st.tuples(st.sampled_from(("generate", "tokenize")), st.integers(0, 2),
-                              st.one_of(st.none(), st.integers(1, 2))), min_size=1, max_size=12)
+REQUESTS = st.lists(
+    st.tuples(st.sampled_from(("generate", "tokenize")), st.integers(0, 2), st.one_of(st.none(), st.integers(1, 2))),
+    min_size=1,
+    max_size=12,
+)
 
 
 @settings(max_examples=80, deadline=None)
-@given(up=st.lists(st.booleans(), min_size=3, max_size=3).filter(any),
-       believed=st.lists(st.booleans(), min_size=3, max_size=3),
-       fails_late=st.lists(st.booleans(), min_size=3, max_size=3),
-       requests=REQUESTS, mode=st.sampled_from(("prefix", "least-busy")))
+@given(
+    up=st.lists(st.booleans(), min_size=3, max_size=3).filter(any),
+    believed=st.lists(st.booleans(), min_size=3, max_size=3),
+    fails_late=st.lists(st.booleans(), min_size=3, max_size=3),
+    requests=REQUESTS,
+    mode=st.sampled_from(("prefix", "least-busy")),
+)
 def test_with_one_server_up_every_request_is_answered_by_a_live_one(up, believed, fails_late, requests, mode):
     servers = [StubServer(url, *flags) for url, *flags in zip(URLS, up, fails_late, strict=True)]
     pool = UpstreamPool(servers, health_interval=3600, routing=RoutingPolicy(mode=mode))
-    pool.healthy = dict(zip(URLS, believed, strict=True))   # what the last health check said, maybe stale
+    pool.healthy = dict(zip(URLS, believed, strict=True))  # what the last health check said, maybe stale
     with ThreadPoolExecutor(8) as executor:
         answered = list(executor.map(lambda request: answer_of(pool, request), requests))
     live = {server.base_url for server in servers if server.up}
@@ -141,12 +149,12 @@ def test_a_dead_server_is_marked_down_and_forgotten_and_comes_back_with_its_heal
     affinity = Affinity(PROMPTS[0])
     first = "".join(event.text for event in pool.generate(UpstreamRequest("/completion", affinity=affinity)))
     holder = next(server for server in servers if server.base_url == first)
-    pool.router.learn(Affinity(PROMPTS[1]), first)   # another conversation it held
+    pool.router.learn(Affinity(PROMPTS[1]), first)  # another conversation it held
     holder.up = False
     moved = "".join(event.text for event in pool.generate(UpstreamRequest("/completion", affinity=affinity)))
     assert moved != first and pool.healthy[first] is False
-    assert set(pool.router.table.entries.values()) == {moved}   # the other conversation's route too
-    assert pool.candidates(affinity)[-1] is holder   # skipped until its health check passes
+    assert set(pool.router.table.entries.values()) == {moved}  # the other conversation's route too
+    assert pool.candidates(affinity)[-1] is holder  # skipped until its health check passes
     holder.up = True
     assert pool.check() == dict.fromkeys(URLS[:2], "ok") and pool.healthy[first] is True
 
@@ -154,8 +162,10 @@ def test_a_dead_server_is_marked_down_and_forgotten_and_comes_back_with_its_heal
 @pytest.mark.parametrize("fails_late", [False, True])
 def test_with_every_server_down_the_503_names_them_all(fails_late):
     pool = UpstreamPool([StubServer(url, False, fails_late) for url in URLS], health_interval=3600)
-    for call in (lambda: pool.generate(UpstreamRequest("/completion", affinity=Affinity(PROMPTS[0], "alpha"))),
-                 lambda: pool.tokenize("hi")):
+    for call in (
+        lambda: pool.generate(UpstreamRequest("/completion", affinity=Affinity(PROMPTS[0], "alpha"))),
+        lambda: pool.tokenize("hi"),
+    ):
         with pytest.raises(UpstreamUnavailable) as caught:
             call()
         assert all(url in caught.value.message for url in URLS) and caught.value.headers == {"Retry-After": "5"}

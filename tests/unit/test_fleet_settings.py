@@ -33,13 +33,16 @@ def test_the_secret_is_in_no_repr_of_the_settings(secret_file):
     assert "s3cret" not in repr(settings("--fleet", REDIS, "--fleet-secret-file", secret_file))
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--fleet", REDIS], "--fleet needs --fleet-secret-file"),
-    (["--fleet", "10.0.0.1:6379", "--fleet-secret-file", "x"], "--fleet takes a Redis URL"),
-    (["--advertise", "http://10.0.0.2:8081"], "need --fleet"),
-    (["--fleet", REDIS, "--fleet-secret-file", "/nonexistent/secret"], "cannot read --fleet-secret-file"),
-    (["--rpc-lend", "300"], "need --fleet"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--fleet", REDIS], "--fleet needs --fleet-secret-file"),
+        (["--fleet", "10.0.0.1:6379", "--fleet-secret-file", "x"], "--fleet takes a Redis URL"),
+        (["--advertise", "http://10.0.0.2:8081"], "need --fleet"),
+        (["--fleet", REDIS, "--fleet-secret-file", "/nonexistent/secret"], "cannot read --fleet-secret-file"),
+        (["--rpc-lend", "300"], "need --fleet"),
+    ],
+)
 def test_a_fleet_that_cannot_work_stops_start_up(argv, message):
     with pytest.raises(StartupError, match=message):
         settings(*argv)

@@ -17,10 +17,16 @@ from api_like_oai.gguf_header import FILE_TYPES, cached_header, read_header, sum
 def reference(path: str) -> dict:
     """What GGUFReader says of the same fields (the whole file parsed)."""
     reader = GGUFReader(path, "r")
-    fields = {key: field.contents() for key, field in reader.fields.items()   # GGUF.*: the reader's own, not metadata
-              if not key.startswith("GGUF.") and (wanted(key) or not isinstance(field.contents(), list))}
-    return {"fields": fields, "parameters": sum(int(tensor.n_elements) for tensor in reader.tensors),
-            "tensors": len(reader.tensors)}
+    fields = {
+        key: field.contents()
+        for key, field in reader.fields.items()  # GGUF.*: the reader's own, not metadata
+        if not key.startswith("GGUF.") and (wanted(key) or not isinstance(field.contents(), list))
+    }
+    return {
+        "fields": fields,
+        "parameters": sum(int(tensor.n_elements) for tensor in reader.tensors),
+        "tensors": len(reader.tensors),
+    }
 
 
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
@@ -65,8 +71,7 @@ def test_every_value_type_and_nested_arrays_are_skipped_or_read_as_gguf_reads_th
     header = read_header(path)
     assert header == reference(path)
     assert header["parameters"] == 29 and header["fields"]["llama.attention.head_count_kv"] == [2, 4, 2]
-    assert summary(header) == {"architecture": "llama", "context_length": 8192, "parameters": 29,
-                               "quantization": "Q4_K_M"}
+    assert summary(header) == {"architecture": "llama", "context_length": 8192, "parameters": 29, "quantization": "Q4_K_M"}
 
 
 def test_a_file_that_is_not_gguf_is_refused(tmp_path):
@@ -92,8 +97,8 @@ def test_a_header_is_read_once_per_path_size_and_modification_time(tmp_path, mon
 
     monkeypatch.setattr(gguf_header, "read_header", not_again)
     assert cached_header(model, cache) == first
-    os.symlink(model, tmp_path / "link.gguf")   # the same file by another name: the same entry
+    os.symlink(model, tmp_path / "link.gguf")  # the same file by another name: the same entry
     assert cached_header(str(tmp_path / "link.gguf"), cache) == first
-    os.utime(model, ns=(1, 1))                  # replaced in place: read again
+    os.utime(model, ns=(1, 1))  # replaced in place: read again
     with pytest.raises(AssertionError, match="read again"):
         cached_header(model, cache)

@@ -19,10 +19,10 @@ class ScriptedServer:
 
     def __init__(self, answers: list[list[bytes]], close_after: int | None = None, gap: float = 0.002):
         self.answers = answers
-        self.gap = gap                  # seconds between pieces (separate TCP segments)
+        self.gap = gap  # seconds between pieces (separate TCP segments)
         self.close_after = close_after  # close each connection after this many answers
         self.connections = 0
-        self.heads: list[bytes] = []    # each request's head, as received
+        self.heads: list[bytes] = []  # each request's head, as received
         self.listener = socket.create_server(("127.0.0.1", 0))
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -48,8 +48,7 @@ class ScriptedServer:
                         return
                     head += line
                 self.heads.append(head)
-                length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
-                               if h.lower().startswith(b"content-length")), 0)
+                length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")), 0)
                 reader.read(length)
                 for piece in self.answers.pop(0):
                     client.sendall(piece)
@@ -85,7 +84,7 @@ def test_events_split_and_joined_anywhere_in_the_stream():
 
 
 def test_a_connection_is_reused_and_a_stale_one_retried_once():
-    answer = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"status\":\"ok\"}"]
+    answer = [b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"status":"ok"}']
     server = ScriptedServer([answer, answer, answer], close_after=2)
     client = LlamaCppClient(server.url)
     assert client.health() == client.health() == {"status": "ok"}
@@ -96,7 +95,7 @@ def test_a_connection_is_reused_and_a_stale_one_retried_once():
 
 
 def test_a_started_llama_servers_key_is_in_every_request_and_otherwise_none():
-    answer = [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{\"status\":\"ok\"}"]
+    answer = [b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"status":"ok"}']
     server = ScriptedServer([answer, answer])
     LlamaCppClient(server.url, api_key="child-secret").health()
     LlamaCppClient(server.url).health()
@@ -135,16 +134,27 @@ def _counted(content: str, predicted: int) -> bytes:
 
 
 def _with_probabilities(content: str) -> bytes:
-    body = {"content": content, "stop": False, "tokens_predicted": 5,
-            "completion_probabilities": [{"token": content, "logprob": -0.5, "top_logprobs": []}]}
+    body = {
+        "content": content,
+        "stop": False,
+        "tokens_predicted": 5,
+        "completion_probabilities": [{"token": content, "logprob": -0.5, "top_logprobs": []}],
+    }
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
 def test_a_fold_takes_the_tokens_received_together_as_one_event_with_the_last_counts():
     """batched (what a non-streamed answer reads): the same text, counts and finish, in fewer events;
     progress, logprobs and the final event stay events of their own, in order."""
-    body = chunked(_progress_event(2), _progress_event(4), _counted(" a", 1), _counted(" b", 2),
-                   _with_probabilities(" c"), _counted(" d", 6), event("", stop=True))
+    body = chunked(
+        _progress_event(2),
+        _progress_event(4),
+        _counted(" a", 1),
+        _counted(" b", 2),
+        _with_probabilities(" c"),
+        _counted(" d", 6),
+        event("", stop=True),
+    )
     server = ScriptedServer([[HEAD + body], [HEAD + body]])
     client = LlamaCppClient(server.url)
     one_by_one = list(client.generate("/completion", {"prompt": "x", "stream": True}))
@@ -154,7 +164,7 @@ def test_a_fold_takes_the_tokens_received_together_as_one_event_with_the_last_co
     assert kinds == ["PromptProgress", "PromptProgress"] + ["GenerationEvent"] * 4
     texts = [e.text for e in batched[2:]]
     assert texts == [" a b", " c", " d", ""] and "".join(texts) == "".join(e.text for e in one_by_one[2:])
-    assert batched[2].completion_tokens == 2 and batched[2].prompt_tokens == 4   # the last of the run's counts
+    assert batched[2].completion_tokens == 2 and batched[2].prompt_tokens == 4  # the last of the run's counts
     assert batched[3].logprobs and batched[3].logprobs[0].token == " c"
     assert batched[-1].finish_reason == "stop"
 
@@ -164,7 +174,7 @@ def test_a_batched_read_waits_for_tokens_that_come_one_at_a_time():
     pieces = [HEAD] + [b"%x\r\n%s\r\n" % (len(e), e) for e in (_counted(" a", 1), _counted(" b", 2))]
     last = event("", stop=True)
     pieces += [b"%x\r\n%s\r\n0\r\n\r\n" % (len(last), last)]
-    server = ScriptedServer([pieces], gap=0.2)   # each piece its own TCP segment, far apart
+    server = ScriptedServer([pieces], gap=0.2)  # each piece its own TCP segment, far apart
     events = list(LlamaCppClient(server.url).generate("/completion", {"prompt": "x", "stream": True}, batched=True))
     assert [e.text for e in events] == [" a", " b", ""] and events[-1].finish_reason == "stop"
 

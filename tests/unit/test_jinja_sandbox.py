@@ -37,9 +37,11 @@ def test_raise_exception_becomes_the_message_of_a_400():
 
 
 def test_hf_helpers_and_settings():
-    template = ("{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}\n"
-                "  {{ m | tojson }}|{{ strftime_now('%Y') | length }}\n"
-                "{% endfor %}")
+    template = (
+        "{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}\n"
+        "  {{ m | tojson }}|{{ strftime_now('%Y') | length }}\n"
+        "{% endfor %}"
+    )
     text = JinjaFormatter(template).render([{"role": "user", "content": "é<b>"}, HI[0]]).text
     # lstrip_blocks/trim_blocks remove the indentation and newlines around tags; tojson keeps UTF-8
     # and does not HTML-escape (Jinja's own tojson would write \u003cb\u003e).
@@ -72,7 +74,9 @@ def test_hf_generation_tag_renders_its_body():
     """LFM2.5's and Laguna's templates mark assistant turns with {% generation %} for training masks."""
     from api_like_oai.prompts import JinjaFormatter
 
-    source = ("{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}A: {{ m.content }}"
-              "{% endgeneration %}{% else %}U: {{ m.content }}{% endif %}\n{% endfor %}")
+    source = (
+        "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}A: {{ m.content }}"
+        "{% endgeneration %}{% else %}U: {{ m.content }}{% endif %}\n{% endfor %}"
+    )
     messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
     assert JinjaFormatter(source).render(messages, add_generation_prompt=False).text == "U: HiA: Hello"

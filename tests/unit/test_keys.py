@@ -19,7 +19,7 @@ from api_like_oai.access.usage import UsageEntry, as_csv, summed
 
 from .test_store import backend, make_store  # noqa: F401 - the store fixture of each backend
 
-NOON = datetime(2026, 12, 1, 12, 20, tzinfo=UTC).timestamp()   # far from a day's edge
+NOON = datetime(2026, 12, 1, 12, 20, tzinfo=UTC).timestamp()  # far from a day's edge
 
 
 def record(**given) -> KeyRecord:
@@ -27,6 +27,7 @@ def record(**given) -> KeyRecord:
 
 
 # --- keys ---------------------------------------------------------------------------------------
+
 
 def test_a_key_matches_only_a_whole_configured_key():
     assert matching("key-one", ("key-two", "key-one"))
@@ -72,6 +73,7 @@ def test_changes_refuse_negative_limits_and_bad_durations():
 
 # --- limits -------------------------------------------------------------------------------------
 
+
 def test_requests_per_minute_refuse_the_request_past_the_limit_until_the_oldest_leaves_the_window():
     assert decide(record(rpm=3), Counts(requests=2, oldest_request_at=NOON - 50), NOON).allowed
     refused = decide(record(rpm=3), Counts(requests=3, oldest_request_at=NOON - 50), NOON)
@@ -82,7 +84,7 @@ def test_requests_per_minute_refuse_the_request_past_the_limit_until_the_oldest_
 def test_token_limits_need_room_for_max_tokens_before_the_request_runs():
     assert decide(record(tpm=100), Counts(tokens=40, oldest_tokens_at=NOON - 1), NOON, max_tokens=60).allowed
     assert decide(record(tpm=100), Counts(tokens=41, oldest_tokens_at=NOON - 1), NOON, max_tokens=60).refused_by == "tpm"
-    assert decide(record(tpm=100), Counts(tokens=100), NOON).refused_by == "tpm"   # nothing left at all
+    assert decide(record(tpm=100), Counts(tokens=100), NOON).refused_by == "tpm"  # nothing left at all
     day = decide(record(tokens_per_day=1000), Counts(tokens_today=990), NOON, max_tokens=20)
     assert day.refused_by == "tokens_per_day" and day.retry_after == limits.seconds_to_midnight(NOON)
 
@@ -98,11 +100,17 @@ def test_requests_in_flight_are_checked_first():
 
 
 def test_the_headers_say_what_is_left_in_each_apis_words():
-    decision = decide(record(rpm=10, tpm=1000), Counts(requests=3, tokens=250, oldest_request_at=NOON - 30,
-                                                       oldest_tokens_at=NOON - 59.5), NOON)
+    decision = decide(
+        record(rpm=10, tpm=1000), Counts(requests=3, tokens=250, oldest_request_at=NOON - 30, oldest_tokens_at=NOON - 59.5), NOON
+    )
     assert openai_headers(decision) == {
-        "x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "6", "x-ratelimit-reset-requests": "30s",
-        "x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "750", "x-ratelimit-reset-tokens": "500ms"}
+        "x-ratelimit-limit-requests": "10",
+        "x-ratelimit-remaining-requests": "6",
+        "x-ratelimit-reset-requests": "30s",
+        "x-ratelimit-limit-tokens": "1000",
+        "x-ratelimit-remaining-tokens": "750",
+        "x-ratelimit-reset-tokens": "500ms",
+    }
     assert limits.anthropic_headers(decision)["anthropic-ratelimit-requests-remaining"] == "6"
     assert limits.anthropic_headers(decision)["anthropic-ratelimit-requests-reset"] == "2026-12-01T12:20:30Z"
     assert openai_headers(decide(record(), Counts(), NOON)) == {}
@@ -111,11 +119,11 @@ def test_the_headers_say_what_is_left_in_each_apis_words():
 def test_audio_seconds_per_day_refuse_only_a_request_with_audio_past_the_limit_in_milliseconds():
     limited = record(audio_seconds_per_day=60)
     assert limits.audio_ms(1.0001) == 1001 and limits.audio_ms(None) == 0 and limits.audio_ms(0.0) == 0
-    assert decide(limited, Counts(audio_ms_today=59_000), NOON, audio=1000).allowed            # exactly 60 s
+    assert decide(limited, Counts(audio_ms_today=59_000), NOON, audio=1000).allowed  # exactly 60 s
     refused = decide(limited, Counts(audio_ms_today=59_000), NOON, audio=1001)
     assert refused.refused_by == "audio_seconds_per_day" and refused.retry_after == limits.seconds_to_midnight(NOON)
     assert "seconds of audio per day (audio_seconds_per_day) limit 60" in refused.message()
-    assert decide(limited, Counts(audio_ms_today=90_000), NOON).allowed   # a request without audio runs
+    assert decide(limited, Counts(audio_ms_today=90_000), NOON).allowed  # a request without audio runs
     assert decide(record(), Counts(audio_ms_today=90_000), NOON, audio=5000).allowed
 
 
@@ -125,6 +133,7 @@ def test_reset_durations_read_as_openais():
 
 
 # --- usage --------------------------------------------------------------------------------------
+
 
 def entry(key="team", model="smol", prompt=10, completion=5, day="2026-12-01") -> UsageEntry:
     return UsageEntry(day, key, model, "/v1/chat/completions", 1, prompt, 0, completion, 0, 0.5)
@@ -139,6 +148,7 @@ def test_usage_sums_by_the_groups_asked_for():
 
 
 # --- the key book on each store ---------------------------------------------------------------
+
 
 @pytest.fixture
 def book(backend):  # noqa: F811
@@ -184,7 +194,7 @@ def test_a_burst_across_instances_gets_exactly_the_requests_per_minute(backend):
 
 
 def test_places_in_flight_are_freed_when_the_request_finishes(book):
-    limited, now = record(max_parallel=1), time.time()   # Redis expires keys by its own clock
+    limited, now = record(max_parallel=1), time.time()  # Redis expires keys by its own clock
     assert book.admit(limited, "first", now, None).allowed
     assert book.admit(limited, "second", now, None).refused_by == "max_parallel"
     book.finish(limited, "first", now + 1, entry())
@@ -197,7 +207,7 @@ def test_tokens_finished_count_against_the_minute_and_the_day_and_leave_the_wind
     book.finish(limited, "one", now, entry(prompt=12, completion=6))
     refused = book.admit(limited, "two", now + 1, 5)
     assert refused.refused_by == "tpm" and refused.counts.tokens == 18 and refused.counts.tokens_today == 18
-    assert book.admit(limited, "three", now + 61, 5).allowed   # the minute's tokens left the window
+    assert book.admit(limited, "three", now + 61, 5).allowed  # the minute's tokens left the window
 
 
 def test_usage_adds_up_per_key_model_api_and_day(book):
@@ -207,7 +217,9 @@ def test_usage_adds_up_per_key_model_api_and_day(book):
     book.finish(limited, None, now, entry(model="other", prompt=1, completion=2, day=day_of(now)))
     rows = book.usage(day_of(now))
     assert [(row.model, row.requests, row.prompt_tokens, row.completion_tokens, row.seconds) for row in rows] == [
-        ("other", 1, 1, 2, 0.5), ("smol", 3, 30, 15, 1.5)]
+        ("other", 1, 1, 2, 0.5),
+        ("smol", 3, 30, 15, 1.5),
+    ]
     assert book.usage("2999-01-01") == []
 
 
@@ -216,29 +228,29 @@ def test_audio_seconds_are_counted_at_admission_against_the_day_and_in_the_usage
     assert book.admit(limited, "clip-1", now, None, limits.audio_ms(6.5)).allowed
     refused = book.admit(limited, "clip-2", now, None, limits.audio_ms(4.0))
     assert refused.refused_by == "audio_seconds_per_day" and refused.counts.audio_ms_today == 6500
-    assert book.admit(limited, "text", now, None).allowed               # no audio: not that limit's
-    assert book.admit(limited, "clip-3", now, None, 3500).allowed       # 10 s exactly
+    assert book.admit(limited, "text", now, None).allowed  # no audio: not that limit's
+    assert book.admit(limited, "clip-3", now, None, 3500).allowed  # 10 s exactly
     book.finish(limited, "clip-1", now, replace(entry(day=day_of(now)), audio_seconds=6.5))
     book.finish(limited, "clip-3", now, replace(entry(day=day_of(now)), audio_seconds=3.5))
     assert [(row.requests, row.audio_seconds) for row in book.usage(day_of(now))] == [(2, 10.0)]
-    unlimited = replace(record(rpm=100), name="free")   # counted in its usage, not in a day's counter it has no limit for
+    unlimited = replace(record(rpm=100), name="free")  # counted in its usage, not in a day's counter it has no limit for
     assert book.admit(unlimited, "u1", now, None, 5000).allowed
     assert book.admit(unlimited, "u2", now, None, 5000).counts.audio_ms_today == 0
 
 
 def test_running_requests_hold_their_tokens_until_llamacpp_reports_them(book):
     limited, now = record(tpm=100), time.time()
-    assert book.admit(limited, "a", now, 40).allowed                  # max_tokens reserved at admission
+    assert book.admit(limited, "a", now, 40).allowed  # max_tokens reserved at admission
     assert book.admit(limited, "b", now, 40).allowed
     refused = book.admit(limited, "c", now, 40)
     assert refused.refused_by == "tpm" and refused.counts.reserved == 80 and refused.counts.tokens == 0
-    assert book.reserve(limited, "a", now, 15).allowed               # a's rendered prompt: 95 taken
-    assert book.reserve(limited, "b", now, 10).refused_by == "tpm"   # 105 would not fit
+    assert book.reserve(limited, "a", now, 15).allowed  # a's rendered prompt: 95 taken
+    assert book.reserve(limited, "b", now, 10).refused_by == "tpm"  # 105 would not fit
     book.checkpoint(limited, "a", now + 1, entry(prompt=15, completion=20, day=day_of(now)))
-    counts = book.admit(limited, "d", now + 1, 10).counts            # refused: 35 used + 60 held + 10
+    counts = book.admit(limited, "d", now + 1, 10).counts  # refused: 35 used + 60 held + 10
     assert (counts.tokens, counts.reserved) == (35, 60)
     book.finish(limited, "a", now + 2, entry(prompt=0, completion=5, day=day_of(now)))
-    admitted = book.admit(limited, "e", now + 2, 20)                 # a's rest of its reservation is freed
+    admitted = book.admit(limited, "e", now + 2, 20)  # a's rest of its reservation is freed
     assert admitted.allowed and (admitted.counts.tokens, admitted.counts.reserved) == (40, 40)
     assert [(row.requests, row.prompt_tokens, row.completion_tokens) for row in book.usage(day_of(now))] == [(2, 15, 25)]
 
@@ -247,7 +259,7 @@ def test_a_request_whose_worker_was_killed_keeps_its_written_tokens_and_its_rese
     limited, now = record(tpm=1000, tokens_per_day=5000), time.time()
     assert book.admit(limited, "killed", now, 300).allowed
     book.checkpoint(limited, "killed", now + 1, entry(prompt=50, completion=100, day=day_of(now)))
-    held = book.admit(limited, "next", now + 2, 1).counts             # nobody finishes "killed"
+    held = book.admit(limited, "next", now + 2, 1).counts  # nobody finishes "killed"
     assert (held.tokens, held.reserved, held.tokens_today, held.in_flight) == (150, 150, 150, 1)
     later = book.admit(limited, "much-later", now + 2 + LEASE_SECONDS, 1).counts
     # The day keeps what was written (unless "much later" is already tomorrow: the test ran near midnight UTC).
@@ -258,16 +270,17 @@ def test_a_request_whose_worker_was_killed_keeps_its_written_tokens_and_its_rese
 def test_checkpoints_replace_only_what_they_report_so_another_worker_sees_the_whole_reservation_held(backend):  # noqa: F811
     running, restarted = open_book(make_store(*backend)), open_book(make_store(*backend))
     limited, now = record(tpm=10_000), time.time()
-    assert running.admit(limited, "streaming", now, 2000).allowed   # max_tokens, then its prompt's bound
+    assert running.admit(limited, "streaming", now, 2000).allowed  # max_tokens, then its prompt's bound
     assert running.reserve(limited, "streaming", now, 40).allowed
     for second, completion in enumerate((1, 45, 50, 48), start=1):  # the first write has its prompt's 3
-        running.checkpoint(limited, "streaming", now + second, entry(prompt=3 if second == 1 else 0,
-                                                                     completion=completion, day=day_of(now)))
-    held = restarted.admit(limited, "after", now + 5, 8).counts    # its worker killed: nobody finishes it
+        running.checkpoint(
+            limited, "streaming", now + second, entry(prompt=3 if second == 1 else 0, completion=completion, day=day_of(now))
+        )
+    held = restarted.admit(limited, "after", now + 5, 8).counts  # its worker killed: nobody finishes it
     assert (held.tokens, held.reserved, held.tokens_taken) == (147, 2040 - 147, 2040)
     running.finish(limited, "streaming", now + 6, entry(prompt=0, completion=2, day=day_of(now)))
-    freed = restarted.admit(limited, "later", now + 6, 8).counts   # a request that ended (its client left)
-    assert (freed.tokens, freed.reserved) == (149, 8)              # frees the rest; "after" still holds its 8
+    freed = restarted.admit(limited, "later", now + 6, 8).counts  # a request that ended (its client left)
+    assert (freed.tokens, freed.reserved) == (149, 8)  # frees the rest; "after" still holds its 8
 
 
 def test_a_ticket_writes_llamacpps_counts_as_they_arrive_and_the_rest_when_the_request_ends(book, monkeypatch):
@@ -276,10 +289,17 @@ def test_a_ticket_writes_llamacpps_counts_as_they_arrive_and_the_rest_when_the_r
     from api_like_oai.access import gate
     from api_like_oai.backends.events import GenerationEvent
 
-    monkeypatch.setattr(gate, "CHECKPOINT_SECONDS", 0.0)   # every report written at once
+    monkeypatch.setattr(gate, "CHECKPOINT_SECONDS", 0.0)  # every report written at once
     limited = book.by_name(manage.create_key(book, "team", manage.KeyChanges(tpm=10_000))[1].name)
-    answer = SimpleNamespace(model="smol", endpoint="/v1/chat/completions", started=time.perf_counter(), status=200,
-                             prompt_tokens=0, cached_tokens=0, completion_tokens=0)
+    answer = SimpleNamespace(
+        model="smol",
+        endpoint="/v1/chat/completions",
+        started=time.perf_counter(),
+        status=200,
+        prompt_tokens=0,
+        cached_tokens=0,
+        completion_tokens=0,
+    )
     ticket = gate.Ticket(Caller("team", limited), gate.Gate(("k",), book=book), record=answer)
     ticket.admit(max_tokens=50)
     observe = ticket.observer()
@@ -287,12 +307,13 @@ def test_a_ticket_writes_llamacpps_counts_as_they_arrive_and_the_rest_when_the_r
         observe(GenerationEvent(text="x", prompt_tokens=12, completion_tokens=completion, cached_tokens=4))
     rows = book.usage(day_of(time.time()))
     assert [(row.requests, row.prompt_tokens, row.cached_tokens, row.completion_tokens) for row in rows] == [(1, 12, 4, 3)]
-    answer.prompt_tokens, answer.cached_tokens, answer.completion_tokens = 12, 4, 9   # the answer's usage
+    answer.prompt_tokens, answer.cached_tokens, answer.completion_tokens = 12, 4, 9  # the answer's usage
     ticket.finish(answer)
     rows = book.usage(day_of(time.time()))
     assert [(row.requests, row.prompt_tokens, row.cached_tokens, row.completion_tokens, row.errors) for row in rows] == [
-        (1, 12, 4, 9, 0)]
-    assert book.admit(limited, "after", time.time(), 1).counts.tokens_taken == 21   # used; nothing held
+        (1, 12, 4, 9, 0)
+    ]
+    assert book.admit(limited, "after", time.time(), 1).counts.tokens_taken == 21  # used; nothing held
 
 
 def test_a_prompt_that_does_not_fit_what_is_left_is_refused_before_generation_and_counted_upstream_only_then(book):
@@ -308,12 +329,12 @@ def test_a_prompt_that_does_not_fit_what_is_left_is_refused_before_generation_an
         return admitted
 
     first = ticket()
-    first.before_generation(40, lambda: counted.append("first") or 10)   # 30 + 40 bytes fit: no count
-    second = ticket()                                                    # 70 held, and 30 for the second
+    first.before_generation(40, lambda: counted.append("first") or 10)  # 30 + 40 bytes fit: no count
+    second = ticket()  # 70 held, and 30 for the second
     second.before_generation(60, lambda: counted.append("second") or 20)  # 160 would not fit: 20 tokens do
     assert counted == ["second"] and (first.reserved, second.reserved) == (70, 50)
     with pytest.raises(RateLimited) as refused:
-        ticket()                                                         # 120 held + 30 would pass 140
+        ticket()  # 120 held + 30 would pass 140
     assert refused.value.status == 429 and int(refused.value.headers["Retry-After"]) >= 1
 
 
@@ -335,7 +356,7 @@ def test_an_older_sqlite_file_gets_the_audio_columns_and_keeps_its_rows(tmp_path
     from api_like_oai.access.sqlite import SQLiteKeyBook
 
     path = tmp_path / "old.sqlite"
-    old = sqlite3.connect(path)   # the tables as a proxy before audio seconds made them
+    old = sqlite3.connect(path)  # the tables as a proxy before audio seconds made them
     old.executescript("""
         CREATE TABLE access_days (key_name TEXT NOT NULL, day TEXT NOT NULL, tokens INTEGER NOT NULL,
             PRIMARY KEY (key_name, day)) WITHOUT ROWID;
@@ -345,8 +366,7 @@ def test_an_older_sqlite_file_gets_the_audio_columns_and_keeps_its_rows(tmp_path
             PRIMARY KEY (day, key_name, model, api)) WITHOUT ROWID;""")
     today = day_of(time.time())
     old.execute("INSERT INTO access_days VALUES ('team', ?, 30)", (today,))
-    old.execute("INSERT INTO access_usage VALUES (?, 'team', 'smol', '/v1/chat/completions', 2, 20, 0, 10, 0, 1.5)",
-                (today,))
+    old.execute("INSERT INTO access_usage VALUES (?, 'team', 'smol', '/v1/chat/completions', 2, 20, 0, 10, 0, 1.5)", (today,))
     old.commit()
     old.close()
     book = open_book(make_store("sqlite", str(path)))
@@ -361,12 +381,13 @@ def test_an_older_sqlite_file_gets_the_audio_columns_and_keeps_its_rows(tmp_path
 
 # --- priority at the upstream's door ------------------------------------------------------------
 
+
 def test_waiting_generations_get_a_free_slot_highest_priority_first_and_in_arrival_order_within_one():
     from api_like_oai.access.priority import SlotQueue
 
     waiting_now: dict[str, int] = {}
     queue = SlotQueue(on_wait=lambda priority, delta: waiting_now.update({priority: waiting_now.get(priority, 0) + delta}))
-    running = queue.take(1, "low")             # the one slot, taken
+    running = queue.take(1, "low")  # the one slot, taken
     served: list[str] = []
 
     def ask(name: str, priority: str) -> None:
@@ -378,7 +399,7 @@ def test_waiting_generations_get_a_free_slot_highest_priority_first_and_in_arriv
     for name, priority in (("low-1", "low"), ("normal-1", "normal"), ("low-2", "low"), ("high-1", "high")):
         threads.append(threading.Thread(target=ask, args=(name, priority)))
         threads[-1].start()
-        while queue.waiting < len(threads):     # each waits before the next comes: a known arrival order
+        while queue.waiting < len(threads):  # each waits before the next comes: a known arrival order
             time.sleep(0.001)
     assert waiting_now == {"low": 2, "normal": 1, "high": 1}
     running.release()
@@ -392,12 +413,12 @@ def test_a_slot_is_taken_at_once_under_the_count_when_it_is_not_known_and_before
     from api_like_oai.access.priority import SlotQueue
 
     queue = SlotQueue()
-    places = [queue.take(4) for _ in range(6)]               # normal requests only: llama-server's order
+    places = [queue.take(4) for _ in range(6)]  # normal requests only: llama-server's order
     places += [queue.take(None, "low") for _ in range(5)] + [queue.take(12, "low")]
     assert queue.running == 12 and queue.waiting == 0 and queue.ordering
     for place in places:
         place.release()
-        place.release()                         # twice: the place is given back once
+        place.release()  # twice: the place is given back once
     assert queue.running == 0
 
 

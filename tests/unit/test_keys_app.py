@@ -26,10 +26,20 @@ def make_client(tmp_path):
     """Clients of apps sharing one config and one SQLite store (several instances of one deployment)."""
     config = tmp_path / "config.yaml"
     down = f"http://127.0.0.1:{free_port()}"
-    config.write_text(f"models:\n  smol:\n    upstreams: [{down}]\n    chat_prompt_model: chatml\n"
-                      f"    aliases: [smol-alias]\n  other:\n    upstreams: [{down}]\n    chat_prompt_model: chatml\n")
-    argv = ["--config", str(config), "--admin-key", "admin-secret", "--api-key", "plain-key",
-            "--store", f"sqlite:///{tmp_path}/store.sqlite3"]
+    config.write_text(
+        f"models:\n  smol:\n    upstreams: [{down}]\n    chat_prompt_model: chatml\n"
+        f"    aliases: [smol-alias]\n  other:\n    upstreams: [{down}]\n    chat_prompt_model: chatml\n"
+    )
+    argv = [
+        "--config",
+        str(config),
+        "--admin-key",
+        "admin-secret",
+        "--api-key",
+        "plain-key",
+        "--store",
+        f"sqlite:///{tmp_path}/store.sqlite3",
+    ]
     return lambda *flags: create_app(parse_settings([*argv, *flags])).test_client()
 
 
@@ -52,8 +62,12 @@ def bearer(key: dict) -> dict:
 def test_admin_routes_refuse_a_plain_key_with_a_403_in_openai_shape(client, headers):
     response = client.get("/v1/internal/keys", headers=headers)
     assert response.status_code == 403
-    assert response.get_json()["error"] == {"message": "this route needs an admin key (--admin-key)",
-                                            "type": "permission_error", "param": None, "code": "permission_denied"}
+    assert response.get_json()["error"] == {
+        "message": "this route needs an admin key (--admin-key)",
+        "type": "permission_error",
+        "param": None,
+        "code": "permission_denied",
+    }
     assert client.get("/v1/internal/keys").status_code == 401
 
 
@@ -110,7 +124,7 @@ def test_a_model_outside_the_key_is_a_404_as_if_it_did_not_exist(client):
     assert anthropic.status_code == 404
     assert anthropic.get_json()["type"] == "error" and anthropic.get_json()["error"]["type"] == "not_found_error"
     allowed = client.post("/v1/chat/completions", json={**CHAT, "model": "smol-alias"}, headers=bearer(key))
-    assert allowed.status_code == 503   # admitted; only then the (down) upstream is tried
+    assert allowed.status_code == 503  # admitted; only then the (down) upstream is tried
 
 
 def test_over_the_requests_per_minute_a_429_says_which_limit_and_when(client):
@@ -130,22 +144,23 @@ def test_over_the_requests_per_minute_a_429_says_which_limit_and_when(client):
 
 def test_a_max_tokens_beyond_what_is_left_is_refused_before_generation(client):
     key = new_key(client, tpm=100)
-    refused = client.post("/v1/chat/completions", json={**CHAT, "model": "smol", "max_tokens": 100},
-                          headers=bearer(key))
-    assert refused.status_code == 503   # 100 fits a fresh minute: admitted, then the upstream is down
+    refused = client.post("/v1/chat/completions", json={**CHAT, "model": "smol", "max_tokens": 100}, headers=bearer(key))
+    assert refused.status_code == 503  # 100 fits a fresh minute: admitted, then the upstream is down
     assert refused.headers["x-ratelimit-remaining-tokens"] == "100"
 
 
 def test_usage_is_read_by_an_admin_for_all_and_by_a_key_for_itself(client):
     key = new_key(client)
     other = client.post("/v1/internal/keys", json={"name": "ops"}, headers=ADMIN).get_json()
-    client.get("/v1/models", headers=bearer(key))   # no model asked for: not usage
+    client.get("/v1/models", headers=bearer(key))  # no model asked for: not usage
     client.post("/v1/chat/completions", json={**CHAT, "model": "other"}, headers=bearer(other))
     for model in ("smol", "smol", "other"):
         client.post("/v1/chat/completions", json={**CHAT, "model": model}, headers=bearer(key))
     mine = client.get("/v1/internal/usage?by=key,model", headers=bearer(key)).get_json()["data"]
     assert [(row["key"], row["model"], row["requests"], row["errors"]) for row in mine] == [
-        ("team", "other", 1, 1), ("team", "smol", 2, 2)]   # the upstream is down: each an error
+        ("team", "other", 1, 1),
+        ("team", "smol", 2, 2),
+    ]  # the upstream is down: each an error
     everyone = client.get("/v1/internal/usage?by=key", headers=ADMIN).get_json()["data"]
     assert [(row["key"], row["requests"]) for row in everyone] == [("ops", 1), ("team", 3)]
     assert client.get("/v1/internal/usage", headers=PLAIN).status_code == 403
@@ -157,16 +172,17 @@ def test_usage_reads_in_openais_usage_api_shape(client):
     for model in ("smol", "smol", "other"):
         client.post("/v1/chat/completions", json={**CHAT, "model": model}, headers=bearer(key))
     today = int(time.time()) // 86400 * 86400
-    page = client.get(f"/v1/organization/usage/completions?start_time={today - 86400}&group_by=model",
-                      headers=bearer(key)).get_json()
+    page = client.get(
+        f"/v1/organization/usage/completions?start_time={today - 86400}&group_by=model", headers=bearer(key)
+    ).get_json()
     assert page["object"] == "page" and [bucket["start_time"] for bucket in page["data"]] == [today - 86400, today]
     assert page["data"][0]["results"] == []
     results = page["data"][1]["results"]
-    assert [(r["model"], r["num_model_requests"], r["api_key_id"]) for r in results] == [("other", 1, None),
-                                                                                          ("smol", 2, None)]
+    assert [(r["model"], r["num_model_requests"], r["api_key_id"]) for r in results] == [("other", 1, None), ("smol", 2, None)]
     assert results[0]["object"] == "organization.usage.completions.result"
-    by_key = client.get(f"/v1/organization/usage/completions?start_time={today}&group_by=api_key_id",
-                        headers=ADMIN).get_json()["data"][0]["results"]
+    by_key = client.get(f"/v1/organization/usage/completions?start_time={today}&group_by=api_key_id", headers=ADMIN).get_json()[
+        "data"
+    ][0]["results"]
     assert [(r["api_key_id"], r["num_model_requests"]) for r in by_key] == [("team", 3)]
     bad = client.get("/v1/organization/usage/completions?start_time=0&bucket_width=1h", headers=ADMIN)
     assert bad.status_code == 400 and bad.get_json()["error"]["param"] == "bucket_width"
@@ -175,6 +191,7 @@ def test_usage_reads_in_openais_usage_api_shape(client):
 @pytest.fixture
 def failing_store(monkeypatch):
     """Make the key book of `client` fail as an unreachable store does."""
+
     def fail(client) -> None:
         book = state(client.application).gate.book
 
@@ -192,14 +209,13 @@ def test_with_the_store_down_a_limited_key_is_refused_by_default(client, failing
     failing_store(client)
     refused = client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))
     assert refused.status_code == 503 and refused.get_json()["error"]["code"] == "store_unavailable"
-    assert client.get("/v1/models", headers=PLAIN).status_code == 200   # keys from the config still work
+    assert client.get("/v1/models", headers=PLAIN).status_code == 200  # keys from the config still work
 
 
-def test_with_limits_open_on_store_errors_a_known_key_runs_unchecked_and_metrics_say_so(make_client, failing_store,
-                                                                                         caplog):
+def test_with_limits_open_on_store_errors_a_known_key_runs_unchecked_and_metrics_say_so(make_client, failing_store, caplog):
     client = make_client("--limits-on-store-error", "open", "--metrics-per-key")
     key = new_key(client, rpm=100)
-    client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))   # read while up
+    client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))  # read while up
     failing_store(client)
     let_run = client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))
     assert let_run.status_code == 503 and let_run.get_json()["error"]["code"] == "upstream_unavailable"
@@ -215,7 +231,7 @@ def test_refusals_are_counted_by_limit(client):
         client.post("/v1/chat/completions", json={**CHAT, "model": "smol"}, headers=bearer(key))
     metrics = client.get("/metrics", headers=ADMIN).text
     assert 'api_like_oai_limit_refusals_total{limit="rpm"} 2.0' in metrics
-    assert "api_like_oai_key_requests_total{" not in metrics   # per key only with --metrics-per-key
+    assert "api_like_oai_key_requests_total{" not in metrics  # per key only with --metrics-per-key
 
 
 def test_admin_keys_come_from_the_flag_and_the_environment(monkeypatch):

@@ -22,9 +22,20 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # What starts the proxy: the console scripts and their dispatch (cli), the gunicorn server and its
     # worker, and the commands beside it (`api-like-oai keys`, `fleet`). Nothing below reaches them.
     # The package root only exports create_app and render_chat, lazily.
-    ("entry", ("api_like_oai", "api_like_oai.__main__", "api_like_oai.cli", "api_like_oai.keys_command",
-               "api_like_oai.server", "api_like_oai.worker", "api_like_oai.supervisor.__main__",
-               "api_like_oai.fleet.__main__", "api_like_oai.fleet.commands")),
+    (
+        "entry",
+        (
+            "api_like_oai",
+            "api_like_oai.__main__",
+            "api_like_oai.cli",
+            "api_like_oai.keys_command",
+            "api_like_oai.server",
+            "api_like_oai.worker",
+            "api_like_oai.supervisor.__main__",
+            "api_like_oai.fleet.__main__",
+            "api_like_oai.fleet.commands",
+        ),
+    ),
     # create_app wires everything one app shares (AppState): it builds the registry, the store, the
     # gate, the supervisor's client, the other workers' channel (siblings), traces and /metrics.
     ("app", ("api_like_oai.app", "api_like_oai.siblings", "api_like_oai.tracing", "api_like_oai.upstream_metrics")),
@@ -38,8 +49,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # gathering each subsystem's own declared part (RoutingPolicy, StoreSettings, LaunchSpec, ...) from
     # below. The services read Settings; the subsystems below get only their own part. And where this
     # installation keeps its files and its key (installation: the data dir, the seal's secret).
-    ("settings", ("api_like_oai.arguments", "api_like_oai.config", "api_like_oai.settings",
-                  "api_like_oai.installation")),
+    ("settings", ("api_like_oai.arguments", "api_like_oai.config", "api_like_oai.settings", "api_like_oai.installation")),
     # The APIs' schemas, translations and shapes, and the thought split out of a model's text: they
     # write the backends' events.
     ("dialects", ("api_like_oai.dialects", "api_like_oai.reasoning")),
@@ -52,16 +62,37 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Each one kind of I/O or pure: the store (and the storage seam), the supervisor's processes, the MCP
     # clients and policy, the prompt layer, the chat request every dialect becomes (protocol) and
     # OpenAI's answers. None imports another today; one that comes to need another gets a layer above it.
-    ("parts", ("api_like_oai.store", "api_like_oai.supervisor", "api_like_oai.mcp", "api_like_oai.prompts",
-               "api_like_oai.protocol", "api_like_oai.answers")),
+    (
+        "parts",
+        (
+            "api_like_oai.store",
+            "api_like_oai.supervisor",
+            "api_like_oai.mcp",
+            "api_like_oai.prompts",
+            "api_like_oai.protocol",
+            "api_like_oai.answers",
+        ),
+    ),
     # Model text -> tool calls, and the grammars that hold a model to them: pure.
     ("tools", ("api_like_oai.tools",)),
     # What every layer may use: errors, event-stream framing and its JSON, digests, work off the event
     # loop, the seal, the request's record (observability), the WSGI middleware both routes and app use,
     # the one GGUF header reader (the supervisor's estimate, a reranker's pooling, Ollama's model facts), the version.
-    ("foundation", ("api_like_oai.errors", "api_like_oai.sse", "api_like_oai.compact_json", "api_like_oai.digests",
-                    "api_like_oai.offload", "api_like_oai.sealing", "api_like_oai.observability",
-                    "api_like_oai.middleware", "api_like_oai.gguf_header", "api_like_oai.version")),
+    (
+        "foundation",
+        (
+            "api_like_oai.errors",
+            "api_like_oai.sse",
+            "api_like_oai.compact_json",
+            "api_like_oai.digests",
+            "api_like_oai.offload",
+            "api_like_oai.sealing",
+            "api_like_oai.observability",
+            "api_like_oai.middleware",
+            "api_like_oai.gguf_header",
+            "api_like_oai.version",
+        ),
+    ),
 ]
 # Apart, whatever their layers: the prompt layer and the upstream clients know nothing of each other (DESIGN.md).
 APART = [("api_like_oai.prompts", "api_like_oai.backends"), ("api_like_oai.backends", "api_like_oai.prompts")]
@@ -84,7 +115,7 @@ def imported_modules(path: Path) -> set[str]:
             if node.level == 0:
                 base = node.module or ""
             else:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + [node.module or ""])
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [node.module or ""])
                 base = base.rstrip(".")
             if base.split(".")[0] != "api_like_oai":
                 continue
@@ -126,16 +157,21 @@ def test_no_module_imports_a_layer_above_its_own():
         importer = module_name(path)
         for imported in imported_modules(path):
             if layer_of(imported) < layer_of(importer):
-                upward.append(f"{importer} ({LAYERS[layer_of(importer)][0]}) imports {imported} "
-                              f"({LAYERS[layer_of(imported)][0]})")
+                upward.append(
+                    f"{importer} ({LAYERS[layer_of(importer)][0]}) imports {imported} ({LAYERS[layer_of(imported)][0]})"
+                )
     assert upward == []
 
 
 @pytest.mark.parametrize(("importer", "imported"), APART)
 def test_prompts_and_backends_import_nothing_of_each_other(importer, imported):
-    crossing = [f"{module_name(path)} imports {name}" for path in _sources()
-                if module_name(path).startswith(importer + ".")
-                for name in imported_modules(path) if name == imported or name.startswith(imported + ".")]
+    crossing = [
+        f"{module_name(path)} imports {name}"
+        for path in _sources()
+        if module_name(path).startswith(importer + ".")
+        for name in imported_modules(path)
+        if name == imported or name.startswith(imported + ".")
+    ]
     assert crossing == []
 
 
@@ -143,8 +179,8 @@ def test_the_walk_sees_relative_lazy_and_type_only_imports():
     """The test's own reading: relative imports, those inside a function and under TYPE_CHECKING count."""
     imports = imported_modules(PACKAGE / "routes" / "anthropic.py")
     assert "api_like_oai.routes.scope" in imported_modules(PACKAGE / "routes" / "responses.py")  # a sibling, relatively
-    assert "api_like_oai.dialects.anthropic" in imports          # inside a view, lazily
-    assert "api_like_oai.services.messages" in imports           # `from ..services import messages`: the module
+    assert "api_like_oai.dialects.anthropic" in imports  # inside a view, lazily
+    assert "api_like_oai.services.messages" in imports  # `from ..services import messages`: the module
     assert "api_like_oai.dialects.conversations" in imported_modules(PACKAGE / "routes" / "scope.py")  # TYPE_CHECKING
 
 
@@ -161,7 +197,8 @@ def room_imports() -> dict[str, dict[str, list[str]]]:
         for imported in imported_modules(path):
             if room_of(importer) != room_of(imported):
                 arrows.setdefault(room_of(importer), {}).setdefault(room_of(imported), []).append(
-                    f"{importer} imports {imported}")
+                    f"{importer} imports {imported}"
+                )
     return arrows
 
 
@@ -182,8 +219,8 @@ def circles(arrows: dict[str, dict[str, list[str]]]) -> list[list[str]]:
             elif other in stack:
                 low[room] = min(low[room], index[other])
         if low[room] == index[room]:
-            members = stack[stack.index(room):]
-            del stack[stack.index(room):]
+            members = stack[stack.index(room) :]
+            del stack[stack.index(room) :]
             if len(members) > 1:
                 found.append(sorted(members))
 
@@ -196,8 +233,10 @@ def circles(arrows: dict[str, dict[str, list[str]]]) -> list[list[str]]:
 def test_no_circle_between_rooms():
     """Layers let a layer's own modules import each other; rooms must still not go round a circle."""
     arrows = room_imports()
-    described = [{room: {other: ties for other, ties in arrows[room].items() if other in circle} for room in circle}
-                 for circle in circles(arrows)]
+    described = [
+        {room: {other: ties for other, ties in arrows[room].items() if other in circle} for room in circle}
+        for circle in circles(arrows)
+    ]
     assert described == []
 
 

@@ -23,11 +23,11 @@ def endless(index: int, gate: threading.Event, closed: list):
 
 def test_closing_a_merged_answer_ends_every_generation_in_its_own_thread():
     gate, closed = threading.Event(), []
-    already_running = set(threading.enumerate())   # other tests' servers: not this answer's threads
+    already_running = set(threading.enumerate())  # other tests' servers: not this answer's threads
     events = merged([lambda index=index: endless(index, gate, closed) for index in range(3)])
     assert sorted(next(events).index for _ in range(3)) == [0, 1, 2]
-    events.close()   # the client left or stop-generation: generations are mid-wait in their threads
-    gate.set()       # their next token arrives; each then sees it was stopped and closes itself
+    events.close()  # the client left or stop-generation: generations are mid-wait in their threads
+    gate.set()  # their next token arrives; each then sees it was stopped and closes itself
     for thread in set(threading.enumerate()) - already_running:
         thread.join(timeout=5)
     assert sorted(closed) == [0, 1, 2]
@@ -47,7 +47,7 @@ def test_all_choices_are_started_before_the_first_event_is_given_out():
     arrived = threading.Barrier(3, timeout=5)
 
     def start(index: int):
-        arrived.wait()   # each choice's request waits until all three were sent
+        arrived.wait()  # each choice's request waits until all three were sent
         return iter([GenerationEvent(finish_reason="stop", index=index)])
 
     events = merged([lambda index=index: start(index) for index in range(3)])

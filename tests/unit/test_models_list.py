@@ -27,8 +27,12 @@ def test_openai_fields_come_first_then_context_and_capabilities(app_client):
 def test_a_model_whose_llama_server_has_a_projector_lists_images():
     fake = FakeLlamaCpp(props_extra={"modalities": {"vision": True, "audio": False}}).start()
     try:
-        card = make_app("--llama-api", fake.url, "--chat-prompt-model", "chatml").test_client() \
-            .get("/v1/models").get_json()["data"][0]
+        card = (
+            make_app("--llama-api", fake.url, "--chat-prompt-model", "chatml")
+            .test_client()
+            .get("/v1/models")
+            .get_json()["data"][0]
+        )
         assert card["input_modalities"] == ["text", "image"]
         assert card["capabilities"] == ["completion", "chat", "tools", "vision"]
     finally:

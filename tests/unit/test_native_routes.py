@@ -8,9 +8,16 @@ from api_like_oai.services.native import requested_model
 
 from .conftest import make_app
 
-NATIVE_ROUTES = [("POST", "/completion"), ("POST", "/infill"), ("GET", "/props"), ("POST", "/tokenize"),
-                 ("POST", "/detokenize"), ("POST", "/apply-template"), ("GET", "/slots"),
-                 ("GET", "/llamacpp/metrics")]
+NATIVE_ROUTES = [
+    ("POST", "/completion"),
+    ("POST", "/infill"),
+    ("GET", "/props"),
+    ("POST", "/tokenize"),
+    ("POST", "/detokenize"),
+    ("POST", "/apply-template"),
+    ("GET", "/slots"),
+    ("GET", "/llamacpp/metrics"),
+]
 
 
 @pytest.mark.parametrize(("method", "path"), NATIVE_ROUTES)
@@ -33,13 +40,16 @@ def test_the_body_limit_applies():
     assert response.status_code == 413 and response.get_json()["error"]["code"] == "request_too_large"
 
 
-@pytest.mark.parametrize(("body", "query_model", "chosen"), [
-    (b'{"prompt": "hi", "model": "small"}', "big", "small"),  # the body's field first
-    (b'{"prompt": "hi"}', "big", "big"),
-    (b'  {"model": 5}', "big", "big"),
-    (b"not json", "big", "big"),
-    (b'["model"]', None, None),
-    (b"", None, None),
-])
+@pytest.mark.parametrize(
+    ("body", "query_model", "chosen"),
+    [
+        (b'{"prompt": "hi", "model": "small"}', "big", "small"),  # the body's field first
+        (b'{"prompt": "hi"}', "big", "big"),
+        (b'  {"model": 5}', "big", "big"),
+        (b"not json", "big", "big"),
+        (b'["model"]', None, None),
+        (b"", None, None),
+    ],
+)
 def test_the_model_comes_from_the_body_else_the_query(body, query_model, chosen):
     assert requested_model(body, query_model) == chosen

@@ -19,9 +19,26 @@ from api_like_oai.tools.parser import ToolCallDelta
 USAGE = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7, "prompt_tokens_details": {"cached_tokens": 0}}
 
 
-@pytest.mark.parametrize(("given", "seconds"), [
-    (None, None), ("", None), (0, 0.0), ("0", 0.0), ("0s", 0.0), (300, 300.0), ("300s", 300.0), ("5m", 300.0),
-    ("1h30m", 5400.0), ("1.5h", 5400.0), ("500ms", 0.5), (-1, -1.0), ("-1", -1.0), ("-1m", -1.0), (2.5, 2.5)])
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [
+        (None, None),
+        ("", None),
+        (0, 0.0),
+        ("0", 0.0),
+        ("0s", 0.0),
+        (300, 300.0),
+        ("300s", 300.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("1.5h", 5400.0),
+        ("500ms", 0.5),
+        (-1, -1.0),
+        ("-1", -1.0),
+        ("-1m", -1.0),
+        (2.5, 2.5),
+    ],
+)
 def test_keep_alive_as_ollama_reads_it(given, seconds):
     assert ollama.keep_alive_seconds(given) == seconds
 
@@ -33,15 +50,28 @@ def test_a_keep_alive_that_is_no_duration_is_a_400(given):
 
 
 def test_chat_translation():
-    request = ollama.ChatRequest.model_validate({
-        "model": "qwen3", "stream": False, "think": "high", "format": "json", "keep_alive": "5m",
-        "options": {"num_predict": -1, "temperature": 0.1, "stop": ["END"], "num_gpu": 1, "num_thread": 8},
-        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
-        "messages": [{"role": "user", "content": "look", "images": ["aGk="]},
-                     {"role": "assistant", "content": "", "thinking": "hmm",
-                      "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}]},
-                     {"role": "tool", "content": "42", "tool_name": "f"}],
-        "unknown_field": "ignored as Ollama ignores it"})
+    request = ollama.ChatRequest.model_validate(
+        {
+            "model": "qwen3",
+            "stream": False,
+            "think": "high",
+            "format": "json",
+            "keep_alive": "5m",
+            "options": {"num_predict": -1, "temperature": 0.1, "stop": ["END"], "num_gpu": 1, "num_thread": 8},
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+            "messages": [
+                {"role": "user", "content": "look", "images": ["aGk="]},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "thinking": "hmm",
+                    "tool_calls": [{"function": {"name": "f", "arguments": {"x": 1}}}],
+                },
+                {"role": "tool", "content": "42", "tool_name": "f"},
+            ],
+            "unknown_field": "ignored as Ollama ignores it",
+        }
+    )
     chat = ollama.to_chat_request(request)
     assert chat.stream is False and chat.temperature == 0.1 and chat.stop == ["END"] and chat.max_tokens is None
     assert chat.response_format.type == "json_object" and chat.reasoning_effort == "high"
@@ -57,20 +87,19 @@ def test_chat_translation():
 
 def test_a_schema_format_is_the_grammar_path_and_a_bad_one_names_format():
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
-    chat = ollama.to_chat_request(ollama.ChatRequest(model="m", messages=[{"role": "user", "content": "x"}],
-                                                     format=schema))
+    chat = ollama.to_chat_request(ollama.ChatRequest(model="m", messages=[{"role": "user", "content": "x"}], format=schema))
     assert chat.response_format.to_llamacpp() == {"json_schema": schema}
     with pytest.raises(InvalidRequest) as refused:
-        ollama.to_chat_request(ollama.ChatRequest(model="m", messages=[{"role": "user", "content": "x"}],
-                                                  format={"type": "banana"}))
+        ollama.to_chat_request(
+            ollama.ChatRequest(model="m", messages=[{"role": "user", "content": "x"}], format={"type": "banana"})
+        )
     assert refused.value.param == "format"
 
 
 def test_generate_translations():
     templated = ollama.generate_to_chat_request(ollama.GenerateRequest(model="m", prompt="p", system="s"))
     assert [(m.role, m.content) for m in templated.messages] == [("system", "s"), ("user", "p")]
-    fim = ollama.generate_to_completion(ollama.GenerateRequest(model="m", prompt="a", suffix="b",
-                                                               options={"num_predict": 9}))
+    fim = ollama.generate_to_completion(ollama.GenerateRequest(model="m", prompt="a", suffix="b", options={"num_predict": 9}))
     assert (fim.prompt, fim.suffix, fim.max_tokens) == ("a", "b", 9)
 
 
@@ -86,11 +115,14 @@ def lines(shape: OllamaShape, events: list[GenerationEvent]) -> list[dict]:
 
 def test_the_stream_lines_and_the_fast_path():
     shape = OllamaShape("m")
-    streamed = lines(shape, [GenerationEvent(text="Hel"), GenerationEvent(text='lo "x"\n'),
-                             GenerationEvent(finish_reason="length")])
-    assert [line["message"] for line in streamed[:2]] == [{"role": "assistant", "content": "Hel"},
-                                                          {"role": "assistant", "content": 'lo "x"\n'}]
-    assert list(streamed[1]) == ["model", "created_at", "message", "done"]   # the fast path: Ollama's key order
+    streamed = lines(
+        shape, [GenerationEvent(text="Hel"), GenerationEvent(text='lo "x"\n'), GenerationEvent(finish_reason="length")]
+    )
+    assert [line["message"] for line in streamed[:2]] == [
+        {"role": "assistant", "content": "Hel"},
+        {"role": "assistant", "content": 'lo "x"\n'},
+    ]
+    assert list(streamed[1]) == ["model", "created_at", "message", "done"]  # the fast path: Ollama's key order
     last = streamed[-1]
     assert last["done"] is True and last["done_reason"] == "length" and last["message"]["content"] == ""
     assert (last["prompt_eval_count"], last["eval_count"]) == (5, 2) and last["total_duration"] >= 0
@@ -98,8 +130,10 @@ def test_the_stream_lines_and_the_fast_path():
 
 def test_thoughts_and_whole_tool_calls():
     shape = OllamaShape("m")
-    call = [GenerationEvent(tool_calls=(ToolCallDelta(0, "call_1", "f", '{"a":'),)),
-            GenerationEvent(tool_calls=(ToolCallDelta(0, None, None, ' 1}'),))]
+    call = [
+        GenerationEvent(tool_calls=(ToolCallDelta(0, "call_1", "f", '{"a":'),)),
+        GenerationEvent(tool_calls=(ToolCallDelta(0, None, None, " 1}"),)),
+    ]
     streamed = lines(shape, [GenerationEvent(reasoning="think"), *call, GenerationEvent(finish_reason="tool_calls")])
     assert streamed[0]["message"] == {"role": "assistant", "content": "", "thinking": "think"}
     calls = [line["message"]["tool_calls"] for line in streamed if "tool_calls" in line["message"]]
@@ -133,11 +167,18 @@ def gguf(values: dict) -> bytes:
 
 def test_a_models_file_is_described_from_its_gguf_header(tmp_path):
     path = tmp_path / "m.gguf"
-    path.write_bytes(gguf({"general.architecture": "qwen3", "qwen3.context_length": 40960,
-                           "general.file_type": 15, "general.size_label": "4B"}))
+    path.write_bytes(
+        gguf(
+            {"general.architecture": "qwen3", "qwen3.context_length": 40960, "general.file_type": 15, "general.size_label": "4B"}
+        )
+    )
     described = model_file(str(path))
-    assert described.metadata == {"general.architecture": "qwen3", "qwen3.context_length": 40960,
-                                  "general.file_type": 15, "general.size_label": "4B"}   # the vocabulary skipped
+    assert described.metadata == {
+        "general.architecture": "qwen3",
+        "qwen3.context_length": 40960,
+        "general.file_type": 15,
+        "general.size_label": "4B",
+    }  # the vocabulary skipped
     details = described.details()
     assert details["family"] == "qwen3" and details["quantization_level"] == "Q4_K_M" and details["parameter_size"] == "4B"
     (tmp_path / "not.gguf").write_bytes(b"not a model")

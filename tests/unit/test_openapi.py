@@ -15,16 +15,18 @@ from api_like_oai.routes.docs import UNDOCUMENTED, documentation, endpoints, reg
 
 from .conftest import make_app
 
-REDIS = "redis://127.0.0.1:1/0"   # never reached: the fleet's routes are registered without it
+REDIS = "redis://127.0.0.1:1/0"  # never reached: the fleet's routes are registered without it
 
 
 @pytest.fixture(scope="module")
 def apps(tmp_path_factory):
     secret = tmp_path_factory.mktemp("fleet") / "secret"
     secret.write_text("s3cret-of-the-fleet-0123456789\n")
-    return {"default": make_app("--chat-prompt-model", "chatml"),
-            "no native API": make_app("--chat-prompt-model", "chatml", "--no-native-api"),
-            "fleet": make_app("--chat-prompt-model", "chatml", "--fleet", REDIS, "--fleet-secret-file", str(secret))}
+    return {
+        "default": make_app("--chat-prompt-model", "chatml"),
+        "no native API": make_app("--chat-prompt-model", "chatml", "--no-native-api"),
+        "fleet": make_app("--chat-prompt-model", "chatml", "--fleet", REDIS, "--fleet-secret-file", str(secret)),
+    }
 
 
 def document_paths(app) -> set[tuple[str, str]]:
@@ -38,9 +40,9 @@ def test_the_document_lists_exactly_the_registered_public_routes(apps, name):
     routes = {(method, path) for method, path, _ in registered(app)}
     assert document_paths(app) == routes
     assert "/openapi.json" not in {path for _, path in routes} and ("post", "/v1/chat/completions") in routes
-    assert [route for route, (entry, _) in documentation(app).items() if entry is None] == []   # each one described
+    assert [route for route, (entry, _) in documentation(app).items() if entry is None] == []  # each one described
     rules = {rule.rule for rule in app.url_map.iter_rules()}
-    assert {"/static/<path:filename>", "/docs", "/ui/<path:name>"} <= rules   # what UNDOCUMENTED leaves out exists
+    assert {"/static/<path:filename>", "/docs", "/ui/<path:name>"} <= rules  # what UNDOCUMENTED leaves out exists
 
 
 def test_the_native_api_is_documented_only_where_it_is_registered(apps):
@@ -71,15 +73,26 @@ def test_each_api_documents_its_errors_its_own_way(apps):
     assert "529" in paths["/v1/messages"]["post"]["responses"] and "503" not in paths["/v1/messages"]["post"]["responses"]
     error = paths["/api/chat"]["post"]["responses"]["404"]["content"]["application/json"]["schema"]
     assert error == {"$ref": "#/components/schemas/ErrorBody"}
-    assert paths["/v1/responses"]["post"]["responses"]["503"]["content"]["application/json"]["schema"] == \
-        {"$ref": "#/components/schemas/ErrorResponse"}
+    assert paths["/v1/responses"]["post"]["responses"]["503"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorResponse"
+    }
 
 
-@pytest.mark.parametrize(("path", "api"), [
-    ("/v1/chat/completions", OPENAI), ("/v1/messages", ANTHROPIC), ("/v1/messages/count_tokens", ANTHROPIC),
-    ("/v1/messagesx", OPENAI), ("/v1/responses", RESPONSES), ("/v1/responses/resp_1/input_items", RESPONSES),
-    ("/api/chat", OLLAMA), ("/api/hello", OPENAI), ("/", OPENAI), ("/v1/conversations", OPENAI),
-])
+@pytest.mark.parametrize(
+    ("path", "api"),
+    [
+        ("/v1/chat/completions", OPENAI),
+        ("/v1/messages", ANTHROPIC),
+        ("/v1/messages/count_tokens", ANTHROPIC),
+        ("/v1/messagesx", OPENAI),
+        ("/v1/responses", RESPONSES),
+        ("/v1/responses/resp_1/input_items", RESPONSES),
+        ("/api/chat", OLLAMA),
+        ("/api/hello", OPENAI),
+        ("/", OPENAI),
+        ("/v1/conversations", OPENAI),
+    ],
+)
 def test_a_path_is_the_api_whose_prefix_it_has(path, api):
     assert api_of(path) is api
 

@@ -17,10 +17,16 @@ def at(path: str) -> dict:
     return {"environ_overrides": {"PATH_INFO": path}}
 
 
-@pytest.mark.parametrize(("path", "collapsed"), [
-    ("/v1//models", "/v1/models"), ("//v1/chat/completions", "/v1/chat/completions"),
-    ("///v1///completions//", "/v1/completions/"), ("/v1/models", "/v1/models"), ("/", "/"),
-])
+@pytest.mark.parametrize(
+    ("path", "collapsed"),
+    [
+        ("/v1//models", "/v1/models"),
+        ("//v1/chat/completions", "/v1/chat/completions"),
+        ("///v1///completions//", "/v1/completions/"),
+        ("/v1/models", "/v1/models"),
+        ("/", "/"),
+    ],
+)
 def test_runs_of_slashes_become_one(path, collapsed):
     assert collapse_slashes(path) == collapsed
 

@@ -18,6 +18,7 @@ EXPECTED = {"prompt": "user: HELLO\nassistant:", "stop": ["###"]}
 
 def test_plugin_satisfies_the_interface():
     from api_like_oai.prompts import FormatterOptions
+
     assert isinstance(ShoutingFormatter(FormatterOptions()), ChatFormatter)
 
 
@@ -35,7 +36,8 @@ def installed_entry_point(tmp_path, monkeypatch):
     dist_info.mkdir()
     (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: shouting-plugin\nVersion: 1.0\n")
     (dist_info / "entry_points.txt").write_text(
-        "[api_like_oai.formatters]\nshouting = tests.plugin_formatter:ShoutingFormatter\n")
+        "[api_like_oai.formatters]\nshouting = tests.plugin_formatter:ShoutingFormatter\n"
+    )
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
 
 

@@ -15,9 +15,11 @@ from api_like_oai.services import generation
 from api_like_oai.services.inflight import Context, InFlight
 
 PROGRESS = [PromptProgress(total=10, cached=0, processed=n, elapsed_ms=n * 100) for n in (0, 5, 10)]
-TOKENS = [GenerationEvent(text=" Hi", prompt_tokens=10, completion_tokens=1),
-          GenerationEvent(text="!", prompt_tokens=10, completion_tokens=2),
-          GenerationEvent(finish_reason="stop", prompt_tokens=10, completion_tokens=2)]
+TOKENS = [
+    GenerationEvent(text=" Hi", prompt_tokens=10, completion_tokens=1),
+    GenerationEvent(text="!", prompt_tokens=10, completion_tokens=2),
+    GenerationEvent(finish_reason="stop", prompt_tokens=10, completion_tokens=2),
+]
 
 
 def context() -> Context:
@@ -30,13 +32,13 @@ def test_a_fold_reads_the_progress_into_the_record_and_not_into_the_answer():
     assert answer["choices"][0]["message"]["content"] == " Hi!"
     assert (ctx.record.prefill, ctx.record.phase) == (PROGRESS[-1], "generating")
     registry = ctx.record.metrics.registry
-    assert registry.get_sample_value("api_like_oai_prefill_seconds_sum", {"model": "m"}) == 1.0   # llama.cpp's 1000 ms
+    assert registry.get_sample_value("api_like_oai_prefill_seconds_sum", {"model": "m"}) == 1.0  # llama.cpp's 1000 ms
 
 
 def test_a_stream_sends_a_keepalive_per_progress_event_after_a_silence(monkeypatch):
     monkeypatch.setattr(sse, "KEEPALIVE_SECONDS", 0.0)
     frames = list(generation.stream(iter(PROGRESS + TOKENS), ChatShape("m"), 1, context()))
-    assert frames[1:4] == [sse.KEEPALIVE_COMMENT] * 3   # after the role chunk, before the first token
+    assert frames[1:4] == [sse.KEEPALIVE_COMMENT] * 3  # after the role chunk, before the first token
     texts = [json.loads(f[6:])["choices"][0]["delta"].get("content") for f in frames if f.startswith(b"data: {")]
     assert [text for text in texts if text] == [" Hi", "!"]
 
@@ -51,9 +53,9 @@ def test_a_stop_during_the_prefill_ends_the_answer_before_any_token():
 
     def upstream():
         yield PROGRESS[0]
-        ctx.record.stop()   # /v1/internal/requests' view of it: the stop button
+        ctx.record.stop()  # /v1/internal/requests' view of it: the stop button
         yield PROGRESS[1]
-        yield from TOKENS   # not reached
+        yield from TOKENS  # not reached
 
     answer = generation.fold(upstream(), ChatShape("m"), 1, ctx)
     assert (answer["choices"][0]["message"]["content"], answer["choices"][0]["finish_reason"]) == ("", "stop")

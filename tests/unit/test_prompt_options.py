@@ -23,8 +23,11 @@ def test_generation_prompt_on_by_default_and_off_on_request(app_client):
 
 
 def test_continue_final_message_leaves_the_last_message_open(app_client):
-    body = {"messages": [*CONVERSATION, {"role": "assistant", "content": "Hello, I"}],
-            "continue_final_message": True, "add_generation_prompt": False}
+    body = {
+        "messages": [*CONVERSATION, {"role": "assistant", "content": "Hello, I"}],
+        "continue_final_message": True,
+        "add_generation_prompt": False,
+    }
     prompt = app_client.post("/v1/internal/chat-prompt", json=body).get_json()["prompt"]
     assert prompt.endswith("<|im_start|>assistant\nHello, I")
 
@@ -44,15 +47,17 @@ def test_text_parts_are_joined_and_other_parts_refused(app_client):
     assert "file" in response.get_json()["error"]["message"]
     assert response.get_json()["error"]["param"] == "messages.0.content.0"
     audio = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]
-    response = app_client.post("/v1/internal/chat-prompt", json={"messages": audio})   # served: its bytes checked
+    response = app_client.post("/v1/internal/chat-prompt", json={"messages": audio})  # served: its bytes checked
     assert response.status_code == 400
     assert response.get_json()["error"]["param"] == "messages.0.content.0.input_audio.data"
 
 
 def test_unusual_roles_reach_jinja_templates_unchanged(app_client):
     body = {"messages": [{"role": "meta-current_date", "content": "2026-11-30"}, *CONVERSATION]}
-    assert "<|im_start|>meta-current_date\n2026-11-30<|im_end|>" in \
-        app_client.post("/v1/internal/chat-prompt", json=body).get_json()["prompt"]
+    assert (
+        "<|im_start|>meta-current_date\n2026-11-30<|im_end|>"
+        in app_client.post("/v1/internal/chat-prompt", json=body).get_json()["prompt"]
+    )
 
 
 def test_response_role_is_used_for_the_generation_prompt_and_answers():
@@ -66,12 +71,14 @@ def test_stop_strings_merge_in_order_without_duplicates():
 
 
 def test_legacy_format_is_the_original_scripts():
-    prompt = LegacyFormatter().render(normalise_messages(
-        [*CONVERSATION, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Bye"}]))
+    prompt = LegacyFormatter().render(
+        normalise_messages([*CONVERSATION, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Bye"}])
+    )
     assert prompt.text == (
         "A chat between a curious user and an artificial intelligence assistant. The assistant follows "
         "the given rules no matter what.ASSISTANT's RULE: Be brief.USER: HiASSISTANT: Hello</s>USER: Bye"
-        "ASSISTANT:")
+        "ASSISTANT:"
+    )
     assert prompt.stop == ("</s>",)
 
 

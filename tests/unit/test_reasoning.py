@@ -24,8 +24,10 @@ def run(text_pieces, opened: bool) -> tuple[str, str]:
     splitter = ReasoningSplitter(THINK, opened=opened)
     pieces = [p for piece in text_pieces for p in splitter.feed(piece)] + splitter.finish()
     assert all(text for _, text in pieces), "no empty pieces"
-    return ("".join(text for kind, text in pieces if kind == "reasoning"),
-            "".join(text for kind, text in pieces if kind == "content"))
+    return (
+        "".join(text for kind, text in pieces if kind == "reasoning"),
+        "".join(text for kind, text in pieces if kind == "content"),
+    )
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
@@ -51,12 +53,15 @@ def test_answer_text_passes_straight_through_once_the_thought_is_over():
     assert splitter.feed(" there") == [("content", " there")]
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("{{ message.content.split('</think>')[-1] }}", THINK),
-    ("{{ '<think>\\n' if add_generation_prompt }}{{ '</think>' }}", THINK),
-    ("<|im_start|>{{ message.role }}", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("{{ message.content.split('</think>')[-1] }}", THINK),
+        ("{{ '<think>\\n' if add_generation_prompt }}{{ '</think>' }}", THINK),
+        ("<|im_start|>{{ message.role }}", None),
+        (None, None),
+    ],
+)
 def test_markers_are_detected_from_the_template(source, expected):
     assert detect(source) == expected
 
@@ -67,9 +72,11 @@ def test_a_prompt_ending_in_an_open_thought_is_noticed():
 
 
 def test_the_transformation_keeps_logprobs_counts_and_finish():
-    events = [GenerationEvent(text="<think>a", index=0, logprobs=("lp1",)),
-              GenerationEvent(text="</think>b", index=0, logprobs=("lp2",), prompt_tokens=3, completion_tokens=2),
-              GenerationEvent(finish_reason="stop", index=0, prompt_tokens=3, completion_tokens=2)]
+    events = [
+        GenerationEvent(text="<think>a", index=0, logprobs=("lp1",)),
+        GenerationEvent(text="</think>b", index=0, logprobs=("lp2",), prompt_tokens=3, completion_tokens=2),
+        GenerationEvent(finish_reason="stop", index=0, prompt_tokens=3, completion_tokens=2),
+    ]
     out = list(split_reasoning(THINK, opened=False)(iter(events)))
     assert [(e.reasoning, e.text) for e in out if e.reasoning or e.text] == [("a", ""), ("", "b")]
     assert out[0].logprobs == ("lp1",) and out[-1].finish_reason == "stop"
@@ -78,7 +85,9 @@ def test_the_transformation_keeps_logprobs_counts_and_finish():
 
 def test_the_stop_word_survives_a_final_event_that_carries_text():
     """The stop word tells a request's stop sequence from the end of turn (Anthropic's stop_sequence)."""
-    events = [GenerationEvent(text="<think>a", index=0),
-              GenerationEvent(text="</think>b", index=0, finish_reason="stop", stop_word="END")]
+    events = [
+        GenerationEvent(text="<think>a", index=0),
+        GenerationEvent(text="</think>b", index=0, finish_reason="stop", stop_word="END"),
+    ]
     out = list(split_reasoning(THINK, opened=False)(iter(events)))
     assert out[-1].finish_reason == "stop" and out[-1].stop_word == "END"

@@ -29,20 +29,43 @@ NULLABLE_STR, NULLABLE_INT = (str, type(None)), (int, type(None))
 # Each field of the spec's ResponseResource and the types it may take as Python reads the JSON (the
 # sampling values are written as floats, 0.0 and not 0, as OpenAI writes them).
 RESOURCE_FIELDS = {
-    "id": str, "object": str, "created_at": int, "completed_at": NULLABLE_INT, "status": str,
-    "incomplete_details": (dict, type(None)), "model": str, "previous_response_id": NULLABLE_STR,
-    "instructions": NULLABLE_STR, "output": list, "error": (dict, type(None)), "tools": list,
-    "tool_choice": (str, dict), "truncation": str, "parallel_tool_calls": bool, "text": dict, "top_p": float,
-    "presence_penalty": float, "frequency_penalty": float, "top_logprobs": int, "temperature": float,
-    "reasoning": (dict, type(None)), "usage": (dict, type(None)), "max_output_tokens": NULLABLE_INT,
-    "max_tool_calls": NULLABLE_INT, "store": bool, "background": bool, "service_tier": str,
-    "metadata": dict, "safety_identifier": NULLABLE_STR, "prompt_cache_key": NULLABLE_STR}
+    "id": str,
+    "object": str,
+    "created_at": int,
+    "completed_at": NULLABLE_INT,
+    "status": str,
+    "incomplete_details": (dict, type(None)),
+    "model": str,
+    "previous_response_id": NULLABLE_STR,
+    "instructions": NULLABLE_STR,
+    "output": list,
+    "error": (dict, type(None)),
+    "tools": list,
+    "tool_choice": (str, dict),
+    "truncation": str,
+    "parallel_tool_calls": bool,
+    "text": dict,
+    "top_p": float,
+    "presence_penalty": float,
+    "frequency_penalty": float,
+    "top_logprobs": int,
+    "temperature": float,
+    "reasoning": (dict, type(None)),
+    "usage": (dict, type(None)),
+    "max_output_tokens": NULLABLE_INT,
+    "max_tool_calls": NULLABLE_INT,
+    "store": bool,
+    "background": bool,
+    "service_tier": str,
+    "metadata": dict,
+    "safety_identifier": NULLABLE_STR,
+    "prompt_cache_key": NULLABLE_STR,
+}
 SAMPLING = {"temperature": 0.7, "top_p": 0.9, "presence_penalty": 0.5, "frequency_penalty": 0.25}
 
 
 def shape(**request) -> ResponsesShape:
-    return ResponsesShape("gpt", ResponsesRequest.model_validate({"input": "hi", **request}),
-                          sampling=lambda: dict(SAMPLING))
+    return ResponsesShape("gpt", ResponsesRequest.model_validate({"input": "hi", **request}), sampling=lambda: dict(SAMPLING))
 
 
 def response_objects(the_shape: ResponsesShape, events=EVENTS) -> dict[str, dict]:
@@ -77,8 +100,10 @@ def test_every_streamed_event_is_the_specs_event_type():
 
 
 def test_incomplete_and_failed_responses_have_every_field_too():
-    cut = [GenerationEvent(text="Hel", prompt_tokens=2, completion_tokens=1),
-           GenerationEvent(finish_reason="length", prompt_tokens=2, completion_tokens=1)]
+    cut = [
+        GenerationEvent(text="Hel", prompt_tokens=2, completion_tokens=1),
+        GenerationEvent(finish_reason="length", prompt_tokens=2, completion_tokens=1),
+    ]
     incomplete = stream(shape(), cut)[-1]
     failed = shape().error_chunk(UpstreamError("the upstream went away"))
     for event, status in ((incomplete, "incomplete"), (failed, "failed")):
@@ -97,9 +122,18 @@ def test_completed_at_is_when_the_response_first_completed():
 
 
 def test_settings_the_request_sent_are_echoed():
-    sent = {"truncation": "auto", "safety_identifier": "u-1", "prompt_cache_key": "conv-1", "user": "me",
-            "instructions": "Be brief.", "max_output_tokens": 50, "max_tool_calls": 2, "parallel_tool_calls": False,
-            "metadata": {"k": "v"}, "reasoning": {"effort": "low", "summary": "auto"}}
+    sent = {
+        "truncation": "auto",
+        "safety_identifier": "u-1",
+        "prompt_cache_key": "conv-1",
+        "user": "me",
+        "instructions": "Be brief.",
+        "max_output_tokens": 50,
+        "max_tool_calls": 2,
+        "parallel_tool_calls": False,
+        "metadata": {"k": "v"},
+        "reasoning": {"effort": "low", "summary": "auto"},
+    }
     response = response_objects(shape(**sent))["response.completed"]
     assert {key: response[key] for key in sent} == sent
     resource(response)
@@ -110,18 +144,29 @@ def test_a_function_tool_is_echoed_whole_with_a_boolean_strict():
     strict = WEATHER_TOOL | {"strict": True}
     custom = {"type": "custom", "name": "apply_patch", "description": "Patch files."}
     response = response_objects(shape(tools=[bare, strict, WEATHER_TOOL, custom]))["response.completed"]
-    assert response["tools"] == [bare | {"description": None, "parameters": None, "strict": False}, strict,
-                                 WEATHER_TOOL | {"strict": False}, custom]
+    assert response["tools"] == [
+        bare | {"description": None, "parameters": None, "strict": False},
+        strict,
+        WEATHER_TOOL | {"strict": False},
+        custom,
+    ]
     ResponseObject.model_validate(response)
 
 
-@pytest.mark.parametrize("sent, echoed", [
-    ({"type": "json_schema", "schema": {"type": "object"}},
-     {"type": "json_schema", "name": "response", "description": None, "schema": {"type": "object"}, "strict": True}),
-    ({"type": "json_schema", "name": "city", "description": "A city.", "schema": {"type": "object"}, "strict": False},
-     {"type": "json_schema", "name": "city", "description": "A city.", "schema": {"type": "object"}, "strict": False}),
-    ({"type": "json_object"}, {"type": "json_object"}),
-])
+@pytest.mark.parametrize(
+    "sent, echoed",
+    [
+        (
+            {"type": "json_schema", "schema": {"type": "object"}},
+            {"type": "json_schema", "name": "response", "description": None, "schema": {"type": "object"}, "strict": True},
+        ),
+        (
+            {"type": "json_schema", "name": "city", "description": "A city.", "schema": {"type": "object"}, "strict": False},
+            {"type": "json_schema", "name": "city", "description": "A city.", "schema": {"type": "object"}, "strict": False},
+        ),
+        ({"type": "json_object"}, {"type": "json_object"}),
+    ],
+)
 def test_a_text_format_is_echoed_whole(sent, echoed):
     response = response_objects(shape(text={"format": sent}))["response.completed"]
     assert response["text"] == {"format": echoed}
@@ -136,19 +181,21 @@ def test_without_a_model_the_sampling_values_are_llama_cpps_defaults_under_the_r
 
 # --- the sampling values used -------------------------------------------------------------------
 
+
 def served_model(props: UpstreamProps | None = None, kind: str = "llamacpp", **settings) -> ServedModel:
     url = "http://127.0.0.1:9"
     # The model's upstream as app.build_registry makes it for `kind` (ServedModel takes it since issue 41).
     upstream = OpenAIUpstream(url) if kind == "openai" else UpstreamPool([LlamaCppClient(url)])
     model = ServedModel(ModelSettings(name="m", upstreams=(url,), kind=kind, **settings), upstream)
     if model.facts is not None:
-        model.facts.known_soon = lambda: props   # what /props said, without a server
+        model.facts.known_soon = lambda: props  # what /props said, without a server
     return model
 
 
 def props_with(sampling: dict) -> UpstreamProps:
-    return UpstreamProps(chat_template=None, bos_token="", eos_token="", context_length=4096, model_path=None,
-                         total_slots=1, sampling=sampling)
+    return UpstreamProps(
+        chat_template=None, bos_token="", eos_token="", context_length=4096, model_path=None, total_slots=1, sampling=sampling
+    )
 
 
 def chat(**fields) -> ChatCompletionRequest:
@@ -156,14 +203,16 @@ def chat(**fields) -> ChatCompletionRequest:
 
 
 def test_sampling_used_is_override_then_request_then_default_then_upstream():
-    model = served_model(props_with({"temperature": 0.6, "top_p": 0.8, "presence_penalty": 0.1}),
-                         defaults={"top_p": 0.7, "frequency_penalty": 0.3}, overrides={"presence_penalty": 0.4})
+    model = served_model(
+        props_with({"temperature": 0.6, "top_p": 0.8, "presence_penalty": 0.1}),
+        defaults={"top_p": 0.7, "frequency_penalty": 0.3},
+        overrides={"presence_penalty": 0.4},
+    )
     used = model.sampling_used(chat(temperature=0.2, top_p=0.5, presence_penalty=1.0))
     assert used == {"temperature": 0.2, "top_p": 0.5, "presence_penalty": 0.4, "frequency_penalty": 0.3}
-    assert model.sampling_used(chat()) == {"temperature": 0.6, "top_p": 0.7, "presence_penalty": 0.4,
-                                           "frequency_penalty": 0.3}
+    assert model.sampling_used(chat()) == {"temperature": 0.6, "top_p": 0.7, "presence_penalty": 0.4, "frequency_penalty": 0.3}
     adjusted = model.adjust(chat(temperature=0.2, top_p=0.5, presence_penalty=1.0))
-    assert {key: getattr(adjusted, key) for key in used} == used   # what reaches llama.cpp
+    assert {key: getattr(adjusted, key) for key in used} == used  # what reaches llama.cpp
 
 
 def test_sampling_used_falls_back_to_llama_cpps_or_openais_defaults():
@@ -172,14 +221,23 @@ def test_sampling_used_falls_back_to_llama_cpps_or_openais_defaults():
     assert served_model(kind="openai").sampling_used(chat()) == OPENAI_SAMPLING
 
 
-@pytest.mark.parametrize("settings, sampling", [
-    ({"n_ctx": 4096, "params": {"temperature": 0.800000011920929, "top_p": 0.949999988079071, "presence_penalty": 0,
-                                "top_k": 40}},
-     {"temperature": 0.8, "top_p": 0.95, "presence_penalty": 0.0}),
-    ({"n_ctx": 4096, "temperature": 0.7, "frequency_penalty": 0.1, "top_p": True},
-     {"temperature": 0.7, "frequency_penalty": 0.1}),
-    ({"n_ctx": 4096}, {}),
-])
+@pytest.mark.parametrize(
+    "settings, sampling",
+    [
+        (
+            {
+                "n_ctx": 4096,
+                "params": {"temperature": 0.800000011920929, "top_p": 0.949999988079071, "presence_penalty": 0, "top_k": 40},
+            },
+            {"temperature": 0.8, "top_p": 0.95, "presence_penalty": 0.0},
+        ),
+        (
+            {"n_ctx": 4096, "temperature": 0.7, "frequency_penalty": 0.1, "top_p": True},
+            {"temperature": 0.7, "frequency_penalty": 0.1},
+        ),
+        ({"n_ctx": 4096}, {}),
+    ],
+)
 def test_props_default_sampling_is_read_from_either_generation_of_llama_server(settings, sampling):
     assert _default_sampling(settings) == sampling
     assert all(isinstance(value, float) for value in _default_sampling(settings).values())

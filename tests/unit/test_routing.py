@@ -33,10 +33,11 @@ def learned(router: Router, prompt: str, url: str) -> Router:
 
 # --- digests -------------------------------------------------------------------------------------
 
+
 def test_a_prompt_and_its_continuation_share_the_digests_of_their_common_whole_blocks():
     turn_1, turn_2 = Affinity(CONVERSATION[:2000]), Affinity(CONVERSATION)
-    assert len(turn_1.digests) == 2000 // BLOCK_BYTES   # the last, partial block is not counted
-    assert turn_2.digests[:len(turn_1.digests)] == turn_1.digests
+    assert len(turn_1.digests) == 2000 // BLOCK_BYTES  # the last, partial block is not counted
+    assert turn_2.digests[: len(turn_1.digests)] == turn_1.digests
 
 
 def test_block_k_stands_for_every_block_before_it():
@@ -46,11 +47,12 @@ def test_block_k_stands_for_every_block_before_it():
 
 def test_token_id_prompts_have_prefix_digests_too():
     tokens = list(range(1000))
-    assert Affinity(tokens + [5, 6, 7] * 100).digests[:len(Affinity(tokens).digests)] == Affinity(tokens).digests
+    assert Affinity(tokens + [5, 6, 7] * 100).digests[: len(Affinity(tokens).digests)] == Affinity(tokens).digests
     assert Affinity(tokens).digests
 
 
 # --- prefix ------------------------------------------------------------------------------------
+
 
 def test_the_next_turn_goes_where_the_conversation_was_answered():
     router = learned(Router(), CONVERSATION[:4000], B)
@@ -86,10 +88,10 @@ def test_bounded_load_sends_the_request_to_the_least_busy_beyond_the_margin(busy
 def test_a_dead_upstreams_prefix_is_passed_over_and_its_session_moves():
     router = learned(Router(), CONVERSATION[:4000], B)
     moved = router.route(loads(a=0, b=-1), Affinity(CONVERSATION))
-    assert moved.order == (A, B) and moved.reason == "least-busy"   # the dead one stays a last resort
+    assert moved.order == (A, B) and moved.reason == "least-busy"  # the dead one stays a last resort
     router.learn(Affinity(CONVERSATION), A)
     back = router.route(loads(a=0, b=0), Affinity(CONVERSATION + " and more"))
-    assert back.order[0] == A and back.hit    # the next turn follows it to where it moved
+    assert back.order[0] == A and back.hit  # the next turn follows it to where it moved
 
 
 def test_least_busy_mode_ignores_prefixes_and_sessions():
@@ -100,6 +102,7 @@ def test_least_busy_mode_ignores_prefixes_and_sessions():
 
 
 # --- sessions ------------------------------------------------------------------------------------
+
 
 def test_a_new_prompt_with_a_session_key_goes_where_the_key_hashes():
     router = Router()
@@ -144,6 +147,7 @@ def test_session_key_takes_the_first_key_given():
 
 # --- least busy -----------------------------------------------------------------------------------
 
+
 def test_without_prefix_or_session_the_least_busy_healthy_upstream_is_first():
     route = Router().route(loads(a=-1, b=3, c=1), Affinity("a prompt nobody has seen"))
     assert route.order == (C, B, A) and route.reason == "least-busy"
@@ -162,11 +166,12 @@ def test_without_an_affinity_or_a_healthy_upstream_the_order_is_least_in_flight(
 
 # --- the table -------------------------------------------------------------------------------------
 
+
 def test_the_table_is_bounded_and_forgets_the_least_recently_learned():
     table = PrefixTable(capacity=3)
     table.learn([1, 2], A)
     table.learn([3], B)
-    table.learn([1], C)   # learned again: now the most recent
+    table.learn([1], C)  # learned again: now the most recent
     table.learn([4], A)
     assert dict(table.entries) == {3: B, 1: C, 4: A}
 
@@ -180,6 +185,7 @@ def test_a_forgotten_prefix_is_no_longer_a_hit():
 
 # --- health: a route never puts an unhealthy upstream before a healthy one -----------------------
 
+
 def _session_hashing_to(url: str) -> str:
     return next(s for s in (f"s{n}" for n in range(200)) if rendezvous(s, [A, B, C])[0] == url)
 
@@ -189,8 +195,11 @@ REASONS = {
     "prefix": lambda: (learned(Router(), CONVERSATION[:4000], B), Affinity(CONVERSATION), (0, 0, 0)),
     "session": lambda: (Router(), Affinity("a new prompt", _session_hashing_to(B)), (0, 0, 0)),
     "least-busy": lambda: (Router(), Affinity("a prompt nobody has seen"), (2, 0, 1)),
-    "overloaded": lambda: (learned(Router(RoutingPolicy(load_margin=0)), CONVERSATION[:4000], A),
-                           Affinity(CONVERSATION), (3, 0, 1)),
+    "overloaded": lambda: (
+        learned(Router(RoutingPolicy(load_margin=0)), CONVERSATION[:4000], A),
+        Affinity(CONVERSATION),
+        (3, 0, 1),
+    ),
     "least-busy mode": lambda: (Router(RoutingPolicy(mode="least-busy")), Affinity(CONVERSATION, "s"), (2, 0, 1)),
     "no affinity": lambda: (Router(), None, (2, 0, 1)),
 }
@@ -203,7 +212,7 @@ def test_every_reason_names_its_choice_first_while_it_is_healthy_and_a_healthy_o
     for down in ({B}, {A, B}, {B, C}):
         upstreams = [UpstreamLoad(u.url, u.url not in down, u.in_flight) for u in loads(a=a, b=b, c=c)]
         order = router.route(upstreams, affinity).order
-        assert set(order[:3 - len(down)]).isdisjoint(down) and set(order) == {A, B, C}, (down, order)
+        assert set(order[: 3 - len(down)]).isdisjoint(down) and set(order) == {A, B, C}, (down, order)
 
 
 def test_forgetting_an_upstream_drops_only_its_prefixes():
@@ -216,6 +225,7 @@ def test_forgetting_an_upstream_drops_only_its_prefixes():
 
 # --- log probabilities and draft models --------------------------------------------------------
 
+
 def drafting(in_flight: list[UpstreamLoad], *names: str) -> list[UpstreamLoad]:
     urls = {{"a": A, "b": B, "c": C}[name] for name in names}
     return [UpstreamLoad(u.url, u.healthy, u.in_flight, u.url in urls) for u in in_flight]
@@ -225,8 +235,8 @@ def test_a_request_for_logprobs_goes_to_an_upstream_without_a_draft_even_against
     router = learned(Router(), CONVERSATION, A)
     upstreams = drafting(loads(a=0, b=3, c=0), "a", "c")
     route = router.route(upstreams, Affinity(CONVERSATION), exact_probabilities=True)
-    assert route.order[0] == B and set(route.order[1:]) == {A, C}   # the drafting ones: its last resort
-    assert router.route(upstreams, Affinity(CONVERSATION)).order[0] == A   # without logprobs: the prefix
+    assert route.order[0] == B and set(route.order[1:]) == {A, C}  # the drafting ones: its last resort
+    assert router.route(upstreams, Affinity(CONVERSATION)).order[0] == A  # without logprobs: the prefix
 
 
 def test_among_upstreams_without_a_draft_the_usual_rules_choose():
@@ -243,10 +253,21 @@ def test_with_no_healthy_upstream_without_a_draft_a_drafting_one_answers():
     assert Router().route(every_one_drafts, None, exact_probabilities=True).order[0] == B
 
 
-@pytest.mark.parametrize(("body", "wants"), [
-    ({"logprobs": True}, True), ({"logprobs": False}, False), ({"logprobs": None}, False),
-    ({"logprobs": 0}, True), ({"logprobs": 3}, True), ({"top_logprobs": 2}, True), ({"top_logprobs": 0}, False),
-    ({"n_probs": 5}, True), ({"n_probs": 0}, False), ({"n_probs": True}, False), ({}, False),
-])
+@pytest.mark.parametrize(
+    ("body", "wants"),
+    [
+        ({"logprobs": True}, True),
+        ({"logprobs": False}, False),
+        ({"logprobs": None}, False),
+        ({"logprobs": 0}, True),
+        ({"logprobs": 3}, True),
+        ({"top_logprobs": 2}, True),
+        ({"top_logprobs": 0}, False),
+        ({"n_probs": 5}, True),
+        ({"n_probs": 0}, False),
+        ({"n_probs": True}, False),
+        ({}, False),
+    ],
+)
 def test_which_requests_ask_for_log_probabilities(body, wants):
     assert wants_probabilities(body) is wants

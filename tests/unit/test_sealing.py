@@ -25,7 +25,7 @@ def data_dir(tmp_path, monkeypatch):
 def test_the_key_is_made_once_and_kept_private(data_dir):
     key = installation.secret()
     assert len(key) == 32
-    assert installation.secret() == key    # every worker and restart reads the same key
+    assert installation.secret() == key  # every worker and restart reads the same key
     mode = stat.S_IMODE(os.stat(data_dir / "secret").st_mode)
     assert mode == 0o600
 
@@ -44,7 +44,7 @@ def test_a_signature_verifies_only_its_text_and_purpose():
     assert not seal.verify("reasoning", "Paris is in France.", signature)
     assert not seal.verify("thinking", "Paris is in France.", None)
     assert not Seal(lambda: b"other" * 8).verify("thinking", "Paris is in France.", signature)
-    assert not seal.verify("thinking", "Paris is in France.", "\u0080 not ASCII")   # refused, never an exception
+    assert not seal.verify("thinking", "Paris is in France.", "\u0080 not ASCII")  # refused, never an exception
 
 
 @pytest.mark.parametrize("text", ["", "a thought", "ünïcode ✓ and\nnewlines", "x" * 10_000])
@@ -69,23 +69,25 @@ def test_a_token_changed_in_transit_is_refused():
 def test_the_key_is_read_only_when_first_needed():
     def no_key():
         raise AssertionError("read at construction")
-    Seal(no_key)   # building the app must not touch the data directory
+
+    Seal(no_key)  # building the app must not touch the data directory
 
 
 # --- several instances: the key comes from the store they share --------------------------------
 
+
 @pytest.fixture
 def redis_url(redis_server):
-    return redis_server.url.rsplit("/", 1)[0] + "/3"   # a database of its own: its secret is made here
+    return redis_server.url.rsplit("/", 1)[0] + "/3"  # a database of its own: its secret is made here
 
 
 def test_instances_sharing_redis_sign_alike_without_a_shared_environment(data_dir, redis_url, tmp_path, monkeypatch):
     first = Seal(*installation.seal_key_sources(make_store("redis", redis_url)))
     signature = first.sign("thinking", "Paris is in France.")
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "another machine"))   # another installation's own key
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "another machine"))  # another installation's own key
     second = Seal(*installation.seal_key_sources(make_store("redis", redis_url)))
     assert second.verify("thinking", "Paris is in France.", signature)
-    assert second.key != installation.secret()   # not this installation's file key
+    assert second.key != installation.secret()  # not this installation's file key
 
 
 def test_instances_with_their_own_stores_sign_with_their_own_keys(data_dir, tmp_path, monkeypatch):
@@ -106,7 +108,7 @@ def test_the_environment_key_wins_over_the_shared_store(data_dir, redis_url, mon
 def test_while_the_shared_store_is_down_this_installation_signs_and_recognises_its_own(data_dir, monkeypatch):
     down = make_store("redis", f"redis://127.0.0.1:{free_port()}/0")
     seal = Seal(*installation.seal_key_sources(down))
-    signature = seal.sign("thinking", "Paris is in France.")   # no exception: the request goes on
+    signature = seal.sign("thinking", "Paris is in France.")  # no exception: the request goes on
     assert seal.key == installation.secret()
     assert Seal(installation.secret).verify("thinking", "Paris is in France.", signature)
 
@@ -115,7 +117,7 @@ def test_a_key_source_that_failed_is_asked_again_later_and_old_signatures_still_
     answers = iter([None, b"shared" * 6])
     seal = Seal(lambda: next(answers), lambda: b"own" * 11)
     during_outage = seal.sign("thinking", "a thought")
-    assert seal.sign("thinking", "a thought") == during_outage   # not asked again at once
+    assert seal.sign("thinking", "a thought") == during_outage  # not asked again at once
     clock = time.monotonic() + sealing.RETRY_SECONDS + 1
     monkeypatch.setattr(sealing.time, "monotonic", lambda: clock)
     assert seal.key == b"shared" * 6

@@ -27,7 +27,7 @@ def test_each_subsystem_registers_its_tables_even_after_the_connection_opened(tm
     seam.register("one", "CREATE TABLE IF NOT EXISTS one (x INTEGER)")
     assert tables(seam) == {"one"}
     seam.register("two", "CREATE TABLE IF NOT EXISTS two (y INTEGER)")
-    seam.register("two", "CREATE TABLE IF NOT EXISTS other (z INTEGER)")   # a name is registered once
+    seam.register("two", "CREATE TABLE IF NOT EXISTS other (z INTEGER)")  # a name is registered once
     assert tables(seam) == {"one", "two"}
 
 
@@ -37,12 +37,14 @@ def test_columns_added_since_are_added_to_an_older_file(tmp_path):
     older.run(lambda db: db.execute("INSERT INTO one VALUES (1)"), write=True)
     older.close()
     newer = SQLiteFile(tmp_path / "shared.sqlite3")
-    newer.register("one", "CREATE TABLE IF NOT EXISTS one (x INTEGER, y REAL NOT NULL DEFAULT 0)",
-                   (("one", "y", "REAL NOT NULL DEFAULT 0"),))
+    newer.register(
+        "one", "CREATE TABLE IF NOT EXISTS one (x INTEGER, y REAL NOT NULL DEFAULT 0)", (("one", "y", "REAL NOT NULL DEFAULT 0"),)
+    )
     assert newer.run(lambda db: db.execute("SELECT x, y FROM one").fetchall()) == [(1, 0.0)]
-    again = SQLiteFile(tmp_path / "shared.sqlite3")   # another process: the column is there already
-    again.register("one", "CREATE TABLE IF NOT EXISTS one (x INTEGER, y REAL NOT NULL DEFAULT 0)",
-                   (("one", "y", "REAL NOT NULL DEFAULT 0"),))
+    again = SQLiteFile(tmp_path / "shared.sqlite3")  # another process: the column is there already
+    again.register(
+        "one", "CREATE TABLE IF NOT EXISTS one (x INTEGER, y REAL NOT NULL DEFAULT 0)", (("one", "y", "REAL NOT NULL DEFAULT 0"),)
+    )
     assert again.run(lambda db: db.execute("SELECT x, y FROM one").fetchall()) == [(1, 0.0)]
 
 
@@ -66,7 +68,7 @@ def test_sqlite_failures_are_store_unavailable(tmp_path):
 
 
 def test_redis_failures_are_store_unavailable():
-    seam = RedisServer("redis://127.0.0.1:1/0")   # nothing listens on port 1
+    seam = RedisServer("redis://127.0.0.1:1/0")  # nothing listens on port 1
     with pytest.raises(StoreUnavailable, match=r"the store \(Redis\) failed"):
         seam.call(seam.client.get, "anything")
     with pytest.raises(StoreUnavailable, match=r"the store \(Redis\) failed"):

@@ -15,30 +15,47 @@ PATCH_FIRST = ("urllib3", "requests", "flask", "werkzeug", "prometheus_client", 
 
 
 def test_the_master_imports_nothing_the_worker_must_patch_first():
-    script = ("import sys, api_like_oai.cli, api_like_oai.arguments, api_like_oai.server, api_like_oai.worker; "
-              "from gunicorn.util import load_class; load_class('api_like_oai.worker.EventWorker'); "
-              "api_like_oai.arguments.parse_settings(['--workers', '2', '--store', 'redis://127.0.0.1:6379/0']); "
-              f"print([m for m in {PATCH_FIRST!r} if m in sys.modules])")
+    script = (
+        "import sys, api_like_oai.cli, api_like_oai.arguments, api_like_oai.server, api_like_oai.worker; "
+        "from gunicorn.util import load_class; load_class('api_like_oai.worker.EventWorker'); "
+        "api_like_oai.arguments.parse_settings(['--workers', '2', '--store', 'redis://127.0.0.1:6379/0']); "
+        f"print([m for m in {PATCH_FIRST!r} if m in sys.modules])"
+    )
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
 
 
-@pytest.mark.parametrize("host, loopback", [
-    ("127.0.0.1", True), ("127.8.0.1", True), ("::1", True), ("[::1]", True), ("::ffff:127.0.0.1", True),
-    ("localhost", True), ("0.0.0.0", False), ("::", False), ("192.168.1.10", False), ("10.1.2.3", False),
-    ("fe80::1", False), ("no-such-host.invalid", False),
-])
+@pytest.mark.parametrize(
+    "host, loopback",
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("::ffff:127.0.0.1", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.10", False),
+        ("10.1.2.3", False),
+        ("fe80::1", False),
+        ("no-such-host.invalid", False),
+    ],
+)
 def test_loopback_is_told_from_addresses_and_names(host, loopback):
     assert is_loopback(host) is loopback
 
 
-@pytest.mark.parametrize("argv, warned", [
-    (["--host", "0.0.0.0"], True),
-    (["--host", "192.168.1.10", "--port", "9000"], True),
-    (["--host", "0.0.0.0", "--api-key", "secret-key"], False),
-    (["--host", "127.0.0.1"], False),
-    ([], False),
-])
+@pytest.mark.parametrize(
+    "argv, warned",
+    [
+        (["--host", "0.0.0.0"], True),
+        (["--host", "192.168.1.10", "--port", "9000"], True),
+        (["--host", "0.0.0.0", "--api-key", "secret-key"], False),
+        (["--host", "127.0.0.1"], False),
+        ([], False),
+    ],
+)
 def test_listening_beyond_loopback_without_a_key_is_a_warning_naming_the_address(caplog, argv, warned):
     settings = parse_settings(argv)
     with caplog.at_level(logging.WARNING, logger="api_like_oai"):
@@ -55,23 +72,31 @@ def test_listening_beyond_loopback_without_a_key_is_a_warning_naming_the_address
 # imports pydantic and the request models only to read a config file.
 WORKER_ONLY = ("pydantic", "api_like_oai.protocol", "api_like_oai.config")
 # Imported by the first request that needs them, not when the app is built.
-ON_FIRST_USE = ("api_like_oai.dialects.anthropic", "api_like_oai.dialects.responses",
-                "api_like_oai.services.stored_responses", "api_like_oai.services.tool_calling")
+ON_FIRST_USE = (
+    "api_like_oai.dialects.anthropic",
+    "api_like_oai.dialects.responses",
+    "api_like_oai.services.stored_responses",
+    "api_like_oai.services.tool_calling",
+)
 
 
 def test_the_master_without_a_config_file_imports_no_pydantic():
-    script = ("import sys, api_like_oai.cli, api_like_oai.arguments, api_like_oai.server, api_like_oai.worker; "
-              "api_like_oai.arguments.parse_settings(['--workers', '2']); "
-              f"print([m for m in {WORKER_ONLY!r} if m in sys.modules])")
+    script = (
+        "import sys, api_like_oai.cli, api_like_oai.arguments, api_like_oai.server, api_like_oai.worker; "
+        "api_like_oai.arguments.parse_settings(['--workers', '2']); "
+        f"print([m for m in {WORKER_ONLY!r} if m in sys.modules])"
+    )
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
 
 
 def test_the_app_imports_the_dialects_and_tool_calling_on_first_use_and_openapi_still_lists_them():
-    script = ("import sys; from api_like_oai import create_app; from api_like_oai.arguments import parse_settings; "
-              "app = create_app(parse_settings(['--llama-api', 'http://127.0.0.1:9'])); "
-              f"print([m for m in {ON_FIRST_USE!r} if m in sys.modules]); "
-              "paths = app.test_client().get('/openapi.json').get_json()['paths']; "
-              "print('/v1/messages' in paths and '/v1/responses' in paths)")
+    script = (
+        "import sys; from api_like_oai import create_app; from api_like_oai.arguments import parse_settings; "
+        "app = create_app(parse_settings(['--llama-api', 'http://127.0.0.1:9'])); "
+        f"print([m for m in {ON_FIRST_USE!r} if m in sys.modules]); "
+        "paths = app.test_client().get('/openapi.json').get_json()['paths']; "
+        "print('/v1/messages' in paths and '/v1/responses' in paths)"
+    )
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.split("\n")[:2] == ["[]", "True"]

@@ -20,8 +20,7 @@ from api_like_oai.dialects.shape import Shape
 from api_like_oai.services.scope import Scope
 from api_like_oai.services.stored_responses import Turn
 
-PROTOCOL_METHODS = [name for name, member in vars(Shape).items()
-                    if inspect.isfunction(member) and not name.startswith("_")]
+PROTOCOL_METHODS = [name for name, member in vars(Shape).items() if inspect.isfunction(member) and not name.startswith("_")]
 PROTOCOL_ATTRIBUTES = {"end": bytes, "keepalive": bytes, "usage_at_start": bool}
 
 
@@ -32,16 +31,18 @@ def stored_shape() -> ResponsesShape:
     return shape
 
 
-SHAPES = {ChatShape: lambda: ChatShape("m"), CompletionShape: lambda: CompletionShape("m"),
-          MessagesShape: lambda: MessagesShape("claude"),
-          ResponsesShape: lambda: ResponsesShape("gpt", ResponsesRequest(input="hi")),
-          OllamaShape: lambda: OllamaShape("llama3.2")}
+SHAPES = {
+    ChatShape: lambda: ChatShape("m"),
+    CompletionShape: lambda: CompletionShape("m"),
+    MessagesShape: lambda: MessagesShape("claude"),
+    ResponsesShape: lambda: ResponsesShape("gpt", ResponsesRequest(input="hi")),
+    OllamaShape: lambda: OllamaShape("llama3.2"),
+}
 MADE = {"stored ResponsesShape": stored_shape, **{shape.__name__: make for shape, make in SHAPES.items()}}
 
 
 def test_the_protocol_names_what_generation_uses():
-    assert set(PROTOCOL_METHODS) == {"frame", "openings", "content_frame", "chunks", "closings", "error_chunk",
-                                     "response"}
+    assert set(PROTOCOL_METHODS) == {"frame", "openings", "content_frame", "chunks", "closings", "error_chunk", "response"}
     assert set(Shape.__annotations__) == set(PROTOCOL_ATTRIBUTES)
 
 
@@ -50,7 +51,7 @@ def test_every_shape_holds_to_the_protocol(make):
     shape = make()
     assert isinstance(shape, Shape)
     for name in PROTOCOL_METHODS:
-        wanted = list(inspect.signature(getattr(Shape, name)).parameters)[1:]   # without self
+        wanted = list(inspect.signature(getattr(Shape, name)).parameters)[1:]  # without self
         assert list(inspect.signature(getattr(shape, name)).parameters) == wanted, name
     for name, kind in PROTOCOL_ATTRIBUTES.items():
         # keepalive may be the shape's own (Ollama's names the model); the others are the class's
@@ -64,7 +65,12 @@ def test_every_shape_in_the_package_is_held_to_it():
         if not module.name.startswith(("api_like_oai.dialects.", "api_like_oai.services.")):
             continue
         for name, member in vars(importlib.import_module(module.name)).items():
-            if inspect.isclass(member) and name.endswith("Shape") and member.__module__ == module.name \
-                    and member is not Shape and "response" in vars(member):
+            if (
+                inspect.isclass(member)
+                and name.endswith("Shape")
+                and member.__module__ == module.name
+                and member is not Shape
+                and "response" in vars(member)
+            ):
                 found.add(member)
     assert found == set(SHAPES)

@@ -55,8 +55,7 @@ EXPECTED = {
     ),
     # The system message sits in the first [INST] block; every user turn has its own <s>; answers are " {answer} </s>".
     "llama-2": (
-        "<s>[INST] <<SYS>>\nYou are a terse assistant.\n<</SYS>>\n\nWhat is 2 + 2? [/INST] 4 </s>"
-        "<s>[INST] And 3 + 3? [/INST]"
+        "<s>[INST] <<SYS>>\nYou are a terse assistant.\n<</SYS>>\n\nWhat is 2 + 2? [/INST] 4 </s><s>[INST] And 3 + 3? [/INST]"
     ),
     "llama-3": (
         "<|begin_of_text|>"
@@ -67,10 +66,7 @@ EXPECTED = {
         "<|start_header_id|>assistant<|end_header_id|>\n\n"
     ),
     # Mistral's "v1" format: a space before each [INST], the system message and a blank line before the first user message.
-    "mistral": (
-        "<s> [INST] You are a terse assistant.\n\nWhat is 2 + 2? [/INST] 4</s>"
-        " [INST] And 3 + 3? [/INST]"
-    ),
+    "mistral": ("<s> [INST] You are a terse assistant.\n\nWhat is 2 + 2? [/INST] 4</s> [INST] And 3 + 3? [/INST]"),
     "gemma": (
         "<bos>"
         "<start_of_turn>user\nWhat is 2 + 2?<end_of_turn>\n"
@@ -158,10 +154,7 @@ WITHOUT_GENERATION_PROMPT = {
     ),
     "vicuna": "<s>You are a terse assistant. USER: What is 2 + 2? ASSISTANT: 4</s>USER: And 3 + 3? ",
     "alpaca": (
-        "<s>You are a terse assistant.\n\n"
-        "### Instruction:\nWhat is 2 + 2?\n\n"
-        "### Response:\n4\n\n"
-        "### Instruction:\nAnd 3 + 3?"
+        "<s>You are a terse assistant.\n\n### Instruction:\nWhat is 2 + 2?\n\n### Response:\n4\n\n### Instruction:\nAnd 3 + 3?"
     ),
     "inkbot": (
         "<s><#meta#>\n- Date: \n- Task: \n"
@@ -182,19 +175,35 @@ HI = [{"role": "user", "content": "Hi"}]
 OTHER_CONVERSATIONS = [
     ("llama-2", HI, "<s>[INST] Hi [/INST]"),
     ("mistral", HI, "<s> [INST] Hi [/INST]"),
-    ("llama-3", [{"role": "user", "content": "  Hi \n"}],
-     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
-    ("vicuna", HI,
-     "<s>A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
-     "detailed, and polite answers to the user's questions. USER: Hi ASSISTANT:"),
-    ("alpaca", [{"role": "user", "content": "Translate to French."}, {"role": "user_context", "content": "Good morning"}],
-     "<s>Below is an instruction that describes a task. Write a response that appropriately completes the request.\n\n"
-     "### Instruction:\nTranslate to French.\n\n### Input:\nGood morning\n\n### Response:\n"),
-    ("inkbot", [{"role": "meta-current_date", "content": "2023-07-20"}, {"role": "meta-task_name", "content": "general"},
-                {"role": "system", "content": "A helpful dialogue."}, {"role": "user", "content": "When was it?"},
-                {"role": "user_context", "content": "It was the day after new year's eve."}],
-     "<s><#meta#>\n- Date: 2023-07-20\n- Task: general\n<#system#>\nA helpful dialogue.\n<#chat#>\n"
-     "<#user#>\nWhen was it?\n<#user_context#>\nIt was the day after new year's eve.\n<#bot#>\n"),
+    (
+        "llama-3",
+        [{"role": "user", "content": "  Hi \n"}],
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+    ),
+    (
+        "vicuna",
+        HI,
+        "<s>A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
+        "detailed, and polite answers to the user's questions. USER: Hi ASSISTANT:",
+    ),
+    (
+        "alpaca",
+        [{"role": "user", "content": "Translate to French."}, {"role": "user_context", "content": "Good morning"}],
+        "<s>Below is an instruction that describes a task. Write a response that appropriately completes the request.\n\n"
+        "### Instruction:\nTranslate to French.\n\n### Input:\nGood morning\n\n### Response:\n",
+    ),
+    (
+        "inkbot",
+        [
+            {"role": "meta-current_date", "content": "2023-07-20"},
+            {"role": "meta-task_name", "content": "general"},
+            {"role": "system", "content": "A helpful dialogue."},
+            {"role": "user", "content": "When was it?"},
+            {"role": "user_context", "content": "It was the day after new year's eve."},
+        ],
+        "<s><#meta#>\n- Date: 2023-07-20\n- Task: general\n<#system#>\nA helpful dialogue.\n<#chat#>\n"
+        "<#user#>\nWhen was it?\n<#user_context#>\nIt was the day after new year's eve.\n<#bot#>\n",
+    ),
 ]
 
 
@@ -226,8 +235,7 @@ def test_renders_the_conversation_exactly_without_generation_prompt(name):
     assert render(name, conversation_for(name), add_generation_prompt=False) == WITHOUT_GENERATION_PROMPT[name]
 
 
-@pytest.mark.parametrize(("name", "messages", "expected"), OTHER_CONVERSATIONS,
-                         ids=[case[0] for case in OTHER_CONVERSATIONS])
+@pytest.mark.parametrize(("name", "messages", "expected"), OTHER_CONVERSATIONS, ids=[case[0] for case in OTHER_CONVERSATIONS])
 def test_renders_other_conversations_exactly(name, messages, expected):
     assert render(name, messages) == expected
 
@@ -243,8 +251,8 @@ def test_a_system_message_is_refused_where_the_model_has_no_system_role(name):
 def test_gemma_gets_the_system_message_as_a_marked_instruction_in_the_first_user_turn():
     """The template refuses it; the proxy keeps it (prompts/system_turns.py), where it stood."""
     assert render("gemma", WITH_SYSTEM) == EXPECTED["gemma"].replace(
-        "user\nWhat is 2 + 2?", "user\n<system-instruction>\nYou are a terse assistant.\n</system-instruction>\n\n"
-                                 "What is 2 + 2?")
+        "user\nWhat is 2 + 2?", "user\n<system-instruction>\nYou are a terse assistant.\n</system-instruction>\n\nWhat is 2 + 2?"
+    )
 
 
 @pytest.mark.parametrize("name", ["llama-2", "mistral", "gemma"])

@@ -29,7 +29,7 @@ def backend(request, tmp_path):
     """(kind, location) of an empty store of each backend."""
     if request.param == "sqlite":
         return "sqlite", str(tmp_path / "store.sqlite3")
-    url = request.getfixturevalue("redis_server").url.rsplit("/", 1)[0] + "/1"   # the proxies' tests use 0
+    url = request.getfixturevalue("redis_server").url.rsplit("/", 1)[0] + "/1"  # the proxies' tests use 0
     cleaner = make_store("redis", url)
     cleaner.client.flushdb()
     cleaner.close()
@@ -70,10 +70,10 @@ def test_owner_is_a_keyed_hash_kept_across_restarts(backend, tmp_path):
     assert owner != "sk-secret-key" and len(owner) == 64 and first.owner(None) == SHARED_OWNER
     assert first.owner("sk-other-key") != owner
     first.close()
-    assert make_store(*backend).owner("sk-secret-key") == owner   # the secret was kept
+    assert make_store(*backend).owner("sk-secret-key") == owner  # the secret was kept
     secret_file = tmp_path / "configured.secret"
     configured = make_store(*backend, secret_file=str(secret_file))
-    assert configured.owner("sk-secret-key") not in (owner, None)   # another secret, another digest
+    assert configured.owner("sk-secret-key") not in (owner, None)  # another secret, another digest
     assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
 
 
@@ -146,7 +146,7 @@ def test_objects_expire_after_their_last_write(backend):
     store.put(kept, owner, {"id": kept}, [message(1)])
     store.put(left, owner, {"id": left}, [message(1)])
     time.sleep(0.6)
-    assert store.append(kept, owner, [message(2)])   # renews the conversation's lifetime
+    assert store.append(kept, owner, [message(2)])  # renews the conversation's lifetime
     time.sleep(0.6)
     assert store.get(left, owner) is None and store.page(left, owner) is None and not store.append(left, owner, [])
     assert ids(store.page(kept, owner)) == ["msg_1", "msg_2"]
@@ -177,7 +177,7 @@ def test_processes_appending_at_once_lose_nothing(kind, tmp_path, request):
         assert worker.exitcode == 0
     appended = ids(store.page(key, store.owner(None)))
     assert sorted(appended) == sorted(f"msg_{w * 1000 + n}" for w in (1, 2) for n in range(150))
-    for worker in (1, 2):   # each writer's items in the order it wrote them
+    for worker in (1, 2):  # each writer's items in the order it wrote them
         mine = [item for item in appended if item.startswith(f"msg_{worker}")]
         assert mine == [f"msg_{worker * 1000 + n}" for n in range(150)]
 
@@ -189,17 +189,20 @@ def test_an_unreachable_redis_is_store_unavailable():
 
 
 def test_an_unwritable_sqlite_file_is_store_unavailable(tmp_path):
-    (tmp_path / "store.sqlite3").mkdir()   # a directory where the file should be
+    (tmp_path / "store.sqlite3").mkdir()  # a directory where the file should be
     store = make_store("sqlite", str(tmp_path / "store.sqlite3"))
     with pytest.raises(StoreUnavailable):
         store.put(new_id("resp"), SHARED_OWNER, {})
 
 
-@pytest.mark.parametrize("url, kind, location", [
-    ("sqlite:///var/lib/proxy/store.db", "sqlite", "/var/lib/proxy/store.db"),
-    ("redis://cache:6379/2", "redis", "redis://cache:6379/2"),
-    ("none", "none", ""),
-])
+@pytest.mark.parametrize(
+    "url, kind, location",
+    [
+        ("sqlite:///var/lib/proxy/store.db", "sqlite", "/var/lib/proxy/store.db"),
+        ("redis://cache:6379/2", "redis", "redis://cache:6379/2"),
+        ("none", "none", ""),
+    ],
+)
 def test_store_urls(url, kind, location):
     settings = store_settings(url, 60.0, None)
     assert (settings.kind, settings.location, settings.enabled) == (kind, location, kind != "none")
@@ -216,8 +219,7 @@ def test_unusable_store_urls_are_refused(url):
         store_settings(url, 60.0, None)
 
 
-@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("15m", 900), ("12h", 43200), ("30d", 2592000),
-                                           ("0.5", 0.5)])
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("15m", 900), ("12h", 43200), ("30d", 2592000), ("0.5", 0.5)])
 def test_durations(text, seconds):
     assert duration(text) == seconds
 

@@ -79,7 +79,7 @@ def test_a_store_that_fails_at_the_end_fails_the_stream_and_a_dropped_one_is_kep
     shape.blocks.add(GenerationEvent(text="Hel"))
     stream = kept(iter([b"one", b"two"]), shape, writer)
     assert next(stream) == b"one"
-    stream.close()   # the client went away
+    stream.close()  # the client went away
     stored = scope.store.get(shape.id, scope.owner)
     assert stored["status"] == "incomplete" and stored["output"][0]["content"][0]["text"] == "Hel"
 

@@ -16,7 +16,7 @@ from api_like_oai.supervisor.client import LineReader, SupervisorGone
 def test_a_supervisor_gone_closed_or_reset_is_supervisor_gone(unread):
     worker, supervisor = socket.socketpair()
     with worker:
-        worker.sendall(unread)   # left unread by the supervisor: its end resets rather than closes
+        worker.sendall(unread)  # left unread by the supervisor: its end resets rather than closes
         supervisor.close()
         with pytest.raises(SupervisorGone):
             LineReader(worker).next()

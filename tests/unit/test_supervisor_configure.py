@@ -20,10 +20,11 @@ def test_models_dir_names_models_by_stem_and_finds_their_projectors(tmp_path):
     (tmp_path / "gemma" / "gemma-3-4b.gguf").write_bytes(b"")
     (tmp_path / "gemma" / "mmproj-model-f16.gguf").write_bytes(b"")
     found = configure.discover(str(tmp_path))
-    assert found == {"qwen": (str(tmp_path / "qwen.gguf"), str(tmp_path / "mmproj-qwen-f16.gguf")),
-                     "plain": (str(tmp_path / "plain.gguf"), None),
-                     "gemma-3-4b": (str(tmp_path / "gemma" / "gemma-3-4b.gguf"),
-                                    str(tmp_path / "gemma" / "mmproj-model-f16.gguf"))}
+    assert found == {
+        "qwen": (str(tmp_path / "qwen.gguf"), str(tmp_path / "mmproj-qwen-f16.gguf")),
+        "plain": (str(tmp_path / "plain.gguf"), None),
+        "gemma-3-4b": (str(tmp_path / "gemma" / "gemma-3-4b.gguf"), str(tmp_path / "gemma" / "mmproj-model-f16.gguf")),
+    }
 
 
 def test_where_nvidia_smi_reports_gpus_each_has_a_budget_and_the_cpu_one_of_its_own(tmp_path, monkeypatch):
@@ -38,7 +39,7 @@ def test_where_nvidia_smi_reports_gpus_each_has_a_budget_and_the_cpu_one_of_its_
     assert configure.default_budget() == (sum(devices.values()), devices)
     settings = configure.supervisor_settings([], "llama-server", None, None, None)
     assert settings.device_budgets == devices
-    given = configure.supervisor_settings([], "llama-server", 5000, None, None)   # --memory-budget: one pool
+    given = configure.supervisor_settings([], "llama-server", 5000, None, None)  # --memory-budget: one pool
     assert (given.memory_budget_mib, given.device_budgets) == (5000, None)
 
 
@@ -56,7 +57,7 @@ def test_a_replicas_port_is_held_so_no_other_program_can_bind_it():
             intruder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             intruder.bind(("127.0.0.1", port))
         assert refused.value.errno == errno.EADDRINUSE
-        with socket.socket() as replica:   # llama-server --reuse-port, as the same user: binds and listens
+        with socket.socket() as replica:  # llama-server --reuse-port, as the same user: binds and listens
             replica.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             replica.bind(("127.0.0.1", port))
             replica.listen()
@@ -67,7 +68,7 @@ def test_a_replicas_port_is_held_so_no_other_program_can_bind_it():
 def test_a_replica_never_gets_the_proxys_own_port(monkeypatch):
     ports = iter([8081, 8081, 40001])
 
-    class Kernel(socket.socket):   # the ephemeral ports the kernel happens to hand out
+    class Kernel(socket.socket):  # the ephemeral ports the kernel happens to hand out
         def getsockname(self):
             return ("127.0.0.1", next(ports))
 
@@ -85,5 +86,5 @@ def test_a_child_answers_only_the_proxys_random_key_and_no_web_page():
     argv = spec.argv("llama-server", 0)
     assert argv[argv.index("--cors-origins") + 1] == "none" and "--no-cors-credentials" in argv
     assert "--reuse-port" in argv and argv[argv.index("--host") + 1] == "127.0.0.1"
-    assert not any(first.api_key in arg for arg in argv)   # the key goes in its environment, not in `ps`
+    assert not any(first.api_key in arg for arg in argv)  # the key goes in its environment, not in `ps`
     configure.HELD_PORTS.pop(spec.ports[0]).close()

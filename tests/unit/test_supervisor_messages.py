@@ -44,13 +44,28 @@ def test_every_status_is_reachable_from_unloaded_and_every_one_has_a_way_out():
     assert {old for old, _ in plan.TRANSITIONS} == set(STATUSES)
 
 
-REQUESTS = [messages.Acquire("a", ["http://127.0.0.1:1"]), messages.Acquire("a"), messages.Load("a", ["--rpc", "x"], 512),
-            messages.Load("a"), messages.Unload("a"), messages.KeepAlive("a", 30), messages.KeepAlive("a", 2.5),
-            messages.Status(), messages.Logs("a"), messages.Events()]
-REPLIES = [messages.Wait("loading model"), messages.Granted(["http://127.0.0.1:1"]),
-           messages.Refused("too many", 429, 5), messages.Refused("failed", 503, None),
-           messages.ModelStatus({"value": "loaded"}), messages.ServerStatus({"models": {}, "memory_budget_mib": 10}),
-           messages.LogLines(["a", "b"]), messages.Event({"model": "a", "status": {"value": "loaded"}})]
+REQUESTS = [
+    messages.Acquire("a", ["http://127.0.0.1:1"]),
+    messages.Acquire("a"),
+    messages.Load("a", ["--rpc", "x"], 512),
+    messages.Load("a"),
+    messages.Unload("a"),
+    messages.KeepAlive("a", 30),
+    messages.KeepAlive("a", 2.5),
+    messages.Status(),
+    messages.Logs("a"),
+    messages.Events(),
+]
+REPLIES = [
+    messages.Wait("loading model"),
+    messages.Granted(["http://127.0.0.1:1"]),
+    messages.Refused("too many", 429, 5),
+    messages.Refused("failed", 503, None),
+    messages.ModelStatus({"value": "loaded"}),
+    messages.ServerStatus({"models": {}, "memory_budget_mib": 10}),
+    messages.LogLines(["a", "b"]),
+    messages.Event({"model": "a", "status": {"value": "loaded"}}),
+]
 
 
 @pytest.mark.parametrize("request_", REQUESTS, ids=repr)
@@ -65,11 +80,21 @@ def test_a_reply_is_read_back_as_written(reply):
     assert messages.reply_of(json.loads(messages.encode(reply))) == reply
 
 
-@pytest.mark.parametrize("line", [b"", b"not json", b"[]", b'{"op": "reboot"}', b'{"model": "a"}',
-                                  b'{"op": "acquire"}', b'{"op": "acquire", "model": 3}',
-                                  b'{"op": "acquire", "model": "a", "unreachable": "http://x"}',
-                                  b'{"op": "keep_alive", "model": "a", "seconds": "10"}',
-                                  b'{"op": "load", "model": "a", "lent_mib": 1.5}'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"op": "reboot"}',
+        b'{"model": "a"}',
+        b'{"op": "acquire"}',
+        b'{"op": "acquire", "model": 3}',
+        b'{"op": "acquire", "model": "a", "unreachable": "http://x"}',
+        b'{"op": "keep_alive", "model": "a", "seconds": "10"}',
+        b'{"op": "load", "model": "a", "lent_mib": 1.5}',
+    ],
+)
 def test_a_line_that_is_no_request_is_refused_by_type(line):
     with pytest.raises(messages.BadMessage):
         messages.read_request(line)
@@ -81,8 +106,7 @@ def test_the_client_and_the_service_speak_the_same_messages(tmp_path):
     supervisor = Supervisor(SupervisorSettings("llama-server", (), 1000))
 
     async def both():
-        server = await asyncio.start_unix_server(
-            lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=path)
+        server = await asyncio.start_unix_server(lambda reader, writer: Connection(supervisor, reader, writer).serve(), path=path)
         async with server:
             await asyncio.to_thread(worker, SupervisorClient(path))
 
@@ -91,8 +115,8 @@ def test_the_client_and_the_service_speak_the_same_messages(tmp_path):
 
 def worker(client: SupervisorClient) -> None:
     assert client.request(messages.Status()) == messages.ServerStatus(
-        {"models": {}, "memory_budget_mib": 1000, "max_loaded": None, "devices": {"memory": {"budget_mib": 1000,
-                                                                                           "used_mib": 0}}})
+        {"models": {}, "memory_budget_mib": 1000, "max_loaded": None, "devices": {"memory": {"budget_mib": 1000, "used_mib": 0}}}
+    )
     assert client.ask("status")["memory_budget_mib"] == 1000
     with pytest.raises(ModelNotFound, match="not one the proxy starts"):
         client.ask("logs", model="nope")

@@ -18,8 +18,11 @@ def test_a_waiting_model_that_fits_is_started():
 
 
 def test_an_idle_model_is_stopped_to_make_room_least_recently_used_first():
-    models = [model("old", 400, status=LOADED, last_used=1.0), model("recent", 400, status=LOADED, last_used=5.0),
-              model("new", 400, waiting_since=6.0)]
+    models = [
+        model("old", 400, status=LOADED, last_used=1.0),
+        model("recent", 400, status=LOADED, last_used=5.0),
+        model("new", 400, waiting_since=6.0),
+    ]
     actions = decide(models, Budget(1000), now=7.0)
     assert actions.stop == ["old"] and actions.evicted == ["old"] and actions.start == []
 
@@ -31,8 +34,11 @@ def test_a_busy_model_is_drained_not_stopped():
 
 
 def test_idle_models_are_evicted_before_busy_ones_even_if_used_more_recently():
-    models = [model("busy", 400, status=LOADED, in_flight=1, last_used=1.0),
-              model("idle", 400, status=LOADED, last_used=9.0), model("new", 400, waiting_since=10.0)]
+    models = [
+        model("busy", 400, status=LOADED, in_flight=1, last_used=1.0),
+        model("idle", 400, status=LOADED, last_used=9.0),
+        model("new", 400, waiting_since=10.0),
+    ]
     assert decide(models, Budget(1000), now=11.0).stop == ["idle"]
 
 
@@ -86,10 +92,18 @@ def test_a_model_loading_elsewhere_in_the_budget_makes_the_next_wait():
 
 
 states = st.builds(
-    ModelState, name=st.sampled_from("abcdef"), footprint_mib=st.integers(1, 800),
-    status=st.sampled_from([UNLOADED, LOADING, LOADED, STOPPING, FAILED]), in_flight=st.integers(0, 3),
-    last_used=st.floats(0, 100), waiting_since=st.one_of(st.none(), st.floats(0, 100)),
-    draining=st.booleans(), pinned=st.booleans(), ttl=st.sampled_from([0.0, 10.0]), retry_at=st.floats(0, 200))
+    ModelState,
+    name=st.sampled_from("abcdef"),
+    footprint_mib=st.integers(1, 800),
+    status=st.sampled_from([UNLOADED, LOADING, LOADED, STOPPING, FAILED]),
+    in_flight=st.integers(0, 3),
+    last_used=st.floats(0, 100),
+    waiting_since=st.one_of(st.none(), st.floats(0, 100)),
+    draining=st.booleans(),
+    pinned=st.booleans(),
+    ttl=st.sampled_from([0.0, 10.0]),
+    retry_at=st.floats(0, 200),
+)
 
 
 @given(st.lists(states, max_size=6, unique_by=lambda m: m.name), st.integers(100, 2000), st.floats(0, 200))

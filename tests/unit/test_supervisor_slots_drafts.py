@@ -42,8 +42,8 @@ def test_draft_counts_add_each_process_since_it_was_last_read_across_restarts():
     assert counts.status() == {"drafted_tokens": 0, "accepted_tokens": 0, "acceptance_rate": None}
     counts.update(100, METRICS.format(drafted=40, accepted=30))
     counts.update(100, METRICS.format(drafted=60, accepted=40))
-    counts.forget(set())                                          # the process ended
-    counts.update(101, METRICS.format(drafted=20, accepted=20))   # its successor counts from zero
+    counts.forget(set())  # the process ended
+    counts.update(101, METRICS.format(drafted=20, accepted=20))  # its successor counts from zero
     assert counts.status() == {"drafted_tokens": 80, "accepted_tokens": 60, "acceptance_rate": 0.75}
 
 
@@ -62,12 +62,15 @@ def test_draft_replicas_gives_the_draft_to_the_first_replicas_only():
     assert LaunchSpec("m", "/m.gguf", (8001,)).drafting_urls == ()
 
 
-@pytest.mark.parametrize(("fields", "error"), [
-    ({"replicas": 2, "draft": "/d.gguf", "draft_replicas": 1}, None),
-    ({"replicas": 2, "draft_replicas": 1}, "draft_replicas needs draft"),
-    ({"replicas": 2, "draft": "/d.gguf", "draft_replicas": 3}, "at most replicas"),
-    ({"replicas": 2, "draft": "/d.gguf", "draft_replicas": 0}, "greater than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"replicas": 2, "draft": "/d.gguf", "draft_replicas": 1}, None),
+        ({"replicas": 2, "draft_replicas": 1}, "draft_replicas needs draft"),
+        ({"replicas": 2, "draft": "/d.gguf", "draft_replicas": 3}, "at most replicas"),
+        ({"replicas": 2, "draft": "/d.gguf", "draft_replicas": 0}, "greater than or equal to 1"),
+    ],
+)
 def test_draft_replicas_is_checked_against_draft_and_replicas(fields, error):
     if error is None:
         assert ModelConfig(model="/m.gguf", **fields).draft_replicas == 1

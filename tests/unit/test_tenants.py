@@ -16,7 +16,7 @@ from api_like_oai.routes import state
 from . import test_keys_app
 from .test_keys_app import ADMIN, CHAT, bearer, new_key
 
-make_client, client = test_keys_app.make_client, test_keys_app.client   # the same app and store as there
+make_client, client = test_keys_app.make_client, test_keys_app.client  # the same app and store as there
 
 DAY = 86400
 USAGE = "/v1/organization/usage/completions"
@@ -27,7 +27,7 @@ def test_a_usage_read_of_a_huge_range_makes_only_its_page(client, monkeypatch):
     days_made = []
     monkeypatch.setattr(manage, "day_of", lambda now: days_made.append(now) or limits.day_of(now))
     page = client.get(f"{USAGE}?start_time=0&end_time=100000000000&limit=3", headers=bearer(key))
-    assert len(days_made) == 3   # not the range's 1.16 million days (4.8-6.2 s of a worker's CPU)
+    assert len(days_made) == 3  # not the range's 1.16 million days (4.8-6.2 s of a worker's CPU)
     body = page.get_json()
     assert page.status_code == 200 and [bucket["start_time"] for bucket in body["data"]] == [0, DAY, 2 * DAY]
     assert body["has_more"] is True and body["next_page"] == str(3 * DAY)
@@ -59,7 +59,7 @@ def test_usage_reads_count_against_the_keys_request_limit(client):
     assert refused.status_code == 429 and refused.get_json()["error"]["code"] == "rate_limit_exceeded"
     assert client.get("/v1/internal/usage", headers=bearer(key)).status_code == 429
     rows = client.get("/v1/internal/usage", headers=ADMIN).get_json()["data"]
-    assert [(row["model"], row["requests"]) for row in rows] == [("smol", 1)]   # reads are not usage
+    assert [(row["model"], row["requests"]) for row in rows] == [("smol", 1)]  # reads are not usage
 
 
 def test_a_rate_limited_key_cannot_write_conversations_or_items(client):
@@ -98,7 +98,7 @@ def test_a_key_gets_no_server_logs_metrics_or_other_keys_requests(client):
     for path in ("/v1/internal/model/logs?model=smol", "/metrics"):
         assert client.get(path, headers=bearer(key)).status_code == 403
     assert client.post("/v1/internal/stop-generation", headers=bearer(key)).status_code == 403
-    assert client.get("/v1/internal/model/logs?model=smol", headers=ADMIN).status_code == 400   # starts no models
+    assert client.get("/v1/internal/model/logs?model=smol", headers=ADMIN).status_code == 400  # starts no models
     assert client.get("/v1/internal/requests", headers=bearer(key)).get_json()["data"] == []
 
 
@@ -106,8 +106,9 @@ def test_health_shows_addresses_to_the_admin_only(client):
     public, admin = client.get("/health"), client.get("/health", headers=ADMIN)
     assert public.status_code == admin.status_code == 503
     assert "upstreams" not in public.get_json() and "127.0.0.1" not in public.get_data(as_text=True)
-    assert public.get_json()["error"]["message"] == ("upstream not ready (1 of 1): 1 llama.cpp at <upstream> is "
-                                                     "unreachable (ConnectionRefusedError)")
+    assert public.get_json()["error"]["message"] == (
+        "upstream not ready (1 of 1): 1 llama.cpp at <upstream> is unreachable (ConnectionRefusedError)"
+    )
     served = state(client.application).registry.models["smol"]
     assert list(admin.get_json()["upstreams"]) == [served.upstream.servers()[0].base_url]
 
@@ -138,8 +139,11 @@ def test_a_key_over_its_storage_quota_is_refused_with_a_429(client):
     assert first.status_code == 200
     conversation = first.get_json()["id"]
     assert client.post(f"/v1/conversations/{conversation}/items", json=big_items(600), headers=bearer(key)).status_code == 200
-    for path, body in [("/v1/conversations", big_items(1)), (f"/v1/conversations/{conversation}/items", big_items(1)),
-                       ("/v1/responses", {"model": "smol", "input": "hi"})]:
+    for path, body in [
+        ("/v1/conversations", big_items(1)),
+        (f"/v1/conversations/{conversation}/items", big_items(1)),
+        ("/v1/responses", {"model": "smol", "input": "hi"}),
+    ]:
         refused = client.post(path, json=body, headers=bearer(key))
         assert refused.status_code == 429, (path, refused.get_json())
         assert refused.get_json()["error"]["code"] == "storage_quota_exceeded" and "Retry-After" not in refused.headers
@@ -152,4 +156,4 @@ def test_one_write_larger_than_the_quota_is_a_413(make_client):
     key = new_key(quota)
     refused = quota.post("/v1/conversations", json=big_items(1100), headers=bearer(key))
     assert refused.status_code == 413 and refused.get_json()["error"]["code"] == "storage_quota_exceeded"
-    assert quota.post("/v1/conversations", json=big_items(1100), headers=ADMIN).status_code == 200   # the admin's: none
+    assert quota.post("/v1/conversations", json=big_items(1100), headers=ADMIN).status_code == 200  # the admin's: none

@@ -16,8 +16,7 @@ TOOLS = {"get_weather", "get_time"}
 
 def run(format_name: str, pieces, *, stream_arguments: bool = False, tools=TOOLS) -> list:
     counter = itertools.count()
-    parser = ToolCallParser(FORMATS[format_name], tools, stream_arguments=stream_arguments,
-                            new_id=lambda: f"id{next(counter)}")
+    parser = ToolCallParser(FORMATS[format_name], tools, stream_arguments=stream_arguments, new_id=lambda: f"id{next(counter)}")
     out = []
     for piece in pieces:
         out += parser.feed(piece)
@@ -47,51 +46,78 @@ ESCAPED_ARGUMENTS = '{"city": "Z\\u00fcrich\\nCH", "path": "C:\\\\tmp\\\\", "tab
 
 CASES = {
     "hermes call after text": (
-        "hermes", f"Let me check. <tool_call>\n{WEATHER}\n</tool_call>",
-        "Let me check. ", [("get_weather", WEATHER_ARGUMENTS)]),
+        "hermes",
+        f"Let me check. <tool_call>\n{WEATHER}\n</tool_call>",
+        "Let me check. ",
+        [("get_weather", WEATHER_ARGUMENTS)],
+    ),
     "hermes escapes in arguments": (
-        "hermes", f'<tool_call>{{"name": "get_weather", "arguments": {ESCAPED_ARGUMENTS}}}</tool_call>',
-        "", [("get_weather", ESCAPED_ARGUMENTS)]),
+        "hermes",
+        f'<tool_call>{{"name": "get_weather", "arguments": {ESCAPED_ARGUMENTS}}}</tool_call>',
+        "",
+        [("get_weather", ESCAPED_ARGUMENTS)],
+    ),
     "hermes parallel calls": (
-        "hermes", f'<tool_call>\n{WEATHER}\n</tool_call>\n<tool_call>\n{{"name": "get_time"}}\n</tool_call>\n',
-        "", [("get_weather", WEATHER_ARGUMENTS), ("get_time", "{}")]),
+        "hermes",
+        f'<tool_call>\n{WEATHER}\n</tool_call>\n<tool_call>\n{{"name": "get_time"}}\n</tool_call>\n',
+        "",
+        [("get_weather", WEATHER_ARGUMENTS), ("get_time", "{}")],
+    ),
     "hermes arguments as a JSON string": (
-        "hermes", '<tool_call>{"name": "get_time", "arguments": "{\\"zone\\": \\"UTC\\"}"}</tool_call>',
-        "", [("get_time", '{"zone": "UTC"}')]),
+        "hermes",
+        '<tool_call>{"name": "get_time", "arguments": "{\\"zone\\": \\"UTC\\"}"}</tool_call>',
+        "",
+        [("get_time", '{"zone": "UTC"}')],
+    ),
     "hermes unknown tool is text": (
-        "hermes", 'A <tool_call>{"name": "rm_rf", "arguments": {}}</tool_call> B',
-        'A <tool_call>{"name": "rm_rf", "arguments": {}}</tool_call> B', []),
+        "hermes",
+        'A <tool_call>{"name": "rm_rf", "arguments": {}}</tool_call> B',
+        'A <tool_call>{"name": "rm_rf", "arguments": {}}</tool_call> B',
+        [],
+    ),
     "hermes broken JSON is text": (
-        "hermes", 'A <tool_call>{"name": "get_time", "arguments": {]}</tool_call>',
-        'A <tool_call>{"name": "get_time", "arguments": {]}</tool_call>', []),
-    "hermes marker-like text stays": (
-        "hermes", "a <b> and <tool and 1 < 2", "a <b> and <tool and 1 < 2", []),
-    "hermes missing closing tag": (
-        "hermes", f"<tool_call>{WEATHER}", "", [("get_weather", WEATHER_ARGUMENTS)]),
+        "hermes",
+        'A <tool_call>{"name": "get_time", "arguments": {]}</tool_call>',
+        'A <tool_call>{"name": "get_time", "arguments": {]}</tool_call>',
+        [],
+    ),
+    "hermes marker-like text stays": ("hermes", "a <b> and <tool and 1 < 2", "a <b> and <tool and 1 < 2", []),
+    "hermes missing closing tag": ("hermes", f"<tool_call>{WEATHER}", "", [("get_weather", WEATHER_ARGUMENTS)]),
     "hermes text after calls": (
-        "hermes", f"<tool_call>{WEATHER}</tool_call>\n\nDone.", "\n\nDone.", [("get_weather", WEATHER_ARGUMENTS)]),
-    "generic is hermes's syntax": (
-        "generic", f"<tool_call>{WEATHER}</tool_call>", "", [("get_weather", WEATHER_ARGUMENTS)]),
+        "hermes",
+        f"<tool_call>{WEATHER}</tool_call>\n\nDone.",
+        "\n\nDone.",
+        [("get_weather", WEATHER_ARGUMENTS)],
+    ),
+    "generic is hermes's syntax": ("generic", f"<tool_call>{WEATHER}</tool_call>", "", [("get_weather", WEATHER_ARGUMENTS)]),
     "mistral list": (
-        "mistral", f'[TOOL_CALLS] [{WEATHER}, {{"name": "get_time", "arguments": {{}}}}]',
-        "", [("get_weather", WEATHER_ARGUMENTS), ("get_time", "{}")]),
-    "mistral text before": (
-        "mistral", f"Sure.[TOOL_CALLS][{WEATHER}]", "Sure.", [("get_weather", WEATHER_ARGUMENTS)]),
+        "mistral",
+        f'[TOOL_CALLS] [{WEATHER}, {{"name": "get_time", "arguments": {{}}}}]',
+        "",
+        [("get_weather", WEATHER_ARGUMENTS), ("get_time", "{}")],
+    ),
+    "mistral text before": ("mistral", f"Sure.[TOOL_CALLS][{WEATHER}]", "Sure.", [("get_weather", WEATHER_ARGUMENTS)]),
     "mistral second call broken": (
-        "mistral", f'[TOOL_CALLS][{WEATHER}, {{"name": "nope"}}]',
-        ', {"name": "nope"}]', [("get_weather", WEATHER_ARGUMENTS)]),
+        "mistral",
+        f'[TOOL_CALLS][{WEATHER}, {{"name": "nope"}}]',
+        ', {"name": "nope"}]',
+        [("get_weather", WEATHER_ARGUMENTS)],
+    ),
     "llama3 bare JSON": (
-        "llama3", '  {"name": "get_weather", "parameters": {"city": "Paris"}}',
-        "", [("get_weather", '{"city": "Paris"}')]),
+        "llama3",
+        '  {"name": "get_weather", "parameters": {"city": "Paris"}}',
+        "",
+        [("get_weather", '{"city": "Paris"}')],
+    ),
     "llama3 python tag and semicolons": (
-        "llama3", '<|python_tag|>{"name": "get_time", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "Oslo"}}',
-        "", [("get_time", "{}"), ("get_weather", '{"city": "Oslo"}')]),
-    "llama3 JSON that is no call is text": (
-        "llama3", '{"answer": 42}', '{"answer": 42}', []),
-    "llama3 braces later are text": (
-        "llama3", 'Use {"name": "get_time"} like this', 'Use {"name": "get_time"} like this', []),
-    "llama3 plain text": (
-        "llama3", "Hello there", "Hello there", []),
+        "llama3",
+        '<|python_tag|>{"name": "get_time", "parameters": {}}; {"name": "get_weather", "parameters": {"city": "Oslo"}}',
+        "",
+        [("get_time", "{}"), ("get_weather", '{"city": "Oslo"}')],
+    ),
+    "llama3 JSON that is no call is text": ("llama3", '{"answer": 42}', '{"answer": 42}', []),
+    "llama3 braces later are text": ("llama3", 'Use {"name": "get_time"} like this', 'Use {"name": "get_time"} like this', []),
+    "llama3 plain text": ("llama3", "Hello there", "Hello there", []),
 }
 
 
@@ -99,14 +125,18 @@ CASES = {
 GRAMMATICAL = [name for name in CASES if "unknown" not in name and "broken" not in name]
 
 
-@pytest.mark.parametrize("stream_arguments, case", [(False, case) for case in CASES.values()]
-                         + [(True, CASES[name]) for name in GRAMMATICAL],
-                         ids=[f"held-{name}" for name in CASES] + [f"streamed-{name}" for name in GRAMMATICAL])
+@pytest.mark.parametrize(
+    "stream_arguments, case",
+    [(False, case) for case in CASES.values()] + [(True, CASES[name]) for name in GRAMMATICAL],
+    ids=[f"held-{name}" for name in CASES] + [f"streamed-{name}" for name in GRAMMATICAL],
+)
 def test_whole_and_split_at_every_position_agree(case, stream_arguments):
     format_name, text, content, calls = case
     whole = folded(run(format_name, [text], stream_arguments=stream_arguments))
-    assert whole == (content, [{"id": f"id{n}", "name": name, "arguments": arguments}
-                               for n, (name, arguments) in enumerate(calls)])
+    assert whole == (
+        content,
+        [{"id": f"id{n}", "name": name, "arguments": arguments} for n, (name, arguments) in enumerate(calls)],
+    )
     for cut in range(1, len(text)):
         split = run(format_name, [text[:cut], text[cut:]], stream_arguments=stream_arguments)
         assert folded(split) == whole, f"split at {cut}: {text[:cut]!r} | {text[cut:]!r}"
@@ -114,15 +144,20 @@ def test_whole_and_split_at_every_position_agree(case, stream_arguments):
     assert folded(characters) == whole
 
 
-@pytest.mark.parametrize("format_name, markers", [
-    ("hermes", ("<tool_call>", "</tool_call>", "<tool_", "</tool")),
-    ("mistral", ("[TOOL_CALLS]", "[TOOL")),
-    ("llama3", ("<|python_tag|>", "<|python")),
-])
+@pytest.mark.parametrize(
+    "format_name, markers",
+    [
+        ("hermes", ("<tool_call>", "</tool_call>", "<tool_", "</tool")),
+        ("mistral", ("[TOOL_CALLS]", "[TOOL")),
+        ("llama3", ("<|python_tag|>", "<|python")),
+    ],
+)
 def test_no_markup_reaches_content_however_the_text_is_split(format_name, markers):
-    text = {"hermes": f"Checking.<tool_call>\n{WEATHER}\n</tool_call>",
-            "mistral": f"Checking.[TOOL_CALLS][{WEATHER}]",
-            "llama3": '<|python_tag|>{"name": "get_time", "parameters": {}}'}[format_name]
+    text = {
+        "hermes": f"Checking.<tool_call>\n{WEATHER}\n</tool_call>",
+        "mistral": f"Checking.[TOOL_CALLS][{WEATHER}]",
+        "llama3": '<|python_tag|>{"name": "get_time", "parameters": {}}',
+    }[format_name]
     for cut in range(1, len(text)):
         for piece in run(format_name, [text[:cut], text[cut:]]):
             if isinstance(piece, str):
@@ -133,7 +168,7 @@ def test_streamed_arguments_arrive_as_written_and_form_the_final_arguments():
     text = f"<tool_call>{WEATHER}</tool_call>"
     out = run("hermes", list(text), stream_arguments=True)
     argument_pieces = [piece.arguments for piece in out if isinstance(piece, ToolCallDelta) and piece.arguments]
-    assert len(argument_pieces) > 10          # streamed as written, not in one piece at the end
+    assert len(argument_pieces) > 10  # streamed as written, not in one piece at the end
     assert "".join(argument_pieces) == WEATHER_ARGUMENTS
     first = out[0]
     assert (first.id, first.name, first.arguments) == ("id0", "get_weather", "")
@@ -162,7 +197,7 @@ def test_a_call_cut_anywhere_held_back_is_text_never_a_call(case):
     given are the whole ones before the cut, and a call the cut falls in comes back as text."""
     format_name, text, _, calls = case
     for cut_text, (content, given), _ in cut_runs(format_name, text, stream_arguments=False):
-        assert [(call["name"], call["arguments"]) for call in given] == calls[:len(given)], cut_text
+        assert [(call["name"], call["arguments"]) for call in given] == calls[: len(given)], cut_text
         if not given:
             assert content == cut_text
 
@@ -181,19 +216,22 @@ def test_a_streamed_call_cut_anywhere_is_closed_into_a_json_object(case):
             assert call["arguments"] == arguments or cut_here, cut_text
 
 
-@pytest.mark.parametrize("written, closed", [
-    ('{"city": "Pa', '{"city": "Pa"}'),
-    ('{"city": "Pa\\', '{"city": "Pa"}'),          # an escape is given out whole, never cut
-    ('{"city": "Paris", "un', '{"city": "Paris"}'),  # a member waits until its value begins
-    ('{"city": "Paris", "unit": ', '{"city": "Paris"}'),
-    ('{"days": [1, 2', '{"days": [1, 2]}'),
-    ('{"days": [1, 2,', '{"days": [1, 2]}'),
-    ('{"n": -', '{"n": -0}'),
-    ('{"x": 1.5e', '{"x": 1.5e0}'),
-    ('{"on": tr', '{"on": true}'),
-    ('{"a": {"b": [{"c": nu', '{"a": {"b": [{"c": null}]}}'),
-    ('{"na', "{}"),
-])
+@pytest.mark.parametrize(
+    "written, closed",
+    [
+        ('{"city": "Pa', '{"city": "Pa"}'),
+        ('{"city": "Pa\\', '{"city": "Pa"}'),  # an escape is given out whole, never cut
+        ('{"city": "Paris", "un', '{"city": "Paris"}'),  # a member waits until its value begins
+        ('{"city": "Paris", "unit": ', '{"city": "Paris"}'),
+        ('{"days": [1, 2', '{"days": [1, 2]}'),
+        ('{"days": [1, 2,', '{"days": [1, 2]}'),
+        ('{"n": -', '{"n": -0}'),
+        ('{"x": 1.5e', '{"x": 1.5e0}'),
+        ('{"on": tr', '{"on": true}'),
+        ('{"a": {"b": [{"c": nu', '{"a": {"b": [{"c": null}]}}'),
+        ('{"na', "{}"),
+    ],
+)
 def test_a_cut_streamed_call_keeps_what_was_written_closed(written, closed):
     text = '<tool_call>{"name": "get_weather", "arguments": ' + written
     out = run("hermes", list(text), stream_arguments=True)
@@ -222,11 +260,14 @@ def test_call_ids_are_openai_style_and_unique():
     assert all(len(i) == 29 and i.startswith("call_") and i[5:].isalnum() for i in ids)
 
 
-@pytest.mark.parametrize("text, key, value", [
-    ('{"name": "x", "arguments": {"a": [1, {"b": "}"}]}}', "arguments", '{"a": [1, {"b": "}"}]}'),
-    ('{"n": 12.5e3 , "m": null}', "n", "12.5e3"),
-    ('{"s": "\\u00e9\\"", "t": true}', "s", '"\\u00e9\\""'),
-])
+@pytest.mark.parametrize(
+    "text, key, value",
+    [
+        ('{"name": "x", "arguments": {"a": [1, {"b": "}"}]}}', "arguments", '{"a": [1, {"b": "}"}]}'),
+        ('{"n": 12.5e3 , "m": null}', "n", "12.5e3"),
+        ('{"s": "\\u00e9\\"", "t": true}', "s", '"\\u00e9\\""'),
+    ],
+)
 def test_object_scan_finds_top_level_values(text, key, value):
     scan = ObjectScan()
     for char in text:
@@ -256,8 +297,10 @@ def test_a_call_written_again_word_for_word_is_dropped_and_flagged(stream_argume
 
 
 def test_only_the_first_call_streams_its_arguments_later_ones_wait_until_complete():
-    text = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
-            '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>')
+    text = (
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>'
+    )
     out = run("hermes", list(text), stream_arguments=True)
     second = [piece.arguments for piece in out if isinstance(piece, ToolCallDelta) and piece.index == 1]
     assert second == ["", '{"city": "Rome"}']
@@ -272,7 +315,7 @@ def test_a_held_calls_string_tokens_are_taken_in_whole_and_give_out_nothing_unti
     out = []
     for token in tokens[:2]:
         out += parser.feed(token)
-    assert parser.in_held_string   # inside the city's string, the call held until it is whole
+    assert parser.in_held_string  # inside the city's string, the call held until it is whole
     for word in words:
         assert parser.feed(word) == [] and parser.in_held_string
     for token in tokens[-2:]:

@@ -13,19 +13,26 @@ from api_like_oai.prompts.shipped import load
 from api_like_oai.prompts.tools import NO_CAPABILITIES, prepare, short_id, tools_prompt
 from api_like_oai.services.fitting import fit
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_weather", "description": "Weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 CALL = {"id": "call_Ab3", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
 
 
 def conversation(assistant_content=None, tool_content="18 C") -> list[dict]:
-    return normalise_messages([
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": assistant_content, "tool_calls": [CALL]},
-        {"role": "tool", "tool_call_id": "call_Ab3", "content": tool_content},
-    ])
+    return normalise_messages(
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": assistant_content, "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "call_Ab3", "content": tool_content},
+        ]
+    )
 
 
 def test_a_formatter_without_tools_gets_them_written_into_the_messages():
@@ -34,8 +41,7 @@ def test_a_formatter_without_tools_gets_them_written_into_the_messages():
     assert messages == [
         {"role": "system", "content": "Be brief.\n\n" + tools_prompt([WEATHER])},
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant",
-         "content": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'},
+        {"role": "assistant", "content": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'},
         {"role": "user", "content": "<tool_response>\n18 C\n</tool_response>"},
     ]
 
@@ -43,7 +49,7 @@ def test_a_formatter_without_tools_gets_them_written_into_the_messages():
 def test_the_tools_prompt_lists_each_function_as_json():
     text = tools_prompt([WEATHER])
     assert '\n{"name": "get_weather", "description": "Weather in a city.", "parameters": ' in text
-    assert "<tool_call>\n{\"name\": \"<tool name>\", \"arguments\": {<arguments as JSON>}}\n</tool_call>" in text
+    assert '<tool_call>\n{"name": "<tool name>", "arguments": {<arguments as JSON>}}\n</tool_call>' in text
 
 
 def test_without_a_system_message_one_is_added():
@@ -58,16 +64,18 @@ def test_templates_without_a_system_role_get_the_tools_before_the_first_user_mes
 
 
 def test_tool_results_and_the_next_user_message_become_one_user_turn():
-    messages = normalise_messages([
-        {"role": "user", "content": "Two cities"},
-        {"role": "assistant", "content": "", "tool_calls": [CALL, {**CALL, "id": "call_2"}]},
-        {"role": "tool", "tool_call_id": "call_Ab3", "content": "18 C"},
-        {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "20 C"}]},
-        {"role": "user", "content": "Thanks"}])
+    messages = normalise_messages(
+        [
+            {"role": "user", "content": "Two cities"},
+            {"role": "assistant", "content": "", "tool_calls": [CALL, {**CALL, "id": "call_2"}]},
+            {"role": "tool", "tool_call_id": "call_Ab3", "content": "18 C"},
+            {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "20 C"}]},
+            {"role": "user", "content": "Thanks"},
+        ]
+    )
     prepared, _ = prepare(messages, None, None)
     assert [m["role"] for m in prepared] == ["user", "assistant", "user"]
-    assert prepared[2]["content"] == ("<tool_response>\n18 C\n</tool_response>\n"
-                                      "<tool_response>\n20 C\n</tool_response>\nThanks")
+    assert prepared[2]["content"] == ("<tool_response>\n18 C\n</tool_response>\n<tool_response>\n20 C\n</tool_response>\nThanks")
 
 
 @pytest.mark.parametrize("assistant_content", [None, "", "Let me look."])
@@ -101,10 +109,13 @@ def test_tool_results_are_named_after_their_call():
 
 
 def test_the_deprecated_function_call_history_becomes_a_call_and_its_result():
-    messages = normalise_messages([
-        {"role": "user", "content": "Weather?"},
-        {"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": "{}"}},
-        {"role": "function", "name": "get_weather", "content": "18 C"}])
+    messages = normalise_messages(
+        [
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": "{}"}},
+            {"role": "function", "name": "get_weather", "content": "18 C"},
+        ]
+    )
     prepared, _ = prepare(messages, None, probe(load("qwen2.5")))
     assert prepared[1]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": {}}
     assert prepared[2]["role"] == "tool"
@@ -113,18 +124,22 @@ def test_the_deprecated_function_call_history_becomes_a_call_and_its_result():
 
 def test_arguments_that_are_not_json_reach_the_template_as_written():
     broken = {**CALL, "function": {"name": "get_weather", "arguments": "{oops"}}
-    messages = normalise_messages([{"role": "user", "content": "x"},
-                                   {"role": "assistant", "content": None, "tool_calls": [broken]}])
+    messages = normalise_messages(
+        [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [broken]}]
+    )
     prepared, _ = prepare(messages, None, probe(load("qwen2.5")))
     assert prepared[1]["tool_calls"][0]["function"]["arguments"] == "{oops"
 
 
 def test_context_fitting_drops_a_call_together_with_its_results():
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "old question"},
-                {"role": "assistant", "content": "", "tool_calls": [CALL]},
-                {"role": "tool", "tool_call_id": "call_Ab3", "content": "x" * 40},
-                {"role": "assistant", "content": "old answer"},
-                {"role": "user", "content": "new question"}]
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "old question"},
+        {"role": "assistant", "content": "", "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_Ab3", "content": "x" * 40},
+        {"role": "assistant", "content": "old answer"},
+        {"role": "user", "content": "new question"},
+    ]
     kept_versions = []
 
     def render(kept):

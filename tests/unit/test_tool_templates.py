@@ -26,13 +26,18 @@ WEATHER_RESULT = '{"temperature": 22, "unit": "celsius"}'
 TIME_RESULT = '{"time": "14:05"}'
 
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "get_weather",
-        "description": "Get the current weather in a city.",
-        "parameters": {"type": "object",
-                       "properties": {"city": {"type": "string", "description": "The city's name."}},
-                       "required": ["city"]},
-    }},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Get the current weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "description": "The city's name."}},
+                "required": ["city"],
+            },
+        },
+    },
     {"type": "function", "function": {"name": "get_time", "description": "Get the current UTC time."}},
 ]
 
@@ -46,9 +51,13 @@ def parallel_calls(weather_id: str, time_id: str) -> list[dict]:
     """System, user, one assistant message with two calls (content null, as OpenAI clients send it),
     both results, the final answer."""
     return [
-        SYSTEM, USER,
-        {"role": "assistant", "content": None,
-         "tool_calls": [call(weather_id, "get_weather", {"city": "Paris"}), call(time_id, "get_time", {})]},
+        SYSTEM,
+        USER,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call(weather_id, "get_weather", {"city": "Paris"}), call(time_id, "get_time", {})],
+        },
         {"role": "tool", "tool_call_id": weather_id, "content": WEATHER_RESULT},
         {"role": "tool", "tool_call_id": time_id, "content": TIME_RESULT},
         FINAL_ANSWER,
@@ -58,7 +67,8 @@ def parallel_calls(weather_id: str, time_id: str) -> list[dict]:
 def sequential_calls(weather_id: str, time_id: str) -> list[dict]:
     """The same exchange with one call per assistant message (Llama 3.1 allows no more)."""
     return [
-        SYSTEM, USER,
+        SYSTEM,
+        USER,
         {"role": "assistant", "content": None, "tool_calls": [call(weather_id, "get_weather", {"city": "Paris"})]},
         {"role": "tool", "tool_call_id": weather_id, "content": WEATHER_RESULT},
         {"role": "assistant", "content": None, "tool_calls": [call(time_id, "get_time", {})]},
@@ -215,28 +225,43 @@ def test_mistral_v3_refuses_tool_call_ids_that_are_not_9_characters(bad_id):
 # Shorter conversations that exercise the rest of each template's rules.
 OTHER_CONVERSATIONS = [
     # Without tools Qwen2.5 is ChatML with a default system message.
-    ("qwen2.5", [USER], None,
-     "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-     "<|im_start|>user\nWhat is the weather in Paris, and what time is it?<|im_end|>\n"
-     "<|im_start|>assistant\n"),
+    (
+        "qwen2.5",
+        [USER],
+        None,
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nWhat is the weather in Paris, and what time is it?<|im_end|>\n"
+        "<|im_start|>assistant\n",
+    ),
     # Without tools Llama 3.1 still writes the dates, but no "Environment: ipython"; contents are trimmed.
-    ("llama-3.1", [SYSTEM, {"role": "user", "content": " Hi\n"}], None,
-     "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-     "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
-     "You are a weather assistant.<|eot_id|>"
-     "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-     "<|start_header_id|>assistant<|end_header_id|>\n\n"),
+    (
+        "llama-3.1",
+        [SYSTEM, {"role": "user", "content": " Hi\n"}],
+        None,
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+        "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+        "You are a weather assistant.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n",
+    ),
     # When the last message is the user's, Mistral v3 puts the system message in front of it, after the tools.
-    ("mistral-v3", [SYSTEM, USER], TOOLS[1:],
-     "<s>[AVAILABLE_TOOLS] "
-     '[{"type": "function", "function": {"name": "get_time", "description": "Get the current UTC time."}}]'
-     "[/AVAILABLE_TOOLS]"
-     "[INST] You are a weather assistant.\n\nWhat is the weather in Paris, and what time is it?[/INST]"),
+    (
+        "mistral-v3",
+        [SYSTEM, USER],
+        TOOLS[1:],
+        "<s>[AVAILABLE_TOOLS] "
+        '[{"type": "function", "function": {"name": "get_time", "description": "Get the current UTC time."}}]'
+        "[/AVAILABLE_TOOLS]"
+        "[INST] You are a weather assistant.\n\nWhat is the weather in Paris, and what time is it?[/INST]",
+    ),
     ("mistral-v3", [USER], None, "<s>[INST] What is the weather in Paris, and what time is it?[/INST]"),
 ]
 
 
-@pytest.mark.parametrize(("name", "messages", "tools", "expected"), OTHER_CONVERSATIONS,
-                         ids=[f"{case[0]}-{n}" for n, case in enumerate(OTHER_CONVERSATIONS)])
+@pytest.mark.parametrize(
+    ("name", "messages", "tools", "expected"),
+    OTHER_CONVERSATIONS,
+    ids=[f"{case[0]}-{n}" for n, case in enumerate(OTHER_CONVERSATIONS)],
+)
 def test_renders_other_conversations_exactly(name, messages, tools, expected):
     assert render(name, messages, tools=tools) == expected

@@ -22,8 +22,7 @@ def test_a_request_of_a_whole_body_takes_its_prompt_out_of_the_fields():
     assert (request.fields, request.prompt, request.body()) == ({"stream": True}, "hi", {"stream": True, "prompt": "hi"})
 
 
-@pytest.mark.parametrize(("prompt", "bound"), [("héllo", 6), ([1, 2, 3], 3), (None, 0),
-                                                (MEDIA, len(MEDIA.text.encode()) + 200)])
+@pytest.mark.parametrize(("prompt", "bound"), [("héllo", 6), ([1, 2, 3], 3), (None, 0), (MEDIA, len(MEDIA.text.encode()) + 200)])
 def test_the_prompt_bound_counts_text_bytes_token_ids_and_media(prompt, bound):
     assert UpstreamRequest("/completion", prompt=prompt).prompt_bound() == bound
 
@@ -34,17 +33,21 @@ def test_a_media_prompt_is_the_requests_media_and_text():
     assert UpstreamRequest("/completion", prompt="plain").media is None
 
 
-@pytest.mark.parametrize("upstream", [UpstreamPool([]), OpenAIUpstream("http://127.0.0.1:9/v1", name="remote"),
-                                      Door(UpstreamPool([]))])
+@pytest.mark.parametrize(
+    "upstream", [UpstreamPool([]), OpenAIUpstream("http://127.0.0.1:9/v1", name="remote"), Door(UpstreamPool([]))]
+)
 def test_every_upstream_implements_the_one_interface(upstream):
-    assert isinstance(upstream, Upstream)   # a runtime-checked Protocol: every method and attribute is there
+    assert isinstance(upstream, Upstream)  # a runtime-checked Protocol: every method and attribute is there
 
 
 def test_what_an_upstream_cannot_do_is_a_400_not_a_crash():
     remote = OpenAIUpstream("http://127.0.0.1:9/v1", name="remote")
     assert remote.capabilities == Capabilities(renders_prompts=True, passes_through=True, speech=True)
-    for call in (lambda: remote.tokenize("hi"), lambda: remote.relay("GET", "/props"),
-                 lambda: remote.generate(UpstreamRequest("/completion", prompt="hi"))):
+    for call in (
+        lambda: remote.tokenize("hi"),
+        lambda: remote.relay("GET", "/props"),
+        lambda: remote.generate(UpstreamRequest("/completion", prompt="hi")),
+    ):
         with pytest.raises(InvalidRequest) as refused:
             call()
         assert refused.value.code == "not_supported"
@@ -95,7 +98,7 @@ def test_the_door_counts_a_media_prompt_and_refuses_it_before_anything_is_sent()
     door = Door(upstream, None, ticket)
     with pytest.raises(RateLimited):
         door.generate(UpstreamRequest("/completion", prompt=MEDIA))
-    assert ticket.asked == [len(MEDIA.text.encode()) + 200, len(MEDIA.text) + 200]   # the count has the media too
+    assert ticket.asked == [len(MEDIA.text.encode()) + 200, len(MEDIA.text) + 200]  # the count has the media too
     assert upstream.generated == []
 
 
@@ -103,7 +106,7 @@ def test_the_door_observes_the_events_and_passes_the_renewal_and_frees_its_slot(
     from api_like_oai.access.priority import SlotQueue
 
     upstream, ticket, places = Recorded(), Ticket(left=1000), SlotQueue()
-    held = []   # the lease's renewal, held after the door opened (a streamed request's waiting step)
+    held = []  # the lease's renewal, held after the door opened (a streamed request's waiting step)
     door = Door(upstream, places, ticket, lambda: held[0] if held else None)
     held.append(object())
     events = list(door.generate(UpstreamRequest("/completion", prompt="hi")))

@@ -23,7 +23,9 @@ def test_two_upstreams_make_one_family_per_name_with_their_labels():
     _merge(families, "this is { not metrics", {"model": "c", "upstream": "http://three"})
     counters = families["llamacpp:prompt_tokens"].samples
     assert [(sample.labels, sample.value) for sample in counters] == [
-        ({"model": "a", "upstream": "http://one"}, 10.0), ({"model": "b", "upstream": "http://two"}, 20.0)]
+        ({"model": "a", "upstream": "http://one"}, 10.0),
+        ({"model": "b", "upstream": "http://two"}, 20.0),
+    ]
     assert len(families["llamacpp:requests_processing"].samples) == 2
 
 
@@ -39,6 +41,7 @@ def test_what_is_written_reads_back():
     families = {}
     _merge(families, TEXT.format(value=3), {"model": "a", "upstream": "http://one"})
     text = generate_latest(MadeFamilies(list(families.values()))).decode()
-    [sample] = [s for family in text_string_to_metric_families(text) for s in family.samples
-                if s.name == "llamacpp:prompt_tokens_total"]
+    [sample] = [
+        s for family in text_string_to_metric_families(text) for s in family.samples if s.name == "llamacpp:prompt_tokens_total"
+    ]
     assert (sample.labels, sample.value) == ({"model": "a", "upstream": "http://one"}, 3.0)

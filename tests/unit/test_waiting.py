@@ -17,14 +17,22 @@ from api_like_oai.errors import UpstreamUnavailable
 from api_like_oai.services import waiting
 from api_like_oai.services.inflight import Context, InFlight
 
-SHAPES = {"openai": lambda: ChatShape("m"), "anthropic": lambda: MessagesShape("m"),
-          "responses": lambda: ResponsesShape("m", ResponsesRequest(input="hi")), "ollama": lambda: OllamaShape("m")}
+SHAPES = {
+    "openai": lambda: ChatShape("m"),
+    "anthropic": lambda: MessagesShape("m"),
+    "responses": lambda: ResponsesShape("m", ResponsesRequest(input="hi")),
+    "ollama": lambda: OllamaShape("m"),
+}
 
 
 def plain(frames: list[bytes]) -> list:
     """The frames with Ollama's time stamps left out (each of its lines carries the time it was made)."""
-    return [{key: value for key, value in json.loads(frame).items() if key != "created_at"}
-            if frame.startswith(b'{"model"') else frame for frame in frames]
+    return [
+        {key: value for key, value in json.loads(frame).items() if key != "created_at"}
+        if frame.startswith(b'{"model"')
+        else frame
+        for frame in frames
+    ]
 
 
 def context_waiting_for(*answers) -> tuple[Context, list]:
@@ -55,18 +63,18 @@ def test_a_stream_waiting_for_its_model_gets_its_keep_alives_then_the_answer_mad
         return iter([b"the answer"]), {"X-Header": "lost: the answer has started"}
 
     answer, headers = waiting.after_wait(context, shape, proceed)
-    assert made == [] and headers == {}   # nothing generated before the stream is read
+    assert made == [] and headers == {}  # nothing generated before the stream is read
     frames = list(answer)
     assert plain(frames) == plain([shape.keepalive] * 3 + [b"the answer"]) and made == [True]
     assert asked == [waiting.KEEPALIVE_SECONDS] * 3
-    assert waiting.after_wait(context, shape, lambda: ("at once", {})) == ("at once", {})   # the wait is spent
+    assert waiting.after_wait(context, shape, lambda: ("at once", {})) == ("at once", {})  # the wait is spent
 
 
 def test_each_api_keeps_alive_its_own_way():
     keepalives = {api: make().keepalive for api, make in SHAPES.items()}
     assert keepalives["openai"] == keepalives["responses"] == b": keep-alive\n\n"
     assert keepalives["anthropic"] == b'event: ping\ndata: {"type": "ping"}\n\n'
-    piece = json.loads(keepalives["ollama"])   # a line Ollama's clients read as a piece of the answer
+    piece = json.loads(keepalives["ollama"])  # a line Ollama's clients read as a piece of the answer
     assert piece["done"] is False and piece["message"] == {"role": "assistant", "content": ""}
     assert json.loads(OllamaShape("m", "generate").keepalive)["response"] == ""
 
@@ -80,8 +88,12 @@ def test_a_load_that_fails_is_the_apis_own_error_event(api):
     assert plain(frames[:2]) == plain([shape.keepalive] * 2) and len(frames) == 3
     error = frames[2].decode()
     assert "failed to start" in error
-    expected = {"openai": 'data: {"error":', "anthropic": 'event: error\ndata: {"type":"error","error":{"type":'
-                '"overloaded_error"', "responses": "event: response.failed\n", "ollama": '{"error":"model m failed'}
+    expected = {
+        "openai": 'data: {"error":',
+        "anthropic": 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"',
+        "responses": "event: response.failed\n",
+        "ollama": '{"error":"model m failed',
+    }
     assert error.startswith(expected[api]), error
 
 

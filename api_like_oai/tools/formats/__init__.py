@@ -8,8 +8,7 @@ from __future__ import annotations
 from . import generic, hermes, llama3, mistral
 from .base import ARGUMENT_KEYS, ToolFormat
 
-FORMATS: dict[str, ToolFormat] = {module.FORMAT.name: module.FORMAT
-                                  for module in (hermes, llama3, mistral, generic)}
+FORMATS: dict[str, ToolFormat] = {module.FORMAT.name: module.FORMAT for module in (hermes, llama3, mistral, generic)}
 
 
 def detect(template_source: str | None) -> str | None:

@@ -21,22 +21,23 @@ class ToolFormat:
     """
 
     name: str
-    triggers: tuple[str, ...]                # text that opens tool calls anywhere in the output
-    opening: tuple = (WS,)                   # after the trigger, before the first call's JSON
-    closing: tuple = ()                      # after each call's JSON
-    separator: tuple | None = None           # between calls of one section; None: each call has its own trigger
-    section_end: tuple = ()                  # after the last call of a section
-    start_triggers: tuple[str, ...] = ()     # text that opens calls only at the start of the output,
-                                             # and is the start of the JSON itself (llama3's bare "{")
-    arguments_key: str = "arguments"         # the key the grammar writes; the parser reads any of ARGUMENT_KEYS
-    preserved_tokens: tuple[str, ...] = ()   # special tokens among the markers: llama.cpp must send them as text
+    triggers: tuple[str, ...]  # text that opens tool calls anywhere in the output
+    opening: tuple = (WS,)  # after the trigger, before the first call's JSON
+    closing: tuple = ()  # after each call's JSON
+    separator: tuple | None = None  # between calls of one section; None: each call has its own trigger
+    section_end: tuple = ()  # after the last call of a section
+    start_triggers: tuple[str, ...] = ()  # text that opens calls only at the start of the output,
+    # and is the start of the JSON itself (llama3's bare "{")
+    arguments_key: str = "arguments"  # the key the grammar writes; the parser reads any of ARGUMENT_KEYS
+    preserved_tokens: tuple[str, ...] = ()  # special tokens among the markers: llama.cpp must send them as text
     description: str = ""
 
     def grammar_root(self, call_rule: str, parallel: bool) -> str:
         """The GBNF body of `root` for one call (or several when `parallel`), from the first trigger on."""
         trigger = self.triggers[0] if self.triggers else ""
-        opened = _sequence((trigger, *self.opening)) if not self.start_triggers else \
-            f"({_literal(trigger)})? ws" if trigger else "ws"
+        opened = (
+            _sequence((trigger, *self.opening)) if not self.start_triggers else f"({_literal(trigger)})? ws" if trigger else "ws"
+        )
         one_call = f"{call_rule} {_sequence(self.closing)}".strip()
         if not parallel:
             return f"{opened} {one_call} {_sequence(self.section_end)}".strip()
@@ -48,8 +49,7 @@ class ToolFormat:
         """llama.cpp's grammar_triggers: each trigger as a word (type 1); start triggers as a
         pattern over the whole output so far (type 3), so they act only at its start."""
         triggers = [{"type": 1, "value": trigger} for trigger in self.triggers]
-        triggers += [{"type": 3, "value": r"\s*(" + _regex_escape(trigger) + r")[\s\S]*"}
-                     for trigger in self.start_triggers]
+        triggers += [{"type": 3, "value": r"\s*(" + _regex_escape(trigger) + r")[\s\S]*"} for trigger in self.start_triggers]
         return triggers
 
 
@@ -58,6 +58,7 @@ ARGUMENT_KEYS = ("arguments", "parameters")
 
 def _literal(text: str) -> str:
     from ..grammar import gbnf_literal  # late: grammar.py is only needed when a grammar is built
+
     return gbnf_literal(text)
 
 

@@ -12,5 +12,5 @@ FORMAT = replace(
     name="generic",
     preserved_tokens=(),
     description="the proxy's own: tools described in the system message, calls as "
-                '<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
 )
