@@ -252,8 +252,16 @@ def llama_thread_variants() -> list[int]:
     return sorted({2, max((os.cpu_count() or 2) - 1, 1)}, reverse=True)
 
 
+# The parts measured into files of their own (`--only keys|fleet`), shown in results.md too as they last ran.
+OWN_FILE_PARTS = ("keys-results.md", "fleet-results.md")
+
+
 def write_outputs(results: BenchmarkResults, output_dir: Path, chart: bool = True) -> str:
     text = report.markdown(results)
+    for name in OWN_FILE_PARTS:
+        part = output_dir / name
+        if part.exists():
+            text = text.rstrip("\n") + f"\n\n<!-- from {name} (`scripts/bench --only ...`) -->\n" + part.read_text()
     (output_dir / "results.md").write_text(text)
     if chart:  # the chart shows parts 1-3 only
         report.chart(results, output_dir / "results.png")
@@ -389,11 +397,13 @@ def measure_ollama(results: BenchmarkResults, quick: bool) -> None:
 
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
-    if args.only == "keys":  # its own keys-results.md/json beside results.md
-        return keys_row.keys_part(args.output_dir, args.quick_plans, progress)
-    if args.only == "fleet":  # its own fleet-results.md/json beside results.md
-        return fleet_row.fleet_part(args.output_dir, args.quick_plans, progress)
     previous = args.output_dir / "results.json"
+    if args.only in ("keys", "fleet"):  # its own keys|fleet-results.md/json, then shown in results.md too
+        part = keys_row.keys_part if args.only == "keys" else fleet_row.fleet_part
+        status = part(args.output_dir, args.quick_plans, progress)
+        if previous.exists():
+            write_outputs(load(json.loads(previous.read_text())), args.output_dir, chart=False)
+        return status
     results = (
         load(json.loads(previous.read_text()))
         if previous.exists()
