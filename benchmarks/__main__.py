@@ -453,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan.quick() if args.smoke else Plan()
     args.quick_plans = args.quick or args.smoke  # the routing and swaps parts' short plans
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every started server is stopped
+    args.output_dir.mkdir(parents=True, exist_ok=True)  # before any part: a new directory lost a whole run
     if args.only:
         return only_part(args, plan)
     if args.quick:
