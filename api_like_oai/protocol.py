@@ -346,6 +346,17 @@ class ChatCompletionRequest(SamplingFields):
         params = self._dialect_image_params
         return params[ordinal] if ordinal < len(params) else chat_param
 
+    def parts_of(self, types: tuple[str, ...]) -> list[tuple[int, int, ContentPart]]:
+        """(message index, part index, part) of every content part of one of `types`, in order (the
+        images of services/media.py, the clips of audio_parts.py)."""
+        return [
+            (n, m, part)
+            for n, message in enumerate(self.messages)
+            if isinstance(message.content, list)
+            for m, part in enumerate(message.content)
+            if part.type in types
+        ]
+
     def with_placeholders(self, placed: dict[tuple[int, int], str]) -> ChatCompletionRequest:
         """A copy whose parts at (message index, part index) are text: a medium's placeholder
         (services/media.py for images, audio_parts.py for clips)."""

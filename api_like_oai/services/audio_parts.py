@@ -20,13 +20,7 @@ LIMITS = AudioLimits()
 
 def audio_parts(request: ChatCompletionRequest) -> list[tuple[int, int, ContentPart]]:
     """(message index, part index, part) of every audio part of the request, in order."""
-    return [
-        (n, m, part)
-        for n, message in enumerate(request.messages)
-        if isinstance(message.content, list)
-        for m, part in enumerate(message.content)
-        if part.type == AUDIO_PART_TYPE
-    ]
+    return request.parts_of((AUDIO_PART_TYPE,))
 
 
 def resolve_audio(request: ChatCompletionRequest, model) -> tuple[ChatCompletionRequest, dict[str, Audio]]:

@@ -31,13 +31,7 @@ MAX_REDIRECTS = 3
 
 def image_parts(request: ChatCompletionRequest) -> list[tuple[int, int, ContentPart]]:
     """(message index, part index, part) of every image part of the request, in order."""
-    return [
-        (n, m, part)
-        for n, message in enumerate(request.messages)
-        if isinstance(message.content, list)
-        for m, part in enumerate(message.content)
-        if part.type in IMAGE_PART_TYPES
-    ]
+    return request.parts_of(IMAGE_PART_TYPES)
 
 
 def resolve_images(request: ChatCompletionRequest, model) -> tuple[ChatCompletionRequest, dict[str, Image]]:
