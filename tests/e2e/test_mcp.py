@@ -110,6 +110,7 @@ def test_smollm2_calls_a_stdio_server_of_the_config_through_responses_and_messag
         input="What is the weather in Paris?",
         tool_choice="required",
         max_output_tokens=60,
+        temperature=0,  # what is tested is the stdio server's round trip, not SmolLM2's sampling
         tools=[{"type": "mcp", "server_label": "local", "allowed_tools": ["weather"], "require_approval": "never"}],
     )
     call = next(item for item in response.output if item.type == "mcp_call")
@@ -118,13 +119,16 @@ def test_smollm2_calls_a_stdio_server_of_the_config_through_responses_and_messag
     beta = anthropic.Anthropic(base_url=stdio_proxy.url, api_key="k", max_retries=0, timeout=TIMEOUT).beta.messages
     message = beta.create(
         model="smollm2",
-        max_tokens=60,
+        max_tokens=200,
+        extra_body={"temperature": 0},
         betas=["mcp-client-2025-04-04"],
         tool_choice={"type": "any"},
-        messages=[{"role": "user", "content": "What is the weather in Rome?"}],
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
         mcp_servers=[{"type": "url", "url": "config", "name": "local", "tool_configuration": {"allowed_tools": ["weather"]}}],
     )
-    assert [block.type for block in message.content[:2]] == ["mcp_tool_use", "mcp_tool_result"], message.content
+    assert [block.type for block in message.content[:2]] == ["mcp_tool_use", "mcp_tool_result"], [
+        (block.type, getattr(block, "text", None), getattr(block, "input", None)) for block in message.content
+    ]
     used, result = message.content[0], message.content[1]
     assert (used.server_name, used.name, result.is_error) == ("local", "weather", False), message.content
     assert result.content[0].text.startswith(CITY_WEATHER)
