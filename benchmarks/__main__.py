@@ -51,7 +51,7 @@ from . import tool_call as tool_call_part
 from .capacity import CapacityRig
 from .generation import GenerationRig
 from .processes import Service
-from .results import BenchmarkResults, Machine, RatiosResult, load
+from .results import BEFORE, BenchmarkResults, Machine, RatiosResult, load
 from .servers import fake_upstream, llama_server, proxy
 from .workload import Plan
 
@@ -279,6 +279,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the tool call and the agent turns against their neighbours, in under 3 minutes; "
         "writes quick.md and quick.json",
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="with --quick: run the proxy at git revision REV (a temporary worktree) as one more target of the "
+        "ratio rows, alternating with this tree's, and judge every CPU row against it within the row's noise",
+    )
     parser.add_argument("--smoke", action="store_true", help="every part, briefly (numbers not meaningful)")
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
     parser.add_argument(
@@ -289,10 +295,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: ExitStack) -> Path:
+def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: ExitStack, against: str | None = None) -> Path:
     """Issue 29: the ratio rows, each alternating the proxy with the floor and LiteLLM's proxy (fake
-    upstreams) or with llama-server direct and LiteLLM (real generation), in one sitting. Returns
-    llama-server's /props in a file, for the parts after it."""
+    upstreams) or with llama-server direct and LiteLLM (real generation), in one sitting; with `against`,
+    the proxy at that revision too. Returns llama-server's /props in a file, for the parts after it."""
     started, load_at_start = time.perf_counter(), ", ".join(f"{n:.2f}" for n in os.getloadavg())
     begun = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     threads = max((os.cpu_count() or 2) - 1, 1)
@@ -306,11 +312,10 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
         **{name: fake_upstream(props_path, interval) for name, interval in ratios.PACED_INTERVALS.items()},
     }
     upstreams = {**{name: fake.url for name, fake in fakes.items()}, ratios.REAL: llama.url}
-    fronts = {
-        "floor": servers.floor(upstreams),
-        "proxy": servers.proxy_for_models(upstreams),
-        "litellm": servers.litellm(upstreams),
-    }
+    fronts = {"floor": servers.floor(upstreams), "proxy": servers.proxy_for_models(upstreams)}
+    if against:
+        fronts[BEFORE] = servers.proxy_for_models(upstreams, stack.enter_context(servers.checkout_of(against)), BEFORE)
+    fronts["litellm"] = servers.litellm(upstreams)
     for service in (*fakes.values(), *fronts.values()):
         stack.callback(service.stop)
     with ThreadPoolExecutor(len(fakes) + len(fronts)) as starting:  # at once: LiteLLM alone takes 20 s and more
@@ -325,6 +330,7 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
         f"litellm[proxy]=={servers.LITELLM_VERSION}, `litellm --num_workers 1`",
         rows,
         time.perf_counter() - started,
+        servers.described(against) if against else "",
     )
     for service in (*fronts.values(), *fakes.values(), llama):
         service.stop()
@@ -337,7 +343,7 @@ def quick_guard(args: argparse.Namespace) -> int:
     results = BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
     plan = dataclasses.replace(Plan.quick(), repeats=4, capacity_seconds=1.5, agent_turn_rounds=10)
     with ExitStack() as stack:
-        props_path = measure_ratios(results, ratios.RatioPlan.quick(), stack)
+        props_path = measure_ratios(results, ratios.RatioPlan.quick(), stack, args.against)
         results.rerank = rerank_row.measure(os.environ["LLAMA_SERVER"], ratios.RatioPlan.quick(), progress)
         measure_tool_call(results, plan, props_path, stack)
         turn_fake = fake_upstream(agents.agent_props(props_path), answer_tokens=2).start()
@@ -450,6 +456,8 @@ def real_props(stack: ExitStack) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.against and not args.quick:
+        sys.exit("scripts/bench: --against REV goes with --quick")
     plan = Plan.quick() if args.smoke else Plan()
     args.quick_plans = args.quick or args.smoke  # the routing and swaps parts' short plans
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so every started server is stopped

@@ -47,6 +47,7 @@ class Service:
     port: int
     ready_path: str = "/health"
     env: dict[str, str] | None = None  # added to this process's environment
+    cwd: Path | None = None  # where it runs (the proxy at another revision: that revision's checkout)
     process: subprocess.Popen | None = None
     log_path: Path = field(init=False)
 
@@ -60,7 +61,11 @@ class Service:
     def start(self, timeout: float = 120.0) -> Service:
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env} if self.env else None
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env} if self.env else None,
+                cwd=self.cwd,
             )
         deadline = time.monotonic() + timeout
         while not http_ok(self.url + self.ready_path):

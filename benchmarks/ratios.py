@@ -1,6 +1,7 @@
 """The ratio rows (issue 29): the proxy beside its neighbours, in one sitting, every row alternating
-its targets (ABBA: A B C, then C B A, ...), so that whatever the machine does meanwhile hits all of
-them alike. Judged as ratios or differences against a neighbour in the same row, never as absolutes:
+its targets (ABBA: A B C, then C B A, ...; LiteLLM's windows after the others', `window_order`), so that
+whatever the machine does meanwhile hits all of them alike. Judged as ratios or differences against a
+neighbour in the same row, never as absolutes:
 
 - against an instant or paced fake upstream: the floor of the stack (benchmarks/floor_app.py, a bare
   Flask app under the proxy's worker and HTTP client), the proxy, and LiteLLM's proxy; the proxy's
@@ -25,11 +26,10 @@ from .processes import Service
 from .results import FrontCell, RatioRow, percentile
 from .workload import GENERATED_TOKENS, PATHS, generation_body
 
-FRONTS = ("floor", "proxy", "litellm")
-GENERATION_TARGETS = ("direct", "proxy", "litellm")
 # the model names the fronts serve: one per upstream
 INSTANT, PACED_FAST, PACED_SLOW, REAL = "bench", "paced8", "paced40", "real"
 PACED_INTERVALS = {PACED_FAST: 8.0, PACED_SLOW: 40.0}
+LITELLM_SETTLE_SECONDS = 5.0  # at most, after a LiteLLM window, for its cut requests to wind down
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,15 @@ def passes(names: tuple[str, ...], rounds: int):
     """ABBA: the targets in order, then reversed, `rounds` times in all."""
     for number in range(rounds):
         yield from (names if number % 2 == 0 else tuple(reversed(names)))
+
+
+def window_order(names: tuple[str, ...], rounds: int) -> list[str]:
+    """A CPU row's windows: the fronts compared closely (the floor, the proxy, the proxy at another
+    revision) ABBA, then LiteLLM's windows. The requests a window cuts keep LiteLLM (and the fakes
+    streaming to it) busy for seconds after its window, which would fall on whichever front came next;
+    LiteLLM costs 10-30 times the others, so its own windows need no such care."""
+    close = tuple(name for name in names if name != "litellm")
+    return [*passes(close, rounds), *(["litellm"] * rounds if "litellm" in names else [])]
 
 
 def warm_up(fronts: dict[str, Service], clients: int) -> None:
@@ -119,9 +128,9 @@ async def cpu_row(
     streamed, per relayed token. Streams are counted by their frames as they arrive (`frames`: a whole
     stream's, per front), so a window's edges cut no stream, and a slow front that finishes none in a
     window still counts what it relayed."""
-    spent = {target: {"cpu": 0.0, "requests": 0, "frames": 0, "seconds": 0.0, "errors": 0} for target in fronts}
+    spent = {target: {"cpu": 0.0, "requests": 0, "frames": 0, "seconds": 0.0, "errors": 0, "windows": []} for target in fronts}
     stagger = PACED_INTERVALS.get(model, 0.0) / 1000
-    for target in passes(tuple(fronts), plan.rounds):
+    for target in window_order(tuple(fronts), plan.rounds):
         front = fronts[target]
         request = encode_post(front.port, PATHS["chat"], {**generation_body("chat", streamed), "model": model})
         window = await closed_loop(
@@ -141,7 +150,9 @@ async def cpu_row(
         totals["frames"] += window.spent("frames")
         totals["seconds"] += window.seconds
         totals["errors"] += sum(s.status != 200 for s in window.samples)
-        await settle(front)
+        stream = frames[target] if streamed else 0
+        totals["windows"].append(_cost(window.spent("cpu"), len(window.samples), window.spent("frames"), stream, per_token))
+        await settle(front, at_most=LITELLM_SETTLE_SECONDS if target == "litellm" else 2.0)
     return RatioRow(
         name,
         "token" if per_token else "request",
@@ -164,6 +175,13 @@ async def settle(front: Service, quiet_cpu: float = 0.05, at_most: float = 2.0) 
         before = now
 
 
+def _cost(cpu: float, requests: int, frames: float, stream_frames: int, per_token: bool) -> float:
+    """One window's CPU (µs) per request, per stream counted by its frames, or per relayed token."""
+    streams = frames / stream_frames if stream_frames else requests
+    units = streams * GENERATED_TOKENS if per_token else streams
+    return cpu * 1e6 / units if units else math.inf
+
+
 def _cpu_cell(target: str, totals: dict, stream_frames: int) -> FrontCell:
     """A front that spent CPU and finished nothing in its windows costs infinitely much per request."""
     streams = totals["frames"] / stream_frames if stream_frames else totals["requests"]
@@ -177,6 +195,7 @@ def _cpu_cell(target: str, totals: dict, stream_frames: int) -> FrontCell:
         (totals["cpu"] * 1e6 / tokens if tokens else idle) if stream_frames else math.nan,
         totals["errors"],
         tokens_per_s=tokens / totals["seconds"] if tokens else math.nan,
+        window_costs=totals["windows"],
     )
 
 
@@ -288,8 +307,8 @@ def instant_and_paced_rows(fronts: dict[str, Service], plan: RatioPlan, progress
 def generation_rows(
     llama: Service, fronts: dict[str, Service], plan: RatioPlan, threads: int, progress: Callable[[str], None]
 ) -> list[RatioRow]:
-    targets = {"direct": llama, "proxy": fronts["proxy"], "litellm": fronts["litellm"]}
-    models = {"direct": "bench", "proxy": REAL, "litellm": REAL}
+    targets = {"direct": llama, **{name: front for name, front in fronts.items() if name != "floor"}}
+    models = {target: "bench" if target == "direct" else REAL for target in targets}
     rows = []
     for clients in plan.generation_clients:
         progress(f"ratio row: real generation, {clients} clients")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from . import ollama_rows, rerank_row
-from .results import BenchmarkResults, RatioRow, RatiosResult, TargetCheck
+from .results import BEFORE, BenchmarkResults, RatioRow, RatiosResult, TargetCheck
 from .tables import number, table
 
 NAMES = {"direct": "llama-server direct", "floor": "floor", "proxy": "proxy", "litellm": "LiteLLM"}
@@ -38,6 +38,8 @@ def ratios_section(results: BenchmarkResults) -> str:
                 [_cpu_row(row) for row in cpu_rows],
             ),
         ]
+    if r.against:
+        parts += _against_part(r)
     if generation:
         parts += [
             "Real generation: the same streamed chat (64 tokens, greedy, seeded) to llama-server's own "
@@ -64,10 +66,41 @@ def ratios_section(results: BenchmarkResults) -> str:
     return "\n\n".join(parts)
 
 
+def _against_part(r: RatiosResult) -> list[str]:
+    """`--against REV`: the proxy at REV ran as one more target of the same rows, its windows alternating
+    with this tree's (ABBA), so the two are compared in one sitting, against each other and the floor."""
+    rows = [row for row in r.rows if row.cell(BEFORE)]
+    return [
+        f"The proxy beside itself at {r.against} (`--against`): one more target of the same rows, its windows "
+        "alternating with this tree's. Noise: the widest spread, (max − min) ÷ median, among the floor's, "
+        "the proxy's and the earlier proxy's window costs in that row; a ratio within 1 ± noise is no change "
+        "the row can see. For real generation, the time to the first text each adds to llama-server direct:",
+        table(
+            ["row", "at " + r.against, "this tree", "this ÷ earlier", "noise", "earlier ÷ floor", "this ÷ floor"],
+            [_against_row(row) for row in rows],
+        ),
+    ]
+
+
+def _against_row(row: RatioRow) -> list[str]:
+    if row.kind == "generation":
+        added = (f"+{number(row.ttft_added_ms(t), 2)} ms TTFT" for t in (BEFORE, "proxy"))
+        return [row.name, *added, "", "", "", ""]
+    return [
+        row.name,
+        *_costs(row, (BEFORE, "proxy"), 1),
+        f"{_finite(row.cost('proxy') / row.cost(BEFORE), 3)}x",
+        f"±{number(row.noise() * 100, 0)}%",
+        f"{_finite(row.over_floor(BEFORE), 2)}x",
+        f"{_finite(row.over_floor('proxy'), 2)}x",
+    ]
+
+
 def _intro(r: RatiosResult) -> str:
     return (
         f"Measured {r.measured_at} in {r.seconds / 60:.1f} min, load average at the start {r.load_average}. "
-        "Every row alternates its targets window by window (A B C, then C B A, ...), so the machine's other load "
+        "Every row alternates its targets window by window (A B C, then C B A, ...; LiteLLM's windows after the "
+        "others', since the requests a window cuts keep it busy for seconds after), so the machine's other load "
         "falls on all of them alike; the ratios are the result, the absolute numbers only information (they "
         "move with the machine by a third from hour to hour). The floor is `benchmarks/floor_app.py`: a bare "
         "Flask app under the proxy's own gunicorn gevent worker and HTTP client that parses the body, sends one "
@@ -77,11 +110,15 @@ def _intro(r: RatiosResult) -> str:
     )
 
 
-def _cpu_row(row: RatioRow) -> list[str]:
+def _costs(row: RatioRow, targets: tuple[str, ...], digits: int) -> list[str]:
     unit = "token" if row.kind == "token" else "req"
+    return [f"{_finite(row.cost(t), digits)} µs/{unit}" for t in targets]
+
+
+def _cpu_row(row: RatioRow) -> list[str]:
     return [
         row.name,
-        *(f"{_finite(row.cost(t), 0)} µs/{unit}" for t in ("floor", "proxy", "litellm")),
+        *_costs(row, ("floor", "proxy", "litellm"), 0),
         f"{_finite(row.over_floor('proxy'), 2)}x",
         f"{_finite(row.over_floor('litellm'), 2)}x",
         f"{_finite(row.cost('litellm') / row.cost('proxy'), 1)}x",
@@ -121,6 +158,7 @@ QUICK_TARGETS = (
     "ahead of LiteLLM",
     "streamed tool call",
     "agent turn replayed warm",
+    "CPU rows: proxy ÷ the proxy at",
 )
 
 

@@ -10,6 +10,8 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+BEFORE = "before"  # a ratio row's target: the proxy at another revision (`scripts/bench --quick --against REV`)
+
 DASHBOARD_TARGET = 0.05  # at most 5% more CPU per token with the dashboard's stream open (benchmarks/dashboard.py)
 
 
@@ -413,6 +415,7 @@ class FrontCell:
     errors: int
     ttft_p50_ms: float = math.nan  # real generation
     tokens_per_s: float = math.nan  # real generation: per request, median; paced: relayed per second
+    window_costs: list[float] = field(default_factory=list)  # CPU rows: the cost in each of its windows
 
 
 @dataclass
@@ -456,6 +459,17 @@ class RatioRow:
             ) >= self.tokens_ratio("litellm")
         return self.cost("proxy") < self.cost("litellm")
 
+    def noise(self, of: tuple[str, ...] = ("floor", "proxy", BEFORE)) -> float:
+        """How far one target's windows of this row differ from each other, the widest among `of`:
+        (max − min) ÷ median of its window costs. A difference between two targets smaller than this is
+        the machine, not the code."""
+        spreads = [
+            (max(c.window_costs) - min(c.window_costs)) / statistics.median(c.window_costs)
+            for c in self.cells
+            if c.target in of and len(c.window_costs) > 1 and all(map(math.isfinite, c.window_costs))
+        ]
+        return max(spreads, default=math.nan)
+
     def errors(self, of: tuple[str, ...] = ("direct", "floor", "proxy")) -> int:
         """Failed requests of the proxy and the neighbours it is divided by (LiteLLM's count against it alone)."""
         return sum(c.errors for c in self.cells if c.target in of)
@@ -471,6 +485,7 @@ class RatiosResult:
     litellm: str  # its version and how it ran
     rows: list[RatioRow] = field(default_factory=list)
     seconds: float = 0.0
+    against: str = ""  # `--against REV`: the revision (and its commit) whose proxy ran beside this tree's
 
     def of_kind(self, kind: str) -> list[RatioRow]:
         return [r for r in self.rows if r.kind == kind]
@@ -811,6 +826,7 @@ class BenchmarkResults:
                 "; ".join(f"{row.name}: {'ahead' if row.ahead_of_litellm() else 'BEHIND'}" for row in r.rows),
                 all(row.ahead_of_litellm() for row in r.rows),
             ),
+            *([_against_target(r)] if r.against else []),
         ]
 
     def _idle_memory_target(self) -> TargetCheck:
@@ -941,6 +957,18 @@ def _value(hint, raw):
     if origin is types.UnionType:
         return _value(next(arg for arg in args if arg is not type(None)), raw)
     return _built(hint, raw) if dataclasses.is_dataclass(hint) else raw
+
+
+def _against_target(r: RatiosResult) -> TargetCheck:
+    """`--against REV`: no CPU row costs more than the proxy at REV by more than the row's own noise."""
+    rows = [row for row in r.rows if row.kind != "generation" and row.cell(BEFORE)]
+    verdicts = [(row, row.cost("proxy") / row.cost(BEFORE), row.noise()) for row in rows]
+    return TargetCheck(
+        f"CPU rows: proxy ÷ the proxy at {r.against}, each within the row's noise",
+        "≤ 1 + noise",
+        "; ".join(f"{row.name}: {ratio:.2f}x (noise {noise:.0%})" for row, ratio, noise in verdicts),
+        bool(verdicts) and all(ratio <= 1 + noise for _, ratio, noise in verdicts),
+    )
 
 
 def dashboard_target(result: DashboardResult | None):

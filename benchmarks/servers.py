@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .processes import Service, free_port
@@ -42,16 +45,17 @@ def llama_server(binary: str, model: str, threads: int = 2) -> Service:
     )
 
 
-def proxy(upstream_url: str, *flags: str) -> Service:
+def proxy(upstream_url: str, *flags: str, checkout: Path | None = None, name: str = "proxy") -> Service:
     """The proxy as users start it: its CLI, default workers and worker class, no template flag. Run as
-    `python -m api_like_oai` from this checkout (the benchmark runs here), so that the code measured
-    is this tree's even when the environment's editable install points at another checkout."""
+    `python -m api_like_oai` from a checkout (this one unless told; the benchmark runs here), so that the
+    code measured is that tree's even when the environment's editable install points at another checkout."""
     port = free_port()
     return Service(
-        "proxy",
+        name,
         [sys.executable, "-m", "api_like_oai", "--llama-api", upstream_url, "--port", str(port), *flags],
         port,
         ready_path="/v1/models",
+        cwd=checkout or ROOT,
     )
 
 
@@ -75,12 +79,28 @@ def fake_upstream(props_path: Path, token_interval_ms: float = 0.0, answer_token
     )
 
 
-def proxy_for_models(upstreams: dict[str, str]) -> Service:
-    """The proxy serving each model name on its upstream (a config file), the first the default."""
+def proxy_for_models(upstreams: dict[str, str], checkout: Path | None = None, name: str = "proxy") -> Service:
+    """The proxy serving each model name on its upstream (a config file), the first the default; from
+    `checkout` (a revision's worktree, `--against`) when given."""
     lines = [f"default_model: {next(iter(upstreams))}", "models:"]
     lines += [f"  {model}:\n    upstreams: [{url}]" for model, url in upstreams.items()]
-    config = _temporary_file("proxy-models", ".yaml", "\n".join(lines) + "\n")
-    return proxy(next(iter(upstreams.values())), "--config", str(config))
+    config = _temporary_file(f"{name}-models", ".yaml", "\n".join(lines) + "\n")
+    return proxy(next(iter(upstreams.values())), "--config", str(config), checkout=checkout, name=name)
+
+
+@contextmanager
+def checkout_of(revision: str):
+    """A detached git worktree of `revision` in a temporary folder, removed after: the proxy as it was, to
+    run beside this tree's in the same rows (`scripts/bench --quick --against REV`). It runs on this
+    environment's packages, so a revision whose dependencies differ may not start."""
+    folder = Path(tempfile.mkdtemp(prefix="api-like-oai-bench-before-"))
+    git = ["git", "-C", str(ROOT)]
+    subprocess.run([*git, "worktree", "add", "--detach", "--quiet", str(folder), revision], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(folder)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def floor(upstreams: dict[str, str]) -> Service:
@@ -142,3 +162,11 @@ def _temporary_file(name: str, suffix: str, text: str) -> Path:
     path = Path(tempfile.gettempdir()) / f"api-like-oai-bench-{name}-{os.getpid()}{suffix}"
     path.write_text(text)
     return path
+
+
+def described(revision: str) -> str:
+    """`REV` as the reports name it: itself and its commit, `main~3 (d5b3820)`."""
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", revision], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return revision if revision.startswith(commit) else f"{revision} ({commit})"

@@ -22,7 +22,7 @@ from . import http
 from .events import GenerationEvent, PromptProgress, TokenLogprob
 
 if TYPE_CHECKING:
-    from .upstream import Media
+    from .media import Media
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import InvalidRequest
+from .media import Media
 from .routing import Affinity
 
 if TYPE_CHECKING:
@@ -26,17 +27,6 @@ if TYPE_CHECKING:
 # once the model is loaded again, None while `timeout` seconds pass first (None: no limit); raises the
 # refusal's API error.
 Renew = Callable[[list[str]], Callable[[float | None], list[str] | None]]
-
-
-@runtime_checkable
-class Media(Protocol):
-    """A prompt with images or audio (prompts.media.MediaPrompt): its text with placeholders, the tokens its
-    media take beyond them, and llama.cpp's prompt object for a server whose media marker is `marker`."""
-
-    text: str
-    media_tokens: int
-
-    def upstream(self, marker: str) -> dict: ...
 
 
 Prompt = str | list[int] | Media

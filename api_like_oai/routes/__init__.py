@@ -15,9 +15,8 @@ from ..middleware import ON_CLOSE
 from ..observability import LOADING_MODEL, QUEUED, stage
 from ..offload import let_others_run
 from ..services.admission import Admission, invalid_request
-from ..services.inflight import Context
+from ..services.inflight import Context, Waiting
 from ..services.passthrough import passthrough
-from ..services.waiting import Waiting
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 STATE_KEY = "api_like_oai"  # where app.create_app keeps the AppState in `app.extensions`

@@ -14,7 +14,7 @@ from ..errors import UpstreamUnavailable
 from ..observability import LiveRequests, RequestRecord
 
 if TYPE_CHECKING:
-    from .waiting import Waiting
+    from ..backends.upstream import Renew
 
 # What stopping one request found (InFlight.stop_one; a word, so that another worker can say it too).
 STOPPED, NOT_GENERATING, ABSENT = "stopped", "not generating", "absent"
@@ -65,6 +65,24 @@ class InFlight:
         if record is None:
             return ABSENT
         return STOPPED if record.stop() else NOT_GENERATING
+
+
+# wait(timeout): True once the model is ready (held for the request), False if `timeout` seconds passed
+# first; raises the refusal's API error (routes.hold_model makes it from the supervisor's pending lease).
+Wait = Callable[[float], bool]
+
+
+class Waiting:
+    """One request's model load left pending by admission, for the waiting step to run, and the lease's
+    renewal once it is held."""
+
+    def __init__(self):
+        self.pending: Wait | None = None
+        self.renew: Renew | None = None  # the held lease's renewal, once granted (routes.hold_model)
+
+    def take(self) -> Wait | None:
+        pending, self.pending = self.pending, None
+        return pending
 
 
 @dataclass

@@ -5,7 +5,7 @@ queue is full) is the API's own error event. Nothing done before the wait is don
 a dialect's translation and a stored turn are kept, and the answer's own work (rendering, sending)
 runs once, after it.
 
-Two waits, one step: admission may leave a model load pending (`Waiting`, filled by the route's hold
+Two waits, one step: admission may leave a model load pending (`inflight.Waiting`, filled by the route's hold
 on a model the proxy starts), which `after_wait` runs before the service generates; a restart after a
 crash is waited for inside the upstream pool, which sends `events.Waiting` while it waits and
 generation.stream writes the same keep-alive for each. Both wait on the supervisor's lease, with its
@@ -17,30 +17,12 @@ import logging
 from collections.abc import Callable, Iterator
 
 from .. import sse
-from ..backends.upstream import Renew
 from ..errors import ProxyError
-from .inflight import Context
+from .inflight import Context, Wait
 
 log = logging.getLogger("api_like_oai")
 
 KEEPALIVE_SECONDS = sse.KEEPALIVE_SECONDS
-
-# wait(timeout): True once the model is ready (held for the request), False if `timeout` seconds passed
-# first; raises the refusal's API error (routes.hold_model makes it from the supervisor's pending lease).
-Wait = Callable[[float], bool]
-
-
-class Waiting:
-    """One request's model load left pending by admission, for the waiting step to run, and the lease's
-    renewal once it is held."""
-
-    def __init__(self):
-        self.pending: Wait | None = None
-        self.renew: Renew | None = None  # the held lease's renewal, once granted (routes.hold_model)
-
-    def take(self) -> Wait | None:
-        pending, self.pending = self.pending, None
-        return pending
 
 
 def after_wait(context: Context, shape, proceed: Callable[[], tuple]) -> tuple:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 
-from benchmarks import ratios, report
+from benchmarks import ratios, report, report_ratios
 from benchmarks.results import (
+    BEFORE,
     ONE_LINE_CHAT,
     AgentTurnResult,
     BenchmarkResults,
@@ -152,3 +154,55 @@ def test_litellm_failures_count_against_litellm_alone():
     assert row.errors() == 0 and row.errors(("litellm",)) == 5 and row.ahead_of_litellm()
     row.cell("proxy").errors = 6
     assert not row.ahead_of_litellm()
+
+
+def against_row(proxy_windows: list[float], before_windows: list[float], floor_windows: list[float]) -> RatioRow:
+    """A paced row with the proxy at an earlier revision beside this tree's (`--against`)."""
+
+    def cell(target: str, windows: list[float]) -> FrontCell:
+        cost = statistics.median(windows)
+        return FrontCell(target, 100, 8.0, cost * 64, cost, 0, window_costs=windows)
+
+    cells = [cell("floor", floor_windows), cell("proxy", proxy_windows), cell(BEFORE, before_windows)]
+    return RatioRow("paced 16 streams @ 8 ms, keep-alive", "token", 16, [*cells, cell("litellm", [600.0, 600.0])], "1.00")
+
+
+def against_verdict(rows: list[RatioRow]) -> tuple[str, bool]:
+    results = results_with(rows)
+    results.ratios.against = "main~1 (abc1234)"
+    check = next(t for t in report_ratios.measured_targets(results) if "the proxy at main~1" in t.name)
+    return check.measured, check.met
+
+
+def test_a_row_no_worse_than_the_earlier_proxy_within_its_noise_is_met():
+    # the floor's windows differ by 10% of their median: a proxy 6% dearer than before is within that
+    row = against_row([63.0, 64.0], [60.0, 60.0], [50.0, 55.0])
+    assert math.isclose(row.noise(), 5.0 / 52.5)
+    measured, met = against_verdict([row])
+    assert met and "1.06x (noise 10%)" in measured
+
+
+def test_a_row_worse_than_the_earlier_proxy_beyond_its_noise_is_missed():
+    row = against_row([70.0, 71.0], [60.0, 61.0], [50.0, 51.0])
+    measured, met = against_verdict([row])
+    assert not met and "1.17x" in measured
+
+
+def test_the_earlier_proxy_shows_in_its_own_table_and_survives_results_json():
+    results = results_with([against_row([63.0, 64.0], [60.0, 60.0], [50.0, 55.0])])
+    results.ratios.against = "main~1 (abc1234)"
+    again = load(json.loads(json.dumps(dataclasses.asdict(results), default=str)))
+    assert again.ratios.against == "main~1 (abc1234)" and again.ratios.rows[0].cell(BEFORE).window_costs == [60.0, 60.0]
+    text = report.quick_markdown(again)
+    assert "The proxy beside itself at main~1 (abc1234)" in text and "1.058x" in text and "±10%" in text
+
+
+def test_without_against_there_is_no_verdict_on_an_earlier_proxy():
+    results = results_with([cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 700.0, 9000.0)])
+    assert not any("the proxy at" in t.name for t in report_ratios.measured_targets(results))
+
+
+def test_litellm_windows_come_after_the_fronts_compared_closely():
+    # LiteLLM's cut requests keep it busy after its window: no window of the floor or the proxy follows one
+    order = ratios.window_order(("floor", "proxy", BEFORE, "litellm"), 2)
+    assert order == ["floor", "proxy", BEFORE, BEFORE, "proxy", "floor", "litellm", "litellm"]

@@ -15,7 +15,7 @@ from api_like_oai.dialects.responses import ResponsesRequest
 from api_like_oai.dialects.responses_shape import ResponsesShape
 from api_like_oai.errors import UpstreamUnavailable
 from api_like_oai.services import waiting
-from api_like_oai.services.inflight import Context, InFlight
+from api_like_oai.services.inflight import Context, InFlight, Waiting
 
 SHAPES = {
     "openai": lambda: ChatShape("m"),
@@ -47,7 +47,7 @@ def context_waiting_for(*answers) -> tuple[Context, list]:
             raise answer
         return answer
 
-    holder = waiting.Waiting()
+    holder = Waiting()
     holder.pending = wait
     return Context(InFlight(), waiting=holder), asked
 
@@ -98,6 +98,6 @@ def test_a_load_that_fails_is_the_apis_own_error_event(api):
 
 
 def test_a_request_whose_model_is_ready_is_answered_directly():
-    context = Context(InFlight(), waiting=waiting.Waiting())
+    context = Context(InFlight(), waiting=Waiting())
     assert waiting.after_wait(context, ChatShape("m"), lambda: ({"answer": 1}, {"H": "v"})) == ({"answer": 1}, {"H": "v"})
     assert waiting.after_wait(Context(InFlight()), ChatShape("m"), lambda: ("no waiting", {})) == ("no waiting", {})

@@ -1,0 +1,18 @@
+"""What a prompt with images or audio must offer the backend that sends it (the door's `Media`), apart
+from upstream.py so that the llama.cpp backend, which writes it, and the door, which carries it, both
+name it without importing each other."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Media(Protocol):
+    """A prompt with images or audio (prompts.media.MediaPrompt): its text with placeholders, the tokens its
+    media take beyond them, and llama.cpp's prompt object for a server whose media marker is `marker`."""
+
+    text: str
+    media_tokens: int
+
+    def upstream(self, marker: str) -> dict: ...
