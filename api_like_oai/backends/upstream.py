@@ -51,7 +51,10 @@ class UpstreamRequest:
 
     @property
     def media(self) -> Media | None:
-        return self.prompt if isinstance(self.prompt, Media) else None
+        # Told apart by what the prompt is not: isinstance against a runtime-checkable Protocol walks the
+        # protocol's members on every call (~8 µs each, twice a request: 2% of a request's CPU).
+        prompt = self.prompt
+        return None if prompt is None or isinstance(prompt, (str, list)) else prompt
 
     def body(self) -> dict:
         """The JSON body for a prompt without media (with media, the backend writes the prompt object)."""
@@ -62,7 +65,8 @@ class UpstreamRequest:
         prompt = self.prompt
         if isinstance(prompt, str):
             return prompt
-        return prompt.text if isinstance(prompt, Media) else None
+        media = self.media
+        return media.text if media is not None else None
 
     def prompt_bound(self) -> int:
         """A bound of the prompt's tokens without asking a server: its UTF-8 length (a token is at least a

@@ -262,7 +262,9 @@ def chat_completion(request: ChatCompletionRequest, model: ServedModel, model_na
     """(answer, headers): the answer is a dict, or an iterator of SSE bytes when `request.stream`
     (after the waiting step, if its model is still loading)."""
     return waiting.after_wait(
-        context, ChatShape(model_name), functools.partial(_chat_completion, request, model, model_name, context)
+        context,
+        functools.partial(ChatShape, model_name),
+        functools.partial(_chat_completion, request, model, model_name, context),
     )
 
 
@@ -298,7 +300,7 @@ def dialect_answer(
     `transform` (events -> events), if given, applies after the chat path's own (the dialect's limits);
     `edit_messages`: see MessageEdit. A model still loading is waited for first (the waiting step)."""
     return waiting.after_wait(
-        context, shape, functools.partial(_dialect_answer, shape, chat_request, model, context, transform, edit_messages)
+        context, lambda: shape, functools.partial(_dialect_answer, shape, chat_request, model, context, transform, edit_messages)
     )
 
 

@@ -51,7 +51,9 @@ def completion(request: CompletionRequest, model: ServedModel, model_name: str, 
     """(answer, headers), as chat.chat_completion: the answer is a dict, or an iterator of SSE bytes
     when `request.stream` (after the waiting step, if its model is still loading); no headers."""
     return waiting.after_wait(
-        context, CompletionShape(model_name), functools.partial(_completion, request, model, model_name, context)
+        context,
+        functools.partial(CompletionShape, model_name),
+        functools.partial(_completion, request, model, model_name, context),
     )
 
 

@@ -92,7 +92,7 @@ class Ollama:
         def answer():
             return dialect_answer(self._loaded(shape), admitted.chat, model, self.context, self._transform(shape, model))
 
-        return waiting.after_wait(self.context, shape, answer)
+        return waiting.after_wait(self.context, lambda: shape, answer)
 
     def _loaded(self, shape: OllamaShape) -> OllamaShape:
         """`shape` told the model's load time: from the request's arrival until its model was ready."""
@@ -107,7 +107,9 @@ class Ollama:
             )
         self._keep_alive(model, request.keep_alive)
         shape = OllamaShape(model_name, GENERATE, self.arrived_ns)
-        return waiting.after_wait(self.context, shape, lambda: (self._completion(completion, model, self._loaded(shape)), {}))
+        return waiting.after_wait(
+            self.context, lambda: shape, lambda: (self._completion(completion, model, self._loaded(shape)), {})
+        )
 
     def _completion(self, completion, model: ServedModel, shape: OllamaShape):
         completion = model.adjust(completion)

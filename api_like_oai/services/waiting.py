@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterator
 
 from .. import sse
+from ..dialects.shape import Shape
 from ..errors import ProxyError
 from .inflight import Context, Wait
 
@@ -25,14 +26,15 @@ log = logging.getLogger("api_like_oai")
 KEEPALIVE_SECONDS = sse.KEEPALIVE_SECONDS
 
 
-def after_wait(context: Context, shape, proceed: Callable[[], tuple]) -> tuple:
+def after_wait(context: Context, shape_of: Callable[[], Shape], proceed: Callable[[], tuple]) -> tuple:
     """(answer, headers): `proceed()`'s at once when the model is ready; else an event stream that
-    sends `shape`'s keep-alive while the model loads, then `proceed()`'s stream (its headers are lost:
-    the answer has started), or on a refusal `shape`'s error event."""
+    sends the keep-alive of the shape `shape_of()` makes while the model loads, then `proceed()`'s
+    stream (its headers are lost: the answer has started), or on a refusal that shape's error event.
+    A factory: most requests never wait, and a shape costs an id (uuid4) to make."""
     wait = context.waiting.take() if context.waiting is not None else None
     if wait is None:
         return proceed()
-    return _streamed_after(wait, shape, proceed, context), {}
+    return _streamed_after(wait, shape_of(), proceed, context), {}
 
 
 def _streamed_after(wait: Wait, shape, proceed: Callable[[], tuple], context: Context) -> Iterator[bytes]:

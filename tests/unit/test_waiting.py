@@ -62,12 +62,12 @@ def test_a_stream_waiting_for_its_model_gets_its_keep_alives_then_the_answer_mad
         made.append(True)
         return iter([b"the answer"]), {"X-Header": "lost: the answer has started"}
 
-    answer, headers = waiting.after_wait(context, shape, proceed)
+    answer, headers = waiting.after_wait(context, lambda: shape, proceed)
     assert made == [] and headers == {}  # nothing generated before the stream is read
     frames = list(answer)
     assert plain(frames) == plain([shape.keepalive] * 3 + [b"the answer"]) and made == [True]
     assert asked == [waiting.KEEPALIVE_SECONDS] * 3
-    assert waiting.after_wait(context, shape, lambda: ("at once", {})) == ("at once", {})  # the wait is spent
+    assert waiting.after_wait(context, lambda: shape, lambda: ("at once", {})) == ("at once", {})  # the wait is spent
 
 
 def test_each_api_keeps_alive_its_own_way():
@@ -83,7 +83,7 @@ def test_each_api_keeps_alive_its_own_way():
 def test_a_load_that_fails_is_the_apis_own_error_event(api):
     shape = SHAPES[api]()
     context, _ = context_waiting_for(False, UpstreamUnavailable("model m failed to start: exit code 1"))
-    answer, _ = waiting.after_wait(context, shape, lambda: pytest.fail("generated after a failed load"))
+    answer, _ = waiting.after_wait(context, lambda: shape, lambda: pytest.fail("generated after a failed load"))
     frames = list(answer)
     assert plain(frames[:2]) == plain([shape.keepalive] * 2) and len(frames) == 3
     error = frames[2].decode()
@@ -99,5 +99,7 @@ def test_a_load_that_fails_is_the_apis_own_error_event(api):
 
 def test_a_request_whose_model_is_ready_is_answered_directly():
     context = Context(InFlight(), waiting=Waiting())
-    assert waiting.after_wait(context, ChatShape("m"), lambda: ({"answer": 1}, {"H": "v"})) == ({"answer": 1}, {"H": "v"})
-    assert waiting.after_wait(Context(InFlight()), ChatShape("m"), lambda: ("no waiting", {})) == ("no waiting", {})
+    assert waiting.after_wait(context, lambda: ChatShape("m"), lambda: ({"answer": 1}, {"H": "v"})) == ({"answer": 1}, {"H": "v"})
+    assert waiting.after_wait(
+        Context(InFlight()), lambda: pytest.fail("a shape made for no wait"), lambda: ("no waiting", {})
+    ) == ("no waiting", {})
