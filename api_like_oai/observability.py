@@ -90,7 +90,8 @@ class Metrics:
             "api_like_oai_routing",
             "Upstream choices by whether the upstream held the prompt's "
             "prefix (result hit/miss) and why it was chosen (reason: prefix, session, least-busy, "
-            "overloaded; failover when it failed to start the request; only for a model with one upstream)",
+            "overloaded; failover when it failed to start the request; restart after waiting for a crashed "
+            "model's restart; only for a model with one upstream)",
             ["model", "result", "reason"],
             registry=self.registry,
         )

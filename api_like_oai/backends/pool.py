@@ -121,7 +121,7 @@ class UpstreamPool:
             if renew is None:
                 raise
             wait = renew([client.base_url for client in clients])
-            return self._after_restart(wait, start, on_chosen, affinity, index)
+            return self._after_restart(wait, start, on_chosen, affinity, index, on_routed)
         if started[0] is not clients[0]:  # route() learned its choice; a failover moved the prompt elsewhere
             with self._lock:
                 self.router.learn(affinity, started[0].base_url)  # it has the prompt's prefix in its cache now
@@ -144,10 +144,13 @@ class UpstreamPool:
         client, (events, first) = started
         return self._relay(client, first, events, elsewhere)
 
-    def _after_restart(self, wait, start, on_chosen, affinity: Affinity | None, index: int = 0) -> Iterator[GenerationEvent]:
+    def _after_restart(
+        self, wait, start, on_chosen, affinity: Affinity | None, index: int = 0, on_routed=None
+    ) -> Iterator[GenerationEvent]:
         """A generation whose replicas were all unreachable (a crash): UpstreamWait events while the
         supervisor restarts the model (a stream sends a keep-alive for each), then its events from the
-        replicas it gives back. The request's prompt, rendered once, is sent as it was."""
+        replicas it gives back, its route's reason "restart". The request's prompt, rendered once, is
+        sent as it was."""
         ready = wait(0)  # not ready at once: a keep-alive at once, then one per interval
         while ready is None:
             yield UpstreamWait(index)
@@ -157,6 +160,8 @@ class UpstreamPool:
         started = self._first_of(start, on_chosen, clients)
         with self._lock:
             self.router.learn(affinity, started[0].base_url)
+        if on_routed:
+            on_routed(Route(tuple(client.base_url for client in clients), "restart"))
         yield from self._relayed(started, clients, start, on_chosen, affinity, None)
 
     def slot_count(self) -> int | None:

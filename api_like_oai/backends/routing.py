@@ -64,7 +64,8 @@ class UpstreamLoad:
 class Route:
     """Where a request goes: `order` is every upstream, the choice first (the failover order);
     `reason` why the first: "prefix" (a hit), "session", "least-busy" or "overloaded" (and the pool's
-    "failover" when the first did not start it, "only" when the model has one upstream)."""
+    "failover" when the first did not start it, "restart" when it waited for a crashed model's
+    restart, "only" when the model has one upstream)."""
 
     order: tuple[str, ...]
     reason: str

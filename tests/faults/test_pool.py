@@ -173,10 +173,12 @@ def test_a_generation_waiting_for_its_restart_says_so_until_it_is_ready(fakes):
             crashed.behaviour = "ok"
         return answers.pop(0)
 
-    events = list(pool.generate(REQUEST, renew=lambda unreachable: wait))
+    routes = []
+    events = list(pool.generate(REQUEST, renew=lambda unreachable: wait, on_routed=routes.append))
     assert [type(event) for event in events[:2]] == [UpstreamWait, UpstreamWait]
     assert "".join(event.text for event in events[2:]) == " Hello, world!"
     assert timeouts == [0, 5.0, 5.0]  # a keep-alive at once, then one per interval
+    assert [(route.order, route.reason) for route in routes] == [((crashed.url,), "restart")]  # the log's and /metrics' reason
     crashed.behaviour = "loading"
 
     def refused(timeout):
