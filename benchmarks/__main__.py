@@ -343,7 +343,7 @@ def quick_guard(args: argparse.Namespace) -> int:
     results = BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
     plan = dataclasses.replace(Plan.quick(), repeats=4, capacity_seconds=1.5, agent_turn_rounds=10)
     with ExitStack() as stack:
-        props_path = measure_ratios(results, ratios.RatioPlan.quick(), stack, args.against)
+        props_path = measure_ratios(results, ratios.RatioPlan.quick(args.against is not None), stack, args.against)
         results.rerank = rerank_row.measure(os.environ["LLAMA_SERVER"], ratios.RatioPlan.quick(), progress)
         measure_tool_call(results, plan, props_path, stack)
         turn_fake = fake_upstream(agents.agent_props(props_path), answer_tokens=2).start()

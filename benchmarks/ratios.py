@@ -51,12 +51,14 @@ class RatioPlan:
     generation_rounds: int = 12
 
     @classmethod
-    def quick(cls) -> RatioPlan:
-        """The regression guard (`scripts/bench --quick`): the same rows, fewer and shorter windows."""
+    def quick(cls, against: bool = False) -> RatioPlan:
+        """The regression guard (`scripts/bench --quick`): the same rows, fewer and shorter windows; with
+        an earlier revision beside (`--against`), twice the windows, so that each row's noise (the spread
+        of a target's windows) is read from four windows, not two, which understate it."""
         return cls(
             window_seconds=2.0,
             warmup_seconds=0.3,
-            rounds=2,
+            rounds=4 if against else 2,
             paced=((16, PACED_FAST, False), (16, PACED_FAST, True), (64, PACED_FAST, False)),
             generation_clients=(1,),
             generation_rounds=6,

@@ -515,3 +515,34 @@ def test_a_required_tool_choice_holds_the_first_round_only(proxy, fake, mcp_http
     first, second = fake.requests[-2], fake.requests[-1]
     assert first.get("grammar") and not first.get("grammar_lazy")  # the call is forced
     assert not second.get("grammar") or second.get("grammar_lazy")  # then the model may answer
+
+
+@pytest.fixture
+def cut_call(fake, mcp_http):
+    """The scripted model's first round a call of `add` cut inside its arguments by the token limit."""
+    calls_before = mcp_http.calls() if hasattr(mcp_http, "calls") else None
+    fake.script, fake.stop_type = (lambda body: hermes_call("add", {"a": 2, "b": 3}, preface="")[:-2]), "limit"
+    yield calls_before
+    fake.script, fake.stop_type = planned_turn, "eos"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_probe_cut(proxy, fake, mcp_http, cut_call, stream):
+    body = {
+        "model": "m",
+        "max_tokens": 30,
+        "betas": ["mcp-client-2025-04-04"],
+        "messages": [{"role": "user", "content": "Add 2 and 3."}],
+        "mcp_servers": [{"type": "url", "url": mcp_http.url, "name": "tools"}],
+    }
+    before = len(fake.requests)
+    beta = anthropic_beta(proxy).beta.messages
+    if stream:
+        with beta.stream(**body) as events:
+            message = events.get_final_message()
+    else:
+        message = beta.create(**body)
+    print("STREAM", stream, message.model_dump_json(indent=1), "rounds", len(fake.requests) - before)
+    r = openai_client(proxy.url).responses.create(model="m", input="Add.", max_output_tokens=30, tools=[mcp_tool(mcp_http)], stream=False)
+    print("RESPONSES", r.model_dump_json(indent=1)[:3000])
+    assert False
