@@ -84,7 +84,7 @@ def _against_part(r: RatiosResult) -> list[str]:
 
 def _against_row(row: RatioRow) -> list[str]:
     if row.kind == "generation":
-        added = (f"+{number(row.ttft_added_ms(t), 2)} ms TTFT" for t in (BEFORE, "proxy"))
+        added = (f"{row.ttft_added_ms(t):+.2f} ms TTFT" for t in (BEFORE, "proxy"))
         return [row.name, *added, "", "", "", ""]
     return [
         row.name,
