@@ -233,6 +233,7 @@ class _Round:
     is_mcp: Callable[[str | None], bool]
     calls: dict[int, list] = field(default_factory=dict)  # delta index -> [id, name, arguments]
     held: set[int] = field(default_factory=set)  # the indices of MCP calls
+    cut: set[int] = field(default_factory=set)  # of those, the one whose arguments the token limit cut
     client_calls: int = 0
     text: list[str] = field(default_factory=list)
     finish: GenerationEvent | None = None
@@ -257,6 +258,8 @@ class _Round:
             else:
                 self.client_calls += 1
         self.calls[delta.index][2] += delta.arguments or ""
+        if delta.cut and delta.index in self.held:
+            self.cut.add(delta.index)
         return delta.index in self.held
 
     def mcp_calls(self, label_of: Callable[[str], tuple[str, str]]) -> list[policy.Call]:
@@ -264,7 +267,7 @@ class _Round:
             policy.Call(
                 self.calls[index][0] or items.new_id("mcp"), *label_of(self.calls[index][1]), self.calls[index][2] or "{}"
             )
-            for index in sorted(self.held)
+            for index in sorted(self.held - self.cut)  # a cut call is never run: its arguments are a prefix
         ]
 
 
@@ -410,7 +413,7 @@ def _finished(current: _Round, step: str) -> Iterator[GenerationEvent]:
     elif current.client_calls:
         reason = "tool_calls"
     else:
-        reason = "stop" if current.held else finish.finish_reason
+        reason = "stop" if current.held and not current.cut else finish.finish_reason
     yield replace(finish, tool_calls=None, text="", reasoning="", finish_reason=reason)
 
 

@@ -49,12 +49,15 @@ def new_call_id() -> str:
 
 @dataclass(slots=True, unsafe_hash=True)  # not frozen, as GenerationEvent (backends/events.py): one per token
 class ToolCallDelta:
-    """A piece of one tool call: the first carries its id and name, the others arguments text."""
+    """A piece of one tool call: the first carries its id and name, the others arguments text. `cut`:
+    the closing of arguments the end of the output cut short (their JSON closed for a client to parse:
+    a prefix of what the model meant, never to be run; services/mcp_loop.py)."""
 
     index: int
     id: str | None = None
     name: str | None = None
     arguments: str = ""
+    cut: bool = False
 
 
 CONTENT, OPENING, OBJECT, CLOSING, BETWEEN = "content", "opening", "object", "closing", "between"
@@ -336,8 +339,8 @@ class ToolCallParser:
         so its arguments are closed into a JSON object (a client's json.loads must read a finished
         call), and the call is marked cut (its finish reason is never "tool_calls")."""
         closing = self.arguments_check.closing() if self.streamed_arguments else "{}"
-        if closing:
-            self.out.append(ToolCallDelta(self.calls_made, arguments=closing))
+        if closing:  # none when the arguments were whole and only the call's own closing was cut
+            self.out.append(ToolCallDelta(self.calls_made, arguments=closing, cut=True))
         self.calls_made += 1  # its index is taken
         self.call_cut = True
         self._end_started_call()

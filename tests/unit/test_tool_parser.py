@@ -324,3 +324,17 @@ def test_a_held_calls_string_tokens_are_taken_in_whole_and_give_out_nothing_unti
     expected = '{"city": "' + "".join(words) + '"}'
     assert folded(out) == ("", [{"id": "id0", "name": "get_weather", "arguments": expected}])
     assert folded(out) == folded(run("hermes", ["".join(tokens)]))
+
+
+@pytest.mark.parametrize(
+    "written, cut",
+    [
+        ('{"city": "Pa', True),  # the arguments cut: their closing is marked, so MCP never runs the call
+        ('{"city": "Paris"}', True),  # the arguments' last brace may be the call's: held back, then closed
+        ('{"city": "Paris"}}\n</tool', False),  # the call's object whole, only its end marker cut: runnable
+    ],
+)
+def test_only_the_closing_of_cut_arguments_is_marked_cut(written, cut):
+    text = '<tool_call>{"name": "get_weather", "arguments": ' + written
+    deltas = [piece for piece in run("hermes", list(text), stream_arguments=True) if not isinstance(piece, str)]
+    assert [delta.cut for delta in deltas] == [False] * (len(deltas) - 1) + [cut]
