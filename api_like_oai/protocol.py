@@ -70,6 +70,9 @@ class ContentPart(BaseModel):
     model_config = ConfigDict(extra="allow", **STRICT)
     type: StrictStr
     text: StrictStr | None = None
+    # An input_audio part's bytes and header, decoded once (services/audio_parts.py): admission reads its
+    # length for the key's limits, the prompt its bytes.
+    _decoded_audio: tuple | None = PrivateAttr(None)
 
 
 class FunctionCall(BaseModel):

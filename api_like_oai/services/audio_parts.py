@@ -67,7 +67,14 @@ def _clip(part: ContentPart, param: str) -> Audio:
 
 
 def _decoded(part: ContentPart, param: str) -> tuple[bytes, AudioFile]:
-    """The part's audio bytes and what its header says, checked (format, header, size and length)."""
+    """The part's audio bytes and what its header says, checked (format, header, size and length); decoded
+    once a part (admission's audio_seconds, then resolve_audio: up to 25 MB of base64 each)."""
+    if part._decoded_audio is None:
+        part._decoded_audio = _checked(part, param)
+    return part._decoded_audio
+
+
+def _checked(part: ContentPart, param: str) -> tuple[bytes, AudioFile]:
     given = (part.model_extra or {}).get("input_audio")
     data = given.get("data") if isinstance(given, dict) else None
     if not isinstance(data, str) or not data:
