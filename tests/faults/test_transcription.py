@@ -7,30 +7,19 @@ OpenAI SDK streamed and not, the checks made before anything is sent, a key's mo
 from __future__ import annotations
 
 import email.parser
-import io
 import json
 import re
-import wave
 
 import openai
 import pytest
 import requests
 
+from ..audio_clips import wav_of
 from ..conftest import openai_client
 from ..fake_llamacpp import FakeLlamaCpp
 
 ADMIN = {"Authorization": "Bearer audio-admin-secret"}
 WORDS = ["Hello", " from", " the", " tape", "."]
-
-
-def wav_of(seconds: float, rate: int = 16000) -> bytes:
-    out = io.BytesIO()
-    with wave.open(out, "wb") as file:
-        file.setnchannels(1)
-        file.setsampwidth(2)
-        file.setframerate(rate)
-        file.writeframes(b"\x01\x00" * int(seconds * rate))
-    return out.getvalue()
 
 
 def mp3_of(frames: int) -> bytes:

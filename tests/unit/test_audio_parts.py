@@ -4,21 +4,11 @@ then the prompt takes its bytes (up to 25 MB of base64 each time before)."""
 from __future__ import annotations
 
 import base64
-import io
-import wave
 
 from api_like_oai.protocol import ChatCompletionRequest
 from api_like_oai.services import audio_parts
 
-
-def wav_of(seconds: float, rate: int = 16000) -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(b"\0\0" * int(rate * seconds))
-    return buffer.getvalue()
+from ..audio_clips import wav_of
 
 
 class Hearing:
