@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import fleet_workloads
+from .fake_llamacpp import DEFAULT_PROPS
 from .keys import BODY, KeysSample, _redis, _window
 from .processes import Service, free_port
 
@@ -101,18 +102,7 @@ def measure(plan: FleetPlan, progress) -> FleetResult:
         asdict(plan), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), ", ".join(f"{n:.2f}" for n in os.getloadavg())
     )
     work = Path(tempfile.mkdtemp(prefix="api-like-oai-bench-fleet-"))
-    (work / "props.json").write_text(
-        json.dumps(
-            {
-                "chat_template": None,
-                "bos_token": "",
-                "eos_token": "",
-                "total_slots": 64,
-                "default_generation_settings": {"n_ctx": 4096},
-                "model_path": "fake.gguf",
-            }
-        )
-    )
+    (work / "props.json").write_text(json.dumps({**DEFAULT_PROPS, "total_slots": 64}))
     (work / "secret").write_text("bench-fleet-secret-0123456789")
     upstream_port, box_port, front_port = free_port(), free_port(), free_port()
     upstream = Service(

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .keys import _redis
 from .processes import Service, free_port
-from .routing import session_prefix, stream_turn
+from .routing import session_prefix, stream_turn, turn_body
 
 SECRET = "bench-fleet-secret-0123456789"  # noqa: S105 - a throwaway fleet's, on the loopback
 SMOL_ARGS = '[--ctx-size, "4096", --parallel, "2", --threads, "1"]'
@@ -194,14 +194,7 @@ def _session(fronts: list[Service], session: int, plan: WorkloadPlan, row: Affin
     first_box = None
     for turn in range(1, plan.turns + 1):
         messages.append({"role": "user", "content": f"Question {turn}: which of the notes matter most, and why?"})
-        body = {
-            "model": "bench",
-            "messages": messages,
-            "max_tokens": plan.reply_tokens,
-            "temperature": 0,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        body = turn_body(messages, plan.reply_tokens)
         ttft_ms, usage, reply, box = _stream_turn(fronts[turn % len(fronts)], body)
         messages.append({"role": "assistant", "content": reply})
         if turn == 1:

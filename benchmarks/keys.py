@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .fake_llamacpp import DEFAULT_PROPS
 from .processes import Service, free_port
 
 HERE = Path(__file__).resolve().parent
@@ -128,18 +129,7 @@ def measure(plan: KeysPlan, progress) -> KeysResult:
     )
     props = Path(tempfile.gettempdir()) / f"api-like-oai-bench-keys-props-{os.getpid()}.json"
     # slots enough for every client: the row measures the key's checks, not waiting for a slot
-    props.write_text(
-        json.dumps(
-            {
-                "chat_template": None,
-                "bos_token": "",
-                "eos_token": "",
-                "total_slots": 64,
-                "default_generation_settings": {"n_ctx": 4096},
-                "model_path": "fake.gguf",
-            }
-        )
-    )
+    props.write_text(json.dumps({**DEFAULT_PROPS, "total_slots": 64}))
     port = free_port()
     upstream = Service(
         "fake-llamacpp", [sys.executable, str(HERE / "fake_llamacpp.py"), "--port", str(port), "--props", str(props)], port

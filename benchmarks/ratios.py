@@ -152,8 +152,8 @@ async def cpu_row(
         totals["frames"] += window.spent("frames")
         totals["seconds"] += window.seconds
         totals["errors"] += sum(s.status != 200 for s in window.samples)
-        stream = frames[target] if streamed else 0
-        totals["windows"].append(_cost(window.spent("cpu"), len(window.samples), window.spent("frames"), stream, per_token))
+        streams = _streams(len(window.samples), window.spent("frames"), frames[target] if streamed else 0)
+        totals["windows"].append(_cost(window.spent("cpu"), streams, per_token))
         await settle(front, at_most=LITELLM_SETTLE_SECONDS if target == "litellm" else 2.0)
     return RatioRow(
         name,
@@ -177,24 +177,30 @@ async def settle(front: Service, quiet_cpu: float = 0.05, at_most: float = 2.0) 
         before = now
 
 
-def _cost(cpu: float, requests: int, frames: float, stream_frames: int, per_token: bool) -> float:
-    """One window's CPU (µs) per request, per stream counted by its frames, or per relayed token."""
-    streams = frames / stream_frames if stream_frames else requests
+def _streams(requests: int, frames: float, stream_frames: int) -> float:
+    """The streams relayed, counted by their frames (`stream_frames` a whole stream's), or the requests
+    finished when not streamed."""
+    return frames / stream_frames if stream_frames else requests
+
+
+def _cost(cpu: float, streams: float, per_token: bool) -> float:
+    """CPU (µs) per stream or request, or per relayed token; a front that spent CPU and finished nothing
+    costs infinitely much."""
     units = streams * GENERATED_TOKENS if per_token else streams
-    return cpu * 1e6 / units if units else math.inf
+    if units:
+        return cpu * 1e6 / units
+    return math.inf if cpu > 0 else math.nan
 
 
 def _cpu_cell(target: str, totals: dict, stream_frames: int) -> FrontCell:
-    """A front that spent CPU and finished nothing in its windows costs infinitely much per request."""
-    streams = totals["frames"] / stream_frames if stream_frames else totals["requests"]
+    cpu, streams = totals["cpu"], _streams(totals["requests"], totals["frames"], stream_frames)
     tokens = streams * GENERATED_TOKENS if stream_frames else 0
-    idle = math.inf if totals["cpu"] > 0 else math.nan
     return FrontCell(
         target,
         totals["requests"],
         totals["seconds"],
-        totals["cpu"] * 1e6 / streams if streams else idle,
-        (totals["cpu"] * 1e6 / tokens if tokens else idle) if stream_frames else math.nan,
+        _cost(cpu, streams, per_token=False),
+        _cost(cpu, streams, per_token=True) if stream_frames else math.nan,
         totals["errors"],
         tokens_per_s=tokens / totals["seconds"] if tokens else math.nan,
         window_costs=totals["windows"],

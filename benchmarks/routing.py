@@ -78,6 +78,18 @@ def session_prefix(session: int, tokens: int) -> str:
     return f"Session {session}. Remember these notes and answer briefly.\n" + " ".join(words)
 
 
+def turn_body(messages: list[dict], reply_tokens: int) -> dict:
+    """A session's next turn: its conversation so far, streamed, greedy, with its usage at the end."""
+    return {
+        "model": "bench",
+        "messages": messages,
+        "max_tokens": reply_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
 def stream_turn(port: int, body: dict, headers: dict | None = None) -> tuple[float, dict, str]:
     """(seconds to the first generated text, the usage, the reply) of one streamed chat request; the
     answer's headers put in `headers` if given."""
@@ -109,14 +121,7 @@ def run_session(port: int, routing: str, session: int, plan: RoutingPlan) -> lis
         if turn > 1:
             time.sleep(pauses.uniform(*plan.pause_seconds))
         messages.append({"role": "user", "content": f"Question {turn}: which of the notes matter most, and why?"})
-        body = {
-            "model": "bench",
-            "messages": messages,
-            "max_tokens": plan.reply_tokens,
-            "temperature": 0,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        body = turn_body(messages, plan.reply_tokens)
         ttft, usage, reply = stream_turn(port, body)
         messages.append({"role": "assistant", "content": reply})
         turns.append(
