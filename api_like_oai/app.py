@@ -21,7 +21,7 @@ from .backends.pool import UpstreamPool
 from .dashboard.buckets import open_buckets
 from .dashboard.history import History
 from .dashboard.live import Collector, LiveRequest, LiveView, Sources, live_requests
-from .errors import InvalidRequest, NotFound, PayloadTooLarge, ProxyError
+from .errors import InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied, ProxyError
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
@@ -92,7 +92,10 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
     app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
     app.extensions[dashboard.VIEW_KEY] = LiveView(Collector(_live_sources(state(app))), state(app).history)
-    # Order matters: CORS preflight is answered before the key check (browsers send no key on it).
+    # Order matters: a web page of a foreign origin is refused first, before any work (a browser sends a
+    # "simple" text/plain or form POST without a preflight); then CORS preflight is answered before the
+    # key check (browsers send no key on it).
+    app.before_request(_refuse_foreign_origins(settings.cors_origins))
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
         app.after_request(_cors_headers(settings.cors_origins))
@@ -260,6 +263,30 @@ def _close_record(response: Response) -> Response:
         record.status = response.status_code
         record.close()
     return response
+
+
+def _refuse_foreign_origins(origins: tuple[str, ...]):
+    """A request that says it comes from a web page (`Origin`) whose origin is neither this proxy's own
+    (the dashboard, the docs) nor one --cors-origins allows is refused, 403, whatever its method and
+    content type: CORS alone only hides the answer from the page, while the request has done its work.
+    Requests without `Origin` (curl, the SDKs, agents) are not from a page and pass."""
+
+    def refuse_foreign_origin():
+        origin = request.headers.get("Origin")
+        if origin is None or "*" in origins or origin in origins or _same_origin(origin, request.host):
+            return None
+        raise PermissionDenied(
+            f"requests from the web page at {origin[:100]!r} are refused: its origin is not this proxy's, "
+            "nor one --cors-origins allows"
+        )
+
+    return refuse_foreign_origin
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    """`origin` (scheme://host[:port]) names the host the request was sent to (its Host header)."""
+    scheme, _, address = origin.partition("://")
+    return scheme in ("http", "https") and bool(address) and address.lower() == host.lower()
 
 
 def _cors_preflight(origins: tuple[str, ...]):

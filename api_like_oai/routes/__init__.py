@@ -143,9 +143,13 @@ def admin_once_configured(view):
     return guard
 
 
+OPERATORS_ONLY = ("upstreams", "args", "error")  # addresses, a load's flags, a failed child's log lines
+
+
 def without_addresses(status: dict) -> dict:
-    """A started model's status (the supervisor's) without its llama-servers' addresses."""
-    return {name: value for name, value in status.items() if name != "upstreams"}
+    """A started model's status (the supervisor's) as a tenant sees it: without its llama-servers'
+    addresses, the flags of its load, or a failed start's log lines (paths and addresses)."""
+    return {name: value for name, value in status.items() if name not in OPERATORS_ONLY}
 
 
 def admission() -> Admission:

@@ -177,7 +177,7 @@ def start_pool():
         or not all(isinstance(e, str) and RPC_ENDPOINT.fullmatch(e) for e in endpoints)
     ):
         raise InvalidRequest("a pool is {model, rpc: [host:port, ...], lent_mib}")
-    answer = _supervisor(model).ask("load", model=model, args=["--rpc", ",".join(endpoints)], lent_mib=lent)
+    answer = _supervisor(model).ask("load", model=model, rpc=endpoints, lent_mib=lent)
     return jsonify({"model": model, "status": answer["status"]})
 
 

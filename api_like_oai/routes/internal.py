@@ -17,12 +17,11 @@ bp = Blueprint("internal", __name__)
 def health():
     """200 when every upstream answers its health check, else 503 saying why. Public: the upstreams'
     addresses only to a caller who sees everything (the admin key), the reasons to anyone."""
-    upstreams = {}
+    upstreams, addressed = {}, _health_sees_addresses()
     started = state().supervisor.ask("status")["models"] if state().supervisor is not None else {}
     for model in state().registry.models.values():
-        upstreams |= _started_health(started[model.name]) if model.name in started else model.check_health()
+        upstreams |= _started_health(started[model.name], addressed) if model.name in started else model.check_health()
     healthy = all(status == "ok" for status in upstreams.values())
-    addressed = _health_sees_addresses()
     body = {"status": "ok" if healthy else "unavailable"} | ({"upstreams": upstreams} if addressed else {})
     if not healthy:
         failing = [(url, status) for url, status in upstreams.items() if status != "ok"]
@@ -47,11 +46,14 @@ def _health_sees_addresses() -> bool:
         return False
 
 
-def _started_health(status: dict) -> dict[str, str]:
+def _started_health(status: dict, addressed: bool) -> dict[str, str]:
     """A model the proxy starts is healthy unless it failed: unloaded is its resting state, and loading
-    is what the next request waits for."""
-    state_now = "ok" if status["value"] != "failed" else status.get("error") or "failed"
-    return {url: state_now for url in status["upstreams"]}
+    is what the next request waits for. Why it failed (its child's log lines: paths, addresses) only to
+    a caller who sees everything; to the others, its exit code."""
+    if status["value"] != "failed":
+        return {url: "ok" for url in status["upstreams"]}
+    reason = status.get("error") if addressed else f"failed to start (exit code {status.get('exit_code')})"
+    return {url: reason or "failed" for url in status["upstreams"]}
 
 
 @bp.route("/api/hello", methods=["GET", "HEAD"])

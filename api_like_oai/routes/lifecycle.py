@@ -10,6 +10,7 @@ from flask import Blueprint, Response, jsonify, request
 from .. import sse
 from ..errors import InvalidRequest
 from ..protocol import ModelLoadRequest
+from ..supervisor import launch_rules
 from . import SSE_HEADERS, admin_once_configured, current_caller, parse_body, sees_everything, state, without_addresses
 
 bp = Blueprint("lifecycle", __name__)
@@ -52,6 +53,10 @@ def unload():
 def _change(op: str):
     """Load or unload the model the body names, once done: {"success", "model", "status"}."""
     change = parse_body(ModelLoadRequest)
+    try:
+        launch_rules.check_requested(change.args or ())
+    except launch_rules.DisallowedFlag as refused:
+        raise InvalidRequest(str(refused), param="args") from None
     supervisor, name = _supervisor(), _started_model(change.named())
     answer = supervisor.ask(op, model=name, **({"args": change.args} if op == "load" else {}))
     return jsonify({"success": True, "model": name, "status": answer["status"]})

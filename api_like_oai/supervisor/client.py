@@ -10,7 +10,7 @@ import socket
 import time
 from collections.abc import Iterator
 
-from ..errors import ModelNotFound, ProxyError, RateLimited, UpstreamUnavailable
+from ..errors import InvalidRequest, ModelNotFound, ProxyError, RateLimited, UpstreamUnavailable
 from . import messages
 
 
@@ -208,6 +208,8 @@ def _granted(connection: socket.socket, reply: messages.Reply) -> Lease:
 def as_proxy_error(refused: messages.Refused) -> ProxyError:
     if refused.status == 404:
         return ModelNotFound(refused.error, param="model")
+    if refused.status == 400:  # a load's args refused, or a requested launch that did not start
+        return InvalidRequest(refused.error, param="args")
     if refused.status == 429:
         error = RateLimited(refused.error, retry_after=str(refused.retry_after or 1))
         error.code = "model_queue_full"

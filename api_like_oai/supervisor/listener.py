@@ -61,8 +61,9 @@ class Connection:
                 await self.say(messages.ServerStatus(supervisor.status()))
             case messages.Logs(model):
                 await self.say(messages.LogLines(supervisor.logs(model)))
-            case messages.Load(model, args, lent_mib):
-                await self.say(messages.ModelStatus(await self._until_gone(supervisor.load(model, args, self.say, lent_mib))))
+            case messages.Load(model, args, lent_mib, rpc):
+                loading = supervisor.load(model, args, self.say, lent_mib, rpc)
+                await self.say(messages.ModelStatus(await self._until_gone(loading)))
             case messages.Unload(model):
                 await self.say(messages.ModelStatus(await self._until_gone(supervisor.unload(model))))
             case messages.KeepAlive(model, seconds):

@@ -3,7 +3,7 @@
 One connection per request; one JSON line per message. A worker sends one request:
     Acquire(model, unreachable)   -> Wait* then Granted (the connection is then the lease: its end
                                      releases it) or Refused
-    Load(model, args, lent_mib), Unload(model), KeepAlive(model, seconds)   -> Wait* then ModelStatus
+    Load(model, args, lent_mib, rpc), Unload(model), KeepAlive(model, seconds)   -> Wait* then ModelStatus
     Status()                      -> ServerStatus;  Logs(model) -> LogLines
     Events()                      -> Event per change (the whole status first), until the worker hangs up
 Any request may be answered Refused (an unknown model: 404; a full queue: 429; a failed start: 503).
@@ -34,13 +34,15 @@ class Acquire:
 
 @dataclass(frozen=True)
 class Load:
-    """Load `model`, with `args` added to its command line (restarted if they changed); `lent_mib` of its
-    memory held by other boxes (a fleet's pool over RPC)."""
+    """Load `model`, with a caller's `args` (launch_rules' allowlist) added to its configured command line
+    (restarted if they changed; none: the configured launch); `rpc` the helpers a fleet's pool runs on
+    (the proxy's own, never a caller's) and `lent_mib` of its memory held by them."""
 
     OP: ClassVar[str] = "load"
     model: str
     args: list[str] | None = None
     lent_mib: int = 0
+    rpc: list[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 import string
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import drafts, messages, plan, slots
+from . import drafts, launch_rules, messages, plan, slots
 from .footprint import device_split, model_facts
 from .process import Child, StartFailed, http_request, record_children
 from .spec import LaunchSpec, SupervisorSettings
@@ -27,6 +28,8 @@ TICK_SECONDS = 1.0  # TTLs and retry times are looked at this often
 MAX_BACKOFF_SECONDS = 60.0
 DYING_SECONDS = 2.0  # a replica that refuses connections this long after a worker said so, is killed
 RETRY_AFTER_FULL_SECONDS = 5
+RPC_ENDPOINT = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}")
+ADDRESS = re.compile(r"(https?://)?\[?[0-9A-Za-z.:-]*[0-9]\]?:[0-9]{2,5}")
 
 
 @dataclass
@@ -55,8 +58,10 @@ class Managed:
     retry_at: float = 0.0
     error: str | None = None
     exit_code: int | None = None
-    extra_args: tuple[str, ...] = ()  # from a load request's "args"
+    extra_args: tuple[str, ...] = ()  # from a load request's "args" (launch_rules), and a fleet pool's --rpc
     lent_mib: int = 0  # of its memory, what other boxes' rpc-servers hold (a fleet's pool)
+    good_args: tuple[str, ...] = ()  # the extra_args of its last launch that loaded (the configured one at first)
+    good_lent_mib: int = 0
     loads: int = 0
     load_seconds: float = 0.0
     evictions: int = 0
@@ -124,7 +129,8 @@ class Managed:
         if self.stage:
             status["stage"] = self.stage
         if self.status == plan.FAILED:
-            status |= {"failed": True, "exit_code": self.exit_code, "error": self.error}
+            retry_in = max(0.0, self.retry_at - time.monotonic())  # the next request tries again after this
+            status |= {"failed": True, "exit_code": self.exit_code, "error": self.error, "retry_in": round(retry_in, 1)}
         if self.extra_args:
             status["args"] = list(self.extra_args)
         if self.per_device is not None:
@@ -262,16 +268,52 @@ class Supervisor:
 
     # --- load and unload on request -----------------------------------------------------------
 
-    async def load(self, name: str, args: list[str] | None, say, lent_mib: int = 0) -> dict:
-        """Load `name` (with `args` added to its command line, restarted if they changed); `lent_mib` of
-        its memory held elsewhere (a fleet's pool over RPC) is not counted against this budget."""
+    async def load(self, name: str, args: list[str] | None, say, lent_mib: int = 0, rpc: list[str] | None = None) -> dict:
+        """Load `name` with a caller's `args` (launch_rules' allowlist, checked again here) added to its
+        configured command line, restarted if they changed; no args: the configured launch. `rpc`: a
+        fleet's pool, `lent_mib` of its memory held there, not counted against this budget. A requested
+        launch that fails is answered as a 400 with the child's last line, and the model goes back to
+        its last good launch at once (started again if it was loaded): no request breaks a model."""
         model = self._model(name)
-        if args is not None and (tuple(args) != model.extra_args or lent_mib != model.lent_mib):
-            await self.unload(name)
-            model.extra_args, model.lent_mib = tuple(args), lent_mib
-        await self.acquire(name, say)
+        launch = _requested_launch(args, rpc)
+        if launch == model.extra_args and lent_mib == model.lent_mib:
+            await self.acquire(name, say)
+            self.release(name)
+            return model.status_dict()
+        good, was_loaded = (model.good_args, model.good_lent_mib), model.status == plan.LOADED
+        await self.unload(name)
+        model.extra_args, model.lent_mib = launch, lent_mib
+        try:
+            await self.acquire(name, say)
+        except SupervisorError as failure:
+            if launch == good[0] or model.status != plan.FAILED:
+                raise
+            self._fall_back(model, good, was_loaded)
+            raise SupervisorError(
+                f"model {name!r} did not start with the requested args: {_last_line(failure.message)}", 400
+            ) from None
         self.release(name)
         return model.status_dict()
+
+    def _fall_back(self, model: Managed, good: tuple[tuple[str, ...], int], was_loaded: bool) -> None:
+        """After a requested launch failed: the last good launch, with no backoff (the failure was the
+        request's, not the model's), started again at once if it was loaded."""
+        model.extra_args, model.lent_mib = good
+        model.failures, model.retry_at = max(0, model.failures - 1), 0.0
+        log.warning("model %s: a requested launch failed; back to its last good launch", model.spec.name)
+        self.emit(model)
+        if was_loaded:
+            asyncio.get_running_loop().create_task(self._load_quietly(model.spec.name))
+
+    async def _load_quietly(self, name: str) -> None:
+        async def nobody(_message) -> None:
+            return None
+
+        try:
+            await self.acquire(name, nobody)
+        except SupervisorError:
+            return  # its failure is in its status, and retried with backoff by the next request
+        self.release(name)
 
     def keep_alive(self, name: str, seconds: float) -> dict:
         """Model `name` stays loaded `seconds` idle (0: for ever) from now on, until it is stopped."""
@@ -331,6 +373,7 @@ class Supervisor:
             asyncio.get_running_loop().create_task(self._watch(model, child))
         model.move(plan.LOADED)
         model.stage, model.error, model.failures = None, None, 0
+        model.good_args, model.good_lent_mib = model.extra_args, model.lent_mib
         model.loads += 1
         model.load_seconds += time.monotonic() - began
         log.info("model %s: loaded in %.2f s", spec.name, time.monotonic() - began)
@@ -475,6 +518,25 @@ class Supervisor:
     def logs(self, name: str) -> list[str]:
         model = self._model(name)
         return [line for child in model.children if child for line in child.lines]
+
+
+def _requested_launch(args: list[str] | None, rpc: list[str] | None) -> tuple[str, ...]:
+    """The flags a load adds to the configured command line: the caller's, held to the allowlist (a
+    worker checked them already; the supervisor does not take a worker's word for what it runs), and
+    a pool's helpers."""
+    try:
+        requested = launch_rules.check_requested(args or ())
+    except launch_rules.DisallowedFlag as refused:
+        raise SupervisorError(str(refused), 400) from None
+    if rpc and not all(isinstance(endpoint, str) and RPC_ENDPOINT.fullmatch(endpoint) for endpoint in rpc):
+        raise SupervisorError("a pool's helpers are host:port addresses", 400)
+    return requested + (("--rpc", ",".join(rpc)) if rpc else ())
+
+
+def _last_line(message: str) -> str:
+    """A start failure's last log line, without addresses (a load's answer may reach a tenant)."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    return ADDRESS.sub("<address>", lines[-1] if lines else message)[:500]
 
 
 class SupervisorError(Exception):

@@ -49,15 +49,18 @@ class LaunchSpec:
         return tuple(url for replica, url in enumerate(self.urls) if self.drafts_on(replica))
 
     def argv(self, binary: str, replica: int, slot_dir: str | None = None, extra_args: tuple[str, ...] = ()) -> list[str]:
-        """The command line of one replica (always with --port: llama-server's default port moves)."""
-        argv = [binary, "--model", self.model_path, "--host", "127.0.0.1", "--port", str(self.ports[replica]), *CHILD_FLAGS]
+        """The command line of one replica (always with --port: llama-server's default port moves): the
+        operator's flags, a load's `extra_args` (launch_rules' allowlist), then the proxy's own, which win
+        (llama-server keeps the last of a repeated flag)."""
+        argv = [binary, *self.args, *extra_args, "--model", self.model_path]
+        argv += ["--host", "127.0.0.1", "--port", str(self.ports[replica]), *CHILD_FLAGS]
         if self.mmproj:
             argv += ["--mmproj", self.mmproj]
         if slot_dir:
             argv += ["--slot-save-path", slot_dir]
         if self.drafts_on(replica):
             argv += ["--model-draft", self.draft, *self.draft_args, *self._draft_flags()]
-        return argv + list(self.args) + list(extra_args)
+        return argv
 
     def _draft_flags(self) -> list[str]:
         """--metrics: the draft's acceptance is read from llama-server's counters (supervisor/drafts.py);
