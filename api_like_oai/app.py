@@ -40,6 +40,7 @@ from .routes import (
     native,
     offered_key,
     rerank,
+    sees_everything,
     state,
 )
 from .routes.apis import ANTHROPIC, APIS, api_of
@@ -96,6 +97,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     # "simple" text/plain or form POST without a preflight); then CORS preflight is answered before the
     # key check (browsers send no key on it).
     app.before_request(_refuse_foreign_origins(settings.cors_origins))
+    app.before_request(_read_chunked_body_whole)
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
         app.after_request(_cors_headers(settings.cors_origins))
@@ -283,6 +285,19 @@ def _refuse_foreign_origins(origins: tuple[str, ...]):
     return refuse_foreign_origin
 
 
+def _read_chunked_body_whole():
+    """A chunked JSON body (no Content-Length) read here, a 413 past --max-body-bytes: werkzeug's limited
+    stream stops at the limit without saying so, and the view read a cut body (a 400 for broken JSON).
+    A multipart form (audio) has its own limit, set by its view, and its own parser."""
+    if request.content_length is not None or "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
+        return
+    if request.mimetype == "multipart/form-data":
+        return
+    limit = request.max_content_length
+    if limit is not None and len(request.get_data(cache=True)) >= limit:
+        raise PayloadTooLarge("request body too large")
+
+
 def _same_origin(origin: str, host: str) -> bool:
     """`origin` (scheme://host[:port]) names the host the request was sent to (its Host header)."""
     scheme, _, address = origin.partition("://")
@@ -378,7 +393,7 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
         # Each API's errors in its own shape: Anthropic's and Ollama's on their paths, OpenAI's everywhere else.
-        status, body = api_of(request.path).error(exc)
+        status, body = api_of(request.path).error(exc if sees_everything() else exc.without_addresses())
         record = g.get("record")
         if record is not None:
             record.fail(status, exc.code, exc.message)

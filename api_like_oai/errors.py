@@ -25,6 +25,11 @@ is down is Anthropic's 529 overloaded_error, which its clients retry with backof
 
 from __future__ import annotations
 
+import copy
+import re
+
+ADDRESS = re.compile(r"\bhttps?://[^\s/'\"]+")  # where a server is: the operator's to know, not a tenant's
+
 
 class ProxyError(Exception):
     status = 500
@@ -39,6 +44,11 @@ class ProxyError(Exception):
         self.param = param
         if code is not None:
             self.code = code
+
+    def without_addresses(self) -> ProxyError:
+        """This error as a caller who does not see everything gets it (UpstreamError's hides where the
+        servers are)."""
+        return self
 
     def to_dict(self) -> dict:
         """The OpenAI error object: {"error": {"message", "type", "param", "code"}}."""
@@ -136,6 +146,15 @@ class UpstreamError(ProxyError):
     status = 502
     type = "upstream_error"
     code = "bad_upstream_response"
+
+    def without_addresses(self) -> ProxyError:
+        """The servers' addresses in the message (an upstream that was lost, refused, timed out)
+        replaced by <address>: where they are is the operator's to know."""
+        if not ADDRESS.search(self.message):
+            return self
+        shown = copy.copy(self)
+        shown.message = ADDRESS.sub("<address>", self.message)
+        return shown
 
 
 class UpstreamUnavailable(UpstreamError):

@@ -48,14 +48,17 @@ def _broken(kind: str, param: str, why: str) -> InvalidRequest:
 
 
 def _wav_seconds(data: bytes, param: str) -> float:
-    """The data chunk's length over the fmt chunk's byte rate (the chunks walked as RIFF lays them out)."""
+    """The data chunk's frames (its length over channels × bits per sample) over the sample rate, the
+    chunks walked as RIFF lays them out. Not the header's byte_rate: a caller writes that field, and a
+    10 s clip with a huge one once counted 0.000075 s against the key's audio quota."""
     byte_rate, position = None, 12
     while position + 8 <= len(data):
         chunk, size = data[position : position + 4], struct.unpack_from("<I", data, position + 4)[0]
         if chunk == b"fmt " and size >= 16:
-            _format, channels, rate, byte_rate, block, bits = struct.unpack_from("<HHIIHH", data, position + 8)
-            if not (channels and rate and byte_rate and block):
-                raise _broken("wav", param, "its format chunk has zero channels, rate or block size")
+            _format, channels, rate, _byte_rate, block, bits = struct.unpack_from("<HHIIHH", data, position + 8)
+            if not (channels and rate and block and 0 < bits <= 64):
+                raise _broken("wav", param, "its format chunk has zero channels, rate or block size, or odd bits per sample")
+            byte_rate = channels * bits / 8 * rate  # what the samples take a second, read from what decodes them
         elif chunk == b"data":
             if byte_rate is None:
                 raise _broken("wav", param, "its data comes before its format chunk")

@@ -9,7 +9,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from ..errors import ModelNotFound
 from ..middleware import ON_CLOSE
-from . import admission, current_caller, generation_context, parse_dialect, require_admin, state
+from . import admission, current_caller, generation_context, parse_dialect, require_admin, sees_everything, state
 
 bp = Blueprint("ollama", __name__)
 
@@ -19,7 +19,10 @@ RUNNING = "Ollama is running"  # `/` and /api/version ask no key (its descriptor
 def _service():
     from ..services.ollama import Ollama
 
-    return Ollama(admission(), generation_context(), state().supervisor, _after_close)
+    # keep_alive loads, pins or unloads a model every caller shares: it is honoured from a caller who may
+    # load and unload (sees_everything), and ignored from any other (as on an upstream the proxy does not
+    # start), not refused: Ollama's clients send it unasked.
+    return Ollama(admission(), generation_context(), state().supervisor, _after_close, steers_models=sees_everything())
 
 
 def _after_close(callback) -> None:
@@ -105,7 +108,7 @@ def show():
         raise not_found(name) from None
     if not current_caller().allows(model.name, name):
         raise not_found(name)
-    return jsonify(show(name, model))
+    return jsonify(show(name, model, with_path=sees_everything()))
 
 
 @bp.get("/api/ps")

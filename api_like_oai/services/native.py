@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from pydantic_core import from_json
+
 from .. import sse
 from ..backends.llamacpp import RawAnswer, cached_tokens
 from ..errors import InvalidRequest, ProxyError, UpstreamUnavailable
@@ -27,16 +29,35 @@ class NativeAnswer:
     close: Callable[[], None]
 
 
+# Fields whose cost grows without bound in llama-server (n_probs 1e8 answered 187 MB and took 3 GB):
+# capped as the proxy's own APIs cap them (top_logprobs 20; n by --max-n, whose default this is).
+COSTLY_FIELDS = {"n_probs": 100, "n_cmpl": 16}
+
+
 def requested_model(body: bytes, query_model: str | None) -> str | None:
-    """The model a native request names: the `model` field of its JSON body, else `?model=`."""
-    if body.lstrip()[:1] == b"{":
-        try:
-            named = json.loads(body).get("model")
-        except ValueError:
-            named = None  # llama.cpp will say what is wrong with the body
-        if isinstance(named, str) and named:
-            return named
-    return query_model or None
+    """The model a native request names: the `model` field of its JSON body, else `?model=`. The body
+    is held to what llama-server can take first: nesting bounded (a 400, not a RecursionError) and the
+    fields of COSTLY_FIELDS capped (400)."""
+    fields = _fields(body)
+    for name, cap in COSTLY_FIELDS.items():
+        value = fields.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > cap:
+            raise InvalidRequest(f"{name} is at most {cap} here", param=name)
+    named = fields.get("model")
+    return named if isinstance(named, str) and named else query_model or None
+
+
+def _fields(body: bytes) -> dict:
+    """A JSON object body's fields; {} for any other body (llama.cpp will say what is wrong with it)."""
+    if body.lstrip()[:1] != b"{":
+        return {}
+    try:
+        fields = from_json(body)  # pydantic's parser: nesting bounded, where json.loads recursed
+    except ValueError as exc:
+        if "recursion" in str(exc):
+            raise InvalidRequest("the request body nests too deeply") from None
+        return {}
+    return fields if isinstance(fields, dict) else {}
 
 
 def relay(model: ServedModel, method: str, path: str, body: bytes, query: str, context: Context) -> NativeAnswer:

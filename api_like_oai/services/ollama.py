@@ -6,7 +6,8 @@ GGUF file (gguf_facts.py) and the supervisor.
 
 `keep_alive` acts on a model the proxy starts itself (supervisor/): 0 unloads it once the answer is
 closed (Ollama's "unload after the request"), a duration sets its idle time, a negative one keeps
-it loaded; on an upstream someone else started it is accepted and changes nothing.
+it loaded; on an upstream someone else started, or from a caller who may not load and unload models
+(a managed key that is not the admin's: `steers_models` false), it is accepted and changes nothing.
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ class Ollama:
         context: generation.Context,
         supervisor=None,
         on_close: Callable[[Callable], None] | None = None,
+        steers_models: bool = True,
     ):
         self.admission = admission
         self.context = context
         self.supervisor = supervisor
+        self.steers_models = steers_models  # whether this caller's keep_alive loads, pins or unloads
         self.on_close = on_close  # runs a callable once the answer is closed (after the lease)
         self.arrived_ns = time.monotonic_ns()
 
@@ -132,7 +135,7 @@ class Ollama:
     def load_only(self, request, kind: str) -> dict:
         """An empty request: the model loaded (done_reason "load"), or with keep_alive 0 unloaded at once,
         without loading it first ("unload")."""
-        unloading = dialect.keep_alive_seconds(request.keep_alive) == 0
+        unloading = self.steers_models and dialect.keep_alive_seconds(request.keep_alive) == 0
         admission = dataclasses.replace(self.admission, hold=None) if unloading else self.admission
         model, model_name = self._named(request.model, lambda: admission.lookup_model(request.model))
         if unloading and self.supervisor is not None and model.settings.launch is not None:
@@ -177,7 +180,7 @@ class Ollama:
 
     def _keep_alive(self, model: ServedModel, keep_alive) -> None:
         seconds = dialect.keep_alive_seconds(keep_alive)
-        if seconds is None or self.supervisor is None or model.settings.launch is None:
+        if seconds is None or not self.steers_models or self.supervisor is None or model.settings.launch is None:
             return
         if seconds == 0 and self.on_close is not None:
             self.on_close(lambda: self.supervisor.ask("unload", model=model.name))
@@ -312,8 +315,9 @@ def _names_fim_tokens(model: ServedModel, file: ModelFile) -> bool:
     return overridden or file.has_key_ending("fim_pre_token_id") or file.has_key_ending("prefix_token_id")
 
 
-def show(name: str, model: ServedModel) -> dict:
-    """/api/show: capabilities, model_info (with `<arch>.context_length`), details, template, parameters."""
+def show(name: str, model: ServedModel, with_path: bool = False) -> dict:
+    """/api/show: capabilities, model_info (with `<arch>.context_length`), details, template, parameters;
+    the modelfile's FROM the file's path `with_path` (where the operator keeps it), else the model's name."""
     file = model_file(model_path(model))
     arch = file.architecture
     context_length = context_length_of(model, file)
@@ -324,7 +328,7 @@ def show(name: str, model: ServedModel) -> dict:
     parameters = "\n".join(f"{key:<30} {value}" for key, value in model.settings.defaults.items())
     return {
         "license": "",
-        "modelfile": f"# served by api-like-oai\nFROM {file.path or name}\n",
+        "modelfile": f"# served by api-like-oai\nFROM {(with_path and file.path) or name}\n",
         "parameters": parameters,
         "template": template or "",
         "details": file.details(),

@@ -68,9 +68,9 @@ KNOBS: tuple[Knob, ...] = (
     # GPU placement: layers, split and the main device; the devices themselves stay the operator's.
     Knob(("-ngl", "--gpu-layers", "--n-gpu-layers"), "int", -1, 10_000, frozenset({"auto", "all"})),
     Knob(("-ts", "--tensor-split"), "split"),
-    _word("-sm --split-mode", "none layer row"),
+    _word("-sm --split-mode", "none layer row tensor"),
     _int("-mg --main-gpu", 0, 64),
-    _switch("-nkvo --no-kv-offload -kvo --kv-offload --no-mmap --mmap -nr --no-repack"),
+    _switch("-nkvo --no-kv-offload -kvo --kv-offload -nr --no-repack --repack"),
     # KV cache types and flash attention: memory against quality.
     _word("-ctk --cache-type-k -ctv --cache-type-v -ctkd --cache-type-k-draft -ctvd --cache-type-v-draft", CACHE_TYPES),
     Knob(("-fa", "--flash-attn"), "word", words=frozenset({"on", "off", "auto"})),

@@ -37,6 +37,13 @@ def test_format_and_length(data, expected):
     assert inspect(data) == expected
 
 
+def test_a_wavs_length_is_its_frames_over_its_sample_rate_whatever_its_byte_rate_says():
+    """issue 48: a 10 s clip whose header claimed a byte rate of 4 GB/s counted 0.000075 s of the key's quota."""
+    honest = wav_of(10.0)
+    lying = honest[:28] + struct.pack("<I", 0xFFFFFFFF) + honest[32:]  # the fmt chunk's byte_rate
+    assert inspect(lying) == inspect(honest) == AudioFile("wav", 10.0)
+
+
 def test_a_variable_rate_mp3_is_measured_by_its_frame_count():
     assert inspect(xing_mp3(1000)).seconds == pytest.approx(1000 * MP3_FRAME_SECONDS)
 

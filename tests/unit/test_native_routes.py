@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from api_like_oai.errors import InvalidRequest
 from api_like_oai.services.native import requested_model
 
 from .conftest import make_app
@@ -53,3 +54,17 @@ def test_the_body_limit_applies():
 )
 def test_the_model_comes_from_the_body_else_the_query(body, query_model, chosen):
     assert requested_model(body, query_model) == chosen
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'{"prompt": "hi", "n_probs": 100000000, "n_predict": 40}', "n_probs is at most 100"),
+        (b'{"prompt": "hi", "n_cmpl": 1000}', "n_cmpl is at most 16"),
+        (b'{"prompt": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nests too deeply"),
+    ],
+)
+def test_a_native_body_that_would_cost_without_bound_is_a_400_before_any_upstream_work(body, said):
+    """issue 48: n_probs 1e8 took the worker to 2 GB and llama-server to 3 GB; deep JSON was a 500."""
+    with pytest.raises(InvalidRequest, match=said):
+        requested_model(body, "m")
