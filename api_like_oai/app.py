@@ -419,6 +419,8 @@ def _from_http(exc: HTTPException) -> ProxyError:
     if exc.code == 405:
         error = InvalidRequest(f"method {request.method} is not allowed on {request.path}")
         error.status = 405
+        allowed = sorted(getattr(exc, "valid_methods", None) or ())
+        error.headers = {"Allow": ", ".join(allowed)} if allowed else {}  # RFC 9110: a 405 says what is allowed
         return error
     error = ProxyError(exc.description or exc.name)
     error.status = exc.code or 500
