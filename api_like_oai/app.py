@@ -278,7 +278,7 @@ def _refuse_foreign_origins(origins: tuple[str, ...]):
         if origin is None or "*" in origins or origin in origins or _same_origin(origin, request.host):
             return None
         raise PermissionDenied(
-            f"requests from the web page at {origin[:100]!r} are refused: its origin is not this proxy's, "
+            f"requests from a web page of {origin.partition('://')[2][:100]!r} are refused: its origin is not this proxy's, "
             "nor one --cors-origins allows"
         )
 

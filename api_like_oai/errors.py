@@ -46,9 +46,14 @@ class ProxyError(Exception):
             self.code = code
 
     def without_addresses(self) -> ProxyError:
-        """This error as a caller who does not see everything gets it (UpstreamError's hides where the
-        servers are)."""
-        return self
+        """This error as a caller who does not see everything gets it: the servers' addresses in its
+        message (an upstream that was lost, refused, timed out, or refused a feature) replaced by
+        <address>: where they are is the operator's to know."""
+        if not ADDRESS.search(self.message):
+            return self
+        shown = copy.copy(self)
+        shown.message = ADDRESS.sub("<address>", self.message)
+        return shown
 
     def to_dict(self) -> dict:
         """The OpenAI error object: {"error": {"message", "type", "param", "code"}}."""
@@ -146,15 +151,6 @@ class UpstreamError(ProxyError):
     status = 502
     type = "upstream_error"
     code = "bad_upstream_response"
-
-    def without_addresses(self) -> ProxyError:
-        """The servers' addresses in the message (an upstream that was lost, refused, timed out)
-        replaced by <address>: where they are is the operator's to know."""
-        if not ADDRESS.search(self.message):
-            return self
-        shown = copy.copy(self)
-        shown.message = ADDRESS.sub("<address>", self.message)
-        return shown
 
 
 class UpstreamUnavailable(UpstreamError):

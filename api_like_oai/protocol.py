@@ -91,7 +91,8 @@ class MessageToolCall(BaseModel):
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow", **STRICT)  # other keys reach Jinja templates as they are
-    role: StrictStr
+    # any role a template may know (developer, ipython, ...), but a name: an empty role was generated from
+    role: StrictStr = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
     content: StrictStr | list[ContentPart] | None = None
     name: StrictStr | None = None
     tool_calls: list[MessageToolCall] | None = Field(None, description="An assistant's calls of tools.")
@@ -466,7 +467,7 @@ def check_bounded_schema(schema, param: str, what: str = "invalid JSON schema") 
 class CompletionRequest(SamplingFields):
     prompt: str | list[StrictStr] | list[int] | list[list[int]] = ""
     model: str | None = None
-    best_of: int | None = None
+    best_of: int | None = Field(None, ge=1, le=1, description="Only 1: one candidate per choice.")
     echo: bool | None = False
     logprobs: int | None = Field(None, ge=0, le=20)
     suffix: str | None = None
@@ -486,7 +487,7 @@ class EncodeRequest(Request):
 
 
 class DecodeRequest(Request):
-    tokens: list[int]
+    tokens: list[Annotated[int, Field(ge=0)]]
     model: str | None = None
 
 

@@ -204,7 +204,13 @@ class LlamaCppClient:
         return self._json(self._request("POST", "/tokenize", {"content": text, "add_special": add_special}))["tokens"]
 
     def detokenize(self, tokens: list[int]) -> str:
-        return self._json(self._request("POST", "/detokenize", {"tokens": tokens}))["content"]
+        try:
+            return self._json(self._request("POST", "/detokenize", {"tokens": tokens}))["content"]
+        except UpstreamError as exc:
+            if "_M_range_check" not in exc.message:
+                raise
+            # llama-server's answer to an id past its vocabulary: the caller's mistake, not the server's
+            raise InvalidRequest("a token id is outside the model's vocabulary", param="tokens") from None
 
     def embeddings(self, inputs: list) -> list[list[float]]:
         """One pooled embedding per input (text or token ids), in order."""

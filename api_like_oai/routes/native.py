@@ -30,7 +30,7 @@ ROUTES = (
 def _relay_to(upstream_path: str):
     def relay_view() -> Response:
         body = request.get_data(cache=False)  # bounded by --max-body-bytes (413 above)
-        model, _ = lookup_model(native.requested_model(body, request.args.get("model")))
+        model, _ = lookup_model(native.requested_model(body, request.args.get("model"), request.method == "POST"))
         answer = native.relay(model, request.method, upstream_path, body, _query_without_model(), generation_context())
         return _response(answer)
 

@@ -34,11 +34,15 @@ class NativeAnswer:
 COSTLY_FIELDS = {"n_probs": 100, "n_cmpl": 16}
 
 
-def requested_model(body: bytes, query_model: str | None) -> str | None:
+def requested_model(body: bytes, query_model: str | None, posted: bool = False) -> str | None:
     """The model a native request names: the `model` field of its JSON body, else `?model=`. The body
-    is held to what llama-server can take first: nesting bounded (a 400, not a RecursionError) and the
+    is held to what llama-server can take first: a JSON object if `posted` (every native POST takes one;
+    llama-server answered others with a 500), nesting bounded (a 400, not a RecursionError) and the
     fields of COSTLY_FIELDS capped (400)."""
     fields = _fields(body)
+    if posted and fields is None:
+        raise InvalidRequest("the request body must be a JSON object")
+    fields = fields or {}
     for name, cap in COSTLY_FIELDS.items():
         value = fields.get(name)
         if isinstance(value, int | float) and not isinstance(value, bool) and value > cap:
@@ -47,17 +51,17 @@ def requested_model(body: bytes, query_model: str | None) -> str | None:
     return named if isinstance(named, str) and named else query_model or None
 
 
-def _fields(body: bytes) -> dict:
-    """A JSON object body's fields; {} for any other body (llama.cpp will say what is wrong with it)."""
+def _fields(body: bytes) -> dict | None:
+    """A JSON object body's fields; None for any other body."""
     if body.lstrip()[:1] != b"{":
-        return {}
+        return None
     try:
         fields = from_json(body)  # pydantic's parser: nesting bounded, where json.loads recursed
     except ValueError as exc:
         if "recursion" in str(exc):
             raise InvalidRequest("the request body nests too deeply") from None
-        return {}
-    return fields if isinstance(fields, dict) else {}
+        return None
+    return fields if isinstance(fields, dict) else None
 
 
 def relay(model: ServedModel, method: str, path: str, body: bytes, query: str, context: Context) -> NativeAnswer:

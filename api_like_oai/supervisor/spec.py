@@ -11,7 +11,8 @@ DEFAULT_STOP_TIMEOUT_SECONDS = 10.0
 DEFAULT_QUEUE_LIMIT = 64
 # The proxy's own llama-servers answer the proxy alone: its random key (LLAMA_API_KEY, in their environment,
 # not in `ps`), no CORS answer any web page's origin matches, the port held for them (configure.HELD_PORTS).
-CHILD_FLAGS = ("--cors-origins", "none", "--no-cors-credentials", "--reuse-port")
+# --metrics: llama.cpp's own counters, for /llamacpp/metrics, --upstream-metrics and a draft's acceptance.
+CHILD_FLAGS = ("--cors-origins", "none", "--no-cors-credentials", "--reuse-port", "--metrics")
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,11 @@ class LaunchSpec:
         return argv
 
     def _draft_flags(self) -> list[str]:
-        """--metrics: the draft's acceptance is read from llama-server's counters (supervisor/drafts.py);
-        --spec-type draft-simple unless given: the pinned build loads a draft without it but does not use it."""
+        """--spec-type draft-simple unless given: the pinned build loads a draft without it but does not use
+        it (its acceptance is read from the counters CHILD_FLAGS' --metrics turns on: supervisor/drafts.py)."""
         given = [*self.draft_args, *self.args]
         chosen = any(arg == "--spec-type" or arg.startswith("--spec-type=") for arg in given)
-        return ["--metrics", *(() if chosen else ("--spec-type", "draft-simple"))]
+        return [] if chosen else ["--spec-type", "draft-simple"]
 
     def environment(self) -> dict[str, str]:
         """The replica's own environment: `env`, and its GPUs as CUDA_VISIBLE_DEVICES (unless `env` says)."""

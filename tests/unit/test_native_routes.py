@@ -56,6 +56,13 @@ def test_the_model_comes_from_the_body_else_the_query(body, query_model, chosen)
     assert requested_model(body, query_model) == chosen
 
 
+@pytest.mark.parametrize("body", [b"", b"not json", b'["model"]', b"{broken"])
+def test_a_native_post_takes_only_a_json_object(body):
+    """llama-server answered an empty or non-object body with a 500 (schemathesis, issue 48)."""
+    with pytest.raises(InvalidRequest, match="must be a JSON object"):
+        requested_model(body, "m", posted=True)
+
+
 @pytest.mark.parametrize(
     ("body", "said"),
     [

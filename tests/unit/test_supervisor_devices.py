@@ -115,14 +115,14 @@ def test_no_start_overruns_a_device_and_every_eviction_frees_a_device_the_waiter
         assert all(any(by_name[name].per_device[d] > 0 for d in short) for name in actions.evicted)
 
 
-def test_a_draft_is_passed_with_metrics_and_a_speculation_type_unless_one_is_given():
+def test_a_draft_is_passed_with_a_speculation_type_unless_one_is_given():
+    assert "--metrics" in launch_spec("m", "/m.gguf").argv("llama-server", 0)  # its counters, draft or not
     argv = launch_spec("m", "/m.gguf", draft="/d.gguf", draft_args="--spec-draft-n-max 4").argv("llama-server", 0)
     assert argv[argv.index("--model-draft") :] == [
         "--model-draft",
         "/d.gguf",
         "--spec-draft-n-max",
         "4",
-        "--metrics",
         "--spec-type",
         "draft-simple",
     ]
