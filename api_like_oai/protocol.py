@@ -89,10 +89,13 @@ class MessageToolCall(BaseModel):
     function: FunctionCall
 
 
+# Any role a template may know (developer, ipython, ...), but a name: an empty role was generated from.
+ROLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow", **STRICT)  # other keys reach Jinja templates as they are
-    # any role a template may know (developer, ipython, ...), but a name: an empty role was generated from
-    role: StrictStr = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+    role: StrictStr = Field(pattern=ROLE_PATTERN)
     content: StrictStr | list[ContentPart] | None = None
     name: StrictStr | None = None
     tool_calls: list[MessageToolCall] | None = Field(None, description="An assistant's calls of tools.")
@@ -413,7 +416,7 @@ class ChatCompletionRequest(SamplingFields):
         if len(set(names)) != len(names):
             raise InvalidRequest("two tools have the same name", param="tools")
         for field, choice in (("tool_choice", self.tool_choice), ("function_call", self.function_call)):
-            if choice not in (None, "none") and not names:
+            if choice not in (None, "none", "auto") and not names:  # "auto" among no tools is "none"; the rest would mislead
                 raise InvalidRequest(f"{field} needs tools to choose from", param=field)
             chosen = getattr(getattr(choice, "function", choice), "name", None)
             if chosen is not None and chosen not in names:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from ..errors import InvalidRequest
-from ..protocol import STRICT, ChatCompletionRequest, CompletionRequest, check_bounded_schema
+from ..protocol import ROLE_PATTERN, STRICT, ChatCompletionRequest, CompletionRequest, check_bounded_schema
 from .common import chat_request, function_tool, image_part
 
 # Strict as the other APIs' models (and as Go's decoder: no "5" for 5); unknown fields ignored, as Ollama does.
@@ -65,7 +65,7 @@ class ToolCall(BaseModel):
 
 class Message(BaseModel):
     model_config = _IGNORE_EXTRA
-    role: StrictStr
+    role: StrictStr = Field(pattern=ROLE_PATTERN)
     content: StrictStr | None = ""
     thinking: StrictStr | None = None
     images: list[StrictStr] | None = Field(None, description="Base64 images (no data: prefix).")
