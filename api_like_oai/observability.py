@@ -531,6 +531,38 @@ def _draft_families(models: dict) -> list:
     return [drafted, accepted, rate]
 
 
+# The Gateway API Inference Extension's model-server protocol, one series per model: the endpoint
+# picker's engineConfigs entry names these (deploy/helm/api-like-oai: the EPP's config), with the
+# label model="..." picking its pool's model, as vLLM's num_requests_waiting, num_requests_running,
+# kv_cache_usage_perc (0..1) and cache_config_info are read.
+POOL_WAITING = "api_like_oai_pool_requests_waiting"
+POOL_RUNNING = "api_like_oai_pool_requests_running"
+POOL_KV_USAGE = "api_like_oai_pool_kv_cache_usage_perc"
+POOL_CACHE_INFO = "api_like_oai_pool_cache_config_info"
+
+
+def pool_metrics(occupancy: dict) -> bytes:
+    """The model-server protocol's gauges in Prometheus' text format, from the supervisor's occupancy
+    (supervisor/occupancy.py: {"models": {name: {...}}})."""
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.exposition import generate_latest
+
+    waiting = GaugeMetricFamily(POOL_WAITING, "Requests the box holds for the model that no slot runs yet", labels=["model"])
+    running = GaugeMetricFamily(POOL_RUNNING, "The model's slots processing a request", labels=["model"])
+    usage = GaugeMetricFamily(POOL_KV_USAGE, "The model's KV cache in use, 0..1 (tokens held over its size)", labels=["model"])
+    info = GaugeMetricFamily(
+        POOL_CACHE_INFO,
+        "The model's KV cache: block_size tokens per block, num_gpu_blocks blocks",
+        labels=["model", "block_size", "num_gpu_blocks"],
+    )
+    for name, model in occupancy["models"].items():
+        waiting.add_metric([name], float(model["waiting"]))
+        running.add_metric([name], float(model["running"]))
+        usage.add_metric([name], float(model["kv_utilisation"]))
+        info.add_metric([name, str(model["block_tokens"]), str(model["blocks"])], 1.0)
+    return generate_latest(MadeFamilies([waiting, running, usage, info]))
+
+
 def _budget_families(status: dict) -> list:
     from prometheus_client.core import GaugeMetricFamily
 
