@@ -145,6 +145,14 @@ class Metrics:
         self.streams_in_flight = Gauge(
             "api_like_oai_streams_in_flight", "Streams being relayed now", registry=self.registry, multiprocess_mode="livesum"
         )
+        # A front relays a request to a box without generating (no stream counted above): an autoscaler of
+        # fronts reads this one (the Helm chart's HPA).
+        self.requests_in_flight = Gauge(
+            "api_like_oai_requests_in_flight",
+            "Requests being answered now, any API (a fleet's front: those it relays too)",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
         self.slot_waiting = Gauge(
             "api_like_oai_slot_waiting",
             "Requests waiting in the proxy for a free upstream slot, by their key's priority",
@@ -336,8 +344,9 @@ class RequestRecord:
     mcp_steps: list[McpStep] = field(default_factory=list)  # the MCP listings and calls it made, in order
 
     def __post_init__(self):
-        if self.live_requests is not None:
+        if self.live_requests is not None:  # a request of the app's (not one a test or a tool makes)
             self.live_requests.add(self)
+            self.metrics.requests_in_flight.inc()
 
     def token_arrived(self) -> None:
         if self.first_token is None:
@@ -426,6 +435,7 @@ class RequestRecord:
         self.closed = True
         if self.live_requests is not None:
             self.live_requests.discard(self)
+            self.metrics.requests_in_flight.dec()
         total = time.perf_counter() - self.started
         ttft = self.first_token - self.started if self.first_token else None
         metrics = self.metrics

@@ -22,7 +22,7 @@ ONE_BOX_ONE_FRONT = {
 GPU_BOXES_AND_AUTOSCALED_FRONTS = {
     "front": {
         "replicas": 2,
-        "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 8, "streamsInFlight": {"enabled": True}},
+        "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 8, "requestsInFlight": {"enabled": True}},
     },
     "box": {
         "replicas": 4,

@@ -142,6 +142,7 @@ def test_an_external_redis_runs_no_redis_of_its_own(rendered):
     env = pod_environment(objects, boxes, "10.0.0.7", {"team-keys": {}})
     assert env["API_LIKE_OAI_FLEET"] == env["API_LIKE_OAI_STORE"] == "redis://redis.data.svc.cluster.local:6379/3"
     assert one(objects, "ServiceMonitor")["spec"]["endpoints"][0]["path"] == "/metrics"
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"] == ["ai-api-like-oai-front"]
 
 
 def test_only_fronts_reach_boxes_unless_pools_add_their_gateway(rendered):
