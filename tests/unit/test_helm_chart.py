@@ -223,3 +223,20 @@ def test_the_rendered_command_lines_make_a_box_and_a_front_of_one_fleet(tmp_path
     assert {spec.name for spec in box.supervisor.models} == {"qwen-coder", "Llama-3.1-8B"}
     assert front.models == () and front.supervisor is None
     assert NAMESPACE == "inference"
+
+
+def test_the_manuals_picker_config_without_kubernetes_is_the_charts_with_the_file_discovery_added(rendered):
+    manual = (ROOT / "docs" / "kubernetes.md").read_text()
+    [standalone] = [
+        yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", manual, re.S) if "file-discovery" in block
+    ]
+    [config_map] = [
+        o for o in rendered["InferencePools"] if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-epp-qwen-coder")
+    ]
+    chart = yaml.safe_load(config_map["data"]["config.yaml"])
+    discovery = {"name": "boxes", "type": "file-discovery", "parameters": {"path": "/etc/epp/endpoints.yaml", "watchFile": True}}
+    assert standalone["plugins"] == [discovery, *chart["plugins"]]
+    assert standalone["dataLayer"] == {"discovery": {"pluginRef": "boxes"}, **chart["dataLayer"]}
+    assert {key: value for key, value in standalone.items() if key not in ("plugins", "dataLayer")} == {
+        key: value for key, value in chart.items() if key not in ("plugins", "dataLayer")
+    }
