@@ -24,7 +24,9 @@ GPU_BOXES_AND_AUTOSCALED_FRONTS = {
         "replicas": 2,
         "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 8, "requestsInFlight": {"enabled": True}},
     },
+    "image": {"repository": "registry.example.com/ai/api-like-oai", "tag": "0.1.0"},
     "box": {
+        "image": {"repository": "registry.example.com/ai/api-like-oai", "tag": "0.1.0-cuda"},
         "replicas": 4,
         "gpus": 2,
         "memoryBudgetMiB": 150000,

@@ -57,3 +57,15 @@ def test_the_file_is_replaced_whole_and_only_when_it_changes(tmp_path):
     assert yaml.safe_load(path.read_text()) == document
     assert write_if_changed(str(path), {"endpoints": []}) is True and path.stat().st_ino != written
     assert [p.name for p in tmp_path.iterdir()] == ["endpoints.yaml"]  # no temporary file left
+
+
+def test_the_manuals_example_is_what_the_command_writes():
+    import re
+    from pathlib import Path
+
+    manual = (Path(__file__).resolve().parents[2] / "docs" / "kubernetes.md").read_text()
+    [example] = [
+        yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", manual, re.S) if block.startswith("endpoints:")
+    ]
+    records = [record("http://10.0.0.3:8081", "qwen-coder"), record("http://10.0.0.2:8081", "qwen-coder", "llama-8b")]
+    assert example == endpoints(records, "qwen-coder")

@@ -122,12 +122,14 @@ def test_gpu_boxes_and_autoscaled_fronts(rendered):
     boxes = one(objects, "StatefulSet", "-box")
     assert boxes["spec"]["replicas"] == 4
     assert container(boxes)["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert container(boxes)["image"] == "registry.example.com/ai/api-like-oai:0.1.0-cuda"  # the CUDA build on GPUs
     assert boxes["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert boxes["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "500Gi"
     autoscaler = one(objects, "HorizontalPodAutoscaler")
     front = one(objects, "Deployment", "-front")
     assert autoscaler["spec"]["scaleTargetRef"]["name"] == front["metadata"]["name"]
     assert "replicas" not in front["spec"]  # the HPA owns it
+    assert container(front)["image"] == "registry.example.com/ai/api-like-oai:0.1.0"
     assert [metric["type"] for metric in autoscaler["spec"]["metrics"]] == ["Resource", "Pods"]
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"} == {
         "ai-api-like-oai-front",
@@ -240,3 +242,14 @@ def test_the_manuals_picker_config_without_kubernetes_is_the_charts_with_the_fil
     assert {key: value for key, value in standalone.items() if key not in ("plugins", "dataLayer")} == {
         key: value for key, value in chart.items() if key not in ("plugins", "dataLayer")
     }
+
+
+def test_the_manuals_values_install_as_they_are(rendered):
+    manual = (ROOT / "docs" / "kubernetes.md").read_text()
+    blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", manual, re.S)]
+    team = next(block for block in blocks if "image" in block and "box" in block)
+    pools = next(block for block in blocks if "inferencePool" in block)
+    objects = render(team | pools)
+    for resource in objects:
+        validate(resource, "1.37.0")
+    assert {o["metadata"]["name"] for o in objects if o["kind"] == "InferencePool"} == {"qwen-coder", "llama-8b"}

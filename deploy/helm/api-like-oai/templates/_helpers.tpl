@@ -26,6 +26,11 @@ app.kubernetes.io/component: {{ .component }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The boxes' image: box.image where set (a CUDA build), else the fronts'. */}}
+{{- define "alo.boxImage" -}}
+{{ .Values.box.image.repository | default .Values.image.repository }}:{{ .Values.box.image.tag | default .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
 {{/* An InferencePool's name: its own, else its model's made a DNS label (lower case, [a-z0-9-], at most 40). */}}
 {{- define "alo.poolName" -}}
 {{- $name := .name | default (regexReplaceAll "[^a-z0-9-]+" (lower .model) "-") -}}
