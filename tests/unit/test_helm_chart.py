@@ -54,6 +54,10 @@ def validate(resource: dict, kubernetes_version: str) -> None:
     crd = CUSTOM_RESOURCES.get((resource["apiVersion"], resource["kind"]))
     if crd is not None:
         jsonschema.validate(resource, crd_schema(crd))
+        if resource["kind"] == "InferencePool":  # the CRD's two CEL rules (x-kubernetes-validations), which jsonschema skips
+            picker, ports = resource["spec"]["endpointPickerRef"], [port["number"] for port in resource["spec"]["targetPorts"]]
+            assert picker.get("kind", "Service") != "Service" or "port" in picker, "port is required when kind is 'Service'"
+            assert len(set(ports)) == len(ports), "port number must be unique"
     else:
         kubernetes_validate.validate(resource, kubernetes_version, strict=True)
 
@@ -121,7 +125,11 @@ def test_gpu_boxes_and_autoscaled_fronts(rendered):
     objects = rendered["GPU boxes, fronts with an HPA"]
     boxes = one(objects, "StatefulSet", "-box")
     assert boxes["spec"]["replicas"] == 4
-    assert container(boxes)["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert (
+        container(boxes)["resources"]["requests"]["nvidia.com/gpu"]
+        == container(boxes)["resources"]["limits"]["nvidia.com/gpu"]
+        == 2
+    )
     assert container(boxes)["image"] == "registry.example.com/ai/api-like-oai:0.1.0-cuda"  # the CUDA build on GPUs
     assert boxes["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
     assert boxes["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "500Gi"
