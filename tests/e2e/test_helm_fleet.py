@@ -1,12 +1,16 @@
 """The chart's pods as processes: a box and a front started from the command lines and environments the
 chart renders (their Secret and ConfigMap volumes written to files, the models volume standing for the
 bundled model's directory, the image's PATH and XDG_DATA_HOME), sharing a real Redis (the chart's
-external-Redis values) and the box starting a real llama-server. No cluster runs here: what Kubernetes
-adds (scheduling, Services, probes, NetworkPolicies) is checked only as schemas (tests/unit/test_helm_chart.py)."""
+external-Redis values) and the box starting a real llama-server. Each runs as its securityContext says
+(readOnlyRootFilesystem): on a read-only root file system but for its emptyDirs (/data, /tmp), in a
+mount namespace of its own (tests/read_only_root.sh; the tests run as root). No cluster runs here: what
+Kubernetes adds (scheduling, Services, probes, NetworkPolicies) is checked only as schemas
+(tests/unit/test_helm_chart.py)."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,8 @@ from ..helm_chart import container, in_place, mounted_files, one, pod_environmen
 from ..servers import Proxy, RedisServer, eventually, free_port, launch_all, stop
 
 KEY = "sk-chart-test-0123456789abcdef"
+READ_ONLY_ROOT = Path(__file__).resolve().parents[1] / "read_only_root.sh"
+DATA, TMP = "/data", "/tmp"  # noqa: S108 - the pods' emptyDir mount paths, which stand for directories here
 BOX_IP, FRONT_IP = "127.0.0.12", "127.0.0.13"  # each pod's address: a loopback address of its own
 
 
@@ -41,8 +47,13 @@ def pod(objects: list[dict], workload: dict, ip: str, port: int, where: Path, mo
     for config in mounts["/etc/api-like-oai"].glob("*.yaml"):
         config.write_text(in_place(config.read_text(), mounts))
     env = {name: in_place(value, mounts) for name, value in pod_environment(objects, workload, ip).items()}
-    image_env = {"PATH": f"{Path(llama_server).parent}:{os.environ['PATH']}", "XDG_DATA_HOME": str(mounts["/data"])}
-    return Proxy(list(container(workload).get("args", [])), port=port, host=ip, env=image_env | env)
+    image_env = {"PATH": f"{Path(llama_server).parent}:{os.environ['PATH']}", "XDG_DATA_HOME": str(mounts[DATA])}
+    # The pod's /tmp is an emptyDir; here it is a directory elsewhere, which TMPDIR names.
+    image_env |= {"TMPDIR": str(mounts[TMP]), "PYTHONDONTWRITEBYTECODE": "1"}
+    assert container(workload)["securityContext"]["readOnlyRootFilesystem"] is True
+    writable = [str(mounts[DATA]), str(mounts[TMP])]
+    command = ("unshare", "-m", str(READ_ONLY_ROOT), *writable, "--", sys.executable, "-m", "api_like_oai")
+    return Proxy(list(container(workload).get("args", [])), port=port, host=ip, env=image_env | env, command=command)
 
 
 @pytest.fixture(scope="module")
