@@ -261,3 +261,26 @@ def test_the_manuals_values_install_as_they_are(rendered):
     for resource in objects:
         validate(resource, "1.37.0")
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "InferencePool"} == {"qwen-coder", "llama-8b"}
+
+
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+@pytest.mark.parametrize("value_set", list(VALUE_SETS))
+def test_every_selector_selects_the_pods_it_means(rendered, value_set):
+    """What the API server and the controllers hold that the schemas do not: a workload's selector
+    matches its own pods, and each Service, budget, policy and pool selects some workload's pods."""
+    objects = rendered[value_set]
+    pods = {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["labels"] for o in objects if o["kind"] in WORKLOADS}
+
+    def selects(selector: dict) -> list[str]:
+        return [name for name, labels in pods.items() if selector.items() <= labels.items()]
+
+    for workload in (o for o in objects if o["kind"] in WORKLOADS):
+        assert selects(workload["spec"]["selector"]["matchLabels"]) == [workload["metadata"]["name"]]
+    selectors = [o["spec"]["selector"] for o in objects if o["kind"] == "Service"]
+    selectors += [o["spec"]["selector"]["matchLabels"] for o in objects if o["kind"] in ("PodDisruptionBudget", "InferencePool")]
+    selectors += [o["spec"]["podSelector"]["matchLabels"] for o in objects if o["kind"] == "NetworkPolicy"]
+    assert [selector for selector in selectors if len(selects(selector)) != 1] == []
+    for workload in (o for o in objects if o["kind"] == "StatefulSet"):
+        assert workload["spec"]["serviceName"] in {o["metadata"]["name"] for o in objects if o["kind"] == "Service"}

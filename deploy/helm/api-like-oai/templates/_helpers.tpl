@@ -39,7 +39,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* The label a box pod carries for each pool it is a member of (an InferencePool selects on it). */}}
 {{- define "alo.poolLabel" -}}
-pool.api-like-oai.dev/{{ include "alo.poolName" . }}
+api-like-oai/pool-{{ include "alo.poolName" . }}
 {{- end -}}
 
 {{- define "alo.redisSecretName" -}}
