@@ -23,7 +23,7 @@ from .dashboard.history import History
 from .dashboard.live import Collector, LiveRequest, LiveView, Sources, live_requests
 from .errors import InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied, ProxyError
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
-from .observability import Metrics, RequestRecord, lifecycle_metrics
+from .observability import Metrics, RequestRecord, lifecycle_metrics, pool_metrics
 from .routes import (
     STATE_KEY,
     admin_once_configured,
@@ -59,7 +59,8 @@ if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fl
 log = logging.getLogger("api_like_oai")
 
 PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *(path for api in APIS for path in api.public)})
-UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", "/openapi.json"})
+POOL_METRICS_PATH = "/metrics/pool"  # an inference pool's endpoint picker scrapes it every 50 ms: not recorded
+UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", POOL_METRICS_PATH, "/openapi.json"})
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,11 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     _register_blueprints(app, settings)
     # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
     app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
+    # The endpoint picker sends no key: with --open-pool-metrics (a box reached only by its pool's
+    # picker and fronts, by NetworkPolicy), the four gauges per model are served to anyone.
+    app.add_url_rule(
+        POOL_METRICS_PATH, "pool_metrics", _pool_metrics if settings.open_pool_metrics else admin_once_configured(_pool_metrics)
+    )
     app.extensions[dashboard.VIEW_KEY] = LiveView(Collector(_live_sources(state(app))), state(app).history)
     # Order matters: a web page of a foreign origin is refused first, before any work (a browser sends a
     # "simple" text/plain or form POST without a preflight); then CORS preflight is answered before the
@@ -224,6 +230,7 @@ def _metrics():
     text = generate_latest(shared.metrics.collected())
     if shared.supervisor is not None:
         text += lifecycle_metrics(shared.supervisor.ask("status"))
+        text += pool_metrics(shared.supervisor.ask("occupancy"))
     if shared.fleet is not None:
         from .fleet.metrics import fleet_metrics
 
@@ -239,6 +246,14 @@ def _metrics():
                 for client in model.upstream.servers()
             ]
         )
+    return Response(text, mimetype=CONTENT_TYPE_LATEST)
+
+
+def _pool_metrics():
+    """The model-server protocol's gauges alone (observability.pool_metrics): what an inference pool's
+    endpoint picker reads, without the rest of /metrics. Empty where the proxy starts no model."""
+    shared = state()
+    text = pool_metrics(shared.supervisor.ask("occupancy")) if shared.supervisor is not None else b""
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
 
@@ -365,6 +380,7 @@ def _identify_caller():
     if (
         request.method == "OPTIONS"
         or request.path in PUBLIC_PATHS
+        or (request.path == POOL_METRICS_PATH and state().settings.open_pool_metrics)
         or request.path.startswith("/docs/")
         or dashboard.is_page(request.path)
         or g.get("fleet_call")

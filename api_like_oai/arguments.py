@@ -322,6 +322,12 @@ def _add_log_flags(add) -> None:
         "with model and upstream, scraped when /metrics is",
     )
     add(
+        "--open-pool-metrics",
+        action="store_true",
+        help="serve /metrics/pool (each started model's requests waiting and running and KV-cache use, for an "
+        "inference pool's endpoint picker, which sends no key) without a key; without it, it needs the admin key as /metrics",
+    )
+    add(
         "--otlp-endpoint",
         metavar="URL",
         help="send a trace of each request over OTLP/HTTP to URL (needs api-like-oai[otel]; default: "
@@ -741,6 +747,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         audio=AudioLimits(max_seconds=args.max_audio_seconds),
         mcp=_mcp_bounds(args, config),
         upstream_metrics=args.upstream_metrics,
+        open_pool_metrics=args.open_pool_metrics,
         otlp_endpoint=_otlp_endpoint(args),
         fleet=_fleet(args),
     )

@@ -145,6 +145,14 @@ class Metrics:
         self.streams_in_flight = Gauge(
             "api_like_oai_streams_in_flight", "Streams being relayed now", registry=self.registry, multiprocess_mode="livesum"
         )
+        # A front relays a request to a box without generating (no stream counted above): an autoscaler of
+        # fronts reads this one (the Helm chart's HPA).
+        self.requests_in_flight = Gauge(
+            "api_like_oai_requests_in_flight",
+            "Requests being answered now, any API (a fleet's front: those it relays too)",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
         self.slot_waiting = Gauge(
             "api_like_oai_slot_waiting",
             "Requests waiting in the proxy for a free upstream slot, by their key's priority",
@@ -336,8 +344,9 @@ class RequestRecord:
     mcp_steps: list[McpStep] = field(default_factory=list)  # the MCP listings and calls it made, in order
 
     def __post_init__(self):
-        if self.live_requests is not None:
+        if self.live_requests is not None:  # a request of the app's (not one a test or a tool makes)
             self.live_requests.add(self)
+            self.metrics.requests_in_flight.inc()
 
     def token_arrived(self) -> None:
         if self.first_token is None:
@@ -426,6 +435,7 @@ class RequestRecord:
         self.closed = True
         if self.live_requests is not None:
             self.live_requests.discard(self)
+            self.metrics.requests_in_flight.dec()
         total = time.perf_counter() - self.started
         ttft = self.first_token - self.started if self.first_token else None
         metrics = self.metrics
@@ -529,6 +539,38 @@ def _draft_families(models: dict) -> list:
             if draft["acceptance_rate"] is not None:
                 rate.add_metric([name], float(draft["acceptance_rate"]))
     return [drafted, accepted, rate]
+
+
+# The Gateway API Inference Extension's model-server protocol, one series per model: the endpoint
+# picker's engineConfigs entry names these (deploy/helm/api-like-oai: the EPP's config), with the
+# label model="..." picking its pool's model, as vLLM's num_requests_waiting, num_requests_running,
+# kv_cache_usage_perc (0..1) and cache_config_info are read.
+POOL_WAITING = "api_like_oai_pool_requests_waiting"
+POOL_RUNNING = "api_like_oai_pool_requests_running"
+POOL_KV_USAGE = "api_like_oai_pool_kv_cache_usage_perc"
+POOL_CACHE_INFO = "api_like_oai_pool_cache_config_info"
+
+
+def pool_metrics(occupancy: dict) -> bytes:
+    """The model-server protocol's gauges in Prometheus' text format, from the supervisor's occupancy
+    (supervisor/occupancy.py: {"models": {name: {...}}})."""
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.exposition import generate_latest
+
+    waiting = GaugeMetricFamily(POOL_WAITING, "Requests the box holds for the model that no slot runs yet", labels=["model"])
+    running = GaugeMetricFamily(POOL_RUNNING, "The model's slots processing a request", labels=["model"])
+    usage = GaugeMetricFamily(POOL_KV_USAGE, "The model's KV cache in use, 0..1 (tokens held over its size)", labels=["model"])
+    info = GaugeMetricFamily(
+        POOL_CACHE_INFO,
+        "The model's KV cache: block_size tokens per block, num_gpu_blocks blocks",
+        labels=["model", "block_size", "num_gpu_blocks"],
+    )
+    for name, model in occupancy["models"].items():
+        waiting.add_metric([name], float(model["waiting"]))
+        running.add_metric([name], float(model["running"]))
+        usage.add_metric([name], float(model["kv_utilisation"]))
+        info.add_metric([name, str(model["block_tokens"]), str(model["blocks"])], 1.0)
+    return generate_latest(MadeFamilies([waiting, running, usage, info]))
 
 
 def _budget_families(status: dict) -> list:

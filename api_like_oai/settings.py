@@ -109,6 +109,7 @@ class Settings:
     grace_period: float = 30.0
     native_api: bool = True  # llama.cpp's own API (/completion, /infill, ...) served too
     upstream_metrics: bool = False  # /metrics carries each llama-server's own (upstream_metrics.py)
+    open_pool_metrics: bool = False  # /metrics/pool served without a key (an inference pool's endpoint picker)
     otlp_endpoint: str | None = None  # traces sent there over OTLP/HTTP (tracing.py); None: no tracing
     store: StoreSettings = field(default_factory=lambda: StoreSettings("none"))  # the CLI's default: SQLite
     supervisor: SupervisorSettings | None = None  # models on demand: what the supervisor process runs

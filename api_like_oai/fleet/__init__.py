@@ -6,5 +6,6 @@ with `--fleet`: it reads the boxes (`membership.py`), places a request for a mod
 itself (`placement.py` and `affinity.py`, pure), takes the fleet's cold-start lock for a model loaded
 nowhere (`lock.py`), has a pool's host start a model too large for one box (`placement.pool`), relays
 the request to the box's own API with the fleet secret (`relay.py`, `front.py`) and counts the tokens
-the box reports (`usage.py`); `metrics.py` and `commands.py` show the fleet.
+the box reports (`usage.py`); `metrics.py` and `commands.py` show the fleet; `discovery.py` writes
+the endpoint picker's file of a model's boxes (an inference pool outside Kubernetes).
 """

@@ -45,6 +45,14 @@ def _model_endpoints() -> list[Endpoint]:
     return [
         ("get", "/health", "200 when every upstream answers its health check, else 503 saying why (public)", None, None),
         ("get", "/metrics", "Prometheus metrics (the admin key once one is configured)", None, None),
+        (
+            "get",
+            "/metrics/pool",
+            "Each started model's requests waiting and running and KV-cache use, for an inference pool's endpoint "
+            "picker (public with --open-pool-metrics, else as /metrics)",
+            None,
+            None,
+        ),
         ("get", "/api/hello", "Claude Code's connectivity probe (public)", None, None),
         ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, o.EmbeddingList),
         (

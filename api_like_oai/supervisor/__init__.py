@@ -9,6 +9,7 @@ a Unix socket for a lease on a ready model (client.py) and hold the lease while 
     plan.py       which models to start, drain or stop, given the budget (pure: state in, actions out)
     slots.py      KV caches saved before a stop and restored after a start, checked
     drafts.py     a draft model's acceptance, from its llama-servers' counters
+    occupancy.py  how busy each model is (waiting, running, KV cache), for an inference pool's picker
     process.py    one llama-server child: spawn (parent-death signal), health while starting, stop, logs
     service.py    the state machine: models' statuses (plan.TRANSITIONS), leases, queues, events
     listener.py   the supervisor process: its socket (one Connection per request) and run loop

@@ -59,6 +59,8 @@ class Connection:
                 await self._lease(model, unreachable)
             case messages.Status():
                 await self.say(messages.ServerStatus(supervisor.status()))
+            case messages.Occupancy():
+                await self.say(messages.ServerStatus(await self._until_gone(supervisor.occupancy())))
             case messages.Logs(model):
                 await self.say(messages.LogLines(supervisor.logs(model)))
             case messages.Load(model, args, lent_mib, rpc):

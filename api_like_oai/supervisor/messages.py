@@ -5,6 +5,7 @@ One connection per request; one JSON line per message. A worker sends one reques
                                      releases it) or Refused
     Load(model, args, lent_mib, rpc), Unload(model), KeepAlive(model, seconds)   -> Wait* then ModelStatus
     Status()                      -> ServerStatus;  Logs(model) -> LogLines
+    Occupancy()                   -> ServerStatus of {"models": {name: occupancy.Occupancy's JSON}}
     Events()                      -> Event per change (the whole status first), until the worker hangs up
 Any request may be answered Refused (an unknown model: 404; a full queue: 429; a failed start: 503).
 
@@ -66,6 +67,13 @@ class Status:
 
 
 @dataclass(frozen=True)
+class Occupancy:
+    """How busy each model is (occupancy.py), for the inference pool's metrics."""
+
+    OP: ClassVar[str] = "occupancy"
+
+
+@dataclass(frozen=True)
 class Logs:
     OP: ClassVar[str] = "logs"
     model: str
@@ -76,8 +84,8 @@ class Events:
     OP: ClassVar[str] = "events"
 
 
-Request = Acquire | Load | Unload | KeepAlive | Status | Logs | Events
-REQUESTS: dict[str, type] = {kind.OP: kind for kind in (Acquire, Load, Unload, KeepAlive, Status, Logs, Events)}
+Request = Acquire | Load | Unload | KeepAlive | Status | Occupancy | Logs | Events
+REQUESTS: dict[str, type] = {kind.OP: kind for kind in (Acquire, Load, Unload, KeepAlive, Status, Occupancy, Logs, Events)}
 
 
 class BadMessage(ValueError):

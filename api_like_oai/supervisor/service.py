@@ -17,7 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from . import drafts, launch_rules, messages, plan, slots
+from . import drafts, launch_rules, messages, occupancy, plan, slots
 from .footprint import device_split, model_facts
 from .process import Child, StartFailed, http_request, record_children
 from .spec import LaunchSpec, SupervisorSettings
@@ -26,6 +26,7 @@ log = logging.getLogger("api_like_oai.supervisor")
 
 TICK_SECONDS = 1.0  # TTLs and retry times are looked at this often
 MAX_BACKOFF_SECONDS = 60.0
+OCCUPANCY_FRESH_SECONDS = 0.1  # an endpoint picker scrapes every 50 ms: the replicas' /slots are read at most this often
 DYING_SECONDS = 2.0  # a replica that refuses connections this long after a worker said so, is killed
 RETRY_AFTER_FULL_SECONDS = 5
 RPC_ENDPOINT = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}")
@@ -153,6 +154,8 @@ class Supervisor:
         self.budget = plan.Budget(settings.memory_budget_mib, settings.max_loaded, settings.device_budgets)
         self.models = {spec.name: Managed(spec) for spec in settings.models}
         self.subscribers: list[asyncio.Queue] = []
+        self._occupancy: asyncio.Future | None = None  # the last reading of the models' occupancy, or the one under way
+        self._occupancy_at = 0.0
         # llama-server reads its image marker from here (LLAMA_MEDIA_MARKER) instead of drawing one per start
         alphabet = string.ascii_letters + string.digits
         self.media_marker = "<__media_" + "".join(secrets.choice(alphabet) for _ in range(32)) + "__>"
@@ -508,6 +511,38 @@ class Supervisor:
             "max_loaded": self.budget.max_loaded,
             "devices": self.device_use(),
         }
+
+    async def occupancy(self) -> dict:
+        """Every model's occupancy (occupancy.py), as JSON. Scrapes that come together share one
+        reading, and a reading serves for OCCUPANCY_FRESH_SECONDS, so however often the pool's metrics
+        are scraped, each replica's /slots is asked at most that often."""
+        reading = self._occupancy
+        if reading is None or (reading.done() and time.monotonic() - self._occupancy_at > OCCUPANCY_FRESH_SECONDS):
+            self._occupancy_at = time.monotonic()
+            reading = self._occupancy = asyncio.ensure_future(self._read_occupancy())
+        return await asyncio.shield(reading)
+
+    async def _read_occupancy(self) -> dict:
+        """Every model's, loaded or not (one not loaded: its queue for the load, nothing running)."""
+        models = list(self.models.values())
+        answers = await asyncio.gather(*(self._replicas_slots(model) for model in models))
+        return {
+            "models": {
+                model.spec.name: occupancy.occupancy(
+                    model.in_flight, len(model.waiters), replicas_slots, model.spec.kv_unified
+                ).to_json()
+                for model, replicas_slots in zip(models, answers, strict=True)
+            }
+        }
+
+    async def _replicas_slots(self, model: Managed) -> list[list[dict]]:
+        """The slots of each of the model's replicas that answered /slots (one that did not is left out)."""
+        if model.status != plan.LOADED:
+            return []
+        answers = await asyncio.gather(
+            *(http_request(child.port, "GET", "/slots", timeout=1.0, api_key=child.api_key) for child in model.live_children())
+        )
+        return [slots for slots in (occupancy.parse_slots(*answer) for answer in answers) if slots is not None]
 
     def device_use(self) -> dict:
         """Each device's budget and the MiB the models holding memory take of it (their estimates)."""

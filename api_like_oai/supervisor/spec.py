@@ -87,6 +87,21 @@ class LaunchSpec:
                     return arg.split("=", 1)[1]
         return None
 
+    @property
+    def kv_unified(self) -> bool:
+        """Whether a replica's slots share one KV cache: llama-server's `--kv-unified`, which is also its
+        default when it picks the number of slots (no `--parallel`, or -1). The last flag given wins."""
+        unified = None
+        for arg in self.args:
+            if arg in ("-kvu", "--kv-unified"):
+                unified = True
+            elif arg in ("-no-kvu", "--no-kv-unified"):
+                unified = False
+        if unified is not None:
+            return unified
+        parallel = self.arg_value("-np", "--parallel")
+        return parallel is None or parallel.strip() == "-1"
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -5,15 +5,19 @@ agent session through both fronts, a front killed, then a box killed."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+import yaml
 
 from ..conftest import openai_client
 from ..servers import (
+    ROOT,
     Proxy,
     command_line,
     descendants_of,
@@ -112,6 +116,15 @@ def test_a_cold_model_is_started_once_when_two_fronts_get_its_first_requests_at_
     with ThreadPoolExecutor(8) as pool:
         assert list(pool.map(first_request, range(8))) == [200] * 8
     assert sum(len(_llama_servers(box)) for box in fleet["boxes"]) == 1
+
+
+def test_the_fleet_writes_the_endpoint_pickers_file_of_the_models_boxes(fleet, tmp_path):
+    output = tmp_path / "endpoints.yaml"
+    command = [sys.executable, "-m", "api_like_oai", "fleet", "endpoints", "--fleet", fleet["redis"].url, "--model", MODEL]
+    done = subprocess.run([*command, "--output", str(output)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    listed = [(endpoint["address"], endpoint["port"]) for endpoint in yaml.safe_load(output.read_text())["endpoints"]]
+    assert listed == [(box.host, str(box.port)) for box in fleet["boxes"]]
 
 
 def test_an_agent_session_through_both_fronts_stays_on_one_box_and_in_its_cache(fleet):

@@ -124,6 +124,7 @@ ROUTES: dict[tuple[str, str], Row] = {
         get("/static/x.css"),
     ),
     ("GET", "/metrics"): Row(ADMIN_ONLY, get("/metrics")),
+    ("GET", "/metrics/pool"): Row(ADMIN_ONLY, get("/metrics/pool")),  # open to all only with --open-pool-metrics
     # The OpenAI, Anthropic and Responses APIs: a model's.
     **{("POST", path): Row(OWN_ONLY, post(path, CHAT)) for path in ("/v1/chat/completions", "/chat/completions")},
     **{("POST", path): Row(OWN_ONLY, post(path, PROMPT)) for path in ("/v1/completions", "/completions")},

@@ -171,6 +171,7 @@ def test_metrics_count_requests_by_endpoint_model_and_status():
     assert 'api_like_oai_requests_total{endpoint="/v1/chat/completions",model="llama.cpp",status="503"} 1.0' in metrics
     assert 'api_like_oai_requests_total{endpoint="/v1/chat/completions",model="-",status="400"} 1.0' in metrics
     assert 'api_like_oai_upstream_errors_total{code="upstream_unavailable"' in metrics
+    assert "\napi_like_oai_requests_in_flight 0.0\n" in metrics  # both answered: each record opened and closed once
     for name in (
         "api_like_oai_time_to_first_token_seconds",
         "api_like_oai_request_duration_seconds",
