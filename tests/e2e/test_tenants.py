@@ -223,7 +223,7 @@ ROUTES: dict[tuple[str, str], Row] = {
     ("POST", "/apply-template"): Row(OWN_ONLY, post("/apply-template", {"model": "a", "messages": CHAT["messages"]})),
     ("GET", "/props"): Row(OWN_ONLY, get("/props?model=a")),
     ("GET", "/slots"): Row(OWN_ONLY, get("/slots?model=a")),
-    ("GET", "/llamacpp/metrics"): Row(OWN_ONLY, get("/llamacpp/metrics?model=a"), ok(501)),  # no --metrics
+    ("GET", "/llamacpp/metrics"): Row(OWN_ONLY, get("/llamacpp/metrics?model=a"), ok()),  # its children run with --metrics
     # Ollama's API: its probes public, a model's routes a model's, its lists each key's own part.
     ("GET", "/"): Row(PUBLIC, get("/")),
     ("GET", "/api/version"): Row(PUBLIC, get("/api/version")),
