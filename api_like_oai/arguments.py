@@ -461,7 +461,7 @@ def _add_launch_flags(add) -> None:
 
 
 def _add_fleet_flags(add) -> None:
-    """A fleet: several instances, one API, through one Redis (README "A fleet")."""
+    """A fleet: several instances, one API, through one Redis (docs/fleet.md)."""
     add(
         "--fleet",
         metavar="REDIS_URL",
