@@ -58,16 +58,6 @@ def test_every_original_flag_is_documented_in_help(capsys):
         assert flag in help_text
 
 
-def test_the_manual_documents_every_flag():
-    from api_like_oai.arguments import flag_actions
-
-    from ..servers import ROOT
-
-    manual = (ROOT / "docs" / "configuration.md").read_text()
-    undocumented = [a.option_strings[0] for a in flag_actions(build_parser()) if f"`{a.option_strings[0]}`" not in manual]
-    assert undocumented == []
-
-
 @pytest.mark.parametrize(
     ("argv", "native_api"),
     [
