@@ -4,6 +4,11 @@ file exists, its heading exists) as in the site (`scripts/docs build` checks the
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
+import sys
+
+from api_like_oai.arguments import parse_settings
 
 from ..servers import ROOT
 
@@ -46,3 +51,51 @@ def test_the_anchor_check_sees_a_missing_heading():
     assert "the-regression-guard" in anchors(ROOT / "docs" / "benchmarks.md")
     assert "no-such-heading" not in anchors(ROOT / "docs" / "benchmarks.md")
     assert slug("Config file: several models, several servers") == "config-file-several-models-several-servers"
+
+
+# The README's set-ups, run as far as a test can without their machines: the server lines parse into
+# settings (a wrong flag, a missing value, a flag that needs another fails start-up there), and the
+# `keys`/`usage` lines run against a store in a temporary folder.
+PATH_FLAGS = {"--model": "model.gguf", "--admin-key-file": "admin-key", "--api-key-file": "keys.txt"}
+
+
+def readme_commands() -> list[list[str]]:
+    text = README.read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    lines = [shlex.split(line, comments=True) for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+    return [line for line in lines if line[:1] == ["api-like-oai"]]
+
+
+def runnable(argv: list[str], folder) -> list[str]:
+    """`argv` with its files and folders made in `folder`, its store there, and a llama-server binary."""
+    out = []
+    for previous, argument in zip(["", *argv[:-1]], argv, strict=True):
+        if previous in PATH_FLAGS:
+            argument = str(folder / PATH_FLAGS[previous])
+        elif previous == "--models-dir":
+            argument = str(folder)
+        elif previous == "--fleet-secret-file":
+            argument = str(folder / "fleet-secret")
+        elif previous == "--store" and argument.startswith("sqlite://"):
+            argument = f"sqlite:///{folder}/store.sqlite3"
+        out.append(argument)
+    return out
+
+
+def test_the_readmes_commands_run_as_written(tmp_path):
+    for name in ("model.gguf", "admin-key", "keys.txt"):
+        (tmp_path / name).write_text("key-for-the-readme-test\n")
+    (tmp_path / "fleet-secret").write_text("a-fleet-secret-of-more-than-16\n")
+    llama_server = tmp_path / "llama-server"
+    llama_server.write_text("#!/bin/sh\n")
+    llama_server.chmod(0o755)
+    commands = readme_commands()
+    servers = [argv for argv in commands if argv[1] not in ("keys", "usage")]
+    managing = [argv for argv in commands if argv not in servers]
+    assert len(servers) >= 4 and [argv[1:3] for argv in managing] == [["keys", "create"], ["usage", "--store"]]
+    for argv in servers:
+        parse_settings([*runnable(argv[1:], tmp_path), "--llama-server", str(llama_server)])
+    for argv in managing:
+        command = [sys.executable, "-m", "api_like_oai", *runnable(argv[1:], tmp_path)]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+        assert done.returncode == 0, (argv, done.stderr)
