@@ -79,21 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="An OpenAI-compatible API for llama.cpp's server. A literal \\n in a prompt "
         "flag means a newline. Every flag may also be set as API_LIKE_OAI_<FLAG>.",
     )
-    for add_flags in (
-        _add_original_flags,
-        _add_key_flags,
-        _add_listen_flags,
-        _add_template_flags,
-        _add_server_flags,
-        _add_limit_flags,
-        _add_context_flags,
-        _add_log_flags,
-        _add_store_flags,
-        _add_mcp_flags,
-        _add_launch_flags,
-        _add_fleet_flags,
-    ):
-        add_flags(parser.add_argument)
+    for title, add_flags in FLAG_GROUPS:
+        add_flags(parser.add_argument_group(title).add_argument)
     parser.add_argument("--version", action="version", version=f"api-like-oai {__version__}")
     for name, default in LEGACY_DEFAULTS.items():
         parser.set_defaults(**{name: default})
@@ -107,15 +94,20 @@ def _add_original_flags(add) -> None:
     add("--user-name", help="user name in chat completions (default: %(default)r)")
     add("--ai-name", help="assistant name in chat completions (default: %(default)r)")
     add("--system-name", help="system name in chat completions (default: %(default)r)")
-    add("--stop", help="end-of-response marker in chat completions (default: %(default)r)")
+    add("--stop", help="end-of-response marker in chat completions, and a stop string (default: %(default)r)")
     add("--config", help="a YAML config file (see config.example.yaml); flags and environment override it")
     add("--llama-api", default="http://127.0.0.1:8080", help="llama.cpp server address (default: %(default)s)")
 
 
 def _add_key_flags(add) -> None:
     """Which keys a request needs, and what a key's requests get."""
-    add("--api-key", action="append", default=None, help="require this API key (repeat for several; default: no key needed)")
-    add("--api-key-file", help="file with one API key per line (keeps keys out of `ps`)")
+    add(
+        "--api-key",
+        action="append",
+        default=None,
+        help="require this API key, as `Authorization: Bearer` or `x-api-key` (repeat for several; default: no key needed)",
+    )
+    add("--api-key-file", help="file with one API key per line (keeps keys out of `ps` and shell history)")
     add(
         "--admin-key",
         action="append",
@@ -129,7 +121,8 @@ def _add_key_flags(add) -> None:
         default="closed",
         choices=["open", "closed"],
         help="a key with limits while the store cannot be reached: refuse its requests (closed, 503) "
-        "or let them run unchecked (open) (default: %(default)s)",
+        "or let a key read before run unchecked (open); the log and api_like_oai_limits_unchecked_total "
+        "say so (default: %(default)s)",
     )
     add(
         "--api-key-priority",
@@ -191,7 +184,12 @@ def _add_server_flags(add) -> None:
     """Timeouts, workers and CORS."""
     add("--connect-timeout", type=float, default=5.0, help="seconds to connect upstream (default: %(default)s)")
     add("--read-timeout", type=float, default=600.0, help="seconds to wait for upstream data (default: %(default)s)")
-    add("--workers", type=int, default=1, help="server worker processes (default: %(default)s)")
+    add(
+        "--workers",
+        type=int,
+        default=1,
+        help="server worker processes; each holds thousands of streams, one per core is plenty (default: %(default)s)",
+    )
     add(
         "--worker-class",
         default="gevent",
@@ -209,21 +207,27 @@ def _add_server_flags(add) -> None:
         "--grace-period",
         type=float,
         default=30.0,
-        help="on SIGTERM, seconds in-flight requests may take to finish (default: %(default)s)",
+        help="on SIGTERM, seconds in-flight requests may take to finish before their streams end with an "
+        "error (default: %(default)s)",
     )
     add("--cors-origins", help="comma-separated origins allowed cross-origin, or * (default: none)")
 
 
 def _add_limit_flags(add) -> None:
     """Request limits, images and audio."""
-    add("--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default: %(default)s)")
+    add(
+        "--max-body-bytes",
+        type=int,
+        default=16 * 1024 * 1024,
+        help="largest request body, in bytes (413 above) (default: %(default)s)",
+    )
     add("--max-messages", type=int, default=2048, help="most messages in a chat request (default: %(default)s)")
-    add("--max-n", type=int, default=16, help="largest n (choices per request) (default: %(default)s)")
+    add("--max-n", type=int, default=16, help="most choices per request: n, or prompts × n (default: %(default)s)")
     add(
         "--max-image-bytes",
         type=int,
         default=20 * 1024 * 1024,
-        help="largest image, decoded, in a request (default: %(default)s)",
+        help="largest image, decoded, in a request, in bytes (400 above) (default: %(default)s)",
     )
     add(
         "--max-request-image-bytes",
@@ -235,7 +239,7 @@ def _add_limit_flags(add) -> None:
         "--image-fetch-timeout",
         type=float,
         default=10.0,
-        help="seconds to fetch an image a request names by URL, redirects included (default: %(default)s)",
+        help="seconds to fetch an image a request names by URL, at most 3 redirects included (default: %(default)s)",
     )
     add(
         "--image-tokens",
@@ -304,7 +308,12 @@ def _add_log_flags(add) -> None:
         help="/metrics counts requests and tokens per managed key, labelled by its name (one series per key)",
     )
     add("--debug", action="store_true", help="use Werkzeug's development server with the debugger")
-    add("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="the least severe log lines written (default: %(default)s)",
+    )
     add("--log-format", default="text", choices=["text", "json"], help="access log format (default: %(default)s)")
     add("--log-prompts", action="store_true", help="log prompts (never logged otherwise)")
     add(
@@ -313,7 +322,7 @@ def _add_log_flags(add) -> None:
         default=True,
         metavar="BOOL",
         help="serve llama.cpp's own API (/completion, /infill, /props, ...) for llama.cpp models "
-        "(default: on; --no-native-api turns it off)",
+        "(default: on; --no-native-api or --native-api false turns it off: 404)",
     )
     add(
         "--upstream-metrics",
@@ -467,7 +476,7 @@ def _add_launch_flags(add) -> None:
 
 
 def _add_fleet_flags(add) -> None:
-    """A fleet: several instances, one API, through one Redis (README "A fleet")."""
+    """A fleet: several instances, one API, through one Redis (docs/fleet.md)."""
     add(
         "--fleet",
         metavar="REDIS_URL",
@@ -484,7 +493,7 @@ def _add_fleet_flags(add) -> None:
         "--fleet-secret-file",
         metavar="PATH",
         help="with --fleet: the file holding the secret the fleet's "
-        "instances prove themselves to each other with (the same file on every instance)",
+        "instances prove themselves to each other with (at least 16 characters, the same file on every instance)",
     )
     add(
         "--rpc-lend",
@@ -498,6 +507,23 @@ def _add_fleet_flags(add) -> None:
 
 def _ttl(value: str) -> float:
     return 0.0 if str(value).strip() == "0" else duration(value)
+
+
+# The flags in the groups `--help` shows them in, and the manual's flag reference (api_like_oai/reference.py).
+FLAG_GROUPS = (
+    ("the original script's flags, the config file, llama.cpp's address", _add_original_flags),
+    ("keys", _add_key_flags),
+    ("listening", _add_listen_flags),
+    ("prompts and answers", _add_template_flags),
+    ("timeouts, workers and CORS", _add_server_flags),
+    ("request limits, images and audio", _add_limit_flags),
+    ("context, routing and max_tokens", _add_context_flags),
+    ("logs, metrics, traces and llama.cpp's own API", _add_log_flags),
+    ("stored responses and conversations", _add_store_flags),
+    ("MCP tools' bounds", _add_mcp_flags),
+    ("models on demand", _add_launch_flags),
+    ("a fleet", _add_fleet_flags),
+)
 
 
 def flag_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:

@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     except SupervisorStartFailed as exc:
         print(f"api-like-oai: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C during start-up, before gunicorn took the signal: no traceback
+        return 130
     return 0
 
 

@@ -25,7 +25,7 @@ class ModelConfig(BaseModel):
 
     aliases: list[str] = []
     upstreams: list[str] | None = Field(None, min_length=1)
-    # models on demand (README "Models on demand"): what to run instead of upstreams
+    # models on demand (docs/models-on-demand.md): what to run instead of upstreams
     model: str | None = None
     mmproj: str | None = None
     args: list[str] | str = []
@@ -35,7 +35,7 @@ class ModelConfig(BaseModel):
     devices: list[Annotated[int, Field(ge=0)]] | None = None  # the GPUs (nvidia-smi's indices) it may use
     env: dict[str, str] = {}
     replicas: int = Field(1, ge=1, le=64)
-    boxes: int | None = Field(None, ge=1, le=64)  # in a fleet: kept loaded on this many boxes (README "A fleet")
+    boxes: int | None = Field(None, ge=1, le=64)  # in a fleet: kept loaded on this many boxes (docs/fleet.md)
     ttl: float | str | None = None
     memory: int | None = Field(None, ge=1)
     preload: bool = False
@@ -66,7 +66,7 @@ class ModelConfig(BaseModel):
     context_length: int | None = Field(None, ge=16)
     routing: Literal[MODES] | None = None
     routing_load_margin: int | None = Field(None, ge=0)
-    # what the model serves when its upstream cannot say (README "Reranking"): ["rerank"] for a reranker
+    # what the model serves when its upstream cannot say (docs/reranking.md): ["rerank"] for a reranker
     capabilities: list[Literal["completion", "chat", "tools", "embeddings", "vision", "rerank"]] | None = None
 
     @field_validator("upstreams", mode="before")
@@ -109,7 +109,7 @@ class ModelConfig(BaseModel):
 
 
 class McpServerConfig(BaseModel):
-    """An MCP server requests name by its server_label (README "MCP tools"): at a `url`, or a stdio
+    """An MCP server requests name by its server_label (docs/mcp.md): at a `url`, or a stdio
     server's `command` the proxy runs (mcp/stdio.py)."""
 
     model_config = ConfigDict(extra="forbid")

@@ -44,7 +44,7 @@ class ModelSettings:
     context_policy: Policy = field(default_factory=Policy)  # what a conversation too long for max_tokens gets
     routing: RoutingPolicy = field(default_factory=RoutingPolicy)  # which of its upstreams a request goes to
     launch: LaunchSpec | None = None  # a model the proxy starts itself (its upstreams are its replicas)
-    capabilities: tuple[str, ...] = ()  # declared in the config ("rerank": a reranker; README "Reranking")
+    capabilities: tuple[str, ...] = ()  # declared in the config ("rerank": a reranker; docs/reranking.md)
     boxes: int = 1  # in a fleet: the boxes it is kept loaded on (its replicas spanning boxes)
 
 

@@ -12,12 +12,14 @@ a token that arrives wakes only the event loop. What it changes:
   being answered finish for `--grace-period` seconds, not waiting for idle keep-alive connections
   (gunicorn waits for every open connection); then end the streams still running with an error
   event, and exit once they are sent;
+- SIGINT and SIGQUIT (Ctrl-C, the master's quick shutdown): stop at once without a traceback;
 - a client socket sends a frame with one plain send() (see _client_socket_class).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import socket
 import sys
@@ -30,10 +32,12 @@ FLUSH_SECONDS = 2.0  # after the grace period, for the streams' error events to 
 # How long a thread of gevent's pool (a grammar built off the loop: offload.py) may hold the GIL
 # before the event loop's thread gets it back; Python's default, 5 ms, would stall every stream that long.
 SWITCH_INTERVAL_SECONDS = 0.001
+STOP_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
 
 
 class EventWorker(AsyncWorker):
     def init_process(self):
+        self._note_stops_before_ready()  # first: a Ctrl-C may come while gevent is being imported
         from gevent import hub, monkey
 
         monkey.patch_all()  # first: the app and everything it imports come after this
@@ -46,15 +50,29 @@ class EventWorker(AsyncWorker):
         hub.reinit()
         super().init_process()
 
+    def _note_stops_before_ready(self) -> None:
+        """A stop signal before the worker's own handlers are set (Ctrl-C during start-up) went to the
+        master's handler the fork copied, which queues it in the master's queue, the worker's copy of
+        it: unseen, the worker lived on until the master's SIGKILL (--grace-period later). Signals the
+        copy queued since the fork, and those that come from now until init_signals, are acted on there."""
+        master_queue = getattr(getattr(signal.getsignal(signal.SIGINT), "__self__", None), "SIG_QUEUE", None)
+        self.stops_before_ready = [number for number in _drained(master_queue) if number in STOP_SIGNALS]
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, lambda number, frame: self.stops_before_ready.append(number))
+
     def init_signals(self):
         import gevent
         from gevent.event import Event
 
         super().init_signals()
         self.stopping = Event()
+        self.quitting = False  # a quick shutdown (INT, QUIT): no drain
         # Run by the event loop in a greenlet of its own, at once (a plain signal handler would run
         # in whichever greenlet was interrupted, and only when the loop next returns to Python).
         self._sigterm = gevent.signal_handler(signal.SIGTERM, self.begin_shutdown)
+        if self.stops_before_ready:
+            self.quitting = any(number != signal.SIGTERM for number in self.stops_before_ready)
+            self.begin_shutdown()
 
     def begin_shutdown(self) -> None:
         self.alive = False
@@ -72,9 +90,11 @@ class EventWorker(AsyncWorker):
         return gevent.Timeout(self.cfg.keepalive, False)  # an idle keep-alive connection is closed
 
     def handle_quit(self, sig, frame):
-        import gevent
-
-        gevent.spawn(AsyncWorker.handle_quit, self, sig, frame)  # out of the signal handler: it sleeps
+        """SIGINT (Ctrl-C reaches every process of the terminal's group) or SIGQUIT (the master's quick
+        shutdown): stop now, quietly. gunicorn's own handler ends in sys.exit() from a greenlet, which
+        gevent prints as a SystemExit traceback; here the main loop leaves instead, without draining."""
+        self.quitting = True
+        self.begin_shutdown()
 
     def handle_usr1(self, sig, frame):
         import gevent
@@ -87,6 +107,9 @@ class EventWorker(AsyncWorker):
             self.notify()  # also exits if the master went away
         for server in servers:
             server.close()  # stop accepting now
+        if self.quitting:
+            self.cfg.worker_int(self)  # gunicorn's hook for a worker stopped by INT or QUIT
+            return
         self._drain(servers)
 
     def _serve(self, listener):
@@ -134,6 +157,17 @@ class EventWorker(AsyncWorker):
         while self.wsgi.in_flight and time.monotonic() < deadline:
             self.notify()
             gevent.sleep(0.05)
+
+
+def _drained(master_queue) -> list:
+    """What gunicorn's master queue (a queue.SimpleQueue) holds, taken out; nothing when it is not one."""
+    taken = []
+    while master_queue is not None:
+        try:
+            taken.append(master_queue.get_nowait())
+        except (queue.Empty, AttributeError):
+            break
+    return taken
 
 
 def _client_socket_class(gevent_socket_class):

@@ -1,6 +1,6 @@
 """Claude Code and Codex CLI run as users run them, each with its home in a temporary directory.
 
-The settings here are the README's ("Claude Code, Codex and other agents"), so the tests hold them
+The settings here are the manual's (docs/agents.md), so the tests hold them
 as written: Claude Code reads ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY, Codex a `model_providers`
 entry with `wire_api = "responses"` in $CODEX_HOME/config.toml. Both binaries come pinned from
 PyPI (claude-agent-sdk bundles Claude Code, openai-codex-cli-bin is Codex's runtime) and reach no

@@ -71,7 +71,7 @@ class AudioData(_Strict):
 
 class InputAudio(_Strict):
     """An extension of this server (OpenAI's Responses API takes no audio): Chat Completions' audio part,
-    for a model whose projector hears (README "Images and audio")."""
+    for a model whose projector hears (docs/images-and-audio.md)."""
 
     type: Literal["input_audio"]
     input_audio: AudioData

@@ -1,4 +1,4 @@
-"""A fleet: many instances, one API, through Redis (DESIGN.md "Fleet", README "A fleet").
+"""A fleet: many instances, one API, through Redis (DESIGN.md "Fleet", docs/fleet.md).
 
 A *box* is an instance with models of its own that publishes itself in Redis (`member.py`, a small
 process beside the supervisor, which also runs a lending box's rpc-server); a *front* is any instance

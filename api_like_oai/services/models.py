@@ -233,8 +233,11 @@ class ModelRegistry:
         self.strict = strict or not models
 
     def lookup(self, requested: str | None, allows=None) -> tuple[ServedModel, str]:
-        """(the model, the name to answer with); ModelNotFound for an unknown name when strict, naming
-        the known models `allows(name, alias)` lets the caller see (every one without it)."""
+        """(the model, the name to answer with); ModelNotFound for an unknown name when strict (the models
+        are named: a config's `models:`, --models-dir), naming the known models `allows(name, alias)` lets
+        the caller see (every one without it). With one model any name is served by it and answered
+        with, as the original script and llama-server do: agents send names like gpt-4o
+        (docs/errors.md, "Unknown model names")."""
         if self.default is None:
             raise self.not_found(requested or "", allows)
         if not requested:

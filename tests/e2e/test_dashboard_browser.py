@@ -2,11 +2,14 @@
 scripts/setup installs both, no browser is downloaded) against the real proxy and a real llama-server:
 the page takes the key, shows a long streamed request moving from prefill to generating, stops it
 with its button, lists an error whose text is markup (shown as text, never run), and draws a chart.
-Screenshots are kept in the test's temporary folder."""
+Screenshots are kept in the test's temporary folder; the manual's picture of the dashboard
+(docs/dashboard.png, on docs/operations.md) is the one taken while generating, copied there when
+DASHBOARD_SCREENSHOT names it: `DASHBOARD_SCREENSHOT=docs/dashboard.png scripts/test tests/e2e/test_dashboard_browser.py`."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 
@@ -14,13 +17,14 @@ import pytest
 import requests
 from playwright.sync_api import expect, sync_playwright
 
-from ..servers import LlamaServer
+from ..servers import ROOT, LlamaServer
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ADMIN_KEY = "dashboard-admin-secret"
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 MARKUP_MODEL = '<img src=x onerror="window.__injected = 1">'
 WAIT_MS = 45_000
+SCREENSHOT_FOR_THE_MANUAL = os.environ.get("DASHBOARD_SCREENSHOT")  # relative to the checkout
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +105,8 @@ def test_the_dashboard_follows_a_request_stops_it_lists_an_error_and_draws_a_cha
     expect(row.locator(".phase-generating")).to_contain_text("generating", timeout=WAIT_MS)
     expect(row.locator(".phase-generating")).to_contain_text("tok/s", timeout=WAIT_MS)
     page.screenshot(path=tmp_path / "2-generating.png", full_page=True)
+    if SCREENSHOT_FOR_THE_MANUAL:
+        shutil.copyfile(tmp_path / "2-generating.png", ROOT / SCREENSHOT_FOR_THE_MANUAL)
 
     row.get_by_role("button", name="Stop").click()
     expect(row).to_have_count(0, timeout=WAIT_MS)

@@ -89,7 +89,8 @@ def test_scripts_run_stops_everything_it_started(signal_name, provisioned, tmp_p
             json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
         )
         assert reply.status_code == 200, reply.text
-        assert f"on http://127.0.0.1:{port}/v1" in log.read_text()
+        ready = f"api-like-oai is ready: http://127.0.0.1:{port}/v1 serves "  # the --port, not $PORT
+        wait_until(lambda: ready in log.read_text(), script, "scripts/run's ready line", timeout=30)
         started = descendants_of(script.pid)  # the proxy, its workers, its supervisor and the llama-server it started
         assert sum(command_line(pid)[0].endswith("llama-server") for pid in started if command_line(pid)) == 1
         script.send_signal(getattr(signal, signal_name))

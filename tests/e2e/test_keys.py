@@ -1,4 +1,4 @@
-"""Managed keys end to end: keys made with the CLI as the README writes it, used through the official
+"""Managed keys end to end: keys made with the CLI as the manual (docs/keys.md) writes it, used through the official
 `openai` and `anthropic` SDKs against the real llama-server with SmolLM2: per-key models, tokens per
 minute counted from llama.cpp's own usage, the SDKs' retry honouring Retry-After, usage matching the
 answers' usage fields; and two proxy instances sharing a real Redis sharing the limits and revocation."""

@@ -1,7 +1,7 @@
 """Every field of OpenAI's current Chat Completions and Completions references, sent as today's clients
 send them: each is applied, shapes the prompt, is accepted and ignored, or (only where honouring it is
 impossible and ignoring it would mislead) refused with a 400 naming it. The lists below are the one
-place that says which; the README's field table says the same."""
+place that says which; the manual's field table (docs/openai.md) says the same."""
 
 from __future__ import annotations
 

@@ -58,16 +58,6 @@ def test_every_original_flag_is_documented_in_help(capsys):
         assert flag in help_text
 
 
-def test_the_readme_documents_every_flag():
-    from api_like_oai.arguments import flag_actions
-
-    from ..servers import ROOT
-
-    readme = (ROOT / "README.md").read_text()
-    undocumented = [a.option_strings[0] for a in flag_actions(build_parser()) if f"`{a.option_strings[0]}`" not in readme]
-    assert undocumented == []
-
-
 @pytest.mark.parametrize(
     ("argv", "native_api"),
     [

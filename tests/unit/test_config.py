@@ -134,9 +134,9 @@ def test_defaults_overrides_and_cap_apply_to_requests():
     assert effective_max_tokens(ChatCompletionRequest(messages=messages), model.settings, limits) == 1024
 
 
-def test_the_readme_shows_the_shipped_example_verbatim():
+def test_the_manual_shows_the_shipped_example_verbatim():
     example = (ROOT / "config.example.yaml").read_text().rstrip()
-    assert example in (ROOT / "README.md").read_text()
+    assert example in (ROOT / "docs" / "configuration.md").read_text()
 
 
 def test_the_store_from_file_environment_and_flags(tmp_path, monkeypatch):

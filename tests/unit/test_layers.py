@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "api_like_oai"
 # import its own layer and those below. Why each sits where it does:
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # What starts the proxy: the console scripts and their dispatch (cli), the gunicorn server and its
-    # worker, and the commands beside it (`api-like-oai keys`, `fleet`). Nothing below reaches them.
+    # worker, and the commands beside it (`api-like-oai keys`, `fleet`; the manual's references). Nothing below reaches them.
     # The package root only exports create_app and render_chat, lazily.
     (
         "entry",
@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "api_like_oai.__main__",
             "api_like_oai.cli",
             "api_like_oai.keys_command",
+            "api_like_oai.reference",
             "api_like_oai.server",
             "api_like_oai.worker",
             "api_like_oai.supervisor.__main__",

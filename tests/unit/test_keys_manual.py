@@ -1,4 +1,4 @@
-"""README's "Keys, limits and usage" commands, run as written (the `keys` and `usage` lines of its sh
+"""The manual's "Keys, limits and usage" commands (docs/keys.md), run as written (the `keys` and `usage` lines of its sh
 block, on a config file of that name in a temporary directory, as a user would run them)."""
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import pytest
 
 from ..servers import ROOT
 
-SECTION = "## Keys, limits and usage"
+PAGE = ROOT / "docs" / "keys.md"
 
 
 def readme_commands() -> list[list[str]]:
-    """The section's `api-like-oai keys|usage ...` command lines (continuations joined, comments dropped)."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(SECTION) :]
-    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1).replace("\\\n", " ")
+    """The page's first sh block's `api-like-oai keys|usage ...` command lines (continuations joined,
+    comments dropped)."""
+    block = re.search(r"```sh\n(.*?)```", PAGE.read_text(), re.S).group(1).replace("\\\n", " ")
     lines = [shlex.split(line, comments=True) for line in block.splitlines()]
     return [line for line in lines if line[:1] == ["api-like-oai"] and line[1] in ("keys", "usage")]
 
