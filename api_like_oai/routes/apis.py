@@ -116,6 +116,14 @@ def _responses_endpoints() -> list[Endpoint]:
             ra.ResponseObject,
         ),
         (
+            "get",
+            "/v1/responses",
+            "The Responses API's WebSocket mode (an Upgrade: websocket handshake; response.create and "
+            "response.steer events in, the stream's events out)",
+            None,
+            None,
+        ),
+        (
             "post",
             "/v1/responses/input_tokens",
             "OpenAI Responses API: the prompt's token count",

@@ -1,5 +1,6 @@
-"""OpenAI's Responses API: POST /v1/responses and /v1/responses/input_tokens, and the stored
-responses (GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items)."""
+"""OpenAI's Responses API: POST /v1/responses and /v1/responses/input_tokens, its WebSocket mode
+(GET /v1/responses upgraded: routes/responses_socket.py), and the stored responses (GET and DELETE
+/v1/responses/{id}, GET /v1/responses/{id}/input_items)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,17 @@ def create():
     return respond(
         *_service().create(request, admission(), caller_scope(), app_state.seal, generation_context(), app_state.settings.mcp)
     )
+
+
+@bp.get("/v1/responses")
+@bp.get("/responses")
+@bp.get("/v1/responses", websocket=True)  # Werkzeug matches an Upgrade: websocket request only to these
+@bp.get("/responses", websocket=True)
+def socket():
+    """The WebSocket mode: the handshake upgraded, then the socket served until it ends."""
+    from .responses_socket import upgrade
+
+    return upgrade()
 
 
 @bp.post("/v1/responses/input_tokens")

@@ -1,0 +1,72 @@
+"""The Responses API's WebSocket mode end to end: the official `openai` SDK's `responses.connect()` and
+the Agents SDK's WebSocket model against the proxy in front of the real llama-server with SmolLM2."""
+
+from __future__ import annotations
+
+import asyncio
+
+import agents
+import openai
+from agents import Agent, ModelSettings, RunConfig, Runner
+from agents.models.openai_responses import OpenAIResponsesWSModel
+
+SAMPLING = {"model": "smollm", "temperature": 0, "max_output_tokens": 20, "store": False}
+
+
+def last_response(connection):
+    """The response whose terminal event comes next on the connection (events before it are read)."""
+    for event in connection:
+        assert event.type != "error", event
+        if event.type in ("response.completed", "response.incomplete", "response.failed"):
+            return event.response
+    raise AssertionError("the socket closed before the response ended")
+
+
+def test_two_store_false_turns_chain_on_one_socket_and_its_slot(client):
+    with client.responses.connect() as connection:
+        connection.response.create(input="My name is Ada. Remember it.", instructions="Be brief.", **SAMPLING)
+        first = last_response(connection)
+        connection.response.create(input="What is my name?", instructions="Be brief.", previous_response_id=first.id, **SAMPLING)
+        second = last_response(connection)
+    assert first.status in ("completed", "incomplete") and first.output_text.strip()
+    assert second.previous_response_id == first.id and second.output_text.strip()
+    # the second prompt holds the first turn (more tokens), and was read from the first's KV cache
+    assert second.usage.input_tokens > first.usage.input_tokens + first.usage.output_tokens
+    assert second.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens // 2
+
+
+WEATHER_CALLS: list[str] = []
+
+
+@agents.function_tool(is_enabled=lambda context, agent: not WEATHER_CALLS)  # offered until called once
+def get_weather(city: str) -> str:
+    """The current weather in a city."""
+    WEATHER_CALLS.append(city)
+    return f"It is sunny in {city}."
+
+
+def test_the_agents_sdk_websocket_model_runs_a_tool_round(proxy):
+    """The Agents SDK's WebSocket Responses model, store off: the tool's output goes back over the
+    socket with previous_response_id and nothing else of the history."""
+    WEATHER_CALLS.clear()
+    client = openai.AsyncOpenAI(base_url=proxy.url + "/v1", api_key="sk-no-key", max_retries=0, timeout=120)
+    agent = Agent(
+        name="assistant",
+        instructions="You are brief.",
+        model=OpenAIResponsesWSModel(model="smollm", openai_client=client),
+        model_settings=ModelSettings(temperature=0, max_tokens=60, store=False, tool_choice="get_weather"),
+        tools=[get_weather],
+    )
+
+    async def run():
+        result = Runner.run_streamed(
+            agent, "What is the weather in Paris?", run_config=RunConfig(tracing_disabled=True), auto_previous_response_id=True
+        )
+        async for _ in result.stream_events():
+            pass
+        await agent.model.close()
+        return result
+
+    result = asyncio.run(run())
+    assert WEATHER_CALLS and isinstance(result.final_output, str) and result.final_output.strip()
+    assert len(result.raw_responses) == 2 and result.raw_responses[1].response_id != result.raw_responses[0].response_id

@@ -1,0 +1,123 @@
+"""The Responses API's WebSocket mode against the fake upstream, driven by the official `openai` SDK's
+`responses.connect()`: the events of a turn are the SSE stream's, `store: false` turns chain on the
+socket, a bad event is an `error` event and the socket goes on, one response in flight, steering, keys
+at the handshake, and a client that goes away ending its generation."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+import requests
+import websockets.sync.client
+
+from ..conftest import openai_client
+from ..servers import eventually
+
+PROXY_FLAGS = ("--chat-prompt-model", "chatml", "--api-key", "sk-socket")
+KEY = {"Authorization": "Bearer sk-socket"}
+
+
+@pytest.fixture
+def client(proxy):
+    return openai_client(proxy.url, api_key="sk-socket")
+
+
+def socket_url(proxy) -> str:
+    return proxy.url.replace("http://", "ws://") + "/v1/responses"
+
+
+def events_of_one_response(connection) -> list:
+    """The events the connection receives up to the response's last one."""
+    events = []
+    for event in connection:
+        events.append(event)
+        if event.type in ("response.completed", "response.incomplete", "response.failed", "error"):
+            return events
+    raise AssertionError("the socket closed before the response ended")
+
+
+def without_ids(event) -> dict:
+    """An event as JSON without what differs between two responses (ids, times) or is the socket's own."""
+    dumped = event.model_dump(exclude={"stream_id", "item_id"}, exclude_none=True)
+    for holder in (dumped.get("response"), dumped.get("item")):
+        for name in ("id", "created_at", "completed_at"):
+            (holder or {}).pop(name, None)
+    for item in (dumped.get("response") or {}).get("output", ()):
+        item.pop("id", None)
+    return dumped
+
+
+def test_a_turn_streams_the_same_events_as_sse(client, replay):
+    body = {"model": "fake", "input": "Say hello.", "store": False}
+    sse = [without_ids(event) for event in client.responses.create(**body, stream=True)]
+    with client.responses.connect() as connection:
+        connection.response.create(**body)
+        events = events_of_one_response(connection)
+    assert [without_ids(event) for event in events] == sse
+    assert events[-1].type == "response.completed" and events[-1].response.output_text == " Hello, world!"
+
+
+def test_store_false_turns_chain_on_the_socket(client, replay):
+    with client.responses.connect() as connection:
+        connection.response.create(model="fake", input="My name is Ada.", store=False)
+        first = events_of_one_response(connection)[-1].response
+        replay.tokens = (" You", " are", " Ada", ".")
+        connection.response.create(model="fake", input="What is my name?", store=False, previous_response_id=first.id)
+        second = events_of_one_response(connection)[-1].response
+    assert second.status == "completed" and second.previous_response_id == first.id
+    prompt = replay.requests[-1]["prompt"]
+    assert prompt.index("My name is Ada.") < prompt.index("Hello, world!") < prompt.index("What is my name?")
+    with pytest.raises(openai.NotFoundError):  # nothing stored: only the socket held it
+        client.responses.retrieve(first.id)
+
+
+def test_an_unknown_previous_response_is_an_error_event_and_the_socket_goes_on(client, replay):
+    with client.responses.connect() as connection:
+        connection.response.create(model="fake", input="Hi", store=False, previous_response_id="resp_nowhere")
+        [error] = events_of_one_response(connection)
+        assert error.type == "error" and error.status == 404 and error.error.param == "previous_response_id"
+        connection.send_raw("{not json")
+        [error] = events_of_one_response(connection)
+        assert error.type == "error" and error.status == 400 and error.error.code == "invalid_json"
+        connection.response.create(model="fake", input="Hi", store=False)
+        assert events_of_one_response(connection)[-1].type == "response.completed"
+
+
+def test_a_second_create_while_one_streams_is_an_error_event(client, replay):
+    replay.behaviour, replay.token_interval = "slow_tokens", 0.2
+    with client.responses.connect() as connection:
+        connection.response.create(model="fake", input="Hi", store=False)
+        assert connection.recv().type == "response.created"
+        connection.response.create(model="fake", input="Again", store=False)
+        events = events_of_one_response(connection)
+        errors = [event for event in events if event.type == "error"]
+        assert errors and errors[0].error.code == "response_in_progress" and errors[0].status == 400
+        rest = events_of_one_response(connection) if events[-1].type == "error" else events
+        assert rest[-1].type == "response.completed" and rest[-1].response.output_text == " Hello, world!"
+
+
+def test_the_key_is_checked_at_the_handshake(proxy):
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        websockets.sync.client.connect(socket_url(proxy), additional_headers={"Authorization": "Bearer sk-wrong"})
+    assert refused.value.response.status_code == 401
+    assert json.loads(refused.value.response.body)["error"]["code"] == "invalid_api_key"
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        websockets.sync.client.connect(socket_url(proxy), additional_headers={**KEY, "Origin": "https://elsewhere.example"})
+    assert refused.value.response.status_code == 403
+
+
+def test_a_plain_get_is_told_to_upgrade(proxy):
+    answer = requests.get(proxy.url + "/v1/responses", headers=KEY, timeout=10)
+    assert answer.status_code == 400 and "WebSocket" in answer.json()["error"]["message"]
+
+
+def test_a_client_that_goes_away_ends_its_generation(proxy, replay):
+    replay.behaviour, replay.token_interval = "slow_tokens", 0.3
+    replay.tokens = tuple(f" w{n}" for n in range(40))
+    with websockets.sync.client.connect(socket_url(proxy), additional_headers=KEY) as socket:
+        socket.send(json.dumps({"type": "response.create", "model": "fake", "input": "Hi", "store": False}))
+        assert json.loads(socket.recv())["type"] == "response.created"
+        eventually(lambda: replay.streaming == 1, "the generation to start")
+    eventually(lambda: replay.streaming == 0, "the upstream stream to end with the socket")
