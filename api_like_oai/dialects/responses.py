@@ -201,8 +201,21 @@ class ReasoningItem(BaseModel):
     status: _Status = None
 
 
+class CompactionItem(BaseModel):
+    """What POST /v1/responses/compact made of a conversation: the model's summary, sealed by this
+    installation. It goes back to the model as a user turn saying it is the summary (one this proxy
+    cannot read, another server's, is set aside)."""
+
+    model_config = ConfigDict(extra="allow", **STRICT)
+    type: Literal["compaction"]
+    id: StrictStr | None = None
+    encrypted_content: StrictStr
+    created_by: StrictStr | None = None
+
+
 _ITEM_TYPES = (
     "message",
+    "compaction",
     "function_call",
     "function_call_output",
     "custom_tool_call",
@@ -245,6 +258,7 @@ InputItem = Annotated[
     | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
     | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[CompactionItem, Tag("compaction")]
     | Annotated[McpListToolsItem, Tag(LIST_TOOLS)]
     | Annotated[McpCallItem, Tag(CALL)]
     | Annotated[McpApprovalRequestItem, Tag(APPROVAL_REQUEST)]
@@ -302,6 +316,7 @@ class StreamOptions(_Strict):
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 REASONING_PURPOSE = "reasoning"  # the Seal's purpose for a thought handed out as encrypted_content
+COMPACTION_PURPOSE = "compaction"  # the Seal's purpose for a summary handed out in a compaction item
 
 
 class ConversationRef(_Strict):
@@ -420,3 +435,27 @@ class ResponsesRequest(Request):
             (where, servers[label], [tool.model_dump(exclude_none=True) for tool in item.tools])
             for label, (where, item) in latest.items()
         ]
+
+
+class CompactRequest(Request):
+    """POST /v1/responses/compact: the conversation to compact, as a response would continue it."""
+
+    model: StrictStr | None = None
+    input: StrictStr | list[InputItem] | None = None
+    instructions: StrictStr | None = None
+    previous_response_id: StrictStr | None = Field(None, description="A stored response: its input and output come first.")
+    tools: list[dict[str, Any]] | None = Field(None, description="Accepted and ignored (the summary calls no tool).")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted and ignored.")
+    reasoning: ReasoningConfig | None = Field(None, description="Accepted and ignored.")
+    text: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_key: StrictStr | None = Field(None, description="A conversation's key, as for POST /v1/responses.")
+    prompt_cache_retention: StrictStr | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_options: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    service_tier: StrictStr | None = Field(None, description="Accepted and ignored.")
+    image: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+
+    @model_validator(mode="after")
+    def has_a_conversation(self):
+        if (self.input is None or self.input == []) and self.previous_response_id is None:
+            raise InvalidRequest("input or previous_response_id is needed: there is nothing to compact", param="input")
+        return self

@@ -15,6 +15,7 @@ from ..protocol import ChatCompletionRequest
 from ..sealing import Seal
 from .common import SET_ASIDE_TOOLS_HEADER, chat_request, given, image_part, text_only
 from .responses import (
+    COMPACTION_PURPOSE,
     INPUT_SET_ASIDE_HEADER,
     REASONING_PURPOSE,
     InputImage,
@@ -37,6 +38,10 @@ from .responses_tools import (
     local_shell_arguments,
     plan_choice,
 )
+
+# How a compaction item's summary is put to the model: a user turn saying what it is (Codex's local
+# compaction writes its summary as a user message too).
+SUMMARY_PREFIX = "Summary of the conversation before this point (the earlier turns were compacted into it):\n\n"
 
 
 @dataclass(frozen=True)
@@ -206,6 +211,12 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
         thought = recalled_thought(item, seal)
         if thought:
             turns.thoughts.append(thought)
+        else:
+            turns.set_aside.append((n, kind))
+    elif kind == "compaction":
+        summary = seal.unwrap(COMPACTION_PURPOSE, item.encrypted_content) if seal is not None else None
+        if summary:
+            turns.add_message("user", SUMMARY_PREFIX + summary)
         else:
             turns.set_aside.append((n, kind))
     elif kind == "message":

@@ -130,6 +130,13 @@ def _responses_endpoints() -> list[Endpoint]:
             r.ResponsesRequest,
             ra.InputTokenCount,
         ),
+        (
+            "post",
+            "/v1/responses/compact",
+            "Compact a conversation: its user messages, then one compaction item (the model's summary, sealed)",
+            r.CompactRequest,
+            ra.CompactedResponse,
+        ),
         ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, ra.ResponseObject),
         ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),
         (

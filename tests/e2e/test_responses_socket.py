@@ -10,6 +10,8 @@ import openai
 from agents import Agent, ModelSettings, RunConfig, Runner
 from agents.models.openai_responses import OpenAIResponsesWSModel
 
+from ..conftest import openai_client
+
 SAMPLING = {"model": "smollm", "temperature": 0, "max_output_tokens": 20, "store": False}
 
 
@@ -70,3 +72,21 @@ def test_the_agents_sdk_websocket_model_runs_a_tool_round(proxy):
     result = asyncio.run(run())
     assert WEATHER_CALLS and isinstance(result.final_output, str) and result.final_output.strip()
     assert len(result.raw_responses) == 2 and result.raw_responses[1].response_id != result.raw_responses[0].response_id
+
+
+def test_compact_then_continue_from_the_compaction_item(proxy):
+    """`responses.compact()` with the model writing the summary, and a turn continuing from its output."""
+    client = openai_client(proxy.url, strict=False)  # the answer's output holds user messages (no SDK type)
+    conversation = [
+        {"role": "user", "content": "My name is Ada and I live in Paris."},
+        {"role": "assistant", "content": "Nice to meet you, Ada."},
+        {"role": "user", "content": "I like cats."},
+    ]
+    compacted = client.responses.compact(model="smollm", input=conversation)
+    *users, compaction = compacted.output
+    assert [item.role for item in users] == ["user", "user"] and compaction.type == "compaction"
+    assert compacted.usage.output_tokens > 0 and compacted.usage.input_tokens > 0
+    raw = [item.model_dump(exclude_none=True, warnings=False) for item in compacted.output]
+    answer = client.responses.create(input=[*raw, {"role": "user", "content": "Where do I live?"}], **SAMPLING)
+    assert answer.status in ("completed", "incomplete") and answer.output_text.strip()
+    assert answer.usage.input_tokens > compacted.usage.output_tokens  # the summary is in its prompt
