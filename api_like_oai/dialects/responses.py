@@ -310,6 +310,13 @@ class ReasoningConfig(_Strict):
         return (self.summary or self.generate_summary) is not None
 
 
+class ContextManagement(_Strict):
+    type: StrictStr = Field(description="compaction: compact when the prompt passes the threshold; other types are set aside.")
+    compact_threshold: int | None = Field(
+        None, ge=1, description="In tokens of the prompt; default: four fifths of the model's context."
+    )
+
+
 class StreamOptions(_Strict):
     include_obfuscation: bool | None = Field(None, description="Accepted and ignored (no obfuscation is added).")
 
@@ -359,6 +366,11 @@ class ResponsesRequest(Request):
     conversation: StrictStr | ConversationRef | None = Field(
         None, description="A conversation (its id): its items come before this input, and this turn is added to it."
     )
+    context_management: list[ContextManagement] | None = Field(
+        None,
+        max_length=8,
+        description="compaction: a prompt past compact_threshold is compacted first (the compaction item leads the output).",
+    )
     metadata: dict[str, StrictStr] | None = None
     client_metadata: dict[str, Any] | None = Field(None, description="Accepted and ignored (Codex's).")
     user: StrictStr | None = None
@@ -390,6 +402,13 @@ class ResponsesRequest(Request):
         if isinstance(self.input, list) and not self.input:
             raise InvalidRequest("input is an empty list", param="input")
         return self
+
+    def compact_threshold(self, context_length: int) -> int | None:
+        """The prompt tokens past which this request is compacted first (context_management); None: never."""
+        for entry in self.context_management or ():
+            if entry.type == "compaction":
+                return entry.compact_threshold or context_length * 4 // 5
+        return None
 
     def includes_encrypted_reasoning(self) -> bool:
         return ENCRYPTED_REASONING in (self.include or ())

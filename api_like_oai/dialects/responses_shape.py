@@ -322,6 +322,8 @@ class ResponsesShape:
         """An MCP listing or call under way: its in_progress event (a call's arguments first, whole)."""
         where = {"item_id": block.item["id"], "output_index": block.index}
         kind = block.item["type"]
+        if kind == "compaction":  # context_management compacted the conversation before the model was asked
+            return [self._event("response.compaction.compacting", **where)]
         if kind == LIST_TOOLS:
             return [self._event("response.mcp_list_tools.in_progress", **where)]
         if kind != CALL:

@@ -169,7 +169,10 @@ def chat_turns(request: ResponsesRequest, box: Toolbox, seal: Seal | None) -> _T
     if isinstance(request.input, str):
         turns.add_message("user", request.input)
         return turns
+    compacted_before = _last_compaction(request.input, seal)
     for n, item in enumerate(request.input):
+        if n < compacted_before and not _user_message(item):
+            continue  # the compaction item after it stands for it
         _add_item(turns, item, n, box, seal)
     if request.reasoning is not None and request.reasoning.context == "current_turn":
         _forget_earlier_thoughts(turns.messages)
@@ -226,6 +229,21 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
         )
     if isinstance(item, SetAsideItem):
         turns.set_aside.append((n, item.type))
+
+
+def _last_compaction(items: list, seal: Seal | None) -> int:
+    """The position of the last compaction item this installation sealed (0: none). It stands for every
+    item before it but the user messages, as /v1/responses/compact's output does: an answer compacted
+    automatically (context_management) and continued with previous_response_id is read the same way."""
+    for n in range(len(items) - 1, -1, -1):
+        item = items[n]
+        if item.type == "compaction" and seal is not None and seal.unwrap(COMPACTION_PURPOSE, item.encrypted_content):
+            return n
+    return 0
+
+
+def _user_message(item) -> bool:
+    return (item.type or "message") == "message" and item.role == "user"
 
 
 def recalled_thought(item: ReasoningItem, seal: Seal | None) -> str | None:

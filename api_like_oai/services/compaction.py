@@ -7,18 +7,28 @@ items are (sealing.py, its own purpose): only this installation reads it back, a
 carrying it gets the summary as a user turn (dialects/responses_translation.SUMMARY_PREFIX). The summary
 is a generation like any other: admitted and counted against the key, fitted to the context (a
 conversation too long for it loses its oldest turns first, as a chat does), folded.
+
+`context_management: [{"type": "compaction", "compact_threshold": N}]` on `POST /v1/responses` (`auto`)
+compacts the same way when the turn's prompt passes N tokens: the compaction item goes after the
+turn's input (so it stands for everything before it but the user messages: the translation reads it
+so) and leads the answer's output, announced by `response.compaction.compacting`; the model then
+answers the compacted conversation. A later turn continuing that response gets the compacted form.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
+from collections.abc import Iterator
 
+from ..backends.events import GenerationEvent, ItemStep
 from ..dialects.responses import COMPACTION_PURPOSE, CompactRequest, ResponsesRequest
+from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from ..sealing import Seal
-from .admission import Admission, client_request
-from .chat import chat_completion
+from .admission import Admission, DialectRequest, client_request
+from .chat import chat_completion, count_prompt_tokens
 from .inflight import Context
 from .scope import Scope
 from .stored_items import input_items
@@ -95,3 +105,30 @@ def compaction_item(seal: Seal, summary: str) -> dict:
 
 def _user_message(item: dict) -> bool:
     return item.get("type", "message") == "message" and item.get("role") == "user"
+
+
+def auto(request: ResponsesRequest, dialect: DialectRequest, turn: Turn, seal: Seal, context: Context) -> Turn | None:
+    """The turn compacted first, when its request asks for it and its prompt passes the threshold (the
+    compaction item made, as an item of the answer's); None otherwise. The summary's generation goes
+    through the request's door, as its answer's does (one admission, each generation's tokens metered)."""
+    threshold = request.compact_threshold(dialect.model.context_length())
+    if threshold is None:
+        return None
+    with stage(context.record, "admission"):
+        if count_prompt_tokens(dialect.chat, dialect.model) <= threshold:
+            return None
+    answer, _ = chat_completion(summary_request(dialect.chat), dialect.model, dialect.model_name, context)
+    item = compaction_item(seal, (answer["choices"][0]["message"].get("content") or "").strip())
+    return dataclasses.replace(turn, input=turn.input or input_items(request.input), made=[*turn.made, item])
+
+
+def made_first(made: list[dict]):
+    """An event transformation putting the items made before the model was asked first in the answer."""
+
+    def transform(events: Iterator[GenerationEvent]) -> Iterator[GenerationEvent]:
+        for item in made:
+            yield GenerationEvent(item=ItemStep(item, done=False))
+            yield GenerationEvent(item=ItemStep(item, done=True))
+        yield from events
+
+    return transform

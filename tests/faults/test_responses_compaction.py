@@ -76,3 +76,36 @@ def test_compact_continues_a_stored_response(client, replay):
 def test_compact_without_a_conversation_is_400(proxy):
     answer = requests.post(proxy.url + "/v1/responses/compact", json={"model": "fake"}, timeout=30)
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "input"
+
+
+def test_context_management_compacts_a_prompt_past_its_threshold_first(proxy, replay):
+    client = openai_client(proxy.url)  # strict: the answer is a response like any other
+    replay.script = lambda body: (" Summary.",) if SUMMARY_PROMPT in body["prompt"] else (" Tests", " pass.")
+    compacting = {"context_management": [{"type": "compaction", "compact_threshold": 5}]}
+    events = list(client.responses.create(model="fake", input=CONVERSATION, stream=True, extra_body=compacting))
+    kinds = [event.type for event in events]
+    assert kinds[2:5] == ["response.output_item.added", "response.compaction.compacting", "response.output_item.done"]
+    response = events[-1].response
+    assert [item.type for item in response.output] == ["compaction", "message"] and response.output_text == " Tests pass."
+    summary_prompt, answer_prompt = (request["prompt"] for request in replay.requests[-2:])
+    assert summary_prompt.index("I changed line 12") < summary_prompt.index(SUMMARY_PROMPT)
+    assert "compacted into it):\n\nSummary." in answer_prompt  # the summary, stripped, after its prefix
+    assert "I changed line 12" not in answer_prompt and "Fix the bug" in answer_prompt and "Now run" in answer_prompt
+
+    replay.script = None
+    client.responses.create(model="fake", input="Thanks.", previous_response_id=response.id)
+    continued = replay.requests[-1]["prompt"]  # read compacted: the summary stands for the assistant's turns
+    assert "I changed line 12" not in continued
+    assert (
+        continued.index("Now run") < continued.index(SUMMARY_PREFIX) < continued.index("Tests pass.") < continued.index("Thanks.")
+    )
+
+
+def test_context_management_under_its_threshold_asks_the_model_once(proxy, replay):
+    asked = len(replay.requests)
+    answer = openai_client(proxy.url).responses.create(
+        model="fake", input=CONVERSATION, extra_body={"context_management": [{"type": "compaction", "compact_threshold": 100000}]}
+    )
+    assert [item.type for item in answer.output] == ["message"]
+    [generation] = [request for request in replay.requests[asked:] if "prompt" in request]  # /tokenize's have "content"
+    assert SUMMARY_PROMPT not in generation["prompt"]
