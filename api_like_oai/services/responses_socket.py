@@ -25,6 +25,7 @@ generates. What the session adds:
 from __future__ import annotations
 
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,6 +41,10 @@ MAX_HELD_RESPONSES = 16  # responses a socket holds for previous_response_id (th
 MAX_HELD_BYTES = 32 * 1024 * 1024  # a held response's chain of items, as JSON
 IDLE_SECONDS = 900.0  # a socket without a message this long is closed
 POLL_SECONDS = 1.0  # how often an idle socket looks whether the worker is shutting down
+# A steered response's successor waits this long after the stop: llama-server frees the slot of a
+# generation whose client went away only when it next tries to send it a token, and a successor sent
+# before would be given another slot, reading its whole prompt again instead of from the KV cache.
+STEER_SETTLE_SECONDS = 0.2
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 RESPONSE_EVENTS = frozenset({"response.created", "response.in_progress"}) | TERMINAL
 GOING_AWAY, NORMAL = 1001, 1000  # WebSocket close codes
@@ -84,6 +89,7 @@ class Limits:
     idle_seconds: float = IDLE_SECONDS
     held_responses: int = MAX_HELD_RESPONSES
     held_bytes: int = MAX_HELD_BYTES
+    steer_settle_seconds: float = STEER_SETTLE_SECONDS
 
 
 def serve(socket: Socket, run_turn: RunTurn, shutting_down: Callable[[], bool], limits: Limits | None = None) -> None:
@@ -298,9 +304,10 @@ class _Streaming:
         calls = [item for item in response.get("output", ()) if item.get("type") == "function_call"]
         if calls and not self.stopped and response.get("status") == "completed":
             return self._pending(response["id"], calls, items)
-        successor = (
-            self.session.successor(self.turn, response.get("id", ""), items) if response.get("status") != "failed" else None
-        )
+        failed = response.get("status") == "failed"
+        successor = None if failed else self.session.successor(self.turn, response.get("id", ""), items)
+        if successor is not None and self.stopped:
+            time.sleep(self.session.limits.steer_settle_seconds)
         if successor is None:
             for steer_id, _, event in self.queued:
                 failed = steer_failed(event, "successor_creation_failed", "the steered response cannot be continued", steer_id)

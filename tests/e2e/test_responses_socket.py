@@ -90,3 +90,19 @@ def test_compact_then_continue_from_the_compaction_item(proxy):
     answer = client.responses.create(input=[*raw, {"role": "user", "content": "Where do I live?"}], **SAMPLING)
     assert answer.status in ("completed", "incomplete") and answer.output_text.strip()
     assert answer.usage.input_tokens > compacted.usage.output_tokens  # the summary is in its prompt
+
+
+def test_steering_stops_the_response_and_its_successor_continues_it(client):
+    with client.responses.connect() as connection:
+        connection.response.create(input="Count from 1 to 100, one number a line.", **{**SAMPLING, "max_output_tokens": 200})
+        created = connection.recv()
+        assert created.type == "response.created"
+        connection.response.steer(previous_response_id=created.response.id, input="Stop. Say only: done.")
+        steered = last_response(connection)
+        successor = last_response(connection)
+    assert steered.status == "incomplete" and steered.incomplete_details.reason == "steered"
+    assert steered.usage.output_tokens < 200
+    assert successor.previous_response_id == steered.id and successor.output_text.strip()
+    # its prompt: the steered one, what was answered, and the steering input (whether llama-server had freed
+    # the stopped slot in time for its KV cache to serve it is timing, not asserted)
+    assert successor.usage.input_tokens > steered.usage.input_tokens + steered.usage.output_tokens

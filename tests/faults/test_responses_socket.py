@@ -121,3 +121,72 @@ def test_a_client_that_goes_away_ends_its_generation(proxy, replay):
         assert json.loads(socket.recv())["type"] == "response.created"
         eventually(lambda: replay.streaming == 1, "the generation to start")
     eventually(lambda: replay.streaming == 0, "the upstream stream to end with the socket")
+
+
+def test_steering_ends_the_response_steered_and_continues_with_the_input(client, replay):
+    replay.behaviour, replay.token_interval = "slow_tokens", 0.2
+    replay.tokens = tuple(f" w{n}" for n in range(30))
+    with client.responses.connect() as connection:
+        connection.response.create(model="fake", input="Count.", store=False)
+        created = connection.recv()
+        assert created.type == "response.created"
+        connection.response.steer(previous_response_id=created.response.id, input="Stop counting, say done.")
+        events = events_of_one_response(connection)
+        replay.behaviour, replay.tokens = "ok", (" Done", ".")
+        successor = events_of_one_response(connection)
+    [accepted] = [event for event in events if event.type == "response.steer.accepted"]
+    assert accepted.steer.previous_response_id == created.response.id and accepted.steer.id.startswith("steer_")
+    steered = events[-1].response
+    assert events[-1].type == "response.incomplete" and steered.incomplete_details.reason == "steered"
+    assert steered.status == "incomplete" and 0 < len(steered.output_text.split()) < 30  # stopped early
+    assert successor[0].type == "response.created" and successor[0].response.previous_response_id == steered.id
+    assert successor[-1].type == "response.completed" and successor[-1].response.output_text == " Done."
+    prompt = replay.requests[-1]["prompt"]
+    assert prompt.index("Count.") < prompt.index(steered.output_text.strip()) < prompt.index("Stop counting, say done.")
+
+
+def test_a_steer_for_another_response_fails(client, replay):
+    replay.behaviour, replay.token_interval = "slow_tokens", 0.2
+    with client.responses.connect() as connection:
+        connection.response.create(model="fake", input="Hi", store=False)
+        assert connection.recv().type == "response.created"
+        connection.response.steer(previous_response_id="resp_other", input="x")
+        connection.send_raw(json.dumps({"type": "response.steer", "previous_response_id": "resp_other", "input": []}))
+        events = events_of_one_response(connection)
+    failed = [event for event in events if event.type == "response.steer.failed"]
+    assert [event.error.code for event in failed] == ["response_not_found", "response_not_found"]
+    assert events[-1].type == "response.completed" and events[-1].response.output_text == " Hello, world!"
+
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def test_a_steer_during_a_function_call_waits_for_its_output(qwen_proxy, replay):
+    """The call is written whole; the input stays queued (response.steer.pending) and comes before the
+    output the client sends next."""
+    arguments = json.dumps({"name": "get_weather", "arguments": {"city": "Zurich in Switzerland"}})
+    replay.behaviour, replay.token_interval = "slow_tokens", 0.1
+    replay.tokens = ["<tool_call>\n", *(arguments[n : n + 6] for n in range(0, len(arguments), 6)), "\n</tool_call>"]
+    choice = {"type": "function", "name": "get_weather"}
+    with openai_client(qwen_proxy.url).responses.connect() as connection:
+        connection.response.create(model="fake", input="Weather?", tools=[WEATHER], tool_choice=choice, store=False)
+        events = [connection.recv() for _ in range(3)]
+        assert events[-1].type == "response.output_item.added" and events[-1].item.type == "function_call"
+        connection.response.steer(previous_response_id=events[0].response.id, input="In Celsius, please.")
+        events += events_of_one_response(connection)
+        pending = connection.recv()
+        [call] = events[-1].response.output
+        replay.behaviour, replay.tokens = "ok", (" Sunny", ".")
+        output = {"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 20 C"}
+        connection.response.create(model="fake", input=[output], previous_response_id=events[-1].response.id, store=False)
+        answer = events_of_one_response(connection)[-1].response
+    assert events[-1].type == "response.completed" and call.name == "get_weather"
+    assert "response.steer.accepted" in [event.type for event in events]
+    assert pending.type == "response.steer.pending" and pending.reason == "waiting_for_required_input"
+    assert [(stub.type, stub.call_id) for stub in pending.required_input] == [("function_call_output", call.call_id)]
+    prompt = replay.requests[-1]["prompt"]
+    assert answer.output_text == " Sunny." and prompt.index("In Celsius, please.") < prompt.index("sunny, 20 C")

@@ -146,3 +146,18 @@ def test_sse_events_are_cut_at_blank_lines_across_chunks():
     raw = frame("response.created", {"n": 1}) + b": keep-alive\n\n" + b'data: {"type":"error","n":2}\n\n'
     events = list(sse_events(iter([raw[:7], raw[7:40], raw[40:]])))
     assert [(name, json.loads(data)["n"]) for name, data in events] == [("response.created", 1), ("error", 2)]
+
+
+@pytest.mark.parametrize(
+    "steer_input",
+    [[], "", [{"role": "assistant", "content": "x"}], [{"type": "function_call_output", "call_id": "c", "output": "o"}], 5],
+)
+def test_steering_takes_only_user_text_and_messages(steer_input):
+    with pytest.raises(responses_socket.InvalidRequest):
+        responses_socket.steering_items(steer_input)
+
+
+def test_steering_input_becomes_items():
+    [item] = responses_socket.steering_items([{"role": "user", "content": "also this"}])
+    assert item["type"] == "message" and item["role"] == "user" and item["id"].startswith("msg_")
+    assert responses_socket.steering_items("hi")[0]["content"] == [{"type": "input_text", "text": "hi"}]
