@@ -10,7 +10,9 @@ import openai
 from agents import Agent, ModelSettings, RunConfig, Runner
 from agents.models.openai_responses import OpenAIResponsesWSModel
 
+from ..agent_programs import API_KEY, access_statuses, run_codex
 from ..conftest import openai_client
+from ..scripted_model import FILES_WRITTEN, FINAL_ANSWER, scripted_agent
 
 SAMPLING = {"model": "smollm", "temperature": 0, "max_output_tokens": 20, "store": False}
 
@@ -106,3 +108,24 @@ def test_steering_stops_the_response_and_its_successor_continues_it(client):
     # its prompt: the steered one, what was answered, and the steering input (whether llama-server had freed
     # the stopped slot in time for its KV cache to serve it is timing, not asserted)
     assert successor.usage.input_tokens > steered.usage.input_tokens + steered.usage.output_tokens
+
+
+def test_codex_runs_a_shell_task_over_the_websocket(start_fake, start_proxy, tmp_path):
+    """Codex CLI (pinned) with `supports_websockets = true` in its provider's config speaks WebSocket
+    mode: the task's turns go over one socket (its handshake's access line is the 101), none refused.
+    The model is the scripted Qwen2.5 agent of tests/scripted_model.py."""
+    proxy = start_proxy("--llama-api", start_fake(**scripted_agent()).url, "--api-key", API_KEY)
+    (tmp_path / "work").mkdir()
+    run = run_codex(
+        proxy.url,
+        "Write alpha into a.txt, then write its upper case into b.txt.",
+        tmp_path / "work",
+        tmp_path / "home",
+        websockets=True,
+    )
+    assert run.returncode == 0 and run.answer == FINAL_ANSWER, run.output[-3000:]
+    assert {name: (tmp_path / "work" / name).read_text() for name in FILES_WRITTEN} == FILES_WRITTEN
+    statuses = access_statuses(proxy.log())
+    assert ("/v1/responses", 101) in statuses
+    assert [status for endpoint, status in statuses if endpoint == "/v1/responses" and status >= 400] == []
+    assert len([status for endpoint, status in statuses if endpoint == "/v1/responses" and status == 200]) >= 3
