@@ -15,6 +15,8 @@ generates. What the session adds:
   store, as over HTTP; a response that failed is not held.
 - **one response in flight**: a `response.create` while one streams is an `error` event, and the socket
   goes on (so does it after any bad event);
+- **warm-ups**: `response.create` with `generate: false` holds its input as a response with no output
+  (`warm_up`), which a later turn continues;
 - **steering** (`response.steer`): accepted, the generation stopped at the next event (or, in a tool
   call, once the call is whole), the response ended `incomplete` with reason `steered`, and a successor
   created with the queued input and the same settings (see `_Steering`);
@@ -32,9 +34,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import orjson
+from pydantic import ValidationError
 
 from ..compact_json import json_bytes
+from ..dialects.responses import ResponsesRequest
+from ..dialects.responses_shape import ResponsesShape
 from ..errors import InvalidRequest, ProxyError
+from .admission import invalid_request
 from .stored_items import stored_item
 
 MAX_HELD_RESPONSES = 16  # responses a socket holds for previous_response_id (the oldest go first)
@@ -48,6 +54,7 @@ STEER_SETTLE_SECONDS = 0.2
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 RESPONSE_EVENTS = frozenset({"response.created", "response.in_progress"}) | TERMINAL
 GOING_AWAY, NORMAL = 1001, 1000  # WebSocket close codes
+NOTHING_GENERATED = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 class SocketClosed(Exception):
@@ -160,7 +167,9 @@ class Session:
         """One client event with no response in flight."""
         try:
             event = client_event(message)
-            if event["type"] == "response.create":
+            if event["type"] == "response.create" and event.get("generate") is False:
+                self.warm_up(self.turn(event))
+            elif event["type"] == "response.create":
                 turn = self.turn(event)
                 while turn is not None:
                     turn = self.run(turn)
@@ -190,6 +199,22 @@ class Session:
             body["input"] = (chain or []) + own_input
         body["stream"] = True
         return Turn(body, chain is not None, previous, event.get("stream_id"), own_input)
+
+    def warm_up(self, turn: Turn) -> None:
+        """`generate: false`: the turn's input held as a response with no output, for a later turn to
+        continue, answered by response.created, .in_progress and .completed; the model is not asked (nor
+        the key's limits: nothing is generated)."""
+        try:
+            request = ResponsesRequest.model_validate(turn.body)
+        except ValidationError as exc:
+            raise invalid_request(exc) from None
+        shape = ResponsesShape(request.model or "", request)
+        events = [*shape.openings(0), *shape.closings(NOTHING_GENERATED)]
+        for event in events:
+            if turn.continues_held:
+                event["response"]["previous_response_id"] = turn.previous_response_id
+            self.send(event, turn.stream_id)
+        self.finished(turn, events[-1]["response"])
 
     def run(self, turn: Turn) -> Turn | None:
         """Stream one turn's events; the successor turn a steering asks for, if any."""

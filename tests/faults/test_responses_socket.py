@@ -190,3 +190,18 @@ def test_a_steer_during_a_function_call_waits_for_its_output(qwen_proxy, replay)
     assert [(stub.type, stub.call_id) for stub in pending.required_input] == [("function_call_output", call.call_id)]
     prompt = replay.requests[-1]["prompt"]
     assert answer.output_text == " Sunny." and prompt.index("In Celsius, please.") < prompt.index("sunny, 20 C")
+
+
+def test_a_warm_up_holds_its_input_without_asking_the_model(client, replay):
+    asked = len(replay.requests)
+    with client.responses.connect() as connection:
+        connection.response.create(model="fake", input="My name is Ada.", store=False, generate=False)
+        warm = events_of_one_response(connection)
+        assert len(replay.requests) == asked  # the model was not asked
+        connection.response.create(model="fake", input="And yours?", store=False, previous_response_id=warm[-1].response.id)
+        answer = events_of_one_response(connection)[-1].response
+    assert [event.type for event in warm] == ["response.created", "response.in_progress", "response.completed"]
+    assert warm[-1].response.output == [] and warm[-1].response.usage.total_tokens == 0
+    assert answer.output_text == " Hello, world!" and answer.previous_response_id == warm[-1].response.id
+    prompt = replay.requests[-1]["prompt"]
+    assert prompt.index("My name is Ada.") < prompt.index("And yours?")
