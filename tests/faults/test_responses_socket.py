@@ -205,3 +205,39 @@ def test_a_warm_up_holds_its_input_without_asking_the_model(client, replay):
     assert answer.output_text == " Hello, world!" and answer.previous_response_id == warm[-1].response.id
     prompt = replay.requests[-1]["prompt"]
     assert prompt.index("My name is Ada.") < prompt.index("And yours?")
+
+
+ADMIN = {"Authorization": "Bearer admin-socket-secret"}
+
+
+@pytest.fixture(scope="module")
+def keyed_proxy(fake, start_proxy, tmp_path_factory):
+    store = tmp_path_factory.mktemp("socket-keys") / "store.sqlite3"
+    flags = ("--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}", "--admin-key", "admin-socket-secret")
+    return start_proxy("--llama-api", fake.url, *flags)
+
+
+def test_a_managed_keys_limits_usage_and_revocation_hold_per_response(keyed_proxy, replay):
+    created = requests.post(
+        keyed_proxy.url + "/v1/internal/keys", json={"name": "socket-user", "rpm": 2}, headers=ADMIN, timeout=10
+    )
+    client = openai_client(keyed_proxy.url, api_key=created.json()["key"])
+    with client.responses.connect() as connection:
+        answers = []
+        for _ in range(2):
+            connection.response.create(model="fake", input="Hi", store=False)
+            answers.append(events_of_one_response(connection)[-1].response)
+        connection.response.create(model="fake", input="Hi", store=False)
+        [limited] = events_of_one_response(connection)
+        requests.delete(keyed_proxy.url + "/v1/internal/keys/socket-user", headers=ADMIN, timeout=10).raise_for_status()
+        connection.response.create(model="fake", input="Hi", store=False)
+        [revoked] = events_of_one_response(connection)
+    assert [answer.status for answer in answers] == ["completed", "completed"]
+    assert limited.type == "error" and limited.status == 429 and limited.error.code == "rate_limit_exceeded"
+    assert revoked.type == "error" and revoked.status == 401
+    [row] = [
+        row for row in requests.get(keyed_proxy.url + "/v1/internal/usage?since=1d", headers=ADMIN, timeout=10).json()["data"]
+    ]
+    # per response, as over HTTP: the two answered and the one refused by its limit (the handshake is none)
+    assert row["key"] == "socket-user" and row["requests"] == 3
+    assert row["completion_tokens"] == sum(answer.usage.output_tokens for answer in answers)
