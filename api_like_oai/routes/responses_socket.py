@@ -67,6 +67,8 @@ def upgrade() -> Response:
         _Adapter(socket),
         lambda body: _Turn(app, turn_environ, body),
         lambda: shared.inflight.shutting_down,
+        # a held chain is sent back as a request's input: no longer than a request may be (as a stored turn)
+        responses_socket.Limits(held_bytes=limits.max_body_bytes),
     )
     return _Ended(status=101)
 

@@ -44,7 +44,7 @@ from .admission import invalid_request
 from .stored_items import stored_item
 
 MAX_HELD_RESPONSES = 16  # responses a socket holds for previous_response_id (the oldest go first)
-MAX_HELD_BYTES = 32 * 1024 * 1024  # a held response's chain of items, as JSON
+MAX_HELD_BYTES = 16 * 1024 * 1024  # a held response's chain of items, as JSON (the route: --max-body-bytes)
 IDLE_SECONDS = 900.0  # a socket without a message this long is closed
 POLL_SECONDS = 1.0  # how often an idle socket looks whether the worker is shutting down
 # A steered response's successor waits this long after the stop: llama-server frees the slot of a
