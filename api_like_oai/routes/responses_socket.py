@@ -66,7 +66,7 @@ def upgrade() -> Response:
     responses_socket.serve(
         _Adapter(socket),
         lambda body: _Turn(app, turn_environ, body),
-        lambda: shared.inflight.shutting_down,
+        lambda: shared.inflight.draining or shared.inflight.shutting_down,
         # a held chain is sent back as a request's input: no longer than a request may be (as a stored turn)
         responses_socket.Limits(held_bytes=limits.max_body_bytes),
     )

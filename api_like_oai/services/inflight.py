@@ -29,6 +29,9 @@ class InFlight:
         self._stop_events: set[threading.Event] = set()
         self._lock = threading.Lock()
         self.shutting_down = False
+        # SIGTERM: the worker accepts no more connections; what is between requests on a connection of
+        # its own (a Responses WebSocket) ends now rather than hold the grace period (worker._drain)
+        self.draining = False
 
     @contextlib.contextmanager
     def track(self, record: RequestRecord | None = None):

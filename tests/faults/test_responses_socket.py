@@ -6,6 +6,7 @@ at the handshake, and a client that goes away ending its generation."""
 from __future__ import annotations
 
 import json
+import signal
 
 import openai
 import pytest
@@ -241,3 +242,22 @@ def test_a_managed_keys_limits_usage_and_revocation_hold_per_response(keyed_prox
     # per response, as over HTTP: the two answered and the one refused by its limit (the handshake is none)
     assert row["key"] == "socket-user" and row["requests"] == 3
     assert row["completion_tokens"] == sum(answer.usage.output_tokens for answer in answers)
+
+
+def test_sigterm_closes_idle_sockets_and_lets_a_response_in_flight_finish(start_fake, start_proxy):
+    slow = start_fake(behaviour="slow_tokens", token_interval=0.2, tokens=tuple(f" t{n}" for n in range(8)))
+    proxy = start_proxy("--llama-api", slow.url, "--chat-prompt-model", "chatml", "--grace-period", "30")
+    idle = websockets.sync.client.connect(socket_url(proxy))
+    busy = websockets.sync.client.connect(socket_url(proxy))
+    busy.send(json.dumps({"type": "response.create", "model": "fake", "input": "Hi", "store": False}))
+    assert json.loads(busy.recv(timeout=10))["type"] == "response.created"
+    proxy.process.send_signal(signal.SIGTERM)
+    with pytest.raises(websockets.exceptions.ConnectionClosedOK) as closed:
+        idle.recv(timeout=20)
+    assert closed.value.rcvd.code == 1001
+    events = []
+    with pytest.raises(websockets.exceptions.ConnectionClosedOK) as closed:
+        while True:
+            events.append(json.loads(busy.recv(timeout=20))["type"])
+    assert events[-1] == "response.completed" and closed.value.rcvd.code == 1001  # finished, then closed
+    assert proxy.process.wait(timeout=20) == 0  # not held for the 30 s grace period
