@@ -19,7 +19,7 @@ generates. What the session adds:
   (`warm_up`), which a later turn continues;
 - **steering** (`response.steer`): accepted, the generation stopped at the next event (or, in a tool
   call, once the call is whole), the response ended `incomplete` with reason `steered`, and a successor
-  created with the queued input and the same settings (see `_Steering`);
+  created with the queued input and the same settings (see `_Streaming`);
 - **an idle socket is closed** after `idle_seconds` without a message, and a socket whose client went
   away ends its generation at the next event, as an HTTP stream does.
 """
@@ -76,7 +76,7 @@ class Socket(Protocol):
 class TurnAnswer(Protocol):
     """One turn run as `POST /v1/responses` with `stream: true` (routes/responses_socket.py)."""
 
-    status: int  # the HTTP status: 200 for a stream, else `body` is the error's JSON
+    status: int  # the HTTP status: 200 for a stream, else `chunks` are the error's JSON
 
     def chunks(self) -> Iterator[bytes]:
         """The answer's bytes as the server would write them (SSE frames for a stream)."""
@@ -204,8 +204,9 @@ class Session:
         """`generate: false`: the turn's input held as a response with no output, for a later turn to
         continue, answered by response.created, .in_progress and .completed; the model is not asked (nor
         the key's limits: nothing is generated)."""
+        # The request only shapes the response's echo of its settings; a warm-up may bring no input yet.
         try:
-            request = ResponsesRequest.model_validate(turn.body)
+            request = ResponsesRequest.model_validate(turn.body | {"input": turn.body.get("input") or "-"})
         except ValidationError as exc:
             raise invalid_request(exc) from None
         shape = ResponsesShape(request.model or "", request)
@@ -311,6 +312,9 @@ class _Streaming:
         target = event.get("previous_response_id")
         if self.response is None or target != self.response["id"]:
             self.session.send(steer_failed(event, "response_not_found", "that response is not in flight on this socket"))
+            return
+        if self.turn.body.get("conversation") is not None:  # its successor would repeat the conversation's turn
+            self.session.send(steer_failed(event, "steering_not_supported", "a response of a conversation cannot be steered"))
             return
         try:
             items = steering_items(event.get("input"))

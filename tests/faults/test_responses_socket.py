@@ -204,6 +204,9 @@ def test_a_warm_up_holds_its_input_without_asking_the_model(client, replay):
     assert [event.type for event in warm] == ["response.created", "response.in_progress", "response.completed"]
     assert warm[-1].response.output == [] and warm[-1].response.usage.total_tokens == 0
     assert answer.output_text == " Hello, world!" and answer.previous_response_id == warm[-1].response.id
+    with client.responses.connect() as connection:  # a warm-up of instructions alone, no input yet
+        connection.response.create(model="fake", instructions="Be brief.", input=[], store=False, generate=False)
+        assert events_of_one_response(connection)[-1].type == "response.completed"
     prompt = replay.requests[-1]["prompt"]
     assert prompt.index("My name is Ada.") < prompt.index("And yours?")
 
