@@ -129,3 +129,24 @@ def test_codex_runs_a_shell_task_over_the_websocket(start_fake, start_proxy, tmp
     assert ("/v1/responses", 101) in statuses
     assert [status for endpoint, status in statuses if endpoint == "/v1/responses" and status >= 400] == []
     assert len([status for endpoint, status in statuses if endpoint == "/v1/responses" and status == 200]) >= 3
+
+
+def test_context_management_compacts_on_the_socket_first(client):
+    """A turn over the socket whose prompt passes its compact_threshold: the model summarizes first, the
+    compaction item leads the output, and the answer continues from the summary."""
+    conversation = [
+        {"role": "user", "content": "My name is Ada and I live in Paris."},
+        {"role": "assistant", "content": "Nice to meet you, Ada."},
+        {"role": "user", "content": "Where do I live?"},
+    ]
+    compacting = [{"type": "compaction", "compact_threshold": 20}]
+    with client.responses.connect() as connection:
+        connection.response.create(input=conversation, context_management=compacting, **SAMPLING)
+        events = []
+        for event in connection:
+            events.append(event)
+            if event.type in ("response.completed", "response.incomplete", "response.failed", "error"):
+                break
+    assert "response.compaction.compacting" in [event.type for event in events]
+    output = events[-1].response.output
+    assert [item.type for item in output] == ["compaction", "message"] and output[1].content[0].text.strip()
