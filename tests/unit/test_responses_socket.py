@@ -161,3 +161,10 @@ def test_steering_input_becomes_items():
     [item] = responses_socket.steering_items([{"role": "user", "content": "also this"}])
     assert item["type"] == "message" and item["role"] == "user" and item["id"].startswith("msg_")
     assert responses_socket.steering_items("hi")[0]["content"] == [{"type": "input_text", "text": "hi"}]
+
+
+def test_a_stream_id_is_echoed_on_every_event_of_its_response():
+    socket = ScriptedSocket({"type": "response.create", "model": "m", "input": "x", "stream_id": "lane-1"})
+    [body] = run(socket)
+    assert "stream_id" not in body  # not a field of POST /v1/responses
+    assert [event.get("stream_id") for event in socket.sent] == ["lane-1", "lane-1"]
