@@ -130,7 +130,7 @@ class InputTokenCount(BaseModel):
 
 
 class IncompleteDetails(BaseModel):
-    reason: Literal["max_output_tokens"]
+    reason: Literal["max_output_tokens", "max_tool_calls", "steered"]
 
 
 class EchoedFunctionTool(BaseModel):

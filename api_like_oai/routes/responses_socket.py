@@ -109,8 +109,8 @@ class _Turn:
     def chunks(self):
         return iter(self.body)
 
-    def stop(self) -> bool:
-        return self.record.stop() if self.record is not None else False
+    def stop(self, finish_reason: str) -> bool:
+        return self.record.stop(finish_reason) if self.record is not None else False
 
     def close(self) -> None:
         close = getattr(self.body, "close", None)

@@ -81,8 +81,9 @@ class TurnAnswer(Protocol):
     def chunks(self) -> Iterator[bytes]:
         """The answer's bytes as the server would write them (SSE frames for a stream)."""
 
-    def stop(self) -> bool:
-        """Stop the generation now (as stop-generation does): whether it was generating."""
+    def stop(self, finish_reason: str) -> bool:
+        """Stop the generation now (as stop-generation does), ending it with `finish_reason`: whether it
+        was generating."""
 
     def close(self) -> None:
         """Release the turn (its lease, its record): a generation not finished is cancelled upstream."""
@@ -277,19 +278,18 @@ class _Streaming:
             self.session.send(data, self.turn.stream_id)
             self._read_client()
             if self.queued and not self.stopped and self.calls == 0:
-                self.stopped = self.answer.stop()
+                self.stopped = self.answer.stop("steered")  # the shape ends it incomplete, reason steered
         return self._after() if self.queued else None
 
     def _response_event(self, name: str, data: bytes) -> bytes:
+        """A response event (its response read: its id, at the end its output), as it is sent on."""
         event = orjson.loads(data)
         response = self.response = event["response"]
-        if self.turn.continues_held:  # sent as one self-contained request: the chain as the client named it
-            response["previous_response_id"] = self.turn.previous_response_id
-        if name == "response.completed" and self.stopped:
-            event["type"], response["status"] = "response.incomplete", "incomplete"
-            response["incomplete_details"] = {"reason": "steered"}
         if name in TERMINAL:
             self.session.finished(self.turn, response)
+        if not self.turn.continues_held:
+            return data
+        response["previous_response_id"] = self.turn.previous_response_id  # sent self-contained: as the client named it
         return json_bytes(event)
 
     def _read_client(self) -> None:

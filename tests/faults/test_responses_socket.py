@@ -124,11 +124,12 @@ def test_a_client_that_goes_away_ends_its_generation(proxy, replay):
     eventually(lambda: replay.streaming == 0, "the upstream stream to end with the socket")
 
 
-def test_steering_ends_the_response_steered_and_continues_with_the_input(client, replay):
+@pytest.mark.parametrize("store", [False, True])
+def test_steering_ends_the_response_steered_and_continues_with_the_input(client, replay, store):
     replay.behaviour, replay.token_interval = "slow_tokens", 0.2
     replay.tokens = tuple(f" w{n}" for n in range(30))
     with client.responses.connect() as connection:
-        connection.response.create(model="fake", input="Count.", store=False)
+        connection.response.create(model="fake", input="Count.", store=store)
         created = connection.recv()
         assert created.type == "response.created"
         connection.response.steer(previous_response_id=created.response.id, input="Stop counting, say done.")
@@ -144,6 +145,9 @@ def test_steering_ends_the_response_steered_and_continues_with_the_input(client,
     assert successor[-1].type == "response.completed" and successor[-1].response.output_text == " Done."
     prompt = replay.requests[-1]["prompt"]
     assert prompt.index("Count.") < prompt.index(steered.output_text.strip()) < prompt.index("Stop counting, say done.")
+    if store:  # kept as it ended
+        kept = client.responses.retrieve(steered.id)
+        assert kept.status == "incomplete" and kept.incomplete_details.reason == "steered"
 
 
 def test_a_steer_for_another_response_fails(client, replay):

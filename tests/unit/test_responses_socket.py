@@ -58,7 +58,7 @@ class Answer:
     def chunks(self):
         return iter(self.parts)
 
-    def stop(self):
+    def stop(self, finish_reason):
         return False
 
     def close(self):
