@@ -27,8 +27,10 @@ from ..dialects.responses import COMPACTION_PURPOSE, CompactRequest, ResponsesRe
 from ..observability import stage
 from ..protocol import ChatCompletionRequest
 from ..sealing import Seal
+from ..settings import Limits
 from .admission import Admission, DialectRequest, client_request
 from .chat import chat_completion, count_prompt_tokens
+from .fitting import effective_max_tokens, with_max_tokens
 from .inflight import Context
 from .scope import Scope
 from .stored_items import input_items
@@ -107,17 +109,22 @@ def _user_message(item: dict) -> bool:
     return item.get("type", "message") == "message" and item.get("role") == "user"
 
 
-def auto(request: ResponsesRequest, dialect: DialectRequest, turn: Turn, seal: Seal, context: Context) -> Turn | None:
+def auto(
+    request: ResponsesRequest, dialect: DialectRequest, turn: Turn, seal: Seal, context: Context, limits: Limits
+) -> Turn | None:
     """The turn compacted first, when its request asks for it and its prompt passes the threshold (the
     compaction item made, as an item of the answer's); None otherwise. The summary's generation goes
-    through the request's door, as its answer's does (one admission, each generation's tokens metered)."""
+    through the request's door, as its answer's does (one admission, each generation's tokens metered),
+    its length held to the model's and the proxy's limits (`limits`) as any reply's."""
     threshold = request.compact_threshold(dialect.model.context_length())
     if threshold is None:
         return None
     with stage(context.record, "admission"):
         if count_prompt_tokens(dialect.chat, dialect.model) <= threshold:
             return None
-    answer, _ = chat_completion(summary_request(dialect.chat), dialect.model, dialect.model_name, context)
+        chat = summary_request(dialect.chat)
+        chat = with_max_tokens(chat, effective_max_tokens(chat, dialect.model.settings, limits, bound=True))
+    answer, _ = chat_completion(chat, dialect.model, dialect.model_name, context)
     item = compaction_item(seal, (answer["choices"][0]["message"].get("content") or "").strip())
     return dataclasses.replace(turn, input=turn.input or input_items(request.input), made=[*turn.made, item])
 

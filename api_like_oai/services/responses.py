@@ -35,7 +35,7 @@ def create(
     if servers:  # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
         request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
     dialect, translation, turn = _admitted(request, scope, seal, admission, context.record, servers, mcp_bounds, waits_later=True)
-    compacted = compaction.auto(request, dialect, turn, seal, context)
+    compacted = compaction.auto(request, dialect, turn, seal, context, admission.limits)
     if compacted is not None:  # context_management: the conversation compacted before the model is asked
         turn, translation = compacted, compacted.translation()
         dialect.chat = with_max_tokens(translation.chat, dialect.chat.max_tokens)

@@ -109,3 +109,15 @@ def test_context_management_under_its_threshold_asks_the_model_once(proxy, repla
     assert [item.type for item in answer.output] == ["message"]
     [generation] = [request for request in replay.requests[asked:] if "prompt" in request]  # /tokenize's have "content"
     assert SUMMARY_PROMPT not in generation["prompt"]
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/responses/compact"])
+def test_the_summary_is_held_to_the_proxys_token_limit(fake, start_proxy, path):
+    limited = start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml", "--max-tokens-limit", "64")
+    body = {"model": "fake", "input": CONVERSATION, "context_management": [{"type": "compaction", "compact_threshold": 5}]}
+    if path.endswith("compact"):
+        body.pop("context_management")
+    asked = len(fake.requests)
+    assert requests.post(limited.url + path, json=body, timeout=30).status_code == 200
+    [summary] = [request for request in fake.requests[asked:] if SUMMARY_PROMPT in request.get("prompt", "")]
+    assert summary["n_predict"] <= 64
