@@ -58,8 +58,9 @@ def upgrade() -> Response:
     except (ConnectionError, RemoteProtocolError):  # simple-websocket's own ConnectionError among them
         raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)") from None
     record = g.get("record")
-    if record is not None:
+    if record is not None:  # the handshake's line now; each response has its own record (the dashboard's live list)
         record.status = 101
+        record.close()
     turn_environ = _turn_environ(environ)
     app = current_app._get_current_object()
     shared = state()

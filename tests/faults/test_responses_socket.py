@@ -67,6 +67,8 @@ def test_store_false_turns_chain_on_the_socket(client, replay):
         replay.tokens = (" You", " are", " Ada", ".")
         connection.response.create(model="fake", input="What is my name?", store=False, previous_response_id=first.id)
         second = events_of_one_response(connection)[-1].response
+        live = requests.get(str(client.base_url.join("internal/requests")), headers=KEY, timeout=10).json()["data"]
+        assert live == []  # an idle socket is no request in flight (its handshake's record closed at the upgrade)
     assert second.status == "completed" and second.previous_response_id == first.id
     prompt = replay.requests[-1]["prompt"]
     assert prompt.index("My name is Ada.") < prompt.index("Hello, world!") < prompt.index("What is my name?")
