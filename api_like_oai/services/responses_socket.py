@@ -196,8 +196,9 @@ class Session:
             if body.get("conversation") is not None:
                 raise InvalidRequest("previous_response_id and conversation cannot both be given", param="conversation")
             del body["previous_response_id"]
-        if chain is not None or queued:
-            body["input"] = (chain or []) + own_input
+        # Always as items, the first turn's too: every turn of the socket then opens with the same item (the
+        # same dict, id included), which a fleet's front places the conversation by (fleet/affinity.py).
+        body["input"] = (chain or []) + own_input
         body["stream"] = True
         return Turn(body, chain is not None, previous, event.get("stream_id"), own_input)
 
