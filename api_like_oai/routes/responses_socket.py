@@ -45,6 +45,7 @@ def upgrade() -> Response:
     if "gunicorn.socket" not in environ:
         raise InvalidRequest("the WebSocket mode needs the proxy's own server (api-like-oai), not a test client")
     _check_origin(request.headers.get("Origin"))
+    from simple_websocket import ConnectionError as NotAHandshake
     from simple_websocket import Server
     from wsproto.utilities import RemoteProtocolError
 
@@ -55,7 +56,7 @@ def upgrade() -> Response:
     handshake["gunicorn.socket"] = _WholeSends(environ["gunicorn.socket"])
     try:
         socket = Server(handshake, max_message_size=limits.max_body_bytes)
-    except (ConnectionError, RemoteProtocolError):  # simple-websocket's own ConnectionError among them
+    except (NotAHandshake, RemoteProtocolError):
         raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)") from None
     record = g.get("record")
     if record is not None:  # the handshake's line now; each response has its own record (the dashboard's live list)

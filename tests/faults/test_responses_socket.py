@@ -114,6 +114,8 @@ def test_the_key_is_checked_at_the_handshake(proxy):
 def test_a_plain_get_is_told_to_upgrade(proxy):
     answer = requests.get(proxy.url + "/v1/responses", headers=KEY, timeout=10)
     assert answer.status_code == 400 and "WebSocket" in answer.json()["error"]["message"]
+    half = requests.get(proxy.url + "/v1/responses", headers={**KEY, "Upgrade": "websocket", "Connection": "Upgrade"}, timeout=10)
+    assert half.status_code == 400 and "not a WebSocket handshake" in half.json()["error"]["message"]
 
 
 def test_a_client_that_goes_away_ends_its_generation(proxy, replay):
