@@ -107,7 +107,10 @@ def serve(socket: Socket, run_turn: RunTurn, shutting_down: Callable[[], bool], 
 
 class Held:
     """The responses a socket answered, by id: each one's whole chain of items (the earlier turns' items,
-    its input, its output), bounded in count and bytes. Chains share their items (lists of the same dicts)."""
+    its input, its output). Bounded: a chain of at most `held_bytes` (JSON), at most `held_responses`
+    chains, and all of them together at most twice `held_bytes` counted as if they shared nothing (they
+    share their items, lists of the same dicts: a bound on the memory even when a client forks every
+    turn). The oldest go first; the newest is always kept."""
 
     def __init__(self, limits: Limits):
         self.limits = limits
@@ -124,7 +127,9 @@ class Held:
             return  # too long to keep: a continuation of it needs the store (or the whole input again)
         self._chains[response_id] = (self.chain(previous_id) or []) + added
         self._bytes[response_id] = size
-        while len(self._chains) > self.limits.held_responses:
+        while len(self._chains) > 1 and (
+            len(self._chains) > self.limits.held_responses or sum(self._bytes.values()) > 2 * self.limits.held_bytes
+        ):
             oldest, _ = self._chains.popitem(last=False)
             self._bytes.pop(oldest, None)
 

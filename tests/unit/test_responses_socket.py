@@ -171,3 +171,11 @@ def test_a_stream_id_is_echoed_on_every_event_of_its_response():
     [body] = run(socket)
     assert "stream_id" not in body  # not a field of POST /v1/responses
     assert [event.get("stream_id") for event in socket.sent] == ["lane-1", "lane-1"]
+
+
+def test_held_chains_together_stay_within_twice_a_chains_bound():
+    held = Held(Limits(held_responses=16, held_bytes=100))
+    for n in range(5):  # a client that forks every turn: five chains of ~60 bytes, none continuing another
+        held.hold(f"r{n}", None, [{"text": "x" * 40}])
+    assert held.chain("r4") is not None and held.chain("r3") is not None and held.chain("r0") is None
+    assert sum(len(json.dumps(held.chain(f"r{n}"), separators=(",", ":"))) for n in range(5) if held.chain(f"r{n}")) <= 200
