@@ -331,7 +331,7 @@ class RequestRecord:
     phase: str = QUEUED
     prefill: object | None = None
     usage: object | None = None
-    stop_switch: threading.Event | None = None
+    stop_switch: object | None = None  # services/inflight.StopSwitch, while it generates
     # Traces (tracing.Tracing, None when off): when each stage ran (perf_counter), exported at close.
     tracing: object | None = None
     traceparent: str | None = None  # the client's W3C trace context, continued
@@ -404,11 +404,12 @@ class RequestRecord:
         now = time.perf_counter() if now is None else now
         return {"mcp": [step.shown(now) for step in self.mcp_steps[-SHOWN_STEPS:]]}
 
-    def stop(self) -> bool:
-        """End this request's generation now (as stop-generation does); whether it was generating."""
+    def stop(self, finish_reason: str = "stop") -> bool:
+        """End this request's generation now (as stop-generation does), with `finish_reason`; whether it
+        was generating."""
         if self.stop_switch is None:
             return False
-        self.stop_switch.set()
+        self.stop_switch.set(finish_reason)
         return True
 
     def count(self, prompt_tokens: int | None, completion_tokens: int | None, cached_tokens: int | None = 0) -> None:

@@ -138,14 +138,14 @@ class EventWorker(AsyncWorker):
             return False  # killed at shutdown: the connection just closes
 
     def _drain(self, servers) -> None:
-        from .routes.dashboard import VIEW_KEY  # the app is made: its modules are loaded
+        from .routes import state  # the app is made: its modules are loaded
+        from .routes.dashboard import VIEW_KEY
 
         grace_period = self.cfg.graceful_timeout - 5  # server.py adds 5 s for the master
         self.wsgi.app.extensions[VIEW_KEY].close()  # the dashboards' streams would hold the grace period
+        state(self.wsgi.app).inflight.draining = True  # idle WebSockets close; their responses in flight finish
         self._wait_for_requests(time.monotonic() + grace_period)
         if self.wsgi.in_flight:
-            from .routes import state  # the app is made: its modules are loaded
-
             self.log.info("grace period over: ending %d streams", state(self.wsgi.app).inflight.shut_down())
             self._wait_for_requests(time.monotonic() + FLUSH_SECONDS)
         for server in servers:

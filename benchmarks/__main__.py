@@ -45,6 +45,7 @@ from . import fleet as fleet_row
 from . import keys as keys_row
 from . import paced as paced_part
 from . import routing as routing_row
+from . import socket_turns as socket_part
 from . import store as store_part
 from . import swaps as swaps_row
 from . import tool_call as tool_call_part
@@ -153,6 +154,8 @@ def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: E
     stored = proxy(fake.url, "--store", f"sqlite://{store_dir}/store.sqlite3").start()
     stack.callback(stored.stop)
     results.store = asyncio.run(store_part.store_row(CapacityRig(stored, fake, plan)))
+    progress("a 10-turn agent session over one Responses WebSocket against HTTP")
+    results.socket = socket_part.socket_row(CapacityRig(stored, fake, plan))
     stored.stop()
 
 

@@ -10,6 +10,7 @@ from .dashboard import dashboard_section
 from .report_ratios import measured_targets, ratios_section
 from .report_swaps import swaps_section
 from .results import BenchmarkResults, CapacityResult, GenerationResult, percentile
+from .socket_turns import SOCKET_TOKENS
 from .tables import number, percent, table
 from .workload import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
 
@@ -516,6 +517,29 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
+def socket_section(results: BenchmarkResults) -> str:
+    r = results.socket
+    if r is None:
+        return ""
+    return "\n\n".join(
+        [
+            "### 2f. An agent session over a Responses WebSocket (issue 50)",
+            f"A {r.turns}-turn session (`store: false`, {SOCKET_TOKENS} tokens a turn from the instant upstream), "
+            "one client: over HTTP, streamed POSTs on one keep-alive connection sending the whole conversation "
+            "each turn; over one WebSocket, each turn only its new message and `previous_response_id`. Windows of "
+            "ten sessions alternate. Time to the first event, p50 of every turn; proxy CPU per turn, the median of "
+            "the windows.",
+            table(
+                ["transport", "first event p50 ms", "proxy CPU µs per turn", "errors"],
+                [
+                    ["HTTP (SSE)", number(r.http_first_event_p50_ms, 2), number(r.http_cpu_us_per_turn, 0), "-"],
+                    ["WebSocket", number(r.socket_first_event_p50_ms, 2), number(r.socket_cpu_us_per_turn, 0), str(r.errors)],
+                ],
+            ),
+        ]
+    )
+
+
 def store_section(results: BenchmarkResults) -> str:
     r = results.store
     if r is None:
@@ -610,6 +634,7 @@ def markdown(results: BenchmarkResults) -> str:
         paced_section(results),
         tool_call_section(results),
         store_section(results),
+        socket_section(results),
         gateway_section(results),
         comparison_section(results),
         startup_section(results),

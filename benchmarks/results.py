@@ -191,6 +191,18 @@ class StoreResult:
 
 
 @dataclass
+class SocketResult:
+    """Part 2f: a 10-turn agent session over one Responses WebSocket against the same turns over HTTP."""
+
+    turns: int
+    http_first_event_p50_ms: float
+    socket_first_event_p50_ms: float
+    http_cpu_us_per_turn: float
+    socket_cpu_us_per_turn: float
+    errors: int
+
+
+@dataclass
 class ManyStreamsResult:
     """Part 2c: many concurrent paced streams, each started once and read to its end."""
 
@@ -582,6 +594,7 @@ class BenchmarkResults:
     stalled_streams: StalledStreamsResult | None = None
     tool_call: ToolCallResult | None = None
     store: StoreResult | None = None
+    socket: SocketResult | None = None  # benchmarks/socket_turns.py (issue 50)
     many_streams: ManyStreamsResult | None = None
     gateway: list[GatewayResult] = field(default_factory=list)
     marginal_cpu_us_per_event: float = math.nan

@@ -38,6 +38,7 @@ name = "api-like-oai"
 base_url = "{proxy_url}/v1"
 wire_api = "responses"
 env_key = "API_LIKE_OAI_KEY"
+{provider_extra}
 
 [analytics]
 enabled = false
@@ -77,11 +78,13 @@ def run_claude_code(proxy_url: str, task: str, workdir: Path, home: Path, settin
     return Run(done.returncode, done.stdout.strip(), done.stdout + done.stderr)
 
 
-def run_codex(proxy_url: str, task: str, workdir: Path, home: Path, model: str = "qwen2.5") -> Run:
-    """`codex exec` in `workdir` with $CODEX_HOME/config.toml naming the proxy as its provider."""
+def run_codex(proxy_url: str, task: str, workdir: Path, home: Path, model: str = "qwen2.5", *, websockets: bool = False) -> Run:
+    """`codex exec` in `workdir` with $CODEX_HOME/config.toml naming the proxy as its provider; with
+    `websockets`, the provider says it supports the Responses API's WebSocket mode, which Codex then speaks."""
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(model=model, proxy_url=proxy_url))
+    extra = "supports_websockets = true" if websockets else ""
+    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(model=model, proxy_url=proxy_url, provider_extra=extra))
     answer_file = home / "codex-answer.txt"
     env = {**base_environment(home), "CODEX_HOME": str(codex_home), "API_LIKE_OAI_KEY": API_KEY}
     bundled_tools = codex_cli_bin.bundled_path_dir()  # rg, as Codex's SDK provides it

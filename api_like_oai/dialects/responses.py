@@ -201,8 +201,21 @@ class ReasoningItem(BaseModel):
     status: _Status = None
 
 
+class CompactionItem(BaseModel):
+    """What POST /v1/responses/compact made of a conversation: the model's summary, sealed by this
+    installation. It goes back to the model as a user turn saying it is the summary (one this proxy
+    cannot read, another server's, is set aside)."""
+
+    model_config = ConfigDict(extra="allow", **STRICT)
+    type: Literal["compaction"]
+    id: StrictStr | None = None
+    encrypted_content: StrictStr
+    created_by: StrictStr | None = None
+
+
 _ITEM_TYPES = (
     "message",
+    "compaction",
     "function_call",
     "function_call_output",
     "custom_tool_call",
@@ -245,6 +258,7 @@ InputItem = Annotated[
     | Annotated[ToolSearchCallItem, Tag("tool_search_call")]
     | Annotated[ToolSearchOutputItem, Tag("tool_search_output")]
     | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[CompactionItem, Tag("compaction")]
     | Annotated[McpListToolsItem, Tag(LIST_TOOLS)]
     | Annotated[McpCallItem, Tag(CALL)]
     | Annotated[McpApprovalRequestItem, Tag(APPROVAL_REQUEST)]
@@ -296,12 +310,20 @@ class ReasoningConfig(_Strict):
         return (self.summary or self.generate_summary) is not None
 
 
+class ContextManagement(_Strict):
+    type: StrictStr = Field(description="compaction: compact when the prompt passes the threshold; other types are set aside.")
+    compact_threshold: int | None = Field(
+        None, ge=1, description="In tokens of the prompt; default: four fifths of the model's context."
+    )
+
+
 class StreamOptions(_Strict):
     include_obfuscation: bool | None = Field(None, description="Accepted and ignored (no obfuscation is added).")
 
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 REASONING_PURPOSE = "reasoning"  # the Seal's purpose for a thought handed out as encrypted_content
+COMPACTION_PURPOSE = "compaction"  # the Seal's purpose for a summary handed out in a compaction item
 
 
 class ConversationRef(_Strict):
@@ -344,6 +366,11 @@ class ResponsesRequest(Request):
     conversation: StrictStr | ConversationRef | None = Field(
         None, description="A conversation (its id): its items come before this input, and this turn is added to it."
     )
+    context_management: list[ContextManagement] | None = Field(
+        None,
+        max_length=8,
+        description="compaction: a prompt past compact_threshold is compacted first (the compaction item leads the output).",
+    )
     metadata: dict[str, StrictStr] | None = None
     client_metadata: dict[str, Any] | None = Field(None, description="Accepted and ignored (Codex's).")
     user: StrictStr | None = None
@@ -375,6 +402,13 @@ class ResponsesRequest(Request):
         if isinstance(self.input, list) and not self.input:
             raise InvalidRequest("input is an empty list", param="input")
         return self
+
+    def compact_threshold(self, context_length: int) -> int | None:
+        """The prompt tokens past which this request is compacted first (context_management); None: never."""
+        for entry in self.context_management or ():
+            if entry.type == "compaction":
+                return entry.compact_threshold or context_length * 4 // 5
+        return None
 
     def includes_encrypted_reasoning(self) -> bool:
         return ENCRYPTED_REASONING in (self.include or ())
@@ -420,3 +454,27 @@ class ResponsesRequest(Request):
             (where, servers[label], [tool.model_dump(exclude_none=True) for tool in item.tools])
             for label, (where, item) in latest.items()
         ]
+
+
+class CompactRequest(Request):
+    """POST /v1/responses/compact: the conversation to compact, as a response would continue it."""
+
+    model: StrictStr | None = None
+    input: StrictStr | list[InputItem] | None = None
+    instructions: StrictStr | None = None
+    previous_response_id: StrictStr | None = Field(None, description="A stored response: its input and output come first.")
+    tools: list[dict[str, Any]] | None = Field(None, description="Accepted and ignored (the summary calls no tool).")
+    parallel_tool_calls: bool | None = Field(None, description="Accepted and ignored.")
+    reasoning: ReasoningConfig | None = Field(None, description="Accepted and ignored.")
+    text: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_key: StrictStr | None = Field(None, description="A conversation's key, as for POST /v1/responses.")
+    prompt_cache_retention: StrictStr | None = Field(None, description="Accepted and ignored.")
+    prompt_cache_options: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+    service_tier: StrictStr | None = Field(None, description="Accepted and ignored.")
+    image: dict[str, Any] | None = Field(None, description="Accepted and ignored.")
+
+    @model_validator(mode="after")
+    def has_a_conversation(self):
+        if (self.input is None or self.input == []) and self.previous_response_id is None:
+            raise InvalidRequest("input or previous_response_id is needed: there is nothing to compact", param="input")
+        return self

@@ -100,13 +100,37 @@ class ResponseUsage(BaseModel):
     total_tokens: int
 
 
+class CompactionOutput(BaseModel):
+    id: str
+    type: Literal["compaction"]
+    encrypted_content: str = Field(description="The model's summary, sealed: readable only by this installation.")
+
+
+class InputMessage(BaseModel):
+    id: str
+    type: Literal["message"]
+    status: str
+    role: Literal["user"]
+    content: list[dict[str, Any]]
+
+
+class CompactedResponse(BaseModel):
+    id: str
+    object: Literal["response.compaction"]
+    created_at: int
+    output: list[Annotated[InputMessage | CompactionOutput, Field(discriminator="type")]] = Field(
+        description="The user messages, then one compaction item standing for everything else."
+    )
+    usage: ResponseUsage
+
+
 class InputTokenCount(BaseModel):
     object: Literal["response.input_tokens"]
     input_tokens: int
 
 
 class IncompleteDetails(BaseModel):
-    reason: Literal["max_output_tokens"]
+    reason: Literal["max_output_tokens", "max_tool_calls", "steered"]
 
 
 class EchoedFunctionTool(BaseModel):

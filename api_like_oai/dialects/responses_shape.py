@@ -44,7 +44,8 @@ from .responses_tools import CUSTOM, FUNCTION, LOCAL_SHELL, TOOL_SEARCH, output_
 _SEQUENCE = sse.NUMBER_HOLES[0]  # the sequence number's stand-in in a sample frame
 _ID_PREFIXES = {TEXT: "msg", REASONING: "rs", FUNCTION: "fc", CUSTOM: "ctc", LOCAL_SHELL: "lsh", TOOL_SEARCH: "tsc"}
 # Why a response ended before the model's answer, by the finish reason the events end with.
-INCOMPLETE_REASONS = {"length": "max_output_tokens", "tool_rounds": "max_tool_calls"}
+# steered: stopped by a Responses WebSocket's response.steer (services/responses_socket.py)
+INCOMPLETE_REASONS = {"length": "max_output_tokens", "tool_rounds": "max_tool_calls", "steered": "steered"}
 
 
 class Keeper(Protocol):
@@ -322,6 +323,8 @@ class ResponsesShape:
         """An MCP listing or call under way: its in_progress event (a call's arguments first, whole)."""
         where = {"item_id": block.item["id"], "output_index": block.index}
         kind = block.item["type"]
+        if kind == "compaction":  # context_management compacted the conversation before the model was asked
+            return [self._event("response.compaction.compacting", **where)]
         if kind == LIST_TOOLS:
             return [self._event("response.mcp_list_tools.in_progress", **where)]
         if kind != CALL:

@@ -15,6 +15,7 @@ from ..protocol import ChatCompletionRequest
 from ..sealing import Seal
 from .common import SET_ASIDE_TOOLS_HEADER, chat_request, given, image_part, text_only
 from .responses import (
+    COMPACTION_PURPOSE,
     INPUT_SET_ASIDE_HEADER,
     REASONING_PURPOSE,
     InputImage,
@@ -37,6 +38,10 @@ from .responses_tools import (
     local_shell_arguments,
     plan_choice,
 )
+
+# How a compaction item's summary is put to the model: a user turn saying what it is (Codex's local
+# compaction writes its summary as a user message too).
+SUMMARY_PREFIX = "Summary of the conversation before this point (the earlier turns were compacted into it):\n\n"
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,10 @@ def chat_turns(request: ResponsesRequest, box: Toolbox, seal: Seal | None) -> _T
     if isinstance(request.input, str):
         turns.add_message("user", request.input)
         return turns
+    compacted_before = _last_compaction(request.input, seal)
     for n, item in enumerate(request.input):
+        if n < compacted_before and not _user_message(item):
+            continue  # the compaction item after it stands for it
         _add_item(turns, item, n, box, seal)
     if request.reasoning is not None and request.reasoning.context == "current_turn":
         _forget_earlier_thoughts(turns.messages)
@@ -208,6 +216,12 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
             turns.thoughts.append(thought)
         else:
             turns.set_aside.append((n, kind))
+    elif kind == "compaction":
+        summary = seal.unwrap(COMPACTION_PURPOSE, item.encrypted_content) if seal is not None else None
+        if summary:
+            turns.add_message("user", SUMMARY_PREFIX + summary)
+        else:
+            turns.set_aside.append((n, kind))
     elif kind == "message":
         role = "system" if item.role == "developer" else item.role
         turns.add_message(
@@ -215,6 +229,21 @@ def _add_item(turns: _Turns, item, n: int, box: Toolbox, seal: Seal | None) -> N
         )
     if isinstance(item, SetAsideItem):
         turns.set_aside.append((n, item.type))
+
+
+def _last_compaction(items: list, seal: Seal | None) -> int:
+    """The position of the last compaction item this installation sealed (0: none). It stands for every
+    item before it but the user messages, as /v1/responses/compact's output does: an answer compacted
+    automatically (context_management) and continued with previous_response_id is read the same way."""
+    for n in range(len(items) - 1, -1, -1):
+        item = items[n]
+        if item.type == "compaction" and seal is not None and seal.unwrap(COMPACTION_PURPOSE, item.encrypted_content):
+            return n
+    return 0
+
+
+def _user_message(item) -> bool:
+    return (item.type or "message") == "message" and item.role == "user"
 
 
 def recalled_thought(item: ReasoningItem, seal: Seal | None) -> str | None:

@@ -116,11 +116,26 @@ def _responses_endpoints() -> list[Endpoint]:
             ra.ResponseObject,
         ),
         (
+            "get",
+            "/v1/responses",
+            "The Responses API's WebSocket mode (an Upgrade: websocket handshake; response.create and "
+            "response.steer events in, the stream's events out)",
+            None,
+            None,
+        ),
+        (
             "post",
             "/v1/responses/input_tokens",
             "OpenAI Responses API: the prompt's token count",
             r.ResponsesRequest,
             ra.InputTokenCount,
+        ),
+        (
+            "post",
+            "/v1/responses/compact",
+            "Compact a conversation: its user messages, then one compaction item (the model's summary, sealed)",
+            r.CompactRequest,
+            ra.CompactedResponse,
         ),
         ("get", "/v1/responses/{response_id}", "A stored response, as it was answered", None, ra.ResponseObject),
         ("delete", "/v1/responses/{response_id}", "Delete a stored response", None, s.ResponseDeleted),

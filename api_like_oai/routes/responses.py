@@ -1,5 +1,6 @@
-"""OpenAI's Responses API: POST /v1/responses and /v1/responses/input_tokens, and the stored
-responses (GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items)."""
+"""OpenAI's Responses API: POST /v1/responses, /v1/responses/input_tokens and /v1/responses/compact,
+its WebSocket mode (GET /v1/responses upgraded: routes/responses_socket.py), and the stored responses
+(GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,32 @@ def create():
     )
 
 
+@bp.get("/v1/responses")
+@bp.get("/responses")
+@bp.get("/v1/responses", websocket=True)  # Werkzeug matches an Upgrade: websocket request only to these
+@bp.get("/responses", websocket=True)
+def socket():
+    """The WebSocket mode: the handshake upgraded, then the socket served until it ends."""
+    from .responses_socket import upgrade
+
+    return upgrade()
+
+
 @bp.post("/v1/responses/input_tokens")
 def input_tokens():
     from ..dialects.responses import ResponsesRequest
 
     request = parse_dialect(ResponsesRequest)
     return jsonify(_service().input_tokens(request, admission(), caller_scope(), state().seal, g.get("record")))
+
+
+@bp.post("/v1/responses/compact")
+def compact():
+    from ..dialects.responses import CompactRequest
+    from ..services import compaction
+
+    request = parse_dialect(CompactRequest)
+    return respond(compaction.compact(request, admission(), caller_scope(), state().seal, generation_context()))
 
 
 @bp.get("/v1/responses/<response_id>")

@@ -20,20 +20,42 @@ if TYPE_CHECKING:
 STOPPED, NOT_GENERATING, ABSENT = "stopped", "not generating", "absent"
 
 
+class StopSwitch:
+    """One generation's stop switch (an Event's `set` and `is_set`), and the finish reason the generation
+    then ends with: "stop" (stop-generation, a shut-down) unless who stopped it said another ("steered":
+    a Responses WebSocket's steering, which the Responses shape writes as incomplete, reason steered)."""
+
+    __slots__ = ("_event", "finish_reason")
+
+    def __init__(self):
+        self._event = threading.Event()
+        self.finish_reason = "stop"
+
+    def set(self, finish_reason: str = "stop") -> None:
+        self.finish_reason = finish_reason
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
 class InFlight:
     """The generations running in this process, so /v1/internal/stop-generation can end them; and
     `requests`, every request of this process not yet closed, with its live phase (a dashboard's view)."""
 
     def __init__(self):
         self.requests = LiveRequests()
-        self._stop_events: set[threading.Event] = set()
+        self._stop_events: set[StopSwitch] = set()
         self._lock = threading.Lock()
         self.shutting_down = False
+        # SIGTERM: the worker accepts no more connections; what is between requests on a connection of
+        # its own (a Responses WebSocket) ends now rather than hold the grace period (worker._drain)
+        self.draining = False
 
     @contextlib.contextmanager
     def track(self, record: RequestRecord | None = None):
         """A stop switch for one generation, in the set stop_all reaches (and on `record`, to stop it alone)."""
-        stop_event = threading.Event()
+        stop_event = StopSwitch()
         with self._lock:
             self._stop_events.add(stop_event)
         if record is not None:
@@ -118,10 +140,10 @@ class Context:
 
 
 def until_stopped(
-    events: Iterable[GenerationEvent], stop_event: threading.Event, choice_count: int, inflight: InFlight
+    events: Iterable[GenerationEvent], stop_event: StopSwitch, choice_count: int, inflight: InFlight
 ) -> Iterator[GenerationEvent]:
-    """`events`, ended early with finish_reason "stop" for every open choice once `stop_event` is set
-    (or with UpstreamUnavailable when the server is shutting down)."""
+    """`events`, ended early with the switch's finish reason ("stop" unless its setter said another) for
+    every open choice once `stop_event` is set (or with UpstreamUnavailable when the server is shutting down)."""
     open_choices = set(range(choice_count))
     for event in events:
         if event.finish_reason:
@@ -133,7 +155,7 @@ def until_stopped(
         raise UpstreamUnavailable("the proxy is shutting down; generation ended before it finished")
     if stop_event.is_set():
         for index in sorted(open_choices):
-            yield GenerationEvent(finish_reason="stop", index=index)
+            yield GenerationEvent(finish_reason=stop_event.finish_reason, index=index)
 
 
 class UsageCounter:

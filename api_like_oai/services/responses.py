@@ -16,9 +16,10 @@ from ..dialects.responses_translation import Translation
 from ..mcp.policy import Bounds
 from ..observability import stage
 from ..sealing import Seal
-from . import mcp_loop
+from . import compaction, mcp_loop
 from .admission import Admission, DialectRequest, client_request
 from .chat import chained, count_prompt_tokens, dialect_answer
+from .fitting import with_max_tokens
 from .inflight import Context
 from .scope import Scope, fetched, listed, removed, response_not_found
 from .stored_responses import Turn, kept
@@ -34,6 +35,10 @@ def create(
     if servers:  # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
         request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
     dialect, translation, turn = _admitted(request, scope, seal, admission, context.record, servers, mcp_bounds, waits_later=True)
+    compacted = compaction.auto(request, dialect, turn, seal, context, admission.limits)
+    if compacted is not None:  # context_management: the conversation compacted before the model is asked
+        turn, translation = compacted, compacted.translation()
+        dialect.chat = with_max_tokens(translation.chat, dialect.chat.max_tokens)
     if mcp_loop.answered_before(turn.made):  # approved calls ran first: a forced tool_choice has had its call
         dialect.chat = mcp_loop.choice_satisfied(dialect.chat)
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
@@ -42,6 +47,8 @@ def create(
     if writer is not None:
         writer.begin(shape)
     transform = at_most(request.max_tool_calls) if request.max_tool_calls else None
+    if compacted is not None and not servers:  # the MCP loop writes the items made first itself
+        transform = chained([step for step in (compaction.made_first(turn.made), transform) if step is not None])
     if servers:
         loop = mcp_loop.tool_loop(
             dialect, translation.toolbox, servers, mcp_bounds, turn.made, context, transform, request.max_tool_calls

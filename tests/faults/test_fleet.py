@@ -164,6 +164,23 @@ def test_a_sessions_turns_through_both_fronts_stay_on_one_box(fleet):
         assert counts == [0, 8]
 
 
+def test_a_websockets_turns_through_a_front_stay_on_one_box(fleet):
+    """A Responses WebSocket at a front: its store: false turns, chained on the socket, are each sent to a
+    box as one self-contained request, all to the same box."""
+    fakes = fleet["fakes"]
+    before = [len(fake.requests) for fake in fakes]
+    with openai_client(fleet["fronts"][0].url, api_key=ADMIN).responses.connect() as connection:
+        previous = None
+        for turn in range(4):
+            connection.response.create(model=MODEL, input=f"socket turn {turn}", store=False, previous_response_id=previous)
+            response = next(event for event in connection if event.type in ("response.completed", "error")).response
+            previous = response.id
+    counts = sorted(len(fake.requests) - count for fake, count in zip(fakes, before, strict=True))
+    assert counts == [0, 4] and response.previous_response_id is not None
+    prompt = next(fake for fake in fakes if len(fake.requests) > before[fakes.index(fake)]).requests[-1]["prompt"]
+    assert prompt.index("socket turn 0") < prompt.index("socket turn 3")
+
+
 def test_the_cold_start_lock_names_one_box_to_every_front(fleet):
     from api_like_oai.fleet import lock
     from api_like_oai.fleet.membership import connect

@@ -1,0 +1,174 @@
+"""The WebSocket's transport: `GET /v1/responses` upgraded (simple-websocket on the connection gunicorn
+hands over), and each turn run through the app as `POST /v1/responses` with `stream: true`, so a
+response over a socket is admitted, limited, counted, recorded and stored exactly as one over HTTP.
+The session (state of earlier turns, one response in flight, steering) is services/responses_socket.py's.
+
+The key is checked at the handshake as for any request (app._identify_caller: 401 before the
+upgrade), and again by every turn, so a key revoked while its socket is open is refused at the next
+response. A browser's handshake from an origin the proxy does not allow is refused (403): browsers
+send no preflight for a WebSocket, so CORS would not stop a page from using a keyless proxy."""
+
+from __future__ import annotations
+
+import io
+import secrets
+
+from flask import Flask, Response, current_app, g, request
+
+from ..errors import InvalidRequest, PermissionDenied
+from ..services import responses_socket
+from . import state
+
+# What a turn's request does not take from the handshake's: the upgrade itself, and its body's framing.
+HANDSHAKE_ONLY = frozenset(
+    {
+        "HTTP_UPGRADE",
+        "HTTP_CONNECTION",
+        "HTTP_SEC_WEBSOCKET_KEY",
+        "HTTP_SEC_WEBSOCKET_VERSION",
+        "HTTP_SEC_WEBSOCKET_EXTENSIONS",
+        "HTTP_SEC_WEBSOCKET_PROTOCOL",
+        "HTTP_CONTENT_LENGTH",
+        "HTTP_CONTENT_TYPE",
+        "HTTP_TRANSFER_ENCODING",
+    }
+)
+SERVER_KEYS = ("SERVER_NAME", "SERVER_PORT", "SERVER_PROTOCOL", "REMOTE_ADDR", "REMOTE_PORT", "SCRIPT_NAME")
+SESSION_HEADER = "HTTP_X_CLAUDE_CODE_SESSION_ID"  # the session key routing places a conversation by
+
+
+def upgrade() -> Response:
+    """Serve the socket until it ends; the connection is then closed (gunicorn's worker)."""
+    environ = request.environ
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        raise InvalidRequest("GET /v1/responses is the WebSocket mode: send the upgrade (or POST a response)")
+    if "gunicorn.socket" not in environ:
+        raise InvalidRequest("the WebSocket mode needs the proxy's own server (api-like-oai), not a test client")
+    _check_origin(request.headers.get("Origin"))
+    from simple_websocket import ConnectionError as NotAHandshake
+    from simple_websocket import Server
+    from wsproto.utilities import RemoteProtocolError
+
+    limits = state().settings.limits
+    # No permessage-deflate (the client's offer is not passed on): compressing every event costs more CPU
+    # than the bytes it saves on the loopback or LAN between an agent and its proxy.
+    handshake = {name: value for name, value in environ.items() if name != "HTTP_SEC_WEBSOCKET_EXTENSIONS"}
+    handshake["gunicorn.socket"] = _WholeSends(environ["gunicorn.socket"])
+    try:
+        socket = Server(handshake, max_message_size=limits.max_body_bytes)
+    except (NotAHandshake, RemoteProtocolError):
+        raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)") from None
+    record = g.get("record")
+    if record is not None:  # the handshake's line now; each response has its own record (the dashboard's live list)
+        record.status = 101
+        record.close()
+    turn_environ = _turn_environ(environ)
+    app = current_app._get_current_object()
+    shared = state()
+    responses_socket.serve(
+        _Adapter(socket),
+        lambda body: _Turn(app, turn_environ, body),
+        lambda: shared.inflight.draining or shared.inflight.shutting_down,
+        # a held chain is sent back as a request's input: no longer than a request may be (as a stored turn)
+        responses_socket.Limits(held_bytes=limits.max_body_bytes),
+    )
+    return _Ended(status=101)
+
+
+def _check_origin(origin: str | None) -> None:
+    allowed = state().settings.cors_origins
+    if origin is not None and "*" not in allowed and origin not in allowed:
+        raise PermissionDenied("a WebSocket from this origin is not allowed (--cors-origins)")
+
+
+def _turn_environ(environ: dict) -> dict:
+    """The handshake's environ as each turn's request starts from: its headers (the key among them), the
+    server's names, a session key of the socket's own unless the client sent one."""
+    kept = {name: value for name, value in environ.items() if name.startswith("HTTP_") and name not in HANDSHAKE_ONLY}
+    kept |= {name: environ[name] for name in SERVER_KEYS if name in environ}
+    kept |= {name: value for name, value in environ.items() if name.startswith("wsgi.") and name != "wsgi.input"}
+    kept.setdefault(SESSION_HEADER, "ws_" + secrets.token_hex(12))
+    return kept
+
+
+class _Turn:
+    """One turn run through the app as `POST /v1/responses` (responses_socket.TurnAnswer)."""
+
+    def __init__(self, app: Flask, turn_environ: dict, body: bytes):
+        environ = dict(turn_environ)
+        environ |= {"REQUEST_METHOD": "POST", "PATH_INFO": "/v1/responses", "QUERY_STRING": ""}
+        environ |= {"CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}
+        self.status = 500
+        # An app context of its own: Flask would otherwise give the turn the handshake's (its `g`).
+        with app.app_context():
+            self.body = app.wsgi_app(environ, self._start_response)
+            self.record = g.get("record")
+
+    def _start_response(self, status: str, headers, exc_info=None):
+        self.status = int(status[:3])
+        return lambda data: None
+
+    def chunks(self):
+        return iter(self.body)
+
+    def stop(self, finish_reason: str) -> bool:
+        return self.record.stop(finish_reason) if self.record is not None else False
+
+    def close(self) -> None:
+        close = getattr(self.body, "close", None)
+        if close is not None:
+            close()
+
+
+class _Adapter:
+    """simple-websocket's server as responses_socket.Socket."""
+
+    def __init__(self, socket):
+        self.socket = socket
+
+    def receive(self, timeout):
+        from simple_websocket import ConnectionClosed
+
+        try:
+            return self.socket.receive(timeout=timeout)
+        except ConnectionClosed:
+            raise responses_socket.SocketClosed() from None
+
+    def send(self, text) -> None:
+        from simple_websocket import ConnectionClosed
+
+        try:
+            self.socket.send(text if isinstance(text, str) else text.decode())
+        except (ConnectionClosed, OSError):
+            raise responses_socket.SocketClosed() from None
+
+    def close(self, code: int, reason: str) -> None:
+        from simple_websocket import ConnectionClosed
+
+        try:
+            self.socket.close(code, reason)
+        except (ConnectionClosed, OSError):
+            pass
+
+
+class _WholeSends:
+    """The client's socket for simple-websocket, whose `send` must write a whole frame: a plain send()
+    may write part of a large one (a response.completed event) and drop the rest."""
+
+    def __init__(self, sock):
+        self._sock = sock
+
+    def send(self, data) -> int:
+        self._sock.sendall(data)
+        return len(data)
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+class _Ended(Response):
+    """What the view returns once the socket is over: gunicorn's worker closes the connection on
+    StopIteration (the handshake's 101 was written by simple-websocket; nothing more may be)."""
+
+    def __call__(self, environ, start_response):
+        raise StopIteration()
