@@ -18,6 +18,7 @@ from .access.gate import Gate, Ticket
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
+from .batch.lines import ENVIRON_KEY as BATCH_LINE
 from .dashboard.buckets import open_buckets
 from .dashboard.history import History
 from .dashboard.live import Collector, LiveRequest, LiveView, Sources, live_requests
@@ -28,10 +29,12 @@ from .routes import (
     STATE_KEY,
     admin_once_configured,
     audio,
+    batches,
     conversations,
     dashboard,
     docs,
     embeddings,
+    files,
     fleet,
     internal,
     keys,
@@ -100,6 +103,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.before_request(_open_record)
     if settings.fleet is not None:  # before the key check: a fleet call's client was checked at its front
         app.before_request(fleet.trust_fleet_call)
+    app.before_request(_batch_line)  # a batch's line run in-process: its key is the batch's
     if state(app).gate.required:
         app.before_request(_identify_caller)
         app.after_request(_rate_limit_headers)
@@ -126,6 +130,8 @@ def _register_blueprints(app: Flask, settings: Settings) -> None:
         dashboard.bp,
         rerank.bp,
         audio.bp,
+        files.bp,
+        batches.bp,
     ):
         app.register_blueprint(blueprint)
     if settings.native_api:
@@ -326,6 +332,7 @@ def _identify_caller():
         or request.path.startswith("/docs/")
         or dashboard.is_page(request.path)
         or g.get("fleet_call")
+        or "ticket" in g
     ):
         return
     shared = state()
@@ -337,6 +344,37 @@ def _identify_caller():
     if record is not None and ticket.caller.record is not None:
         ticket.record = record
         record.on_close.append(ticket.finish)
+
+
+def _batch_line():
+    """A batch's line, run by the batch runner through the app (batch/runner.call): the caller is the
+    batch's key as the runner gives it in the WSGI environ (never from a header), at the background
+    priority, with its limits and usage as any request's."""
+    on_behalf = request.environ.get(BATCH_LINE)
+    if on_behalf is None:
+        return
+    shared = state()
+    ticket = g.ticket = Ticket(on_behalf.caller, shared.gate, shared.metrics)
+    record = g.get("record")
+    if record is not None:
+        record.key_name = ticket.caller.name
+        if ticket.caller.record is not None:
+            ticket.record = record
+            record.on_close.append(ticket.finish)
+
+
+def start_batch_runner(app: Flask) -> None:
+    """This worker's batch runner (batch/runner.py), started by the server once the app is built; none
+    with --store none (batches live in the store)."""
+    shared = state(app)
+    if shared.store is None:
+        return
+    from .batch.runner import Runner
+
+    def slots() -> int:
+        return max((model.upstream.slot_count() or 1 for model in shared.registry.models.values()), default=1)
+
+    Runner(app, shared.store, shared.gate, slots).start()
 
 
 def _rate_limit_headers(response: Response) -> Response:

@@ -155,6 +155,13 @@ class FleetUnavailable(UpstreamUnavailable):
     code = "fleet_unavailable"
 
 
+class Preempted(UpstreamUnavailable):
+    """A background generation (a batch's line) stopped to give its slot to an interactive request; the
+    batch runner runs it again (batch/runner.py), so no client sees this."""
+
+    code = "preempted"
+
+
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"

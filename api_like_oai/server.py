@@ -174,6 +174,9 @@ def _gunicorn_application():
             _raise_file_limit()
             app = self.make_app(run_dir=self.run_dir if self.settings.workers > 1 else None)
             log_start(app, self.settings)
+            from .app import start_batch_runner  # in the worker: the master imports no app
+
+            start_batch_runner(app)
             return CountedApp(app)
 
     return GunicornServer

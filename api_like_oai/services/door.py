@@ -9,7 +9,8 @@ admitted the request rather than read from context variables inside the pool.
   counts are written as they arrive. A chat request an upstream renders itself carries no prompt here:
   its usage is counted from the upstream's answer, as before.
 - **Priority**: every slot of the model's servers busy, a generation waits for one in its key's priority
-  order (`access.priority.SlotQueue`, one per model).
+  order (`access.priority.SlotQueue`, one per model); a background one (a batch's line) that a waiter
+  preempts is stopped at its next event (`Preempted`), which frees its slot.
 - **Renewal**: a model the proxy starts, none of whose replicas answered, is renewed once (the lease).
 """
 
@@ -22,6 +23,7 @@ from ..access.keys import NORMAL
 from ..access.priority import Place, SlotQueue
 from ..backends.events import GenerationEvent
 from ..backends.upstream import Capabilities, Renew, Upstream, UpstreamRequest
+from ..errors import Preempted
 
 
 class Door:
@@ -144,13 +146,17 @@ class Door:
 
 def _watched(events: Iterator[GenerationEvent], observe, place: Place | None) -> Iterator[GenerationEvent]:
     """`events`, each shown to `observe` first (the key's usage, written as it arrives), the slot `place`
-    released when they end or are closed."""
+    released when they end or are closed; a background place preempted ends them with Preempted."""
+    preempted = place.preempted if place is not None else None
     try:
-        if observe is None:
+        if observe is None and preempted is None:
             yield from events
         else:
             for event in events:
-                observe(event)
+                if preempted is not None and preempted.is_set():
+                    raise Preempted("stopped for an interactive request; the batch runs this line again")
+                if observe is not None:
+                    observe(event)
                 yield event
     finally:
         close = getattr(events, "close", None)

@@ -1,0 +1,133 @@
+"""OpenAI's Batch API over the store: a batch is an object owned by its key, its document OpenAI's batch
+object (plus the ids of its result files, private), listed through the key's index of batches and put
+on the queue every runner reads (runner.py). Only the runner writes a batch's document after it was
+created: a cancel is an item ("cancel") added to the batch, which the runner reads, so two writers
+never race over the document.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import InvalidRequest, NotFound
+from ..services.scope import Scope
+from ..services.stored_items import item_list
+from ..store import DuplicateItem, Page, Store, UnknownCursor, new_id
+from ..store.settings import duration
+from . import files
+from .models import BatchCreate, BatchListQuery
+
+QUEUE_KEY = "batch-queue"  # the batches not finished yet, of every key: {"id": batch id, "owner": ...}
+RUNNER_OWNER = "batch-runner"  # owns the queue and the claims: no key's digest (64 hex digits) is this
+CANCEL_ITEM = "cancel"
+RUNNING = ("validating", "in_progress")
+FINISHED = ("completed", "failed", "expired", "cancelled")
+
+
+def index_key(owner: str) -> str:
+    """The object listing `owner`'s batches (not a batch id: those start with "batch_")."""
+    return f"batches-of-{owner}"
+
+
+def not_found(batch_id: str) -> NotFound:
+    return NotFound(f"No batch found with id '{batch_id}'.")
+
+
+def create(scope: Scope, request: BatchCreate) -> dict:
+    """The batch made, listed and queued for a runner, `validating` until one checks its lines."""
+    store = scope.need()
+    try:
+        input_file = files.retrieve(scope, request.input_file_id)
+    except NotFound:
+        raise files.not_found(request.input_file_id, param="input_file_id") from None
+    if input_file["purpose"] != "batch":
+        raise InvalidRequest("the input file must be uploaded with the purpose 'batch'", param="input_file_id")
+    try:
+        window = duration(request.completion_window)
+    except ValueError:
+        raise InvalidRequest('completion_window: write a duration such as "24h"', param="completion_window") from None
+    now = int(time.time())
+    batch = new_batch(request, now, window)
+    store.put(batch["id"], scope.owner, batch)
+    files.add_to_list(store, index_key(scope.owner), scope.owner, {"id": batch["id"]})
+    files.add_to_list(store, QUEUE_KEY, RUNNER_OWNER, {"id": batch["id"], "owner": scope.owner})
+    return public(batch)
+
+
+def new_batch(request: BatchCreate, now: int, window: float) -> dict:
+    return {
+        "id": new_id("batch"),
+        "object": "batch",
+        "endpoint": request.endpoint,
+        "errors": None,
+        "input_file_id": request.input_file_id,
+        "completion_window": request.completion_window,
+        "status": "validating",
+        "output_file_id": None,
+        "error_file_id": None,
+        "created_at": now,
+        "in_progress_at": None,
+        "expires_at": int(now + window),
+        "finalizing_at": None,
+        "completed_at": None,
+        "failed_at": None,
+        "expired_at": None,
+        "cancelling_at": None,
+        "cancelled_at": None,
+        "request_counts": {"total": 0, "completed": 0, "failed": 0},
+        "metadata": dict(request.metadata or {}),
+        "_output_seconds": request.output_expires_after.seconds if request.output_expires_after else None,
+    }
+
+
+def retrieve(scope: Scope, batch_id: str) -> dict:
+    return public(_stored(scope.need(), scope.owner, batch_id), cancel_of(scope.need(), scope.owner, batch_id))
+
+
+def _stored(store: Store, owner: str, batch_id: str) -> dict:
+    batch = store.get(batch_id, owner) if batch_id.startswith("batch_") else None
+    if batch is None:
+        raise not_found(batch_id)
+    return batch
+
+
+def cancel_of(store: Store, owner: str, batch_id: str) -> dict | None:
+    """The cancel asked for the batch ({"id": "cancel", "at": ...}), or None."""
+    return store.item(batch_id, owner, CANCEL_ITEM)
+
+
+def cancel(scope: Scope, batch_id: str) -> dict:
+    """The batch as it is, `cancelling` until its runner stops it (a finished batch is left as it is)."""
+    store = scope.need()
+    batch = _stored(store, scope.owner, batch_id)
+    if batch["status"] not in FINISHED and cancel_of(store, scope.owner, batch_id) is None:
+        try:
+            store.append(batch_id, scope.owner, [{"id": CANCEL_ITEM, "at": int(time.time())}])
+        except DuplicateItem:
+            pass  # cancelled twice at once
+    return retrieve(scope, batch_id)
+
+
+def listing(scope: Scope, query: BatchListQuery) -> dict:
+    """A page of the caller's batches, newest first."""
+    store = scope.need()
+    try:
+        page = store.page(index_key(scope.owner), scope.owner, after=query.after, limit=query.limit, order="desc")
+    except UnknownCursor:
+        raise NotFound(f"No batch found with id '{query.after}'.", param="after") from None
+    found = []
+    for entry in page.items if page is not None else []:
+        batch = store.get(entry["id"], scope.owner)
+        if batch is None:  # expired with the store's lifetime
+            store.delete_item(index_key(scope.owner), scope.owner, entry["id"])
+        else:
+            found.append(public(batch, cancel_of(store, scope.owner, entry["id"])))
+    return item_list(Page(found, page is not None and page.has_more))
+
+
+def public(batch: dict, cancelled: dict | None = None) -> dict:
+    """The batch as OpenAI shows it: without the private fields, `cancelling` once a cancel was asked."""
+    shown = {name: value for name, value in batch.items() if not name.startswith("_")}
+    if cancelled is not None and shown["status"] in RUNNING:
+        shown |= {"status": "cancelling", "cancelling_at": cancelled["at"]}
+    return shown
