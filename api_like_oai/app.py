@@ -372,6 +372,10 @@ def start_batch_runner(app: Flask) -> None:
     from .batch.runner import Runner
 
     def slots() -> int:
+        """The most slots a model has: how many lines to keep in flight (1 until a /props says)."""
+        for model in shared.registry.models.values():
+            if model.upstream.slot_count() is None and model.facts is not None:
+                model.facts.known_soon()  # /props asked at most every 10 s while it does not answer
         return max((model.upstream.slot_count() or 1 for model in shared.registry.models.values()), default=1)
 
     Runner(app, shared.store, shared.gate, slots).start()

@@ -16,7 +16,7 @@ import json
 import secrets
 from dataclasses import dataclass
 
-import orjson
+from ..store.base import encode
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def new_request_id(prefix: str = "batch_req") -> str:
 
 def _item(number: int, result: dict) -> dict:
     """The store item of a result: the line's number as its id, the JSON line as its text."""
-    return {"id": str(number), "text": orjson.dumps(result).decode() + "\n"}
+    return {"id": str(number), "text": encode(result).decode().lstrip() + "\n"}  # integers past 64 bits too
 
 
 def succeeded(status: int) -> bool:

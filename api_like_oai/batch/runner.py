@@ -217,24 +217,31 @@ class Job:
         return {item["id"] for item in page.items} if page is not None else set()
 
     def _run_lines(self, caller: Caller, pending: list[lines.Line]) -> None:
-        """The pending lines, up to the models' slots at once, until they are done or the batch stops."""
+        """The pending lines, as many at once as the models have slots (asked again as lines end: a
+        model's /props may be read only by the first line), until they are done or the batch stops."""
         todo = iter(pending)
         todo_lock = threading.Lock()
         on_behalf = lines.OnBehalf(caller, self.owner)
+        emptied = threading.Event()
 
         def work() -> None:
             while self.stop_reason is None:
                 with todo_lock:
                     line = next(todo, None)
                 if line is None:
+                    emptied.set()
                     return
                 self._answer(line, on_behalf)
 
-        workers = [threading.Thread(target=work, daemon=True) for _ in range(max(1, self.runner.slots()))]
-        for worker in workers:
-            worker.start()
-        while alive := [worker for worker in workers if worker.is_alive()]:
-            alive[0].join(RENEW_SECONDS)
+        workers: list[threading.Thread] = []
+        while True:
+            workers = [worker for worker in workers if worker.is_alive()]
+            while not emptied.is_set() and self.stop_reason is None and len(workers) < max(1, self.runner.slots()):
+                workers.append(threading.Thread(target=work, daemon=True))
+                workers[-1].start()
+            if not workers:
+                break
+            workers[0].join(RENEW_SECONDS)
             self._check()
         self._end_lines(todo)
 

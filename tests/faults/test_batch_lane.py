@@ -1,0 +1,118 @@
+"""The batch lane against a fake llama.cpp with one slot and slow tokens: an interactive request that
+finds the slot busy with a batch's line is let in at once (the line is preempted and run again, once
+into the output), never queued behind the batch's lines; a batch past its completion window expires
+with its unrun lines failed; the Files and Batch APIs' refusals are OpenAI's errors."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import openai
+import pytest
+
+from ..conftest import openai_client
+from ..fake_llamacpp import FakeLlamaCpp
+from ..servers import eventually
+
+BATCH_TOKENS = 12  # a batch line's answer, at 0.15 s a token
+
+
+@pytest.fixture(scope="module")
+def slow_fake():
+    def script(body: dict) -> list[str]:
+        return [" b"] * BATCH_TOKENS if "batch line" in body["prompt"] else [" hi"]
+
+    upstream = FakeLlamaCpp(props_extra={"total_slots": 1}, script=script, behaviour="slow_tokens", token_interval=0.15).start()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(slow_fake, start_proxy, tmp_path_factory):
+    store = tmp_path_factory.mktemp("lane") / "store.sqlite3"
+    return start_proxy("--llama-api", slow_fake.url, "--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}")
+
+
+def batch_of(client: openai.OpenAI, count: int, window: str = "24h"):
+    rows = [
+        {"custom_id": f"line-{n}", "method": "POST", "url": "/v1/chat/completions", "body": chat(f"batch line {n}")}
+        for n in range(count)
+    ]
+    data = b"".join(json.dumps(row).encode() + b"\n" for row in rows)
+    uploaded = client.files.create(file=("lines.jsonl", io.BytesIO(data)), purpose="batch")
+    return client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window=window)
+
+
+def chat(text: str) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 32}
+
+
+def prompts(fake: FakeLlamaCpp) -> list[str]:
+    """What each request the fake received asked, in arrival order: "line-N" or "interactive"."""
+    said = []
+    for body in fake.requests:
+        prompt = body.get("prompt", "")
+        said.append(f"line-{prompt.split('batch line ')[1][0]}" if "batch line" in prompt else "interactive")
+    return said
+
+
+def finished(client: openai.OpenAI, batch_id: str):
+    found = {}
+
+    def done() -> bool:
+        found["batch"] = client.batches.retrieve(batch_id)
+        return found["batch"].status in ("completed", "failed", "expired", "cancelled")
+
+    eventually(done, "the batch finished", timeout=60)
+    return found["batch"]
+
+
+def test_an_interactive_request_preempts_a_batch_line_and_the_line_runs_again_once(proxy, slow_fake):
+    client = openai_client(proxy.url)
+    slow_fake.requests.clear()
+    batch = batch_of(client, 3)
+    eventually(lambda: slow_fake.streaming == 1 and prompts(slow_fake) == ["line-0"], "the first line generating")
+    answer = client.chat.completions.create(**chat("an interactive question"))
+    assert answer.choices[0].message.content == " hi"
+    # the interactive request came right after the line it preempted, before any other line of the batch
+    assert prompts(slow_fake)[:2] == ["line-0", "interactive"]
+    batch = finished(client, batch.id)
+    assert batch.status == "completed" and batch.request_counts.completed == 3
+    assert prompts(slow_fake).count("line-0") == 2  # preempted, then run again
+    output = [json.loads(row) for row in client.files.content(batch.output_file_id).text.splitlines()]
+    assert sorted(row["custom_id"] for row in output) == ["line-0", "line-1", "line-2"]
+    assert {row["response"]["body"]["choices"][0]["message"]["content"] for row in output} == {" b" * BATCH_TOKENS}
+
+
+def test_a_batch_past_its_window_expires_and_its_unrun_lines_fail(proxy):
+    client = openai_client(proxy.url)
+    batch = finished(client, batch_of(client, 4, window="3s").id)
+    assert batch.status == "expired" and batch.expired_at is not None
+    errors = [json.loads(row) for row in client.files.content(batch.error_file_id).text.splitlines()]
+    answered = client.files.content(batch.output_file_id).text.splitlines() if batch.output_file_id else []
+    assert len(answered) + len(errors) == 4 and len(errors) >= 1
+    assert {row["error"]["code"] for row in errors} == {"batch_expired"}
+    assert batch.request_counts.failed == len(errors) and batch.request_counts.completed == len(answered)
+
+
+def test_refusals_are_openai_errors(proxy):
+    client = openai_client(proxy.url)
+    notes = client.files.create(file=("notes.txt", b"hello"), purpose="user_data")
+    with pytest.raises(openai.BadRequestError) as wrong_purpose:
+        client.batches.create(input_file_id=notes.id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert wrong_purpose.value.body["param"] == "input_file_id"
+    with pytest.raises(openai.BadRequestError) as wrong_endpoint:
+        client.batches.create(input_file_id=notes.id, endpoint="/v1/moderations", completion_window="24h")
+    assert wrong_endpoint.value.body["param"] == "endpoint"
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.batches.create(input_file_id="file-nothing", endpoint="/v1/chat/completions", completion_window="24h")
+    assert unknown.value.body["param"] == "input_file_id"
+    with pytest.raises(openai.NotFoundError):
+        client.batches.retrieve("batch_nothing")
+    with pytest.raises(openai.BadRequestError) as no_file:
+        client.post("/files", body={"purpose": "batch"}, cast_to=object)
+    assert no_file.value.body["param"] == "file"
+    with pytest.raises(openai.BadRequestError) as short_expiry:
+        client.files.create(file=("x.txt", b"x"), purpose="user_data", expires_after={"anchor": "created_at", "seconds": 60})
+    assert short_expiry.value.body["param"] == "expires_after.seconds"

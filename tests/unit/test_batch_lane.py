@@ -1,0 +1,155 @@
+"""The batch lane without a server: a batch's lines checked up front and written in OpenAI's format, a
+file's content kept as items, and the background priority at a model's slot queue (after every key's
+request; preempted by one that finds every slot busy)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from api_like_oai.access.priority import BACKGROUND, SlotQueue
+from api_like_oai.backends.events import GenerationEvent
+from api_like_oai.backends.upstream import UpstreamRequest
+from api_like_oai.batch import files, lines
+from api_like_oai.errors import Preempted
+from api_like_oai.services.door import Door
+
+CHAT = "/v1/chat/completions"
+
+
+def line(custom_id, url=CHAT, body=None) -> bytes:
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": url, "body": body or {"model": "m"}}).encode()
+
+
+def test_every_line_is_checked_and_a_bad_one_is_named_not_fatal():
+    content = b"\n".join(
+        [
+            line("a"),
+            b"",  # blank lines are skipped, but counted in the numbering
+            b"{not json",
+            b"[1, 2]",
+            json.dumps({"url": CHAT, "body": {}}).encode(),
+            line("a"),
+            line("b", url="/v1/embeddings"),
+            json.dumps({"custom_id": "c", "method": "GET", "url": CHAT, "body": {}}).encode(),
+            json.dumps({"custom_id": "d", "url": CHAT, "body": "text"}).encode(),
+            line("e", body={"model": "m", "n": 10**30}),
+        ]
+    )
+    good, bad = lines.checked(content, CHAT)
+    assert [(g.number, g.custom_id) for g in good] == [(1, "a"), (10, "e")]
+    assert good[1].body["n"] == 10**30  # integers of any size stay exact
+    assert [(b.number, b.custom_id, b.code) for b in bad] == [
+        (3, None, "invalid_json_line"),
+        (4, None, "invalid_request"),
+        (5, None, "missing_required_parameter"),
+        (6, "a", "duplicate_custom_id"),
+        (7, "b", "mismatched_endpoint"),
+        (8, "c", "invalid_method"),
+        (9, "d", "invalid_request"),
+    ]
+
+
+def test_results_are_openai_lines_keyed_by_the_line_number():
+    good, bad = lines.checked(line("x") + b"\n" + b"oops", CHAT)
+    answered = lines.answered(good[0], 200, {"object": "chat.completion", "big": 10**30})
+    assert answered["id"] == "1" and answered["text"].endswith("\n")
+    written = json.loads(answered["text"])
+    assert written["id"].startswith("batch_req_") and written["custom_id"] == "x" and written["error"] is None
+    assert written["response"]["status_code"] == 200 and written["response"]["body"]["big"] == 10**30
+    assert written["response"]["request_id"].startswith("req_")
+    refused = json.loads(lines.refused(bad[0])["text"])
+    assert refused["response"] is None and refused["error"]["code"] == "invalid_json_line"
+    expired = json.loads(lines.refused(good[0], "batch_expired", "too late")["text"])
+    assert expired["custom_id"] == "x" and expired["error"] == {"code": "batch_expired", "message": "too late"}
+
+
+@pytest.mark.parametrize("content", [b"", b"one line\n" * 50_000, "é".encode() * 300_000, bytes(range(256)) * 4000])
+def test_a_files_content_comes_back_whole_from_its_items(content):
+    items = files.chunks(content)
+    assert files.joined(items) == content
+    assert all(len(item.get("text", item.get("base64", ""))) <= files.CHUNK_CHARACTERS for item in items)
+
+
+def test_a_background_generation_waits_behind_every_key_and_is_preempted_by_one():
+    queue = SlotQueue()
+    running = queue.take(1, BACKGROUND)
+    assert running.preempted is not None and not running.preempted.is_set()
+    served: list[str] = []
+
+    def ask(name: str, priority: str) -> None:
+        place = queue.take(1, priority)
+        served.append(name)
+        place.release()
+
+    threads = []
+    for name, priority in (("batch-2", BACKGROUND), ("low", "low")):
+        threads.append(threading.Thread(target=ask, args=(name, priority)))
+        threads[-1].start()
+        while queue.waiting < len(threads):
+            time.sleep(0.001)
+        # a waiting batch line preempts nothing; a key's request preempts the running line
+        assert running.preempted.is_set() == (priority != BACKGROUND)
+    running.release()
+    for thread in threads:
+        thread.join(5)
+    assert served == ["low", "batch-2"] and queue.preemptions == 1
+    assert queue.running == 0 and queue.waiting == 0
+
+
+def test_a_key_request_under_the_slot_count_preempts_nothing():
+    queue = SlotQueue()
+    background = queue.take(2, BACKGROUND)
+    interactive = queue.take(2, "normal")
+    assert not background.preempted.is_set() and interactive.preempted is None
+    background.release()
+    interactive.release()
+    assert queue.running == 0 and queue._background == []
+
+
+class Slow:
+    """An upstream whose generation gives an event whenever the test lets it."""
+
+    def __init__(self):
+        self.closed = False
+        self.next = threading.Semaphore(0)
+
+    def generate(self, request, **options):
+        def events():
+            try:
+                for n in range(100):
+                    self.next.acquire()
+                    yield GenerationEvent(text=f"t{n}")
+            finally:
+                self.closed = True
+
+        return events()
+
+    def slot_count(self):
+        return 1
+
+
+class BackgroundTicket:
+    caller = type("Caller", (), {"priority": BACKGROUND})()
+    metrics = None
+
+
+def test_the_door_stops_a_preempted_generation_at_its_next_event_and_frees_its_slot():
+    upstream, queue = Slow(), SlotQueue()
+    events = Door(upstream, queue, BackgroundTicket()).generate(UpstreamRequest("/completion", {}))
+    upstream.next.release()
+    assert next(events).text == "t0"
+    granted = []
+    waiter = threading.Thread(target=lambda: granted.append(queue.take(1, "high")))
+    waiter.start()
+    while queue.waiting == 0:
+        time.sleep(0.001)
+    upstream.next.release()
+    with pytest.raises(Preempted):
+        next(events)
+    waiter.join(5)
+    assert upstream.closed and len(granted) == 1 and queue.running == 1
+    granted[0].release()
