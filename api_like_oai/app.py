@@ -378,7 +378,7 @@ def start_batch_runner(app: Flask) -> None:
                 model.facts.known_soon()  # /props asked at most every 10 s while it does not answer
         return max((model.upstream.slot_count() or 1 for model in shared.registry.models.values()), default=1)
 
-    Runner(app, shared.store, shared.gate, slots).start()
+    Runner(app, shared.store, shared.gate, slots, shared.metrics).start()
 
 
 def _rate_limit_headers(response: Response) -> Response:

@@ -38,6 +38,7 @@ class Metrics:
         self._add_key_metrics()
         self._add_mcp_and_stream_metrics()
         self._add_fleet_and_audio_metrics()
+        self._add_batch_metrics()
         self._children: dict[tuple, object] = {}
 
     def _add_request_metrics(self) -> None:
@@ -149,6 +150,22 @@ class Metrics:
             "api_like_oai_slot_waiting",
             "Requests waiting in the proxy for a free upstream slot, by their key's priority",
             ["priority"],
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+
+    def _add_batch_metrics(self) -> None:
+        """The batch runners' lines (batch/runner.py)."""
+        self.batch_lines = Counter(
+            "api_like_oai_batch_lines",
+            "Batch lines answered by outcome (completed, failed), and preempted (stopped for an interactive "
+            "request, to run again)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.batch_lines_pending = Gauge(
+            "api_like_oai_batch_lines_pending",
+            "Lines of the batches being run that have no result yet",
             registry=self.registry,
             multiprocess_mode="livesum",
         )

@@ -45,15 +45,16 @@ POLL_SECONDS = 1.0  # how often a runner looks at the queue
 CLAIM_SECONDS = 10.0  # a claim not renewed this long is taken over (its runner is gone)
 RENEW_SECONDS = 2.0  # a runner renews its claims, checks cancels and writes its counts this often
 MAX_BATCHES = 4  # batches one worker runs at once
+LIMITED_PAUSE_SECONDS = 1.0  # a line over its key's rate limits is tried again after this
 
 
 class Runner:
     """The batch runner of one worker: `app` runs the lines, `store` holds the batches, `gate` says who
     a batch's owner is (its key now: a revoked key's batch stops), `slots()` how many lines to keep in
-    flight (the models' slots)."""
+    flight (the models' slots), `metrics` (observability.Metrics) counts the lines."""
 
-    def __init__(self, app, store: Store, gate, slots):
-        self.app, self.store, self.gate, self.slots = app, store, gate, slots
+    def __init__(self, app, store: Store, gate, slots, metrics=None):
+        self.app, self.store, self.gate, self.slots, self.metrics = app, store, gate, slots, metrics
         self.holder = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.running: set[str] = set()
         self._lock = threading.Lock()
@@ -161,6 +162,7 @@ class Job:
         self.stop_reason: str | None = None  # "cancelled", "expired", "lost" (the claim), "key" (gone)
         self.counts_lock = threading.Lock()
         self.last_written = 0.0
+        self.answered_here = 0  # pending lines this job answered (the pending gauge's part that ended)
 
     def run(self) -> None:
         batch = self.store.get(self.batch_id, self.owner)
@@ -185,7 +187,12 @@ class Job:
         for line in bad:
             self._write(lines.refused(line), success=False)
         if self.batch["status"] == "in_progress":
-            self._run_lines(caller, self._pending(good))
+            pending = self._pending(good)
+            self._count("pending", len(pending))
+            try:
+                self._run_lines(caller, pending)
+            finally:
+                self._count("pending", -self.unfinished(pending))
         self._finalize(good)
 
     def _input(self) -> bytes | None:
@@ -245,15 +252,37 @@ class Job:
             self._check()
         self._end_lines(todo)
 
+    def _count(self, what: str, delta: int = 1) -> None:
+        """/metrics: a line's outcome (completed, failed, preempted), or the pending lines' change."""
+        metrics = self.runner.metrics
+        if metrics is None:
+            return
+        if what == "pending":
+            metrics.batch_lines_pending.inc(delta)
+        else:
+            metrics.batch_lines.labels(what).inc(delta)
+
+    def unfinished(self, pending: list[lines.Line]) -> int:
+        """How many of `pending` still have no result here (the batch stopped, or its claim was lost)."""
+        return len(pending) - self.answered_here
+
     def _answer(self, line: lines.Line, on_behalf: lines.OnBehalf) -> None:
-        """Run one line (again while it is preempted) and write its result."""
+        """Run one line (again while it is preempted, or over one of its key's limits: a batch waits for
+        its key's room rather than failing lines) and write its result."""
         while True:
             status, body = call(self.runner.app, self.batch["endpoint"], line.body, on_behalf)
-            if not preempted(status, body) or self.stop_reason is not None:
+            if not (preempted(status, body) or rate_limited(status, body)) or self.stop_reason is not None:
                 break
-        if preempted(status, body):
+            if rate_limited(status, body):
+                time.sleep(LIMITED_PAUSE_SECONDS)
+            else:
+                self._count("preempted")
+        if preempted(status, body) or rate_limited(status, body):
             return  # the batch stops: the line is left for a later run (or the batch's end)
         self._write(lines.answered(line, status, body), lines.succeeded(status))
+        with self.counts_lock:
+            self.answered_here += 1
+        self._count("pending", -1)
 
     def _write(self, item: dict, success: bool) -> None:
         """A result written once (a second is refused by the store) and counted."""
@@ -263,6 +292,7 @@ class Job:
             return
         with self.counts_lock:
             self.batch["request_counts"]["completed" if success else "failed"] += 1
+        self._count("completed" if success else "failed")
 
     def _check(self) -> None:
         """Every RENEW_SECONDS while lines run: the claim renewed, a cancel or the window's end noticed,
@@ -354,3 +384,8 @@ def call(app, url: str, body: dict, on_behalf: lines.OnBehalf) -> tuple[int, obj
 def preempted(status: int, body) -> bool:
     """Whether the line was stopped to give its slot to an interactive request (then it runs again)."""
     return status == 503 and isinstance(body, dict) and (body.get("error") or {}).get("code") == "preempted"
+
+
+def rate_limited(status: int, body) -> bool:
+    """Whether the line was refused by its key's rate or token limits (then it waits and runs again)."""
+    return status == 429 and isinstance(body, dict) and (body.get("error") or {}).get("code") == "rate_limit_exceeded"

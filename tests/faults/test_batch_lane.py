@@ -10,6 +10,7 @@ import json
 
 import openai
 import pytest
+import requests
 
 from ..conftest import openai_client
 from ..fake_llamacpp import FakeLlamaCpp
@@ -83,6 +84,10 @@ def test_an_interactive_request_preempts_a_batch_line_and_the_line_runs_again_on
     output = [json.loads(row) for row in client.files.content(batch.output_file_id).text.splitlines()]
     assert sorted(row["custom_id"] for row in output) == ["line-0", "line-1", "line-2"]
     assert {row["response"]["body"]["choices"][0]["message"]["content"] for row in output} == {" b" * BATCH_TOKENS}
+    metrics = requests.get(proxy.url + "/metrics", timeout=10).text
+    assert 'api_like_oai_batch_lines_total{outcome="preempted"} 1.0' in metrics
+    assert 'api_like_oai_batch_lines_total{outcome="completed"} 3.0' in metrics
+    assert "api_like_oai_batch_lines_pending 0.0" in metrics
 
 
 def test_a_batch_past_its_window_expires_and_its_unrun_lines_fail(proxy):
