@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 from . import installation
 from .access.book import open_book
 from .access.gate import Gate, Ticket
+from .access.priority import asked
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
@@ -169,11 +170,14 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
+    registry, metrics = build_registry(settings), Metrics()
+    for model in registry.models.values():  # a request without a key counts as waiting too
+        model.places.on_wait = metrics.slot_waiting_noted
     return AppState(
         settings,
-        build_registry(settings),
+        registry,
         inflight,
-        Metrics(),
+        metrics,
         seal,
         store,
         siblings,
@@ -256,6 +260,7 @@ def _open_record():
     if shared.tracing is not None:
         record.tracing, record.traceparent = shared.tracing, request.headers.get("traceparent")
     record.on_close.append(shared.history.add)
+    record.priority = asked(request.headers.get("priority"))  # for clients that set no service_tier
     # A record leaves the live requests when it closes; a stream never iterated never closes its record.
     request.environ[ON_CLOSE].append(functools.partial(shared.inflight.requests.discard, record))
 

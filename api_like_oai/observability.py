@@ -170,6 +170,10 @@ class Metrics:
             multiprocess_mode="livesum",
         )
 
+    def slot_waiting_noted(self, priority: str, delta: int) -> None:
+        """A request begins (+1) or ends (-1) waiting for a slot (access.priority.SlotQueue's on_wait)."""
+        self.slot_waiting.labels(priority).inc(delta)
+
     def _add_fleet_and_audio_metrics(self) -> None:
         """A fleet front's relays to its boxes, and the audio transcribed."""
         self.fleet_relays = Counter(
@@ -331,6 +335,7 @@ class RequestRecord:
     error_code: str | None = None
     error_reason: str | None = None  # the error's message, for the dashboard's recent errors
     key_name: str | None = None  # the caller's key (access.keys.Caller.name), for the dashboard
+    priority: str | None = None  # asked by the request (service_tier, its priority header); its key's caps it
     closed: bool = False
     on_close: list = field(default_factory=list)  # called with the record once it is closed (access/: usage)
     # The live view (LiveRequests): where the request is now; how far its prompt was read (a

@@ -28,6 +28,22 @@ from .keys import NORMAL, PRIORITIES
 
 BACKGROUND = "background"  # a batch's lines: after every key's requests, and preempted by them
 RANK = {name: rank for rank, name in enumerate((*PRIORITIES, BACKGROUND))}
+# A request may ask for a priority: OpenAI's service_tier, or a `priority` header (for clients that set
+# no field); "default" and "auto" ask for the key's own. Browsers send RFC 9218's `priority: u=3, i`,
+# which names none of these and is set aside.
+ASKED = {"flex": "low", "priority": "high", "scale": "high", "high": "high", "normal": "normal", "low": "low"}
+
+
+def asked(value: str | None) -> str | None:
+    """The priority a service_tier or a priority header asks for; None: the key's own."""
+    return ASKED.get(value.strip().lower()) if isinstance(value, str) else None
+
+
+def capped(asked_priority: str | None, key_priority: str) -> str:
+    """The priority a request gets: what it asked, never above its key's (a key's own is its ceiling)."""
+    if asked_priority is None or RANK[asked_priority] < RANK.get(key_priority, RANK[NORMAL]):
+        return key_priority
+    return asked_priority
 
 
 @dataclass(order=True)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 from ..access.gate import Ticket
 from ..access.keys import NORMAL
-from ..access.priority import Place, SlotQueue
+from ..access.priority import Place, SlotQueue, capped
 from ..backends.events import GenerationEvent
 from ..backends.upstream import Capabilities, Renew, Upstream, UpstreamRequest
 from ..errors import Preempted
@@ -28,7 +28,8 @@ from ..errors import Preempted
 
 class Door:
     """`upstream` for one request: `ticket` its key (None without keys), `places` the model's slot queue,
-    `renewal()` its lease's renewal (None for a model the proxy does not start). Implements Upstream."""
+    `renewal()` its lease's renewal (None for a model the proxy does not start), `asked()` the priority
+    the request asked for (None: its key's). Implements Upstream."""
 
     def __init__(
         self,
@@ -36,8 +37,10 @@ class Door:
         places: SlotQueue | None = None,
         ticket: Ticket | None = None,
         renewal: Callable[[], Renew | None] = lambda: None,
+        asked: Callable[[], str | None] = lambda: None,
     ):
         self.upstream, self.places, self.ticket, self.renewal = upstream, places, ticket, renewal
+        self.asked = asked  # the priority the request asked for (access.priority.asked), read when it waits
 
     @property
     def renew(self) -> Renew | None:
@@ -88,8 +91,9 @@ class Door:
         slots are not the proxy's to count."""
         if self.places is None:
             return None
-        priority = self.ticket.caller.priority if self.ticket is not None else NORMAL
-        return self.places.take(self.upstream.slot_count(), priority, on_wait=self._note_waiting)
+        priority = capped(self.asked(), self.ticket.caller.priority if self.ticket is not None else NORMAL)
+        metered = self.ticket is not None and self.ticket.metrics is not None
+        return self.places.take(self.upstream.slot_count(), priority, on_wait=self._note_waiting if metered else None)
 
     def _note_waiting(self, priority: str, delta: int) -> None:
         """/metrics' requests waiting for a slot, by priority."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import threading
 
 import openai
 import pytest
@@ -22,7 +24,7 @@ BATCH_TOKENS = 12  # a batch line's answer, at 0.15 s a token
 @pytest.fixture(scope="module")
 def slow_fake():
     def script(body: dict) -> list[str]:
-        return [" b"] * BATCH_TOKENS if "batch line" in body["prompt"] else [" hi"]
+        return [" b"] * BATCH_TOKENS if "long" in body["prompt"] else [" hi"]
 
     upstream = FakeLlamaCpp(props_extra={"total_slots": 1}, script=script, behaviour="slow_tokens", token_interval=0.15).start()
     yield upstream
@@ -37,7 +39,7 @@ def proxy(slow_fake, start_proxy, tmp_path_factory):
 
 def batch_of(client: openai.OpenAI, count: int, window: str = "24h"):
     rows = [
-        {"custom_id": f"line-{n}", "method": "POST", "url": "/v1/chat/completions", "body": chat(f"batch line {n}")}
+        {"custom_id": f"line-{n}", "method": "POST", "url": "/v1/chat/completions", "body": chat(f"long batch line {n}")}
         for n in range(count)
     ]
     data = b"".join(json.dumps(row).encode() + b"\n" for row in rows)
@@ -50,11 +52,15 @@ def chat(text: str) -> dict:
 
 
 def prompts(fake: FakeLlamaCpp) -> list[str]:
-    """What each request the fake received asked, in arrival order: "line-N" or "interactive"."""
+    """What each request the fake received asked, in arrival order: "line-N" (a batch's), else the word
+    after "question" in its prompt (an interactive request's)."""
     said = []
     for body in fake.requests:
         prompt = body.get("prompt", "")
-        said.append(f"line-{prompt.split('batch line ')[1][0]}" if "batch line" in prompt else "interactive")
+        if "batch line" in prompt:
+            said.append(f"line-{prompt.split('batch line ')[1][0]}")
+        else:
+            said.append(re.search(r"question (\w+)", prompt)[1])
     return said
 
 
@@ -74,10 +80,10 @@ def test_an_interactive_request_preempts_a_batch_line_and_the_line_runs_again_on
     slow_fake.requests.clear()
     batch = batch_of(client, 3)
     eventually(lambda: slow_fake.streaming == 1 and prompts(slow_fake) == ["line-0"], "the first line generating")
-    answer = client.chat.completions.create(**chat("an interactive question"))
+    answer = client.chat.completions.create(**chat("an interactive question person"))
     assert answer.choices[0].message.content == " hi"
     # the interactive request came right after the line it preempted, before any other line of the batch
-    assert prompts(slow_fake)[:2] == ["line-0", "interactive"]
+    assert prompts(slow_fake)[:2] == ["line-0", "person"]
     batch = finished(client, batch.id)
     assert batch.status == "completed" and batch.request_counts.completed == 3
     assert prompts(slow_fake).count("line-0") == 2  # preempted, then run again
@@ -88,6 +94,40 @@ def test_an_interactive_request_preempts_a_batch_line_and_the_line_runs_again_on
     assert 'api_like_oai_batch_lines_total{outcome="preempted"} 1.0' in metrics
     assert 'api_like_oai_batch_lines_total{outcome="completed"} 3.0' in metrics
     assert "api_like_oai_batch_lines_pending 0.0" in metrics
+
+
+@pytest.mark.parametrize("how", ["service_tier", "header"])
+def test_a_request_asking_a_lower_priority_waits_behind_its_keys_own(proxy, slow_fake, how):
+    client = openai_client(proxy.url)
+    slow_fake.requests.clear()
+    lower = {"service_tier": "flex"} if how == "service_tier" else {"extra_headers": {"priority": "low"}}
+    higher = {"service_tier": "priority"} if how == "service_tier" else {"extra_headers": {"priority": "high"}}
+    asked: list = []
+    threads = [threading.Thread(target=lambda: client.chat.completions.create(**chat("a long question first")))]
+    threads[0].start()
+    eventually(lambda: slow_fake.streaming == 1, "the slot taken")
+    # a flex request waits behind its key's own, and one asking above its key's (normal) is held to it:
+    # it does not go before the plain request that came first
+    for count, (word, options) in enumerate((("flexible", lower), ("plain", {}), ("capped", higher)), 1):
+        threads.append(threading.Thread(target=ask, args=(client, word, options, asked)))
+        threads[-1].start()
+        eventually(lambda count=count: waiting(proxy) == count, f"{count} waiting for the slot")
+    for thread in threads:
+        thread.join(30)
+    assert prompts(slow_fake) == ["first", "plain", "capped", "flexible"] and len(asked) == 3
+
+
+def ask(client: openai.OpenAI, word: str, options: dict, answers: list) -> None:
+    answers.append(client.chat.completions.create(**chat(f"question {word}"), **options))
+
+
+def waiting(proxy) -> int:
+    """Requests waiting for a slot in the proxy, by /metrics."""
+    total = 0.0
+    for row in requests.get(proxy.url + "/metrics", timeout=10).text.splitlines():
+        if row.startswith("api_like_oai_slot_waiting{"):
+            total += float(row.rsplit(" ", 1)[1])
+    return int(total)
 
 
 def test_a_batch_past_its_window_expires_and_its_unrun_lines_fail(proxy):

@@ -153,3 +153,23 @@ def test_the_door_stops_a_preempted_generation_at_its_next_event_and_frees_its_s
     waiter.join(5)
     assert upstream.closed and len(granted) == 1 and queue.running == 1
     granted[0].release()
+
+
+@pytest.mark.parametrize(
+    ("sent", "key", "gets"),
+    [
+        ("flex", "normal", "low"),
+        ("priority", "normal", "normal"),  # never above the key's own
+        ("priority", "high", "high"),
+        ("default", "high", "high"),
+        ("auto", "low", "low"),
+        (" LOW ", "high", "low"),
+        ("u=3, i", "normal", "normal"),  # a browser's RFC 9218 header names no priority of ours
+        (None, "low", "low"),
+        ("high", BACKGROUND, BACKGROUND),  # a batch's line asks for nothing above the background
+    ],
+)
+def test_a_request_may_ask_a_priority_up_to_its_keys(sent, key, gets):
+    from api_like_oai.access.priority import asked, capped
+
+    assert capped(asked(sent), key) == gets
