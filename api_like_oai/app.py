@@ -40,6 +40,7 @@ from .routes import (
     internal,
     keys,
     lifecycle,
+    message_batches,
     models,
     native,
     offered_key,
@@ -133,6 +134,7 @@ def _register_blueprints(app: Flask, settings: Settings) -> None:
         audio.bp,
         files.bp,
         batches.bp,
+        message_batches.bp,
     ):
         app.register_blueprint(blueprint)
     if settings.native_api:

@@ -46,22 +46,40 @@ def create(scope: Scope, request: BatchCreate) -> dict:
         window = duration(request.completion_window)
     except ValueError:
         raise InvalidRequest('completion_window: write a duration such as "24h"', param="completion_window") from None
+    output_seconds = request.output_expires_after.seconds if request.output_expires_after else None
+    batch = new_batch(
+        request.input_file_id, request.endpoint, request.completion_window, window, request.metadata, output_seconds
+    )
+    return public(queued(store, scope.owner, batch, index_key(scope.owner)))
+
+
+def queued(store: Store, owner: str, batch: dict, index: str) -> dict:
+    """`batch` stored, listed in the owner's `index` and put on the runners' queue."""
+    store.put(batch["id"], owner, batch)
+    files.add_to_list(store, index, owner, {"id": batch["id"]})
+    files.add_to_list(store, QUEUE_KEY, RUNNER_OWNER, {"id": batch["id"], "owner": owner})
+    return batch
+
+
+def new_batch(
+    input_file_id: str,
+    endpoint: str,
+    completion_window: str,
+    window: float,
+    metadata: dict | None = None,
+    output_seconds: int | None = None,
+    prefix: str = "batch",
+) -> dict:
+    """A batch's document as created, expiring `window` seconds from now (`prefix`: its id's, "msgbatch"
+    for Anthropic's Message Batches)."""
     now = int(time.time())
-    batch = new_batch(request, now, window)
-    store.put(batch["id"], scope.owner, batch)
-    files.add_to_list(store, index_key(scope.owner), scope.owner, {"id": batch["id"]})
-    files.add_to_list(store, QUEUE_KEY, RUNNER_OWNER, {"id": batch["id"], "owner": scope.owner})
-    return public(batch)
-
-
-def new_batch(request: BatchCreate, now: int, window: float) -> dict:
     return {
-        "id": new_id("batch"),
+        "id": new_id(prefix),
         "object": "batch",
-        "endpoint": request.endpoint,
+        "endpoint": endpoint,
         "errors": None,
-        "input_file_id": request.input_file_id,
-        "completion_window": request.completion_window,
+        "input_file_id": input_file_id,
+        "completion_window": completion_window,
         "status": "validating",
         "output_file_id": None,
         "error_file_id": None,
@@ -75,19 +93,21 @@ def new_batch(request: BatchCreate, now: int, window: float) -> dict:
         "cancelling_at": None,
         "cancelled_at": None,
         "request_counts": {"total": 0, "completed": 0, "failed": 0},
-        "metadata": dict(request.metadata or {}),
-        "_output_seconds": request.output_expires_after.seconds if request.output_expires_after else None,
+        "_expired": 0,  # of the failed, the lines the window's end left unrun
+        "metadata": dict(metadata or {}),
+        "_output_seconds": output_seconds,
     }
 
 
 def retrieve(scope: Scope, batch_id: str) -> dict:
-    return public(_stored(scope.need(), scope.owner, batch_id), cancel_of(scope.need(), scope.owner, batch_id))
+    return public(stored(scope.need(), scope.owner, batch_id), cancel_of(scope.need(), scope.owner, batch_id))
 
 
-def _stored(store: Store, owner: str, batch_id: str) -> dict:
-    batch = store.get(batch_id, owner) if batch_id.startswith("batch_") else None
+def stored(store: Store, owner: str, batch_id: str, prefix: str = "batch_", missing=not_found) -> dict:
+    """The owner's batch (an id of another kind than `prefix`'s is none); `missing(batch_id)` raised if none."""
+    batch = store.get(batch_id, owner) if batch_id.startswith(prefix) else None
     if batch is None:
-        raise not_found(batch_id)
+        raise missing(batch_id)
     return batch
 
 
@@ -98,14 +118,17 @@ def cancel_of(store: Store, owner: str, batch_id: str) -> dict | None:
 
 def cancel(scope: Scope, batch_id: str) -> dict:
     """The batch as it is, `cancelling` until its runner stops it (a finished batch is left as it is)."""
-    store = scope.need()
-    batch = _stored(store, scope.owner, batch_id)
-    if batch["status"] not in FINISHED and cancel_of(store, scope.owner, batch_id) is None:
+    ask_cancel(scope.need(), scope.owner, stored(scope.need(), scope.owner, batch_id))
+    return retrieve(scope, batch_id)
+
+
+def ask_cancel(store: Store, owner: str, batch: dict) -> None:
+    """The cancel item added to a batch still running (its runner stops it); a finished one is left."""
+    if batch["status"] not in FINISHED and cancel_of(store, owner, batch["id"]) is None:
         try:
-            store.append(batch_id, scope.owner, [{"id": CANCEL_ITEM, "at": int(time.time())}])
+            store.append(batch["id"], owner, [{"id": CANCEL_ITEM, "at": int(time.time())}])
         except DuplicateItem:
             pass  # cancelled twice at once
-    return retrieve(scope, batch_id)
 
 
 def listing(scope: Scope, query: BatchListQuery) -> dict:

@@ -145,6 +145,77 @@ def endpoints() -> list[tuple]:
     ]
 
 
+def message_batch_endpoints() -> list[tuple]:
+    """Anthropic's Message Batches' documented routes (its descriptor's, routes/apis.py: errors in its shape)."""
+    return [
+        (
+            "post",
+            "/v1/messages/batches",
+            "Create a Message Batch (Anthropic's), run in the background",
+            MessageBatchCreate,
+            MessageBatch,
+        ),
+        ("get", "/v1/messages/batches", "The key's Message Batches, newest first", None, MessageBatchList),
+        ("get", "/v1/messages/batches/{batch_id}", "A Message Batch", None, MessageBatch),
+        ("post", "/v1/messages/batches/{batch_id}/cancel", "Cancel a Message Batch", None, MessageBatch),
+        ("delete", "/v1/messages/batches/{batch_id}", "Delete an ended Message Batch", None, MessageBatchDeleted),
+        ("get", "/v1/messages/batches/{batch_id}/results", "A Message Batch's results (JSONL)", None, None),
+    ]
+
+
 def queries() -> dict:
     """The list routes' queries, described by their models (routes/docs.py)."""
-    return {"/v1/files": FileListQuery, "/v1/batches": BatchListQuery}
+    return {"/v1/files": FileListQuery, "/v1/batches": BatchListQuery, "/v1/messages/batches": MessageBatchListQuery}
+
+
+class MessageBatchRequest(Request):
+    custom_id: StrictStr = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    params: dict = Field(description="A Messages API request (POST /v1/messages' body); `stream` is answered whole.")
+
+
+class MessageBatchCreate(Request):
+    """Anthropic's Message Batches: POST /v1/messages/batches."""
+
+    requests: list[MessageBatchRequest] = Field(min_length=1, max_length=100_000)
+
+
+class MessageBatchCounts(BaseModel):
+    processing: int
+    succeeded: int
+    errored: int
+    canceled: int
+    expired: int
+
+
+class MessageBatch(BaseModel):
+    id: str
+    type: Literal["message_batch"] = "message_batch"
+    processing_status: Literal["in_progress", "canceling", "ended"]
+    request_counts: MessageBatchCounts
+    ended_at: str | None = None
+    created_at: str
+    expires_at: str
+    archived_at: str | None = None
+    cancel_initiated_at: str | None = None
+    results_url: str | None = None
+
+
+class MessageBatchList(BaseModel):
+    data: list[MessageBatch]
+    has_more: bool
+    first_id: str | None = None
+    last_id: str | None = None
+
+
+class MessageBatchDeleted(BaseModel):
+    id: str
+    type: Literal["message_batch_deleted"] = "message_batch_deleted"
+
+
+class MessageBatchListQuery(BaseModel):
+    """GET /v1/messages/batches' query: the newest first, a page after `after_id` or before `before_id`."""
+
+    model_config = ConfigDict(extra="ignore")
+    after_id: str | None = None
+    before_id: str | None = None
+    limit: int = Field(20, ge=1, le=1000)

@@ -284,15 +284,16 @@ class Job:
             self.answered_here += 1
         self._count("pending", -1)
 
-    def _write(self, item: dict, success: bool) -> None:
-        """A result written once (a second is refused by the store) and counted."""
+    def _write(self, item: dict, success: bool) -> bool:
+        """A result written once (a second is refused by the store) and counted; whether it was written."""
         try:
             self.results.append(self.batch["_output_file" if success else "_error_file"], self.owner, [item])
         except DuplicateItem:
-            return
+            return False
         with self.counts_lock:
             self.batch["request_counts"]["completed" if success else "failed"] += 1
         self._count("completed" if success else "failed")
+        return True
 
     def _check(self) -> None:
         """Every RENEW_SECONDS while lines run: the claim renewed, a cancel or the window's end noticed,
@@ -312,7 +313,8 @@ class Job:
         """Lines never run: on expiry each is failed in the error file (OpenAI's `batch_expired`)."""
         if self.stop_reason == "expired":
             for line in todo:
-                self._write(lines.refused(line, "batch_expired", "the batch expired before this request ran"), success=False)
+                if self._write(lines.refused(line, "batch_expired", "the batch expired before this request ran"), success=False):
+                    self.batch["_expired"] = self.batch.get("_expired", 0) + 1
 
     def _finalize(self, good: list[lines.Line]) -> None:
         if self.stop_reason == "lost":
@@ -340,7 +342,8 @@ class Job:
         lifetime = min(self.batch.get("_output_seconds") or self.store.ttl_seconds, self.store.ttl_seconds)
         size = len(files.joined(page.items))
         self.results.update(file_id, self.owner, document | {"bytes": size, "created_at": now, "expires_at": int(now + lifetime)})
-        files.listed(self.store, self.owner, file_id)
+        if self.batch["id"].startswith("batch_"):  # an Anthropic Message Batch's results are read as its own
+            files.listed(self.store, self.owner, file_id)
         return file_id
 
     def _fail(self, code: str, message: str) -> None:
