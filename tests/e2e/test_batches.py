@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from ..conftest import openai_client
-from ..servers import eventually
+from ..servers import descendants_of, eventually, kill_instance
 
 KEYS = ("sk-batch-first", "sk-batch-second")
 FINISHED = ("completed", "failed", "expired", "cancelled")
@@ -264,3 +264,29 @@ def test_an_anthropic_batch_cancelled_says_which_requests_were_canceled(batch_pr
     assert kinds.count("succeeded") == counts.succeeded
     with pytest.raises(anthropic.BadRequestError):  # a running batch cannot be deleted; an ended one can
         client.messages.batches.delete(client.messages.batches.create(requests=[{"custom_id": "x", "params": params}]).id)
+
+
+def test_a_fleet_sharing_redis_runs_a_batch_once_and_survives_the_death_of_its_runner(llama_server, redis_server, start_proxies):
+    """Two instances share one Redis: the batch is run by one of them; that box dies (SIGKILL); the other
+    takes the batch over once the claim is stale, and every line is answered once."""
+    import redis
+
+    url = redis_server.url.rsplit("/", 1)[0] + "/5"
+    redis.Redis.from_url(url).flushdb()
+    flags = ["--llama-api", llama_server.url, "--store", url, "--api-key", KEYS[0]]
+    proxies = start_proxies(flags, flags)
+    client = client_of(proxies[0])
+    rows = [{**chat_line(n), "body": {**chat_line(n)["body"], "max_tokens": 24}} for n in range(40)]
+    batch = client.batches.create(input_file_id=upload(client, rows).id, endpoint="/v1/chat/completions", completion_window="24h")
+    eventually(lambda: client.batches.retrieve(batch.id).request_counts.completed >= 2, "some lines answered", timeout=120)
+    claim = json.loads(redis.Redis.from_url(url).hget(f"api-like-oai:{{{batch.id}-claim}}:object", "document"))
+    runner_pid = int(claim["holder"].split("-")[0])
+    running, other = sorted(proxies, key=lambda proxy: runner_pid not in [proxy.process.pid, *descendants_of(proxy.process.pid)])
+    assert runner_pid in descendants_of(running.process.pid)  # a worker of the instance that runs it
+    kill_instance(running.process)
+    survivor = client_of(other)
+    batch = finished(survivor, batch.id)
+    answers = results(survivor, batch.output_file_id)
+    assert batch.status == "completed" and batch.request_counts.completed == 40
+    assert sorted(line["custom_id"] for line in answers) == sorted(f"request-{n}" for n in range(40))
+    assert survivor.files.content(batch.output_file_id).content.count(b"\n") == 40
