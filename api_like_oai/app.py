@@ -16,6 +16,7 @@ from . import installation
 from .access.book import open_book
 from .access.gate import Gate, Ticket
 from .access.priority import asked
+from .access.usage import BATCH_API
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
@@ -363,7 +364,8 @@ def _batch_line():
     shared = state()
     ticket = g.ticket = Ticket(on_behalf.caller, shared.gate, shared.metrics)
     record = g.get("record")
-    if record is not None:
+    if record is not None:  # its usage, metrics and log line apart from interactive requests'
+        record.endpoint = BATCH_API + record.endpoint
         record.key_name = ticket.caller.name
         if ticket.caller.record is not None:
             ticket.record = record

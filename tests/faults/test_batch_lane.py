@@ -9,6 +9,7 @@ import io
 import json
 import re
 import threading
+import time
 
 import openai
 import pytest
@@ -161,3 +162,46 @@ def test_refusals_are_openai_errors(proxy):
     with pytest.raises(openai.BadRequestError) as short_expiry:
         client.files.create(file=("x.txt", b"x"), purpose="user_data", expires_after={"anchor": "created_at", "seconds": 60})
     assert short_expiry.value.body["param"] == "expires_after.seconds"
+
+
+ADMIN = {"Authorization": "Bearer admin-of-the-batch-lane"}
+
+
+@pytest.fixture(scope="module")
+def keyed_proxy(slow_fake, start_proxy, tmp_path_factory):
+    store = tmp_path_factory.mktemp("keyed") / "store.sqlite3"
+    flags = ("--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}", "--admin-key", ADMIN["Authorization"].split()[1])
+    return start_proxy("--llama-api", slow_fake.url, *flags)
+
+
+def managed_key(proxy, name: str, **limits) -> str:
+    created = requests.post(proxy.url + "/v1/internal/keys", json={"name": name, **limits}, headers=ADMIN, timeout=10)
+    assert created.status_code == 201, created.text
+    return created.json()["key"]
+
+
+def test_a_keys_batch_is_counted_apart_in_its_usage(keyed_proxy):
+    client = openai_client(keyed_proxy.url, api_key=managed_key(keyed_proxy, "labelling"))
+    client.chat.completions.create(**chat("question interactive"))
+    batch = finished(client, batch_of(client, 2).id)
+    assert batch.status == "completed"
+    today = int(time.time()) // 86400 * 86400
+    query = f"/v1/organization/usage/completions?start_time={today}&group_by=batch&group_by=api_key_id"
+    buckets = requests.get(keyed_proxy.url + query, headers=ADMIN, timeout=10).json()["data"]
+    rows = {(row["api_key_id"], row["batch"]): row for row in buckets[-1]["results"]}
+    assert rows["labelling", True]["num_model_requests"] == 2 and rows["labelling", False]["num_model_requests"] == 1
+    assert rows["labelling", True]["output_tokens"] == 2 * BATCH_TOKENS
+
+
+def test_files_count_in_the_keys_storage_quota(keyed_proxy):
+    client = openai_client(keyed_proxy.url, api_key=managed_key(keyed_proxy, "hoarder", max_stored_mib=1))
+    part = b"x" * (600 * 1024)
+    with pytest.raises(openai.APIStatusError) as too_large:
+        client.files.create(file=("big.txt", part * 2), purpose="user_data")
+    assert too_large.value.status_code == 413 and too_large.value.body["code"] == "storage_quota_exceeded"
+    kept = [client.files.create(file=(f"part-{n}.txt", part), purpose="user_data") for n in range(2)]
+    with pytest.raises(openai.RateLimitError) as full:
+        client.files.create(file=("part-2.txt", part), purpose="user_data")
+    assert full.value.body["code"] == "storage_quota_exceeded"
+    client.files.delete(kept[0].id)
+    client.files.create(file=("part-2.txt", part), purpose="user_data")  # room again
