@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from .access.usage import BATCH_API
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
+from .batch.batches import progress as batch_progress
 from .batch.lines import ENVIRON_KEY as BATCH_LINE
 from .dashboard.buckets import open_buckets
 from .dashboard.history import History
@@ -202,12 +204,13 @@ def _live_sources(shared: AppState) -> Sources:
             return own
         return own + [LiveRequest.from_wire(row) for rows in shared.siblings.ask("requests") for row in rows]
 
-    supervisor, fleet_front = shared.supervisor, shared.fleet
+    supervisor, fleet_front, store = shared.supervisor, shared.fleet, shared.store
     return Sources(
         requests,
         lambda: shared.registry.models.values(),
         (lambda: supervisor.ask("status")) if supervisor is not None else (lambda: None),
         (lambda: fleet_front.membership.current()) if fleet_front is not None else None,
+        (lambda: batch_progress(store, time.time())) if store is not None else list,
     )
 
 

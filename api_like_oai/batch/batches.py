@@ -33,8 +33,9 @@ def not_found(batch_id: str) -> NotFound:
     return NotFound(f"No batch found with id '{batch_id}'.")
 
 
-def create(scope: Scope, request: BatchCreate) -> dict:
-    """The batch made, listed and queued for a runner, `validating` until one checks its lines."""
+def create(scope: Scope, request: BatchCreate, key_name: str | None = None) -> dict:
+    """The batch made, listed and queued for a runner, `validating` until one checks its lines;
+    `key_name` is its key's, for the dashboard."""
     store = scope.need()
     try:
         input_file = files.retrieve(scope, request.input_file_id)
@@ -50,6 +51,7 @@ def create(scope: Scope, request: BatchCreate) -> dict:
     batch = new_batch(
         request.input_file_id, request.endpoint, request.completion_window, window, request.metadata, output_seconds
     )
+    batch["_key"] = key_name
     return public(queued(store, scope.owner, batch, index_key(scope.owner)))
 
 
@@ -154,3 +156,36 @@ def public(batch: dict, cancelled: dict | None = None) -> dict:
     if cancelled is not None and shown["status"] in RUNNING:
         shown |= {"status": "cancelling", "cancelling_at": cancelled["at"]}
     return shown
+
+
+DASHBOARD_ROWS = 50  # the batches the dashboard shows, oldest queued first
+
+
+def progress(store: Store, now: float) -> list[dict]:
+    """The dashboard's rows of the batches not finished yet, every key's (dashboard.live filters them)."""
+    queue = store.page(QUEUE_KEY, RUNNER_OWNER, limit=DASHBOARD_ROWS)
+    rows = []
+    for entry in queue.items if queue is not None else []:
+        batch = store.get(entry["id"], entry["owner"])
+        if batch is not None:
+            rows.append(progress_row(batch, cancel_of(store, entry["owner"], entry["id"]), now))
+    return rows
+
+
+def progress_row(batch: dict, cancelled: dict | None, now: float) -> dict:
+    """A batch's progress (pure): lines done of all, the rate since it began, the time left at that rate."""
+    counts = batch["request_counts"]
+    done, total = counts["completed"] + counts["failed"], counts["total"]
+    began = batch.get("in_progress_at")
+    per_second = done / (now - began) if began and now > began and done else None
+    return {
+        "id": batch["id"],
+        "key": batch.get("_key"),
+        "endpoint": batch["endpoint"],
+        "status": public(batch, cancelled)["status"],
+        "total": total,
+        "completed": counts["completed"],
+        "failed": counts["failed"],
+        "lines_per_minute": per_second * 60 if per_second else None,
+        "eta_seconds": (total - done) / per_second if per_second else None,
+    }

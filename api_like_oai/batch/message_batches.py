@@ -34,7 +34,7 @@ def not_found(batch_id: str) -> NotFound:
     return NotFound(f"No message batch with id '{batch_id}'.")
 
 
-def create(scope: Scope, request: MessageBatchCreate, base_url: str) -> dict:
+def create(scope: Scope, request: MessageBatchCreate, base_url: str, key_name: str | None = None) -> dict:
     """The batch made and queued; a custom_id given twice is a 400 naming it."""
     store = scope.need()
     seen: set[str] = set()
@@ -50,7 +50,7 @@ def create(scope: Scope, request: MessageBatchCreate, base_url: str) -> dict:
     input_file = files.new_file(f"{PREFIX}_requests.jsonl", "batch", len(content), now, int(now + store.ttl_seconds))
     store.put(input_file["id"], scope.owner, input_file, files.chunks(content))
     batch = batches.new_batch(input_file["id"], ENDPOINT, WINDOW, WINDOW_SECONDS, prefix=PREFIX)
-    batch["_requests"] = len(request.requests)
+    batch["_requests"], batch["_key"] = len(request.requests), key_name
     return shown(batches.queued(store, scope.owner, batch, index_key(scope.owner)), None, base_url)
 
 

@@ -7,7 +7,7 @@ from flask import Blueprint, jsonify
 
 from ..batch import batches
 from ..batch.models import BatchCreate, BatchListQuery
-from . import parse_body
+from . import current_caller, parse_body
 from .files import list_query
 from .scope import admitted_scope
 
@@ -17,7 +17,7 @@ bp = Blueprint("batches", __name__)
 @bp.post("/v1/batches")
 def create():
     scope = admitted_scope()
-    return jsonify(batches.create(scope, parse_body(BatchCreate)))
+    return jsonify(batches.create(scope, parse_body(BatchCreate), current_caller().name))
 
 
 @bp.get("/v1/batches")

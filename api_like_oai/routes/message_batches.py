@@ -7,7 +7,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from ..batch import message_batches
 from ..batch.models import MessageBatchCreate, MessageBatchListQuery
-from . import parse_body
+from . import current_caller, parse_body
 from .files import list_query
 from .scope import admitted_scope
 
@@ -22,7 +22,7 @@ def _base_url() -> str:
 @bp.post("/v1/messages/batches")
 def create():
     scope = admitted_scope()
-    return jsonify(message_batches.create(scope, parse_body(MessageBatchCreate), _base_url()))
+    return jsonify(message_batches.create(scope, parse_body(MessageBatchCreate), _base_url(), current_caller().name))
 
 
 @bp.get("/v1/messages/batches")

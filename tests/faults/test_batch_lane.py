@@ -131,6 +131,24 @@ def waiting(proxy) -> int:
     return int(total)
 
 
+def test_the_dashboard_shows_a_running_batchs_progress(proxy):
+    client = openai_client(proxy.url)
+    batch = batch_of(client, 3)
+    with requests.get(proxy.url + "/v1/internal/events", stream=True, timeout=60) as response:
+        event, shown = None, None
+        for line in response.iter_lines():
+            if line.startswith(b"event: "):
+                event = line[7:].decode()
+            elif event == "live" and line.startswith(b"data: "):
+                rows = {row["id"]: row for row in json.loads(line[6:])["batches"]}
+                if batch.id in rows and rows[batch.id]["completed"] >= 1:
+                    shown = rows[batch.id]
+                    break
+    assert shown["status"] == "in_progress" and shown["total"] == 3 and shown["endpoint"] == "/v1/chat/completions"
+    assert shown["lines_per_minute"] > 0 and shown["eta_seconds"] is not None
+    finished(client, batch.id)
+
+
 def test_a_batch_past_its_window_expires_and_its_unrun_lines_fail(proxy):
     client = openai_client(proxy.url)
     batch = finished(client, batch_of(client, 4, window="3s").id)

@@ -173,3 +173,26 @@ def test_a_request_may_ask_a_priority_up_to_its_keys(sent, key, gets):
     from api_like_oai.access.priority import asked, capped
 
     assert capped(asked(sent), key) == gets
+
+
+def test_a_batchs_progress_row_has_its_rate_and_time_left_and_a_tenant_sees_its_own():
+    from api_like_oai.batch.batches import progress_row
+    from api_like_oai.dashboard.live import for_viewer
+
+    batch = {
+        "id": "batch_1",
+        "_key": "labelling",
+        "endpoint": CHAT,
+        "status": "in_progress",
+        "in_progress_at": 1000,
+        "request_counts": {"total": 100, "completed": 25, "failed": 5},
+    }
+    row = progress_row(batch, None, now=1060.0)
+    assert (row["lines_per_minute"], row["eta_seconds"], row["status"]) == (30.0, 140.0, "in_progress")
+    assert progress_row(batch, {"at": 1050}, now=1060.0)["status"] == "cancelling"
+    waiting = progress_row({**batch, "status": "validating", "in_progress_at": None}, None, now=1060.0)
+    assert waiting["lines_per_minute"] is None and waiting["eta_seconds"] is None
+    other = {**row, "id": "batch_2", "key": "someone-else"}
+    caller = type("Caller", (), {"name": "labelling", "allows": lambda self, name: True})()
+    assert for_viewer({"batches": [row, other]}, caller, sees_all=False)["batches"] == [row]
+    assert for_viewer({"batches": [row, other]}, caller, sees_all=True)["batches"] == [row, other]
