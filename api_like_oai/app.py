@@ -390,7 +390,32 @@ def start_batch_runner(app: Flask) -> None:
                 model.facts.known_soon()  # /props asked at most every 10 s while it does not answer
         return max((model.upstream.slot_count() or 1 for model in shared.registry.models.values()), default=1)
 
-    Runner(app, shared.store, shared.gate, slots, shared.metrics).start()
+    Runner(app, shared.store, shared.gate, slots, shared.metrics, _lane(shared)).start()
+
+
+def _lane(shared: AppState):
+    """lane_open(model asked) for the batch runner: whether the supervisor's models let a line for it
+    run now (batch.runner.may_run), their status asked at most once a second; always without one."""
+    from .batch.runner import may_run
+
+    supervisor = shared.supervisor
+    if supervisor is None:
+        return lambda requested: True
+    asked: list = [0.0, {}]
+
+    def lane_open(requested) -> bool:
+        try:
+            model, _ = shared.registry.lookup(requested if isinstance(requested, str) else None)
+        except ProxyError:
+            return True  # the line's own route answers it (a 404)
+        if time.monotonic() - asked[0] >= 1.0:
+            try:
+                asked[:] = [time.monotonic(), supervisor.ask("status")["models"]]
+            except ProxyError:
+                return True  # no status: the line's admission meets what is wrong
+        return may_run(asked[1], model.name)
+
+    return lane_open
 
 
 def _rate_limit_headers(response: Response) -> Response:

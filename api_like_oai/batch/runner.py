@@ -53,8 +53,9 @@ class Runner:
     a batch's owner is (its key now: a revoked key's batch stops), `slots()` how many lines to keep in
     flight (the models' slots), `metrics` (observability.Metrics) counts the lines."""
 
-    def __init__(self, app, store: Store, gate, slots, metrics=None):
+    def __init__(self, app, store: Store, gate, slots, metrics=None, lane_open=lambda model: True):
         self.app, self.store, self.gate, self.slots, self.metrics = app, store, gate, slots, metrics
+        self.lane_open = lane_open  # lane_open(model asked): whether a line for it may run now (see may_run)
         self.holder = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.running: set[str] = set()
         self._lock = threading.Lock()
@@ -270,6 +271,8 @@ class Job:
         """Run one line (again while it is preempted, or over one of its key's limits: a batch waits for
         its key's room rather than failing lines) and write its result."""
         while True:
+            while not self.runner.lane_open(line.body.get("model")) and self.stop_reason is None:
+                time.sleep(LIMITED_PAUSE_SECONDS)  # its model would evict one that people use: later
             status, body = call(self.runner.app, self.batch["endpoint"], line.body, on_behalf)
             if not (preempted(status, body) or rate_limited(status, body)) or self.stop_reason is not None:
                 break
@@ -392,3 +395,14 @@ def preempted(status: int, body) -> bool:
 def rate_limited(status: int, body) -> bool:
     """Whether the line was refused by its key's rate or token limits (then it waits and runs again)."""
     return status == 429 and isinstance(body, dict) and (body.get("error") or {}).get("code") == "rate_limit_exceeded"
+
+
+def may_run(started: dict, name: str) -> bool:
+    """Whether a batch's line for the model `name` may run now, by the supervisor's status of the models
+    it starts (`started`, by name; pure): a model it does not start, or one loaded, at once; one to be
+    loaded only while no other loaded model is in use (loading it could evict that one)."""
+    own = started.get(name)
+    if own is None or own["value"] == "loaded":
+        return True
+    others = [other for other_name, other in started.items() if other_name != name]
+    return not any(other["value"] == "loaded" and (other["in_flight"] or other["queued"]) for other in others)

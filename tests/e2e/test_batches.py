@@ -290,3 +290,27 @@ def test_a_fleet_sharing_redis_runs_a_batch_once_and_survives_the_death_of_its_r
     assert batch.status == "completed" and batch.request_counts.completed == 40
     assert sorted(line["custom_id"] for line in answers) == sorted(f"request-{n}" for n in range(40))
     assert survivor.files.content(batch.output_file_id).content.count(b"\n") == 40
+
+
+def test_a_batch_on_a_model_the_proxy_starts_loads_it_and_runs(provisioned, start_proxy, tmp_path):
+    """The lines of a model the proxy starts take its lease in-process like any request: the first loads it."""
+    proxy = start_proxy(
+        "--model",
+        provisioned["MODEL"],
+        "--model-name",
+        "smol",
+        "--llama-server",
+        provisioned["LLAMA_SERVER"],
+        "--llama-args",
+        "--ctx-size 1024 --parallel 2 --threads 1",
+        "--store",
+        f"sqlite://{tmp_path / 'store.sqlite3'}",
+    )
+    client = openai_client(proxy.url)
+    rows = [{**chat_line(n), "body": {**chat_line(n)["body"], "model": "smol"}} for n in range(4)]
+    batch = finished(
+        client,
+        client.batches.create(input_file_id=upload(client, rows).id, endpoint="/v1/chat/completions", completion_window="24h").id,
+    )
+    assert batch.status == "completed" and batch.request_counts.completed == 4
+    assert sorted(line["custom_id"] for line in results(client, batch.output_file_id)) == [f"request-{n}" for n in range(4)]

@@ -196,3 +196,24 @@ def test_a_batchs_progress_row_has_its_rate_and_time_left_and_a_tenant_sees_its_
     caller = type("Caller", (), {"name": "labelling", "allows": lambda self, name: True})()
     assert for_viewer({"batches": [row, other]}, caller, sees_all=False)["batches"] == [row]
     assert for_viewer({"batches": [row, other]}, caller, sees_all=True)["batches"] == [row, other]
+
+
+def loaded(in_flight: int = 0, queued: int = 0, value: str = "loaded") -> dict:
+    return {"value": value, "in_flight": in_flight, "queued": queued}
+
+
+@pytest.mark.parametrize(
+    ("started", "name", "may"),
+    [
+        ({}, "remote", True),  # a model the proxy does not start
+        ({"a": loaded(in_flight=3)}, "a", True),  # loaded: its lines run beside its users (the slot queue orders them)
+        ({"a": loaded(in_flight=1), "b": loaded(value="unloaded")}, "b", False),  # loading b could evict a, in use
+        ({"a": loaded(queued=1), "b": loaded(value="unloaded")}, "b", False),
+        ({"a": loaded(), "b": loaded(value="unloaded")}, "b", True),  # a is idle: b may be loaded
+        ({"a": loaded(in_flight=2, value="loading"), "b": loaded(value="unloaded")}, "b", True),
+    ],
+)
+def test_a_line_loads_a_model_only_when_that_evicts_nobodys(started, name, may):
+    from api_like_oai.batch.runner import may_run
+
+    assert may_run(started, name) is may
