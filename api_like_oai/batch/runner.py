@@ -170,6 +170,8 @@ class Job:
         if batch is not None and batch["status"] not in batches.FINISHED:
             self.batch = batch
             self._proceed()
+        if self.stop_reason == "lost":
+            return  # another runner holds the batch now: its queue entry and claim are its own
         self.store.delete_item(batches.QUEUE_KEY, batches.RUNNER_OWNER, self.batch_id)
         self.claim.release()
 
@@ -188,6 +190,7 @@ class Job:
         for line in bad:
             self._write(lines.refused(line), success=False)
         if self.batch["status"] == "in_progress":
+            self._check(at_once=True)  # cancelled or expired before it ran: no line starts
             pending = self._pending(good)
             self._count("pending", len(pending))
             try:
@@ -298,10 +301,10 @@ class Job:
         self._count("completed" if success else "failed")
         return True
 
-    def _check(self) -> None:
-        """Every RENEW_SECONDS while lines run: the claim renewed, a cancel or the window's end noticed,
-        the counts written."""
-        if time.time() - self.last_written < RENEW_SECONDS:
+    def _check(self, at_once: bool = False) -> None:
+        """Every RENEW_SECONDS while lines run (`at_once`: now): the claim renewed, a cancel or the
+        window's end noticed, the counts written."""
+        if time.time() - self.last_written < RENEW_SECONDS and not at_once:
             return
         if not self.claim.renew():
             self.stop_reason = "lost"

@@ -217,3 +217,24 @@ def test_a_line_loads_a_model_only_when_that_evicts_nobodys(started, name, may):
     from api_like_oai.batch.runner import may_run
 
     assert may_run(started, name) is may
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_one_runner_holds_a_batch_and_a_silent_one_is_taken_over(kind, tmp_path, request, monkeypatch):
+    from api_like_oai.batch import runner
+    from api_like_oai.store import StoreSettings, open_store
+
+    if kind == "sqlite":
+        store = open_store(StoreSettings("sqlite", str(tmp_path / "store.sqlite3")), 4096)
+    else:
+        store = open_store(StoreSettings("redis", request.getfixturevalue("redis_server").url.rsplit("/", 1)[0] + "/6"), 4096)
+        store.client.flushdb()
+    first = runner.Claim.take(store, "batch_x", "first")
+    assert first is not None and runner.Claim.take(store, "batch_x", "second") is None  # held, renewed just now
+    assert first.renew()
+    monkeypatch.setattr(runner, "CLAIM_SECONDS", 0.0)  # the first is silent from now on
+    second = runner.Claim.take(store, "batch_x", "second")
+    assert second is not None and second.epoch == 2
+    assert not first.renew() and second.renew()  # the first learns it lost the batch, and stops
+    assert runner.Claim.take(store, "batch_x", "third").epoch == 3  # (silent again: taken over again)
+    store.close()
