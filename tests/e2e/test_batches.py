@@ -151,6 +151,12 @@ def test_each_generation_endpoint_runs_as_a_batch(batch_proxy, endpoint, body, a
     assert batch.status == "completed" and batch.error_file_id is None
     assert sorted(line["custom_id"] for line in answers) == ["line-0", "line-1", "line-2"]
     assert {line["response"]["body"]["object"] for line in answers} == {answer_object}
+    if answer_object == "response":  # stored as the batch's key's own, as its requests' are
+        stored = answers[0]["response"]["body"]
+        retrieved = client.responses.retrieve(stored["id"])
+        assert retrieved.id == stored["id"] and retrieved.status == stored["status"]
+        with pytest.raises(openai.NotFoundError):
+            client_of(batch_proxy, KEYS[1]).responses.retrieve(stored["id"])
 
 
 def test_an_embeddings_batch(start_llama_server, start_proxy, tmp_path):
