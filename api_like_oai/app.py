@@ -375,13 +375,14 @@ def _batch_line():
             record.on_close.append(ticket.finish)
 
 
-def start_batch_runner(app: Flask) -> None:
+def start_batch_runner(app: Flask, run_dir: str | None = None) -> None:
     """This worker's batch runner (batch/runner.py), started by the server once the app is built; none
-    with --store none (batches live in the store)."""
+    with --store none (batches live in the store). With several workers (`run_dir`), one of them runs
+    the instance's batches at a time."""
     shared = state(app)
     if shared.store is None:
         return
-    from .batch.runner import Runner
+    from .batch.runner import Runner, one_per_instance
 
     def slots() -> int:
         """The most slots a model has: how many lines to keep in flight (1 until a /props says)."""
@@ -390,7 +391,7 @@ def start_batch_runner(app: Flask) -> None:
                 model.facts.known_soon()  # /props asked at most every 10 s while it does not answer
         return max((model.upstream.slot_count() or 1 for model in shared.registry.models.values()), default=1)
 
-    Runner(app, shared.store, shared.gate, slots, shared.metrics, _lane(shared)).start()
+    Runner(app, shared.store, shared.gate, slots, shared.metrics, _lane(shared), one_per_instance(run_dir)).start()
 
 
 def _lane(shared: AppState):

@@ -22,6 +22,7 @@ through the store and runs their lines in the background lane.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -53,9 +54,10 @@ class Runner:
     a batch's owner is (its key now: a revoked key's batch stops), `slots()` how many lines to keep in
     flight (the models' slots), `metrics` (observability.Metrics) counts the lines."""
 
-    def __init__(self, app, store: Store, gate, slots, metrics=None, lane_open=lambda model: True):
+    def __init__(self, app, store: Store, gate, slots, metrics=None, lane_open=lambda model: True, elected=lambda: True):
         self.app, self.store, self.gate, self.slots, self.metrics = app, store, gate, slots, metrics
         self.lane_open = lane_open  # lane_open(model asked): whether a line for it may run now (see may_run)
+        self.elected = elected  # whether this worker is its instance's runner (one_per_instance)
         self.holder = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.running: set[str] = set()
         self._lock = threading.Lock()
@@ -73,6 +75,8 @@ class Runner:
 
     def round(self) -> None:
         """Claim the queued batches nobody runs (up to MAX_BATCHES here) and start each."""
+        if not self.elected():
+            return
         queue = self.store.page(batches.QUEUE_KEY, batches.RUNNER_OWNER)
         for entry in queue.items if queue is not None else []:
             with self._lock:
@@ -409,3 +413,29 @@ def may_run(started: dict, name: str) -> bool:
         return True
     others = [other for other_name, other in started.items() if other_name != name]
     return not any(other["value"] == "loaded" and (other["in_flight"] or other["queued"]) for other in others)
+
+
+def one_per_instance(run_dir: str | None):
+    """elected() for a worker of an instance with several (`run_dir`: where they meet, siblings.py):
+    whether it runs the instance's batches, the first worker to lock a file there (asked again each
+    round: a dead worker's lock goes with it). One runner per instance keeps its lines within the
+    slots it orders (the slot queue is per worker): other workers' requests then wait in llama-server
+    behind the lines running, never behind lines waiting. None: a single worker, always elected."""
+    if run_dir is None:
+        return lambda: True
+    path = os.path.join(run_dir, "batch-runner.lock")
+    held: list[int] = []
+
+    def elected() -> bool:
+        if held:
+            return True
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            return False
+        held.append(descriptor)
+        return True
+
+    return elected

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sqlite3
 import threading
 import time
 
@@ -223,3 +224,24 @@ def test_files_count_in_the_keys_storage_quota(keyed_proxy):
     assert full.value.body["code"] == "storage_quota_exceeded"
     client.files.delete(kept[0].id)
     client.files.create(file=("part-2.txt", part), purpose="user_data")  # room again
+
+
+def test_with_several_workers_one_runs_the_instances_batches(slow_fake, start_proxy, tmp_path):
+    """Each worker orders only its own requests: the instance's batches are run by one worker, so its
+    lines never outnumber the slots that worker orders (a dead worker's role goes to another)."""
+    store = tmp_path / "store.sqlite3"
+    proxy = start_proxy(
+        "--llama-api", slow_fake.url, "--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}", "--workers", "2"
+    )
+    client = openai_client(proxy.url)
+    holders = set()
+    made = []
+    for _ in range(4):  # one after another: without the lock each would go to whichever worker polled first
+        made.append(batch_of(client, 2))
+        eventually(lambda: client.batches.retrieve(made[-1].id).status == "in_progress", "the batch running")
+        with sqlite3.connect(store) as db:
+            (document,) = db.execute("SELECT document FROM objects WHERE key = ?", (f"{made[-1].id}-claim",)).fetchone()
+        holders.add(json.loads(document)["holder"].split("-")[0])
+    assert len(holders) == 1
+    for batch in made:
+        assert finished(client, batch.id).request_counts.completed == 2
