@@ -280,14 +280,15 @@ class Job:
         while True:
             while not self.runner.lane_open(line.body.get("model")) and self.stop_reason is None:
                 time.sleep(LIMITED_PAUSE_SECONDS)  # its model would evict one that people use: later
-            status, body = call(self.runner.app, self.batch["endpoint"], line.body, on_behalf)
-            if not (preempted(status, body) or rate_limited(status, body)) or self.stop_reason is not None:
+            status, headers, body = call(self.runner.app, self.batch["endpoint"], line.body, on_behalf)
+            again = again_later(status, headers)
+            if again is None or self.stop_reason is not None:
                 break
-            if rate_limited(status, body):
+            if again == "limited":
                 time.sleep(LIMITED_PAUSE_SECONDS)
             else:
                 self._count("preempted")
-        if preempted(status, body) or rate_limited(status, body):
+        if again is not None:
             return  # the batch stops: the line is left for a later run (or the batch's end)
         self._write(lines.answered(line, status, body), lines.succeeded(status))
         with self.counts_lock:
@@ -370,17 +371,19 @@ class Job:
             self.store.update(self.batch_id, self.owner, self.batch)
 
 
-def call(app, url: str, body: dict, on_behalf: lines.OnBehalf) -> tuple[int, object]:
-    """(status, JSON body) of POST `url` with `body`, answered by `app` in-process for `on_behalf`; a
-    line asking for a stream is answered whole (an output line holds one body)."""
+def call(app, url: str, body: dict, on_behalf: lines.OnBehalf) -> tuple[int, dict, object]:
+    """(status, headers, JSON body) of POST `url` with `body`, answered by `app` in-process for
+    `on_behalf`; a line asking for a stream is answered whole (an output line holds one body)."""
     if "stream" in body:
         body = {**body, "stream": False}
     environ = EnvironBuilder(path=url, method="POST", data=encode(body), content_type="application/json").get_environ()
     environ[lines.ENVIRON_KEY] = on_behalf
     status: list[int] = []
+    headers: dict[str, str] = {}
 
-    def start_response(status_line: str, headers, exc_info=None):
+    def start_response(status_line: str, header_list, exc_info=None):
         status.append(int(status_line.split(" ", 1)[0]))
+        headers.update((name.lower(), value) for name, value in header_list)
         return lambda data: None
 
     answer = app(environ, start_response)
@@ -389,19 +392,20 @@ def call(app, url: str, body: dict, on_behalf: lines.OnBehalf) -> tuple[int, obj
     finally:
         getattr(answer, "close", lambda: None)()
     try:
-        return status[0], json.loads(data)
+        return status[0], headers, json.loads(data)
     except ValueError:
-        return status[0], {"error": {"message": data.decode(errors="replace")[:1000], "type": "server_error"}}
+        return status[0], headers, {"error": {"message": data.decode(errors="replace")[:1000], "type": "server_error"}}
 
 
-def preempted(status: int, body) -> bool:
-    """Whether the line was stopped to give its slot to an interactive request (then it runs again)."""
-    return status == 503 and isinstance(body, dict) and (body.get("error") or {}).get("code") == "preempted"
-
-
-def rate_limited(status: int, body) -> bool:
-    """Whether the line was refused by its key's rate or token limits (then it waits and runs again)."""
-    return status == 429 and isinstance(body, dict) and (body.get("error") or {}).get("code") == "rate_limit_exceeded"
+def again_later(status: int, headers: dict[str, str]) -> str | None:
+    """Why a line's answer is no answer but a reason to run it again, by its status and headers (every
+    API's error shape has them): "preempted" (its slot went to an interactive request), "limited" (over
+    its key's rate or token limits: a Retry-After; a full storage quota has none); None: an answer."""
+    if headers.get("x-preempted"):
+        return "preempted"
+    if status == 429 and "retry-after" in headers:
+        return "limited"
+    return None
 
 
 def may_run(started: dict, name: str) -> bool:

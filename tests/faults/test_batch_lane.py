@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 
+import anthropic
 import openai
 import pytest
 import requests
@@ -96,6 +97,29 @@ def test_an_interactive_request_preempts_a_batch_line_and_the_line_runs_again_on
     assert 'api_like_oai_batch_lines_total{outcome="preempted"} 1.0' in metrics
     assert 'api_like_oai_batch_lines_total{outcome="completed"} 3.0' in metrics
     assert "api_like_oai_batch_lines_pending 0.0" in metrics
+
+
+def preemptions(proxy) -> float:
+    for row in requests.get(proxy.url + "/metrics", timeout=10).text.splitlines():
+        if row.startswith('api_like_oai_batch_lines_total{outcome="preempted"}'):
+            return float(row.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_preempted_message_batch_request_runs_again_and_succeeds(proxy, slow_fake):
+    """Anthropic's error shape has no code: a preempted line is known by its header, not its body."""
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="none", max_retries=0)
+    before = preemptions(proxy)
+    slow_fake.requests.clear()
+    params = [
+        {"model": "m", "max_tokens": 32, "messages": [{"role": "user", "content": f"long batch line {n}"}]} for n in range(2)
+    ]
+    batch = client.messages.batches.create(requests=[{"custom_id": f"m{n}", "params": params[n]} for n in range(2)])
+    eventually(lambda: slow_fake.streaming == 1 and prompts(slow_fake) == ["line-0"], "the first request generating")
+    openai_client(proxy.url).chat.completions.create(**chat("question urgent"))
+    eventually(lambda: client.messages.batches.retrieve(batch.id).processing_status == "ended", "ended", timeout=60)
+    results = {row.custom_id: row.result.type for row in client.messages.batches.results(batch.id)}
+    assert results == {"m0": "succeeded", "m1": "succeeded"} and preemptions(proxy) == before + 1
 
 
 @pytest.mark.parametrize("how", ["service_tier", "header"])
