@@ -97,6 +97,7 @@ def new_batch(
         "request_counts": {"total": 0, "completed": 0, "failed": 0},
         "_expired": 0,  # of the failed, the lines the window's end left unrun
         "metadata": dict(metadata or {}),
+        "usage": None,  # summed over the answers once the batch is finalized
         "_output_seconds": output_seconds,
     }
 

@@ -123,3 +123,28 @@ class OnBehalf:
 
     caller: object  # access.keys.Caller
     owner: str
+
+
+def usage_of(results: list[dict]) -> dict:
+    """A batch's usage (OpenAI's Batch.usage) summed over its answers' (result items): chat and text
+    completions' and embeddings' prompt and completion tokens, the Responses API's and Anthropic's input
+    and output tokens."""
+    totals = {"input": 0, "cached": 0, "output": 0, "reasoning": 0}
+    for item in results:
+        body = (json.loads(item["text"]).get("response") or {}).get("body")
+        usage = body.get("usage") if isinstance(body, dict) else None
+        if not isinstance(usage, dict):
+            continue
+        totals["input"] += usage.get("prompt_tokens", usage.get("input_tokens", 0)) or 0
+        totals["output"] += usage.get("completion_tokens", usage.get("output_tokens", 0)) or 0
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+        totals["cached"] += details.get("cached_tokens", usage.get("cache_read_input_tokens", 0)) or 0
+        generated = usage.get("completion_tokens_details") or usage.get("output_tokens_details") or {}
+        totals["reasoning"] += generated.get("reasoning_tokens") or 0
+    return {
+        "input_tokens": totals["input"],
+        "input_tokens_details": {"cached_tokens": totals["cached"]},
+        "output_tokens": totals["output"],
+        "output_tokens_details": {"reasoning_tokens": totals["reasoning"]},
+        "total_tokens": totals["input"] + totals["output"],
+    }

@@ -119,6 +119,7 @@ class Batch(BaseModel):
     cancelled_at: int | None = None
     request_counts: RequestCounts
     metadata: dict[str, str] | None = None
+    usage: dict | None = None
 
 
 class BatchList(BaseModel):

@@ -335,6 +335,8 @@ class Job:
         now = int(time.time())
         self.batch |= {"status": "finalizing", "finalizing_at": self.batch.get("finalizing_at") or now}
         self._save()
+        output = self.store.page(self.batch["_output_file"], self.owner)
+        self.batch["usage"] = lines.usage_of(output.items if output is not None else [])
         for name, public_name in (("_output_file", "output_file_id"), ("_error_file", "error_file_id")):
             self.batch[public_name] = self._publish(self.batch[name], now)
         status = {"cancelled": "cancelled", "expired": "expired"}.get(self.stop_reason, "completed")

@@ -130,6 +130,8 @@ def test_two_hundred_lines_each_answered_once_and_bad_lines_apart(batch_proxy):
     refused = [line for line in errors if line["response"] is not None]
     assert [(line["custom_id"], line["response"]["status_code"]) for line in refused] == [("request-1000", 400)]
     assert refused[0]["response"]["body"]["error"]["param"].startswith("messages")
+    assert batch.usage.input_tokens > 200 and batch.usage.output_tokens <= 600  # at most 3 tokens a line
+    assert batch.usage.total_tokens == batch.usage.input_tokens + batch.usage.output_tokens
     output = client.files.retrieve(batch.output_file_id)
     assert output.purpose == "batch_output" and output.bytes == len(client.files.content(output.id).content)
 

@@ -238,3 +238,20 @@ def test_one_runner_holds_a_batch_and_a_silent_one_is_taken_over(kind, tmp_path,
     assert not first.renew() and second.renew()  # the first learns it lost the batch, and stops
     assert runner.Claim.take(store, "batch_x", "third").epoch == 3  # (silent again: taken over again)
     store.close()
+
+
+def test_a_batchs_usage_sums_its_answers_of_every_api():
+    good, _ = lines.checked(b"\n".join(line(c) for c in "abcd"), CHAT)
+    chat = {"usage": {"prompt_tokens": 10, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}}}
+    responses = {"usage": {"input_tokens": 7, "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 1}}}
+    embeddings = {"usage": {"prompt_tokens": 5, "total_tokens": 5}}
+    answered = [
+        lines.answered(g, 200, body) for g, body in zip(good, (chat, responses, embeddings, {"no": "usage"}), strict=True)
+    ]
+    assert lines.usage_of(answered) == {
+        "input_tokens": 22,
+        "input_tokens_details": {"cached_tokens": 4},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 1},
+        "total_tokens": 27,
+    }
