@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,9 +16,13 @@ from werkzeug.exceptions import HTTPException
 from . import installation
 from .access.book import open_book
 from .access.gate import Gate, Ticket
+from .access.priority import asked
+from .access.usage import BATCH_API
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
 from .backends.pool import UpstreamPool
+from .batch.batches import progress as batch_progress
+from .batch.lines import ENVIRON_KEY as BATCH_LINE
 from .dashboard.buckets import open_buckets
 from .dashboard.history import History
 from .dashboard.live import Collector, LiveRequest, LiveView, Sources, live_requests
@@ -28,14 +33,17 @@ from .routes import (
     STATE_KEY,
     admin_once_configured,
     audio,
+    batches,
     conversations,
     dashboard,
     docs,
     embeddings,
+    files,
     fleet,
     internal,
     keys,
     lifecycle,
+    message_batches,
     models,
     native,
     offered_key,
@@ -111,6 +119,7 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.before_request(_open_record)
     if settings.fleet is not None:  # before the key check: a fleet call's client was checked at its front
         app.before_request(fleet.trust_fleet_call)
+    app.before_request(_batch_line)  # a batch's line run in-process: its key is the batch's
     if state(app).gate.required:
         app.before_request(_identify_caller)
         app.after_request(_rate_limit_headers)
@@ -137,6 +146,9 @@ def _register_blueprints(app: Flask, settings: Settings) -> None:
         dashboard.bp,
         rerank.bp,
         audio.bp,
+        files.bp,
+        batches.bp,
+        message_batches.bp,
     ):
         app.register_blueprint(blueprint)
     if settings.native_api:
@@ -174,11 +186,14 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
+    registry, metrics = build_registry(settings), Metrics()
+    for model in registry.models.values():  # a request without a key counts as waiting too
+        model.places.on_wait = metrics.slot_waiting_noted
     return AppState(
         settings,
-        build_registry(settings),
+        registry,
         inflight,
-        Metrics(),
+        metrics,
         seal,
         store,
         siblings,
@@ -200,12 +215,13 @@ def _live_sources(shared: AppState) -> Sources:
             return own
         return own + [LiveRequest.from_wire(row) for rows in shared.siblings.ask("requests") for row in rows]
 
-    supervisor, fleet_front = shared.supervisor, shared.fleet
+    supervisor, fleet_front, store = shared.supervisor, shared.fleet, shared.store
     return Sources(
         requests,
         lambda: shared.registry.models.values(),
         (lambda: supervisor.ask("status")) if supervisor is not None else (lambda: None),
         (lambda: fleet_front.membership.current()) if fleet_front is not None else None,
+        (lambda: batch_progress(store, time.time())) if store is not None else list,
     )
 
 
@@ -270,6 +286,7 @@ def _open_record():
     if shared.tracing is not None:
         record.tracing, record.traceparent = shared.tracing, request.headers.get("traceparent")
     record.on_close.append(shared.history.add)
+    record.priority = asked(request.headers.get("priority"))  # for clients that set no service_tier
     # A record leaves the live requests when it closes; a stream never iterated never closes its record.
     request.environ[ON_CLOSE].append(functools.partial(shared.inflight.requests.discard, record))
 
@@ -384,6 +401,7 @@ def _identify_caller():
         or request.path.startswith("/docs/")
         or dashboard.is_page(request.path)
         or g.get("fleet_call")
+        or "ticket" in g
     ):
         return
     shared = state()
@@ -395,6 +413,68 @@ def _identify_caller():
     if record is not None and ticket.caller.record is not None:
         ticket.record = record
         record.on_close.append(ticket.finish)
+
+
+def _batch_line():
+    """A batch's line, run by the batch runner through the app (batch/runner.call): the caller is the
+    batch's key as the runner gives it in the WSGI environ (never from a header), at the background
+    priority, with its limits and usage as any request's."""
+    on_behalf = request.environ.get(BATCH_LINE)
+    if on_behalf is None:
+        return
+    shared = state()
+    ticket = g.ticket = Ticket(on_behalf.caller, shared.gate, shared.metrics)
+    record = g.get("record")
+    if record is not None:  # its usage, metrics and log line apart from interactive requests'
+        record.endpoint = BATCH_API + record.endpoint
+        record.key_name = ticket.caller.name
+        if ticket.caller.record is not None:
+            ticket.record = record
+            record.on_close.append(ticket.finish)
+
+
+def start_batch_runner(app: Flask, run_dir: str | None = None) -> None:
+    """This worker's batch runner (batch/runner.py), started by the server once the app is built; none
+    with --store none (batches live in the store). With several workers (`run_dir`), one of them runs
+    the instance's batches at a time."""
+    shared = state(app)
+    if shared.store is None:
+        return
+    from .batch.runner import Runner, one_per_instance
+
+    def slots() -> int:
+        """The most slots a model has: how many lines to keep in flight (1 until a /props says)."""
+        for model in shared.registry.models.values():
+            if model.upstream.slot_count() is None and model.facts is not None:
+                model.facts.known_soon()  # /props asked at most every 10 s while it does not answer
+        return max((model.upstream.slot_count() or 1 for model in shared.registry.models.values()), default=1)
+
+    Runner(app, shared.store, shared.gate, slots, shared.metrics, _lane(shared), one_per_instance(run_dir)).start()
+
+
+def _lane(shared: AppState):
+    """lane_open(model asked) for the batch runner: whether the supervisor's models let a line for it
+    run now (batch.runner.may_run), their status asked at most once a second; always without one."""
+    from .batch.runner import may_run
+
+    supervisor = shared.supervisor
+    if supervisor is None:
+        return lambda requested: True
+    asked: list = [0.0, {}]
+
+    def lane_open(requested) -> bool:
+        try:
+            model, _ = shared.registry.lookup(requested if isinstance(requested, str) else None)
+        except ProxyError:
+            return True  # the line's own route answers it (a 404)
+        if time.monotonic() - asked[0] >= 1.0:
+            try:
+                asked[:] = [time.monotonic(), supervisor.ask("status")["models"]]
+            except ProxyError:
+                return True  # no status: the line's admission meets what is wrong
+        return may_run(asked[1], model.name)
+
+    return lane_open
 
 
 def _rate_limit_headers(response: Response) -> Response:

@@ -170,6 +170,15 @@ class FleetUnavailable(UpstreamUnavailable):
     code = "fleet_unavailable"
 
 
+class Preempted(UpstreamUnavailable):
+    """A background generation (a batch's line) stopped to give its slot to an interactive request; the
+    batch runner runs it again (batch/runner.py), so no client sees this. Said by a header, which every
+    API's error shape keeps (Anthropic's has no code)."""
+
+    code = "preempted"
+    headers = {"X-Preempted": "1"}  # noqa: RUF012 - never mutated
+
+
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"

@@ -38,6 +38,7 @@ class Metrics:
         self._add_key_metrics()
         self._add_mcp_and_stream_metrics()
         self._add_fleet_and_audio_metrics()
+        self._add_batch_metrics()
         self._children: dict[tuple, object] = {}
 
     def _add_request_metrics(self) -> None:
@@ -160,6 +161,26 @@ class Metrics:
             registry=self.registry,
             multiprocess_mode="livesum",
         )
+
+    def _add_batch_metrics(self) -> None:
+        """The batch runners' lines (batch/runner.py)."""
+        self.batch_lines = Counter(
+            "api_like_oai_batch_lines",
+            "Batch lines answered by outcome (completed, failed), and preempted (stopped for an interactive "
+            "request, to run again)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.batch_lines_pending = Gauge(
+            "api_like_oai_batch_lines_pending",
+            "Lines of the batches being run that have no result yet",
+            registry=self.registry,
+            multiprocess_mode="livesum",
+        )
+
+    def slot_waiting_noted(self, priority: str, delta: int) -> None:
+        """A request begins (+1) or ends (-1) waiting for a slot (access.priority.SlotQueue's on_wait)."""
+        self.slot_waiting.labels(priority).inc(delta)
 
     def _add_fleet_and_audio_metrics(self) -> None:
         """A fleet front's relays to its boxes, and the audio transcribed."""
@@ -322,6 +343,7 @@ class RequestRecord:
     error_code: str | None = None
     error_reason: str | None = None  # the error's message, for the dashboard's recent errors
     key_name: str | None = None  # the caller's key (access.keys.Caller.name), for the dashboard
+    priority: str | None = None  # asked by the request (service_tier, its priority header); its key's caps it
     closed: bool = False
     on_close: list = field(default_factory=list)  # called with the record once it is closed (access/: usage)
     # The live view (LiveRequests): where the request is now; how far its prompt was read (a

@@ -172,8 +172,12 @@ def _gunicorn_application():
         def load(self):
             """The WSGI app, built in the worker process (after the gevent worker patched it)."""
             _raise_file_limit()
-            app = self.make_app(run_dir=self.run_dir if self.settings.workers > 1 else None)
+            run_dir = self.run_dir if self.settings.workers > 1 else None
+            app = self.make_app(run_dir=run_dir)
             log_start(app, self.settings)
+            from .app import start_batch_runner  # in the worker: the master imports no app
+
+            start_batch_runner(app, run_dir)
             return CountedApp(app)
 
     return GunicornServer

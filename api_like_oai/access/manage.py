@@ -177,7 +177,7 @@ class OpenAIUsageQuery(BaseModel):
     start_time: int = Field(ge=0, le=LAST_SECOND, description="Unix seconds; the bucket of its UTC day is the first")
     end_time: int | None = Field(None, ge=0, le=LAST_SECOND, description="Unix seconds, exclusive (default: now)")
     bucket_width: Literal["1d"] = "1d"
-    group_by: list[Literal["api_key_id", "model"]] = []
+    group_by: list[Literal["api_key_id", "model", "batch"]] = []
     limit: int = Field(7, ge=1, le=31)
     page: str | None = Field(
         None, pattern=r"^[0-9]{1,12}$", description="the `next_page` of the page before: where this page starts"

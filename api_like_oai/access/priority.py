@@ -10,6 +10,11 @@ others would only repeat llama-server's own arrival order, one hop earlier.
 
 The queue is per process: with --workers N, each worker orders its own waiters and the N together
 may still send more than the slots (llama-server then queues those in arrival order).
+
+Below every key's priority is BACKGROUND, a batch's lines (batch/runner.py): they take what the others
+leave, and a request of any key's priority that finds every slot busy while one of them runs a
+background generation preempts it (`Place.preempted` is set; the door stops that generation, which
+frees its slot for the waiter, and the batch runner runs the line again).
 """
 
 from __future__ import annotations
@@ -21,7 +26,24 @@ from dataclasses import dataclass, field
 
 from .keys import NORMAL, PRIORITIES
 
-RANK = {name: rank for rank, name in enumerate(PRIORITIES)}
+BACKGROUND = "background"  # a batch's lines: after every key's requests, and preempted by them
+RANK = {name: rank for rank, name in enumerate((*PRIORITIES, BACKGROUND))}
+# A request may ask for a priority: OpenAI's service_tier, or a `priority` header (for clients that set
+# no field); "default" and "auto" ask for the key's own. Browsers send RFC 9218's `priority: u=3, i`,
+# which names none of these and is set aside.
+ASKED = {"flex": "low", "priority": "high", "scale": "high", "high": "high", "normal": "normal", "low": "low"}
+
+
+def asked(value: str | None) -> str | None:
+    """The priority a service_tier or a priority header asks for; None: the key's own."""
+    return ASKED.get(value.strip().lower()) if isinstance(value, str) else None
+
+
+def capped(asked_priority: str | None, key_priority: str) -> str:
+    """The priority a request gets: what it asked, never above its key's (a key's own is its ceiling)."""
+    if asked_priority is None or RANK[asked_priority] < RANK.get(key_priority, RANK[NORMAL]):
+        return key_priority
+    return asked_priority
 
 
 @dataclass(order=True)
@@ -32,17 +54,19 @@ class _Waiter:
 
 
 class Place:
-    """A generation's slot, held until `release` (once; later calls do nothing)."""
+    """A generation's slot, held until `release` (once; later calls do nothing). A background one has
+    `preempted`, set when a waiter of a key's priority needs its slot."""
 
-    __slots__ = ("queue", "held")
+    __slots__ = ("queue", "held", "preempted")
 
-    def __init__(self, queue: SlotQueue):
+    def __init__(self, queue: SlotQueue, background: bool = False):
         self.queue, self.held = queue, True
+        self.preempted = threading.Event() if background else None
 
     def release(self) -> None:
         if self.held:
             self.held = False
-            self.queue._release()
+            self.queue._release(self)
 
 
 class SlotQueue:
@@ -56,6 +80,8 @@ class SlotQueue:
         self._waiting: list[_Waiter] = []
         self._arrivals = itertools.count()
         self._lock = threading.Lock()
+        self._background: list[Place] = []  # the background generations running, oldest first
+        self.preemptions = 0
         self.on_wait = on_wait  # on_wait(priority, +1 | -1): a request begins or ends waiting (a gauge)
 
     @property
@@ -71,9 +97,11 @@ class SlotQueue:
             self.ordering = self.ordering or priority != NORMAL
             if capacity is None or not self.ordering or (self.running < capacity and not self._waiting):
                 self.running += 1
-                return Place(self)
+                return self._placed(priority)
             waiter = _Waiter(RANK.get(priority, RANK[NORMAL]), next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
+            if priority != BACKGROUND:
+                self._preempt_one()
         note = on_wait or self.on_wait or _unnoted
         note(priority, +1)
         try:
@@ -83,7 +111,24 @@ class SlotQueue:
             raise
         finally:
             note(priority, -1)
-        return Place(self)
+        with self._lock:
+            return self._placed(priority)
+
+    def _placed(self, priority: str) -> Place:
+        """The place of a generation let in (under the lock)."""
+        place = Place(self, background=priority == BACKGROUND)
+        if place.preempted is not None:
+            self._background.append(place)
+        return place
+
+    def _preempt_one(self) -> None:
+        """A waiter of a key's priority came while every slot is busy: the oldest background generation
+        not asked yet is asked to stop (under the lock)."""
+        for place in self._background:
+            if not place.preempted.is_set():
+                place.preempted.set()
+                self.preemptions += 1
+                return
 
     def _abandon(self, waiter: _Waiter) -> None:
         with self._lock:
@@ -93,8 +138,10 @@ class SlotQueue:
                 return
         self._release()  # granted just as it gave up: the place goes to the next one
 
-    def _release(self) -> None:
+    def _release(self, place: Place | None = None) -> None:
         with self._lock:
+            if place is not None and place.preempted is not None:
+                self._background.remove(place)
             self.running -= 1
             while self._waiting and (self.capacity is None or self.running < self.capacity):
                 self.running += 1

@@ -22,6 +22,7 @@ COUNTERS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens", "
 FLOAT_COUNTERS = ("seconds", "audio_seconds")
 GROUPS = ("key", "model", "api", "day")
 TRANSCRIPTION_APIS = ("/audio/transcriptions", "/audio/translations")  # speech to text's routes (and /v1/...)
+BATCH_API = "batch "  # what starts the api of a batch's line ("batch /v1/chat/completions"): its tokens apart
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,9 @@ def openai_buckets(
     """OpenAI's usage API page data: a daily bucket per day of `days` (UTC, YYYY-MM-DD), each with one
     result per distinct value of `group_by` ("api_key_id": the key's name; "model"). `kind`:
     "completions" (every row) or "audio_transcriptions" (the rows of speech to text: their seconds)."""
-    by = tuple({"api_key_id": "key"}.get(name, name) for name in group_by)
+    if "batch" in group_by:  # OpenAI's `batch` group: a batch's lines apart from the rest
+        entries = (replace(entry, api="batch" if entry.api.startswith(BATCH_API) else "") for entry in entries)
+    by = tuple({"api_key_id": "key", "batch": "api"}.get(name, name) for name in group_by)
     per_day: dict[str, list[UsageEntry]] = {day: [] for day in days}
     for entry in entries:
         if entry.day in per_day and (kind == "completions" or entry.api.endswith(TRANSCRIPTION_APIS)):
@@ -158,7 +161,7 @@ def _openai_result(row: UsageEntry, by: tuple[str, ...]) -> dict:
         "output_audio_tokens": 0,
         "num_model_requests": row.requests,
         **_grouped(row, by),
-        "batch": None,
+        "batch": row.api == "batch" if "api" in by else None,
         "service_tier": None,
     }
 

@@ -99,6 +99,7 @@ class Collected:
     slots: dict[str, int | None] = field(default_factory=dict)  # url -> llama.cpp's total_slots
     cache_shares: dict[str, float] = field(default_factory=dict)  # url -> share of prompt tokens cached
     fleet: list[dict] | str | None = None  # the boxes' records, or why they are unknown (None: no fleet)
+    batches: list[dict] = field(default_factory=list)  # the batches being run (batch/batches.progress)
 
 
 @dataclass
@@ -109,6 +110,7 @@ class Sources:
     models: Callable[[], Iterable]  # the registry's models (services.models)
     status: Callable[[], dict | None] = lambda: None  # the supervisor's status (None: it starts no models)
     fleet: Callable[[], list[dict]] | None = None  # the fleet's membership records (None: no --fleet)
+    batches: Callable[[], list[dict]] = list  # the batches not finished, every key's (none: --store none)
 
 
 class Collector:
@@ -145,6 +147,7 @@ class Collector:
             slots,
             cache_shares,
             self._fleet(),
+            self._batches(),
         )
 
     def _checked_health(self, now: float, models: list) -> dict[str, str]:
@@ -166,6 +169,12 @@ class Collector:
                 slots = None
             self._slots[client.base_url] = (now, slots)
         return slots
+
+    def _batches(self) -> list[dict]:
+        try:
+            return self.sources.batches()
+        except ProxyError:  # the store failing: the frame goes out without them
+            return []
 
     def _fleet(self) -> list[dict] | str | None:
         if self.sources.fleet is None:
@@ -198,6 +207,7 @@ def payload(collected: Collected) -> dict:
         "memory": _memory(collected.status),
         "upstreams": _upstreams(collected),
         "fleet": _fleet(collected.fleet),
+        "batches": collected.batches,
     }
 
 
@@ -330,6 +340,8 @@ def for_viewer(payload: dict, caller, sees_all: bool) -> dict:
         shown["requests"] = [{**entry, "upstream": None} for entry in payload["requests"] if entry["key"] == key_name]
     if "errors" in payload:
         shown["errors"] = [entry for entry in payload["errors"] if entry.get("key") == key_name]
+    if "batches" in payload:
+        shown["batches"] = [entry for entry in payload["batches"] if entry["key"] == key_name]
     if "models" in payload:
         shown["models"] = [entry for entry in payload["models"] if caller.allows(entry["name"])]
     if "upstreams" in payload:

@@ -63,7 +63,7 @@ def respond(answer, headers: dict | None = None) -> Response:
 
 def generation_context() -> Context:
     settings = state().settings
-    ticket, waiting = g.get("ticket"), _waiting()
+    ticket, waiting, record = g.get("ticket"), _waiting(), g.get("record")
     # The doors open when the service first needs one: after a streamed request's waiting step, outside
     # the request's Flask context, so what they hold is taken from it now.
     return Context(
@@ -72,7 +72,7 @@ def generation_context() -> Context:
         settings.log_prompts,
         session=request.headers.get("X-Claude-Code-Session-Id"),
         request_bytes=request.content_length or 0,
-        opens_door=functools.partial(_door, ticket, waiting),
+        opens_door=functools.partial(_door, ticket, waiting, record),
         waiting=waiting,
     )
 
@@ -80,12 +80,13 @@ def generation_context() -> Context:
 def door(model):
     """The model's upstream as this request goes through it (services/door.py): its key's ticket and, for
     a model the proxy starts, its lease's renewal (hold_model's)."""
-    return _door(g.get("ticket"), _waiting(), model)
+    return _door(g.get("ticket"), _waiting(), g.get("record"), model)
 
 
-def _door(ticket, waiting: Waiting, model):
-    # the renewal looked up when a replica is found crashed: the lease may be held after the door opened
-    return model.door(ticket, lambda: waiting.renew)
+def _door(ticket, waiting: Waiting, record, model):
+    # the renewal looked up when a replica is found crashed: the lease may be held after the door opened;
+    # the priority asked read when the request waits for a slot (admission reads its service_tier)
+    return model.door(ticket, lambda: waiting.renew, lambda: record.priority if record is not None else None)
 
 
 def _waiting() -> Waiting:

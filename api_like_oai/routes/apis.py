@@ -80,6 +80,7 @@ def _openai_endpoints() -> list[Endpoint]:
 
 
 def _anthropic_endpoints() -> list[Endpoint]:
+    from ..batch.models import message_batch_endpoints
     from ..dialects import anthropic as a
     from ..dialects import anthropic_answers as aa
 
@@ -98,6 +99,7 @@ def _anthropic_endpoints() -> list[Endpoint]:
             a.CountTokensRequest,
             aa.TokenCount,
         ),
+        *message_batch_endpoints(),  # Anthropic's Message Batches (batch/message_batches.py)
     ]
 
 

@@ -13,6 +13,7 @@ from pydantic.json_schema import models_json_schema
 
 from .. import answers as o
 from .. import protocol as p
+from ..batch import models as batch_models
 from ..version import __version__
 from .apis import APIS, Endpoint, api_of
 
@@ -35,6 +36,7 @@ def endpoints() -> list[Endpoint]:
         + _conversation_endpoints()
         + _key_endpoints()
         + _relayed_endpoints()
+        + batch_models.endpoints()
     )
 
 
@@ -215,6 +217,7 @@ def queries() -> dict:
         "/v1/internal/usage": k.UsageQuery,
         "/v1/organization/usage/completions": k.OpenAIUsageQuery,
         "/v1/organization/usage/audio_transcriptions": k.OpenAIUsageQuery,
+        **batch_models.queries(),
     }
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from flask import g, request
 from pydantic import ValidationError
 
+from ..batch.lines import ENVIRON_KEY as BATCH_LINE
 from ..services.scope import Scope
 from . import current_caller, invalid_request, offered_key, state
 
@@ -21,6 +22,9 @@ def caller_scope() -> Scope:
     """The store as this request's caller sees it: by its API key, or the one shared scope when the
     proxy asks for none (the key was already checked, in constant time, by the app)."""
     app_state = state()
+    on_behalf = request.environ.get(BATCH_LINE)
+    if on_behalf is not None:  # a batch's line: its key's scope, known by its owner digest
+        return Scope(app_state.store, None, _quota_bytes(), owner=on_behalf.owner)
     return Scope(app_state.store, offered_key() if app_state.gate.required else None, _quota_bytes())
 
 

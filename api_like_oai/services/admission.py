@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ValidationError
 
 from ..access.gate import Ticket
+from ..access.priority import asked
 from ..errors import InvalidRequest
 from ..observability import RequestRecord
 from ..protocol import ChatCompletionRequest
@@ -53,6 +54,7 @@ class Admission:
         """`api_request` and the chat request it was translated into, admitted (`admit`) with its
         max_tokens an upper bound (lowered to --max-tokens-limit, not refused): a llama.cpp model, or an
         OpenAI-compatible upstream the chat request is sent to (services/chat.start_chat)."""
+        self.ask_priority(api_request)
         chat_request, model, model_name = self.admit(chat_request, bound=True, waits_later=waits_later)
         return DialectRequest(api_request, chat_request, model, model_name)
 
@@ -63,6 +65,7 @@ class Admission:
         them (429). `waits_later`: the caller runs the waiting step (services/waiting.py), so a streamed
         request's model load is left pending for it rather than waited for here."""
         self.check_limits(api_request)
+        self.ask_priority(api_request)
         model, model_name = self._lookup(api_request.model)
         if model.reranks():
             raise capability_mismatch(model, model_name, "generate text")
@@ -73,6 +76,13 @@ class Admission:
         seconds = audio_seconds(api_request, strict=not model.upstream.capabilities.renders_prompts) if chat else 0.0
         later = waits_later and bool(getattr(api_request, "stream", False))
         return with_max_tokens(api_request, max_tokens), *self._admitted(model, model_name, max_tokens, seconds, later)
+
+    def ask_priority(self, api_request) -> None:
+        """The priority the request's `service_tier` asks for (`flex` low, `priority` high), noted on its
+        record for its door, where its key's priority caps it; a header's stays if it names no tier."""
+        wanted = asked(getattr(api_request, "service_tier", None))
+        if wanted is not None and self.record is not None:
+            self.record.priority = wanted
 
     def lookup_model(self, requested: str | None) -> tuple[ServedModel, str]:
         """(model, name to answer with) for a request that asks the model something other than to

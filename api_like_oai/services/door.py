@@ -9,7 +9,8 @@ admitted the request rather than read from context variables inside the pool.
   counts are written as they arrive. A chat request an upstream renders itself carries no prompt here:
   its usage is counted from the upstream's answer, as before.
 - **Priority**: every slot of the model's servers busy, a generation waits for one in its key's priority
-  order (`access.priority.SlotQueue`, one per model).
+  order (`access.priority.SlotQueue`, one per model); a background one (a batch's line) that a waiter
+  preempts is stopped at its next event (`Preempted`), which frees its slot.
 - **Renewal**: a model the proxy starts, none of whose replicas answered, is renewed once (the lease).
 """
 
@@ -19,14 +20,16 @@ from collections.abc import Callable, Iterator
 
 from ..access.gate import Ticket
 from ..access.keys import NORMAL
-from ..access.priority import Place, SlotQueue
+from ..access.priority import Place, SlotQueue, capped
 from ..backends.events import GenerationEvent
 from ..backends.upstream import Capabilities, Renew, Upstream, UpstreamRequest
+from ..errors import Preempted
 
 
 class Door:
     """`upstream` for one request: `ticket` its key (None without keys), `places` the model's slot queue,
-    `renewal()` its lease's renewal (None for a model the proxy does not start). Implements Upstream."""
+    `renewal()` its lease's renewal (None for a model the proxy does not start), `asked()` the priority
+    the request asked for (None: its key's). Implements Upstream."""
 
     def __init__(
         self,
@@ -34,8 +37,10 @@ class Door:
         places: SlotQueue | None = None,
         ticket: Ticket | None = None,
         renewal: Callable[[], Renew | None] = lambda: None,
+        asked: Callable[[], str | None] = lambda: None,
     ):
         self.upstream, self.places, self.ticket, self.renewal = upstream, places, ticket, renewal
+        self.asked = asked  # the priority the request asked for (access.priority.asked), read when it waits
 
     @property
     def renew(self) -> Renew | None:
@@ -86,8 +91,9 @@ class Door:
         slots are not the proxy's to count."""
         if self.places is None:
             return None
-        priority = self.ticket.caller.priority if self.ticket is not None else NORMAL
-        return self.places.take(self.upstream.slot_count(), priority, on_wait=self._note_waiting)
+        priority = capped(self.asked(), self.ticket.caller.priority if self.ticket is not None else NORMAL)
+        metered = self.ticket is not None and self.ticket.metrics is not None
+        return self.places.take(self.upstream.slot_count(), priority, on_wait=self._note_waiting if metered else None)
 
     def _note_waiting(self, priority: str, delta: int) -> None:
         """/metrics' requests waiting for a slot, by priority."""
@@ -144,13 +150,17 @@ class Door:
 
 def _watched(events: Iterator[GenerationEvent], observe, place: Place | None) -> Iterator[GenerationEvent]:
     """`events`, each shown to `observe` first (the key's usage, written as it arrives), the slot `place`
-    released when they end or are closed."""
+    released when they end or are closed; a background place preempted ends them with Preempted."""
+    preempted = place.preempted if place is not None else None
     try:
-        if observe is None:
+        if observe is None and preempted is None:
             yield from events
         else:
             for event in events:
-                observe(event)
+                if preempted is not None and preempted.is_set():
+                    raise Preempted("stopped for an interactive request; the batch runs this line again")
+                if observe is not None:
+                    observe(event)
                 yield event
     finally:
         close = getattr(events, "close", None)

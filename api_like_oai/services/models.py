@@ -41,9 +41,10 @@ class ServedModel:
         self.places = SlotQueue()  # its generations, held to its servers' slots by priority
         self._formatter: ChatFormatter | None = None
 
-    def door(self, ticket: Ticket | None = None, renewal: Callable[[], Renew | None] = lambda: None) -> Door:
-        """The upstream as one request goes through it: its key's limits and priority, its lease's renewal."""
-        return Door(self.upstream, self.places, ticket, renewal)
+    def door(self, ticket: Ticket | None = None, renewal: Callable[[], Renew | None] = lambda: None, asked=lambda: None) -> Door:
+        """The upstream as one request goes through it: its key's limits and priority (or the lower one
+        it `asked()` for), its lease's renewal."""
+        return Door(self.upstream, self.places, ticket, renewal, asked)
 
     def formatter(self) -> ChatFormatter:
         """The chat formatter, resolved on first use (the upstream may start after the proxy). No lock

@@ -16,11 +16,11 @@ class Scope:
     """The store as one caller sees it; `store` None means --store none. `quota_bytes`: how much the
     caller's live objects may hold (--max-stored-mib, or its key's own); None: no quota."""
 
-    def __init__(self, store: Store | None, api_key: str | None, quota_bytes: int | None = None):
+    def __init__(self, store: Store | None, api_key: str | None, quota_bytes: int | None = None, owner: str | None = None):
         self.store = store
         self.api_key = api_key
         self.quota_bytes = quota_bytes
-        self._owner: str | None = None
+        self._owner: str | None = owner  # given: a batch's line, which runs for its key without the key
 
     def check_room(self, writing_bytes: int = 0) -> None:
         """Before a write of about `writing_bytes`: a 413 if that alone is over the quota, a 429 once the

@@ -14,6 +14,7 @@ errors.StoreUnavailable when their storage fails, and make each write atomic.
 from __future__ import annotations
 
 import abc
+import copy
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -83,13 +84,23 @@ class Store(abc.ABC):
             return None
         return decode(loaded[1])
 
-    def put(self, key: str, owner: str, document: dict, items: Sequence[dict] = ()) -> None:
-        """Create (or replace) the object with these items; TooLarge, DuplicateItem."""
+    def put(self, key: str, owner: str, document: dict, items: Sequence[dict] = (), *, only_new: bool = False) -> bool:
+        """Create (or replace) the object with these items; with `only_new`, only if there is no live
+        object under `key` (atomically: of two callers, one creates it). Whether it was written;
+        TooLarge, DuplicateItem."""
         encoded_document, encoded_items = encode(document), _encoded(items)
         if len(encoded_document) + sum(len(item) for _, item in encoded_items) > self.max_bytes:
             raise TooLarge
-        self._put(key, owner, encoded_document, encoded_items)
-        self._note_owner(key, owner)
+        if not self._put(key, owner, encoded_document, encoded_items, only_new):
+            return False
+        return self._note_owner(key, owner)
+
+    def limited_to(self, max_bytes: int) -> Store:
+        """This store (the same connections) holding objects of at most `max_bytes` each: a batch's
+        output files may be larger than one request body."""
+        clone = copy.copy(self)
+        clone.max_bytes = max_bytes
+        return clone
 
     def update(self, key: str, owner: str, document: dict) -> bool:
         """Replace the document, keeping the items; False if there is no such object; TooLarge."""
@@ -155,7 +166,8 @@ class Store(abc.ABC):
     def _owner(self, key: str) -> str | None: ...
 
     @abc.abstractmethod
-    def _put(self, key: str, owner: str, document: bytes, items: list[Encoded]) -> None: ...
+    def _put(self, key: str, owner: str, document: bytes, items: list[Encoded], only_new: bool) -> bool:
+        """Whether it was written (with `only_new`, not over a live object)."""
 
     @abc.abstractmethod
     def _update(self, key: str, document: bytes) -> bool: ...

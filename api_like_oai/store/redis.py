@@ -20,11 +20,13 @@ from .seam import PREFIX, RedisServer
 
 SECRET_KEY = PREFIX + "secret"
 
-# KEYS: object, positions, items. ARGV: owner, document, ttl ms, items size, then id, item pairs.
+# KEYS: object, positions, items. ARGV: owner, document, ttl ms, items size, only new ('1' or '0'), then
+# id, item pairs. 0: an object is there and only a new one was to be written.
 PUT = """
+if ARGV[5] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 local count = 0
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   count = count + 1
   redis.call('ZADD', KEYS[2], count, ARGV[i])
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
@@ -140,9 +142,9 @@ class RedisStore(Store):
         owner = self.seam.call(self.client.hget, _keys(key)[0], "owner")
         return owner.decode() if owner is not None else None
 
-    def _put(self, key: str, owner: str, document: bytes, items: list[Encoded]) -> None:
+    def _put(self, key: str, owner: str, document: bytes, items: list[Encoded], only_new: bool) -> bool:
         size = sum(len(item) for _, item in items)
-        self._script(PUT, key, [owner, document, self._ttl_ms(), size, *_flat(items)])
+        return self._script(PUT, key, [owner, document, self._ttl_ms(), size, "1" if only_new else "0", *_flat(items)]) == 1
 
     def _update(self, key: str, document: bytes) -> bool:
         outcome = self._script(UPDATE, key, [document, self._ttl_ms(), self.max_bytes])

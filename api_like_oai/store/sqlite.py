@@ -98,8 +98,10 @@ class SQLiteStore(Store):
         )
         return row[0] if row else None
 
-    def _put(self, key: str, owner: str, document: bytes, items: list[Encoded]) -> None:
-        def put(db: sqlite3.Connection) -> None:
+    def _put(self, key: str, owner: str, document: bytes, items: list[Encoded], only_new: bool) -> bool:
+        def put(db: sqlite3.Connection) -> bool:
+            if only_new and db.execute("SELECT 1 FROM objects WHERE key = ? AND expires_at > ?", (key, time.time())).fetchone():
+                return False
             db.execute("DELETE FROM items WHERE list_key = ?", (key,))
             db.execute(
                 "INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?, ?)",
@@ -109,8 +111,9 @@ class SQLiteStore(Store):
                 "INSERT INTO items VALUES (?, ?, ?, ?)",
                 [(key, seq, item_id, item) for seq, (item_id, item) in enumerate(items, 1)],
             )
+            return True
 
-        self._run(put, write=True)
+        return self._run(put, write=True)
 
     def _update(self, key: str, document: bytes) -> bool:
         def update(db: sqlite3.Connection) -> bool:

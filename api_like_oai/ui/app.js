@@ -84,6 +84,7 @@ function handleEvent(event, payload) {
     showUpstreams(payload.upstreams);
     showFleet(payload.fleet);
     showRequests(payload.requests);
+    showBatches(payload.batches || []);
   } else if (event === "history") {
     view.history = payload;
     showCharts();
@@ -214,6 +215,20 @@ function showRequests(requests) {
     row.dataset.phase = request.phase;
     return request.mcp ? [row, stepsRow(request.mcp, 7)] : [row];
   }).flat(), "requests-empty");
+}
+
+// The batches being run: lines done of all (a bar), failed, the rate since they began, the time left at it.
+function showBatches(batches) {
+  fill("batches", batches.map((batch) => {
+    const done = batch.completed + batch.failed;
+    const progress = el("td", {}, bar(batch.total ? done / batch.total : 0), " " + done + " / " + batch.total);
+    const row = el("tr", {}, el("td", {}, batch.id), el("td", {}, batch.endpoint), el("td", {}, batch.key || "–"),
+                   el("td", {}, batch.status), progress, el("td", {}, batch.failed),
+                   el("td", {}, number(batch.lines_per_minute)),
+                   el("td", {}, batch.eta_seconds === null ? "–" : number(batch.eta_seconds, 0) + " s"));
+    row.dataset.batchId = batch.id;
+    return row;
+  }), "batches-empty");
 }
 
 // A request's detail: the MCP listings and calls the proxy ran for it (server, tool, duration, error),

@@ -55,6 +55,8 @@ OWN_VIEW = Kind("own view", {NONE: ok(401), OWN: ok(), OTHER: ok(), LIMITED: ok(
 OWN_CARD = Kind("own card", {NONE: ok(401), OWN: ok(), OTHER: ok(404), LIMITED: ok(), ADMIN: ok()})
 # The caller's own usage: counted against its limits.
 OWN_USAGE = Kind("own usage", {NONE: ok(401), OWN: ok(), OTHER: ok(), LIMITED: ok(429), ADMIN: ok()})
+# Writing or listing the caller's own stored objects: every key its own, counted against its limits.
+OWN_OBJECTS = Kind("own objects", {NONE: ok(401), OWN: ok(), OTHER: ok(), LIMITED: ok(429), ADMIN: ok()})
 ADMIN_ONLY = Kind("admin-only", {NONE: ok(401), OWN: ok(403), OTHER: ok(403), LIMITED: ok(403), ADMIN: ok()})
 # A box's routes for the fleet's other instances: only with the fleet secret, whatever the key (even the admin's).
 FLEET_ONLY = Kind("fleet calls only", {caller: ok(401) for caller in CALLERS})
@@ -90,6 +92,14 @@ def wav(seconds: float = 0.5, rate: int = 16000) -> bytes:
 
 
 AUDIO = Form({"model": "a"}, {"file": ("clip.wav", wav(), "audio/wav")})
+BATCH_LINE = {"custom_id": "one", "method": "POST", "url": "/v1/chat/completions", "body": CHAT}
+BATCH_FILE = Form({"purpose": "batch"}, {"file": ("lines.jsonl", json.dumps(BATCH_LINE).encode() + b"\n", "application/jsonl")})
+MESSAGE_BATCH = {"requests": [{"custom_id": "one", "params": MESSAGES}]}
+
+
+def new_batch(probe, caller):
+    """A batch of the caller's own input file (the others try a's)."""
+    return "POST", "/v1/batches", {"input_file_id": probe.objects(caller)["file"], "endpoint": "/v1/chat/completions"}
 
 
 def post(path: str, body: dict | None = None):
@@ -167,6 +177,29 @@ ROUTES: dict[tuple[str, str], Row] = {
             "/v1/conversations/{conversation}/items".format(**probe.objects(caller)),
             {"items": [{"type": "message", "role": "user", "content": "more"}]},
         ),
+    ),
+    # Files and batches: each key's own.
+    ("POST", "/v1/files"): Row(OWN_OBJECTS, post("/v1/files", BATCH_FILE)),
+    ("GET", "/v1/files"): Row(OWN_OBJECTS, get("/v1/files")),
+    ("GET", "/v1/files/<file_id>"): Row(OWN_ONLY, of_own("GET", "/v1/files/{file}")),
+    ("GET", "/v1/files/<file_id>/content"): Row(OWN_ONLY, of_own("GET", "/v1/files/{file}/content")),
+    ("DELETE", "/v1/files/<file_id>"): Row(OWN_ONLY, of_own("DELETE", "/v1/files/{file}", fresh=True)),
+    ("POST", "/v1/batches"): Row(OWN_ONLY, new_batch),
+    ("GET", "/v1/batches"): Row(OWN_OBJECTS, get("/v1/batches")),
+    ("GET", "/v1/batches/<batch_id>"): Row(OWN_ONLY, of_own("GET", "/v1/batches/{batch}")),
+    ("POST", "/v1/batches/<batch_id>/cancel"): Row(OWN_ONLY, of_own("POST", "/v1/batches/{batch}/cancel")),
+    ("POST", "/v1/messages/batches"): Row(OWN_OBJECTS, post("/v1/messages/batches", MESSAGE_BATCH)),
+    ("GET", "/v1/messages/batches"): Row(OWN_OBJECTS, get("/v1/messages/batches")),
+    ("GET", "/v1/messages/batches/<batch_id>"): Row(OWN_ONLY, of_own("GET", "/v1/messages/batches/{message_batch}")),
+    ("POST", "/v1/messages/batches/<batch_id>/cancel"): Row(
+        OWN_ONLY, of_own("POST", "/v1/messages/batches/{message_batch}/cancel")
+    ),
+    # deleting or reading the results of a batch still processing is a 400, of an ended one a 200
+    ("DELETE", "/v1/messages/batches/<batch_id>"): Row(
+        OWN_ONLY, of_own("DELETE", "/v1/messages/batches/{message_batch}", fresh=True), ok(200, 400)
+    ),
+    ("GET", "/v1/messages/batches/<batch_id>/results"): Row(
+        OWN_ONLY, of_own("GET", "/v1/messages/batches/{message_batch}/results"), ok(200, 400)
     ),
     ("GET", "/v1/conversations/<conversation_id>/items/<item_id>"): Row(
         OWN_ONLY, of_own("GET", "/v1/conversations/{conversation}/items/{item}")
@@ -332,7 +365,18 @@ class Probe:
         )
         assert response.status_code == conversation.status_code == 200, (response.text, conversation.text)
         items = self.send(owner, "GET", f"/v1/conversations/{conversation.json()['id']}/items").json()
-        return {"response": response.json()["id"], "conversation": conversation.json()["id"], "item": items["data"][0]["id"]}
+        uploaded = self.send(owner, "POST", "/v1/files", BATCH_FILE).json()["id"]
+        batch = self.send(owner, "POST", "/v1/batches", {"input_file_id": uploaded, "endpoint": "/v1/chat/completions"})
+        message_batch = self.send(owner, "POST", "/v1/messages/batches", MESSAGE_BATCH)
+        assert batch.status_code == message_batch.status_code == 200, (batch.text, message_batch.text)
+        return {
+            "response": response.json()["id"],
+            "conversation": conversation.json()["id"],
+            "item": items["data"][0]["id"],
+            "file": uploaded,
+            "batch": batch.json()["id"],
+            "message_batch": message_batch.json()["id"],
+        }
 
     def throwaway_key(self) -> str:
         name = next(NAMES)

@@ -922,6 +922,7 @@ ANTHROPIC_ERRORS = [
     (errors.UpstreamError("garbage"), 502, "api_error"),
     (errors.UpstreamUnavailable("down"), 529, "overloaded_error"),
     (errors.FleetUnavailable("no box answers"), 529, "overloaded_error"),
+    (errors.Preempted("a batch line gave its slot"), 529, "overloaded_error"),
     (errors.UpstreamTimeout("slow"), 504, "timeout_error"),
     (errors.StoreUnavailable("store down"), 503, "api_error"),  # Anthropic's API stores nothing; mapped all the same
     (errors.PermissionDenied("admin only"), 403, "permission_error"),

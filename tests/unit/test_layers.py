@@ -42,6 +42,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("app", ("api_like_oai.app", "api_like_oai.siblings", "api_like_oai.tracing", "api_like_oai.upstream_metrics")),
     # Thin Flask views: parse, call a service, wrap its answer.
     ("routes", ("api_like_oai.routes",)),
+    # The Files and Batch APIs and the batch runner: stored objects (services' scope) and, for the
+    # runner, the app itself, which the entry hands it to run each line through as any request.
+    ("batch", ("api_like_oai.batch",)),
     # The use cases, no Flask: one entry per API, the generation path, admission, the stored objects.
     ("services", ("api_like_oai.services",)),
     # The dashboard's history buckets and live view, read by its routes and flushed by the app.

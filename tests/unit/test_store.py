@@ -139,6 +139,20 @@ def test_an_object_never_outgrows_max_bytes(store):
     assert store.delete_item(key, owner, "msg_0") and store.append(key, owner, [{**big, "id": "msg_1"}])
 
 
+def test_only_new_creates_once_and_a_bigger_limit_shares_the_storage(store):
+    """Of two callers creating the same list (a key's index of files), one creates it: the other appends."""
+    owner = store.owner(None)
+    key = new_id("index")
+    assert store.put(key, owner, {"id": key}, [message(1)], only_new=True)
+    assert not store.put(key, owner, {"id": key, "replaced": True}, [message(2)], only_new=True)
+    assert store.get(key, owner) == {"id": key} and ids(store.page(key, owner)) == ["msg_1"]
+    big = {**message(2), "content": [{"type": "input_text", "text": "x" * MAX_BYTES}]}
+    with pytest.raises(TooLarge):
+        store.append(key, owner, [big])
+    assert store.limited_to(4 * MAX_BYTES).append(key, owner, [big])
+    assert ids(store.page(key, owner)) == ["msg_1", "msg_2"] and store.max_bytes == MAX_BYTES
+
+
 def test_objects_expire_after_their_last_write(backend):
     store = make_store(*backend, ttl_seconds=1.0)
     owner = store.owner(None)

@@ -1,0 +1,257 @@
+"""The batch lane without a server: a batch's lines checked up front and written in OpenAI's format, a
+file's content kept as items, and the background priority at a model's slot queue (after every key's
+request; preempted by one that finds every slot busy)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from api_like_oai.access.priority import BACKGROUND, SlotQueue
+from api_like_oai.backends.events import GenerationEvent
+from api_like_oai.backends.upstream import UpstreamRequest
+from api_like_oai.batch import files, lines
+from api_like_oai.errors import Preempted
+from api_like_oai.services.door import Door
+
+CHAT = "/v1/chat/completions"
+
+
+def line(custom_id, url=CHAT, body=None) -> bytes:
+    return json.dumps({"custom_id": custom_id, "method": "POST", "url": url, "body": body or {"model": "m"}}).encode()
+
+
+def test_every_line_is_checked_and_a_bad_one_is_named_not_fatal():
+    content = b"\n".join(
+        [
+            line("a"),
+            b"",  # blank lines are skipped, but counted in the numbering
+            b"{not json",
+            b"[1, 2]",
+            json.dumps({"url": CHAT, "body": {}}).encode(),
+            line("a"),
+            line("b", url="/v1/embeddings"),
+            json.dumps({"custom_id": "c", "method": "GET", "url": CHAT, "body": {}}).encode(),
+            json.dumps({"custom_id": "d", "url": CHAT, "body": "text"}).encode(),
+            line("e", body={"model": "m", "n": 10**30}),
+        ]
+    )
+    good, bad = lines.checked(content, CHAT)
+    assert [(g.number, g.custom_id) for g in good] == [(1, "a"), (10, "e")]
+    assert good[1].body["n"] == 10**30  # integers of any size stay exact
+    assert [(b.number, b.custom_id, b.code) for b in bad] == [
+        (3, None, "invalid_json_line"),
+        (4, None, "invalid_request"),
+        (5, None, "missing_required_parameter"),
+        (6, "a", "duplicate_custom_id"),
+        (7, "b", "mismatched_endpoint"),
+        (8, "c", "invalid_method"),
+        (9, "d", "invalid_request"),
+    ]
+
+
+def test_results_are_openai_lines_keyed_by_the_line_number():
+    good, bad = lines.checked(line("x") + b"\n" + b"oops", CHAT)
+    answered = lines.answered(good[0], 200, {"object": "chat.completion", "big": 10**30})
+    assert answered["id"] == "1" and answered["text"].endswith("\n")
+    written = json.loads(answered["text"])
+    assert written["id"].startswith("batch_req_") and written["custom_id"] == "x" and written["error"] is None
+    assert written["response"]["status_code"] == 200 and written["response"]["body"]["big"] == 10**30
+    assert written["response"]["request_id"].startswith("req_")
+    refused = json.loads(lines.refused(bad[0])["text"])
+    assert refused["response"] is None and refused["error"]["code"] == "invalid_json_line"
+    expired = json.loads(lines.refused(good[0], "batch_expired", "too late")["text"])
+    assert expired["custom_id"] == "x" and expired["error"] == {"code": "batch_expired", "message": "too late"}
+
+
+@pytest.mark.parametrize("content", [b"", b"one line\n" * 50_000, "é".encode() * 300_000, bytes(range(256)) * 4000])
+def test_a_files_content_comes_back_whole_from_its_items(content):
+    items = files.chunks(content)
+    assert files.joined(items) == content
+    assert all(len(item.get("text", item.get("base64", ""))) <= files.CHUNK_CHARACTERS for item in items)
+
+
+def test_a_background_generation_waits_behind_every_key_and_is_preempted_by_one():
+    queue = SlotQueue()
+    running = queue.take(1, BACKGROUND)
+    assert running.preempted is not None and not running.preempted.is_set()
+    served: list[str] = []
+
+    def ask(name: str, priority: str) -> None:
+        place = queue.take(1, priority)
+        served.append(name)
+        place.release()
+
+    threads = []
+    for name, priority in (("batch-2", BACKGROUND), ("low", "low")):
+        threads.append(threading.Thread(target=ask, args=(name, priority)))
+        threads[-1].start()
+        while queue.waiting < len(threads):
+            time.sleep(0.001)
+        # a waiting batch line preempts nothing; a key's request preempts the running line
+        assert running.preempted.is_set() == (priority != BACKGROUND)
+    running.release()
+    for thread in threads:
+        thread.join(5)
+    assert served == ["low", "batch-2"] and queue.preemptions == 1
+    assert queue.running == 0 and queue.waiting == 0
+
+
+def test_a_key_request_under_the_slot_count_preempts_nothing():
+    queue = SlotQueue()
+    background = queue.take(2, BACKGROUND)
+    interactive = queue.take(2, "normal")
+    assert not background.preempted.is_set() and interactive.preempted is None
+    background.release()
+    interactive.release()
+    assert queue.running == 0 and queue._background == []
+
+
+class Slow:
+    """An upstream whose generation gives an event whenever the test lets it."""
+
+    def __init__(self):
+        self.closed = False
+        self.next = threading.Semaphore(0)
+
+    def generate(self, request, **options):
+        def events():
+            try:
+                for n in range(100):
+                    self.next.acquire()
+                    yield GenerationEvent(text=f"t{n}")
+            finally:
+                self.closed = True
+
+        return events()
+
+    def slot_count(self):
+        return 1
+
+
+class BackgroundTicket:
+    caller = type("Caller", (), {"priority": BACKGROUND})()
+    metrics = None
+
+
+def test_the_door_stops_a_preempted_generation_at_its_next_event_and_frees_its_slot():
+    upstream, queue = Slow(), SlotQueue()
+    events = Door(upstream, queue, BackgroundTicket()).generate(UpstreamRequest("/completion", {}))
+    upstream.next.release()
+    assert next(events).text == "t0"
+    granted = []
+    waiter = threading.Thread(target=lambda: granted.append(queue.take(1, "high")))
+    waiter.start()
+    while queue.waiting == 0:
+        time.sleep(0.001)
+    upstream.next.release()
+    with pytest.raises(Preempted):
+        next(events)
+    waiter.join(5)
+    assert upstream.closed and len(granted) == 1 and queue.running == 1
+    granted[0].release()
+
+
+@pytest.mark.parametrize(
+    ("sent", "key", "gets"),
+    [
+        ("flex", "normal", "low"),
+        ("priority", "normal", "normal"),  # never above the key's own
+        ("priority", "high", "high"),
+        ("default", "high", "high"),
+        ("auto", "low", "low"),
+        (" LOW ", "high", "low"),
+        ("u=3, i", "normal", "normal"),  # a browser's RFC 9218 header names no priority of ours
+        (None, "low", "low"),
+        ("high", BACKGROUND, BACKGROUND),  # a batch's line asks for nothing above the background
+    ],
+)
+def test_a_request_may_ask_a_priority_up_to_its_keys(sent, key, gets):
+    from api_like_oai.access.priority import asked, capped
+
+    assert capped(asked(sent), key) == gets
+
+
+def test_a_batchs_progress_row_has_its_rate_and_time_left_and_a_tenant_sees_its_own():
+    from api_like_oai.batch.batches import progress_row
+    from api_like_oai.dashboard.live import for_viewer
+
+    batch = {
+        "id": "batch_1",
+        "_key": "labelling",
+        "endpoint": CHAT,
+        "status": "in_progress",
+        "in_progress_at": 1000,
+        "request_counts": {"total": 100, "completed": 25, "failed": 5},
+    }
+    row = progress_row(batch, None, now=1060.0)
+    assert (row["lines_per_minute"], row["eta_seconds"], row["status"]) == (30.0, 140.0, "in_progress")
+    assert progress_row(batch, {"at": 1050}, now=1060.0)["status"] == "cancelling"
+    waiting = progress_row({**batch, "status": "validating", "in_progress_at": None}, None, now=1060.0)
+    assert waiting["lines_per_minute"] is None and waiting["eta_seconds"] is None
+    other = {**row, "id": "batch_2", "key": "someone-else"}
+    caller = type("Caller", (), {"name": "labelling", "allows": lambda self, name: True})()
+    assert for_viewer({"batches": [row, other]}, caller, sees_all=False)["batches"] == [row]
+    assert for_viewer({"batches": [row, other]}, caller, sees_all=True)["batches"] == [row, other]
+
+
+def loaded(in_flight: int = 0, queued: int = 0, value: str = "loaded") -> dict:
+    return {"value": value, "in_flight": in_flight, "queued": queued}
+
+
+@pytest.mark.parametrize(
+    ("started", "name", "may"),
+    [
+        ({}, "remote", True),  # a model the proxy does not start
+        ({"a": loaded(in_flight=3)}, "a", True),  # loaded: its lines run beside its users (the slot queue orders them)
+        ({"a": loaded(in_flight=1), "b": loaded(value="unloaded")}, "b", False),  # loading b could evict a, in use
+        ({"a": loaded(queued=1), "b": loaded(value="unloaded")}, "b", False),
+        ({"a": loaded(), "b": loaded(value="unloaded")}, "b", True),  # a is idle: b may be loaded
+        ({"a": loaded(in_flight=2, value="loading"), "b": loaded(value="unloaded")}, "b", True),
+    ],
+)
+def test_a_line_loads_a_model_only_when_that_evicts_nobodys(started, name, may):
+    from api_like_oai.batch.runner import may_run
+
+    assert may_run(started, name) is may
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def test_one_runner_holds_a_batch_and_a_silent_one_is_taken_over(kind, tmp_path, request, monkeypatch):
+    from api_like_oai.batch import runner
+    from api_like_oai.store import StoreSettings, open_store
+
+    if kind == "sqlite":
+        store = open_store(StoreSettings("sqlite", str(tmp_path / "store.sqlite3")), 4096)
+    else:
+        store = open_store(StoreSettings("redis", request.getfixturevalue("redis_server").url.rsplit("/", 1)[0] + "/6"), 4096)
+        store.client.flushdb()
+    first = runner.Claim.take(store, "batch_x", "first")
+    assert first is not None and runner.Claim.take(store, "batch_x", "second") is None  # held, renewed just now
+    assert first.renew()
+    monkeypatch.setattr(runner, "CLAIM_SECONDS", 0.0)  # the first is silent from now on
+    second = runner.Claim.take(store, "batch_x", "second")
+    assert second is not None and second.epoch == 2
+    assert not first.renew() and second.renew()  # the first learns it lost the batch, and stops
+    assert runner.Claim.take(store, "batch_x", "third").epoch == 3  # (silent again: taken over again)
+    store.close()
+
+
+def test_a_batchs_usage_sums_its_answers_of_every_api():
+    good, _ = lines.checked(b"\n".join(line(c) for c in "abcd"), CHAT)
+    chat = {"usage": {"prompt_tokens": 10, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}}}
+    responses = {"usage": {"input_tokens": 7, "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 1}}}
+    embeddings = {"usage": {"prompt_tokens": 5, "total_tokens": 5}}
+    answered = [
+        lines.answered(g, 200, body) for g, body in zip(good, (chat, responses, embeddings, {"no": "usage"}), strict=True)
+    ]
+    assert lines.usage_of(answered) == {
+        "input_tokens": 22,
+        "input_tokens_details": {"cached_tokens": 4},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 1},
+        "total_tokens": 27,
+    }
