@@ -8,6 +8,7 @@ what is stored (`store`, `previous_response_id`, `conversation`) is services/sto
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictStr, Tag, model_validator
@@ -403,11 +404,12 @@ class ResponsesRequest(Request):
             raise InvalidRequest("input is an empty list", param="input")
         return self
 
-    def compact_threshold(self, context_length: int) -> int | None:
-        """The prompt tokens past which this request is compacted first (context_management); None: never."""
+    def compact_threshold(self, context_length: Callable[[], int]) -> int | None:
+        """The prompt tokens past which this request is compacted first (context_management); None: never.
+        `context_length` is asked only then: an OpenAI-compatible upstream cannot tell it."""
         for entry in self.context_management or ():
             if entry.type == "compaction":
-                return entry.compact_threshold or context_length * 4 // 5
+                return entry.compact_threshold or context_length() * 4 // 5
         return None
 
     def includes_encrypted_reasoning(self) -> bool:

@@ -116,7 +116,7 @@ def auto(
     compaction item made, as an item of the answer's); None otherwise. The summary's generation goes
     through the request's door, as its answer's does (one admission, each generation's tokens metered),
     its length held to the model's and the proxy's limits (`limits`) as any reply's."""
-    threshold = request.compact_threshold(dialect.model.context_length())
+    threshold = request.compact_threshold(dialect.model.context_length)  # asked only when compaction is
     if threshold is None:
         return None
     with stage(context.record, "admission"):

@@ -148,6 +148,9 @@ ROUTES: dict[tuple[str, str], Row] = {
     ),
     ("POST", "/v1/responses"): Row(OWN_ONLY, post("/v1/responses", RESPONSE)),
     ("POST", "/v1/responses/input_tokens"): Row(OWN_ONLY, post("/v1/responses/input_tokens", RESPONSE)),
+    ("POST", "/v1/responses/compact"): Row(OWN_ONLY, post("/v1/responses/compact", {"model": "a", "input": "Hi"})),
+    # The WebSocket mode's handshake: a key first; without the upgrade, a 400 saying to send it.
+    **{("GET", path): Row(OWN_VIEW, get(path), ok(400)) for path in ("/v1/responses", "/responses")},
     **{("GET", path): Row(OWN_VIEW, get(path)) for path in ("/v1/models", "/models")},
     **{("GET", path + "/<path:model_id>"): Row(OWN_CARD, get(path + "/a")) for path in ("/v1/models", "/models")},
     # Stored responses and conversations: the owner's.
