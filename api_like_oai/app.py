@@ -26,10 +26,10 @@ from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics
 from .routes import (
     STATE_KEY,
-    admin_once_configured,
     audio,
     conversations,
     dashboard,
+    declare,
     docs,
     embeddings,
     fleet,
@@ -57,9 +57,6 @@ if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fl
     from .tracing import Tracing
 
 log = logging.getLogger("api_like_oai")
-
-PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *(path for api in APIS for path in api.public)})
-UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", "/openapi.json"})
 
 
 @dataclass(frozen=True)
@@ -90,8 +87,8 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
     _register_blueprints(app, settings)
-    # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
-    app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
+    # /metrics (routes/internal.py) answers what only the app knows: every model's and key's counts.
+    app.extensions[internal.METRICS_KEY] = _metrics
     app.extensions[dashboard.VIEW_KEY] = LiveView(Collector(_live_sources(state(app))), state(app).history)
     # Order matters: a web page of a foreign origin is refused first, before any work (a browser sends a
     # "simple" text/plain or form POST without a preflight); then CORS preflight is answered before the
@@ -244,8 +241,8 @@ def _metrics():
 
 def _open_record():
     # Each `request.` and `g.` is a context-variable lookup through Werkzeug's proxy: read once here.
-    path = request.path
-    if path in UNRECORDED_PATHS or path.startswith(("/docs", dashboard.PAGE_PATH)):
+    declared = declare.of_request()
+    if declared is not None and not declared.recorded:  # the probes, the documents, the dashboard's files
         return
     shared = state()
     rule = request.url_rule
@@ -361,14 +358,8 @@ def build_registry(settings: Settings) -> ModelRegistry:
 def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
-    # The page and its files hold no data (its stream needs the key); a fleet call's front checked its key.
-    if (
-        request.method == "OPTIONS"
-        or request.path in PUBLIC_PATHS
-        or request.path.startswith("/docs/")
-        or dashboard.is_page(request.path)
-        or g.get("fleet_call")
-    ):
+    # Public routes ask no key (their declarations say so: routes/declare.py); a fleet call's front checked it.
+    if request.method == "OPTIONS" or declare.is_public() or g.get("fleet_call"):
         return
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)

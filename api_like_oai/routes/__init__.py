@@ -10,7 +10,6 @@ from pydantic_core import from_json
 
 from ..access.keys import ANONYMOUS, Caller
 from ..compact_json import json_bytes
-from ..errors import PermissionDenied
 from ..middleware import ON_CLOSE
 from ..observability import LOADING_MODEL, QUEUED, stage
 from ..offload import let_others_run
@@ -109,38 +108,12 @@ def current_caller() -> Caller:
     return ticket.caller if ticket is not None else ANONYMOUS
 
 
-def require_admin(view):
-    """A view only an admin key (--admin-key) may call; any other caller gets a 403 in the API's shape."""
-
-    @functools.wraps(view)
-    def admin_only(*args, **kwargs):
-        if not current_caller().admin:
-            raise PermissionDenied("this route needs an admin key (--admin-key)")
-        return view(*args, **kwargs)
-
-    return admin_only
-
-
 def sees_everything(caller: Caller | None = None) -> bool:
     """Whether the caller sees and acts on what every caller shares (every model, request, error and
     address, the servers' logs): an admin key; while no admin key is configured, a key from the flags
     or the config file (or no key, when the proxy asks for none). A managed key only ever sees its own."""
     caller = caller or current_caller()
     return caller.admin or (caller.record is None and not state().settings.admin_keys)
-
-
-def admin_once_configured(view):
-    """A view for the admin key once one is configured (--admin-key); until then for the keys from the
-    flags (model load and unload, stop-generation, servers' logs: what every caller shares). Never for
-    a managed key that is not the admin's."""
-
-    @functools.wraps(view)
-    def guard(*args, **kwargs):
-        if not sees_everything():
-            raise PermissionDenied("this route needs an admin key (--admin-key)")
-        return view(*args, **kwargs)
-
-    return guard
 
 
 OPERATORS_ONLY = ("upstreams", "args", "error")  # addresses, a load's flags, a failed child's log lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
+from .declare import KEY, OWN, route
 from .scope import admitted_scope, caller_scope, list_query
 
 # The dialect and its service are imported by the first request that needs them, not at start-up: a
@@ -20,7 +21,20 @@ def _service():
     return responses
 
 
-@bp.post("/v1/responses")
+@route(
+    bp,
+    "/v1/responses",
+    "/responses",
+    summary="OpenAI Responses API (set stream for its named events; store, previous_response_id and conversation "
+    "keep and continue turns)",
+    access=KEY,
+    request="api_like_oai.dialects.responses:ResponsesRequest",
+    answer="api_like_oai.dialects.responses_answers:ResponseObject",
+    body="json",
+    model_in="json",
+    metered="tokens",
+    stream="text/event-stream",
+)
 def create():
     from ..dialects.responses import ResponsesRequest
 
@@ -31,7 +45,17 @@ def create():
     )
 
 
-@bp.post("/v1/responses/input_tokens")
+@route(
+    bp,
+    "/v1/responses/input_tokens",
+    summary="OpenAI Responses API: the prompt's token count",
+    access=KEY,
+    request="api_like_oai.dialects.responses:ResponsesRequest",
+    answer="api_like_oai.dialects.responses_answers:InputTokenCount",
+    body="json",
+    model_in="json",
+    metered="requests",
+)
 def input_tokens():
     from ..dialects.responses import ResponsesRequest
 
@@ -39,17 +63,42 @@ def input_tokens():
     return jsonify(_service().input_tokens(request, admission(), caller_scope(), state().seal, g.get("record")))
 
 
-@bp.get("/v1/responses/<response_id>")
+@route(
+    bp,
+    "/v1/responses/<response_id>",
+    methods=("GET",),
+    summary="A stored response, as it was answered",
+    access=OWN,
+    answer="api_like_oai.dialects.responses_answers:ResponseObject",
+    metered="requests",
+)
 def retrieve(response_id: str):
     return jsonify(_service().retrieve(admitted_scope(), response_id))
 
 
-@bp.delete("/v1/responses/<response_id>")
+@route(
+    bp,
+    "/v1/responses/<response_id>",
+    methods=("DELETE",),
+    summary="Delete a stored response",
+    access=OWN,
+    answer="api_like_oai.dialects.conversations:ResponseDeleted",
+    metered="requests",
+)
 def delete(response_id: str):
     return jsonify(_service().delete(admitted_scope(), response_id))
 
 
-@bp.get("/v1/responses/<response_id>/input_items")
+@route(
+    bp,
+    "/v1/responses/<response_id>/input_items",
+    methods=("GET",),
+    summary="A stored response's input items (with the turns it continued)",
+    access=OWN,
+    answer="api_like_oai.dialects.conversations:ItemList",
+    query="api_like_oai.dialects.conversations:ItemListQuery",
+    metered="requests",
+)
 def input_items(response_id: str):
     query = list_query()
     return jsonify(_service().list_input_items(admitted_scope(), response_id, query.after, query.limit, query.order))
