@@ -11,8 +11,9 @@ from pydantic_core import from_json
 from ..access.keys import ANONYMOUS, Caller
 from ..compact_json import json_bytes
 from ..middleware import ON_CLOSE
-from ..observability import LOADING_MODEL, QUEUED, stage
+from ..observability import stage
 from ..offload import let_others_run
+from ..services import leases
 from ..services.admission import Admission, invalid_request
 from ..services.inflight import Context, Waiting
 from ..services.passthrough import passthrough
@@ -132,45 +133,10 @@ def admission() -> Admission:
 
 
 def hold_model(model, later: bool = False) -> None:
-    """A model the proxy starts itself is loaded (or swapped in) for this request, and kept until its
-    response is closed: the lease's release is the last thing the response does. With `later` (a
-    streamed request whose service runs the waiting step), a model not ready yet is left pending in
-    the request's Waiting instead of waited for here: the service sends keep-alives meanwhile."""
-    from ..supervisor.client import PendingLease
-
-    environ = request.environ
-    record = g.get("record")
-    if record is not None:
-        record.phase = LOADING_MODEL  # while the supervisor makes the model ready (at once if it is)
-    lease = state().supervisor.acquire(model.name, wait=not later)
-    environ[ON_CLOSE].append(lease.release)
-    held = functools.partial(_held, state().supervisor, model, environ, record, _waiting())
-    if isinstance(lease, PendingLease):
-        _waiting().pending = functools.partial(_when_granted, lease, held)
-        return
-    held(lease)
-
-
-def _when_granted(pending, held, timeout: float) -> bool:
-    """Whether the pending lease was granted within `timeout` seconds (then held); the refusal's error."""
-    lease = pending.wait(timeout)
-    if lease is None:
-        return False
-    held(lease)
-    return True
-
-
-def _held(supervisor, model, environ: dict, record, waiting: Waiting, lease) -> None:
-    """A granted lease held for the request (no Flask context needed: also run from a waiting stream);
-    its renewal kept for the request's door (a crashed replica it finds: services/door.py)."""
-    from ..supervisor.client import HeldLease
-
-    if record is not None:
-        record.phase = QUEUED
-    held = HeldLease(supervisor, model.name, lease)
-    waiting.renew = held.renew
-    environ[ON_CLOSE].append(held.release)
-    model.upstream.serve_only(lease.urls)
+    """A model the proxy starts is loaded (or swapped in) for this request, and kept until its response
+    is closed (services/leases.py); with `later`, a model not ready yet is left pending in the request's
+    Waiting for its service's waiting step."""
+    leases.hold(state().supervisor, model, request.environ[ON_CLOSE], g.get("record"), _waiting(), later=later)
 
 
 def parse_dialect(request_model: type[BaseModel]):

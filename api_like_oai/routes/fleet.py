@@ -15,16 +15,14 @@ import re
 import orjson
 from flask import Blueprint, Response, g, jsonify, request
 
-from ..errors import AuthenticationFailed, FleetUnavailable, InvalidRequest, ModelNotFound, UpstreamUnavailable
+from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
-from ..fleet.usage import StreamUsage, counts_in, prompt_bound, reply_bound
+from ..services import fleet_relay
 from . import current_caller, declare, sees_everything, state
 from .apis import ANTHROPIC, api_of
 from .declare import FLEET, route
 
 bp = Blueprint("fleet", __name__)
-
-ADDRESS = re.compile(r"(?:https?://)?[A-Za-z0-9.\-]+:[0-9]{2,5}")  # a box's or Redis's, in a refusal's message
 
 
 def trust_fleet_call():
@@ -69,71 +67,16 @@ def forward_elsewhere():
 
 
 def _relayed(model: str, body: dict, raw: bytes) -> Response:
-    caller = current_caller()
-    if not caller.allows(model, model):
-        raise ModelNotFound(f"model {model!r} does not exist", param="model")
-    ticket = g.get("ticket")
-    if ticket is not None:  # once, here, as for a request served here: the box counts no limit of its own
-        ticket.admit(reply_bound(body))
-        ticket.before_generation(len(raw), lambda: prompt_bound(body))
-    record = g.get("record")
-    metrics = state().metrics
-    try:
-        relayed = state().fleet.forward(
-            model,
-            body,
-            raw,
-            request.method,
-            request.full_path.rstrip("?"),
-            dict(request.headers),
-            caller=caller.name,
-            anthropic=api_of(request.path) is ANTHROPIC,
-            on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc(),
-        )
-    except FleetUnavailable as exc:
-        if sees_everything():
-            raise
-        raise FleetUnavailable(ADDRESS.sub("<a box>", exc.message)) from None  # no addresses to a tenant
-    metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
-    if record is not None:
-        record.model, record.requested_model = model, model
-        record.upstream, record.route = relayed.candidate.address, relayed.candidate.route
-        record.status = relayed.status
-    body_pieces = relayed.body
-    if record is not None and isinstance(body_pieces, bytes):
-        _count(record, counts_in(_json_or_none(body_pieces)))
-    elif record is not None:
-        body_pieces = _counted_stream(body_pieces, record)  # app._close_record leaves streams to close their own
-    headers = {**relayed.headers, ROUTE_HEADER: relayed.candidate.route}
-    if sees_everything():  # the box's address: only to who sees every address
-        headers["X-Fleet-Box"] = relayed.candidate.address
-    response = Response(body_pieces, status=relayed.status, headers=headers, direct_passthrough=True)
+    sent = fleet_relay.Sent(
+        model, body, raw, request.method, request.full_path.rstrip("?"), dict(request.headers), api_of(request.path) is ANTHROPIC
+    )
+    shared = state()
+    relayed = fleet_relay.relay(
+        shared.fleet, shared.metrics, sent, current_caller(), g.get("ticket"), g.get("record"), sees_everything=sees_everything()
+    )
+    response = Response(relayed.body, status=relayed.status, headers=relayed.headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
     return response
-
-
-def _counted_stream(pieces, record):
-    """A relayed stream's pieces; its usage counted and its record closed when it ends."""
-    usage = StreamUsage()
-    try:
-        for piece in pieces:
-            usage.feed(piece)
-            yield piece
-    finally:
-        _count(record, usage.counts)
-        record.close()
-
-
-def _count(record, counts) -> None:
-    if counts is not None:
-        record.count(*counts)
-
-
-def _json_or_none(raw: bytes):
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def _json_object(raw: bytes) -> dict:
