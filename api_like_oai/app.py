@@ -31,11 +31,11 @@ from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics, pool_metrics
 from .routes import (
     STATE_KEY,
-    admin_once_configured,
     audio,
     batches,
     conversations,
     dashboard,
+    declare,
     docs,
     embeddings,
     files,
@@ -43,7 +43,6 @@ from .routes import (
     internal,
     keys,
     lifecycle,
-    message_batches,
     models,
     native,
     offered_key,
@@ -65,10 +64,6 @@ if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fl
     from .tracing import Tracing
 
 log = logging.getLogger("api_like_oai")
-
-PUBLIC_PATHS = frozenset({"/health", "/api/hello", "/docs", "/openapi.json", *(path for api in APIS for path in api.public)})
-POOL_METRICS_PATH = "/metrics/pool"  # an inference pool's endpoint picker scrapes it every 50 ms: not recorded
-UNRECORDED_PATHS = frozenset({"/health", "/api/hello", "/metrics", POOL_METRICS_PATH, "/openapi.json"})
 
 
 @dataclass(frozen=True)
@@ -99,13 +94,10 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     app.extensions[STATE_KEY] = _app_state(settings, run_dir, supervisor_socket)
     _register_blueprints(app, settings)
-    # Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's.
-    app.add_url_rule("/metrics", "metrics", admin_once_configured(_metrics))
-    # The endpoint picker sends no key: with --open-pool-metrics (a box reached only by its pool's
-    # picker and fronts, by NetworkPolicy), the four gauges per model are served to anyone.
-    app.add_url_rule(
-        POOL_METRICS_PATH, "pool_metrics", _pool_metrics if settings.open_pool_metrics else admin_once_configured(_pool_metrics)
-    )
+    # /metrics and /metrics/pool (routes/internal.py) answer what only the app knows: every model's and
+    # key's counts; the model-server protocol's gauges an inference pool's endpoint picker reads.
+    app.extensions[internal.METRICS_KEY] = _metrics
+    app.extensions[internal.POOL_METRICS_KEY] = _pool_metrics
     app.extensions[dashboard.VIEW_KEY] = LiveView(Collector(_live_sources(state(app))), state(app).history)
     # Order matters: a web page of a foreign origin is refused first, before any work (a browser sends a
     # "simple" text/plain or form POST without a preflight); then CORS preflight is answered before the
@@ -148,7 +140,6 @@ def _register_blueprints(app: Flask, settings: Settings) -> None:
         audio.bp,
         files.bp,
         batches.bp,
-        message_batches.bp,
     ):
         app.register_blueprint(blueprint)
     if settings.native_api:
@@ -275,8 +266,8 @@ def _pool_metrics():
 
 def _open_record():
     # Each `request.` and `g.` is a context-variable lookup through Werkzeug's proxy: read once here.
-    path = request.path
-    if path in UNRECORDED_PATHS or path.startswith(("/docs", dashboard.PAGE_PATH)):
+    declared = declare.of_request()
+    if declared is not None and not declared.recorded:  # the probes, the documents, the dashboard's files
         return
     shared = state()
     rule = request.url_rule
@@ -393,16 +384,8 @@ def build_registry(settings: Settings) -> ModelRegistry:
 def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
-    # The page and its files hold no data (its stream needs the key); a fleet call's front checked its key.
-    if (
-        request.method == "OPTIONS"
-        or request.path in PUBLIC_PATHS
-        or (request.path == POOL_METRICS_PATH and state().settings.open_pool_metrics)
-        or request.path.startswith("/docs/")
-        or dashboard.is_page(request.path)
-        or g.get("fleet_call")
-        or "ticket" in g
-    ):
+    # Public routes ask no key (their declarations say so: routes/declare.py); a fleet call's front checked it.
+    if request.method == "OPTIONS" or declare.is_public() or g.get("fleet_call"):
         return
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)

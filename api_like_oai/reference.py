@@ -12,11 +12,10 @@ import contextlib
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .arguments import ENV_PREFIX, FLAG_GROUPS, build_parser, settings_from_args
+from .arguments import ENV_PREFIX, FLAG_GROUPS, build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 # The manual's page on each group of flags (arguments.FLAG_GROUPS' titles): (its title, its link).
@@ -74,44 +73,27 @@ def flag_reference() -> str:
     return "\n".join(out)
 
 
-def _apps() -> list:
-    """The app as the CLI builds it with its default flags, and as a fleet member (the fleet's routes)."""
-    from .app import create_app
+def endpoint_rows() -> list[tuple[str, str, list[str], str, str]]:
+    """(method, path, its aliases, what it does, who may call it) of every documented route, read from the
+    route declarations (routes/declare.py) in their modules' order: the one place a route is written."""
+    from .routes.declare import all_declarations
+    from .routes.docs import openapi_path
 
-    with tempfile.TemporaryDirectory() as folder, _without_environment():
-        secret = Path(folder) / "fleet-secret"
-        secret.write_text("a-secret-of-the-fleet-for-the-reference\n")
-        argument_lists = [[], ["--fleet", "redis://127.0.0.1:1/0", "--fleet-secret-file", str(secret)]]
-        return [
-            create_app(settings_from_args(build_parser().parse_args(["--chat-prompt-model", "chatml", *a])))
-            for a in argument_lists
-        ]
-
-
-def endpoint_rows() -> list[tuple[str, str, list[str], str]]:
-    """(method, path, the other paths of the same view, what it does) of every public route of the apps,
-    in /openapi.json's order (each API's, then the proxy's own). The one place the endpoint table is
-    read from the code: when routes declare themselves, read the declarations here."""
-    from .routes.docs import documentation, endpoints
-
-    order = {(method, path): index for index, (method, path, *_) in enumerate(endpoints())}
-    rows: dict[tuple[str, str], tuple[str, list[str]]] = {}
-    aliases: dict[tuple[str, str], list[str]] = {}
-    for app in _apps():
-        for (method, path), (entry, alias_of) in documentation(app).items():
-            if alias_of is None:
-                rows[method, path] = (entry[2], aliases.setdefault((method, path), []))
-            elif path not in aliases.setdefault((method, alias_of), []):
-                aliases[method, alias_of].append(path)
-    ranked = sorted(rows, key=lambda key: (order.get(key, len(order)), key[1], key[0]))
-    return [(method, path, sorted(aliases[method, path]), rows[method, path][0]) for method, path in ranked]
+    rows = []
+    for declaration in all_declarations():
+        if not declaration.documented:
+            continue
+        path, *aliases = [openapi_path(rule) for rule in declaration.paths]
+        for method in sorted(set(declaration.methods) - {"HEAD", "OPTIONS"}):  # as /openapi.json lists them
+            rows.append((method.lower(), path, sorted(set(aliases) - {path}), declaration.summary, declaration.access))
+    return sorted(rows, key=lambda row: (row[1], row[0]))  # by path: the same whatever imported the routes first
 
 
 def endpoint_table() -> str:
-    lines = ["| method | path | also at | what it does |", "| --- | --- | --- | --- |"]
-    for method, path, other_paths, summary in endpoint_rows():
+    lines = ["| method | path | also at | what it does | who may call it |", "| --- | --- | --- | --- | --- |"]
+    for method, path, other_paths, summary, access in endpoint_rows():
         also = ", ".join(f"`{other}`" for other in other_paths)
-        lines.append(f"| {method.upper()} | `{path}` | {also} | {_cell(summary)} |")
+        lines.append(f"| {method.upper()} | `{path}` | {also} | {_cell(summary)} | {access} |")
     return "\n".join(lines) + "\n"
 
 

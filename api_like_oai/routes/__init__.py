@@ -10,10 +10,10 @@ from pydantic_core import from_json
 
 from ..access.keys import ANONYMOUS, Caller
 from ..compact_json import json_bytes
-from ..errors import PermissionDenied
 from ..middleware import ON_CLOSE
-from ..observability import LOADING_MODEL, QUEUED, stage
+from ..observability import stage
 from ..offload import let_others_run
+from ..services import leases
 from ..services.admission import Admission, invalid_request
 from ..services.inflight import Context, Waiting
 from ..services.passthrough import passthrough
@@ -110,38 +110,12 @@ def current_caller() -> Caller:
     return ticket.caller if ticket is not None else ANONYMOUS
 
 
-def require_admin(view):
-    """A view only an admin key (--admin-key) may call; any other caller gets a 403 in the API's shape."""
-
-    @functools.wraps(view)
-    def admin_only(*args, **kwargs):
-        if not current_caller().admin:
-            raise PermissionDenied("this route needs an admin key (--admin-key)")
-        return view(*args, **kwargs)
-
-    return admin_only
-
-
 def sees_everything(caller: Caller | None = None) -> bool:
     """Whether the caller sees and acts on what every caller shares (every model, request, error and
     address, the servers' logs): an admin key; while no admin key is configured, a key from the flags
     or the config file (or no key, when the proxy asks for none). A managed key only ever sees its own."""
     caller = caller or current_caller()
     return caller.admin or (caller.record is None and not state().settings.admin_keys)
-
-
-def admin_once_configured(view):
-    """A view for the admin key once one is configured (--admin-key); until then for the keys from the
-    flags (model load and unload, stop-generation, servers' logs: what every caller shares). Never for
-    a managed key that is not the admin's."""
-
-    @functools.wraps(view)
-    def guard(*args, **kwargs):
-        if not sees_everything():
-            raise PermissionDenied("this route needs an admin key (--admin-key)")
-        return view(*args, **kwargs)
-
-    return guard
 
 
 OPERATORS_ONLY = ("upstreams", "args", "error")  # addresses, a load's flags, a failed child's log lines
@@ -160,45 +134,10 @@ def admission() -> Admission:
 
 
 def hold_model(model, later: bool = False) -> None:
-    """A model the proxy starts itself is loaded (or swapped in) for this request, and kept until its
-    response is closed: the lease's release is the last thing the response does. With `later` (a
-    streamed request whose service runs the waiting step), a model not ready yet is left pending in
-    the request's Waiting instead of waited for here: the service sends keep-alives meanwhile."""
-    from ..supervisor.client import PendingLease
-
-    environ = request.environ
-    record = g.get("record")
-    if record is not None:
-        record.phase = LOADING_MODEL  # while the supervisor makes the model ready (at once if it is)
-    lease = state().supervisor.acquire(model.name, wait=not later)
-    environ[ON_CLOSE].append(lease.release)
-    held = functools.partial(_held, state().supervisor, model, environ, record, _waiting())
-    if isinstance(lease, PendingLease):
-        _waiting().pending = functools.partial(_when_granted, lease, held)
-        return
-    held(lease)
-
-
-def _when_granted(pending, held, timeout: float) -> bool:
-    """Whether the pending lease was granted within `timeout` seconds (then held); the refusal's error."""
-    lease = pending.wait(timeout)
-    if lease is None:
-        return False
-    held(lease)
-    return True
-
-
-def _held(supervisor, model, environ: dict, record, waiting: Waiting, lease) -> None:
-    """A granted lease held for the request (no Flask context needed: also run from a waiting stream);
-    its renewal kept for the request's door (a crashed replica it finds: services/door.py)."""
-    from ..supervisor.client import HeldLease
-
-    if record is not None:
-        record.phase = QUEUED
-    held = HeldLease(supervisor, model.name, lease)
-    waiting.renew = held.renew
-    environ[ON_CLOSE].append(held.release)
-    model.upstream.serve_only(lease.urls)
+    """A model the proxy starts is loaded (or swapped in) for this request, and kept until its response
+    is closed (services/leases.py); with `later`, a model not ready yet is left pending in the request's
+    Waiting for its service's waiting step."""
+    leases.hold(state().supervisor, model, request.environ[ON_CLOSE], g.get("record"), _waiting(), later=later)
 
 
 def parse_dialect(request_model: type[BaseModel]):

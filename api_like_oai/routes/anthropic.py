@@ -7,6 +7,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
+from .declare import KEY, route
 
 # The dialect and its service are imported by the first request that needs them, not at start-up:
 # a worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
@@ -14,7 +15,18 @@ from . import admission, generation_context, parse_dialect, respond, state
 bp = Blueprint("anthropic", __name__)
 
 
-@bp.post("/v1/messages")
+@route(
+    bp,
+    "/v1/messages",
+    summary="Anthropic Messages API (set stream for its named events; ?beta=true accepted)",
+    access=KEY,
+    request="api_like_oai.dialects.anthropic:MessagesRequest",
+    answer="api_like_oai.dialects.anthropic_answers:MessageResponse",
+    body="json",
+    model_in="json",
+    metered="tokens",
+    stream="text/event-stream",
+)
 def create():
     from ..dialects.anthropic import MessagesRequest
     from ..services import messages
@@ -27,7 +39,17 @@ def create():
     )
 
 
-@bp.post("/v1/messages/count_tokens")
+@route(
+    bp,
+    "/v1/messages/count_tokens",
+    summary="Anthropic Messages API: the prompt's token count",
+    access=KEY,
+    request="api_like_oai.dialects.anthropic:CountTokensRequest",
+    answer="api_like_oai.dialects.anthropic_answers:TokenCount",
+    body="json",
+    model_in="json",
+    metered="requests",
+)
 def count_tokens():
     from ..dialects.anthropic import CountTokensRequest
     from ..services import messages
@@ -36,3 +58,8 @@ def count_tokens():
     response = jsonify(count)
     response.headers.update(headers)
     return response
+
+
+# Anthropic's Message Batches are this blueprint's views too (their paths are under its prefix), in a
+# module of their own: imported here, after `bp`, so that they are added before the blueprint is registered.
+from . import message_batches  # noqa: E402, F401

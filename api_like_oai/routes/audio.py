@@ -15,9 +15,20 @@ from ..services.admission import capability_mismatch, invalid_request
 from ..services.audio_relay import Relayed, relay_form, relay_json
 from ..services.transcription import AudioUpload, check_audio, transcribe
 from . import admission, door, lookup_model, parse_body, respond, state
+from .declare import KEY, route
 
 bp = Blueprint("audio", __name__)
 FORM_OVERHEAD_BYTES = 1024 * 1024  # the form's other fields and boundaries, beside the file
+# What transcriptions and translations take and answer: a form with the file, JSON or a text format, or a stream.
+SPEECH_TO_TEXT = {
+    "access": KEY,
+    "request": TranscriptionForm,
+    "body": "multipart",
+    "model_in": "form",
+    "metered": "seconds",
+    "media": ("application/json", *TEXT_FORMATS.values()),
+    "stream": "text/event-stream",
+}
 
 
 class SpeechRequest(BaseModel):
@@ -27,20 +38,40 @@ class SpeechRequest(BaseModel):
     model: str | None = None
 
 
-@bp.post("/v1/audio/transcriptions")
-@bp.post("/audio/transcriptions")
+@route(
+    bp,
+    "/v1/audio/transcriptions",
+    "/audio/transcriptions",
+    summary="Speech to text (a multipart form, OpenAI's shape; response_format text, srt and vtt answer text)",
+    **SPEECH_TO_TEXT,
+)
 def create_transcription():
     return _speech_to_text("/audio/transcriptions", translate=False)
 
 
-@bp.post("/v1/audio/translations")
-@bp.post("/audio/translations")
+@route(
+    bp,
+    "/v1/audio/translations",
+    "/audio/translations",
+    summary="Speech to English text (a multipart form, OpenAI's shape; response_format text, srt and vtt answer text)",
+    **SPEECH_TO_TEXT,
+)
 def create_translation():
     return _speech_to_text("/audio/translations", translate=True)
 
 
-@bp.post("/v1/audio/speech")
-@bp.post("/audio/speech")
+@route(
+    bp,
+    "/v1/audio/speech",
+    "/audio/speech",
+    summary="Text to speech (OpenAI's shape), by a `kind: openai` model's speech server; the audio as it answers it",
+    access=KEY,
+    request=SpeechRequest,
+    body="json",
+    model_in="json",
+    metered="requests",
+    media=(),  # the audio, as the speech server answers it
+)
 def create_speech():
     speech = parse_body(SpeechRequest)
     model, model_name = lookup_model(speech.model)

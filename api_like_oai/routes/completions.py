@@ -4,21 +4,45 @@ from __future__ import annotations
 
 from flask import Blueprint
 
+from ..answers import ChatCompletion, Completion
 from ..protocol import ChatCompletionRequest, CompletionRequest
 from ..services.chat import chat_completion
 from ..services.completions import completion
 from . import completed
+from .declare import KEY, route
 
 bp = Blueprint("completions", __name__)
 
 
-@bp.post("/v1/chat/completions")
-@bp.post("/chat/completions")
+@route(
+    bp,
+    "/v1/chat/completions",
+    "/chat/completions",
+    summary="Chat completion (set stream for server-sent events of ChatCompletionChunk)",
+    access=KEY,
+    request=ChatCompletionRequest,
+    answer=ChatCompletion,
+    body="json",
+    model_in="json",
+    metered="tokens",
+    stream="text/event-stream",
+)
 def create_chat_completion():
     return completed(ChatCompletionRequest, "/chat/completions", chat_completion)
 
 
-@bp.post("/v1/completions")
-@bp.post("/completions")
+@route(
+    bp,
+    "/v1/completions",
+    "/completions",
+    summary="Text completion (suffix: fill-in-the-middle through llama.cpp /infill)",
+    access=KEY,
+    request=CompletionRequest,
+    answer=Completion,
+    body="json",
+    model_in="json",
+    metered="tokens",
+    stream="text/event-stream",
+)
 def create_completion():
     return completed(CompletionRequest, "/completions", completion)

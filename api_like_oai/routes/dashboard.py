@@ -17,7 +17,8 @@ from ..dashboard.live import for_viewer
 from ..errors import InvalidRequest, NotFound
 from ..services.inflight import ABSENT, NOT_GENERATING, STOPPED
 from ..sse import json_bytes
-from . import SSE_HEADERS, admin_once_configured, current_caller, sees_everything, state
+from . import SSE_HEADERS, current_caller, sees_everything, state
+from .declare import ADMIN, OWN, PUBLIC, route
 
 bp = Blueprint("dashboard", __name__)
 
@@ -39,6 +40,7 @@ PAGE_HEADERS = {
 }
 SECONDS_BETWEEN_FRAMES = 1.0
 FOUND_ORDER = (STOPPED, NOT_GENERATING, ABSENT)  # what one worker found outranks what the next did
+PAGE = {"documented": False, "recorded": False}  # files holding no data, like /docs
 VIEW_KEY = "api_like_oai.dashboard"  # where app.create_app keeps the LiveView in `app.extensions`
 
 
@@ -46,13 +48,12 @@ def is_page(path: str) -> bool:
     return path == PAGE_PATH or path.startswith(PAGE_PATH + "/")
 
 
-@bp.get(PAGE_PATH)
-@bp.get(PAGE_PATH + "/")
+@route(bp, PAGE_PATH, PAGE_PATH + "/", methods=("GET",), summary="The dashboard", access=PUBLIC, **PAGE)
 def page():
     return _page_file("index.html")
 
 
-@bp.get(PAGE_PATH + "/<path:name>")
+@route(bp, PAGE_PATH + "/<path:name>", methods=("GET",), summary="The dashboard's files", access=PUBLIC, **PAGE)
 def page_file(name: str):
     return _page_file(name)
 
@@ -63,7 +64,15 @@ def _page_file(name: str) -> Response:
     return response
 
 
-@bp.get("/v1/internal/events")
+@route(
+    bp,
+    "/v1/internal/events",
+    methods=("GET",),
+    summary="The dashboard's stream: live requests every second, history when it changed (a key: its own)",
+    access=OWN,
+    media=(),
+    stream="text/event-stream",
+)
 def events():
     """The dashboard's stream: `hello` (what the caller may do), then `live` every second and
     `history` when it changed (dashboard/live.py). It ends when the client goes away or the proxy
@@ -95,8 +104,12 @@ def _frame(event: str, payload: dict) -> bytes:
     return b"event: " + event.encode() + b"\ndata: " + json_bytes(payload) + b"\n\n"
 
 
-@bp.post("/v1/internal/requests/<request_id>/stop")
-@admin_once_configured
+@route(
+    bp,
+    "/v1/internal/requests/<request_id>/stop",
+    summary="End one request's generation now",
+    access=ADMIN,
+)
 def stop_request(request_id: str):
     """End one request's generation now (as stop-generation does for all): it finishes with
     finish_reason "stop". In whichever worker it runs (the dashboard's stream lists every worker's)."""

@@ -1,330 +1,224 @@
-"""/openapi.json made from the routes the app registered (app.url_map), each documented by its API's
-descriptor (routes/apis.py) or the proxy's own table below, with the pydantic models of requests and
-answers; and /docs (Swagger UI, offline). tests/unit/test_openapi.py holds the two equal: every public
-route is documented, nothing is documented that is not registered."""
+"""/openapi.json made from the routes the app registered (app.url_map), each described by its declaration
+(routes/declare.py: its summary, access, request and answer models, statuses), with the pydantic models of
+requests and answers; and /docs (Swagger UI, offline). The document is made per app: which routes are
+registered (the native API, the fleet's) and whether a key is asked are the app's.
+tests/unit/test_openapi.py holds the document, the views and the declarations equal."""
 
 from __future__ import annotations
 
 import re
+from importlib import import_module
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, send_from_directory
 from openapi_ui_bundles import swagger_ui
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from .. import answers as o
-from .. import protocol as p
-from ..batch import models as batch_models
+from ..fleet.settings import SECRET_HEADER
 from ..version import __version__
-from .apis import APIS, Endpoint, api_of
+from . import state
+from .apis import APIS, api_of
+from .declare import ADMIN, ADMIN_KEY, DECLARATIONS, FLEET, KEY, OWN, POOL, PUBLIC, Declaration, route
 
 bp = Blueprint("docs", __name__)
 
-# Registered, not documented: the document itself, its page, and the files of its page and the dashboard's.
-UNDOCUMENTED = frozenset({"/openapi.json", "/docs", "/docs/static/{filename}", "/static/{filename}", "/ui", "/ui/", "/ui/{name}"})
+UNDOCUMENTED = {"documented": False, "recorded": False}  # the document itself, its page and its files
 DOCUMENT_KEY = "api_like_oai.openapi"
-
-
-def endpoints() -> list[Endpoint]:
-    """Every documented route: each API's (its descriptor's), then the proxy's own. A function, so that
-    the dialects' models are imported when the document is first asked for, not when the app is built
-    (idle memory, benchmarks/PROFILE.md)."""
-    return (
-        [endpoint for api in APIS for endpoint in api.endpoints()]
-        + _model_endpoints()
-        + _model_load_endpoints()
-        + _internal_endpoints()
-        + _conversation_endpoints()
-        + _key_endpoints()
-        + _relayed_endpoints()
-        + batch_models.endpoints()
-    )
-
-
-def _model_endpoints() -> list[Endpoint]:
-    """The models, embeddings, reranking, speech and the health check."""
-    from ..dialects import rerank as rr
-
-    return [
-        ("get", "/health", "200 when every upstream answers its health check, else 503 saying why (public)", None, None),
-        ("get", "/metrics", "Prometheus metrics (the admin key once one is configured)", None, None),
-        (
-            "get",
-            "/metrics/pool",
-            "Each started model's requests waiting and running and KV-cache use, for an inference pool's endpoint "
-            "picker (public with --open-pool-metrics, else as /metrics)",
-            None,
-            None,
-        ),
-        ("get", "/api/hello", "Claude Code's connectivity probe (public)", None, None),
-        ("post", "/v1/embeddings", "Embeddings (llama-server must run with --embeddings)", p.EmbeddingRequest, o.EmbeddingList),
-        (
-            "post",
-            "/v1/rerank",
-            "Rerank documents by relevance to a query (Jina's and Cohere's shape; the model's "
-            "llama-server runs with --reranking)",
-            rr.RerankRequest,
-            rr.RerankList,
-        ),
-        (
-            "post",
-            "/v1/audio/transcriptions",
-            "Speech to text (multipart form, OpenAI's shape), by llama-server's own",
-            None,
-            None,
-        ),
-        ("post", "/v1/audio/translations", "Speech to English text (multipart form, OpenAI's shape)", None, None),
-        ("post", "/v1/audio/speech", "Text to speech (OpenAI's shape)", None, None),
-        ("get", "/v1/models", "The served models", None, o.ModelList),
-        ("get", "/v1/models/{model_id}", "One served model", None, o.ModelCard),
-    ]
-
-
-def _model_load_endpoints() -> list[Endpoint]:
-    """Loading and unloading the models the proxy starts, and what they say."""
-    return [
-        (
-            "post",
-            "/v1/internal/model/load",
-            "Load a model the proxy starts (waits until loaded)",
-            p.ModelLoadRequest,
-            o.ModelLoadResponse,
-        ),
-        (
-            "post",
-            "/v1/internal/model/unload",
-            "Unload a model the proxy starts (waits for its requests, then stops it)",
-            p.ModelLoadRequest,
-            o.ModelLoadResponse,
-        ),
-        ("post", "/models/load", "llama.cpp router mode's load (`model`)", p.ModelLoadRequest, o.ModelLoadResponse),
-        ("post", "/models/unload", "llama.cpp router mode's unload (`model`)", p.ModelLoadRequest, o.ModelLoadResponse),
-        ("get", "/v1/internal/model/list", "text-generation-webui's list: the names of the models the proxy starts", None, None),
-        ("get", "/v1/internal/model/logs", "A model's llama-server's last lines", None, None),
-        ("get", "/v1/internal/models/events", "Server-sent events: the models' status, then each change", None, None),
-        ("get", "/v1/internal/model/info", "The model's template, context and upstreams", None, None),
-    ]
-
-
-def _internal_endpoints() -> list[Endpoint]:
-    """The prompt, tokens, requests in flight and the dashboard's stream."""
-    return [
-        (
-            "post",
-            "/v1/internal/chat-prompt",
-            "The prompt a chat request would send, without generating",
-            p.ChatCompletionRequest,
-            o.ChatPromptResponse,
-        ),
-        ("post", "/v1/internal/encode", "Tokenize text", p.EncodeRequest, o.EncodeResponse),
-        ("post", "/v1/internal/decode", "Detokenize token ids", p.DecodeRequest, o.DecodeResponse),
-        ("post", "/v1/internal/token-count", "Count tokens", p.EncodeRequest, o.TokenCountResponse),
-        ("post", "/v1/internal/stop-generation", "End every generation in flight", None, o.StopGenerationResponse),
-        ("get", "/v1/internal/requests", "This worker's requests in flight and their phase", None, o.LiveRequestList),
-        ("post", "/v1/internal/requests/{request_id}/stop", "End one request's generation now", None, None),
-        ("get", "/v1/internal/events", "The dashboard's stream: live requests every second, history when it changed", None, None),
-        ("get", "/v1/fleet/status", "The fleet's boxes and models (with --fleet)", None, None),
-        ("post", "/v1/fleet/pool", "Load a model across a box and its lenders (with --fleet)", None, None),
-        ("post", "/v1/fleet/load", "Start one more copy of a model kept on several boxes (with --fleet)", None, None),
-    ]
-
-
-def _relayed_endpoints() -> list[Endpoint]:
-    """llama.cpp's own API, relayed to the model's llama-server as it is (off with --no-native-api)."""
-    from .native import ROUTES
-
-    return [
-        (
-            method.lower(),
-            path,
-            f"llama.cpp's own {upstream_path}, relayed as it is (`model` in the body or the query names the model)",
-            None,
-            None,
-        )
-        for method, path, upstream_path in ROUTES
-    ]
-
-
-def _conversation_endpoints() -> list[Endpoint]:
-    """endpoints()' stored conversations and their items."""
-    from ..dialects import conversations as s
-
-    return [
-        ("post", "/v1/conversations", "Create a conversation", s.ConversationCreate, s.Conversation),
-        ("get", "/v1/conversations/{conversation_id}", "A conversation", None, s.Conversation),
-        ("post", "/v1/conversations/{conversation_id}", "Update a conversation's metadata", s.ConversationUpdate, s.Conversation),
-        ("delete", "/v1/conversations/{conversation_id}", "Delete a conversation", None, s.ConversationDeleted),
-        ("get", "/v1/conversations/{conversation_id}/items", "A conversation's items", None, s.ItemList),
-        ("post", "/v1/conversations/{conversation_id}/items", "Add items to a conversation", s.ItemsCreate, s.ItemList),
-        ("get", "/v1/conversations/{conversation_id}/items/{item_id}", "One item of a conversation", None, s.Item),
-        (
-            "delete",
-            "/v1/conversations/{conversation_id}/items/{item_id}",
-            "Delete an item (answers the conversation)",
-            None,
-            s.Conversation,
-        ),
-    ]
-
-
-def _key_endpoints() -> list[Endpoint]:
-    """endpoints()' managed keys and usage."""
-    from ..access import manage as k
-
-    return [
-        ("get", "/v1/internal/keys", "Managed keys (admin key only)", None, k.KeyList),
-        ("post", "/v1/internal/keys", "Create a managed key; the answer shows it once (admin key only)", k.NewKey, k.CreatedKey),
-        ("get", "/v1/internal/keys/{name}", "One managed key (admin key only)", None, k.KeyView),
-        (
-            "patch",
-            "/v1/internal/keys/{name}",
-            "Change a key's models, limits or expiry (admin key only)",
-            k.KeyChanges,
-            k.KeyView,
-        ),
-        ("delete", "/v1/internal/keys/{name}", "Revoke a key, on every instance (admin key only)", None, k.KeyView),
-        (
-            "get",
-            "/v1/internal/usage",
-            "Usage per key, model, API and day (an admin key: all; a managed key: its own)",
-            None,
-            k.UsageList,
-        ),
-        (
-            "get",
-            "/v1/organization/usage/completions",
-            "OpenAI's usage API for completions: daily buckets from start_time, group_by api_key_id (the key's name) and model",
-            None,
-            k.OpenAIUsagePage,
-        ),
-        (
-            "get",
-            "/v1/organization/usage/audio_transcriptions",
-            "OpenAI's usage API for speech to text: the seconds transcribed or translated per day, grouped as for completions",
-            None,
-            k.OpenAIAudioUsagePage,
-        ),
-    ]
-
-
-def queries() -> dict:
-    """The operations that take a list's query (limit, after, order), described by its model."""
-    from ..access import manage as k
-    from ..dialects import conversations as s
-
-    return {
-        "/v1/responses/{response_id}/input_items": s.ItemListQuery,
-        "/v1/conversations/{conversation_id}/items": s.ItemListQuery,
-        "/v1/internal/usage": k.UsageQuery,
-        "/v1/organization/usage/completions": k.OpenAIUsageQuery,
-        "/v1/organization/usage/audio_transcriptions": k.OpenAIUsageQuery,
-        **batch_models.queries(),
-    }
-
-
 STREAM_MODELS = [o.ChatCompletionChunk]
-ERROR_STATUSES = {
-    "400": "Invalid request",
-    "401": "Missing or wrong API key",
-    "403": "A route the key may not use",
-    "404": "Unknown route or model",
-    "413": "Body too large",
-    "429": "A key over one of its limits (Retry-After)",
-    "500": "Internal error",
-    "502": "Bad upstream answer",
-    "503": "Upstream unavailable or loading",
-    "504": "Upstream timeout",
+
+# What each status means, and which a route answers by who may call it (beside its own, `statuses`).
+# Any route: a web page's foreign Origin (403), a chunked body past --max-body-bytes (413), a bug (500).
+# 405 (a method the path does not take) is the app's, for every path: not repeated per operation.
+MEANINGS = {
+    400: "Invalid request (the error names the field)",
+    401: "Missing or wrong API key",
+    403: "A route the key may not use, or a web page whose origin CORS does not allow",
+    404: "Unknown model (or a model the key may not use), or unknown object",
+    409: "The name is taken",
+    413: "Body too large",
+    429: "A key over one of its limits (Retry-After)",
+    500: "Internal error",
+    501: "Not supported by this model's llama-server",
+    502: "Bad upstream answer",
+    503: "Upstream unavailable or loading, or the store unreachable",
+    504: "Upstream timeout",
 }
+ANY_ROUTE = (403, 413, 500)
+UNAVAILABLE = 503  # written as the API's own (Anthropic's 529)
+GENERATING = (400, 401, 404, 429, 502, UNAVAILABLE, 504)
+BY_ACCESS = {
+    PUBLIC: (),
+    KEY: GENERATING,
+    OWN: (400, 401, 404, 429, UNAVAILABLE),
+    ADMIN: (400, 401, 404, 502, UNAVAILABLE, 504),
+    ADMIN_KEY: (400, 401, 404, UNAVAILABLE),
+    FLEET: (400, 401, 404, UNAVAILABLE, 504),
+    POOL: (401, 404),
+}
+KEY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer", "description": "OpenAI's `Authorization: Bearer <key>`"},
+    "x-api-key": {"type": "apiKey", "in": "header", "name": "x-api-key", "description": "Anthropic's header"},
+}
+FLEET_SCHEME = {"fleet": {"type": "apiKey", "in": "header", "name": SECRET_HEADER, "description": "the fleet's secret"}}
+
+
+def openapi_path(rule: str) -> str:
+    """A Flask rule as the document writes its path: `<path:name>` is `{name}`."""
+    return re.sub(r"<(?:[^:<>]+:)?(\w+)>", r"{\1}", rule)
 
 
 def registered(app: Flask) -> list[tuple[str, str, str]]:
-    """(method, path as the document writes it, view) of every public route the app registered."""
+    """(method, path as the document writes it, endpoint) of every documented route the app registered."""
     found = []
     for rule in app.url_map.iter_rules():
-        path = re.sub(r"<(?:[^:<>]+:)?(\w+)>", r"{\1}", rule.rule)
-        if path not in UNDOCUMENTED:
+        declaration = DECLARATIONS.get(rule.endpoint)
+        if declaration is None or declaration.documented:
+            path = openapi_path(rule.rule)
             found += [(method.lower(), path, rule.endpoint) for method in sorted(rule.methods - {"HEAD", "OPTIONS"})]
     return found
 
 
-def documentation(app: Flask) -> dict[tuple[str, str], tuple[Endpoint | None, str | None]]:
-    """Each registered route's (documentation, the path it is an alias of): its own entry, else the entry
-    of another path of the same view (`/chat/completions` is `/v1/chat/completions`); (None, None) for
-    a route nobody documented."""
-    table = {(method, path): endpoint for endpoint in endpoints() for method, path in [endpoint[:2]]}
-    routes = registered(app)
-    by_view = {(method, view): table[method, path] for method, path, view in routes if (method, path) in table}
+def documentation(app: Flask) -> dict[tuple[str, str], tuple[Declaration | None, str | None]]:
+    """Each documented route's (declaration, the path it is an alias of: None for its first path);
+    (None, None) for a view nobody declared (tests/unit/test_openapi.py fails on one)."""
     found = {}
-    for method, path, view in routes:
-        entry = table.get((method, path)) or by_view.get((method, view))
-        found[method, path] = (entry, None if entry is None or entry[1] == path else entry[1])
+    for method, path, endpoint in registered(app):
+        declaration = DECLARATIONS.get(endpoint)
+        first = openapi_path(declaration.paths[0]) if declaration is not None else path
+        found[method, path] = (declaration, None if first == path else first)
     return found
+
+
+def statuses_of(declaration: Declaration, api_unavailable: int = 503) -> list[int]:
+    """Every status the route answers: its answer's, those of its access kind, any route's, its own."""
+    codes = {*ANY_ROUTE, *BY_ACCESS[declaration.access], *declaration.statuses}
+    if declaration.body is not None:
+        codes |= {400, 413}
+    if declaration.success is not None:
+        codes.add(declaration.success)
+    return sorted(api_unavailable if code == UNAVAILABLE else code for code in codes)
 
 
 def openapi_document(app: Flask) -> dict:
     """The document of `app`'s routes, made once per app."""
     if DOCUMENT_KEY not in app.extensions:
-        app.extensions[DOCUMENT_KEY] = _document(documentation(app))
+        app.extensions[DOCUMENT_KEY] = _document(documentation(app), keys_asked=state(app).gate.required)
     return app.extensions[DOCUMENT_KEY]
 
 
-def _document(documented: dict) -> dict:
-    entries = [entry for entry, _ in documented.values() if entry is not None]
-    models = {m for _, _, _, request, response in entries for m in (request, response) if m}
-    models |= {*(_resolved(api.error_model) for api in APIS), *STREAM_MODELS}
+def _document(documented: dict, keys_asked: bool) -> dict:
+    declarations = [declaration for declaration, _ in documented.values() if declaration is not None]
+    models = {m for d in declarations for m in map(resolved, (d.request, d.answer)) if _is_model(m)}
+    models |= {*(resolved(api.error_model) for api in APIS), *STREAM_MODELS}
     modes = [(m, "validation") for m in sorted(models, key=lambda m: m.__name__)]
     _, schemas = models_json_schema(modes, ref_template="#/components/schemas/{model}")
     paths: dict = {}
-    for (method, path), (entry, alias_of) in sorted(documented.items(), key=lambda item: item[0][1]):
-        summary = entry[2] if entry is not None else "Not documented"
-        if alias_of is not None:
-            summary = f"{summary} (the same as {alias_of})"
-        paths.setdefault(path, {})[method] = _operation(path, summary, *(entry[3:] if entry else (None, None)))
+    for (method, path), (declaration, alias_of) in sorted(documented.items(), key=lambda item: item[0][1]):
+        paths.setdefault(path, {})[method] = _operation(path, declaration, alias_of, keys_asked)
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "api_like_oai",
             "version": __version__,
-            "description": "OpenAI-compatible API in front of llama.cpp's server.",
+            "description": "OpenAI-, Anthropic- and Ollama-compatible API in front of llama.cpp's server. "
+            "Any path answers 405 with `Allow` to a method it does not take.",
         },
         "paths": paths,
-        "components": {"schemas": schemas.get("$defs", {}), "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "security": [{"bearer": []}, {}],
+        "components": {"schemas": schemas.get("$defs", {}), "securitySchemes": {**KEY_SCHEMES, **FLEET_SCHEME}},
     }
 
 
-def _resolved(name: str):
-    """The object a descriptor names, "module:attribute"."""
-    from importlib import import_module
-
-    module, _, attribute = name.partition(":")
-    return import_module(module).__dict__[attribute]
-
-
-def _ref(model) -> dict:
-    return {"$ref": f"#/components/schemas/{model.__name__}"}
+def resolved(named):
+    """A declaration's model: a class or a schema as it is, "module:attribute" imported (a function named
+    so is called for its schema)."""
+    if not isinstance(named, str):
+        return named
+    module, _, attribute = named.partition(":")
+    found = import_module(module).__dict__[attribute]
+    return found if _is_model(found) else found()
 
 
-def _operation(path: str, summary: str, request, response) -> dict:
-    api = api_of(path)
-    statuses = {code: text for code, text in ERROR_STATUSES.items() if code != "503"}
-    statuses[str(api.unavailable_status)] = ERROR_STATUSES["503"]
-    error = {"description": "", "content": {"application/json": {"schema": _ref(_resolved(api.error_model))}}}
-    answer = {"description": "OK"}
-    if response is not None:
-        answer["content"] = {"application/json": {"schema": _ref(response)}}
-    operation = {
-        "summary": summary,
-        "responses": {"200": answer, **{code: {**error, "description": text} for code, text in statuses.items()}},
-    }
-    if request is not None:
-        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(request)}}}
+def _is_model(found) -> bool:
+    return isinstance(found, type) and issubclass(found, BaseModel)
+
+
+def _schema(named) -> dict:
+    found = resolved(named)
+    return {"$ref": f"#/components/schemas/{found.__name__}"} if _is_model(found) else found
+
+
+def _operation(path: str, declaration: Declaration | None, alias_of: str | None, keys_asked: bool) -> dict:
+    if declaration is None:  # a view without a declaration: tests/unit/test_openapi.py fails on it
+        return {"summary": "Not declared", "responses": {"default": {"description": "Not declared"}}}
+    summary = declaration.summary + (f" (the same as {alias_of})" if alias_of is not None else "")
+    operation = {"summary": summary, "responses": _responses(path, declaration), "security": _security(declaration, keys_asked)}
+    request_body = _request_body(declaration)
+    if request_body is not None:
+        operation["requestBody"] = request_body
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}} for name in re.findall(r"{(\w+)}", path)
     ]
-    parameters += _query_parameters(queries().get(path))
+    parameters += _query_parameters(resolved(declaration.query))
     if parameters:
         operation["parameters"] = parameters
     return operation
+
+
+def _security(declaration: Declaration, keys_asked: bool) -> list[dict]:
+    """Who the route asks for a credential: none for a public one, or when the proxy asks no key; the
+    fleet's secret for the fleet's; else a key, OpenAI's way or Anthropic's."""
+    if declaration.access == FLEET:
+        return [{"fleet": []}]
+    if declaration.access == PUBLIC or not keys_asked:
+        return []
+    return [{"bearer": []}, {"x-api-key": []}]
+
+
+def _responses(path: str, declaration: Declaration) -> dict:
+    api = api_of(path)
+    error = {"application/json": {"schema": _schema(api.error_model)}}
+    responses = {}
+    for code in statuses_of(declaration, api.unavailable_status):
+        if code == declaration.success:
+            responses[str(code)] = _answer(declaration)
+        elif declaration.relayed and code not in (401, 403, 413):  # llama-server's too, in its own shape
+            responses[str(code)] = {"description": MEANINGS.get(code, "Unavailable")}
+        else:
+            responses[str(code)] = {"description": MEANINGS.get(code, "Unavailable"), "content": error}
+    if declaration.relayed:
+        responses["default"] = {"description": "llama-server's answer, relayed as it is"}
+    return responses
+
+
+def _answer(declaration: Declaration) -> dict:
+    answer: dict = {"description": "OK" if declaration.success == 200 else "Created"}
+    content = {media: {} for media in declaration.media}
+    if declaration.answer is not None:
+        content["application/json"] = {"schema": _schema(declaration.answer)}
+    if declaration.stream is not None:
+        content[declaration.stream] = {"schema": {"type": "string"}}
+    if content:
+        answer["content"] = content
+    return answer
+
+
+def _request_body(declaration: Declaration) -> dict | None:
+    if declaration.body is None:
+        return None
+    if declaration.body == "multipart":
+        return {"required": True, "content": {"multipart/form-data": {"schema": _form_schema(resolved(declaration.request))}}}
+    schema = _schema(declaration.request) if declaration.request is not None else {"type": "object"}
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _form_schema(form_model) -> dict:
+    """A multipart form's fields (the model's, by their form names) and its `file`, required."""
+    schema = form_model.model_json_schema(by_alias=True)
+    schema.pop("title", None)
+    schema["properties"] = {"file": {"type": "string", "format": "binary"}, **schema["properties"]}
+    schema["required"] = ["file", *schema.get("required", [])]
+    return schema
 
 
 def _query_parameters(query_model) -> list[dict]:
@@ -345,7 +239,7 @@ def _plain(field_schema: dict) -> dict:
     return field_schema | (next(o for o in options if o.get("type") != "null") if options else {})
 
 
-@bp.get("/openapi.json")
+@route(bp, "/openapi.json", methods=("GET",), summary="This document", access=PUBLIC, **UNDOCUMENTED)
 def openapi_json():
     return jsonify(openapi_document(current_app))
 
@@ -359,11 +253,11 @@ DOCS_PAGE = """<!doctype html>
 </body></html>"""
 
 
-@bp.get("/docs")
+@route(bp, "/docs", methods=("GET",), summary="The document's page (Swagger UI)", access=PUBLIC, **UNDOCUMENTED)
 def docs_page():
     return Response(DOCS_PAGE, mimetype="text/html")
 
 
-@bp.get("/docs/static/<path:filename>")
+@route(bp, "/docs/static/<path:filename>", methods=("GET",), summary="The page's files", access=PUBLIC, **UNDOCUMENTED)
 def docs_static(filename: str):
     return send_from_directory(swagger_ui.static_path, filename)

@@ -5,15 +5,27 @@ import struct
 
 from flask import Blueprint, g, jsonify
 
+from ..answers import EmbeddingList
 from ..protocol import EmbeddingRequest
 from ..services.passthrough import passthrough
 from . import door, lookup_model, parse_body, respond
+from .declare import KEY, route
 
 bp = Blueprint("embeddings", __name__)
 
 
-@bp.post("/v1/embeddings")
-@bp.post("/embeddings")
+@route(
+    bp,
+    "/v1/embeddings",
+    "/embeddings",
+    summary="Embeddings (llama-server must run with --embeddings)",
+    access=KEY,
+    request=EmbeddingRequest,
+    answer=EmbeddingList,
+    body="json",
+    model_in="json",
+    metered="tokens",
+)
 def create_embeddings():
     embedding_request = parse_body(EmbeddingRequest)
     model, model_name = lookup_model(embedding_request.model)

@@ -10,12 +10,23 @@ from ..batch import files
 from ..batch.models import FileListQuery, FileUpload
 from ..errors import InvalidRequest
 from . import invalid_request
+from .declare import OWN, route
 from .scope import admitted_scope
 
 bp = Blueprint("files", __name__)
 
 
-@bp.post("/v1/files")
+@route(
+    bp,
+    "/v1/files",
+    summary="Upload a file (multipart/form-data: file, purpose, expires_after)",
+    access=OWN,
+    request="api_like_oai.batch.models:FileUpload",
+    answer="api_like_oai.batch.models:FileObject",
+    body="multipart",
+    statuses=(429,),
+    metered="requests",
+)
 def create():
     scope = admitted_scope()
     upload = request.files.get("file")
@@ -40,23 +51,56 @@ def _upload_form() -> FileUpload:
         raise invalid_request(exc) from None
 
 
-@bp.get("/v1/files")
+@route(
+    bp,
+    "/v1/files",
+    methods=("GET",),
+    summary="The key's files",
+    access=OWN,
+    answer="api_like_oai.batch.models:FileList",
+    query="api_like_oai.batch.models:FileListQuery",
+    metered="requests",
+)
 def listing():
     return jsonify(files.listing(admitted_scope(), list_query(FileListQuery)))
 
 
-@bp.get("/v1/files/<file_id>")
+@route(
+    bp,
+    "/v1/files/<file_id>",
+    methods=("GET",),
+    summary="A file",
+    access=OWN,
+    answer="api_like_oai.batch.models:FileObject",
+    metered="requests",
+)
 def retrieve(file_id: str):
     return jsonify(files.retrieve(admitted_scope(), file_id))
 
 
-@bp.get("/v1/files/<file_id>/content")
+@route(
+    bp,
+    "/v1/files/<file_id>/content",
+    methods=("GET",),
+    summary="A file's content",
+    access=OWN,
+    media=("application/octet-stream",),
+    metered="requests",
+)
 def content(file_id: str):
     data, _ = files.content(admitted_scope(), file_id)
     return Response(data, mimetype="application/octet-stream")
 
 
-@bp.delete("/v1/files/<file_id>")
+@route(
+    bp,
+    "/v1/files/<file_id>",
+    methods=("DELETE",),
+    summary="Delete a file",
+    access=OWN,
+    answer="api_like_oai.batch.models:FileDeleted",
+    metered="requests",
+)
 def delete(file_id: str):
     return jsonify(files.delete(admitted_scope(), file_id))
 

@@ -8,37 +8,21 @@ the caller's key is checked unless it is such a call (its front checked it), the
 
 from __future__ import annotations
 
+import functools
 import hmac
 import re
 
 import orjson
 from flask import Blueprint, Response, g, jsonify, request
 
-from ..errors import AuthenticationFailed, FleetUnavailable, InvalidRequest, ModelNotFound, UpstreamUnavailable
+from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
-from ..fleet.usage import StreamUsage, counts_in, prompt_bound, reply_bound
-from . import current_caller, sees_everything, state
+from ..services import fleet_relay
+from . import current_caller, declare, sees_everything, state
 from .apis import ANTHROPIC, api_of
+from .declare import FLEET, route
 
 bp = Blueprint("fleet", __name__)
-
-# The routes that name a model in their JSON body: a front relays them to a box serving the model.
-MODEL_ROUTES = frozenset(
-    {
-        "/v1/chat/completions",
-        "/chat/completions",
-        "/v1/completions",
-        "/completions",
-        "/v1/embeddings",
-        "/embeddings",
-        "/v1/messages",
-        "/v1/messages/count_tokens",
-        "/v1/responses",
-        "/responses",
-    }
-)
-FLEET_PATHS = "/v1/fleet/"  # the fleet's own routes: fleet calls only
-ADDRESS = re.compile(r"(?:https?://)?[A-Za-z0-9.\-]+:[0-9]{2,5}")  # a box's or Redis's, in a refusal's message
 
 
 def trust_fleet_call():
@@ -46,9 +30,7 @@ def trust_fleet_call():
     client. A wrong secret, or a fleet route without one, is refused."""
     offered = request.headers.get(SECRET_HEADER)
     if offered is None:
-        if request.path.startswith(FLEET_PATHS):
-            raise AuthenticationFailed("fleet routes take only calls from the fleet's instances (the fleet secret)")
-        return
+        return  # a fleet route refuses it (its declaration's access, routes/declare.py)
     if not hmac.compare_digest(offered.encode(), state().settings.fleet.secret.encode()):
         raise AuthenticationFailed("wrong fleet secret")
     g.fleet_call = True
@@ -58,10 +40,19 @@ def trust_fleet_call():
         record.route = request.headers.get(ROUTE_HEADER) or "-"
 
 
+@functools.cache
+def model_routes() -> frozenset[str]:
+    """The paths a front relays to a box serving the model its request names: every route that names its
+    model in its JSON body and that a key of the model may call (a route for the admin, a model's load,
+    is never relayed: the box could not tell the front's tenant from its admin). Those that name it in a
+    form or the query (declare.relayed_by_fleet(("form", "query"))) are not relayed yet."""
+    return frozenset(path for path, declared in declare.relayed_by_fleet(("json",)).items() if declared.access == declare.KEY)
+
+
 def forward_elsewhere():
     """A client's request for a model this instance does not serve, relayed to the fleet's box for it
     (None: served here). A fleet call is never relayed again (no loops)."""
-    if request.method != "POST" or request.path not in MODEL_ROUTES:
+    if request.method != "POST" or request.path not in model_routes():
         return None
     raw = request.get_data()  # cached: the route's parse_body reads the same bytes if it is served here
     body = _json_object(raw)
@@ -76,71 +67,16 @@ def forward_elsewhere():
 
 
 def _relayed(model: str, body: dict, raw: bytes) -> Response:
-    caller = current_caller()
-    if not caller.allows(model, model):
-        raise ModelNotFound(f"model {model!r} does not exist", param="model")
-    ticket = g.get("ticket")
-    if ticket is not None:  # once, here, as for a request served here: the box counts no limit of its own
-        ticket.admit(reply_bound(body))
-        ticket.before_generation(len(raw), lambda: prompt_bound(body))
-    record = g.get("record")
-    metrics = state().metrics
-    try:
-        relayed = state().fleet.forward(
-            model,
-            body,
-            raw,
-            request.method,
-            request.full_path.rstrip("?"),
-            dict(request.headers),
-            caller=caller.name,
-            anthropic=api_of(request.path) is ANTHROPIC,
-            on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc(),
-        )
-    except FleetUnavailable as exc:
-        if sees_everything():
-            raise
-        raise FleetUnavailable(ADDRESS.sub("<a box>", exc.message)) from None  # no addresses to a tenant
-    metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
-    if record is not None:
-        record.model, record.requested_model = model, model
-        record.upstream, record.route = relayed.candidate.address, relayed.candidate.route
-        record.status = relayed.status
-    body_pieces = relayed.body
-    if record is not None and isinstance(body_pieces, bytes):
-        _count(record, counts_in(_json_or_none(body_pieces)))
-    elif record is not None:
-        body_pieces = _counted_stream(body_pieces, record)  # app._close_record leaves streams to close their own
-    headers = {**relayed.headers, ROUTE_HEADER: relayed.candidate.route}
-    if sees_everything():  # the box's address: only to who sees every address
-        headers["X-Fleet-Box"] = relayed.candidate.address
-    response = Response(body_pieces, status=relayed.status, headers=headers, direct_passthrough=True)
+    sent = fleet_relay.Sent(
+        model, body, raw, request.method, request.full_path.rstrip("?"), dict(request.headers), api_of(request.path) is ANTHROPIC
+    )
+    shared = state()
+    relayed = fleet_relay.relay(
+        shared.fleet, shared.metrics, sent, current_caller(), g.get("ticket"), g.get("record"), sees_everything=sees_everything()
+    )
+    response = Response(relayed.body, status=relayed.status, headers=relayed.headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
     return response
-
-
-def _counted_stream(pieces, record):
-    """A relayed stream's pieces; its usage counted and its record closed when it ends."""
-    usage = StreamUsage()
-    try:
-        for piece in pieces:
-            usage.feed(piece)
-            yield piece
-    finally:
-        _count(record, usage.counts)
-        record.close()
-
-
-def _count(record, counts) -> None:
-    if counts is not None:
-        record.count(*counts)
-
-
-def _json_or_none(raw: bytes):
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def _json_object(raw: bytes) -> dict:
@@ -153,16 +89,38 @@ def _json_object(raw: bytes) -> dict:
     return body
 
 
-@bp.get("/v1/fleet/status")
+@route(
+    bp,
+    "/v1/fleet/status",
+    methods=("GET",),
+    summary="The fleet's boxes and models (fleet calls only)",
+    access=FLEET,
+)
 def fleet_status():
     """The fleet as this instance sees it: every box's record (fleet calls only: `api-like-oai fleet status`)."""
     return jsonify({"boxes": state().fleet.membership.current()})
 
 
 RPC_ENDPOINT = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}")
+POOL = {
+    "type": "object",
+    "required": ["model", "rpc", "lent_mib"],
+    "properties": {
+        "model": {"type": "string"},
+        "rpc": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": f"^{RPC_ENDPOINT.pattern}$"}},
+        "lent_mib": {"type": "integer", "minimum": 0},
+    },
+}
 
 
-@bp.post("/v1/fleet/pool")
+@route(
+    bp,
+    "/v1/fleet/pool",
+    summary="Load a model across a box and its lenders (fleet calls only)",
+    access=FLEET,
+    request=POOL,
+    body="json",
+)
 def start_pool():
     """A front has this box host a model pooled over RPC: its llama-server started with `--rpc` to the
     helpers' rpc-servers, `lent_mib` of its memory counted on them, not here. Back once it is loaded."""
@@ -181,7 +139,14 @@ def start_pool():
     return jsonify({"model": model, "status": answer["status"]})
 
 
-@bp.post("/v1/fleet/load")
+@route(
+    bp,
+    "/v1/fleet/load",
+    summary="Start one more copy of a model kept on several boxes (fleet calls only)",
+    access=FLEET,
+    request={"type": "object", "required": ["model"], "properties": {"model": {"type": "string"}}},
+    body="json",
+)
 def start_copy():
     """A front has this box start one more copy of a model kept on several boxes (`boxes:`), within
     its budget (a start that no longer fits is refused, 503). Back once it is loaded."""

@@ -2,18 +2,66 @@ from __future__ import annotations
 
 from collections import Counter
 
-from flask import Blueprint, g, jsonify, request
+from flask import Blueprint, current_app, g, jsonify, request
 
+from ..answers import (
+    ChatPromptResponse,
+    DecodeResponse,
+    EncodeResponse,
+    LiveRequestList,
+    StopGenerationResponse,
+    TokenCountResponse,
+)
 from ..errors import ProxyError, UpstreamUnavailable
 from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services import preview
 from ..services.passthrough import needs
-from . import admin_once_configured, current_caller, door, lookup_model, offered_key, parse_body, sees_everything, state
+from . import current_caller, door, lookup_model, offered_key, parse_body, sees_everything, state
+from .declare import ADMIN, KEY, OWN, POOL, PUBLIC, ModelQuery, route
 
 bp = Blueprint("internal", __name__)
+METRICS_KEY = "api_like_oai.metrics"  # where app.create_app keeps /metrics' text: what only the app layer reads
+POOL_METRICS_KEY = "api_like_oai.pool_metrics"  # and /metrics/pool's
 
 
-@bp.get("/health")
+@route(
+    bp,
+    "/metrics",
+    methods=("GET",),
+    summary="Prometheus metrics (the admin key once one is configured)",
+    access=ADMIN,
+    media=("text/plain",),
+    recorded=False,
+)
+def metrics():
+    """Every model's and key's counts (and with --upstream-metrics the llama-servers' addresses): not a tenant's."""
+    return current_app.extensions[METRICS_KEY]()
+
+
+@route(
+    bp,
+    "/metrics/pool",
+    methods=("GET",),
+    summary="The model-server protocol's gauges per model, for an inference pool's endpoint picker "
+    "(public with --open-pool-metrics, else the admin key once one is configured)",
+    access=POOL,
+    media=("text/plain",),
+    recorded=False,  # the picker scrapes it every 50 ms
+)
+def pool_metrics():
+    """Requests waiting and running, KV-cache use and its size, per model the proxy starts."""
+    return current_app.extensions[POOL_METRICS_KEY]()
+
+
+@route(
+    bp,
+    "/health",
+    methods=("GET",),
+    summary="200 when every upstream answers its health check, else 503 saying why (public; addresses to the admin)",
+    access=PUBLIC,
+    statuses=(503,),
+    recorded=False,
+)
 def health():
     """200 when every upstream answers its health check, else 503 saying why. Public: the upstreams'
     addresses only to a caller who sees everything (the admin key), the reasons to anyone."""
@@ -56,14 +104,29 @@ def _started_health(status: dict, addressed: bool) -> dict[str, str]:
     return {url: reason or "failed" for url in status["upstreams"]}
 
 
-@bp.route("/api/hello", methods=["GET", "HEAD"])
+@route(
+    bp,
+    "/api/hello",
+    methods=("GET", "HEAD"),
+    summary="Claude Code's connectivity probe (public)",
+    access=PUBLIC,
+    recorded=False,
+)
 def hello():
     """Claude Code's connectivity probe (HEAD before its first request, unless its non-essential
     traffic is off): the proxy is reachable. It says nothing of the upstreams; /health does."""
     return jsonify({"status": "ok"})
 
 
-@bp.get("/v1/internal/model/info")
+@route(
+    bp,
+    "/v1/internal/model/info",
+    methods=("GET",),
+    summary="The model's template, context and upstreams (their addresses to the admin)",
+    access=KEY,
+    query=ModelQuery,
+    model_in="query",
+)
 def model_info():
     """The model's template, context and upstreams (their addresses only to a caller who sees everything)."""
     model, _ = lookup_model(request.args.get("model"))
@@ -73,7 +136,16 @@ def model_info():
     return jsonify(info)
 
 
-@bp.post("/v1/internal/chat-prompt")
+@route(
+    bp,
+    "/v1/internal/chat-prompt",
+    summary="The prompt a chat request would send, without generating",
+    access=KEY,
+    request=ChatCompletionRequest,
+    answer=ChatPromptResponse,
+    body="json",
+    model_in="json",
+)
 def chat_prompt():
     """The exact prompt a chat request would send upstream, without generating."""
     chat_request = parse_body(ChatCompletionRequest)
@@ -82,7 +154,16 @@ def chat_prompt():
     return jsonify(preview.chat_prompt(chat_request, model))
 
 
-@bp.post("/v1/internal/encode")
+@route(
+    bp,
+    "/v1/internal/encode",
+    summary="Tokenize text",
+    access=KEY,
+    request=EncodeRequest,
+    answer=EncodeResponse,
+    body="json",
+    model_in="json",
+)
 def encode():
     encode_request = parse_body(EncodeRequest)
     model, _ = lookup_model(encode_request.model)
@@ -91,7 +172,16 @@ def encode():
     return jsonify({"tokens": tokens, "length": len(tokens)})
 
 
-@bp.post("/v1/internal/decode")
+@route(
+    bp,
+    "/v1/internal/decode",
+    summary="Detokenize token ids",
+    access=KEY,
+    request=DecodeRequest,
+    answer=DecodeResponse,
+    body="json",
+    model_in="json",
+)
 def decode():
     decode_request = parse_body(DecodeRequest)
     model, _ = lookup_model(decode_request.model)
@@ -99,7 +189,16 @@ def decode():
     return jsonify({"text": door(model).detokenize(decode_request.tokens)})
 
 
-@bp.post("/v1/internal/token-count")
+@route(
+    bp,
+    "/v1/internal/token-count",
+    summary="Count tokens",
+    access=KEY,
+    request=EncodeRequest,
+    answer=TokenCountResponse,
+    body="json",
+    model_in="json",
+)
 def token_count():
     encode_request = parse_body(EncodeRequest)
     model, _ = lookup_model(encode_request.model)
@@ -107,8 +206,13 @@ def token_count():
     return jsonify({"length": len(door(model).tokenize(encode_request.text))})
 
 
-@bp.post("/v1/internal/stop-generation")
-@admin_once_configured
+@route(
+    bp,
+    "/v1/internal/stop-generation",
+    summary="End every generation in flight, in every worker",
+    access=ADMIN,
+    answer=StopGenerationResponse,
+)
 def stop_generation():
     """End every generation in flight, in every worker; each finishes with finish_reason "stop"."""
     stopped = state().inflight.stop_all()
@@ -117,7 +221,14 @@ def stop_generation():
     return jsonify({"stopped": stopped})
 
 
-@bp.get("/v1/internal/requests")
+@route(
+    bp,
+    "/v1/internal/requests",
+    methods=("GET",),
+    summary="The requests in flight and their phase (a key: its own)",
+    access=OWN,
+    answer=LiveRequestList,
+)
 def requests_in_flight():
     """This worker's requests not yet answered, with their live phase (RequestRecord.live): queued,
     loading model, prefill (with its percentage) or generating (tokens so far, tokens per second).

@@ -14,7 +14,8 @@ from ..access.keys import KeyProblem, NameTaken, UnknownKey
 from ..access.usage import GROUPS, as_json, openai_buckets, summed
 from ..errors import InvalidRequest, NotFound, PermissionDenied
 from ..store.settings import duration
-from . import current_caller, invalid_request, parse_body, require_admin, state
+from . import current_caller, invalid_request, parse_body, state
+from .declare import ADMIN_KEY, OWN, route
 
 bp = Blueprint("keys", __name__)
 
@@ -40,14 +41,24 @@ def _checked(operation, *args):
         raise InvalidRequest(str(exc)) from None
 
 
-@bp.get("/v1/internal/keys")
-@require_admin
+@route(
+    bp, "/v1/internal/keys", methods=("GET",), summary="Managed keys (admin key only)", access=ADMIN_KEY, answer=manage.KeyList
+)
 def list_keys():
     return jsonify({"object": "list", "data": [record.public() for record in _book().records()]})
 
 
-@bp.post("/v1/internal/keys")
-@require_admin
+@route(
+    bp,
+    "/v1/internal/keys",
+    summary="Create a managed key; the answer shows it once (admin key only)",
+    access=ADMIN_KEY,
+    request=manage.NewKey,
+    answer=manage.CreatedKey,
+    body="json",
+    success=201,
+    statuses=(409,),
+)
 def create_key():
     """A new key; the answer's `key` is the only time it is shown."""
     new = parse_body(manage.NewKey)
@@ -55,33 +66,72 @@ def create_key():
     return jsonify({"key": key, **record.public()}), 201
 
 
-@bp.get("/v1/internal/keys/<name>")
-@require_admin
+@route(
+    bp,
+    "/v1/internal/keys/<name>",
+    methods=("GET",),
+    summary="One managed key (admin key only)",
+    access=ADMIN_KEY,
+    answer=manage.KeyView,
+)
 def get_key(name: str):
     return jsonify(_checked(manage.existing, name).public())
 
 
-@bp.patch("/v1/internal/keys/<name>")
-@require_admin
+@route(
+    bp,
+    "/v1/internal/keys/<name>",
+    methods=("PATCH",),
+    summary="Change a key's models, limits or expiry (admin key only)",
+    access=ADMIN_KEY,
+    request=manage.KeyChanges,
+    answer=manage.KeyView,
+    body="json",
+)
 def update_key(name: str):
     return jsonify(_checked(manage.update_key, name, parse_body(manage.KeyChanges)).public())
 
 
-@bp.delete("/v1/internal/keys/<name>")
-@require_admin
+@route(
+    bp,
+    "/v1/internal/keys/<name>",
+    methods=("DELETE",),
+    summary="Revoke a key, on every instance (admin key only)",
+    access=ADMIN_KEY,
+    answer=manage.KeyView,
+)
 def revoke_key(name: str):
     """Revoke the key: every instance sharing the store refuses it from its next request."""
     return jsonify(_checked(manage.revoke_key, name).public())
 
 
-@bp.get("/v1/organization/usage/completions")
+@route(
+    bp,
+    "/v1/organization/usage/completions",
+    methods=("GET",),
+    summary="OpenAI's usage API for completions: daily buckets from start_time, group_by api_key_id (the key's name) "
+    "and model (a managed key: its own)",
+    access=OWN,
+    answer=manage.OpenAIUsagePage,
+    query=manage.OpenAIUsageQuery,
+    metered="requests",
+)
 def openai_usage():
     """OpenAI's usage API for completions: daily buckets from `start_time`, `group_by` api_key_id (the
     key's name) and model; an admin key sees every key's, a managed key only its own."""
     return _openai_usage("completions")
 
 
-@bp.get("/v1/organization/usage/audio_transcriptions")
+@route(
+    bp,
+    "/v1/organization/usage/audio_transcriptions",
+    methods=("GET",),
+    summary="OpenAI's usage API for speech to text: the seconds transcribed or translated per day, grouped as for completions",
+    access=OWN,
+    answer=manage.OpenAIAudioUsagePage,
+    query=manage.OpenAIUsageQuery,
+    metered="requests",
+)
 def openai_audio_usage():
     """OpenAI's usage API for speech to text: the seconds transcribed or translated, as for completions."""
     return _openai_usage("audio_transcriptions")
@@ -119,7 +169,16 @@ def _usage_scope() -> str | None:
     return request.args.get("key") if caller.admin else caller.name
 
 
-@bp.get("/v1/internal/usage")
+@route(
+    bp,
+    "/v1/internal/usage",
+    methods=("GET",),
+    summary="Usage per key, model, API and day (an admin key: all; a managed key: its own)",
+    access=OWN,
+    answer=manage.UsageList,
+    query=manage.UsageQuery,
+    metered="requests",
+)
 def usage():
     """Usage rows, `?since=7d` (default), `?by=key,model` (of key, model, api, day; default: every row);
     an admin key sees every key's (or `?key=NAME`'s), a managed key only its own."""

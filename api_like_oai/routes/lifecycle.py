@@ -8,10 +8,12 @@ import functools
 from flask import Blueprint, Response, jsonify, request
 
 from .. import sse
+from ..answers import ModelLoadResponse
 from ..errors import InvalidRequest
 from ..protocol import ModelLoadRequest
 from ..supervisor import launch_rules
-from . import SSE_HEADERS, admin_once_configured, current_caller, parse_body, sees_everything, state, without_addresses
+from . import SSE_HEADERS, current_caller, parse_body, sees_everything, state, without_addresses
+from .declare import ADMIN, OWN, ModelQuery, route
 
 bp = Blueprint("lifecycle", __name__)
 
@@ -36,16 +38,32 @@ def _started_model(name: str | None) -> str:
     return model.name
 
 
-@bp.post("/v1/internal/model/load")
-@bp.post("/models/load")
-@admin_once_configured
+@route(
+    bp,
+    "/v1/internal/model/load",
+    "/models/load",  # llama.cpp router mode's
+    summary="Load a model the proxy starts (waits until loaded; `args`: the tuning flags DESIGN.md lists)",
+    access=ADMIN,
+    request=ModelLoadRequest,
+    answer=ModelLoadResponse,
+    body="json",
+    model_in="json",
+)
 def load():
     return _change("load")
 
 
-@bp.post("/v1/internal/model/unload")
-@bp.post("/models/unload")
-@admin_once_configured
+@route(
+    bp,
+    "/v1/internal/model/unload",
+    "/models/unload",  # llama.cpp router mode's
+    summary="Unload a model the proxy starts (waits for its requests, then stops it)",
+    access=ADMIN,
+    request=ModelLoadRequest,
+    answer=ModelLoadResponse,
+    body="json",
+    model_in="json",
+)
 def unload():
     return _change("unload")
 
@@ -62,7 +80,13 @@ def _change(op: str):
     return jsonify({"success": True, "model": name, "status": answer["status"]})
 
 
-@bp.get("/v1/internal/model/list")
+@route(
+    bp,
+    "/v1/internal/model/list",
+    methods=("GET",),
+    summary="text-generation-webui's list: the names of the models the proxy starts (the key's)",
+    access=OWN,
+)
 def model_list():
     """text-generation-webui's list: the names of the models the proxy starts (those the caller's key may use)."""
     caller = current_caller()
@@ -77,15 +101,29 @@ def model_list():
     )
 
 
-@bp.get("/v1/internal/model/logs")
-@admin_once_configured
+@route(
+    bp,
+    "/v1/internal/model/logs",
+    methods=("GET",),
+    summary="A model's llama-server's last lines",
+    access=ADMIN,
+    query=ModelQuery,
+)
 def logs():
     """A model's llama-server's last lines: paths, prompt-cache hits, every caller's token counts."""
     supervisor, name = _supervisor(), _started_model(request.args.get("model"))
     return jsonify({"model": name, "lines": supervisor.ask("logs", model=name)["lines"]})
 
 
-@bp.get("/v1/internal/models/events")
+@route(
+    bp,
+    "/v1/internal/models/events",
+    methods=("GET",),
+    summary="Server-sent events: the models' status, then each change (a key: its models')",
+    access=OWN,
+    media=(),
+    stream="text/event-stream",
+)
 def events():
     """Server-sent events: the whole status first, then each model's status as it changes (load stages too);
     a caller who does not see everything sees its key's models only, without addresses."""

@@ -5,6 +5,7 @@ from flask import Blueprint, jsonify
 from ..answers import ModelCard, ModelList, ModelStatus
 from ..errors import ModelNotFound
 from . import current_caller, sees_everything, state, without_addresses
+from .declare import KEY, OWN, route
 
 bp = Blueprint("models", __name__)
 
@@ -31,8 +32,15 @@ def _statuses() -> dict:
     return statuses if sees_everything() else {name: without_addresses(status) for name, status in statuses.items()}
 
 
-@bp.get("/v1/models")
-@bp.get("/models")
+@route(
+    bp,
+    "/v1/models",
+    "/models",
+    methods=("GET",),
+    summary="The served models (those the key may use)",
+    access=OWN,
+    answer=ModelList,
+)
 def list_models():
     """Every name the caller may send: each model and each of its aliases (those of its key's models)."""
     caller, names, statuses = current_caller(), state().registry.by_name, _statuses()
@@ -78,8 +86,15 @@ def _best_state(boxes: list[dict]) -> str:
     return next((value for value in ("loaded", "loading") if value in states), "unloaded")
 
 
-@bp.get("/v1/models/<path:model_id>")
-@bp.get("/models/<path:model_id>")
+@route(
+    bp,
+    "/v1/models/<path:model_id>",
+    "/models/<path:model_id>",
+    methods=("GET",),
+    summary="One served model (a model of another key's: 404)",
+    access=KEY,
+    answer=ModelCard,
+)
 def get_model(model_id: str):
     model = state().registry.by_name.get(model_id)
     if model is None and model_id in (fleet_cards := _fleet_cards()) and current_caller().allows(model_id, model_id):

@@ -11,20 +11,23 @@ from flask import Blueprint, Response, request
 from ..services import native
 from ..services.native import NativeAnswer
 from . import SSE_HEADERS, generation_context, lookup_model
+from .declare import KEY, ModelQuery, declare
 
 bp = Blueprint("native", __name__)
 
-# (method, path clients call, path on llama-server)
+# (method, path clients call, path on llama-server, what else than 200 llama-server answers there)
 ROUTES = (
-    ("POST", "/completion", "/completion"),
-    ("POST", "/infill", "/infill"),
-    ("GET", "/props", "/props"),
-    ("POST", "/tokenize", "/tokenize"),
-    ("POST", "/detokenize", "/detokenize"),
-    ("POST", "/apply-template", "/apply-template"),
-    ("GET", "/slots", "/slots"),
-    ("GET", "/llamacpp/metrics", "/metrics"),
+    ("POST", "/completion", "/completion", ()),
+    ("POST", "/infill", "/infill", (501,)),  # a model without fill-in-the-middle tokens
+    ("GET", "/props", "/props", ()),
+    ("POST", "/tokenize", "/tokenize", ()),
+    ("POST", "/detokenize", "/detokenize", ()),
+    ("POST", "/apply-template", "/apply-template", ()),
+    ("GET", "/slots", "/slots", (501,)),  # llama-server run with --no-slots
+    ("GET", "/llamacpp/metrics", "/metrics", (501,)),  # llama-server run without --metrics
 )
+# A body llama-server reads, with the model named in it (else in the query): any JSON object.
+BODY = {"type": "object", "properties": {"model": {"type": "string"}}}
 
 
 def _relay_to(upstream_path: str):
@@ -50,5 +53,21 @@ def _response(answer: NativeAnswer) -> Response:
     return response
 
 
-for _method, _path, _upstream_path in ROUTES:
-    bp.add_url_rule(_path, view_func=_relay_to(_upstream_path), methods=[_method])
+for _method, _path, _upstream_path, _statuses in ROUTES:
+    _posted = _method == "POST"
+    declare(
+        bp,
+        (_path,),
+        _relay_to(_upstream_path),
+        methods=(_method,),
+        summary=f"llama.cpp's own {_upstream_path}, relayed as it is (`model` in the body or the query names the model)",
+        access=KEY,
+        request=BODY if _posted else None,
+        query=ModelQuery,
+        body="json" if _posted else None,
+        model_in="json" if _posted else "query",
+        statuses=_statuses,
+        relayed=True,
+        media=(),  # llama-server's, as it answers
+        metered="tokens" if _path in ("/completion", "/infill") else None,
+    )

@@ -9,10 +9,12 @@ from flask import Blueprint, Response, jsonify, request
 
 from ..errors import ModelNotFound
 from ..middleware import ON_CLOSE
-from . import admission, current_caller, generation_context, parse_dialect, require_admin, sees_everything, state
+from . import admission, current_caller, generation_context, parse_dialect, sees_everything, state
+from .declare import ADMIN_KEY, KEY, OWN, PUBLIC, route
 
 bp = Blueprint("ollama", __name__)
 
+NDJSON = "application/x-ndjson"  # its streams' media type (dialects/ollama_shape.py's, not imported at start-up)
 RUNNING = "Ollama is running"  # `/` and /api/version ask no key (its descriptor's `public`): they say only that it runs
 
 
@@ -23,6 +25,18 @@ def _service():
     # load and unload (sees_everything), and ignored from any other (as on an upstream the proxy does not
     # start), not refused: Ollama's clients send it unasked.
     return Ollama(admission(), generation_context(), state().supervisor, _after_close, steers_models=sees_everything())
+
+
+def named_model_schema() -> dict:
+    """/api/show's and /api/delete's body as the view takes it (its document's schema): ModelRequest, with
+    `model` or the older `name` a non-empty string (ModelRequest.named refuses a body naming neither)."""
+    from ..dialects.ollama import ModelRequest
+
+    schema = ModelRequest.model_json_schema()
+    schema["anyOf"] = [
+        {"required": [name], "properties": {name: {"type": "string", "minLength": 1}}} for name in ("model", "name")
+    ]
+    return schema
 
 
 def _after_close(callback) -> None:
@@ -46,47 +60,87 @@ def _json_line(body: dict) -> bytes:
     return json_bytes(body)
 
 
-@bp.route("/", methods=["GET", "HEAD"])
+@route(
+    bp, "/", methods=("GET", "HEAD"), summary="Ollama's probe: `Ollama is running` (public)", access=PUBLIC, media=("text/plain",)
+)
 def running():
     return Response(RUNNING, mimetype="text/plain")
 
 
-@bp.route("/api/version", methods=["GET", "HEAD"])
+@route(bp, "/api/version", methods=("GET", "HEAD"), summary="Ollama's version this answers as (public)", access=PUBLIC)
 def version():
     from ..services.ollama import VERSION
 
     return jsonify({"version": VERSION})
 
 
-@bp.post("/api/chat")
+@route(
+    bp,
+    "/api/chat",
+    summary="Ollama chat (NDJSON stream by default; stream false: one object)",
+    access=KEY,
+    request="api_like_oai.dialects.ollama:ChatRequest",
+    body="json",
+    model_in="json",
+    metered="tokens",
+    stream=NDJSON,
+)
 def chat():
     from ..dialects.ollama import ChatRequest
 
     return _answer(*_service().chat(parse_dialect(ChatRequest)))
 
 
-@bp.post("/api/generate")
+@route(
+    bp,
+    "/api/generate",
+    summary="Ollama generate: templated as a chat turn, or raw / with suffix as a completion",
+    access=KEY,
+    request="api_like_oai.dialects.ollama:GenerateRequest",
+    body="json",
+    model_in="json",
+    metered="tokens",
+    stream=NDJSON,
+)
 def generate():
     from ..dialects.ollama import GenerateRequest
 
     return _answer(*_service().generate(parse_dialect(GenerateRequest)))
 
 
-@bp.post("/api/embed")
+@route(
+    bp,
+    "/api/embed",
+    summary="Ollama embeddings, normalised, one per input",
+    access=KEY,
+    request="api_like_oai.dialects.ollama:EmbedRequest",
+    body="json",
+    model_in="json",
+    metered="tokens",
+)
 def embed():
     from ..dialects.ollama import EmbedRequest
 
     return _answer(_service().embed(parse_dialect(EmbedRequest)))
 
 
-@bp.post("/api/embeddings")
+@route(
+    bp,
+    "/api/embeddings",
+    summary="Ollama's older embeddings route: one vector",
+    access=KEY,
+    request="api_like_oai.dialects.ollama:EmbeddingsRequest",
+    body="json",
+    model_in="json",
+    metered="tokens",
+)
 def embeddings():
     from ..dialects.ollama import EmbeddingsRequest
 
     return _answer(_service().embeddings(parse_dialect(EmbeddingsRequest)))
 
 
-@bp.get("/api/tags")
+@route(bp, "/api/tags", methods=("GET",), summary="Ollama's model list (the key's models)", access=OWN)
 def tags():
     from ..services.ollama import tag
 
@@ -96,7 +150,15 @@ def tags():
     )
 
 
-@bp.post("/api/show")
+@route(
+    bp,
+    "/api/show",
+    summary="Ollama's model details, read from its GGUF file (`model`, or the older `name`, required)",
+    access=KEY,
+    request="api_like_oai.routes.ollama:named_model_schema",
+    body="json",
+    model_in="json",
+)
 def show():
     from ..dialects.ollama import ModelRequest
     from ..services.ollama import not_found, show
@@ -111,7 +173,7 @@ def show():
     return jsonify(show(name, model, with_path=sees_everything()))
 
 
-@bp.get("/api/ps")
+@route(bp, "/api/ps", methods=("GET",), summary="Ollama's loaded models (the key's)", access=OWN)
 def ps():
     from ..services.ollama import running as running_models
 
@@ -123,19 +185,47 @@ def ps():
     )
 
 
-@bp.post("/api/pull")
-@bp.post("/api/push")
-@bp.post("/api/create")
-@bp.post("/api/copy")
-@bp.route("/api/blobs/<path:digest>", methods=["HEAD", "POST"])
-def hub(digest: str | None = None):
+@route(
+    bp,
+    "/api/pull",
+    "/api/push",
+    "/api/create",
+    "/api/copy",
+    summary="Refused, always (400 saying so): models come from the configuration, no model hub is reached",
+    access=OWN,
+    success=None,
+)
+def hub():
     from ..services.ollama import refused
 
-    raise refused(request.path.removeprefix("/api/").split("/")[0])
+    raise refused(request.path.removeprefix("/api/"))
 
 
-@bp.delete("/api/delete")
-@require_admin
+@route(
+    bp,
+    "/api/blobs/<path:digest>",
+    methods=("HEAD", "POST"),
+    summary="Refused, always (400 saying so): models come from the configuration",
+    access=OWN,
+    success=None,
+)
+def blob(digest: str):
+    from ..services.ollama import refused
+
+    raise refused("blobs")
+
+
+@route(
+    bp,
+    "/api/delete",
+    methods=("DELETE",),
+    summary="Unload a model the proxy starts (admin key only); its file stays",
+    access=ADMIN_KEY,
+    media=(),  # an empty 200, as Ollama's
+    request="api_like_oai.routes.ollama:named_model_schema",
+    body="json",
+    model_in="json",
+)
 def delete():
     """With the admin key: a model the proxy starts is unloaded (its file and its configuration stay:
     models come from the configuration, not from this API); any other is Ollama's 400 saying so."""

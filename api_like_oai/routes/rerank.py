@@ -4,17 +4,29 @@ from __future__ import annotations
 
 from flask import Blueprint, g
 
-from ..dialects.rerank import RerankRequest
+from ..dialects.rerank import RerankList, RerankRequest
 from ..services.rerank import rerank
 from . import door, lookup_model, parse_body, respond
+from .declare import KEY, route
 
 bp = Blueprint("rerank", __name__)
 
 
-@bp.post("/v1/rerank")
-@bp.post("/rerank")
-@bp.post("/v1/reranking")
-@bp.post("/v2/rerank")  # Cohere's v2 client (ClientV2.rerank)
+@route(
+    bp,
+    "/v1/rerank",
+    "/rerank",
+    "/v1/reranking",
+    "/v2/rerank",  # Cohere's v2 client (ClientV2.rerank)
+    summary="Rerank documents by relevance to a query (Jina's and Cohere's shape; the model's llama-server runs "
+    "with --reranking)",
+    access=KEY,
+    request=RerankRequest,
+    answer=RerankList,
+    body="json",
+    model_in="json",
+    metered="tokens",
+)
 def create_rerank():
     rerank_request = parse_body(RerankRequest)
     model, model_name = lookup_model(rerank_request.model)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
+from .declare import KEY, OWN, route
 from .scope import admitted_scope, caller_scope, list_query
 
 # The dialect and its service are imported by the first request that needs them, not at start-up: a
@@ -21,7 +22,20 @@ def _service():
     return responses
 
 
-@bp.post("/v1/responses")
+@route(
+    bp,
+    "/v1/responses",
+    "/responses",
+    summary="OpenAI Responses API (set stream for its named events; store, previous_response_id and conversation "
+    "keep and continue turns)",
+    access=KEY,
+    request="api_like_oai.dialects.responses:ResponsesRequest",
+    answer="api_like_oai.dialects.responses_answers:ResponseObject",
+    body="json",
+    model_in="json",
+    metered="tokens",
+    stream="text/event-stream",
+)
 def create():
     from ..dialects.responses import ResponsesRequest
 
@@ -32,10 +46,18 @@ def create():
     )
 
 
-@bp.get("/v1/responses")
-@bp.get("/responses")
-@bp.get("/v1/responses", websocket=True)  # Werkzeug matches an Upgrade: websocket request only to these
-@bp.get("/responses", websocket=True)
+@route(
+    bp,
+    "/v1/responses",
+    "/responses",
+    methods=("GET",),
+    summary="The Responses API's WebSocket mode (an Upgrade: websocket handshake; response.create and "
+    "response.steer events in, the stream's events out); without the upgrade, a 400",
+    access=OWN,
+    success=101,
+    statuses=(400,),
+    media=(),
+)
 def socket():
     """The WebSocket mode: the handshake upgraded, then the socket served until it ends."""
     from .responses_socket import upgrade
@@ -43,7 +65,21 @@ def socket():
     return upgrade()
 
 
-@bp.post("/v1/responses/input_tokens")
+for _path in ("/v1/responses", "/responses"):  # Werkzeug matches an Upgrade: websocket request only to these
+    bp.add_url_rule(_path, endpoint="socket", view_func=socket, methods=["GET"], websocket=True)
+
+
+@route(
+    bp,
+    "/v1/responses/input_tokens",
+    summary="OpenAI Responses API: the prompt's token count",
+    access=KEY,
+    request="api_like_oai.dialects.responses:ResponsesRequest",
+    answer="api_like_oai.dialects.responses_answers:InputTokenCount",
+    body="json",
+    model_in="json",
+    metered="requests",
+)
 def input_tokens():
     from ..dialects.responses import ResponsesRequest
 
@@ -51,7 +87,17 @@ def input_tokens():
     return jsonify(_service().input_tokens(request, admission(), caller_scope(), state().seal, g.get("record")))
 
 
-@bp.post("/v1/responses/compact")
+@route(
+    bp,
+    "/v1/responses/compact",
+    summary="Compact a conversation: its user messages, then one compaction item (the model's summary, sealed)",
+    access=KEY,
+    request="api_like_oai.dialects.responses:CompactRequest",
+    answer="api_like_oai.dialects.responses_answers:CompactedResponse",
+    body="json",
+    model_in="json",
+    metered="tokens",
+)
 def compact():
     from ..dialects.responses import CompactRequest
     from ..services import compaction
@@ -60,17 +106,42 @@ def compact():
     return respond(compaction.compact(request, admission(), caller_scope(), state().seal, generation_context()))
 
 
-@bp.get("/v1/responses/<response_id>")
+@route(
+    bp,
+    "/v1/responses/<response_id>",
+    methods=("GET",),
+    summary="A stored response, as it was answered",
+    access=OWN,
+    answer="api_like_oai.dialects.responses_answers:ResponseObject",
+    metered="requests",
+)
 def retrieve(response_id: str):
     return jsonify(_service().retrieve(admitted_scope(), response_id))
 
 
-@bp.delete("/v1/responses/<response_id>")
+@route(
+    bp,
+    "/v1/responses/<response_id>",
+    methods=("DELETE",),
+    summary="Delete a stored response",
+    access=OWN,
+    answer="api_like_oai.dialects.conversations:ResponseDeleted",
+    metered="requests",
+)
 def delete(response_id: str):
     return jsonify(_service().delete(admitted_scope(), response_id))
 
 
-@bp.get("/v1/responses/<response_id>/input_items")
+@route(
+    bp,
+    "/v1/responses/<response_id>/input_items",
+    methods=("GET",),
+    summary="A stored response's input items (with the turns it continued)",
+    access=OWN,
+    answer="api_like_oai.dialects.conversations:ItemList",
+    query="api_like_oai.dialects.conversations:ItemListQuery",
+    metered="requests",
+)
 def input_items(response_id: str):
     query = list_query()
     return jsonify(_service().list_input_items(admitted_scope(), response_id, query.after, query.limit, query.order))

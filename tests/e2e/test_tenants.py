@@ -146,7 +146,7 @@ ROUTES: dict[tuple[str, str], Row] = {
     ("POST", "/v1/messages/count_tokens"): Row(
         OWN_ONLY, post("/v1/messages/count_tokens", {"model": "a", "messages": MESSAGES["messages"]})
     ),
-    ("POST", "/v1/responses"): Row(OWN_ONLY, post("/v1/responses", RESPONSE)),
+    **{("POST", path): Row(OWN_ONLY, post(path, RESPONSE)) for path in ("/v1/responses", "/responses")},
     ("POST", "/v1/responses/input_tokens"): Row(OWN_ONLY, post("/v1/responses/input_tokens", RESPONSE)),
     ("POST", "/v1/responses/compact"): Row(OWN_ONLY, post("/v1/responses/compact", {"model": "a", "input": "Hi"})),
     # The WebSocket mode's handshake: a key first; without the upgrade, a 400 saying to send it.
@@ -308,8 +308,9 @@ ROUTES: dict[tuple[str, str], Row] = {
 }
 
 
-def app_routes(tmp_path) -> set[tuple[str, str]]:
-    """Every (method, rule) the app answers, as the CLI builds it with the native API and a fleet on."""
+def app_routes(tmp_path) -> dict[tuple[str, str], str]:
+    """Every (method, rule) the app answers, as the CLI builds it with the native API and a fleet on: its
+    view's endpoint (the key of its declaration, routes/declare.py)."""
     (tmp_path / "fleet-secret").write_text(FLEET_SECRET)
     app = create_app(
         parse_settings(
@@ -325,12 +326,36 @@ def app_routes(tmp_path) -> set[tuple[str, str]]:
             ]
         )
     )
-    return {(method, rule.rule) for rule in app.url_map.iter_rules() for method in rule.methods - {"HEAD", "OPTIONS"}}
+    return {
+        (method, rule.rule): rule.endpoint for rule in app.url_map.iter_rules() for method in rule.methods - {"HEAD", "OPTIONS"}
+    }
 
 
 def test_every_route_has_a_row_in_the_table(tmp_path):
-    routes = app_routes(tmp_path)
+    routes = set(app_routes(tmp_path))
     assert sorted(routes - set(ROUTES)) == [] and sorted(set(ROUTES) - routes) == []
+
+
+# The declared access (routes/declare.py) each kind of row checks: the table probes what the declarations say.
+KIND_OF_ACCESS = {
+    "public": {"public"},
+    "key": {"own-only", "own card", "no such file"},
+    "own": {"own-only", "own view", "own usage", "a write", "no hub"},
+    "admin": {"admin-only"},
+    "admin-key": {"admin-only"},
+    "fleet": {"fleet calls only"},
+}
+
+
+def test_each_rows_kind_is_what_its_route_declares(tmp_path):
+    from api_like_oai.routes.declare import DECLARATIONS
+
+    mismatched = [
+        (route, ROUTES[route].kind.name, DECLARATIONS[endpoint].access)
+        for route, endpoint in app_routes(tmp_path).items()
+        if ROUTES[route].kind.name not in KIND_OF_ACCESS[DECLARATIONS[endpoint].access]
+    ]
+    assert mismatched == []
 
 
 class Probe:

@@ -18,12 +18,13 @@ import re
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.core.transport import Response
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
 
-from api_like_oai.routes.docs import endpoints
+from api_like_oai.routes.declare import all_declarations
+from api_like_oai.routes.docs import openapi_path, resolved
 
 from ..unit.conftest import make_app
 
@@ -137,8 +138,20 @@ def post_raw(client, endpoint: str, body: bytes):
 
 # --- 1. fuzzing every operation of /openapi.json ------------------------------------------------
 
+# (method, path, declaration) of each documented route (its first path), as /openapi.json is made from them.
+DECLARED = [
+    (method, openapi_path(declared.paths[0]), declared)
+    for declared in all_declarations()
+    if declared.documented
+    for method in declared.methods
+    if method != "HEAD"
+]
 # The pydantic model each operation validates its body with (the models /openapi.json is made from).
-REQUEST_MODELS = {(method.upper(), path): request for method, path, _, request, _ in endpoints() if request}
+REQUEST_MODELS = {
+    (method, path): model
+    for method, path, declared in DECLARED
+    if isinstance(model := resolved(declared.request), type) and issubclass(model, BaseModel)
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -212,7 +225,7 @@ def load_schema(mode: str, max_examples: int):
 KEY_ROUTES = "^/v1/(internal/(keys|usage)|organization/usage)"
 FUZZED = (
     "^("
-    + "|".join(re.escape(path) for _, path, _, _, answer in endpoints() if answer is not None and not path.startswith("/api/"))
+    + "|".join(re.escape(path) for _, path, declared in DECLARED if declared.answer is not None and not path.startswith("/api/"))
     + ")$"
 )
 valid_data = load_schema("positive", 40).include(path_regex=FUZZED).exclude(path_regex=KEY_ROUTES)
