@@ -9,4 +9,17 @@ own; swaps.py models on demand; ratios.py the ratio rows, the proxy beside floor
 proxy and llama-server, and `--quick`'s guard; servers.py starts them all), results.py
 holds the numbers and the targets, report.py writes results.md and results.png. PROFILE.md has
 notes from a one-off profile of where the proxy's CPU goes.
+
+Design notes (moved from DESIGN.md, which points here):
+
+- **Targets are ratios against a neighbour measured in the same rows** (`benchmarks/ratios.py`): the same code
+  measured 70–106 µs per token in three runs on one machine, so an absolute target judged the machine. Rows
+  alternate targets window by window (ABBA): the floor (`benchmarks/floor_app.py`: Flask under the
+  `EventWorker` relaying `/completion`, none of the proxy's work), llama-server itself, and LiteLLM's proxy
+  (pinned, in its own virtualenv in the cache: its ~150 packages are not ours).
+- **`scripts/bench --quick` is the regression guard** (`benchmarks/quick.md`), not in `.ci/run` (timing on a
+  shared machine is noise): run it before merging anything on the request path. `--against REV` adds the proxy
+  at REV (a temporary worktree) to the same rows: two runs of one tree an hour apart differed by 10%, its
+  windows in one row by less. LiteLLM's windows come last: the requests a window cuts keep it busy into the
+  next.
 """

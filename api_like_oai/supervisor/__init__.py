@@ -15,4 +15,18 @@ a Unix socket for a lease on a ready model (client.py) and hold the lease while 
     listener.py   the supervisor process: its socket (one Connection per request) and run loop
     messages.py   the socket's typed requests and replies, shared by listener.py and client.py
     client.py     the workers' side of the socket: acquire a lease, status, load, unload, events, logs
+
+Design notes (moved from DESIGN.md, which points here):
+
+- **Restores checked, not trusted** (`slots.py`): a note beside each saved slot (tokens saved, a fingerprint
+  of the saving command line and files); a restore into another fingerprint is not tried, and counts only if
+  llama-server's `n_restored` equals what was saved; a failure is a warning, never a client's error.
+- **A budget per device**: `Budget.devices` (each GPU from nvidia-smi, the CPU) and each model's MiB per
+  device (`footprint.per_device_mib`, by `--n-gpu-layers`/`--tensor-split`); `plan` evicts only models that
+  free a device the waiter lacks. Draft acceptance is read from llama-server's counters (`drafts.py`); a
+  logprobs request goes (pure, `routing.py`) to a replica without a draft (`draft_replicas`) where one is up.
+- **A swap timed by stage** (drain, stop, exit, start, health, restore: `stage_seconds` in a model's status)
+  on the supervisor's clock. A stopped model holds no lease and its slots are saved, so SIGKILL, not SIGTERM's
+  ~150 ms; a starting child's `/health` is polled on each line it prints (it logs "model loaded"), else every
+  20 ms.
 """

@@ -11,6 +11,16 @@ and each replica's `/slots`; read only when asked (a scrape of the pool metrics)
   `kv_cache_usage_ratio` counted used cells). With a unified KV cache (`--kv-unified`, llama-server's
   default when it picks the number of slots) every slot reports the whole cache as its `n_ctx`, so the
   size is one slot's `n_ctx`; otherwise the slots split the cache and the size is their sum.
+
+Design notes (moved from DESIGN.md, which points here):
+
+- **Gauges for an inference pool's endpoint picker** (`/metrics/pool`, also in `/metrics`;
+  `observability.pool_metrics`): per model, requests waiting and running and KV-cache use (the Gateway API
+  Inference Extension's model-server protocol) under names the chart's EPP config maps. llama-server exports
+  neither; the supervisor computes them (`supervisor/occupancy.py`, pure) from its state (load queue, leases)
+  and each replica's `/slots` (processing slots; their tokens over the cache's size, unified or split per the
+  command line), only when asked and at most every 0.1 s (an EPP scrapes every 50 ms): a scrape costs no
+  request anything.
 """
 
 from __future__ import annotations
