@@ -385,7 +385,8 @@ def _identify_caller():
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
     # Public routes ask no key (their declarations say so: routes/declare.py); a fleet call's front checked it.
-    if request.method == "OPTIONS" or declare.is_public() or g.get("fleet_call"):
+    # A batch's line comes with its key's ticket already (_batch_line).
+    if request.method == "OPTIONS" or declare.is_public() or g.get("fleet_call") or "ticket" in g:
         return
     shared = state()
     ticket = Ticket(shared.gate.identify(offered_key()), shared.gate, shared.metrics)

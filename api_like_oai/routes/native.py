@@ -18,13 +18,13 @@ bp = Blueprint("native", __name__)
 # (method, path clients call, path on llama-server, what else than 200 llama-server answers there)
 ROUTES = (
     ("POST", "/completion", "/completion", ()),
-    ("POST", "/infill", "/infill", (501,)),  # a model without fill-in-the-middle tokens
+    ("POST", "/infill", "/infill", (400,)),  # a model without fill-in-the-middle tokens (its 501, the caller's 400)
     ("GET", "/props", "/props", ()),
     ("POST", "/tokenize", "/tokenize", ()),
     ("POST", "/detokenize", "/detokenize", ()),
     ("POST", "/apply-template", "/apply-template", ()),
-    ("GET", "/slots", "/slots", (501,)),  # llama-server run with --no-slots
-    ("GET", "/llamacpp/metrics", "/metrics", (501,)),  # llama-server run without --metrics
+    ("GET", "/slots", "/slots", (400,)),  # llama-server run with --no-slots
+    ("GET", "/llamacpp/metrics", "/metrics", (400,)),  # llama-server run without --metrics
 )
 # A body llama-server reads, with the model named in it (else in the query): any JSON object.
 BODY = {"type": "object", "properties": {"model": {"type": "string"}}}

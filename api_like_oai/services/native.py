@@ -74,6 +74,8 @@ def relay(model: ServedModel, method: str, path: str, body: bytes, query: str, c
             code="not_supported",
         )
     answer = context.door(model).relay(method, path, body, query, on_chosen=context.note_upstream)
+    if answer.status == 501:  # llama-server's "not supported by this model" (/infill without FIM tokens, ...)
+        raise _not_supported(model, answer)
     if answer.streamed:
         stream = StreamRelay(answer, context)
         return NativeAnswer(answer.status, answer.headers, stream, True, stream.close)
@@ -143,3 +145,17 @@ def token_counts(body: bytes) -> tuple[int | None, int | None, int | None]:
     if not isinstance(answer, dict):
         return None, None, None
     return answer.get("tokens_evaluated"), answer.get("tokens_predicted"), cached_tokens(answer)
+
+
+def _not_supported(model: ServedModel, answer: RawAnswer) -> InvalidRequest:
+    """llama-server's 501, read and closed: what the caller asked of this model it cannot do, the caller's 400
+    (a 5xx says the server failed; it did not)."""
+    try:
+        body = answer.read()
+    finally:
+        answer.close()
+    try:
+        said = json.loads(body)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        said = "llama-server does not support this request"
+    return InvalidRequest(f"model {model.name!r}: {said}", param="model", code="not_supported")

@@ -103,7 +103,8 @@ class Ollama:
         return shape
 
     def _completed(self, request: dialect.GenerateRequest):
-        completion = dialect.generate_to_completion(request)
+        with client_request():  # an option out of the completion's range is the client's 400, as for a chat
+            completion = dialect.generate_to_completion(request)
         with stage(self.context.record, "admission"):
             completion, model, model_name = self._named(
                 request.model, lambda: self.admission.admit(completion, bound=True, waits_later=True)

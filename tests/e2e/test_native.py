@@ -157,11 +157,11 @@ def test_an_upstream_error_status_is_passed_through_as_llama_cpp_sent_it(keyed_p
 
 
 def test_llama_cpps_metrics_are_not_the_proxys(keyed_proxy):
-    # The session llama-server runs without --metrics: llama.cpp's 501 comes through at its own path,
+    # The session llama-server runs without --metrics: llama.cpp's 501 is the caller's 400 at its own path,
     # while /metrics stays the proxy's Prometheus text, which now counts the native requests.
     requests.post(keyed_proxy.url + "/completion", json={**CONTINUE_COMPLETION, "stream": True}, headers=AUTH, timeout=60)
     upstream = requests.get(keyed_proxy.url + "/llamacpp/metrics", headers=AUTH, timeout=10)
-    assert upstream.status_code == 501 and "--metrics" in upstream.json()["error"]["message"]
+    assert upstream.status_code == 400 and "--metrics" in upstream.json()["error"]["message"]
     ours = requests.get(keyed_proxy.url + "/metrics", headers=AUTH, timeout=10).text
     assert 'api_like_oai_requests_total{endpoint="/completion",model="llama.cpp",status="200"}' in ours
     completion_tokens = next(

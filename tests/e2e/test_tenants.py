@@ -252,7 +252,7 @@ ROUTES: dict[tuple[str, str], Row] = {
     # llama.cpp's own API, relayed: a model's (the answers are llama-server's).
     ("POST", "/completion"): Row(OWN_ONLY, post("/completion", {"model": "a", "prompt": "Hi", "n_predict": 2})),
     ("POST", "/infill"): Row(
-        OWN_ONLY, post("/infill", {"model": "a", "input_prefix": "def f(", "input_suffix": ")", "n_predict": 2}), ok(501)
+        OWN_ONLY, post("/infill", {"model": "a", "input_prefix": "def f(", "input_suffix": ")", "n_predict": 2}), ok(400)
     ),  # a model without FIM tokens
     ("POST", "/tokenize"): Row(OWN_ONLY, post("/tokenize", {"model": "a", "content": "Hi"})),
     ("POST", "/detokenize"): Row(OWN_ONLY, post("/detokenize", {"model": "a", "tokens": [1, 2]})),
@@ -340,10 +340,11 @@ def test_every_route_has_a_row_in_the_table(tmp_path):
 KIND_OF_ACCESS = {
     "public": {"public"},
     "key": {"own-only", "own card", "no such file"},
-    "own": {"own-only", "own view", "own usage", "a write", "no hub"},
+    "own": {"own-only", "own view", "own usage", "own objects", "a write", "no hub"},
     "admin": {"admin-only"},
     "admin-key": {"admin-only"},
     "fleet": {"fleet calls only"},
+    "pool": {"admin-only"},  # public only with --open-pool-metrics
 }
 
 
