@@ -218,6 +218,39 @@ def test_a_fleet_call_without_the_secret_is_refused(fleet):
     assert right.status_code == 200 and len(right.json()["boxes"]) == 2
 
 
+def test_a_box_without_keys_of_its_own_takes_only_its_fronts_calls(fleet):
+    """Boxes closed by default: a direct call without the fleet secret is refused (no chat, no stored
+    response, no models), while /health stays open for its member and the orchestrator's probes."""
+    box = fleet["boxes"][0]
+    direct = requests.post(box.url + "/v1/chat/completions", json={"model": MODEL, "messages": HELLO}, timeout=5)
+    assert direct.status_code == 401 and "fronts" in direct.json()["error"]["message"]
+    for path in ("/v1/models", "/v1/responses/resp_anything", "/metrics", "/api/tags"):
+        assert requests.get(box.url + path, timeout=5).status_code == 401, path
+    assert requests.get(box.url + "/health", timeout=5).status_code == 200
+    through_the_fleet = requests.post(
+        box.url + "/v1/chat/completions", headers={"X-Fleet-Secret": SECRET}, json={"model": MODEL, "messages": HELLO}, timeout=30
+    )
+    assert through_the_fleet.status_code == 200
+
+
+def test_a_box_with_a_key_of_its_own_takes_direct_calls_that_bring_it(fleet, tmp_path, start_fake):
+    key_file = tmp_path / "box-key"
+    key_file.write_text("sk-the-box-own-key\n")
+    common = ["--fleet", fleet["redis"].url, "--fleet-secret-file", str(fleet["secret_file"]), "--api-key-file", str(key_file)]
+    box = _box(tmp_path, 9, start_fake().url, common)
+    box.launch()
+    try:
+        box.ready()
+        chat = {"model": MODEL, "messages": HELLO}
+        assert requests.post(box.url + "/v1/chat/completions", json=chat, timeout=5).status_code == 401
+        keyed = requests.post(
+            box.url + "/v1/chat/completions", json=chat, headers={"Authorization": "Bearer sk-the-box-own-key"}, timeout=30
+        )
+        assert keyed.status_code == 200
+    finally:
+        box.stop()
+
+
 def test_a_client_is_checked_at_the_front(fleet):
     with pytest.raises(openai.AuthenticationError):
         openai_client(fleet["fronts"][0].url, api_key="sk-wrong").chat.completions.create(model=MODEL, messages=HELLO)
@@ -302,3 +335,14 @@ def test_redis_stopped_and_started_again_is_never_a_500(fleet):
     fleet["redis"] = RedisServer(port=redis_server.port).start()
     eventually(lambda: len(_boxes_of(front)) == 1, "the box back in the fleet")
     assert _chat(front).choices[0].message.content == " Hello, world!"
+
+
+def test_a_box_stopped_gracefully_leaves_at_once_without_a_fatal_error(fleet):
+    """SIGTERM: the member withdraws the box's record (no wait for its expiry) and ends quietly; its
+    thread reading the box's pipe was Python's "Fatal Python error: _enter_buffered_busy" at exit."""
+    front, box = fleet["fronts"][1], fleet["boxes"][0]
+    eventually(lambda: _boxes_of(front) == [box.url], "the box in the fleet")
+    box.stop()
+    assert box.process.returncode is not None
+    eventually(lambda: _boxes_of(front) == [], "the stopped box withdrawn", timeout=3)
+    assert "Fatal Python error" not in box.log()
