@@ -18,6 +18,17 @@ from .settings import FleetSettings
 log = logging.getLogger("api_like_oai.fleet")
 
 
+GONE_RETRY_AFTER_SECONDS = 5  # a box restarting, or its record's expiry (settings.EXPIRY_SECONDS)
+
+
+class BoxesGone(FleetUnavailable):
+    """A model of the fleet (membership.remembered) whose boxes are all gone now: a 503 to retry."""
+
+    def __init__(self, model: str):
+        super().__init__(f"model {model!r} is the fleet's, but none of its boxes is in the fleet now; try again shortly")
+        self.headers = {"Retry-After": str(GONE_RETRY_AFTER_SECONDS)}
+
+
 class FleetFront:
     def __init__(self, settings: FleetSettings, *, connect_timeout: float, read_timeout: float, connection=None):
         self.settings = settings
@@ -26,7 +37,11 @@ class FleetFront:
 
     def serves(self, model: str) -> bool:
         """Whether some box of the fleet can run `model` (FleetUnavailable if the fleet is unknown)."""
-        return any(model in box.models for box in self.membership.boxes())
+        return any(model in box.models for box in self.membership.boxes()) or model in self.membership.remembered()
+
+    def known(self) -> set[str]:
+        """The fleet's models: on a box now, or on one within membership.REMEMBERED_SECONDS."""
+        return set(fleet_models(self.membership.boxes())) | self.membership.remembered()
 
     def forward(
         self,
@@ -48,6 +63,8 @@ class FleetFront:
         candidates = place(model, boxes, session=session_key(body), starting_on=starting_on) or self._pooled(model, boxes)
         if not candidates and model in fleet_models(boxes):
             raise FleetUnavailable(f"no box of the fleet has room for model {model!r} now, alone or pooled over RPC")
+        if not candidates and model in self.membership.remembered():
+            raise BoxesGone(model)
         if not candidates:
             raise ModelNotFound(
                 f"model {model!r} does not exist in the fleet; known models: {', '.join(sorted(fleet_models(boxes)))}",

@@ -70,15 +70,28 @@ def forward_elsewhere():
     if isinstance(model, str) and model not in shared.registry.by_name and g.get("fleet_call"):
         # placed here by a front's stale view: a refusal, so that it tries the next box (never our default model)
         raise UpstreamUnavailable(f"model {model!r} is not served on this box")
-    if g.get("fleet_call") or not isinstance(model, str) or model in shared.registry.by_name or not shared.fleet.serves(model):
+    if g.get("fleet_call") or not isinstance(model, str) or model in shared.registry.by_name:
+        return None
+    if not shared.fleet.serves(model):
+        if shared.registry.strict:  # a front's 404 names the models, its own and the fleet's, the caller may use
+            raise _not_found(model)
         return None
     return _relayed(model, body, raw)
+
+
+def _not_found(model: str) -> ModelNotFound:
+    """The 404 of a model neither this instance nor the fleet has (or the caller may not use): it lists
+    the names, this instance's and the fleet's, the caller's key lets it use."""
+    caller, shared = current_caller(), state()
+    names = {name for name, served in shared.registry.by_name.items() if caller.allows(served.name, name)}
+    names |= {name for name in shared.fleet.known() if caller.allows(name, name)}
+    return ModelNotFound(f"model {model!r} does not exist; known models: {', '.join(sorted(names))}", param="model")
 
 
 def _relayed(model: str, body: dict, raw: bytes) -> Response:
     caller = current_caller()
     if not caller.allows(model, model):
-        raise ModelNotFound(f"model {model!r} does not exist", param="model")
+        raise _not_found(model)
     ticket = g.get("ticket")
     if ticket is not None:  # once, here, as for a request served here: the box counts no limit of its own
         ticket.admit(reply_bound(body))
@@ -98,9 +111,9 @@ def _relayed(model: str, body: dict, raw: bytes) -> Response:
             on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc(),
         )
     except FleetUnavailable as exc:
-        if sees_everything():
-            raise
-        raise FleetUnavailable(ADDRESS.sub("<a box>", exc.message)) from None  # no addresses to a tenant
+        if not sees_everything():
+            exc.message = ADDRESS.sub("<a box>", exc.message)  # no addresses to a tenant (its headers kept)
+        raise
     metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
     if record is not None:
         record.model, record.requested_model = model, model

@@ -51,14 +51,8 @@ def _fleet_cards() -> dict[str, dict]:
     fleet = state().fleet
     if fleet is None:
         return {}
-    shown = (
-        fleet.models()
-        if sees_everything()
-        else {  # a box's address only to who sees every address
-            name: [{**box, "box": f"box {number + 1}"} for number, box in enumerate(boxes)]
-            for name, boxes in fleet.models().items()
-        }
-    )
+    where = {name: [] for name in fleet.membership.remembered()} | fleet.models()  # its boxes gone: none
+    shown = where if sees_everything() else _labelled(where)
     return {
         name: ModelCard(
             id=name,
@@ -67,10 +61,20 @@ def _fleet_cards() -> dict[str, dict]:
             context_length=None,
             max_model_len=None,
             capabilities=["completion", "chat"],
-            status=ModelStatus(value=_best_state(boxes), boxes=boxes, memory_mib=max(box["memory_mib"] for box in boxes)),
+            status=ModelStatus(
+                value=_best_state(boxes), boxes=boxes, memory_mib=max((box["memory_mib"] for box in boxes), default=0)
+            ),
         ).model_dump()
         for name, boxes in shown.items()
     }
+
+
+def _labelled(where: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The boxes named `box 1`, `box 2`, ... instead of their addresses (only to who sees every
+    address): one label per box across every model, so a tenant tells two boxes apart."""
+    addresses = sorted({box["box"] for boxes in where.values() for box in boxes})
+    label = {address: f"box {number + 1}" for number, address in enumerate(addresses)}
+    return {name: [{**box, "box": label[box["box"]]} for box in boxes] for name, boxes in where.items()}
 
 
 def _best_state(boxes: list[dict]) -> str:

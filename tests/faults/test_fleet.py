@@ -346,3 +346,26 @@ def test_a_box_stopped_gracefully_leaves_at_once_without_a_fatal_error(fleet):
     assert box.process.returncode is not None
     eventually(lambda: _boxes_of(front) == [], "the stopped box withdrawn", timeout=3)
     assert "Fatal Python error" not in box.log()
+
+
+def test_a_model_whose_boxes_are_all_gone_is_a_503_to_retry_not_a_404(fleet):
+    """Every box gone (the last one stopped above): the fleet still knows the model, so a client is told
+    to retry (503, Retry-After), with no box address; a name the fleet never had is a 404 listing the
+    models the caller may use."""
+    front = fleet["fronts"][0]
+    key = requests.post(
+        front.url + "/v1/internal/keys",
+        json={"name": "after-the-boxes"},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+        timeout=10,
+    ).json()["key"]
+    for client_key in (ADMIN, key):
+        with pytest.raises(openai.APIStatusError) as gone:
+            openai_client(front.url, api_key=client_key).chat.completions.create(model=MODEL, messages=HELLO, max_tokens=8)
+        assert gone.value.status_code == 503 and gone.value.response.headers["Retry-After"] == "5"
+        assert MODEL in gone.value.message and "127.0.0." not in gone.value.message
+    with pytest.raises(openai.NotFoundError) as unknown:
+        openai_client(front.url, api_key=key).chat.completions.create(model="nowhere", messages=HELLO, max_tokens=8)
+    assert f"known models: {MODEL}" in unknown.value.message
+    listed = openai_client(front.url, api_key=key).models.list().data
+    assert [model.id for model in listed] == [MODEL]  # still the fleet's, on no box now
