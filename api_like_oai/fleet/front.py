@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from ..errors import FleetUnavailable, ModelNotFound
 from . import lock
@@ -18,6 +19,7 @@ from .settings import FleetSettings
 log = logging.getLogger("api_like_oai.fleet")
 
 
+CARDS_SECONDS = 10.0  # how long a box's model metadata (context length, capabilities) is kept
 GONE_RETRY_AFTER_SECONDS = 5  # a box restarting, or its record's expiry (settings.EXPIRY_SECONDS)
 
 
@@ -34,6 +36,7 @@ class FleetFront:
         self.settings = settings
         self.membership = Membership(settings, connection)
         self.relay = Relay(settings.secret, connect_timeout, read_timeout)
+        self.box_cards: dict[str, tuple[float, dict[str, dict]]] = {}  # address: (when read, its cards)
 
     def serves(self, model: str) -> bool:
         """Whether some box of the fleet can run `model` (FleetUnavailable if the fleet is unknown)."""
@@ -146,6 +149,21 @@ class FleetFront:
             lock.release(self.membership.connection, model, address)
         except Exception as exc:  # noqa: BLE001 - the lock then expires by itself
             log.warning("fleet: cold-start lock for %s not released (%s)", model, exc)
+
+    def cards(self) -> dict[str, dict]:
+        """Each fleet model's metadata as a box of it reports it (relay.cards, asked of each box at most
+        every CARDS_SECONDS per worker); a card with a known context length preferred."""
+        found: dict[str, dict] = {}
+        now = time.monotonic()
+        for box in self.membership.boxes():
+            read_at, cards = self.box_cards.get(box.address, (None, {}))
+            if read_at is None or now - read_at > CARDS_SECONDS:
+                cards = self.relay.cards(box.address)
+                self.box_cards[box.address] = (now, cards)
+            for name, card in cards.items():
+                if name not in found or (card.get("context_length") and not found[name].get("context_length")):
+                    found[name] = card
+        return found
 
     def models(self) -> dict[str, list[dict]]:
         """Every model of the fleet with where it is: {model: [{box, state, memory_mib, in_flight}]}."""

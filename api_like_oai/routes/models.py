@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, g, jsonify
 
 from ..answers import ModelCard, ModelList, ModelStatus
 from ..errors import ModelNotFound
@@ -53,14 +53,14 @@ def _fleet_cards() -> dict[str, dict]:
         return {}
     where = {name: [] for name in fleet.membership.remembered()} | fleet.models()  # its boxes gone: none
     shown = where if sees_everything() else _labelled(where)
+    # as its boxes report them; a box's own list (a fleet call) asks no other box (no loop between boxes)
+    metadata = {} if g.get("fleet_call") else fleet.cards()
     return {
         name: ModelCard(
+            **{"created": 0, "context_length": None, "max_model_len": None, "capabilities": ["completion", "chat"]}
+            | {field: value for field, value in metadata.get(name, {}).items() if value is not None},
             id=name,
-            created=0,
             owned_by="fleet",
-            context_length=None,
-            max_model_len=None,
-            capabilities=["completion", "chat"],
             status=ModelStatus(
                 value=_best_state(boxes), boxes=boxes, memory_mib=max((box["memory_mib"] for box in boxes), default=0)
             ),

@@ -129,6 +129,16 @@ def test_models_and_fleet_status_list_the_fleets_models_and_boxes(fleet):
     assert f"{MODEL}: {boxes[0]} loaded, {boxes[1]} loaded" in status
 
 
+def test_a_fronts_model_list_carries_each_models_metadata_as_its_box_reports_it(fleet):
+    box, front = fleet["boxes"][0], fleet["fronts"][0]
+    own = requests.get(box.url + "/v1/models", headers={"X-Fleet-Secret": SECRET}, timeout=5).json()["data"]
+    at_the_box = next(card for card in own if card["id"] == MODEL)
+    at_the_front = openai_client(front.url, api_key=ADMIN).models.retrieve(MODEL).model_dump()
+    for field in ("created", "context_length", "max_model_len", "capabilities"):
+        assert at_the_front[field] == at_the_box[field], field
+    assert at_the_front["created"] > 0
+
+
 def test_the_dashboard_shows_the_fleets_boxes_and_their_models(fleet):
     with requests.get(
         fleet["fronts"][0].url + "/v1/internal/events", headers={"Authorization": f"Bearer {ADMIN}"}, stream=True, timeout=10
