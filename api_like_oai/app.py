@@ -509,7 +509,9 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
         # Each API's errors in its own shape: Anthropic's and Ollama's on their paths, OpenAI's everywhere else.
-        status, body = api_of(request.path).error(exc if sees_everything() else exc.without_addresses())
+        # A fleet call's error goes back to a front's client, maybe a tenant: a box's llama-server addresses never do.
+        shown = exc if sees_everything() and not g.get("fleet_call") else exc.without_addresses()
+        status, body = api_of(request.path).error(shown)
         record = g.get("record")
         if record is not None:
             record.fail(status, exc.code, exc.message)
