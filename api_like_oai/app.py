@@ -26,7 +26,7 @@ from .batch.lines import ENVIRON_KEY as BATCH_LINE
 from .dashboard.buckets import open_buckets
 from .dashboard.history import History
 from .dashboard.live import Collector, LiveRequest, LiveView, Sources, live_requests
-from .errors import InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied, ProxyError
+from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied, ProxyError
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics, pool_metrics
 from .routes import (
@@ -112,6 +112,8 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     if settings.fleet is not None:  # before the key check: a fleet call's client was checked at its front
         app.before_request(fleet.trust_fleet_call)
     app.before_request(_batch_line)  # a batch's line run in-process: its key is the batch's
+    if settings.fleet is not None and settings.fleet.advertise and not state(app).gate.required:
+        app.before_request(_only_fleet_calls)  # a box with no keys of its own: closed to all but its fronts
     if state(app).gate.required:
         app.before_request(_identify_caller)
         app.after_request(_rate_limit_headers)
@@ -399,6 +401,23 @@ def _identify_caller():
         record.on_close.append(ticket.finish)
 
 
+def _only_fleet_calls():
+    """A box of a fleet (--advertise) given no keys of its own takes only its fronts' calls (the fleet
+    secret) and a batch's lines; its public probes (/health: its member's and the orchestrator's) stay
+    open. Keys of its own (--api-key, --admin-key) open it to direct calls that bring them."""
+    if (
+        g.get("fleet_call")
+        or request.environ.get(BATCH_LINE) is not None
+        or request.method == "OPTIONS"
+        or declare.is_public()  # the declarations' public routes (and /metrics/pool with --open-pool-metrics)
+    ):
+        return
+    raise AuthenticationFailed(
+        "this instance is a box of a fleet: it takes calls only from the fleet's fronts (send them there), "
+        "or with a key of its own (--api-key-file) if it was given one"
+    )
+
+
 def _batch_line():
     """A batch's line, run by the batch runner through the app (batch/runner.call): the caller is the
     batch's key as the runner gives it in the WSGI environ (never from a header), at the background
@@ -473,7 +492,9 @@ def _register_error_handlers(app: Flask) -> None:
     @app.errorhandler(ProxyError)
     def proxy_error(exc: ProxyError):
         # Each API's errors in its own shape: Anthropic's and Ollama's on their paths, OpenAI's everywhere else.
-        status, body = api_of(request.path).error(exc if sees_everything() else exc.without_addresses())
+        # A fleet call's error goes back to a front's client, maybe a tenant: a box's llama-server addresses never do.
+        shown = exc if sees_everything() and not g.get("fleet_call") else exc.without_addresses()
+        status, body = api_of(request.path).error(shown)
         record = g.get("record")
         if record is not None:
             record.fail(status, exc.code, exc.message)

@@ -93,8 +93,8 @@ def warn_if_open_to_the_network(settings: Settings) -> None:
     """Warn, once at start-up, when the proxy listens beyond this machine with no API key: anyone
     who can reach the address can then use the models (LiteLLM's proxy refuses to start so; this
     one starts, since a private network may be what the user means, but says so)."""
-    if settings.api_keys or settings.admin_keys:
-        return
+    if settings.api_keys or settings.admin_keys or (settings.fleet is not None and settings.fleet.advertise):
+        return  # a fleet's box with no keys takes only its fronts' calls (app._only_fleet_calls)
     listeners = [(settings.host, str(settings.port)), *(address.rsplit(":", 1) for address in settings.ollama_listen)]
     for host, port in listeners:
         if not is_loopback(host):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from ..errors import FleetUnavailable, ModelNotFound
 from . import lock
@@ -18,15 +19,32 @@ from .settings import FleetSettings
 log = logging.getLogger("api_like_oai.fleet")
 
 
+CARDS_SECONDS = 10.0  # how long a box's model metadata (context length, capabilities) is kept
+GONE_RETRY_AFTER_SECONDS = 5  # a box restarting, or its record's expiry (settings.EXPIRY_SECONDS)
+
+
+class BoxesGone(FleetUnavailable):
+    """A model of the fleet (membership.remembered) whose boxes are all gone now: a 503 to retry."""
+
+    def __init__(self, model: str):
+        super().__init__(f"model {model!r} is the fleet's, but none of its boxes is in the fleet now; try again shortly")
+        self.headers = {"Retry-After": str(GONE_RETRY_AFTER_SECONDS)}
+
+
 class FleetFront:
     def __init__(self, settings: FleetSettings, *, connect_timeout: float, read_timeout: float, connection=None):
         self.settings = settings
         self.membership = Membership(settings, connection)
         self.relay = Relay(settings.secret, connect_timeout, read_timeout)
+        self.box_cards: dict[str, tuple[float, dict[str, dict]]] = {}  # address: (when read, its cards)
 
     def serves(self, model: str) -> bool:
         """Whether some box of the fleet can run `model` (FleetUnavailable if the fleet is unknown)."""
-        return any(model in box.models for box in self.membership.boxes())
+        return any(model in box.models for box in self.membership.boxes()) or model in self.membership.remembered()
+
+    def known(self) -> set[str]:
+        """The fleet's models: on a box now, or on one within membership.REMEMBERED_SECONDS."""
+        return set(fleet_models(self.membership.boxes())) | self.membership.remembered()
 
     def forward(
         self,
@@ -48,6 +66,8 @@ class FleetFront:
         candidates = place(model, boxes, session=session_key(body), starting_on=starting_on) or self._pooled(model, boxes)
         if not candidates and model in fleet_models(boxes):
             raise FleetUnavailable(f"no box of the fleet has room for model {model!r} now, alone or pooled over RPC")
+        if not candidates and model in self.membership.remembered():
+            raise BoxesGone(model)
         if not candidates:
             raise ModelNotFound(
                 f"model {model!r} does not exist in the fleet; known models: {', '.join(sorted(fleet_models(boxes)))}",
@@ -129,6 +149,21 @@ class FleetFront:
             lock.release(self.membership.connection, model, address)
         except Exception as exc:  # noqa: BLE001 - the lock then expires by itself
             log.warning("fleet: cold-start lock for %s not released (%s)", model, exc)
+
+    def cards(self) -> dict[str, dict]:
+        """Each fleet model's metadata as a box of it reports it (relay.cards, asked of each box at most
+        every CARDS_SECONDS per worker); a card with a known context length preferred."""
+        found: dict[str, dict] = {}
+        now = time.monotonic()
+        for box in self.membership.boxes():
+            read_at, cards = self.box_cards.get(box.address, (None, {}))
+            if read_at is None or now - read_at > CARDS_SECONDS:
+                cards = self.relay.cards(box.address)
+                self.box_cards[box.address] = (now, cards)
+            for name, card in cards.items():
+                if name not in found or (card.get("context_length") and not found[name].get("context_length")):
+                    found[name] = card
+        return found
 
     def models(self) -> dict[str, list[dict]]:
         """Every model of the fleet with where it is: {model: [{box, state, memory_mib, in_flight}]}."""

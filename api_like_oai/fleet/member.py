@@ -101,14 +101,25 @@ def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
         log.warning("fleet: %s not withdrawn (%s); it expires by itself", address, exc)
 
 
+def _wait_for_eof(ended: threading.Event) -> None:
+    """The box's pipe (stdin): EOF when the box ends, however it ends. Read with os.read on the bare
+    descriptor, not sys.stdin.buffer: a daemon thread blocked inside a buffered reader's lock at
+    interpreter exit is Python's "Fatal Python error: _enter_buffered_busy" on every graceful stop."""
+    try:
+        while os.read(sys.stdin.fileno(), 4096):
+            pass
+    except OSError:
+        pass
+    ended.set()
+
+
 def main(argv: list[str]) -> int:
     config_path, socket_path, log_level = argv
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with open(config_path, encoding="utf-8") as file:
         config = json.load(file)
     ended = threading.Event()
-    # The box's pipe: EOF when the box ends, however it ends.
-    threading.Thread(target=lambda: (sys.stdin.buffer.read(), ended.set()), daemon=True).start()
+    threading.Thread(target=_wait_for_eof, args=(ended,), daemon=True).start()
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: ended.set())

@@ -27,6 +27,9 @@ PREFIX = "api-like-oai:fleet:"
 BOXES_KEY = PREFIX + "boxes"
 REFRESH_SECONDS = 0.5
 REDIS_TIMEOUT_SECONDS = 1.0
+# A model seen on a box is the fleet's for this long after its last box left: a 503 (its boxes are gone,
+# retry), not a 404 (no such model), while a box restarts or another takes it over.
+REMEMBERED_SECONDS = 3600.0
 
 
 def box_key(address: str) -> str:
@@ -136,6 +139,7 @@ class Membership:
         self.failing_since: float | None = None  # the first read that failed since it last answered
         self.tried_at: float | None = None
         self.reading = threading.Lock()  # one read at a time (gevent patches it for the worker)
+        self.seen: dict[str, float] = {}  # every model a record named, and when it last did (this worker's)
 
     def boxes(self) -> list[Box]:
         return [box_of(record) for record in self.current()]
@@ -162,6 +166,11 @@ class Membership:
             )
         return self.records
 
+    def remembered(self) -> set[str]:
+        """The models a box's record named within REMEMBERED_SECONDS: the fleet's, boxes or none."""
+        now = self.clock()
+        return {name for name, seen_at in self.seen.items() if now - seen_at <= REMEMBERED_SECONDS}
+
     def forget(self) -> None:
         """Read again on the next request (a box refused or did not answer)."""
         self.tried_at = None
@@ -170,6 +179,7 @@ class Membership:
         try:
             self.records = self._read()
             self.read_at, self.failing_since = now, None
+            self.seen.update((name, now) for record in self.records for name in record["models"])
         except Exception as exc:  # noqa: BLE001 - any failure of Redis: keep the last records for their expiry
             self.failing_since = self.failing_since if self.failing_since is not None else now
             log.warning(

@@ -24,6 +24,8 @@ log = logging.getLogger("api_like_oai.fleet")
 
 POOL_PATH = "/v1/fleet/pool"  # a host starts a pooled model (routes/fleet.start_pool)
 LOAD_PATH = "/v1/fleet/load"  # a box starts one more copy of a model (routes/fleet.start_copy)
+CARD_FIELDS = ("created", "context_length", "max_model_len", "capabilities", "input_modalities")  # as its box says
+CARDS_TIMEOUT = 1.0  # seconds a box has to list its models for a front's /v1/models
 REFUSALS = (503, 529)  # a box's "not here, try another": the front tries the next candidate
 # Request headers a front does not pass on: the hop's own, and the client's key (checked at the front).
 NOT_FORWARDED = frozenset(
@@ -65,6 +67,7 @@ class Relay:
         self.secret = secret
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.clients: dict[str, HTTPClient] = {}
+        self.card_clients: dict[str, HTTPClient] = {}  # for cards(), with CARDS_TIMEOUT
 
     def send(
         self,
@@ -103,6 +106,20 @@ class Relay:
                 body = b"".join(body)  # a whole answer: written to the client at once, with its length
             return Relayed(answer.status, _returned(answer.headers), body, candidate, answer.close)
         raise FleetUnavailable("no box of the fleet could take the request: " + ("; ".join(refusals) or "none can run the model"))
+
+    def cards(self, address: str) -> dict[str, dict]:
+        """The box's own models' metadata (CARD_FIELDS of its /v1/models cards, asked as a fleet call);
+        {} when it does not answer (its cards are then missing, not an error)."""
+        client = self.card_clients.get(address)
+        if client is None:  # its own short timeouts: a hung box costs a model list a second, not a request's wait
+            client = self.card_clients[address] = HTTPClient(address, connect_timeout=CARDS_TIMEOUT, read_timeout=CARDS_TIMEOUT)
+        try:
+            answer = client.request("GET", "/v1/models", headers=f"{SECRET_HEADER}: {self.secret}\r\n")
+            data = orjson.loads(answer.read())["data"]
+        except (TransportError, OSError, ValueError, KeyError, TypeError):
+            return {}
+        own = [card for card in data if isinstance(card, dict) and card.get("owned_by") != "fleet" and "id" in card]
+        return {card["id"]: {name: card.get(name) for name in CARD_FIELDS} for card in own}
 
     def start_pool(self, plan: Pool, model: str) -> None:
         """Have the pool's host start `model` with its helpers' rpc-servers; back once it is loaded."""

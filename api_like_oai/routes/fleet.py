@@ -61,12 +61,27 @@ def forward_elsewhere():
     if isinstance(model, str) and model not in shared.registry.by_name and g.get("fleet_call"):
         # placed here by a front's stale view: a refusal, so that it tries the next box (never our default model)
         raise UpstreamUnavailable(f"model {model!r} is not served on this box")
-    if g.get("fleet_call") or not isinstance(model, str) or model in shared.registry.by_name or not shared.fleet.serves(model):
+    if g.get("fleet_call") or not isinstance(model, str) or model in shared.registry.by_name:
+        return None
+    if not shared.fleet.serves(model):
+        if shared.registry.strict:  # a front's 404 names the models, its own and the fleet's, the caller may use
+            raise _not_found(model)
         return None
     return _relayed(model, body, raw)
 
 
+def _not_found(model: str) -> ModelNotFound:
+    """The 404 of a model neither this instance nor the fleet has (or the caller may not use): it lists
+    the names, this instance's and the fleet's, the caller's key lets it use."""
+    caller, shared = current_caller(), state()
+    names = {name for name, served in shared.registry.by_name.items() if caller.allows(served.name, name)}
+    names |= {name for name in shared.fleet.known() if caller.allows(name, name)}
+    return ModelNotFound(f"model {model!r} does not exist; known models: {', '.join(sorted(names))}", param="model")
+
+
 def _relayed(model: str, body: dict, raw: bytes) -> Response:
+    if not current_caller().allows(model, model):
+        raise _not_found(model)
     sent = fleet_relay.Sent(
         model, body, raw, request.method, request.full_path.rstrip("?"), dict(request.headers), api_of(request.path) is ANTHROPIC
     )

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from flask import Blueprint, jsonify
+from flask import Blueprint, g, jsonify
 
 from ..answers import ModelCard, ModelList, ModelStatus
 from ..errors import ModelNotFound
@@ -59,26 +59,30 @@ def _fleet_cards() -> dict[str, dict]:
     fleet = state().fleet
     if fleet is None:
         return {}
-    shown = (
-        fleet.models()
-        if sees_everything()
-        else {  # a box's address only to who sees every address
-            name: [{**box, "box": f"box {number + 1}"} for number, box in enumerate(boxes)]
-            for name, boxes in fleet.models().items()
-        }
-    )
+    where = {name: [] for name in fleet.membership.remembered()} | fleet.models()  # its boxes gone: none
+    shown = where if sees_everything() else _labelled(where)
+    # as its boxes report them; a box's own list (a fleet call) asks no other box (no loop between boxes)
+    metadata = {} if g.get("fleet_call") else fleet.cards()
     return {
         name: ModelCard(
+            **{"created": 0, "context_length": None, "max_model_len": None, "capabilities": ["completion", "chat"]}
+            | {field: value for field, value in metadata.get(name, {}).items() if value is not None},
             id=name,
-            created=0,
             owned_by="fleet",
-            context_length=None,
-            max_model_len=None,
-            capabilities=["completion", "chat"],
-            status=ModelStatus(value=_best_state(boxes), boxes=boxes, memory_mib=max(box["memory_mib"] for box in boxes)),
+            status=ModelStatus(
+                value=_best_state(boxes), boxes=boxes, memory_mib=max((box["memory_mib"] for box in boxes), default=0)
+            ),
         ).model_dump()
         for name, boxes in shown.items()
     }
+
+
+def _labelled(where: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The boxes named `box 1`, `box 2`, ... instead of their addresses (only to who sees every
+    address): one label per box across every model, so a tenant tells two boxes apart."""
+    addresses = sorted({box["box"] for boxes in where.values() for box in boxes})
+    label = {address: f"box {number + 1}" for number, address in enumerate(addresses)}
+    return {name: [{**box, "box": label[box["box"]]} for box in boxes] for name, boxes in where.items()}
 
 
 def _best_state(boxes: list[dict]) -> str:

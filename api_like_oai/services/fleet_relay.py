@@ -62,9 +62,9 @@ def relay(fleet, metrics, sent: Sent, caller, ticket, record, *, sees_everything
             on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc(),
         )
     except FleetUnavailable as exc:
-        if sees_everything:
-            raise
-        raise FleetUnavailable(ADDRESS.sub("<a box>", exc.message)) from None  # no addresses to a tenant
+        if not sees_everything:
+            exc.message = ADDRESS.sub("<a box>", exc.message)  # no addresses to a tenant (its Retry-After kept)
+        raise
     metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
     headers = {**relayed.headers, ROUTE_HEADER: relayed.candidate.route}
     if sees_everything:  # the box's address: only to who sees every address

@@ -130,7 +130,9 @@ def test_the_fleet_writes_the_endpoint_pickers_file_of_the_models_boxes(fleet, t
 def test_an_agent_session_through_both_fronts_stays_on_one_box_and_in_its_cache(fleet):
     fronts, boxes = fleet["fronts"], fleet["boxes"]
     cold = next(box for box in boxes if not _llama_servers(box))
-    requests.post(cold.url + "/models/load", json={"model": MODEL}, timeout=120).raise_for_status()
+    requests.post(
+        cold.url + "/models/load", json={"model": MODEL}, headers={"X-Fleet-Secret": SECRET}, timeout=120
+    ).raise_for_status()
     eventually(lambda: {box["state"] for box in _where(fronts[0]).values()} == {"loaded"}, "loaded on both boxes")
     stayed = prompt_tokens = cached_tokens = later_turns = 0
     for session in range(2):
@@ -185,3 +187,33 @@ def test_a_killed_box_leaves_the_fleet_and_no_llama_server_behind(fleet):
         answered += 1
     assert list(_where(front)) == [kept.url]
     eventually(lambda: not still_running(leftovers), "the killed box's supervisor, member and llama-server gone")
+
+
+def _status_of_a_turn(front: Proxy, n: int) -> int:
+    answer = requests.post(
+        front.url + "/v1/chat/completions",
+        json={"model": MODEL, "messages": [{"role": "user", "content": f"Say hi {n}."}], "max_tokens": 4},
+        timeout=120,
+    )
+    assert answer.status_code in (200, 503), answer.text[:300]  # never a 404, never gunicorn's 500 page
+    if answer.status_code == 503:
+        assert answer.headers["Retry-After"] and "127.0.0." not in answer.text
+    return answer.status_code
+
+
+def test_a_box_restarted_serves_again_and_a_model_with_no_box_left_is_a_503(fleet):
+    """After the test above: the killed box restarted on its address is back in the fleet and serves
+    (the front's dead pooled connections to it retried fresh: no 500); then every box of the model
+    killed is a 503 to retry, not a 404 (the front still knows the model)."""
+    front = fleet["fronts"][1]
+    killed, kept = fleet["boxes"]
+    restarted = Proxy(list(killed.args), port=killed.port, host=killed.host)
+    fleet["boxes"][0] = restarted
+    launch_all([restarted])
+    eventually(lambda: killed.url in _where(front), "the restarted box back in the fleet", timeout=30)
+    kill_instance(kept.process)
+    eventually(lambda: list(_where(front)) == [killed.url], "the other box gone", timeout=15)
+    assert _status_of_a_turn(front, 0) == 200  # served by the restarted box (its model started there)
+    kill_instance(restarted.process)
+    eventually(lambda: _where(front) == {}, "no box left", timeout=15)
+    assert _status_of_a_turn(front, 1) == 503

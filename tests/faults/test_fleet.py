@@ -51,10 +51,10 @@ def fleet(tmp_path_factory, start_fake):
         started["redis"].stop()
 
 
-def _box(directory, index: int, upstream: str, common: list[str]) -> Proxy:
+def _box(directory, index: int, upstream: str, common: list[str], model: str = MODEL, port: int | None = None) -> Proxy:
     config = directory / f"box-{index}.yaml"
-    config.write_text(f"models:\n  {MODEL}:\n    upstreams: [{upstream}]\n    chat_prompt_model: chatml\n")
-    host, port = f"127.0.0.{2 + index}", free_port()
+    config.write_text(f"models:\n  {model}:\n    upstreams: [{upstream}]\n    chat_prompt_model: chatml\n")
+    host, port = f"127.0.0.{2 + index}", port or free_port()
     return Proxy([*common, "--config", str(config), "--advertise", f"http://{host}:{port}"], port=port, host=host)
 
 
@@ -127,6 +127,16 @@ def test_models_and_fleet_status_list_the_fleets_models_and_boxes(fleet):
     ).stdout
     assert status.startswith("2 boxes") and all(box in status for box in boxes)
     assert f"{MODEL}: {boxes[0]} loaded, {boxes[1]} loaded" in status
+
+
+def test_a_fronts_model_list_carries_each_models_metadata_as_its_box_reports_it(fleet):
+    box, front = fleet["boxes"][0], fleet["fronts"][0]
+    own = requests.get(box.url + "/v1/models", headers={"X-Fleet-Secret": SECRET}, timeout=5).json()["data"]
+    at_the_box = next(card for card in own if card["id"] == MODEL)
+    at_the_front = openai_client(front.url, api_key=ADMIN).models.retrieve(MODEL).model_dump()
+    for field in ("created", "context_length", "max_model_len", "capabilities"):
+        assert at_the_front[field] == at_the_box[field], field
+    assert at_the_front["created"] > 0
 
 
 def test_the_dashboard_shows_the_fleets_boxes_and_their_models(fleet):
@@ -218,6 +228,39 @@ def test_a_fleet_call_without_the_secret_is_refused(fleet):
     assert right.status_code == 200 and len(right.json()["boxes"]) == 2
 
 
+def test_a_box_without_keys_of_its_own_takes_only_its_fronts_calls(fleet):
+    """Boxes closed by default: a direct call without the fleet secret is refused (no chat, no stored
+    response, no models), while /health stays open for its member and the orchestrator's probes."""
+    box = fleet["boxes"][0]
+    direct = requests.post(box.url + "/v1/chat/completions", json={"model": MODEL, "messages": HELLO}, timeout=5)
+    assert direct.status_code == 401 and "fronts" in direct.json()["error"]["message"]
+    for path in ("/v1/models", "/v1/responses/resp_anything", "/metrics", "/api/tags"):
+        assert requests.get(box.url + path, timeout=5).status_code == 401, path
+    assert requests.get(box.url + "/health", timeout=5).status_code == 200
+    through_the_fleet = requests.post(
+        box.url + "/v1/chat/completions", headers={"X-Fleet-Secret": SECRET}, json={"model": MODEL, "messages": HELLO}, timeout=30
+    )
+    assert through_the_fleet.status_code == 200
+
+
+def test_a_box_with_a_key_of_its_own_takes_direct_calls_that_bring_it(fleet, tmp_path, start_fake):
+    key_file = tmp_path / "box-key"
+    key_file.write_text("sk-the-box-own-key\n")
+    common = ["--fleet", fleet["redis"].url, "--fleet-secret-file", str(fleet["secret_file"]), "--api-key-file", str(key_file)]
+    box = _box(tmp_path, 9, start_fake().url, common)
+    box.launch()
+    try:
+        box.ready()
+        chat = {"model": MODEL, "messages": HELLO}
+        assert requests.post(box.url + "/v1/chat/completions", json=chat, timeout=5).status_code == 401
+        keyed = requests.post(
+            box.url + "/v1/chat/completions", json=chat, headers={"Authorization": "Bearer sk-the-box-own-key"}, timeout=30
+        )
+        assert keyed.status_code == 200
+    finally:
+        box.stop()
+
+
 def test_a_client_is_checked_at_the_front(fleet):
     with pytest.raises(openai.AuthenticationError):
         openai_client(fleet["fronts"][0].url, api_key="sk-wrong").chat.completions.create(model=MODEL, messages=HELLO)
@@ -302,3 +345,63 @@ def test_redis_stopped_and_started_again_is_never_a_500(fleet):
     fleet["redis"] = RedisServer(port=redis_server.port).start()
     eventually(lambda: len(_boxes_of(front)) == 1, "the box back in the fleet")
     assert _chat(front).choices[0].message.content == " Hello, world!"
+
+
+def test_a_box_restarted_on_its_address_is_no_500_through_a_front(fleet, tmp_path, start_fake):
+    """The front keeps idle connections to a box; once the box restarted they are dead, and the next
+    request through the front is retried on a fresh connection before anything reaches the client."""
+    common = ["--fleet", fleet["redis"].url, "--fleet-secret-file", str(fleet["secret_file"])]
+    fake, front = start_fake(), fleet["fronts"][0]
+    box = _box(tmp_path, 10, fake.url, common, model="restarted")
+    chat = {"model": "restarted", "messages": HELLO, "max_tokens": 8}
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    box.launch()
+    try:
+        box.ready()
+        eventually(lambda: _boxes_of(front, "restarted") == [box.url], "the box in the fleet")
+        for _ in range(3):  # its connections pooled at the front
+            assert requests.post(front.url + "/v1/chat/completions", json=chat, headers=admin, timeout=30).status_code == 200
+        kill_instance(box.process)
+        box = _box(tmp_path, 10, fake.url, common, model="restarted", port=box.port)
+        box.launch()
+        box.ready()
+        eventually(lambda: _boxes_of(front, "restarted") == [box.url], "the restarted box in the fleet")
+        for _ in range(3):
+            answer = requests.post(front.url + "/v1/chat/completions", json=chat, headers=admin, timeout=30)
+            assert answer.status_code == 200, answer.text[:300]
+    finally:
+        box.stop()
+
+
+def test_a_box_stopped_gracefully_leaves_at_once_without_a_fatal_error(fleet):
+    """SIGTERM: the member withdraws the box's record (no wait for its expiry) and ends quietly; its
+    thread reading the box's pipe was Python's "Fatal Python error: _enter_buffered_busy" at exit."""
+    front, box = fleet["fronts"][1], fleet["boxes"][0]
+    eventually(lambda: _boxes_of(front) == [box.url], "the box in the fleet")
+    box.stop()
+    assert box.process.returncode is not None
+    eventually(lambda: _boxes_of(front) == [], "the stopped box withdrawn", timeout=3)
+    assert "Fatal Python error" not in box.log()
+
+
+def test_a_model_whose_boxes_are_all_gone_is_a_503_to_retry_not_a_404(fleet):
+    """Every box gone (the last one stopped above): the fleet still knows the model, so a client is told
+    to retry (503, Retry-After), with no box address; a name the fleet never had is a 404 listing the
+    models the caller may use."""
+    front = fleet["fronts"][0]
+    key = requests.post(
+        front.url + "/v1/internal/keys",
+        json={"name": "after-the-boxes"},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+        timeout=10,
+    ).json()["key"]
+    for client_key in (ADMIN, key):
+        with pytest.raises(openai.APIStatusError) as gone:
+            openai_client(front.url, api_key=client_key).chat.completions.create(model=MODEL, messages=HELLO, max_tokens=8)
+        assert gone.value.status_code == 503 and gone.value.response.headers["Retry-After"] == "5"
+        assert MODEL in gone.value.message and "127.0.0." not in gone.value.message
+    with pytest.raises(openai.NotFoundError) as unknown:
+        openai_client(front.url, api_key=key).chat.completions.create(model="nowhere", messages=HELLO, max_tokens=8)
+    assert "known models: " in unknown.value.message and MODEL in unknown.value.message.split("known models: ")[1]
+    listed = {model.id for model in openai_client(front.url, api_key=key).models.list().data}
+    assert MODEL in listed  # still the fleet's, on no box now
