@@ -13,9 +13,10 @@ from api_like_oai import errors
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.dialects import anthropic, anthropic_translation, responses, responses_tools, responses_translation
 from api_like_oai.errors import InvalidRequest
+from api_like_oai.fleet.front import BoxesGone  # imported whatever ran before: a fixed set of errors
 from api_like_oai.sealing import Seal
 from api_like_oai.services.fitting import ERROR, Policy, fit
-from api_like_oai.supervisor.client import SupervisorGone  # imported whatever ran before: a fixed set of errors
+from api_like_oai.supervisor.client import SupervisorGone
 from api_like_oai.tools.parser import ToolCallDelta
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -945,8 +946,9 @@ def test_every_error_class_is_mapped():
         classes.add(cls)
         pending += cls.__subclasses__()
     mapped = {type(error) for error, _, _ in ANTHROPIC_ERRORS}
-    # these inherit a mapped parent's (SupervisorGone: UpstreamUnavailable's, as a worker retries it)
-    assert classes - {errors.TemplateError, errors.NotFound, SupervisorGone} <= mapped
+    # these inherit a mapped parent's (SupervisorGone: UpstreamUnavailable's, as a worker retries it;
+    # BoxesGone: FleetUnavailable's, a 503 the client retries)
+    assert classes - {errors.TemplateError, errors.NotFound, SupervisorGone, BoxesGone} <= mapped
 
 
 @pytest.mark.parametrize(
