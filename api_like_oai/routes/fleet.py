@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hmac
-import re
 
 import orjson
 from flask import Blueprint, Response, g, jsonify, request
@@ -18,6 +17,7 @@ from flask import Blueprint, Response, g, jsonify, request
 from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 from ..services import fleet_relay
+from ..supervisor.launch_rules import RPC_ENDPOINT
 from . import current_caller, declare, sees_everything, state
 from .apis import ANTHROPIC, api_of
 from .declare import FLEET, route
@@ -116,7 +116,6 @@ def fleet_status():
     return jsonify({"boxes": state().fleet.membership.current()})
 
 
-RPC_ENDPOINT = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}")
 POOL = {
     "type": "object",
     "required": ["model", "rpc", "lent_mib"],

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 MAX_ARGS = 64
+RPC_ENDPOINT = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}")  # a fleet pool's helper (host:port), never a caller's flag
 MAX_ARG_CHARS = 128
 
 

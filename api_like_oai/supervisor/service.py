@@ -29,7 +29,6 @@ MAX_BACKOFF_SECONDS = 60.0
 OCCUPANCY_FRESH_SECONDS = 0.1  # an endpoint picker scrapes every 50 ms: the replicas' /slots are read at most this often
 DYING_SECONDS = 2.0  # a replica that refuses connections this long after a worker said so, is killed
 RETRY_AFTER_FULL_SECONDS = 5
-RPC_ENDPOINT = re.compile(r"[A-Za-z0-9.\-]+:[0-9]{1,5}")
 ADDRESS = re.compile(r"(https?://)?\[?[0-9A-Za-z.:-]*[0-9]\]?:[0-9]{2,5}")
 
 
@@ -563,7 +562,7 @@ def _requested_launch(args: list[str] | None, rpc: list[str] | None) -> tuple[st
         requested = launch_rules.check_requested(args or ())
     except launch_rules.DisallowedFlag as refused:
         raise SupervisorError(str(refused), 400) from None
-    if rpc and not all(isinstance(endpoint, str) and RPC_ENDPOINT.fullmatch(endpoint) for endpoint in rpc):
+    if rpc and not all(isinstance(endpoint, str) and launch_rules.RPC_ENDPOINT.fullmatch(endpoint) for endpoint in rpc):
         raise SupervisorError("a pool's helpers are host:port addresses", 400)
     return requested + (("--rpc", ",".join(rpc)) if rpc else ())
 
