@@ -26,7 +26,15 @@ from .batch.lines import ENVIRON_KEY as BATCH_LINE
 from .dashboard.buckets import open_buckets
 from .dashboard.history import History
 from .dashboard.live import Collector, LiveRequest, LiveView, Sources, live_requests
-from .errors import AuthenticationFailed, InvalidRequest, NotFound, PayloadTooLarge, PermissionDenied, ProxyError
+from .errors import (
+    ERROR_CODE_HEADER,
+    AuthenticationFailed,
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    PermissionDenied,
+    ProxyError,
+)
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics, pool_metrics
 from .routes import (
@@ -500,7 +508,8 @@ def _register_error_handlers(app: Flask) -> None:
             record.fail(status, exc.code, exc.message)
         if status >= 500:
             log.warning("%s %s -> %d %s", request.method, request.path, status, exc.message)
-        return jsonify(body), status, exc.headers
+        # The code in a header as well, for every API (Anthropic's and Ollama's bodies have no code).
+        return jsonify(body), status, {**exc.headers, **({ERROR_CODE_HEADER: exc.code} if exc.code else {})}
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException):

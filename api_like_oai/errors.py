@@ -28,7 +28,20 @@ from __future__ import annotations
 import copy
 import re
 
-ADDRESS = re.compile(r"\bhttps?://[^\s/'\"]+")  # where a server is: the operator's to know, not a tenant's
+# Where a server is (the operator's to know, not a tenant's): a URL's scheme, user and host, or a host:port
+# (an IPv6 one in brackets), as llama-server's, a box's, Redis's and the children's log lines write them.
+ADDRESS = re.compile(
+    r"\b[a-z][a-z0-9+.\-]*://[^\s/'\"]+|\[[0-9A-Fa-f:.]+\]:[0-9]{2,5}\b|\b[A-Za-z0-9][A-Za-z0-9.\-]*:[0-9]{2,5}\b"
+)
+
+
+def without_addresses(text: str, placeholder: str = "<address>") -> str:
+    """`text` with every server address in it replaced by `placeholder`."""
+    return ADDRESS.sub(placeholder, text)
+
+
+# Every error answer carries its code here too (app.py), whatever the API: Anthropic's and Ollama's bodies have none.
+ERROR_CODE_HEADER = "X-Error-Code"
 
 
 class ProxyError(Exception):
@@ -52,7 +65,7 @@ class ProxyError(Exception):
         if not ADDRESS.search(self.message):
             return self
         shown = copy.copy(self)
-        shown.message = ADDRESS.sub("<address>", self.message)
+        shown.message = without_addresses(self.message)
         return shown
 
     def to_dict(self) -> dict:

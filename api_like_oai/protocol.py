@@ -21,9 +21,13 @@ from .tools.raw_grammar import check_grammar
 Stop = Annotated[str | list[StrictStr] | None, Field(description="Up to any number of strings at which generation stops.")]
 
 
-def _llama(description: str):
-    """A llama.cpp-only field: optional, described in /openapi.json, sent upstream only when given."""
-    return Field(None, description=f"llama.cpp extension. {description}")
+def _llama(description: str, **bounds):
+    """A llama.cpp-only field: optional, described in /openapi.json, sent upstream only when given;
+    `bounds` (ge, le) are llama-server's own, so that it never refuses what the document allows."""
+    return Field(None, description=f"llama.cpp extension. {description}", **bounds)
+
+
+INT32 = 2**31 - 1  # llama-server reads its counts as 32-bit integers (larger ones wrap around)
 
 
 LLAMA_CPP_FIELDS = (
@@ -66,9 +70,35 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", **STRICT)
 
 
+# What each kind of part holds, as /openapi.json says it (the parts' own checks say why one is refused).
+_PART_KINDS = {
+    "anyOf": [
+        {"properties": {"type": {"const": "text"}}, "required": ["text"]},
+        {
+            "properties": {
+                "type": {"const": "image_url"},
+                "image_url": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+            },
+            "required": ["image_url"],
+        },
+        {
+            "properties": {
+                "type": {"const": "input_audio"},
+                "input_audio": {
+                    "type": "object",
+                    "properties": {"data": {"type": "string"}, "format": {"enum": ["wav", "mp3"]}},
+                    "required": ["data", "format"],
+                },
+            },
+            "required": ["input_audio"],
+        },
+    ]
+}
+
+
 class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="allow", **STRICT)
-    type: StrictStr
+    model_config = ConfigDict(extra="allow", json_schema_extra=_PART_KINDS, **STRICT)
+    type: StrictStr  # another kind is refused where the prompt is written, naming it
     text: StrictStr | None = None
     # An input_audio part's bytes and header, decoded once (services/audio_parts.py): admission reads its
     # length for the key's limits, the prompt its bytes.
@@ -116,8 +146,8 @@ class SamplingFields(Request):
     logit_bias: dict[Annotated[str, Field(pattern=r"^-?\d{1,10}$")], float] | None = Field(
         None, description="Token id (as a string) -> bias from -100 to 100."
     )
-    max_tokens: int | None = Field(None, ge=0)
-    n: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=0, le=INT32)
+    n: int | None = Field(None, ge=1, le=INT32)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     seed: int | None = None
     stop: Stop = None
@@ -132,20 +162,20 @@ class SamplingFields(Request):
     typical_p: float | None = _llama("Locally typical sampling; 1.0 disables it.")
     tfs_z: float | None = _llama("Tail-free sampling; 1.0 disables it (ignored by newer llama.cpp).")
     repeat_penalty: float | None = _llama("Penalty for repeating tokens of the last repeat_last_n.")
-    repeat_last_n: int | None = _llama("How many recent tokens the repeat penalty looks at (-1 = context).")
+    repeat_last_n: int | None = _llama("How many recent tokens the repeat penalty looks at.", ge=0, le=INT32)
     penalize_nl: bool | None = _llama("Whether newlines are penalised as repeats (older llama.cpp).")
     mirostat: int | None = _llama("Mirostat sampling: 0 off, 1 or 2.")
     mirostat_tau: float | None = _llama("Mirostat target entropy.")
     mirostat_eta: float | None = _llama("Mirostat learning rate.")
     grammar: str | None = _llama("A GBNF grammar the output must follow.")
     json_schema: dict[str, Any] | None = _llama("A JSON schema the output must follow.")
-    n_keep: int | None = _llama("Prompt tokens kept when the context shifts (-1 = all).")
+    n_keep: int | None = _llama("Prompt tokens kept when the context shifts (-1 = all).", ge=-1, le=INT32)
     ignore_eos: bool | None = _llama("Keep generating past the end-of-sequence token.")
     dynatemp_range: float | None = _llama("Dynamic temperature range (0 disables).")
     dynatemp_exponent: float | None = _llama("Dynamic temperature exponent.")
     dry_multiplier: float | None = _llama("DRY repetition penalty strength (0 disables).")
     dry_base: float | None = _llama("DRY penalty base.")
-    dry_allowed_length: int | None = _llama("Repeats up to this length are not DRY-penalised.")
+    dry_allowed_length: int | None = _llama("Repeats up to this length are not DRY-penalised.", ge=0, le=INT32)
     xtc_probability: float | None = _llama("XTC: chance of removing the top tokens.")
     xtc_threshold: float | None = _llama("XTC: probability threshold of the removed tokens.")
     samplers: list[str] | None = _llama("The order in which llama.cpp applies its samplers.")
@@ -153,9 +183,11 @@ class SamplingFields(Request):
     id_slot: int | None = _llama("Run on this llama.cpp slot (-1 = any idle slot).")
 
     @model_validator(mode="after")
-    def stream_options_need_stream(self):
+    def stream_options_only_with_stream(self):
+        # OpenAI refuses stream_options without stream; here they are set aside (a whole answer has its
+        # usage anyway), so a client that always sends them is answered.
         if self.stream_options is not None and not self.stream:
-            raise InvalidRequest("stream_options is only allowed when stream is true", param="stream_options")
+            self.stream_options = None
         return self
 
     @model_validator(mode="after")
@@ -320,7 +352,7 @@ class ChatCompletionRequest(SamplingFields):
     )
     modalities: list[Literal["text", "audio"]] | None = Field(None, description='Only ["text"] can be honoured.')
     audio: dict[str, Any] | None = Field(None, description="Audio output cannot be honoured: a 400.")
-    prediction: dict[str, Any] | None = Field(None, description="Predicted outputs are not supported: a 400.")
+    prediction: dict[str, Any] | None = Field(None, description="Accepted and set aside (it would only make the answer faster).")
     web_search_options: dict[str, Any] | None = Field(None, description="Web search cannot be honoured: a 400.")
     # Chat-template options (vLLM's and llama-server's names).
     chat_template_kwargs: dict[str, Any] | None = Field(
@@ -386,14 +418,15 @@ class ChatCompletionRequest(SamplingFields):
 
     @model_validator(mode="after")
     def asks_only_for_what_can_be_honoured(self):
+        # A prediction (predicted outputs) only makes an answer faster, never different: set aside.
         if self.modalities is not None and "audio" in self.modalities or self.audio is not None:
             raise InvalidRequest(
-                "audio output is not supported: this model writes text", param="modalities" if self.audio is None else "audio"
+                "audio output is not supported: this model writes text",
+                param="modalities" if self.audio is None else "audio",
+                code="not_supported",
             )
         if self.web_search_options is not None:
-            raise InvalidRequest("web search is not supported by a local model", param="web_search_options")
-        if self.prediction is not None:
-            raise InvalidRequest("predicted outputs are not supported by this proxy", param="prediction")
+            raise InvalidRequest("web search is not supported by a local model", param="web_search_options", code="not_supported")
         return self
 
     def template_variables(self) -> dict:
@@ -414,13 +447,15 @@ class ChatCompletionRequest(SamplingFields):
         )
         names = [function.name for _, function in self.function_definitions()]
         if len(set(names)) != len(names):
-            raise InvalidRequest("two tools have the same name", param="tools")
+            raise InvalidRequest("two tools have the same name", param="tools", code="duplicate_tool_name")
         for field, choice in (("tool_choice", self.tool_choice), ("function_call", self.function_call)):
             if choice not in (None, "none", "auto") and not names:  # "auto" among no tools is "none"; the rest would mislead
-                raise InvalidRequest(f"{field} needs tools to choose from", param=field)
+                raise InvalidRequest(f"{field} needs tools to choose from", param=field, code="invalid_tool_choice")
             chosen = getattr(getattr(choice, "function", choice), "name", None)
             if chosen is not None and chosen not in names:
-                raise InvalidRequest(f"{field} names {chosen!r}, which is not among the tools", param=field)
+                raise InvalidRequest(
+                    f"{field} names {chosen!r}, which is not among the tools", param=field, code="invalid_tool_choice"
+                )
         return self
 
     def function_definitions(self) -> list[tuple[str, FunctionDefinition]]:

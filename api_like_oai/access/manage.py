@@ -198,8 +198,14 @@ class OpenAIUsageQuery(BaseModel):
 class UsageQuery(BaseModel):
     """The query of GET /v1/internal/usage."""
 
-    since: str = Field("7d", description="how far back: seconds, or 12h, 7d")
-    by: str | None = Field(None, description="sum by these, comma-separated, of key, model, api, day")
+    since: str = Field(
+        "7d", pattern=r"^\s*(\d*[1-9]\d*(\.\d+)?|\d+\.\d*[1-9]\d*)\s*[smhd]?\s*$", description="how far back: seconds, or 12h, 7d"
+    )
+    by: str | None = Field(
+        None,
+        pattern=r"^\s*(key|model|api|day)\s*(,\s*(key|model|api|day)\s*)*$",
+        description="sum by these, comma-separated, of key, model, api, day",
+    )
     key: str | None = Field(None, description="an admin key: only this key's usage")
 
 

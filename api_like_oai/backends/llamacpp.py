@@ -210,7 +210,9 @@ class LlamaCppClient:
             if "_M_range_check" not in exc.message:
                 raise
             # llama-server's answer to an id past its vocabulary: the caller's mistake, not the server's
-            raise InvalidRequest("a token id is outside the model's vocabulary", param="tokens") from None
+            raise InvalidRequest(
+                "a token id is outside the model's vocabulary", param="tokens", code="token_out_of_vocabulary"
+            ) from None
 
     def embeddings(self, inputs: list) -> list[list[float]]:
         """One pooled embedding per input (text or token ids), in order."""
@@ -407,7 +409,7 @@ def error_code(body: dict) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
         return "context_length_exceeded"
-    return None
+    return "upstream_refused"
 
 
 def _upstream_error(body, base_url: str) -> UpstreamError:

@@ -117,7 +117,9 @@ def system_text(system: str | list[TextBlock] | None) -> str:
 def _check_system_only_fields(message: InputMessage, n: int) -> None:
     for name in ("output_config", "clear_at"):
         if message.role != "system" and getattr(message, name) is not None:
-            raise InvalidRequest(f"{name} belongs to system messages only", param=f"messages.{n}.{name}")
+            raise InvalidRequest(
+                f"{name} belongs to system messages only", param=f"messages.{n}.{name}", code="block_not_allowed"
+            )
 
 
 def _system_turn_text(message: InputMessage, n: int) -> str:
@@ -256,7 +258,7 @@ def _result_content(block: ToolResultBlock, param: str) -> str | list[dict]:
 def _unsupported(kind: str, param: str, where: str) -> InvalidRequest:
     if kind == "document":
         return text_only(kind, param)
-    return InvalidRequest(f"a {kind!r} block cannot be in a {where} message", param=param)
+    return InvalidRequest(f"a {kind!r} block cannot be in a {where} message", param=param, code="block_not_allowed")
 
 
 def _tool_choice_fields(choice) -> dict:

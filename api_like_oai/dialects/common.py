@@ -32,7 +32,7 @@ def named_tool_choice(name: str) -> dict:
 
 def text_only(kind: str, param: str) -> InvalidRequest:
     """The 400 for an image, document, file or audio part: a text model cannot read it."""
-    return InvalidRequest(f"{kind} {TEXT_ONLY}", param=param)
+    return InvalidRequest(f"{kind} {TEXT_ONLY}", param=param, code="model_not_supported")
 
 
 def given(request, names: tuple[str, ...]) -> dict:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from ..errors import InvalidRequest
-from ..protocol import ROLE_PATTERN, STRICT, ChatCompletionRequest, CompletionRequest, check_bounded_schema
+from ..protocol import INT32, ROLE_PATTERN, STRICT, ChatCompletionRequest, CompletionRequest, check_bounded_schema
 from .common import chat_request, function_tool, image_part
 
 # Strict as the other APIs' models (and as Go's decoder: no "5" for 5); unknown fields ignored, as Ollama does.
@@ -92,22 +92,22 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="allow", **STRICT)
     num_ctx: int | None = Field(None, ge=0)
     num_predict: int | None = None
-    temperature: float | None = None
+    temperature: float | None = Field(None, ge=0.0, le=2.0)  # as the chat request's bounds
     top_k: int | None = None
-    top_p: float | None = None
+    top_p: float | None = Field(None, ge=0.0, le=1.0)  # as the chat request's bounds
     min_p: float | None = None
     typical_p: float | None = None
     tfs_z: float | None = None
     repeat_penalty: float | None = None
-    repeat_last_n: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
+    repeat_last_n: int | None = Field(None, ge=0, le=INT32)  # llama-server's bounds (not Ollama's -1)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)  # as the chat request's bounds
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)  # as the chat request's bounds
     seed: int | None = None
     stop: list[StrictStr] | StrictStr | None = None
     mirostat: int | None = None
     mirostat_tau: float | None = None
     mirostat_eta: float | None = None
-    num_keep: int | None = None
+    num_keep: int | None = Field(None, ge=-1, le=INT32)
     penalize_newline: bool | None = None
 
 

@@ -79,6 +79,7 @@ class InputAudio(_Strict):
 
 
 class InputImage(_Strict):
+    model_config = ConfigDict(json_schema_extra={"required": ["type", "image_url"]})  # a file_id alone: refused
     type: Literal["input_image"]
     image_url: StrictStr | None = Field(None, description="An http(s) URL the proxy fetches, or a base64 data URL.")
     file_id: StrictStr | None = Field(None, description="Refused: there is no Files API here.")
@@ -331,9 +332,16 @@ class ConversationRef(_Strict):
     id: StrictStr
 
 
+def _some_items(schema: dict) -> None:
+    """/openapi.json: a list input has at least one item (an empty one is refused with its own message)."""
+    for option in schema.get("anyOf", ()):
+        if option.get("type") == "array":
+            option["minItems"] = 1
+
+
 class ResponsesRequest(Request):
     model: StrictStr | None = None
-    input: StrictStr | list[InputItem]
+    input: StrictStr | list[InputItem] = Field(json_schema_extra=_some_items)  # [] refused by is_answerable
     instructions: StrictStr | None = None
     max_output_tokens: int | None = Field(None, ge=1, description="An upper bound, like Anthropic's max_tokens.")
     max_tool_calls: int | None = Field(
@@ -359,7 +367,9 @@ class ResponsesRequest(Request):
     reasoning: ReasoningConfig | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    background: bool | None = Field(None, description="Only false: a response is generated while the client waits.")
+    background: bool | None = Field(
+        None, description="Only false: a response is generated while the client waits.", json_schema_extra={"enum": [False, None]}
+    )
     store: bool | None = Field(None, description="Keep the response (default true; false with --store none).")
     previous_response_id: StrictStr | None = Field(
         None, description="Continue a stored response: its input and output come before this input."
@@ -458,8 +468,15 @@ class ResponsesRequest(Request):
         ]
 
 
+# The conversation a compaction needs (has_a_conversation), as /openapi.json says it.
+_SOME_INPUT = {"required": ["input"], "properties": {"input": {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1}]}}}
+_GIVEN_ID = {"properties": {"previous_response_id": {"type": "string"}}}
+
+
 class CompactRequest(Request):
     """POST /v1/responses/compact: the conversation to compact, as a response would continue it."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [_SOME_INPUT, {"required": ["previous_response_id"], **_GIVEN_ID}]})
 
     model: StrictStr | None = None
     input: StrictStr | list[InputItem] | None = None

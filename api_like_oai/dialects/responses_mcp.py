@@ -70,7 +70,9 @@ class McpTool(_Strict):
         for hosted in ("connector_id", "tunnel_id"):
             if getattr(self, hosted) is not None:
                 raise InvalidRequest(
-                    f"{hosted} names an OpenAI-hosted connector, which a local server cannot reach; give server_url", param=hosted
+                    f"{hosted} names an OpenAI-hosted connector, which a local server cannot reach; give server_url",
+                    param=hosted,
+                    code="not_supported",
                 )
         return self
 

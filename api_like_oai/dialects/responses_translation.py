@@ -298,12 +298,8 @@ def _media_part(part, param: str) -> dict:
 
 def _image_part(part: InputImage, param: str) -> dict:
     if not part.image_url:
-        what = (
-            "file_id images need OpenAI's Files API, which this server does not have"
-            if part.file_id
-            else "an input_image needs image_url"
-        )
-        raise InvalidRequest(f"{what}; send image_url (an http(s) URL or a base64 data URL)", param=param)
+        what = "file_id images are not read from the Files API here" if part.file_id else "an input_image needs image_url"
+        raise InvalidRequest(f"{what}; send image_url (an http(s) URL or a base64 data URL)", param=param, code="not_supported")
     return image_part(part.image_url, param)
 
 

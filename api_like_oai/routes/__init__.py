@@ -45,9 +45,38 @@ def parse_body(model: type[BaseModel]):
                 parsed = from_json(body, allow_inf_nan=False, cache_strings="keys")
             except ValueError:
                 return model.model_validate_json(body)
-            return model.model_validate(parsed)
+            return _validated(model, parsed)
         except ValidationError as exc:
             raise invalid_request(exc) from None
+
+
+def _validated(model: type[BaseModel], parsed):
+    """`parsed` as `model`. JSON has one kind of number, so 2.0 is the integer 2 (JSON Schema says so too,
+    and /openapi.json is held to it): the strict models refuse a float where an integer goes, so a body
+    refused for that alone is read again with its whole floats as integers (only then: no walk over an
+    agent's 50 KB body on the way that succeeds)."""
+    try:
+        return model.model_validate(parsed)
+    except ValidationError as exc:
+        if not any(_is_whole_float(error) for error in exc.errors(include_url=False)):
+            raise
+        return model.model_validate(whole_floats_as_integers(parsed))
+
+
+def _is_whole_float(error) -> bool:
+    value = error.get("input")
+    return error["type"] == "int_type" and isinstance(value, float) and value.is_integer()
+
+
+def whole_floats_as_integers(value):
+    """`value` (parsed JSON) with every float that has no fraction written as an int."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        return {key: whole_floats_as_integers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [whole_floats_as_integers(item) for item in value]
+    return value
 
 
 def respond(answer, headers: dict | None = None) -> Response:
@@ -74,6 +103,7 @@ def generation_context() -> Context:
         request_bytes=request.content_length or 0,
         opens_door=functools.partial(_door, ticket, waiting, record),
         waiting=waiting,
+        shows_addresses=sees_everything() and not g.get("fleet_call"),
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
-from .declare import KEY, route
+from .declare import GENERATES, KEY, route
 
 # The dialect and its service are imported by the first request that needs them, not at start-up:
 # a worker that never serves this API does not hold them (idle memory, benchmarks/PROFILE.md).
@@ -26,6 +26,7 @@ bp = Blueprint("anthropic", __name__)
     model_in="json",
     metered="tokens",
     stream="text/event-stream",
+    refusals=(*GENERATES, "block_not_allowed", "invalid_mcp_server_url"),
 )
 def create():
     from ..dialects.anthropic import MessagesRequest
@@ -49,6 +50,7 @@ def create():
     body="json",
     model_in="json",
     metered="requests",
+    refusals=(*GENERATES, "block_not_allowed", "invalid_mcp_server_url"),
 )
 def count_tokens():
     from ..dialects.anthropic import CountTokensRequest

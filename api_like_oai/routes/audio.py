@@ -44,6 +44,7 @@ class SpeechRequest(BaseModel):
     "/audio/transcriptions",
     summary="Speech to text (a multipart form, OpenAI's shape; response_format text, srt and vtt answer text)",
     **SPEECH_TO_TEXT,
+    refusals=("unsupported_format", "model_not_supported"),
 )
 def create_transcription():
     return _speech_to_text("/audio/transcriptions", translate=False)
@@ -55,6 +56,7 @@ def create_transcription():
     "/audio/translations",
     summary="Speech to English text (a multipart form, OpenAI's shape; response_format text, srt and vtt answer text)",
     **SPEECH_TO_TEXT,
+    refusals=("unsupported_format", "model_not_supported"),
 )
 def create_translation():
     return _speech_to_text("/audio/translations", translate=True)
@@ -71,6 +73,7 @@ def create_translation():
     model_in="json",
     metered="requests",
     media=(),  # the audio, as the speech server answers it
+    refusals=("not_supported",),
 )
 def create_speech():
     speech = parse_body(SpeechRequest)

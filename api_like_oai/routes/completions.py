@@ -9,7 +9,7 @@ from ..protocol import ChatCompletionRequest, CompletionRequest
 from ..services.chat import chat_completion
 from ..services.completions import completion
 from . import completed
-from .declare import KEY, route
+from .declare import GENERATES, KEY, route
 
 bp = Blueprint("completions", __name__)
 
@@ -26,6 +26,7 @@ bp = Blueprint("completions", __name__)
     model_in="json",
     metered="tokens",
     stream="text/event-stream",
+    refusals=GENERATES,
 )
 def create_chat_completion():
     return completed(ChatCompletionRequest, "/chat/completions", chat_completion)
@@ -43,6 +44,7 @@ def create_chat_completion():
     model_in="json",
     metered="tokens",
     stream="text/event-stream",
+    refusals=GENERATES,
 )
 def create_completion():
     return completed(CompletionRequest, "/completions", completion)

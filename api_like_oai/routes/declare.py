@@ -40,6 +40,40 @@ FLEET = "fleet"  # calls from the fleet's other instances only (the fleet secret
 POOL = "pool"  # public with --open-pool-metrics (an endpoint picker sends no key), else as ADMIN
 ACCESS = (PUBLIC, KEY, OWN, ADMIN, ADMIN_KEY, FLEET, POOL)
 
+# Why a route may refuse (400, the error's `code`, also in X-Error-Code) a request its schema allows: what
+# no schema can say. /openapi.json lists a route's in its 400 answer (`x-refusals`); every other
+# schema-valid request is accepted (tests/e2e/test_contract.py holds it).
+REFUSALS = {
+    "context_length_exceeded": "the prompt and the answer asked for do not fit the model's context",
+    "model_not_supported": "the model cannot do what is asked (rerank, embed, read images or audio)",
+    "not_supported": "the model's server does not do it (speech, fill-in-the-middle, embeddings)",
+    "unsupported_format": "the file is not in a format this server reads",
+    "invalid_tool_choice": "tool_choice asks for a tool and `tools` has none, or not that one",
+    "duplicate_tool_name": "two tools with one name",
+    "block_not_allowed": "a content block or field the message's role cannot hold",
+    "duplicate_item": "two items with one id",
+    "token_out_of_vocabulary": "a token id the model's vocabulary does not have",
+    "invalid_audio": "audio that cannot be read as the format it says",
+    "invalid_image": "an image that cannot be read",
+    "invalid_image_url": "an image URL that cannot be fetched, or is not allowed",
+    "invalid_mcp_server_url": "an MCP server's URL that is not http(s), does not resolve, or is not allowed",
+    "upstream_refused": "llama-server's own refusal of a relayed request, as it answered it",
+    "over_limit": "a value past one of the limits the proxy is configured with (n, max_tokens)",
+    "disallowed_flag": "a flag a caller may not set, or its value (DESIGN.md: launch rules)",
+}
+GENERATES = (
+    "context_length_exceeded",
+    "over_limit",
+    "invalid_tool_choice",
+    "duplicate_tool_name",
+    "model_not_supported",
+    "not_supported",
+    "invalid_audio",
+    "invalid_image",
+    "invalid_image_url",
+    "upstream_refused",
+)
+
 # Where a route's model is named, so that a fleet front relays it to a box that serves the model:
 MODEL_IN = ("json", "form", "query")
 BODIES = ("json", "multipart")
@@ -90,10 +124,13 @@ class Declaration:
     media: tuple[str, ...] = ("application/json",)  # its answer's media types (a stream's aside); (): any
     stream: str | None = None  # the media type of a streamed answer, if it can stream
     documented: bool = True  # in /openapi.json (the documents themselves and static files are not)
+    refusals: tuple[str, ...] = ()  # codes of REFUSALS it may answer a schema-valid request with
 
     def __post_init__(self):
         if self.access not in ACCESS or self.model_in not in (*MODEL_IN, None) or self.body not in (*BODIES, None):
             raise ValueError(f"{self.endpoint}: access {self.access!r}, model_in {self.model_in!r}, body {self.body!r}")
+        if not set(self.refusals) <= REFUSALS.keys():
+            raise ValueError(f"{self.endpoint}: refusals {self.refusals!r} not among REFUSALS")
 
 
 DECLARATIONS: dict[str, Declaration] = {}  # by endpoint, filled as the route modules are imported

@@ -19,7 +19,7 @@ from ..fleet.settings import SECRET_HEADER
 from ..version import __version__
 from . import state
 from .apis import APIS, api_of
-from .declare import ADMIN, ADMIN_KEY, DECLARATIONS, FLEET, KEY, OWN, POOL, PUBLIC, Declaration, route
+from .declare import ADMIN, ADMIN_KEY, DECLARATIONS, FLEET, KEY, OWN, POOL, PUBLIC, REFUSALS, Declaration, route
 
 bp = Blueprint("docs", __name__)
 
@@ -186,6 +186,8 @@ def _responses(path: str, declaration: Declaration) -> dict:
             responses[str(code)] = {"description": MEANINGS.get(code, "Unavailable")}
         else:
             responses[str(code)] = {"description": MEANINGS.get(code, "Unavailable"), "content": error}
+    if declaration.refusals:
+        responses["400"]["x-refusals"] = {code: REFUSALS[code] for code in declaration.refusals}
     if declaration.relayed:
         responses["default"] = {"description": "llama-server's answer, relayed as it is"}
     return responses
@@ -216,17 +218,38 @@ def _form_schema(form_model) -> dict:
     """A multipart form's fields (the model's, by their form names) and its `file`, required."""
     schema = form_model.model_json_schema(by_alias=True)
     schema.pop("title", None)
-    schema["properties"] = {"file": {"type": "string", "format": "binary"}, **schema["properties"]}
+    nested = schema.pop("$defs", {})
+    fields, together = {}, {}
+    for name, field in schema["properties"].items():
+        named = _form_fields(name, field, nested)
+        fields |= named
+        if len(named) > 1:  # an object's fields: given all, or none
+            together |= {one: [other for other in named if other != one] for one in named}
+    schema["properties"] = {"file": {"type": "string", "format": "binary"}, **fields}
+    if together:
+        schema["dependentRequired"] = together
     schema["required"] = ["file", *schema.get("required", [])]
     return schema
+
+
+def _form_fields(name: str, field: dict, nested: dict) -> dict:
+    """A form field's schema by its form name; an object's fields as the SDKs send them, one form field
+    each (`expires_after[seconds]`), optional as the object is."""
+    refs = [option["$ref"] for option in field.get("anyOf", [field]) if "$ref" in option]
+    if not refs:
+        return {name: _plain(field)}  # a form field is left out, never null
+    inner = nested[refs[0].rsplit("/", 1)[1]]["properties"]
+    return {f"{name}[{key}]": {k: v for k, v in sub.items() if k != "title"} for key, sub in inner.items()}
 
 
 def _query_parameters(query_model) -> list[dict]:
     if query_model is None:
         return []
     schema = query_model.model_json_schema()
+    required = set(schema.get("required", ()))
     return [
-        {"name": name, "in": "query", "required": False, "schema": _plain(field)} for name, field in schema["properties"].items()
+        {"name": name, "in": "query", "required": name in required, "schema": _plain(field)}
+        for name, field in schema["properties"].items()
     ]
 
 

@@ -25,6 +25,7 @@ bp = Blueprint("embeddings", __name__)
     body="json",
     model_in="json",
     metered="tokens",
+    refusals=("context_length_exceeded", "model_not_supported", "not_supported"),
 )
 def create_embeddings():
     embedding_request = parse_body(EmbeddingRequest)

@@ -17,7 +17,7 @@ from ..protocol import ChatCompletionRequest, DecodeRequest, EncodeRequest
 from ..services import preview
 from ..services.passthrough import needs
 from . import current_caller, door, lookup_model, offered_key, parse_body, sees_everything, state
-from .declare import ADMIN, KEY, OWN, POOL, PUBLIC, ModelQuery, route
+from .declare import ADMIN, GENERATES, KEY, OWN, POOL, PUBLIC, ModelQuery, route
 
 bp = Blueprint("internal", __name__)
 METRICS_KEY = "api_like_oai.metrics"  # where app.create_app keeps /metrics' text: what only the app layer reads
@@ -145,6 +145,7 @@ def model_info():
     answer=ChatPromptResponse,
     body="json",
     model_in="json",
+    refusals=GENERATES,
 )
 def chat_prompt():
     """The exact prompt a chat request would send upstream, without generating."""
@@ -181,6 +182,7 @@ def encode():
     answer=DecodeResponse,
     body="json",
     model_in="json",
+    refusals=("token_out_of_vocabulary",),
 )
 def decode():
     decode_request = parse_body(DecodeRequest)

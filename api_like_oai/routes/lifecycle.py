@@ -48,6 +48,7 @@ def _started_model(name: str | None) -> str:
     answer=ModelLoadResponse,
     body="json",
     model_in="json",
+    refusals=("disallowed_flag",),
 )
 def load():
     return _change("load")
@@ -72,9 +73,9 @@ def _change(op: str):
     """Load or unload the model the body names, once done: {"success", "model", "status"}."""
     change = parse_body(ModelLoadRequest)
     try:
-        launch_rules.check_requested(change.args or ())
+        launch_rules.check_requested(change.args or () if op == "load" else ())  # an unload sets them aside
     except launch_rules.DisallowedFlag as refused:
-        raise InvalidRequest(str(refused), param="args") from None
+        raise InvalidRequest(str(refused), param="args", code="disallowed_flag") from None
     supervisor, name = _supervisor(), _started_model(change.named())
     answer = supervisor.ask(op, model=name, **({"args": change.args} if op == "load" else {}))
     return jsonify({"success": True, "model": name, "status": answer["status"]})

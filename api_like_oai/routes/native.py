@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, Response, request
 
+from ..errors import ERROR_CODE_HEADER
 from ..services import native
 from ..services.native import NativeAnswer
 from . import SSE_HEADERS, generation_context, lookup_model
@@ -26,8 +27,37 @@ ROUTES = (
     ("GET", "/slots", "/slots", (400,)),  # llama-server run with --no-slots
     ("GET", "/llamacpp/metrics", "/metrics", (400,)),  # llama-server run without --metrics
 )
-# A body llama-server reads, with the model named in it (else in the query): any JSON object.
-BODY = {"type": "object", "properties": {"model": {"type": "string"}}}
+# The bodies llama-server reads (its fields beside these are relayed as they are), the model named in them
+# (else in the query): the fields it requires, so that the document's valid bodies are ones it takes.
+_TEXT_OR_TOKENS = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 256}]}
+_REQUIRED = {
+    "/completion": {"prompt": _TEXT_OR_TOKENS},
+    "/infill": {"input_prefix": {"type": "string"}, "input_suffix": {"type": "string"}},
+    "/tokenize": {"content": {"type": "string"}},
+    "/detokenize": {"tokens": {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": 4096}},
+    "/apply-template": {
+        "messages": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"role": {"enum": ["system", "user", "assistant"]}, "content": {"type": "string"}},
+                "required": ["role", "content"],
+            },
+        }
+    },
+}
+
+
+_REFUSALS = {
+    "/infill": ("not_supported",),  # a model without fill-in-the-middle tokens (its 501, the caller's 400)
+    "/detokenize": ("token_out_of_vocabulary",),  # llama-server answered an id past its vocabulary with a 500
+    "/completion": ("context_length_exceeded",),
+}
+
+
+def _body(path: str) -> dict:
+    required = _REQUIRED[path]
+    return {"type": "object", "properties": {"model": {"type": "string"}, **required}, "required": list(required)}
 
 
 def _relay_to(upstream_path: str):
@@ -48,6 +78,8 @@ def _query_without_model() -> str:
 
 def _response(answer: NativeAnswer) -> Response:
     headers = {**answer.headers, **(SSE_HEADERS if answer.streamed else {})}
+    if answer.status == 400:  # llama-server's own refusal, relayed: said as the proxy's refusals are
+        headers[ERROR_CODE_HEADER] = "upstream_refused"
     response = Response(answer.body, status=answer.status, headers=headers)
     response.call_on_close(answer.close)
     return response
@@ -62,7 +94,7 @@ for _method, _path, _upstream_path, _statuses in ROUTES:
         methods=(_method,),
         summary=f"llama.cpp's own {_upstream_path}, relayed as it is (`model` in the body or the query names the model)",
         access=KEY,
-        request=BODY if _posted else None,
+        request=_body(_path) if _posted else None,
         query=ModelQuery,
         body="json" if _posted else None,
         model_in="json" if _posted else "query",
@@ -70,4 +102,5 @@ for _method, _path, _upstream_path, _statuses in ROUTES:
         relayed=True,
         media=(),  # llama-server's, as it answers
         metered="tokens" if _path in ("/completion", "/infill") else None,
+        refusals=("upstream_refused", *_REFUSALS.get(_path, ())),
     )

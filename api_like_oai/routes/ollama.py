@@ -10,7 +10,7 @@ from flask import Blueprint, Response, jsonify, request
 from ..errors import ModelNotFound
 from ..middleware import ON_CLOSE
 from . import admission, current_caller, generation_context, parse_dialect, sees_everything, state
-from .declare import ADMIN_KEY, KEY, OWN, PUBLIC, route
+from .declare import ADMIN_KEY, GENERATES, KEY, OWN, PUBLIC, route
 
 bp = Blueprint("ollama", __name__)
 
@@ -84,6 +84,7 @@ def version():
     model_in="json",
     metered="tokens",
     stream=NDJSON,
+    refusals=GENERATES,
 )
 def chat():
     from ..dialects.ollama import ChatRequest

@@ -26,6 +26,7 @@ bp = Blueprint("rerank", __name__)
     body="json",
     model_in="json",
     metered="tokens",
+    refusals=("context_length_exceeded", "model_not_supported"),
 )
 def create_rerank():
     rerank_request = parse_body(RerankRequest)

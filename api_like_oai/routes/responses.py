@@ -7,7 +7,7 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify
 
 from . import admission, generation_context, parse_dialect, respond, state
-from .declare import KEY, OWN, route
+from .declare import GENERATES, KEY, OWN, route
 from .scope import admitted_scope, caller_scope, list_query
 
 # The dialect and its service are imported by the first request that needs them, not at start-up: a
@@ -35,6 +35,7 @@ def _service():
     model_in="json",
     metered="tokens",
     stream="text/event-stream",
+    refusals=(*GENERATES, "duplicate_item", "invalid_mcp_server_url"),
 )
 def create():
     from ..dialects.responses import ResponsesRequest
@@ -79,6 +80,7 @@ for _path in ("/v1/responses", "/responses"):  # Werkzeug matches an Upgrade: we
     body="json",
     model_in="json",
     metered="requests",
+    refusals=(*GENERATES, "invalid_mcp_server_url"),
 )
 def input_tokens():
     from ..dialects.responses import ResponsesRequest
@@ -97,6 +99,7 @@ def input_tokens():
     body="json",
     model_in="json",
     metered="tokens",
+    refusals=(*GENERATES, "invalid_mcp_server_url"),
 )
 def compact():
     from ..dialects.responses import CompactRequest

@@ -132,11 +132,13 @@ class Admission:
         if messages is not None and len(messages) > limits.max_messages:
             raise InvalidRequest(f"too many messages: {len(messages)} (limit {limits.max_messages})", param="messages")
         if api_request.n is not None and api_request.n > limits.max_n:
-            raise InvalidRequest(f"n is {api_request.n}; the limit is {limits.max_n}", param="n")
+            raise InvalidRequest(f"n is {api_request.n}; the limit is {limits.max_n}", param="n", code="over_limit")
         if hasattr(api_request, "prompt"):  # each prompt of a list is generated n times
             choices = len(prompts_of(api_request)) * (api_request.n or 1)
             if choices > limits.max_n:
-                raise InvalidRequest(f"{choices} choices asked for (prompts x n); the limit is {limits.max_n}", param="prompt")
+                raise InvalidRequest(
+                    f"{choices} choices asked for (prompts x n); the limit is {limits.max_n}", param="prompt", code="over_limit"
+                )
 
 
 def capability_mismatch(model: ServedModel, model_name: str, what: str) -> InvalidRequest:

@@ -51,7 +51,7 @@ def effective_max_tokens(request, model: ModelSettings, limits: Limits, *, bound
     own = request.token_limit()
     if limits.max_tokens is not None and own is not None and own > limits.max_tokens:
         if not bound:
-            raise InvalidRequest(f"max_tokens is {own}; the limit is {limits.max_tokens}", param="max_tokens")
+            raise InvalidRequest(f"max_tokens is {own}; the limit is {limits.max_tokens}", param="max_tokens", code="over_limit")
         request = request.model_copy(update={"max_tokens": limits.max_tokens})
     fields = type(request).model_fields
     values = {key: _configured(model, key, getattr(request, key)) for key in TOKEN_FIELDS if key in fields}

@@ -5,17 +5,14 @@ on the request's record, the boxes' addresses kept from a tenant. No Flask: the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
 
-from ..errors import FleetUnavailable, ModelNotFound
+from ..errors import FleetUnavailable, ModelNotFound, without_addresses
 from ..fleet.settings import ROUTE_HEADER
 from ..fleet.usage import StreamUsage, counts_in, prompt_bound, reply_bound
-
-ADDRESS = re.compile(r"(?:https?://)?[A-Za-z0-9.\-]+:[0-9]{2,5}")  # a box's or Redis's, in a refusal's message
 
 
 @dataclass(frozen=True)
@@ -63,7 +60,7 @@ def relay(fleet, metrics, sent: Sent, caller, ticket, record, *, sees_everything
         )
     except FleetUnavailable as exc:
         if not sees_everything:
-            exc.message = ADDRESS.sub("<a box>", exc.message)  # no addresses to a tenant (its Retry-After kept)
+            exc.message = without_addresses(exc.message, "<a box>")  # no addresses to a tenant (its Retry-After kept)
         raise
     metrics.child(metrics.fleet_relays, relayed.candidate.address, relayed.candidate.route, str(relayed.status)).inc()
     headers = {**relayed.headers, ROUTE_HEADER: relayed.candidate.route}

@@ -59,7 +59,7 @@ def stream(
             error = _as_proxy_error(exc)
             if record:
                 record.fail(error.status, error.code)
-            yield shape.frame(shape.error_chunk(error))
+            yield shape.frame(shape.error_chunk(context.shown(error)))
             return
         finally:
             _settle(events, context, usage, stream=True)

@@ -121,6 +121,7 @@ class Context:
     opens_door: Callable = field(default=lambda model: model.door())
     _doors: dict = field(default_factory=dict, repr=False)
     waiting: Waiting | None = None  # a model load admission left pending for the waiting step (waiting.py)
+    shows_addresses: bool = True  # whether the caller sees the servers' addresses (routes.sees_everything)
 
     def door(self, model):
         """The model's door for this request, opened once: a later round of an MCP loop, run while the
@@ -129,6 +130,11 @@ class Context:
         if door is None:
             door = self._doors[model.name] = self.opens_door(model)
         return door
+
+    def shown(self, error):
+        """`error` as this caller may read it in a stream that has begun: without the servers'
+        addresses unless it sees everything (the error mapping does the same before a stream begins)."""
+        return error if self.shows_addresses else error.without_addresses()
 
     def note_upstream(self, url: str) -> None:
         if self.record is not None:

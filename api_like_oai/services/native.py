@@ -76,6 +76,8 @@ def relay(model: ServedModel, method: str, path: str, body: bytes, query: str, c
     answer = context.door(model).relay(method, path, body, query, on_chosen=context.note_upstream)
     if answer.status == 501:  # llama-server's "not supported by this model" (/infill without FIM tokens, ...)
         raise _not_supported(model, answer)
+    if answer.status == 500 and not answer.streamed:
+        return _server_error(answer)
     if answer.streamed:
         stream = StreamRelay(answer, context)
         return NativeAnswer(answer.status, answer.headers, stream, True, stream.close)
@@ -118,7 +120,7 @@ class StreamRelay:
         except ProxyError as exc:
             if record is not None:
                 record.fail(exc.status, exc.code)
-            yield sse.frame(exc.to_dict())
+            yield sse.frame(self.context.shown(exc).to_dict())
 
     def close(self) -> None:
         if self.closed:
@@ -145,6 +147,18 @@ def token_counts(body: bytes) -> tuple[int | None, int | None, int | None]:
     if not isinstance(answer, dict):
         return None, None, None
     return answer.get("tokens_evaluated"), answer.get("tokens_predicted"), cached_tokens(answer)
+
+
+def _server_error(answer: RawAnswer) -> NativeAnswer:
+    """llama-server's 500, relayed, but for an id past the vocabulary (/detokenize: a C++ range check),
+    which is the caller's mistake: a 400 naming it."""
+    try:
+        whole = answer.read()
+    finally:
+        answer.close()
+    if b"_M_range_check" in whole:
+        raise InvalidRequest("a token id is outside the model's vocabulary", param="tokens", code="token_out_of_vocabulary")
+    return NativeAnswer(answer.status, answer.headers, [whole], False, lambda: None)
 
 
 def _not_supported(model: ServedModel, answer: RawAnswer) -> InvalidRequest:

@@ -75,7 +75,9 @@ def refusals(param: str):
         ) from None
     except DuplicateItem as exc:
         raise InvalidRequest(
-            f"Duplicate item found with id {exc.item_id!r}; remove duplicate items from your input and try again", param="input"
+            f"Duplicate item found with id {exc.item_id!r}; remove duplicate items from your input and try again",
+            param="input",
+            code="duplicate_item",
         ) from None
 
 

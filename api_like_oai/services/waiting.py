@@ -48,7 +48,7 @@ def _streamed_after(wait: Wait, shape, proceed: Callable[[], tuple], context: Co
         error = exc if isinstance(exc, ProxyError) else _internal(exc)
         if record is not None:
             record.fail(error.status, error.code)
-        yield shape.frame(shape.error_chunk(error))
+        yield shape.frame(shape.error_chunk(context.shown(error)))
         return
     finally:
         if record is not None and answer is None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import secrets
 import string
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..errors import without_addresses
 from . import drafts, launch_rules, messages, occupancy, plan, slots
 from .footprint import device_split, model_facts
 from .process import Child, StartFailed, http_request, record_children
@@ -29,7 +29,6 @@ MAX_BACKOFF_SECONDS = 60.0
 OCCUPANCY_FRESH_SECONDS = 0.1  # an endpoint picker scrapes every 50 ms: the replicas' /slots are read at most this often
 DYING_SECONDS = 2.0  # a replica that refuses connections this long after a worker said so, is killed
 RETRY_AFTER_FULL_SECONDS = 5
-ADDRESS = re.compile(r"(https?://)?\[?[0-9A-Za-z.:-]*[0-9]\]?:[0-9]{2,5}")
 
 
 @dataclass
@@ -570,7 +569,7 @@ def _requested_launch(args: list[str] | None, rpc: list[str] | None) -> tuple[st
 def _last_line(message: str) -> str:
     """A start failure's last log line, without addresses (a load's answer may reach a tenant)."""
     lines = [line for line in message.splitlines() if line.strip()]
-    return ADDRESS.sub("<address>", lines[-1] if lines else message)[:500]
+    return without_addresses(lines[-1] if lines else message)[:500]
 
 
 class SupervisorError(Exception):

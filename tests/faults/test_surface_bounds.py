@@ -4,6 +4,8 @@ and llama.cpp's native fields whose cost grows without bound are capped, against
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import requests
 
@@ -106,3 +108,17 @@ def test_a_lost_upstream_is_named_to_the_operator_and_not_to_a_tenant(keyed, rep
         messages[who] = answer.json()["error"]["message"]
     assert replay.url in messages["admin"]
     assert replay.url not in messages["tenant"] and "127.0.0.1" not in messages["tenant"] and "<address>" in messages["tenant"]
+
+
+def test_a_stream_that_fails_after_it_began_names_the_upstream_only_to_the_operator(keyed, replay):
+    proxy, admin, tenant = keyed
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True}
+    errors = {}
+    for who, headers in (("admin", admin), ("tenant", tenant)):
+        replay.behaviour = "die_mid_stream"
+        answer = requests.post(proxy.url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+        assert answer.status_code == 200  # the stream had begun: its error is its last event
+        events = [line[6:] for line in answer.text.splitlines() if line.startswith("data: {")]
+        errors[who] = json.loads(events[-1])["error"]["message"]
+    assert replay.url in errors["admin"]
+    assert replay.url not in errors["tenant"] and "127.0.0.1" not in errors["tenant"] and "<address>" in errors["tenant"]
