@@ -136,7 +136,8 @@ def test_gpu_boxes_and_autoscaled_fronts(rendered):
     autoscaler = one(objects, "HorizontalPodAutoscaler")
     front = one(objects, "Deployment", "-front")
     assert autoscaler["spec"]["scaleTargetRef"]["name"] == front["metadata"]["name"]
-    assert "replicas" not in front["spec"]  # the HPA owns it
+    assert "replicas" not in front["spec"]  # the HPA owns it: two fronts at least
+    assert (autoscaler["spec"]["minReplicas"], autoscaler["spec"]["maxReplicas"]) == (2, 8)
     assert container(front)["image"] == "registry.example.com/ai/api-like-oai:0.1.0"
     assert [metric["type"] for metric in autoscaler["spec"]["metrics"]] == ["Resource", "Pods"]
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"} == {
