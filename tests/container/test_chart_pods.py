@@ -47,7 +47,9 @@ from ..helm_chart import NAMESPACE, container, one, pod_environment, render, sec
 from ..servers import RUN_VARIABLE, eventually
 
 KEY, ADMIN_KEY = "sk-chart-pod-0123456789abcdef", "sk-chart-pod-admin-0123456789abcdef"
-RUN = secrets.token_hex(3)  # this run's containers and networks: names of their own, and this label
+# this run's containers and networks: names of their own, and this label (scripts/test-container, which
+# removes what a killed run left, names the run)
+RUN = os.environ.get("API_LIKE_OAI_TEST_RUN") or secrets.token_hex(3)
 LABEL = f"api-like-oai-test=chart-pods-{RUN}"
 RELEASES = {
     "one box, one front": {},
