@@ -12,12 +12,14 @@ the test does it as Kubernetes would (each emulation is said where it is made):
 - Secret and ConfigMap volumes: their rendered keys written as files (defaultMode, the fsGroup's);
   emptyDirs and volumeClaimTemplates: directories of the test; hostPath: the host's directory itself
   (the models volume's hostPath is the bundled model's directory);
+- resources: memory and CPU limits and CPU requests set on the container's cgroup, as the kubelet sets
+  them (no scheduler places the pods by their requests, or by a GPU);
 - probes: run by the test as the kubelet runs them (readiness waited for, liveness checked);
 - pods start in order (Redis, then the box and the front): the kubelet would restart a pod that came up
   before Redis, podman does not.
 Not run: the endpoint picker (its image cannot be pulled here), the NetworkPolicies (nothing enforces
-them here: the box's own refusal of calls without the fleet secret is tested instead), resources and
-node placement (no scheduler, no GPU). The chart's Redis image (redis:7.4 from Docker Hub, not reachable
+them here: the box's own refusal of calls without the fleet secret is tested instead), node placement
+(no scheduler, no GPU). The chart's Redis image (redis:7.4 from Docker Hub, not reachable
 here) is set in the values to the Debian redis-server image scripts/test-container builds, as a team
 with a registry mirror would set it.
 
@@ -127,7 +129,7 @@ def run(objects: list[dict], workload: dict, network: str, ip: str, where: Path)
     options = ["--name", pod.container, "--label", LABEL, "--hostname", pod.name, "--network", network, "--ip", ip]
     options += [f"--network-alias={alias}" for alias in service_names(objects, workload)]
     options += ["--env-file", str(where / "env"), "--pull", PULL[pod.spec["imagePullPolicy"]]]
-    options += security_options(workload) + volume_options(objects, workload, where)
+    options += security_options(workload) + resource_options(pod.spec) + volume_options(objects, workload, where)
     if "command" in pod.spec:
         options += ["--entrypoint", json.dumps(pod.spec["command"])]
     podman("run", "--detach", *options, pod.spec["image"], *pod.spec.get("args", []))
@@ -159,6 +161,25 @@ def security_options(workload: dict) -> list[str]:
     options += [f"--cap-add={name}" for name in capabilities.get("add", [])]
     seccomp = own.get("seccompProfile", pod.get("seccompProfile", {"type": "RuntimeDefault"}))
     assert seccomp == {"type": "RuntimeDefault"}  # podman's default profile is its runtime default
+    return options
+
+
+QUANTITY = re.compile(r"([0-9.]+)(Ki|Mi|Gi|Ti|k|M|G|T|m|)")
+UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "m": 1e-3, "": 1}
+
+
+def quantity(value: str | int) -> float:
+    number, unit = QUANTITY.fullmatch(str(value)).groups()
+    return float(number) * UNITS[unit]
+
+
+def resource_options(spec: dict) -> list[str]:
+    """The container's resources as the kubelet gives them to its cgroup: a memory limit, a CPU limit
+    (a CFS quota), CPU requests as shares. (A GPU request places a pod on a node: no scheduler here.)"""
+    requests, limits = spec.get("resources", {}).get("requests", {}), spec.get("resources", {}).get("limits", {})
+    options = [f"--memory={int(quantity(limits['memory']))}"] if "memory" in limits else []
+    options += [f"--cpus={quantity(limits['cpu'])}"] if "cpu" in limits else []
+    options += [f"--cpu-shares={max(2, int(quantity(requests['cpu']) * 1024))}"] if "cpu" in requests else []
     return options
 
 
