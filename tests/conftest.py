@@ -27,6 +27,10 @@ from .servers import (
     stop,
 )
 
+# tests/container/ runs the images scripts/test-container builds (as root, with podman), which it names
+# here; the plain test run has neither.
+collect_ignore = [] if os.environ.get("API_LIKE_OAI_TEST_IMAGE") else ["container"]
+
 # The proxy's default store is a SQLite file under $XDG_DATA_HOME: the tests' proxies (in-process
 # and started as processes, which inherit this) keep theirs in a directory of the run, not the user's.
 _DATA_HOME = tempfile.TemporaryDirectory(prefix="api-like-oai-test-data-")

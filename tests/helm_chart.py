@@ -87,22 +87,32 @@ def container(workload: dict) -> dict:
     return workload["spec"]["template"]["spec"]["containers"][0]
 
 
-def pod_environment(objects: list[dict], workload: dict, pod_ip: str, external_secrets: dict | None = None) -> dict[str, str]:
-    """The container's environment as the kubelet makes it: the pod's IP, the Secrets' keys (the
-    rendered ones, else `external_secrets`), and $(VAR) references to earlier variables expanded."""
-    secrets = {**(external_secrets or {}), **{o["metadata"]["name"]: secret_data(o) for o in objects if o["kind"] == "Secret"}}
+def pod_environment(
+    objects: list[dict], workload: dict, pod_ip: str, external_secrets: dict | None = None, pod_name: str = ""
+) -> dict[str, str]:
+    """The container's environment as the kubelet makes it: envFrom's ConfigMaps and Secrets first (each
+    key under the source's prefix), then env in order, where $(VAR) references to variables defined
+    before are expanded, the downward API gives the pod's IP, name and namespace, and secretKeyRef and
+    configMapKeyRef read the rendered Secrets and ConfigMaps (else `external_secrets`)."""
+    sources = {"secret": secrets_of(objects, external_secrets), "configMap": config_maps_of(objects)}
     env: dict[str, str] = {}
+    for source in container(workload).get("envFrom", []):
+        kind = "configMap" if "configMapRef" in source else "secret"
+        data = sources[kind][source[f"{kind}Ref"]["name"]]
+        env |= {source.get("prefix", "") + key: value for key, value in data.items()}
+    downward = {"status.podIP": pod_ip, "metadata.name": pod_name, "metadata.namespace": NAMESPACE}
     for variable in container(workload).get("env", []):
         source = variable.get("valueFrom")
         if source is None:
             value = variable["value"]
             for name, known in env.items():
                 value = value.replace(f"$({name})", known)
-        elif source.get("fieldRef", {}).get("fieldPath") == "status.podIP":
-            value = pod_ip
+        elif "fieldRef" in source:
+            value = downward[source["fieldRef"]["fieldPath"]]  # another field: a KeyError, to be added here
         else:
-            reference = source["secretKeyRef"]
-            value = secrets[reference["name"]][reference["key"]]
+            kind = "configMap" if "configMapKeyRef" in source else "secret"
+            reference = source[f"{kind}KeyRef"]
+            value = sources[kind][reference["name"]][reference["key"]]
         env[variable["name"]] = value
     return env
 
@@ -114,25 +124,33 @@ def secret_data(secret: dict) -> dict[str, str]:
     return decoded | dict(secret.get("stringData") or {})
 
 
+def secrets_of(objects: list[dict], external_secrets: dict | None = None) -> dict[str, dict[str, str]]:
+    """Each Secret's keys: the rendered ones', and `external_secrets` (those a team makes itself)."""
+    return {**(external_secrets or {}), **{o["metadata"]["name"]: secret_data(o) for o in objects if o["kind"] == "Secret"}}
+
+
+def config_maps_of(objects: list[dict]) -> dict[str, dict[str, str]]:
+    return {o["metadata"]["name"]: o["data"] for o in objects if o["kind"] == "ConfigMap"}
+
+
+def volume_files(objects: list[dict], volume: dict, external_secrets: dict | None = None) -> dict[str, str]:
+    """The files a ConfigMap or Secret volume holds ({} for any other volume)."""
+    if "configMap" in volume:
+        return config_maps_of(objects)[volume["configMap"]["name"]]
+    if "secret" in volume:
+        return secrets_of(objects, external_secrets)[volume["secret"]["secretName"]]
+    return {}
+
+
 def mounted_files(objects: list[dict], workload: dict, where: Path, external_secrets: dict | None = None) -> dict[str, Path]:
     """The container's ConfigMap and Secret volumes written under `where`, and its other mounts as
     empty directories there: {mount path in the pod: the directory standing for it here}."""
-    secrets = {**(external_secrets or {}), **{o["metadata"]["name"]: secret_data(o) for o in objects if o["kind"] == "Secret"}}
-    config_maps = {o["metadata"]["name"]: o["data"] for o in objects if o["kind"] == "ConfigMap"}
     volumes = {volume["name"]: volume for volume in workload["spec"]["template"]["spec"]["volumes"]}
     mounts: dict[str, Path] = {}
     for mount in container(workload)["volumeMounts"]:
         directory = where / mount["name"]
         directory.mkdir(parents=True, exist_ok=True)
-        volume = volumes.get(mount["name"], {})
-        files = (
-            config_maps[volume["configMap"]["name"]]
-            if "configMap" in volume
-            else secrets[volume["secret"]["secretName"]]
-            if "secret" in volume
-            else {}
-        )
-        for name, text in files.items():
+        for name, text in volume_files(objects, volumes.get(mount["name"], {}), external_secrets).items():
             (directory / name).write_text(text)
         mounts[mount["mountPath"]] = directory
     return mounts

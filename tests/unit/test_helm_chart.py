@@ -22,6 +22,7 @@ from ..helm_chart import (
     CHART,
     INFERENCE_POOLS,
     NAMESPACE,
+    ONE_BOX_ONE_FRONT,
     ROOT,
     VALUE_SETS,
     container,
@@ -136,7 +137,8 @@ def test_gpu_boxes_and_autoscaled_fronts(rendered):
     autoscaler = one(objects, "HorizontalPodAutoscaler")
     front = one(objects, "Deployment", "-front")
     assert autoscaler["spec"]["scaleTargetRef"]["name"] == front["metadata"]["name"]
-    assert "replicas" not in front["spec"]  # the HPA owns it
+    assert "replicas" not in front["spec"]  # the HPA owns it: two fronts at least
+    assert (autoscaler["spec"]["minReplicas"], autoscaler["spec"]["maxReplicas"]) == (2, 8)
     assert container(front)["image"] == "registry.example.com/ai/api-like-oai:0.1.0"
     assert [metric["type"] for metric in autoscaler["spec"]["metrics"]] == ["Resource", "Pods"]
     assert {o["metadata"]["name"] for o in objects if o["kind"] == "PodDisruptionBudget"} == {
@@ -233,6 +235,24 @@ def test_the_rendered_command_lines_make_a_box_and_a_front_of_one_fleet(tmp_path
     assert {spec.name for spec in box.supervisor.models} == {"qwen-coder", "Llama-3.1-8B"}
     assert front.models == () and front.supervisor is None
     assert NAMESPACE == "inference"
+
+
+def test_a_teams_extra_env_reaches_the_box_as_the_kubelet_makes_it():
+    """box.extraEnv after the chart's variables: the downward API's fields, $(VAR) references to
+    variables before it, and a team's own Secret (what tests/container runs the box with)."""
+    extra = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "k8s.pod.name=$(POD_NAME),k8s.pod.ip=$(POD_IP)"},
+        {"name": "OTEL_EXPORTER_OTLP_HEADERS", "valueFrom": {"secretKeyRef": {"name": "otel", "key": "headers"}}},
+    ]
+    objects = render(ONE_BOX_ONE_FRONT | {"box": ONE_BOX_ONE_FRONT["box"] | {"extraEnv": extra}})
+    boxes = one(objects, "StatefulSet", "-box")
+    validate(boxes, "1.37.0")
+    env = pod_environment(objects, boxes, "10.0.0.7", {"otel": {"headers": "authorization=Bearer x"}}, pod_name="ai-box-0")
+    assert env["OTEL_RESOURCE_ATTRIBUTES"] == "k8s.pod.name=ai-box-0,k8s.pod.ip=10.0.0.7"
+    assert env["OTEL_EXPORTER_OTLP_HEADERS"] == "authorization=Bearer x"
+    assert env["API_LIKE_OAI_ADVERTISE"] == "http://10.0.0.7:8081"
+    assert list(env)[-3:] == [variable["name"] for variable in extra]
 
 
 def test_the_manuals_picker_config_without_kubernetes_is_the_charts_with_the_file_discovery_added(rendered):
