@@ -109,6 +109,8 @@ def _named(declared: declare.Declaration) -> fleet_relay.Named:
         raw = request.get_data(parse_form_data=False)  # cached: the form is parsed from the same bytes
         upload = request.files.get("file")
         audio = upload.read() if upload is not None else None
+        if upload is not None:
+            upload.stream.seek(0)  # the route's own read, if it is served here
         return fleet_relay.in_form(path, raw, request.mimetype_params.get("boundary", ""), request.form.get("model"), audio)
     # cached: the route's parse_body reads the same bytes if it is served here
     return fleet_relay.in_json(path, request.get_data(), query_model, ollama=api_of(request.path) is OLLAMA)

@@ -35,8 +35,10 @@ class Named:
     def naming(self, model: str) -> Named:
         """The same request naming `model` (the fleet's default model, which its box may not take for its own)."""
         if self.form_boundary is not None:  # a first part naming the model, before the client's
-            part = f'--{self.form_boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\n{model}\r\n'
-            return replace(self, model=model, raw=part.encode() + (self.raw or b""))
+            raw = self.raw or b""
+            ending = b"" if raw.startswith(b"\r\n") else b"\r\n"  # the delimiter is CRLF, then the boundary
+            part = f'--{self.form_boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\n{model}'.encode()
+            return replace(self, model=model, raw=part + ending + raw)
         if self.raw is None:  # the query names it
             return replace(self, model=model, path=self.path + ("&" if "?" in self.path else "?") + urlencode({"model": model}))
         body = {**self.body, "model": model}
