@@ -119,6 +119,10 @@ def _named(declared: declare.Declaration) -> fleet_relay.Named:
 def _not_found(model: str) -> ModelNotFound:
     """The 404 of a model neither this instance nor the fleet has (or the caller may not use): it lists
     the names, this instance's and the fleet's, the caller's key lets it use."""
+    if api_of(request.path) is OLLAMA:  # Ollama's own words, as one proxy answers them there (its clients read them)
+        from ..services.ollama import not_found
+
+        return not_found(model)
     caller, shared = current_caller(), state()
     names = {name for name, served in shared.registry.by_name.items() if caller.allows(served.name, name)}
     names |= {name for name in shared.fleet.known() if caller.allows(name, name)}

@@ -48,6 +48,8 @@ class Named:
 def in_json(path: str, raw: bytes, query_model: str | None, *, ollama: bool) -> Named:
     """A JSON body's `model` (Ollama's older `name` too), else `?model=` for a route that takes it there."""
     body = _json_object(raw)
+    if body is None:  # not JSON: the route's own 400, here as on one proxy (its bytes are never a default's)
+        return Named(None, False, {}, raw, path)
     named = body.get("model")
     if named is None and ollama:
         named = body.get("name")
@@ -74,11 +76,12 @@ def _seconds(audio: bytes | None) -> float | None:
         return None  # its box refuses it as one proxy would; a key limited in audio seconds cannot be counted
 
 
-def _json_object(raw: bytes) -> dict:
+def _json_object(raw: bytes) -> dict | None:
+    """The JSON body; None when it is no JSON (the route's parser names the error)."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return {}  # the route's own parser, on the box, names the error
+        return None
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     return body

@@ -121,7 +121,7 @@ def test_ollamas_api_through_a_front_with_the_official_client(front, tenant):
     assert {model.model for model in client.ps().models} >= {"smol", "smol-embed"}  # loaded on some box
     with pytest.raises(ollama.ResponseError) as refused:
         client.chat(model="nowhere", messages=HELLO)
-    assert refused.value.status_code == 404 and "nowhere" in refused.value.error
+    assert refused.value.status_code == 404 and refused.value.error == 'model "nowhere" not found, try pulling it first'
 
 
 def test_openais_apis_through_a_front_with_the_sdk(front, tenant):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
@@ -171,3 +172,51 @@ def test_a_relayed_answers_usage_is_read_in_each_apis_shape():
         stream.feed(line)  # Ollama's NDJSON stream, its last line
     assert stream.counts == (9, 2, 0)
     assert reply_bound({"n_predict": 7}) == 7 and reply_bound({"options": {"num_predict": 5}}) == 5
+
+
+def test_a_pooled_connection_to_a_restarted_box_is_retried_fresh_for_every_kind_of_route():
+    """Each connection closed after one answer, as a box restarting closes its idle ones: a form, a query
+    and a JSON body are each retried once on a fresh connection, and reach the box whole."""
+    from api_like_oai.fleet.relay import Relay
+
+    from .test_http_client import ScriptedServer
+
+    answer = [b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"status":"ok"}']
+    box = ScriptedServer([answer] * 4, close_after=1)
+    relay = Relay("secret", connect_timeout=2, read_timeout=5)
+    form = b'--b0\r\nContent-Disposition: form-data; name="model"\r\n\r\nm\r\n--b0--\r\n'
+    sent = [
+        ("POST", "/v1/chat/completions", b'{"model": "m"}', {"Content-Type": "application/json"}),
+        ("POST", "/v1/audio/transcriptions", form, {"Content-Type": "multipart/form-data; boundary=b0"}),
+        ("GET", "/props?model=m", None, {}),
+        ("POST", "/api/chat", b'{"model": "m"}', {"content-type": "application/json"}),
+    ]
+    for method, path, body, headers in sent:
+        time.sleep(0.05)  # the box has closed the pooled connection meanwhile
+        relayed = relay.send([Candidate(box.url, "loaded")], method, path, body, headers, caller="c", anthropic=False)
+        assert (relayed.status, relayed.body) == (200, b'{"status":"ok"}')
+    assert box.connections == 4
+    assert b"Content-Type: multipart/form-data; boundary=b0\r\n" in box.heads[1]
+    assert box.heads[2].startswith(b"GET /props?model=m ") and b"Content-Length" not in box.heads[2]
+
+
+def test_a_model_the_fleet_does_not_have_is_each_apis_own_404_at_a_front(front):
+    client, fleet = front
+    ollama = client.post("/api/chat", json={"model": "other", "messages": []})
+    assert (ollama.status_code, ollama.get_json()) == (404, {"error": 'model "other" not found, try pulling it first'})
+    openai = client.post("/v1/chat/completions", json={"model": "other", "messages": []})
+    assert openai.status_code == 404 and openai.get_json()["error"]["message"].endswith("known models: m")
+    native = client.get("/props", query_string={"model": "other"})
+    assert native.status_code == 404 and not fleet.sent
+
+
+def test_a_body_that_is_no_json_is_the_routes_own_400_never_the_default_models(front):
+    client, fleet = front
+    broken = client.post("/v1/chat/completions", data=b"{not json", content_type="application/json")
+    assert broken.status_code == 400 and not fleet.sent
+
+
+def test_ollamas_older_name_field_names_the_model_too(front):
+    client, fleet = front
+    assert client.post("/api/show", json={"name": "m"}).status_code == 200
+    assert fleet.sent[0]["model"] == "m" and orjson.loads(fleet.sent[0]["raw"]) == {"name": "m"}  # relayed as sent
