@@ -220,3 +220,36 @@ def test_ollamas_older_name_field_names_the_model_too(front):
     client, fleet = front
     assert client.post("/api/show", json={"name": "m"}).status_code == 200
     assert fleet.sent[0]["model"] == "m" and orjson.loads(fleet.sent[0]["raw"]) == {"name": "m"}  # relayed as sent
+
+
+class RecordsInRedis:
+    """Redis as Membership reads it: the boxes' records."""
+
+    def __init__(self, *records: dict):
+        self.records = {record["address"]: record for record in records}
+
+    def smembers(self, _key):
+        return {address.encode() for address in self.records}
+
+    def mget(self, keys):
+        return [orjson.dumps(self.records[key.rsplit(":box:", 1)[1]]) for key in keys]
+
+
+def test_the_fleets_default_model_is_the_fronts_own_else_the_first_boxs_else_the_first_by_name():
+    from api_like_oai.fleet.front import FleetFront
+    from api_like_oai.fleet.membership import box_record
+    from api_like_oai.fleet.settings import FleetSettings
+
+    def front(*defaults):
+        records = [
+            box_record(f"http://10.0.0.{n + 2}:8081", {}, ["zeta", "alpha", "beta"], [], 0.0, default=default)
+            for n, default in enumerate(defaults)
+        ]
+        return FleetFront(
+            FleetSettings("redis://10.0.0.1:6379/0"), connect_timeout=1, read_timeout=1, connection=RecordsInRedis(*records)
+        )
+
+    assert front("beta", "zeta").default_model() == "beta"  # the first box's (by address), as one box's own
+    assert front("beta").default_model("zeta") == "zeta"  # the front's config names it
+    assert front(None, "zeta").default_model() == "zeta"  # a box that says none is passed over
+    assert front(None).default_model() == "alpha"  # no box says: the first of the fleet's by name
