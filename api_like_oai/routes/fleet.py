@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hmac
-from dataclasses import replace
 
 import orjson
 from flask import Blueprint, Response, g, jsonify, request
@@ -107,7 +106,7 @@ def _named(declared: declare.Declaration) -> fleet_relay.Named:
     if declared.model_in == "form":
         allow_audio_form()
         raw = request.get_data(parse_form_data=False)  # cached: the form is parsed from the same bytes
-        upload = request.files.get("file")
+        upload = request.files.get("file") if not g.get("fleet_call") else None  # its seconds, read at the front
         audio = upload.read() if upload is not None else None
         if upload is not None:
             upload.stream.seek(0)  # the route's own read, if it is served here
@@ -134,9 +133,16 @@ def _relayed(model: str, named: fleet_relay.Named) -> Response:
         raise _not_found(model)
     anthropic = api_of(request.path) is ANTHROPIC
     sent = fleet_relay.Sent(
-        model, named.body, named.raw, request.method, named.path, dict(request.headers), anthropic, named.audio_seconds
+        model,
+        named.body,
+        named.raw,
+        request.method,
+        named.path,
+        dict(request.headers),
+        anthropic,
+        named.audio_seconds,
+        form=named.form_boundary is not None,
     )
-    sent = replace(sent, form=named.form_boundary is not None)
     shared = state()
     relayed = fleet_relay.relay(
         shared.fleet, shared.metrics, sent, current_caller(), g.get("ticket"), g.get("record"), sees_everything=sees_everything()
