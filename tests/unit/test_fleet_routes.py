@@ -31,6 +31,7 @@ WAV = (  # a header and no samples: 0 seconds
     b"data\x00\x00\x00\x00"
 )
 SECRET = "s3cret-of-the-fleet-0123456789"
+HELLO_TURN = [{"role": "user", "content": "hi"}]
 
 
 class RecordingFleet:
@@ -40,7 +41,7 @@ class RecordingFleet:
         self.sent: list[dict] = []
 
     def serves(self, model: str) -> bool:
-        return model == "m"
+        return model in ("m", "gone")
 
     def known(self) -> set[str]:
         return {"m"}
@@ -49,6 +50,10 @@ class RecordingFleet:
         return configured or "m"
 
     def forward(self, model, body, raw, method, path, headers, **_) -> Relayed:
+        if model == "gone":
+            from api_like_oai.fleet.front import BoxesGone
+
+            raise BoxesGone(model)
         self.sent.append({"model": model, "body": body, "raw": raw, "method": method, "path": path, "headers": headers})
         answer = b'{"relayed": true}'
         return Relayed(200, {"Content-Type": "application/json"}, answer, Candidate("http://box", "loaded"), lambda: None)
@@ -253,3 +258,14 @@ def test_the_fleets_default_model_is_the_fronts_own_else_the_first_boxs_else_the
     assert front("beta").default_model("zeta") == "zeta"  # the front's config names it
     assert front(None, "zeta").default_model() == "zeta"  # a box that says none is passed over
     assert front(None).default_model() == "alpha"  # no box says: the first of the fleet's by name
+
+
+@pytest.mark.parametrize(
+    ("path", "shape"),
+    [("/api/chat", lambda body: body["error"]), ("/v1/chat/completions", lambda body: body["error"]["message"])],
+)
+def test_a_model_whose_boxes_are_gone_is_a_503_to_retry_in_the_apis_shape(front, path, shape):
+    client, _ = front
+    answer = client.post(path, json={"model": "gone", "messages": HELLO_TURN})
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "5"
+    assert "'gone'" in shape(answer.get_json())
