@@ -294,7 +294,8 @@ def _open_record():
 
 def _close_record(response: Response) -> Response:
     record = g.get("record")
-    if record is not None and response.mimetype != "text/event-stream":  # streams close their own
+    # streams close their own, when they end (SSE, Ollama's NDJSON: else a stream's usage is never counted)
+    if record is not None and response.mimetype not in ("text/event-stream", "application/x-ndjson"):
         record.status = response.status_code
         record.close()
     return response

@@ -71,7 +71,8 @@ def _join_fleet(settings: Settings, run_dir: str, supervisor_socket: str | None)
     static = [model.name for model in settings.models if model.launch is None]
     slot_dir = settings.supervisor.slot_dir if settings.supervisor is not None else None
     spread = {model.name: model.boxes for model in settings.models if model.boxes > 1}
-    return fleet_launch.start(settings.fleet, run_dir, supervisor_socket, static, slot_dir, settings.log_level, spread)
+    default = settings.default_model or (settings.models[0].name if settings.models else None)  # as its registry's
+    return fleet_launch.start(settings.fleet, run_dir, supervisor_socket, static, slot_dir, settings.log_level, spread, default)
 
 
 def _serve(settings: Settings, make_app: Callable[..., object], run_dir: str) -> None:

@@ -388,3 +388,24 @@ def launch_all(proxies: list[Proxy]) -> None:
         proxy.launch()
     for proxy in proxies:
         proxy.ready()
+
+
+def fleet_box(directory: Path, index: int, common: list[str], config: str, llama_server: str, budget_mib: int, *extra: str):
+    """Box `index` of a test fleet, on a loopback address of its own (127.0.0.<2 + index>), starting the
+    models of `config` (YAML) on demand within `budget_mib`; its data directory its own, so its store is a
+    SQLite file no other instance shares, as on another machine. Not started."""
+    path = directory / f"box-{index}.yaml"
+    path.write_text(config)
+    data = directory / f"box-{index}-data"
+    data.mkdir()
+    host, port = f"127.0.0.{2 + index}", free_port()
+    return Proxy(
+        [
+            *common,
+            *("--config", str(path), "--llama-server", llama_server, "--memory-budget", str(budget_mib)),
+            *("--advertise", f"http://{host}:{port}", *extra),
+        ],
+        port=port,
+        host=host,
+        env={"XDG_DATA_HOME": str(data)},
+    )

@@ -46,6 +46,16 @@ class FleetFront:
         """The fleet's models: on a box now, or on one within membership.REMEMBERED_SECONDS."""
         return set(fleet_models(self.membership.boxes())) | self.membership.remembered()
 
+    def default_model(self, configured: str | None = None) -> str | None:
+        """The model of a request that names none, as one proxy picks its own: the front's `default_model`
+        if its config names one, else the default the boxes advertise (the first box's, by address, as
+        one box's is its first model), else the first of the fleet's models by name; None: no model."""
+        if configured:
+            return configured
+        records = sorted(self.membership.current(), key=lambda record: record["address"])
+        advertised = next((record["default"] for record in records if record.get("default") in record["models"]), None)
+        return advertised or min(self.known(), default=None)
+
     def forward(
         self,
         model: str,
@@ -164,6 +174,15 @@ class FleetFront:
                 if name not in found or (card.get("context_length") and not found[name].get("context_length")):
                     found[name] = card
         return found
+
+    def listing(self, path: str) -> list[dict]:
+        """Ollama's list at `path` (/api/tags, /api/ps) over the fleet: each box's own entries (asked of
+        every box, relay.listing), one per model name, the first box's by address."""
+        found: dict[str, dict] = {}
+        for box in sorted(self.membership.boxes(), key=lambda box: box.address):
+            for entry in self.relay.listing(box.address, path):
+                found.setdefault(entry["name"], entry)
+        return list(found.values())
 
     def models(self) -> dict[str, list[dict]]:
         """Every model of the fleet with where it is: {model: [{box, state, memory_mib, in_flight}]}."""

@@ -22,9 +22,11 @@ def start(
     slot_dir: str | None,
     log_level: str,
     spread: dict[str, int] | None = None,
+    default: str | None = None,
 ) -> subprocess.Popen:
     """The member process, heartbeating the box's record from its first second on; `spread`: the
-    models to keep on several boxes (their `boxes:`), which its record tells the fronts."""
+    models to keep on several boxes (their `boxes:`), and `default` its default model, which its record
+    tells the fronts."""
     config_path = os.path.join(run_dir, "fleet-member.json")
     with open(config_path, "w", encoding="utf-8") as file:
         json.dump(
@@ -34,6 +36,7 @@ def start(
                 "slot_dir": slot_dir,
                 "rpc": _rpc(settings),
                 "spread": spread or {},
+                "default": default,
             },
             file,
         )

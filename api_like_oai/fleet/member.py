@@ -87,6 +87,7 @@ def run(config: dict, socket_path: str | None, ended: threading.Event) -> None:
                 time.time(),
                 _lending(config.get("rpc"), rpc_server),
                 config.get("spread"),
+                config.get("default"),
             )
             publish(connection, record, config["expiry_seconds"])
         except Exception as exc:  # noqa: BLE001 - Redis or the supervisor away: the next beat tries again

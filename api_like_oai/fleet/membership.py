@@ -52,10 +52,12 @@ def box_record(
     now: float,
     lending: dict | None = None,
     spread: dict[str, int] | None = None,
+    default: str | None = None,
 ) -> dict:
     """A box's record from its supervisor's status (`{"op": "status"}`) and its models with fixed
     upstreams (always loaded, no memory counted); `lending`: its rpc-server's endpoint and what it lends;
-    `spread`: the models its config keeps on several boxes (`boxes:`), and on how many."""
+    `spread`: the models its config keeps on several boxes (`boxes:`), and on how many; `default`: the
+    model it serves a request naming none (a front's default model, FleetFront.default_model)."""
     models = {name: {"state": "loaded", "memory_mib": 0, "in_flight": 0, "queued": 0, "pinned": True} for name in static_models}
     for name, model in status.get("models", {}).items():
         models[name] = {
@@ -76,6 +78,7 @@ def box_record(
         "queued": sum(m["queued"] for m in models.values()),
         "time": now,
         "rpc": lending,
+        "default": default,
     }
 
 

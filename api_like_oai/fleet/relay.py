@@ -26,6 +26,7 @@ POOL_PATH = "/v1/fleet/pool"  # a host starts a pooled model (routes/fleet.start
 LOAD_PATH = "/v1/fleet/load"  # a box starts one more copy of a model (routes/fleet.start_copy)
 CARD_FIELDS = ("created", "context_length", "max_model_len", "capabilities", "input_modalities")  # as its box says
 CARDS_TIMEOUT = 1.0  # seconds a box has to list its models for a front's /v1/models
+STREAMS = ("text/event-stream", "application/x-ndjson")  # relayed as they come (SSE; Ollama's NDJSON)
 REFUSALS = (503, 529)  # a box's "not here, try another": the front tries the next candidate
 # Request headers a front does not pass on: the hop's own, and the client's key (checked at the front).
 NOT_FORWARDED = frozenset(
@@ -74,7 +75,7 @@ class Relay:
         candidates: list[Candidate],
         method: str,
         path: str,
-        body: bytes,
+        body: bytes | None,
         headers: dict[str, str],
         *,
         caller: str,
@@ -83,6 +84,8 @@ class Relay:
     ) -> Relayed:
         """The first candidate's answer that is not a refusal; FleetUnavailable if none answers."""
         refusals = []
+        # a form's boundary kept (a client's header names are in any case, Flask's `Content-Type` among them)
+        content_type = next((value for name, value in headers.items() if name.lower() == "content-type"), "application/json")
         for index, candidate in enumerate(candidates):
             last = index == len(candidates) - 1
             try:
@@ -90,7 +93,7 @@ class Relay:
                     method,
                     path,
                     body,
-                    headers.get("content-type", "application/json"),
+                    content_type,
                     self._header_lines(headers, caller, candidate.route),
                 )
             except TransportError as exc:
@@ -102,7 +105,7 @@ class Relay:
                 on_refused(candidate)
                 continue
             body = _body(answer, anthropic)
-            if not answer.headers.get("content-type", "").startswith("text/event-stream"):
+            if not answer.headers.get("content-type", "").startswith(STREAMS):
                 body = b"".join(body)  # a whole answer: written to the client at once, with its length
             return Relayed(answer.status, _returned(answer.headers), body, candidate, answer.close)
         raise FleetUnavailable("no box of the fleet could take the request: " + ("; ".join(refusals) or "none can run the model"))
@@ -110,16 +113,32 @@ class Relay:
     def cards(self, address: str) -> dict[str, dict]:
         """The box's own models' metadata (CARD_FIELDS of its /v1/models cards, asked as a fleet call);
         {} when it does not answer (its cards are then missing, not an error)."""
+        try:
+            data = self.ask(address, "/v1/models")["data"]
+        except (KeyError, TypeError):
+            return {}
+        own = [card for card in data if isinstance(card, dict) and card.get("owned_by") != "fleet" and "id" in card]
+        return {card["id"]: {name: card.get(name) for name in CARD_FIELDS} for card in own}
+
+    def listing(self, address: str, path: str) -> list[dict]:
+        """The `models` of the box's own list at `path` (Ollama's /api/tags, /api/ps, asked as a fleet
+        call: its models only); [] when it does not answer."""
+        listed = self.ask(address, path)
+        models = listed.get("models") if isinstance(listed, dict) else None
+        return [entry for entry in models if isinstance(entry, dict) and "name" in entry] if isinstance(models, list) else []
+
+    def ask(self, address: str, path: str):
+        """The box's JSON answer to a GET of `path` as a fleet call, with CARDS_TIMEOUT; None when it
+        does not answer or answers no JSON."""
         client = self.card_clients.get(address)
         if client is None:  # its own short timeouts: a hung box costs a model list a second, not a request's wait
             client = self.card_clients[address] = HTTPClient(address, connect_timeout=CARDS_TIMEOUT, read_timeout=CARDS_TIMEOUT)
         try:
-            answer = client.request("GET", "/v1/models", headers=f"{SECRET_HEADER}: {self.secret}\r\n")
-            data = orjson.loads(answer.read())["data"]
-        except (TransportError, OSError, ValueError, KeyError, TypeError):
-            return {}
-        own = [card for card in data if isinstance(card, dict) and card.get("owned_by") != "fleet" and "id" in card]
-        return {card["id"]: {name: card.get(name) for name in CARD_FIELDS} for card in own}
+            answer = client.request("GET", path, headers=f"{SECRET_HEADER}: {self.secret}\r\n")
+            text = answer.read()
+            return orjson.loads(text) if answer.status == 200 else None
+        except (TransportError, OSError, ValueError):
+            return None
 
     def start_pool(self, plan: Pool, model: str) -> None:
         """Have the pool's host start `model` with its helpers' rpc-servers; back once it is loaded."""
@@ -170,14 +189,17 @@ def _message(answer: Response) -> str:
 
 def _body(answer: Response, anthropic: bool) -> Iterator[bytes]:
     """The answer's pieces as they arrive; a box lost mid-stream ends an event stream with an error event."""
-    streamed = answer.headers.get("content-type", "").startswith("text/event-stream")
+    media = answer.headers.get("content-type", "")
     try:
         yield from answer.iter_bytes()
     except (TransportError, OSError) as exc:  # a reset connection is an OSError from recv itself
         log.warning("fleet: the box's answer broke off: %s", exc)
         answer.close()
-        if streamed:
-            yield error_event(UpstreamUnavailable(f"the box serving the request went away ({type(exc).__name__})"), anthropic)
+        error = UpstreamUnavailable(f"the box serving the request went away ({type(exc).__name__})")
+        if media.startswith("application/x-ndjson"):  # Ollama's last line
+            yield orjson.dumps({"error": error.message}) + b"\n"
+        elif media.startswith("text/event-stream"):
+            yield error_event(error, anthropic)
 
 
 def error_event(error: UpstreamUnavailable, anthropic: bool) -> bytes:

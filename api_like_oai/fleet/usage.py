@@ -4,23 +4,28 @@ by the UTF-8 length of its text, as a local request's is before llama.cpp's /tok
 the usage the box wrote in its answer, so that the front's access record, metrics and the caller's key
 count them as for an answer of its own and the reservation is settled by them: OpenAI's
 `prompt_tokens`, Anthropic's `input_tokens` + `cache_read_input_tokens`, the Responses API's
-`input_tokens` (a stream's `response.completed` carries it under `response`)."""
+`input_tokens` (a stream's `response.completed` carries it under `response`), Ollama's `prompt_eval_count`
+and `eval_count` (its NDJSON stream's last line), llama.cpp's native `tokens_evaluated` and
+`tokens_predicted` (its stream's last event)."""
 
 from __future__ import annotations
 
 import orjson
 
+from ..backends.llamacpp import cached_tokens
+
 Counts = tuple[int, int, int]  # prompt tokens, completion tokens, prompt tokens from the cache
-REPLY_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens")  # OpenAI's, Anthropic's, Responses'
+# OpenAI's, Anthropic's, Responses', llama.cpp's native
+REPLY_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens", "n_predict")
 TOKENS_PER_TURN = 8  # what a chat template adds around each message, at most (role markers, separators)
 
 
 def reply_bound(body: dict) -> int | None:
     """The most tokens the client lets the reply have (its own bound, as admission reads it); None: none."""
-    for name in REPLY_FIELDS:
-        value = body.get(name)
+    options = body.get("options")
+    for value in [*map(body.get, REPLY_FIELDS), options.get("num_predict") if isinstance(options, dict) else None]:
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+            return value  # Ollama's options.num_predict last
     return None
 
 
@@ -50,6 +55,10 @@ def counts_in(document) -> Counts | None:
     """The counts of a whole answer or of one event's data; None when it carries no usage."""
     if not isinstance(document, dict):
         return None
+    if "eval_count" in document or "prompt_eval_count" in document:  # Ollama's
+        return _int(document.get("prompt_eval_count")), _int(document.get("eval_count")), 0
+    if "tokens_predicted" in document:  # llama.cpp's native /completion, /infill
+        return _int(document.get("tokens_evaluated")), _int(document["tokens_predicted"]), _int(cached_tokens(document))
     usage = document.get("usage")
     if not isinstance(usage, dict) and isinstance(document.get("response"), dict):
         usage = document["response"].get("usage")
@@ -76,6 +85,9 @@ def _int(value) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+USAGE_MARKS = (b'"usage"', b'"eval_count"', b'"tokens_predicted"')  # what an event carrying usage holds
+
+
 class StreamUsage:
     """The counts of the last event of a relayed stream that carried usage (a box writes a frame per
     HTTP chunk, so each piece is read on its own)."""
@@ -84,11 +96,12 @@ class StreamUsage:
         self.counts: Counts | None = None
 
     def feed(self, piece: bytes) -> None:
-        if b'"usage"' not in piece:
+        if not any(mark in piece for mark in USAGE_MARKS):
             return
         for line in piece.split(b"\n"):
-            if line.startswith(b"data: ") and b'"usage"' in line:
+            document = line[6:] if line.startswith(b"data: ") else line if line.startswith(b"{") else None  # SSE, NDJSON
+            if document is not None and any(mark in document for mark in USAGE_MARKS):
                 try:
-                    self.counts = counts_in(orjson.loads(line[6:])) or self.counts
+                    self.counts = counts_in(orjson.loads(document)) or self.counts
                 except orjson.JSONDecodeError:
                     continue

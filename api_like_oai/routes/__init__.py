@@ -144,6 +144,8 @@ def sees_everything(caller: Caller | None = None) -> bool:
     """Whether the caller sees and acts on what every caller shares (every model, request, error and
     address, the servers' logs): an admin key; while no admin key is configured, a key from the flags
     or the config file (or no key, when the proxy asks for none). A managed key only ever sees its own."""
+    if caller is None and g.get("fleet_tenant"):  # a fleet call for a front's client who sees only its own
+        return False
     caller = caller or current_caller()
     return caller.admin or (caller.record is None and not state().settings.admin_keys)
 

@@ -88,10 +88,16 @@ def create_speech():
     return _relayed(relay_json(model, "/audio/speech", speech.model_dump(exclude_unset=True), g.get("record")))
 
 
+def allow_audio_form() -> None:
+    """A file may be larger than a JSON body (--max-body-bytes): OpenAI's 25 MB, and the form around it
+    (here, and at a fleet's front that relays the form)."""
+    settings = state().settings
+    request.max_content_length = max(settings.limits.max_body_bytes, settings.audio.max_file_bytes + FORM_OVERHEAD_BYTES)
+
+
 def _speech_to_text(path: str, *, translate: bool):
     settings = state().settings
-    # A file may be larger than a JSON body (--max-body-bytes): OpenAI's 25 MB, and the form around it.
-    request.max_content_length = max(settings.limits.max_body_bytes, settings.audio.max_file_bytes + FORM_OVERHEAD_BYTES)
+    allow_audio_form()
     upload = _upload(settings.audio.max_file_bytes)
     with stage(g.get("record"), "admission"):
         # the file read before the key's limits count the request with its seconds (a broken one: a 400, uncounted)

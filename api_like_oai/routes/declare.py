@@ -242,9 +242,9 @@ def all_declarations() -> list[Declaration]:
     return list(DECLARATIONS.values())
 
 
-def relayed_by_fleet(model_in: tuple[str, ...] = ("json",)) -> dict[str, Declaration]:
+def relayed_by_fleet(model_in: tuple[str, ...] = MODEL_IN) -> dict[str, Declaration]:
     """The routes whose model is named where `model_in` says, by path (an alias included): what a fleet
-    front relays to a box serving the model (routes/fleet.py; the JSON ones today)."""
+    front relays to a box serving the model (routes/fleet.relays: those a key of the model may call)."""
     return {path: d for d in all_declarations() if d.model_in in model_in for path in d.paths}
 
 

@@ -15,12 +15,14 @@ import orjson
 from flask import Blueprint, Response, g, jsonify, request
 
 from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
-from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
+from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER, TENANT_HEADER
 from ..services import fleet_relay
 from ..supervisor.launch_rules import RPC_ENDPOINT
 from . import current_caller, declare, sees_everything, state
-from .apis import ANTHROPIC, api_of
+from .apis import ANTHROPIC, OLLAMA, api_of
+from .audio import allow_audio_form
 from .declare import FLEET, route
+from .docs import resolved
 
 bp = Blueprint("fleet", __name__)
 
@@ -34,56 +36,112 @@ def trust_fleet_call():
     if not hmac.compare_digest(offered.encode(), state().settings.fleet.secret.encode()):
         raise AuthenticationFailed("wrong fleet secret")
     g.fleet_call = True
+    g.fleet_tenant = request.headers.get(TENANT_HEADER) == "1"  # routes.sees_everything: as the front's client
     record = g.get("record")
     if record is not None:
         record.key_name = request.headers.get(CALLER_HEADER) or "fleet"
         record.route = request.headers.get(ROUTE_HEADER) or "-"
 
 
+def relays(declared: declare.Declaration | None) -> bool:
+    """Whether a front relays the route to a box serving the model its request names: every route that
+    names its model (in its JSON body, its form or its query: the declaration's `model_in`) and that a key
+    of the model may call (a route for the admin, a model's load, is never relayed: the box could not tell
+    the front's tenant from its admin)."""
+    return declared is not None and declared.model_in is not None and declared.access == declare.KEY
+
+
 @functools.cache
 def model_routes() -> frozenset[str]:
-    """The paths a front relays to a box serving the model its request names: every route that names its
-    model in its JSON body and that a key of the model may call (a route for the admin, a model's load,
-    is never relayed: the box could not tell the front's tenant from its admin). Those that name it in a
-    form or the query (declare.relayed_by_fleet(("form", "query"))) are not relayed yet."""
-    return frozenset(path for path, declared in declare.relayed_by_fleet(("json",)).items() if declared.access == declare.KEY)
+    """The paths a front relays (`relays`), aliases included."""
+    return frozenset(path for path, declared in declare.relayed_by_fleet().items() if relays(declared))
 
 
 def forward_elsewhere():
     """A client's request for a model this instance does not serve, relayed to the fleet's box for it
-    (None: served here). A fleet call is never relayed again (no loops)."""
-    if request.method != "POST" or request.path not in model_routes():
+    (None: served here). One naming no model goes to the fleet's default model when this instance has
+    none of its own, as one proxy serves its default. A fleet call is never relayed again (no loops)."""
+    declared = declare.of_request()
+    if not relays(declared):
         return None
-    raw = request.get_data()  # cached: the route's parse_body reads the same bytes if it is served here
-    body = _json_object(raw)
-    model = body.get("model")
-    shared = state()
-    if isinstance(model, str) and model not in shared.registry.by_name and g.get("fleet_call"):
-        # placed here by a front's stale view: a refusal, so that it tries the next box (never our default model)
-        raise UpstreamUnavailable(f"model {model!r} is not served on this box")
-    if g.get("fleet_call") or not isinstance(model, str) or model in shared.registry.by_name:
+    named, shared = _named(declared), state()
+    model = named.model
+    if g.get("fleet_call"):
+        if model is not None and model not in shared.registry.by_name:
+            # placed here by a front's stale view: a refusal, so that it tries the next box (never our default model)
+            raise UpstreamUnavailable(f"model {model!r} is not served on this box")
+        return None
+    if model is None:
+        if not named.absent or shared.registry.default is not None or _requires_model(declared.endpoint):
+            return None  # the route's own 400, or this instance's own default model, as on one proxy
+        model = shared.fleet.default_model(shared.settings.default_model)
+        return _relayed(model, named.naming(model)) if model is not None else None
+    if model in shared.registry.by_name:
         return None
     if not shared.fleet.serves(model):
         if shared.registry.strict:  # a front's 404 names the models, its own and the fleet's, the caller may use
             raise _not_found(model)
         return None
-    return _relayed(model, body, raw)
+    return _relayed(model, named)
+
+
+@functools.cache
+def _requires_model(endpoint: str) -> bool:
+    """Whether the route's request must name its model (Ollama's, Anthropic's Messages): one naming none is
+    the route's own 400, here as on one proxy, not the default model's."""
+    request_model = declare.DECLARATIONS[endpoint].request
+    schema = resolved(request_model) if request_model is not None else {}
+    if not isinstance(schema, dict):
+        schema = schema.model_json_schema()
+    return "model" in schema.get("required", ()) or any("model" in one.get("required", ()) for one in schema.get("anyOf", ()))
+
+
+def _named(declared: declare.Declaration) -> fleet_relay.Named:
+    """Where the request names its model, read as its declaration says (a form read within the limits the
+    audio routes allow it, its bytes kept to relay)."""
+    path = request.full_path.rstrip("?")
+    query_model = request.args.get("model") if declared.query is not None or declared.model_in == "query" else None
+    if declared.model_in == "query":
+        return fleet_relay.in_query(path, query_model)
+    if declared.model_in == "form":
+        allow_audio_form()
+        raw = request.get_data(parse_form_data=False)  # cached: the form is parsed from the same bytes
+        upload = request.files.get("file") if not g.get("fleet_call") else None  # its seconds, read at the front
+        audio = upload.read() if upload is not None else None
+        if upload is not None:
+            upload.stream.seek(0)  # the route's own read, if it is served here
+        return fleet_relay.in_form(path, raw, request.mimetype_params.get("boundary", ""), request.form.get("model"), audio)
+    # cached: the route's parse_body reads the same bytes if it is served here
+    return fleet_relay.in_json(path, request.get_data(), query_model, ollama=api_of(request.path) is OLLAMA)
 
 
 def _not_found(model: str) -> ModelNotFound:
     """The 404 of a model neither this instance nor the fleet has (or the caller may not use): it lists
     the names, this instance's and the fleet's, the caller's key lets it use."""
+    if api_of(request.path) is OLLAMA:  # Ollama's own words, as one proxy answers them there (its clients read them)
+        from ..services.ollama import not_found
+
+        return not_found(model)
     caller, shared = current_caller(), state()
     names = {name for name, served in shared.registry.by_name.items() if caller.allows(served.name, name)}
     names |= {name for name in shared.fleet.known() if caller.allows(name, name)}
     return ModelNotFound(f"model {model!r} does not exist; known models: {', '.join(sorted(names))}", param="model")
 
 
-def _relayed(model: str, body: dict, raw: bytes) -> Response:
+def _relayed(model: str, named: fleet_relay.Named) -> Response:
     if not current_caller().allows(model, model):
         raise _not_found(model)
+    anthropic = api_of(request.path) is ANTHROPIC
     sent = fleet_relay.Sent(
-        model, body, raw, request.method, request.full_path.rstrip("?"), dict(request.headers), api_of(request.path) is ANTHROPIC
+        model,
+        named.body,
+        named.raw,
+        request.method,
+        named.path,
+        dict(request.headers),
+        anthropic,
+        named.audio_seconds,
+        form=named.form_boundary is not None,
     )
     shared = state()
     relayed = fleet_relay.relay(

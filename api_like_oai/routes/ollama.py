@@ -5,7 +5,7 @@ work is services/ollama.py's."""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 
 from ..errors import ModelNotFound
 from ..middleware import ON_CLOSE
@@ -146,9 +146,19 @@ def tags():
     from ..services.ollama import tag
 
     caller = current_caller()
-    return jsonify(
-        {"models": [tag(name, model) for name, model in state().registry.by_name.items() if caller.allows(model.name, name)]}
-    )
+    own = [tag(name, model) for name, model in state().registry.by_name.items() if caller.allows(model.name, name)]
+    return jsonify({"models": own + _fleets("/api/tags", {entry["name"] for entry in own})})
+
+
+def _fleets(path: str, own: set[str]) -> list[dict]:
+    """The fleet's entries of Ollama's list at `path` (with --fleet), as its boxes list them, but those of
+    this instance's own names and those the caller's key may not use; a fleet call (a front asking this
+    box) gets this instance's own only: no loop between boxes."""
+    fleet = state().fleet
+    if fleet is None or g.get("fleet_call"):
+        return []
+    caller = current_caller()
+    return [entry for entry in fleet.listing(path) if entry["name"] not in own and caller.allows(entry["name"], entry["name"])]
 
 
 @route(
@@ -181,9 +191,8 @@ def ps():
     supervisor = state().supervisor
     statuses = supervisor.ask("status")["models"] if supervisor is not None else {}
     caller = current_caller()
-    return jsonify(
-        {"models": [entry for entry in running_models(statuses, state().registry) if caller.allows(entry["name"], entry["name"])]}
-    )
+    own = [entry for entry in running_models(statuses, state().registry) if caller.allows(entry["name"], entry["name"])]
+    return jsonify({"models": own + _fleets("/api/ps", set(state().registry.by_name))})
 
 
 @route(

@@ -22,8 +22,8 @@ from ..servers import (
     command_line,
     descendants_of,
     eventually,
+    fleet_box,
     fleet_redis,
-    free_port,
     kill_instance,
     launch_all,
     still_running,
@@ -59,28 +59,10 @@ def fleet(provisioned, tmp_path_factory):
 
 
 def _box(directory, index: int, common: list[str], provisioned: dict) -> Proxy:
-    config = directory / f"box-{index}.yaml"
-    config.write_text(BOX_CONFIG.replace("$MODEL", provisioned["MODEL"]))
     slots = directory / f"slots-{index}"
     slots.mkdir()
-    host, port = f"127.0.0.{2 + index}", free_port()
-    return Proxy(
-        [
-            *common,
-            "--config",
-            str(config),
-            "--llama-server",
-            provisioned["LLAMA_SERVER"],
-            "--memory-budget",
-            "400",
-            "--slot-save-dir",
-            str(slots),
-            "--advertise",
-            f"http://{host}:{port}",
-        ],
-        port=port,
-        host=host,
-    )
+    config = BOX_CONFIG.replace("$MODEL", provisioned["MODEL"])
+    return fleet_box(directory, index, common, config, provisioned["LLAMA_SERVER"], 400, "--slot-save-dir", str(slots))
 
 
 def _where(front: Proxy) -> dict[str, dict]:
