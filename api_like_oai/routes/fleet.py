@@ -21,6 +21,7 @@ from ..supervisor.launch_rules import RPC_ENDPOINT
 from . import current_caller, declare, sees_everything, state
 from .apis import ANTHROPIC, api_of
 from .declare import FLEET, route
+from .responses import RESOLVED_AT_FRONT
 
 bp = Blueprint("fleet", __name__)
 
@@ -82,13 +83,17 @@ def _not_found(model: str) -> ModelNotFound:
 def _relayed(model: str, body: dict, raw: bytes) -> Response:
     if not current_caller().allows(model, model):
         raise _not_found(model)
-    sent = fleet_relay.Sent(
-        model, body, raw, request.method, request.full_path.rstrip("?"), dict(request.headers), api_of(request.path) is ANTHROPIC
-    )
-    shared = state()
-    relayed = fleet_relay.relay(
-        shared.fleet, shared.metrics, sent, current_caller(), g.get("ticket"), g.get("record"), sees_everything=sees_everything()
-    )
+    shared, anthropic = state(), api_of(request.path) is ANTHROPIC
+
+    def send(sent_body: dict, sent_raw: bytes | None = None) -> fleet_relay.Relayed:
+        sent_raw = orjson.dumps(sent_body) if sent_raw is None else sent_raw
+        path, headers = request.full_path.rstrip("?"), dict(request.headers)
+        sent = fleet_relay.Sent(model, sent_body, sent_raw, request.method, path, headers, anthropic)
+        caller, ticket, record = current_caller(), g.get("ticket"), g.get("record")
+        return fleet_relay.relay(shared.fleet, shared.metrics, sent, caller, ticket, record, sees_everything=sees_everything())
+
+    resolved = RESOLVED_AT_FRONT.get(request.path)  # stored state: read and kept here, the box sent what it needs
+    relayed = resolved(body, send) if resolved is not None else send(body, raw)
     response = Response(relayed.body, status=relayed.status, headers=relayed.headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
     return response
