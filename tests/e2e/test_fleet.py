@@ -17,28 +17,23 @@ import yaml
 
 from ..conftest import openai_client
 from ..servers import (
+    FLEET_MODEL,
     ROOT,
     Proxy,
     command_line,
     descendants_of,
     eventually,
+    fleet_box,
     fleet_redis,
-    free_port,
     kill_instance,
     launch_all,
+    model_boxes,
     still_running,
     stop,
 )
 
 SECRET = "a-fleet-secret-for-the-e2e-tests-0123456789"
-MODEL = "smol"
-BOX_CONFIG = f"""
-models:
-  {MODEL}:
-    model: $MODEL
-    args: [--ctx-size, "4096", --parallel, "2", --threads, "1"]
-    memory: 300
-"""
+MODEL = FLEET_MODEL
 # An agent's system prompt: long next to each turn's news, as Claude Code's and Codex's are.
 SYSTEM = "You are a terse coding agent. " + " ".join(f"Rule {n}: answer in one short line." for n in range(40))
 
@@ -59,35 +54,14 @@ def fleet(provisioned, tmp_path_factory):
 
 
 def _box(directory, index: int, common: list[str], provisioned: dict) -> Proxy:
-    config = directory / f"box-{index}.yaml"
-    config.write_text(BOX_CONFIG.replace("$MODEL", provisioned["MODEL"]))
     slots = directory / f"slots-{index}"
     slots.mkdir()
-    host, port = f"127.0.0.{2 + index}", free_port()
-    return Proxy(
-        [
-            *common,
-            "--config",
-            str(config),
-            "--llama-server",
-            provisioned["LLAMA_SERVER"],
-            "--memory-budget",
-            "400",
-            "--slot-save-dir",
-            str(slots),
-            "--advertise",
-            f"http://{host}:{port}",
-        ],
-        port=port,
-        host=host,
-    )
+    return fleet_box(directory, index, common, provisioned, "--slot-save-dir", str(slots))
 
 
 def _where(front: Proxy) -> dict[str, dict]:
     """The model's boxes as the front lists them: {box: its status there}."""
-    cards = requests.get(front.url + "/v1/models", timeout=10).json()["data"]
-    card = next((card for card in cards if card["id"] == MODEL), None)
-    return {box["box"]: box for box in card["status"]["boxes"]} if card else {}
+    return model_boxes(front, MODEL)
 
 
 def _llama_servers(proxy: Proxy) -> list[int]:
