@@ -206,6 +206,13 @@ def test_stored_turns_live_at_the_fronts_and_a_box_gets_only_self_contained_requ
     for box in fleet["boxes"]:
         direct = requests.get(f"{box.url}/v1/responses/{second.id}", headers={"X-Fleet-Secret": SECRET}, timeout=5)
         assert direct.status_code == 404
+    client = openai_client(one.url, strict=False, api_key=ADMIN)  # the SDK's model of compact's output is narrower
+    compacted = client.responses.compact(model=MODEL, previous_response_id=second.id)  # over the turns kept here
+    said = [item.content[0].text for item in compacted.output if item.type == "message"]
+    assert said == ["stored turn one", "stored turn two"] and compacted.output[-1].type == "compaction"
+    counted = client.responses.input_tokens.count(model=MODEL, input="and three", previous_response_id=second.id)
+    alone = client.responses.input_tokens.count(model=MODEL, input="and three")
+    assert counted.input_tokens > alone.input_tokens
 
 
 def test_the_cold_start_lock_names_one_box_to_every_front(fleet):
