@@ -157,6 +157,25 @@ def test_a_store_that_refuses_the_in_progress_copy_is_an_http_error_before_the_s
     assert box.closed == 1  # the box's answer let go
 
 
+def test_a_store_that_refuses_it_after_a_keep_alive_ends_the_stream_failed(scope, monkeypatch):
+    """A box waiting on its model sends keep-alives first: the answer has started when response.created
+    comes, so a refused in_progress copy ends the stream with response.failed, as a refused end does."""
+    box = FakeBox()
+    frames = box.frames(ResponsesShape("m", ResponsesRequest(model="m", input="Hi", stream=True)))
+    box.cut = [b": keep-alive\n\n", *frames]
+
+    def put(*_args, **_kwargs):
+        raise StoreUnavailable("the store is down")
+
+    monkeypatch.setattr(scope.store, "put", put)
+    relayed = create(scope, box, input="Hi", stream=True)
+    pieces = list(relayed.body)
+    assert pieces[0] == b": keep-alive\n\n" and len(pieces) == 2
+    failed = orjson.loads(pieces[1].split(b"data: ", 1)[1])
+    assert failed["type"] == "response.failed" and failed["sequence_number"] == 0
+    assert failed["response"]["error"]["message"] == "the store is down" and failed["response"]["store"] is True
+
+
 def test_a_boxs_error_is_passed_on_and_nothing_is_kept(scope):
     box = FakeBox(status=400)
     relayed = create(scope, box, input="Hi")
