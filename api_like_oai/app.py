@@ -173,7 +173,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
             },
         )
     store = open_store(settings.store, settings.limits.max_body_bytes)
-    seal = Seal(*installation.seal_key_sources(store))
+    seal = Seal(*installation.seal_key_sources(store, settings.fleet.secret if settings.fleet is not None else None))
     gate = Gate(
         settings.api_keys,
         settings.admin_keys,

@@ -3,8 +3,9 @@
 The key signs what the proxy hands out and must recognise when it comes back (a thought's
 `signature`, a reasoning item's `encrypted_content`), so no server state is needed for it. Every
 worker and every restart must use the same key, and so must every instance behind one load
-balancer: it is read from API_LIKE_OAI_SECRET; else, when the instances share a store (Redis), it is
-derived from the store's secret, which they share already; else it is a file in the data directory,
+balancer: it is read from API_LIKE_OAI_SECRET; else, in a fleet, it is derived from the fleet's secret;
+else, when the instances share a store (Redis), it is derived from the store's secret, which they share
+already; else it is a file in the data directory,
 created once with 32 random bytes, readable by its owner only."""
 
 from __future__ import annotations
@@ -46,12 +47,20 @@ def secret() -> bytes:
         return _create(path)
 
 
-def seal_key_sources(store: Store | None) -> tuple[Callable[[], bytes | None], ...]:
+def seal_key_sources(store: Store | None, fleet_secret: str | None = None) -> tuple[Callable[[], bytes | None], ...]:
     """Where the key thoughts are signed under comes from, preferred first (sealing.Seal): the
-    environment's key if one is given; else, with a store several instances share, a key derived
-    from its secret, then this installation's own while that store cannot be reached."""
-    if os.environ.get(SECRET_ENV) or store is None or store.seam.kind != "redis":  # one instance's alone
+    environment's key if one is given; else, in a fleet, a key derived from its secret (its boxes sign
+    alike whatever their stores: a turn's thought or compaction may come back to another box); else,
+    with a store several instances share, a key derived from its secret, then this installation's own
+    (while that store cannot be reached; and what it signed before stays recognised)."""
+    if os.environ.get(SECRET_ENV):
         return (secret,)
+    fleets = ()
+    if fleet_secret:
+        fleet_key = hmac.new(fleet_secret.encode(), b"api-like-oai: the key thoughts are signed under", hashlib.sha256).digest()
+        fleets = (lambda: fleet_key,)
+    if store is None or store.seam.kind != "redis":  # one instance's alone
+        return (*fleets, secret)
 
     def from_the_shared_store() -> bytes | None:
         try:
@@ -64,7 +73,7 @@ def seal_key_sources(store: Store | None) -> tuple[Callable[[], bytes | None], .
             )
             return None
 
-    return (from_the_shared_store, secret)
+    return (*fleets, from_the_shared_store, secret)
 
 
 def _create(path: Path) -> bytes:

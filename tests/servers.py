@@ -390,22 +390,57 @@ def launch_all(proxies: list[Proxy]) -> None:
         proxy.ready()
 
 
-def fleet_box(directory: Path, index: int, common: list[str], config: str, llama_server: str, budget_mib: int, *extra: str):
-    """Box `index` of a test fleet, on a loopback address of its own (127.0.0.<2 + index>), starting the
-    models of `config` (YAML) on demand within `budget_mib`; its data directory its own, so its store is a
+FLEET_MODEL = "smol"  # the bundled SmolLM2, as a fleet's boxes start it
+
+
+def box_config(model: str, memory_mib: int, args: str = '--ctx-size, "4096", --parallel, "2", --threads, "1"') -> str:
+    """A box's config: the bundled model ($MODEL, filled in by `fleet_box`) as `model`, started on demand."""
+    return f"models:\n  {model}:\n    model: $MODEL\n    args: [{args}]\n    memory: {memory_mib}\n"
+
+
+FLEET_BOX_CONFIG = box_config(FLEET_MODEL, 300)  # within fleet_box's budget (400 MiB) for one copy
+
+
+def fleet_box(
+    directory: Path,
+    index: int,
+    common: list[str],
+    provisioned: dict,
+    *flags: str,
+    config: str = FLEET_BOX_CONFIG,
+    budget_mib: int = 400,
+) -> Proxy:
+    """A box of a fleet on its own loopback address (127.0.0.{2 + index}), advertised there: `config`
+    (SmolLM2 by default) started on demand within `budget_mib`; `common` joins it to the fleet
+    (fleet_redis's flags), `flags` come last. Its data directory is its own, so its default store is a
     SQLite file no other instance shares, as on another machine. Not started."""
-    path = directory / f"box-{index}.yaml"
-    path.write_text(config)
+    config_file = directory / f"box-{index}.yaml"
+    config_file.write_text(config.replace("$MODEL", provisioned["MODEL"]))
     data = directory / f"box-{index}-data"
-    data.mkdir()
+    data.mkdir(exist_ok=True)
     host, port = f"127.0.0.{2 + index}", free_port()
     return Proxy(
         [
             *common,
-            *("--config", str(path), "--llama-server", llama_server, "--memory-budget", str(budget_mib)),
-            *("--advertise", f"http://{host}:{port}", *extra),
+            "--config",
+            str(config_file),
+            "--llama-server",
+            provisioned["LLAMA_SERVER"],
+            "--memory-budget",
+            str(budget_mib),
+            "--advertise",
+            f"http://{host}:{port}",
+            *flags,
         ],
         port=port,
         host=host,
         env={"XDG_DATA_HOME": str(data)},
     )
+
+
+def model_boxes(front: Proxy, model: str = FLEET_MODEL, key: str | None = None) -> dict[str, dict]:
+    """{box: the model's status there}, as the front lists the model to `key` (none: no key sent)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    cards = requests.get(front.url + "/v1/models", headers=headers, timeout=10).json()["data"]
+    card = next((card for card in cards if card["id"] == model), None)
+    return {box["box"]: box for box in card["status"]["boxes"]} if card else {}

@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import secrets
 import time
-import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -75,9 +74,10 @@ class ResponsesShape:
     ):
         """`sampling` gives the sampling values the request is generated with (ServedModel.sampling_used),
         asked once, by the first event; without it, llama.cpp's defaults under the request's own values.
-        `keeper`: a stored turn's (its id then has 128 random bits: it names a stored object)."""
+        `keeper`: a stored turn's. The id has 128 random bits, kept or not: it names a stored object, here or
+        at the fleet front that relayed the request (services/fleet_responses.py)."""
         self.keeper = keeper
-        self.hex = secrets.token_hex(16) if keeper is not None else uuid.uuid4().hex
+        self.hex = secrets.token_hex(16)
         self.id = f"resp_{self.hex}"
         self.created_at = int(time.time())
         self.completed_at: int | None = None

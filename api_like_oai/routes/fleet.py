@@ -23,6 +23,7 @@ from .apis import ANTHROPIC, OLLAMA, api_of
 from .audio import allow_audio_form
 from .declare import FLEET, route
 from .docs import resolved
+from .responses import RESOLVED_AT_FRONT
 
 bp = Blueprint("fleet", __name__)
 
@@ -131,22 +132,19 @@ def _not_found(model: str) -> ModelNotFound:
 def _relayed(model: str, named: fleet_relay.Named) -> Response:
     if not current_caller().allows(model, model):
         raise _not_found(model)
-    anthropic = api_of(request.path) is ANTHROPIC
-    sent = fleet_relay.Sent(
-        model,
-        named.body,
-        named.raw,
-        request.method,
-        named.path,
-        dict(request.headers),
-        anthropic,
-        named.audio_seconds,
-        form=named.form_boundary is not None,
-    )
-    shared = state()
-    relayed = fleet_relay.relay(
-        shared.fleet, shared.metrics, sent, current_caller(), g.get("ticket"), g.get("record"), sees_everything=sees_everything()
-    )
+    shared, anthropic = state(), api_of(request.path) is ANTHROPIC
+
+    def send(sent_body: dict, sent_raw: bytes | None = None) -> fleet_relay.Relayed:
+        sent_raw = orjson.dumps(sent_body) if sent_raw is None else sent_raw
+        headers, form = dict(request.headers), named.form_boundary is not None
+        sent = fleet_relay.Sent(
+            model, sent_body, sent_raw, request.method, named.path, headers, anthropic, named.audio_seconds, form=form
+        )
+        caller, ticket, record = current_caller(), g.get("ticket"), g.get("record")
+        return fleet_relay.relay(shared.fleet, shared.metrics, sent, caller, ticket, record, sees_everything=sees_everything())
+
+    at_front = RESOLVED_AT_FRONT.get(request.path)  # stored state: read and kept here, the box sent what it needs
+    relayed = at_front(named.body, send) if at_front is not None else send(named.body, named.raw)
     response = Response(relayed.body, status=relayed.status, headers=relayed.headers, direct_passthrough=True)
     response.call_on_close(relayed.close)
     return response

@@ -148,3 +148,41 @@ def delete(response_id: str):
 def input_items(response_id: str):
     query = list_query()
     return jsonify(_service().list_input_items(admitted_scope(), response_id, query.after, query.limit, query.order))
+
+
+# --- at a fleet front ----------------------------------------------------------------------------
+
+
+def _relayed_create(body: dict, send):
+    from ..dialects.responses import ResponsesRequest
+    from ..services import fleet_responses
+
+    request = parse_dialect(ResponsesRequest)
+    return fleet_responses.create(request, body, caller_scope(), state().seal, g.get("record"), send)
+
+
+def _relayed_input_tokens(body: dict, send):
+    from ..dialects.responses import ResponsesRequest
+    from ..services import fleet_responses
+
+    request = parse_dialect(ResponsesRequest)
+    return fleet_responses.input_tokens(request, body, caller_scope(), state().seal, g.get("record"), send)
+
+
+def _relayed_compact(body: dict, send):
+    from ..dialects.responses import CompactRequest
+    from ..services import fleet_responses
+
+    request = parse_dialect(CompactRequest)
+    return fleet_responses.compact(request, body, caller_scope(), state().seal, g.get("record"), send)
+
+
+# The routes whose requests a fleet front resolves before a box gets them (routes/fleet._relayed), by
+# path: (body, send) -> the box's answer, the turns it continues read from the front's store, what it
+# stores kept there (services/fleet_responses.py).
+RESOLVED_AT_FRONT = {
+    "/v1/responses": _relayed_create,
+    "/responses": _relayed_create,
+    "/v1/responses/input_tokens": _relayed_input_tokens,
+    "/v1/responses/compact": _relayed_compact,
+}

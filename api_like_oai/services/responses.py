@@ -45,7 +45,7 @@ def create(
     # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
     shape, writer = turn.shape(dialect.model_name, functools.partial(dialect.model.sampling_used, dialect.chat))
     if writer is not None:
-        writer.begin(shape)
+        writer.begin(shape.in_progress())
     transform = at_most(request.max_tool_calls) if request.max_tool_calls else None
     if compacted is not None and not servers:  # the MCP loop writes the items made first itself
         transform = chained([step for step in (compaction.made_first(turn.made), transform) if step is not None])

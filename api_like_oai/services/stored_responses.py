@@ -134,13 +134,13 @@ class TurnWriter:
         fields = {"previous_response_id": turn.request.previous_response_id, "store": turn.stores}
         self.fields = fields | ({"conversation": {"id": turn.conversation}} if turn.conversation else {})
 
-    def begin(self, shape: ResponsesShape) -> None:
-        """Keep a stored stream's response as in_progress with its input items, before generating (a
-        failing store is a 503 before the stream starts)."""
+    def begin(self, in_progress: dict) -> None:
+        """Keep a stored stream's response as in_progress (the shape's, or a box's response.created one at
+        a fleet front) with its input items, before generating (a failing store is a 503 before the
+        stream starts)."""
         turn = self.turn
         if not turn.request.stream or not turn.stores:
             return
-        in_progress = shape.in_progress()
         with refusals(self._history_param()), stage(turn.record, "store"):
             turn.scope.store.put(in_progress["id"], turn.scope.owner, in_progress, turn.history + turn.input)
         self.response_id = in_progress["id"]
@@ -180,12 +180,13 @@ class TurnWriter:
             scope = self.turn.scope
             _best_effort(lambda: scope.store.update(self.response_id, scope.owner, response))
 
-    def abandoned(self, shape: ResponsesShape) -> None:
-        """The client went away mid-stream: keep what was generated, as incomplete."""
+    def abandoned(self, so_far: Callable[[dict], dict]) -> None:
+        """The client went away mid-stream: keep what was generated, as incomplete (`so_far(usage)`, the
+        shape's so_far or a fleet front's of the events relayed)."""
         if self.kept:
             return
         usage = getattr(self.turn.record, "usage", None)
-        response = shape.so_far(usage.to_dict() if usage is not None else _NO_USAGE)
+        response = so_far(usage.to_dict() if usage is not None else _NO_USAGE)
         _best_effort(lambda: self.keep(response))
 
     def discard(self) -> None:
@@ -220,4 +221,4 @@ def _kept_stream(frames: Iterator[bytes], shape: ResponsesShape, writer: TurnWri
         finished = True
     finally:
         if not finished:
-            writer.abandoned(shape)
+            writer.abandoned(shape.so_far)

@@ -17,6 +17,7 @@ import yaml
 
 from ..conftest import openai_client
 from ..servers import (
+    FLEET_MODEL,
     ROOT,
     Proxy,
     command_line,
@@ -26,19 +27,13 @@ from ..servers import (
     fleet_redis,
     kill_instance,
     launch_all,
+    model_boxes,
     still_running,
     stop,
 )
 
 SECRET = "a-fleet-secret-for-the-e2e-tests-0123456789"
-MODEL = "smol"
-BOX_CONFIG = f"""
-models:
-  {MODEL}:
-    model: $MODEL
-    args: [--ctx-size, "4096", --parallel, "2", --threads, "1"]
-    memory: 300
-"""
+MODEL = FLEET_MODEL
 # An agent's system prompt: long next to each turn's news, as Claude Code's and Codex's are.
 SYSTEM = "You are a terse coding agent. " + " ".join(f"Rule {n}: answer in one short line." for n in range(40))
 
@@ -61,15 +56,12 @@ def fleet(provisioned, tmp_path_factory):
 def _box(directory, index: int, common: list[str], provisioned: dict) -> Proxy:
     slots = directory / f"slots-{index}"
     slots.mkdir()
-    config = BOX_CONFIG.replace("$MODEL", provisioned["MODEL"])
-    return fleet_box(directory, index, common, config, provisioned["LLAMA_SERVER"], 400, "--slot-save-dir", str(slots))
+    return fleet_box(directory, index, common, provisioned, "--slot-save-dir", str(slots))
 
 
 def _where(front: Proxy) -> dict[str, dict]:
     """The model's boxes as the front lists them: {box: its status there}."""
-    cards = requests.get(front.url + "/v1/models", timeout=10).json()["data"]
-    card = next((card for card in cards if card["id"] == MODEL), None)
-    return {box["box"]: box for box in card["status"]["boxes"]} if card else {}
+    return model_boxes(front, MODEL)
 
 
 def _llama_servers(proxy: Proxy) -> list[int]:

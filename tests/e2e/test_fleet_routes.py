@@ -59,7 +59,7 @@ def fleet(provisioned, tmp_path_factory):
         "$PROJECTOR": str(made_model("test-audio-mmproj-smollm2-135m.gguf", "make_test_audio_mmproj.py")),
     }
     configs = [_filled(config, files) for config in BOX_CONFIGS]
-    boxes = [fleet_box(directory, n, common, configs[n], provisioned["LLAMA_SERVER"], 1000) for n in range(2)]
+    boxes = [fleet_box(directory, n, common, provisioned, config=configs[n], budget_mib=1000) for n in range(2)]
     keys = ["--admin-key", ADMIN, "--store", redis_server.url]
     fronts = [Proxy([*common, *keys], host=f"127.0.0.{4 + n}") for n in range(2)]
     try:

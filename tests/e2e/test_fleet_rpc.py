@@ -12,10 +12,11 @@ from ..conftest import openai_client
 from ..servers import (
     Proxy,
     RedisServer,
+    box_config,
     command_line,
     descendants_of,
     eventually,
-    free_port,
+    fleet_box,
     kill_instance,
     still_running,
     stop,
@@ -23,13 +24,7 @@ from ..servers import (
 
 SECRET = "a-fleet-secret-for-the-rpc-tests-0123456789"
 MODEL = "big"
-CONFIG = f"""
-models:
-  {MODEL}:
-    model: $MODEL
-    args: [--ctx-size, "1024", --parallel, "1", --threads, "1"]
-    memory: 600
-"""
+CONFIG = box_config(MODEL, 600, '--ctx-size, "1024", --parallel, "1", --threads, "1"')
 LENT = 300
 
 
@@ -37,7 +32,6 @@ LENT = 300
 def pool(provisioned, tmp_path_factory):
     directory = tmp_path_factory.mktemp("fleet-rpc")
     (directory / "secret").write_text(SECRET)
-    (directory / "box.yaml").write_text(CONFIG.replace("$MODEL", provisioned["MODEL"]))
     redis_server = RedisServer().start()
     common = ["--fleet", redis_server.url, "--fleet-secret-file", str(directory / "secret")]
     host, lender = (_box(common, directory, provisioned, n, lend) for n, lend in ((2, None), (3, LENT)))
@@ -56,19 +50,7 @@ def pool(provisioned, tmp_path_factory):
 
 
 def _box(common, directory, provisioned, last_octet: int, lend: int | None) -> Proxy:
-    address, port = f"127.0.0.{last_octet}", free_port()
-    flags = [
-        *common,
-        "--config",
-        str(directory / "box.yaml"),
-        "--llama-server",
-        provisioned["LLAMA_SERVER"],
-        "--memory-budget",
-        "400",
-        "--advertise",
-        f"http://{address}:{port}",
-    ]
-    return Proxy(flags + (["--rpc-lend", str(lend)] if lend else []), port=port, host=address)
+    return fleet_box(directory, last_octet - 2, common, provisioned, *(["--rpc-lend", str(lend)] if lend else []), config=CONFIG)
 
 
 def _fleet_metric(front: Proxy, series: str) -> float | None:

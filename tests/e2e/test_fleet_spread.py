@@ -13,9 +13,9 @@ import requests
 
 from api_like_oai.backends.routing import rendezvous
 
-from ..servers import Proxy, command_line, descendants_of, eventually, fleet_redis, free_port, launch_all, stop
-from .test_fleet import BOX_CONFIG as ONE_COPY_A_BOX
-from .test_fleet import MODEL
+from ..servers import FLEET_BOX_CONFIG as ONE_COPY_A_BOX
+from ..servers import FLEET_MODEL as MODEL
+from ..servers import Proxy, command_line, descendants_of, eventually, fleet_box, fleet_redis, launch_all, model_boxes, stop
 
 SECRET = "a-fleet-secret-for-the-spread-tests-0123456789"
 ADMIN = "sk-admin-of-the-spread-fleet"
@@ -42,31 +42,12 @@ def fleet(provisioned, tmp_path_factory):
 
 
 def _box(directory, index: int, common: list[str], provisioned: dict) -> Proxy:
-    config = directory / f"box-{index}.yaml"
-    config.write_text(BOX_CONFIG.replace("$MODEL", provisioned["MODEL"]))
-    host, port = f"127.0.0.{2 + index}", free_port()
-    return Proxy(
-        [
-            *common,
-            "--config",
-            str(config),
-            "--llama-server",
-            provisioned["LLAMA_SERVER"],
-            "--memory-budget",
-            "400",
-            "--advertise",
-            f"http://{host}:{port}",
-        ],
-        port=port,
-        host=host,
-    )
+    return fleet_box(directory, index, common, provisioned, config=BOX_CONFIG)
 
 
 def _where(front: Proxy) -> dict[str, str]:
     """{box: the model's state there}, as the front lists the model."""
-    answer = requests.get(front.url + "/v1/models", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
-    card = next((card for card in answer.json()["data"] if card["id"] == MODEL), None)
-    return {box["box"]: box["state"] for box in card["status"]["boxes"]} if card else {}
+    return {box: status["state"] for box, status in model_boxes(front, MODEL, ADMIN).items()}
 
 
 def _llama_servers(proxy: Proxy) -> list[int]:

@@ -191,6 +191,30 @@ def test_a_websockets_turns_through_a_front_stay_on_one_box(fleet):
     assert prompt.index("socket turn 0") < prompt.index("socket turn 3")
 
 
+def test_stored_turns_live_at_the_fronts_and_a_box_gets_only_self_contained_requests(fleet):
+    """A response created at one front is read and continued at the other (the fronts' shared store);
+    the box got the earlier turn in the prompt and kept nothing itself (a fleet call finds nothing)."""
+    fakes, (one, other) = fleet["fakes"], fleet["fronts"]
+    first = openai_client(one.url, api_key=ADMIN).responses.create(model=MODEL, input="stored turn one")
+    assert openai_client(other.url, api_key=ADMIN).responses.retrieve(first.id).output_text == " Hello, world!"
+    second = openai_client(other.url, api_key=ADMIN).responses.create(
+        model=MODEL, input="stored turn two", previous_response_id=first.id
+    )
+    assert second.previous_response_id == first.id and second.store is True
+    prompt = max((fake for fake in fakes if fake.requests), key=lambda fake: fake.requests[-1]["prompt"].count("stored turn"))
+    assert prompt.requests[-1]["prompt"].index("stored turn one") < prompt.requests[-1]["prompt"].index("stored turn two")
+    for box in fleet["boxes"]:
+        direct = requests.get(f"{box.url}/v1/responses/{second.id}", headers={"X-Fleet-Secret": SECRET}, timeout=5)
+        assert direct.status_code == 404
+    client = openai_client(one.url, strict=False, api_key=ADMIN)  # the SDK's model of compact's output is narrower
+    compacted = client.responses.compact(model=MODEL, previous_response_id=second.id)  # over the turns kept here
+    said = [item.content[0].text for item in compacted.output if item.type == "message"]
+    assert said == ["stored turn one", "stored turn two"] and compacted.output[-1].type == "compaction"
+    counted = client.responses.input_tokens.count(model=MODEL, input="and three", previous_response_id=second.id)
+    alone = client.responses.input_tokens.count(model=MODEL, input="and three")
+    assert counted.input_tokens > alone.input_tokens
+
+
 def test_the_cold_start_lock_names_one_box_to_every_front(fleet):
     from api_like_oai.fleet import lock
     from api_like_oai.fleet.membership import connect

@@ -99,6 +99,18 @@ def test_instances_with_their_own_stores_sign_with_their_own_keys(data_dir, tmp_
     assert not Seal(*installation.seal_key_sources(None)).verify("thinking", "Paris is in France.", signature)
 
 
+def test_a_fleets_boxes_sign_alike_whatever_their_stores_and_still_know_their_own(data_dir, tmp_path, monkeypatch):
+    own = Seal(*installation.seal_key_sources(make_store("sqlite", str(tmp_path / "a.sqlite3"))))
+    before = own.sign("thinking", "signed before it joined a fleet")
+    first = Seal(*installation.seal_key_sources(make_store("sqlite", str(tmp_path / "a.sqlite3")), "the fleet's secret"))
+    signature = first.sign("thinking", "Paris is in France.")
+    assert first.verify("thinking", "signed before it joined a fleet", before)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "another machine"))
+    second = Seal(*installation.seal_key_sources(make_store("sqlite", str(tmp_path / "b.sqlite3")), "the fleet's secret"))
+    assert second.verify("thinking", "Paris is in France.", signature)
+    assert not Seal(*installation.seal_key_sources(None, "another fleet")).verify("thinking", "Paris is in France.", signature)
+
+
 def test_the_environment_key_wins_over_the_shared_store(data_dir, redis_url, monkeypatch):
     monkeypatch.setenv(installation.SECRET_ENV, "shared by every instance")
     seal = Seal(*installation.seal_key_sources(make_store("redis", redis_url)))

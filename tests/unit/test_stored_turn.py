@@ -54,7 +54,7 @@ def test_a_plain_answer_is_kept_once_with_what_it_continues(scope):
 
 def test_a_stream_is_kept_in_progress_then_as_answered(scope):
     shape, writer = Turn.load(ResponsesRequest(input="Hi", stream=True), scope).shape("m")
-    writer.begin(shape)
+    writer.begin(shape.in_progress())
     assert scope.store.get(shape.id, scope.owner)["status"] == "in_progress"
     _blocks(shape, "Hello")
     assert shape.closings(USAGE)[-1]["type"] == "response.completed"
@@ -63,7 +63,7 @@ def test_a_stream_is_kept_in_progress_then_as_answered(scope):
 
 def test_a_store_that_fails_at_the_end_fails_the_stream_and_a_dropped_one_is_kept_incomplete(scope, monkeypatch):
     shape, writer = Turn.load(ResponsesRequest(input="Hi", stream=True), scope).shape("m")
-    writer.begin(shape)
+    writer.begin(shape.in_progress())
 
     def update(*_args):
         raise UpstreamUnavailable("the store is down")
@@ -75,7 +75,7 @@ def test_a_store_that_fails_at_the_end_fails_the_stream_and_a_dropped_one_is_kep
     assert last["type"] == "response.failed" and last["response"]["error"]["message"] == "the store is down"
 
     shape, writer = Turn.load(ResponsesRequest(input="Hi", stream=True), scope).shape("m")
-    writer.begin(shape)
+    writer.begin(shape.in_progress())
     shape.blocks.add(GenerationEvent(text="Hel"))
     stream = kept(iter([b"one", b"two"]), shape, writer)
     assert next(stream) == b"one"
