@@ -129,13 +129,17 @@ def _not_found(model: str) -> ModelNotFound:
     return ModelNotFound(f"model {model!r} does not exist; known models: {', '.join(sorted(names))}", param="model")
 
 
+_WRITTEN = object()  # a body a front made (a Responses turn made self-contained): its bytes written from it
+
+
 def _relayed(model: str, named: fleet_relay.Named) -> Response:
     if not current_caller().allows(model, model):
         raise _not_found(model)
     shared, anthropic = state(), api_of(request.path) is ANTHROPIC
 
-    def send(sent_body: dict, sent_raw: bytes | None = None) -> fleet_relay.Relayed:
-        sent_raw = orjson.dumps(sent_body) if sent_raw is None else sent_raw
+    def send(sent_body: dict, sent_raw=_WRITTEN) -> fleet_relay.Relayed:
+        """`sent_body` to a box: its bytes as the client sent them, or (a body the front made) written out."""
+        sent_raw = orjson.dumps(sent_body) if sent_raw is _WRITTEN else sent_raw
         headers, form = dict(request.headers), named.form_boundary is not None
         sent = fleet_relay.Sent(
             model, sent_body, sent_raw, request.method, named.path, headers, anthropic, named.audio_seconds, form=form

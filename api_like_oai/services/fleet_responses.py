@@ -29,7 +29,7 @@ import orjson
 from .. import sse
 from ..compact_json import json_bytes
 from ..dialects.responses import CompactRequest, ResponsesRequest
-from ..errors import ProxyError
+from ..errors import ProxyError, UpstreamError
 from .fleet_relay import Relayed
 from .scope import Scope
 from .stored_items import input_items
@@ -90,7 +90,13 @@ def compact(request: CompactRequest, body: dict, scope: Scope, seal, record, sen
 
 
 def _kept_answer(raw: bytes, writer: TurnWriter) -> bytes:
-    response = orjson.loads(raw) | writer.fields
+    try:
+        response = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        response = None
+    if not isinstance(response, dict) or not isinstance(response.get("id"), str):
+        raise UpstreamError("a box answered a response without one: not the Responses API's answer")
+    response |= writer.fields
     writer.keep(response)  # a failing store is the client's error, as on one proxy
     return json_bytes(response) + b"\n"
 

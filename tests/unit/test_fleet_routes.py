@@ -23,6 +23,7 @@ from api_like_oai.fleet.relay import Relayed
 from api_like_oai.routes import STATE_KEY, declare, state
 from api_like_oai.routes.docs import resolved
 from api_like_oai.routes.fleet import model_routes, relays
+from api_like_oai.routes.responses import RESOLVED_AT_FRONT
 
 REDIS_NEVER_REACHED = "redis://127.0.0.1:1/0"  # the fleet is a stand-in here
 
@@ -94,6 +95,9 @@ def _ask(client, declared: declare.Declaration, method: str, path: str, model: s
     if declared.model_in == "form":
         upload = FileStorage(io.BytesIO(WAV), "tone.wav", content_type="audio/wav")
         return client.open(path, method=method, data={**named, "file": upload}, content_type="multipart/form-data")
+    if path in RESOLVED_AT_FRONT:  # read at the front, as its own request (services/fleet_responses.py)
+        kept = {"store": False} if path.endswith("/responses") else {}  # the box's answer passed on as it is
+        return client.open(path, method=method, json={**named, "input": "hi", **kept})
     return client.open(path, method=method, json={**named, "messages": [{"role": "user", "content": "hi"}]})
 
 
@@ -269,3 +273,12 @@ def test_a_model_whose_boxes_are_gone_is_a_503_to_retry_in_the_apis_shape(front,
     answer = client.post(path, json={"model": "gone", "messages": HELLO_TURN})
     assert answer.status_code == 503 and answer.headers["Retry-After"] == "5"
     assert "'gone'" in shape(answer.get_json())
+
+
+def test_a_box_answering_a_kept_turn_with_no_response_is_a_bad_upstream_not_a_500(front):
+    """A stored turn needs the box's answer to be a response (it is kept under its id): anything else is
+    the box's fault, said as such (502), never the front's crash."""
+    client, fleet = front
+    answer = client.post("/v1/responses", json={"model": "m", "input": "hi"})
+    assert answer.status_code == 502 and answer.get_json()["error"]["code"] == "bad_upstream_response"
+    assert len(fleet.sent) == 1
