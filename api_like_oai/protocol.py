@@ -139,12 +139,19 @@ class StreamOptions(BaseModel):
     include_obfuscation: bool | None = Field(None, description="Accepted and ignored: no padding is added.")
 
 
+def _only_pattern_keys(schema: dict) -> None:
+    """/openapi.json: an object's keys are only those its patternProperties match (as its key type says)."""
+    for option in schema.get("anyOf", ()):
+        if "patternProperties" in option:
+            option["additionalProperties"] = False
+
+
 class SamplingFields(Request):
     """Sampling options shared by chat and completions; OpenAI's first, then llama.cpp's."""
 
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     logit_bias: dict[Annotated[str, Field(pattern=r"^-?\d{1,10}$")], float] | None = Field(
-        None, description="Token id (as a string) -> bias from -100 to 100."
+        None, description="Token id (as a string) -> bias from -100 to 100.", json_schema_extra=_only_pattern_keys
     )
     max_tokens: int | None = Field(None, ge=0, le=INT32)
     n: int | None = Field(None, ge=1, le=INT32)
@@ -246,7 +253,16 @@ class JsonSchemaFormat(BaseModel):
 
 
 class ResponseFormat(BaseModel):
-    model_config = ConfigDict(extra="forbid", **STRICT)
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={  # a json_schema format has its schema (schema_is_usable)
+            "anyOf": [
+                {"properties": {"type": {"enum": ["text", "json_object"]}}},
+                {"properties": {"type": {"const": "json_schema"}}, "required": ["json_schema"]},
+            ]
+        },
+        **STRICT,
+    )
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 

@@ -40,7 +40,9 @@ def create(scope: Scope, request: MessageBatchCreate, base_url: str, key_name: s
     seen: set[str] = set()
     for n, each in enumerate(request.requests):
         if each.custom_id in seen:
-            raise InvalidRequest(f"custom_id {each.custom_id!r} is used more than once", param=f"requests.{n}.custom_id")
+            raise InvalidRequest(
+                f"custom_id {each.custom_id!r} is used more than once", param=f"requests.{n}.custom_id", code="duplicate_item"
+            )
         seen.add(each.custom_id)
     content = b"".join(
         encode({"custom_id": each.custom_id, "method": "POST", "url": ENDPOINT, "body": each.params}).lstrip() + b"\n"

@@ -174,7 +174,7 @@ def _image_part(block: ImageBlock, param: str) -> dict:
             if source.type == "file"
             else f"a {source.type} source needs its {'data' if source.type == 'base64' else 'url'}"
         )
-        raise InvalidRequest(f"image: {what}; send a base64 or a url source", param=f"{param}.source")
+        raise InvalidRequest(f"image: {what}; send a base64 or a url source", param=f"{param}.source", code="not_supported")
     url = source.url if source.type == "url" else f"data:{source.media_type or 'image/png'};base64,{source.data}"
     return image_part(url, param)
 

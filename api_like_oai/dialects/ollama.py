@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from ..errors import InvalidRequest
-from ..protocol import INT32, ROLE_PATTERN, STRICT, ChatCompletionRequest, CompletionRequest, check_bounded_schema
+from ..protocol import INT32, ROLE_PATTERN, STRICT, TOOL_NAME, ChatCompletionRequest, CompletionRequest, check_bounded_schema
 from .common import chat_request, function_tool, image_part
 
 # Strict as the other APIs' models (and as Go's decoder: no "5" for 5); unknown fields ignored, as Ollama does.
 _IGNORE_EXTRA = ConfigDict(extra="ignore", **STRICT)
-KeepAlive = StrictStr | int | float | None
+# A Go duration ("5m", "1h30m", "-1"), as keep_alive_seconds reads it.
+_GO_DURATION = r"^(-?(\d+(\.\d+)?|(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+))?$"
+KeepAlive = Annotated[StrictStr, Field(pattern=_GO_DURATION)] | int | float | None
 Think = StrictBool | Literal["low", "medium", "high"] | None
 
 # Ollama's option -> the chat request's field (the same name where none is given).
@@ -75,7 +77,7 @@ class Message(BaseModel):
 
 class ToolFunction(BaseModel):
     model_config = _IGNORE_EXTRA
-    name: StrictStr
+    name: StrictStr = Field(pattern=TOOL_NAME)  # as the chat request's tools
     description: StrictStr | None = None
     parameters: dict[str, Any] | None = None
 

@@ -239,7 +239,7 @@ class SetAsideItem(BaseModel):
     call, an item reference to a stored item, ...): set aside, named in X-Input-Items-Set-Aside."""
 
     model_config = ConfigDict(extra="allow", **STRICT)
-    type: StrictStr = Field(json_schema_extra=other_than(*_ITEM_TYPES))
+    type: StrictStr = Field(json_schema_extra=other_than(*_ITEM_TYPES, ""))  # "": a message's, as left out
 
 
 def _item_type(item) -> str:

@@ -271,7 +271,9 @@ def _text(content: str | list, param: str) -> str:
 
 def _part_text(part, param: str) -> str:
     if part.type == "input_image":
-        raise InvalidRequest("input_image belongs in user messages and function call outputs", param=param)
+        raise InvalidRequest(
+            "input_image belongs in user messages and function call outputs", param=param, code="block_not_allowed"
+        )
     if part.type in ("input_file", "input_audio"):  # audio is taken where images are (_content), not here
         raise text_only(part.type, param)
     return part.refusal if part.type == "refusal" else part.text

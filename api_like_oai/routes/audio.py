@@ -44,7 +44,7 @@ class SpeechRequest(BaseModel):
     "/audio/transcriptions",
     summary="Speech to text (a multipart form, OpenAI's shape; response_format text, srt and vtt answer text)",
     **SPEECH_TO_TEXT,
-    refusals=("unsupported_format", "model_not_supported"),
+    refusals=("unsupported_format", "invalid_audio", "model_not_supported", "not_supported"),
 )
 def create_transcription():
     return _speech_to_text("/audio/transcriptions", translate=False)
@@ -56,7 +56,7 @@ def create_transcription():
     "/audio/translations",
     summary="Speech to English text (a multipart form, OpenAI's shape; response_format text, srt and vtt answer text)",
     **SPEECH_TO_TEXT,
-    refusals=("unsupported_format", "model_not_supported"),
+    refusals=("unsupported_format", "invalid_audio", "model_not_supported", "not_supported"),
 )
 def create_translation():
     return _speech_to_text("/audio/translations", translate=True)

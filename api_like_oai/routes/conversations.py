@@ -29,7 +29,7 @@ def _service():
     answer="api_like_oai.dialects.conversations:Conversation",
     body="json",
     metered="requests",
-    refusals=("duplicate_item",),
+    refusals=("duplicate_item", "not_supported"),
 )
 def create():
     from ..dialects.conversations import ConversationCreate
@@ -104,7 +104,7 @@ def list_items(conversation_id: str):
     answer="api_like_oai.dialects.conversations:ItemList",
     body="json",
     metered="requests",
-    refusals=("duplicate_item",),
+    refusals=("duplicate_item", "not_supported"),
 )
 def add_items(conversation_id: str):
     from ..dialects.conversations import ItemsCreate

@@ -23,7 +23,8 @@ def _supervisor():
     if supervisor is None:
         raise InvalidRequest(
             "this proxy starts no models of its own (see --model, --models-dir, or model: in "
-            "the config file); its upstreams are started by someone else"
+            "the config file); its upstreams are started by someone else",
+            code="not_supported",
         )
     return supervisor
 
@@ -48,7 +49,7 @@ def _started_model(name: str | None) -> str:
     answer=ModelLoadResponse,
     body="json",
     model_in="json",
-    refusals=("disallowed_flag",),
+    refusals=("disallowed_flag", "not_supported"),  # not_supported: a proxy that starts no models (a front)
 )
 def load():
     return _change("load")
@@ -64,6 +65,7 @@ def load():
     answer=ModelLoadResponse,
     body="json",
     model_in="json",
+    refusals=("not_supported",),
 )
 def unload():
     return _change("unload")
@@ -109,6 +111,7 @@ def model_list():
     summary="A model's llama-server's last lines",
     access=ADMIN,
     query=ModelQuery,
+    refusals=("not_supported",),
 )
 def logs():
     """A model's llama-server's last lines: paths, prompt-cache hits, every caller's token counts."""

@@ -29,6 +29,7 @@ def _base_url() -> str:
     answer="api_like_oai.batch.models:MessageBatch",
     body="json",
     metered="requests",
+    refusals=("duplicate_item",),
 )
 def batch_create():
     scope = admitted_scope()

@@ -35,7 +35,7 @@ def _service():
     model_in="json",
     metered="tokens",
     stream="text/event-stream",
-    refusals=(*GENERATES, "duplicate_item", "invalid_mcp_server_url"),
+    refusals=(*GENERATES, "duplicate_item", "invalid_mcp_server_url", "block_not_allowed"),
 )
 def create():
     from ..dialects.responses import ResponsesRequest
@@ -80,7 +80,7 @@ for _path in ("/v1/responses", "/responses"):  # Werkzeug matches an Upgrade: we
     body="json",
     model_in="json",
     metered="requests",
-    refusals=(*GENERATES, "invalid_mcp_server_url"),
+    refusals=(*GENERATES, "invalid_mcp_server_url", "block_not_allowed"),
 )
 def input_tokens():
     from ..dialects.responses import ResponsesRequest
@@ -99,7 +99,7 @@ def input_tokens():
     body="json",
     model_in="json",
     metered="tokens",
-    refusals=(*GENERATES, "invalid_mcp_server_url"),
+    refusals=(*GENERATES, "invalid_mcp_server_url", "block_not_allowed"),
 )
 def compact():
     from ..dialects.responses import CompactRequest

@@ -34,7 +34,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from ..servers import Proxy, llama_servers_on, stop
+from ..servers import Proxy, eventually, fleet_box, fleet_redis, launch_all, llama_servers_on, stop
 
 ADMIN = "sk-admin-contract"
 EXAMPLES = int(os.environ.get("CONTRACT_EXAMPLES", "4"))  # scripts/fuzz asks for more
@@ -119,6 +119,27 @@ def keyed_proxy(provisioned, tmp_path_factory):
     _stopped(proxy, admin)
 
 
+@pytest.fixture(scope="module")
+def fleet_front(provisioned, tmp_path_factory):
+    """A fleet front (no models of its own, no keys) over one box serving the model, sharing one Redis."""
+    folder = tmp_path_factory.mktemp("contract-fleet")
+    redis_server, common = fleet_redis(folder, "a-fleet-secret-for-the-contract-tests-0123456789")
+    box = fleet_box(folder, 0, common, provisioned, config=CONFIG.format(model="$MODEL") + "    memory: 300\n")
+    front = Proxy(common, host="127.0.0.4")
+    try:
+        launch_all([box, front])
+        eventually(lambda: _models(front) == ["smol"], "the box's model listed by the front")
+        yield front
+        _stopped(front, {})
+    finally:
+        stop(*(proxy.process for proxy in (box, front) if proxy.process and proxy.process.poll() is None))
+        redis_server.stop()
+
+
+def _models(proxy: Proxy) -> list[str]:
+    return [card["id"] for card in requests.get(f"{proxy.url}/v1/models", timeout=10).json()["data"]]
+
+
 def _schema(url: str):
     config = schemathesis.Config.from_dict(
         {
@@ -149,6 +170,8 @@ def _failures(url: str, headers: dict) -> list[str]:
             sent()
         except (Failure, FailureGroup) as failure:  # schemathesis' own, one group per operation
             failures.append(f"{operation.method.upper()} {operation.path}: {str(failure)[:1500]}")
+        except Exception as failure:  # noqa: BLE001 - no answer at all (a timeout), named with its operation
+            failures.append(f"{operation.method.upper()} {operation.path}: {type(failure).__name__}: {str(failure)[:1500]}")
     return failures
 
 
@@ -160,4 +183,9 @@ def test_with_no_keys_every_answer_is_one_the_document_promises(open_proxy):
 def test_with_an_ordinary_managed_key_every_answer_is_one_the_document_promises(keyed_proxy):
     proxy, tenant, _ = keyed_proxy
     failures = _failures(proxy.url, tenant)
+    assert failures == [], "\n\n".join(failures)
+
+
+def test_through_a_fleet_front_every_answer_is_one_the_document_promises(fleet_front):
+    failures = _failures(fleet_front.url, {})
     assert failures == [], "\n\n".join(failures)
