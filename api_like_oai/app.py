@@ -152,6 +152,7 @@ def _register_blueprints(app: Flask, settings: Settings) -> None:
 
 def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str | None = None) -> AppState:
     inflight = InFlight()
+    registry, metrics = build_registry(settings), Metrics()
     siblings = None
     if run_dir is not None:
         from .siblings import Siblings  # only with several workers
@@ -162,6 +163,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
                 "stop": lambda _: inflight.stop_all(),
                 "stop_one": inflight.stop_one,
                 "requests": lambda _: [row.to_wire() for row in live_requests(inflight.requests.records())],
+                "preempt": lambda arg: _preempted_for(registry, arg),
             },
         )
     store = open_store(settings.store, settings.limits.max_body_bytes)
@@ -179,9 +181,10 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    registry, metrics = build_registry(settings), Metrics()
     for model in registry.models.values():  # a request without a key counts as waiting too
         model.places.on_wait = metrics.slot_waiting_noted
+        if siblings is not None:
+            model.places.elsewhere = _told_elsewhere(siblings, model.name)
     return AppState(
         settings,
         registry,
@@ -196,6 +199,18 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         History(open_buckets(store)),
         _fleet_front(settings),
     )
+
+
+def _told_elsewhere(siblings: Siblings, name: str):
+    """SlotQueue.elsewhere for the model `name`: the other workers told that a request of a key's
+    priority holds `running` of its slots here (the one running its batches may preempt a line)."""
+    return lambda running: siblings.tell("preempt", {"model": name, "held": running})
+
+
+def _preempted_for(registry: ModelRegistry, told) -> bool:
+    """A sibling's "preempt": whether a background generation of its model was asked to stop here."""
+    model = registry.models.get(told["model"])
+    return model is not None and model.places.preempt_for(int(told["held"]))
 
 
 def _live_sources(shared: AppState) -> Sources:

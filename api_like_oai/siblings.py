@@ -77,6 +77,15 @@ class Siblings:
             finally:
                 os.unlink(reply_path)
 
+    def tell(self, name: str, arg: object = None) -> int:
+        """Send `name` to every other worker without waiting: its datagram has no return address, so
+        nothing comes back (for what must not hold a request up, as a preemption); how many it reached.
+        A worker whose queue of datagrams is full misses it."""
+        question = json.dumps({"ask": name, "arg": arg}).encode()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as teller:
+            teller.setblocking(False)
+            return sum(self._send(teller, path, question) for path in self.others())
+
     def stop_all(self) -> int:
         """Ask every other worker to stop its generations; how many they stopped together."""
         return sum(self.ask("stop"))
@@ -88,6 +97,8 @@ class Siblings:
             return True
         except (ConnectionRefusedError, FileNotFoundError):
             return False  # a worker that just exited
+        except BlockingIOError:
+            return False  # told (not asked) a worker whose queue is full
 
     @staticmethod
     def _collect(asker: socket.socket, asked: int, name: str) -> list:

@@ -9,7 +9,11 @@ one that has only seen requests of one priority (normal): until a high or low on
 others would only repeat llama-server's own arrival order, one hop earlier.
 
 The queue is per process: with --workers N, each worker orders its own waiters and the N together
-may still send more than the slots (llama-server then queues those in arrival order).
+may still send more than the slots (llama-server then queues those in arrival order). Preemption
+reaches across them: a generation of a key's priority let in here is told to the other workers
+(`SlotQueue.elsewhere`, over siblings.py), and one that runs background generations preempts one when
+its running ones and the teller's together pass the slots (`preempt_for`); the teller's request, sent
+to llama-server meanwhile, is first in its queue for the slot the stopped line frees.
 
 Below every key's priority is BACKGROUND, a batch's lines (batch/runner.py): they take what the others
 leave, and a request of any key's priority that finds every slot busy while one of them runs a
@@ -73,7 +77,7 @@ class SlotQueue:
     """The generations one pool runs at once, at most `capacity` (given with each `take`, as the servers
     tell it; None: not known, nobody waits), the others waiting in priority order."""
 
-    def __init__(self, on_wait=None):
+    def __init__(self, on_wait=None, elsewhere=None):
         self.running = 0
         self.capacity: int | None = None
         self.ordering = False  # a high or low request came: from now on requests wait here for a slot
@@ -83,6 +87,9 @@ class SlotQueue:
         self._background: list[Place] = []  # the background generations running, oldest first
         self.preemptions = 0
         self.on_wait = on_wait  # on_wait(priority, +1 | -1): a request begins or ends waiting (a gauge)
+        # elsewhere(running here): a generation of a key's priority was let in; told to the other
+        # workers (--workers N), whose background generations may have to make room (preempt_for)
+        self.elsewhere = elsewhere
 
     @property
     def waiting(self) -> int:
@@ -97,7 +104,7 @@ class SlotQueue:
             self.ordering = self.ordering or priority != NORMAL
             if capacity is None or not self.ordering or (self.running < capacity and not self._waiting):
                 self.running += 1
-                return self._placed(priority)
+                return self._told(self._placed(priority), priority)
             waiter = _Waiter(RANK.get(priority, RANK[NORMAL]), next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
             if priority != BACKGROUND:
@@ -112,7 +119,23 @@ class SlotQueue:
         finally:
             note(priority, -1)
         with self._lock:
-            return self._placed(priority)
+            place = self._placed(priority)
+        return self._told(place, priority)
+
+    def _told(self, place: Place, priority: str) -> Place:
+        """`place`, once the other workers were told of it if it is of a key's priority (outside the lock)."""
+        if self.elsewhere is not None and priority != BACKGROUND:
+            self.elsewhere(self.running)
+        return place
+
+    def preempt_for(self, held_elsewhere: int) -> bool:
+        """Another worker let in a generation of a key's priority and holds `held_elsewhere` of this
+        pool's slots: if they and the generations running here pass the slots, the oldest background
+        generation here not asked yet is asked to stop. Whether one was."""
+        with self._lock:
+            if self.capacity is None or self.running + held_elsewhere <= self.capacity:
+                return False
+            return self._preempt_one()
 
     def _placed(self, priority: str) -> Place:
         """The place of a generation let in (under the lock)."""
@@ -121,14 +144,15 @@ class SlotQueue:
             self._background.append(place)
         return place
 
-    def _preempt_one(self) -> None:
+    def _preempt_one(self) -> bool:
         """A waiter of a key's priority came while every slot is busy: the oldest background generation
-        not asked yet is asked to stop (under the lock)."""
+        not asked yet is asked to stop (under the lock); whether there was one."""
         for place in self._background:
             if not place.preempted.is_set():
                 place.preempted.set()
                 self.preemptions += 1
-                return
+                return True
+        return False
 
     def _abandon(self, waiter: _Waiter) -> None:
         with self._lock:

@@ -110,6 +110,24 @@ def test_a_key_request_under_the_slot_count_preempts_nothing():
     assert queue.running == 0 and queue._background == []
 
 
+def test_a_request_let_in_by_another_worker_preempts_a_line_here_only_past_the_slots():
+    """--workers N: the runner's queue hears of the other workers' requests (elsewhere -> preempt_for)."""
+    told: list[int] = []
+    other_worker, runner = SlotQueue(elsewhere=told.append), SlotQueue()
+    lines = [runner.take(2, BACKGROUND) for _ in range(2)]
+    first = other_worker.take(None, "normal")  # not ordering there: let in at once, and told
+    other_worker.take(None, "low")
+    other_worker.take(None, BACKGROUND)  # a background one is told to nobody
+    assert told == [1, 2]
+    assert not runner.preempt_for(0)  # the two lines fill the two slots: nothing to make room for
+    assert runner.preempt_for(1) and lines[0].preempted.is_set() and not lines[1].preempted.is_set()
+    assert runner.preempt_for(2) and lines[1].preempted.is_set()
+    assert not runner.preempt_for(3) and runner.preemptions == 2  # no line left to stop
+    lines[0].release()
+    first.release()
+    assert not SlotQueue().preempt_for(5)  # slots not known: nothing is stopped
+
+
 class Slow:
     """An upstream whose generation gives an event whenever the test lets it."""
 
