@@ -164,6 +164,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
                 "stop_one": inflight.stop_one,
                 "requests": lambda _: [row.to_wire() for row in live_requests(inflight.requests.records())],
                 "preempt": lambda arg: _preempted_for(registry, arg),
+                "sockets": inflight.sockets.of,  # a key's Responses WebSockets open (their bound)
             },
         )
     store = open_store(settings.store, settings.limits.max_body_bytes)
