@@ -59,7 +59,7 @@ from .store import Store, open_store
 
 if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fleet, several workers
     from .fleet.front import FleetFront
-    from .siblings import Siblings
+    from .siblings import LaneMark, Siblings
     from .supervisor.client import SupervisorClient
     from .tracing import Tracing
 
@@ -182,10 +182,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    for model in registry.models.values():  # a request without a key counts as waiting too
-        model.places.on_wait = metrics.slot_waiting_noted
-        if siblings is not None:
-            model.places.elsewhere = _told_elsewhere(siblings, model.name)
+    _wire_slot_queues(registry, metrics, siblings)
     return AppState(
         settings,
         registry,
@@ -202,10 +199,30 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
     )
 
 
-def _told_elsewhere(siblings: Siblings, name: str):
-    """SlotQueue.elsewhere for the model `name`: the other workers told that a request of a key's
-    priority holds `running` of its slots here (the one running its batches may preempt a line)."""
-    return lambda running: siblings.tell("preempt", {"model": name, "held": running})
+def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Siblings | None) -> None:
+    """Each model's slot queue counting its waiters in the metrics (a request without a key's too) and,
+    with several workers, preempting across them."""
+    lane = None
+    if siblings is not None:
+        from .siblings import LaneMark
+
+        lane = LaneMark(siblings.run_dir)
+    for model in registry.models.values():
+        model.places.on_wait = metrics.slot_waiting_noted
+        if lane is not None:
+            model.places.on_background = lane.noted
+            model.places.elsewhere = _told_elsewhere(siblings, lane, model.name)
+
+
+def _told_elsewhere(siblings: Siblings, lane: LaneMark, name: str):
+    """SlotQueue.elsewhere for the model `name`: while another worker runs batch lines, the others told
+    that a request of a key's priority holds `running` of its slots here (the runner may preempt a line)."""
+
+    def tell(running: int) -> None:
+        if lane.elsewhere():
+            siblings.tell("preempt", {"model": name, "held": running})
+
+    return tell
 
 
 def _preempted_for(registry: ModelRegistry, told) -> bool:

@@ -11,7 +11,8 @@ others would only repeat llama-server's own arrival order, one hop earlier.
 The queue is per process: with --workers N, each worker orders its own waiters and the N together
 may still send more than the slots (llama-server then queues those in arrival order). Preemption
 reaches across them: a generation of a key's priority let in here is told to the other workers
-(`SlotQueue.elsewhere`, over siblings.py), and one that runs background generations preempts one when
+(`SlotQueue.elsewhere`, over siblings.py, while one of them runs background generations: its
+`on_background` keeps siblings.LaneMark's file), and one that runs background generations preempts one when
 its running ones and the teller's together pass the slots (`preempt_for`); the teller's request, sent
 to llama-server meanwhile, is first in its queue for the slot the stopped line frees.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .keys import NORMAL, PRIORITIES
@@ -90,6 +92,7 @@ class SlotQueue:
         # elsewhere(running here): a generation of a key's priority was let in; told to the other
         # workers (--workers N), whose background generations may have to make room (preempt_for)
         self.elsewhere = elsewhere
+        self.on_background: Callable[[int], None] | None = None  # (+1 | -1): a background generation starts or ends
 
     @property
     def waiting(self) -> int:
@@ -123,8 +126,12 @@ class SlotQueue:
         return self._told(place, priority)
 
     def _told(self, place: Place, priority: str) -> Place:
-        """`place`, once the other workers were told of it if it is of a key's priority (outside the lock)."""
-        if self.elsewhere is not None and priority != BACKGROUND:
+        """`place`, once the other workers were told of it if it is of a key's priority, or noted if it is
+        a background one (outside the lock)."""
+        if priority == BACKGROUND:
+            if self.on_background is not None:
+                self.on_background(+1)
+        elif self.elsewhere is not None:
             self.elsewhere(self.running)
         return place
 
@@ -163,13 +170,16 @@ class SlotQueue:
         self._release()  # granted just as it gave up: the place goes to the next one
 
     def _release(self, place: Place | None = None) -> None:
+        background = place is not None and place.preempted is not None
         with self._lock:
-            if place is not None and place.preempted is not None:
+            if background:
                 self._background.remove(place)
             self.running -= 1
             while self._waiting and (self.capacity is None or self.running < self.capacity):
                 self.running += 1
                 heapq.heappop(self._waiting).granted.set()
+        if background and self.on_background is not None:
+            self.on_background(-1)
 
 
 def _unnoted(priority: str, delta: int) -> None:

@@ -16,6 +16,7 @@ from api_like_oai.backends.upstream import UpstreamRequest
 from api_like_oai.batch import files, lines
 from api_like_oai.errors import Preempted
 from api_like_oai.services.door import Door
+from api_like_oai.siblings import LaneMark
 
 CHAT = "/v1/chat/completions"
 
@@ -126,6 +127,19 @@ def test_a_request_let_in_by_another_worker_preempts_a_line_here_only_past_the_s
     lines[0].release()
     first.release()
     assert not SlotQueue().preempt_for(5)  # slots not known: nothing is stopped
+
+
+def test_a_worker_running_batch_lines_marks_it_for_the_others_while_it_does(tmp_path):
+    runner, other = LaneMark(str(tmp_path)), LaneMark(str(tmp_path))
+    queue = SlotQueue()
+    queue.on_background = runner.noted
+    lines = [queue.take(3, BACKGROUND) for _ in range(2)]
+    queue.take(3, "normal").release()  # a key's request is no batch line
+    assert other.elsewhere() and not runner.elsewhere()  # the runner tells nobody of its own requests
+    lines[0].release()
+    assert other.elsewhere()
+    lines[1].release()
+    assert not other.elsewhere() and runner.own == 0
 
 
 class Slow:
