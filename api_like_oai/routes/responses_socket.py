@@ -158,6 +158,8 @@ class _Adapter:
     def receive(self, timeout):
         from simple_websocket import ConnectionClosed
 
+        if timeout == 0 and self.socket.connected and not self.socket.input_buffer:
+            return None  # asked between a turn's events: nothing came (receive(0) would wait on its Event)
         try:
             return self.socket.receive(timeout=timeout)
         except ConnectionClosed:
