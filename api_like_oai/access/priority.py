@@ -63,15 +63,37 @@ class Place:
     """A generation's slot, held until `release` (once; later calls do nothing). A background one has
     `preempted`, set when a waiter of a key's priority needs its slot."""
 
-    __slots__ = ("queue", "held", "preempted")
+    __slots__ = ("queue", "held", "preempted", "exchanges", "answering")
 
     def __init__(self, queue: SlotQueue, background: bool = False):
         self.queue, self.held = queue, True
         self.preempted = threading.Event() if background else None
+        self.exchanges: list = []  # a background generation's upstream exchanges (backends.http.Exchange)
+        # Its answer began (a token came): only then is a hang-up a preemption to its pool, not a server
+        # lost while reading the prompt (which the pool would mark down and start elsewhere).
+        self.answering = False
+
+    def opened(self, exchange) -> None:
+        """A background generation's exchange with its upstream (hung up if it is preempted once answering)."""
+        self.exchanges.append(exchange)
+
+    def answer_began(self) -> None:
+        self.answering = True
+        if self.preempted.is_set():
+            self.stop()
+
+    def stop(self) -> None:
+        """Preempted: the flag set and, once its answer began, its upstream exchanges hung up (its reader
+        wakes now, not at its next token, and the server frees the slot at its next write)."""
+        self.preempted.set()
+        if self.answering:
+            for exchange in self.exchanges:
+                exchange.hang_up()
 
     def release(self) -> None:
         if self.held:
             self.held = False
+            self.exchanges = []
             self.queue._release(self)
 
 
@@ -156,7 +178,7 @@ class SlotQueue:
         not asked yet is asked to stop (under the lock); whether there was one."""
         for place in self._background:
             if not place.preempted.is_set():
-                place.preempted.set()
+                place.stop()
                 self.preemptions += 1
                 return True
         return False

@@ -12,9 +12,10 @@ import pytest
 
 from api_like_oai.access.priority import BACKGROUND, SlotQueue
 from api_like_oai.backends.events import GenerationEvent
+from api_like_oai.backends.http import OPENED
 from api_like_oai.backends.upstream import UpstreamRequest
 from api_like_oai.batch import files, lines
-from api_like_oai.errors import Preempted
+from api_like_oai.errors import Preempted, UpstreamUnavailable
 from api_like_oai.services.door import Door
 from api_like_oai.siblings import LaneMark
 
@@ -185,6 +186,45 @@ def test_the_door_stops_a_preempted_generation_at_its_next_event_and_frees_its_s
     waiter.join(5)
     assert upstream.closed and len(granted) == 1 and queue.running == 1
     granted[0].release()
+
+
+class HungUp(Slow):
+    """Slow, whose exchange with the server is registered as backends.http does, and whose read fails
+    as a socket shut down from elsewhere does."""
+
+    def __init__(self):
+        super().__init__()
+        self.hung_up = threading.Event()
+
+    def generate(self, request, **options):
+        OPENED.get()(self)
+        events = super().generate(request, **options)
+
+        def failing():
+            for event in events:
+                if self.hung_up.is_set():
+                    raise UpstreamUnavailable("llama.cpp at <address>: connection lost")
+                yield event
+
+        return failing()
+
+    def hang_up(self):
+        self.hung_up.set()
+        self.next.release()  # the reader wakes now
+
+
+def test_a_preempted_generation_is_hung_up_at_once_and_its_lost_read_is_a_preemption():
+    upstream, queue = HungUp(), SlotQueue()
+    events = Door(upstream, queue, BackgroundTicket()).generate(UpstreamRequest("/completion", {}))
+    upstream.next.release()
+    assert next(events).text == "t0"  # its answer began: a hang-up is now a preemption, not a lost server
+    waiter = threading.Thread(target=lambda: queue.take(1, "high").release())
+    waiter.start()
+    assert upstream.hung_up.wait(5)  # no next token needed
+    with pytest.raises(Preempted):
+        list(events)
+    waiter.join(5)
+    assert queue.running == 0 and queue.preemptions == 1
 
 
 @pytest.mark.parametrize(
