@@ -67,7 +67,7 @@ from .store import Store, open_store
 
 if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fleet, several workers
     from .fleet.front import FleetFront
-    from .siblings import Siblings
+    from .siblings import LaneMark, Siblings
     from .supervisor.client import SupervisorClient
     from .tracing import Tracing
 
@@ -160,6 +160,7 @@ def _register_blueprints(app: Flask, settings: Settings) -> None:
 
 def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str | None = None) -> AppState:
     inflight = InFlight()
+    registry, metrics = build_registry(settings), Metrics()
     siblings = None
     if run_dir is not None:
         from .siblings import Siblings  # only with several workers
@@ -170,6 +171,8 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
                 "stop": lambda _: inflight.stop_all(),
                 "stop_one": inflight.stop_one,
                 "requests": lambda _: [row.to_wire() for row in live_requests(inflight.requests.records())],
+                "preempt": lambda arg: _preempted_for(registry, arg),
+                "sockets": inflight.sockets.of,  # a key's Responses WebSockets open (their bound)
             },
         )
     store = open_store(settings.store, settings.limits.max_body_bytes)
@@ -187,9 +190,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    registry, metrics = build_registry(settings), Metrics()
-    for model in registry.models.values():  # a request without a key counts as waiting too
-        model.places.on_wait = metrics.slot_waiting_noted
+    _wire_slot_queues(registry, metrics, siblings)
     return AppState(
         settings,
         registry,
@@ -204,6 +205,38 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         History(open_buckets(store)),
         _fleet_front(settings),
     )
+
+
+def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Siblings | None) -> None:
+    """Each model's slot queue counting its waiters in the metrics (a request without a key's too) and,
+    with several workers, preempting across them."""
+    lane = None
+    if siblings is not None:
+        from .siblings import LaneMark
+
+        lane = LaneMark(siblings.run_dir)
+    for model in registry.models.values():
+        model.places.on_wait = metrics.slot_waiting_noted
+        if lane is not None:
+            model.places.on_background = lane.noted
+            model.places.elsewhere = _told_elsewhere(siblings, lane, model.name)
+
+
+def _told_elsewhere(siblings: Siblings, lane: LaneMark, name: str):
+    """SlotQueue.elsewhere for the model `name`: while another worker runs batch lines, the others told
+    that a request of a key's priority holds `running` of its slots here (the runner may preempt a line)."""
+
+    def tell(running: int) -> None:
+        if lane.elsewhere():
+            siblings.tell("preempt", {"model": name, "held": running})
+
+    return tell
+
+
+def _preempted_for(registry: ModelRegistry, told) -> bool:
+    """A sibling's "preempt": whether a background generation of its model was asked to stop here."""
+    model = registry.models.get(told["model"])
+    return model is not None and model.places.preempt_for(int(told["held"]))
 
 
 def _live_sources(shared: AppState) -> Sources:

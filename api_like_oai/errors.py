@@ -12,6 +12,7 @@
     ├── RateLimited                  429 requests|tokens, code=rate_limit_exceeded (a key's limit: access/;
     │                                    model_queue_full: too many wait for a model's load)
     ├── StorageQuotaExceeded         429 storage, code=storage_quota_exceeded (a key's stored objects)
+    ├── TooManySockets               429 requests, code=too_many_sockets (a key's open WebSockets)
     ├── StoreUnavailable             503 server_error (the storage failed: store/seam.py)
     └── UpstreamError                502 upstream_error (bad answer from llama.cpp)
         ├── UpstreamUnavailable      503 (refused, down, or loading the model)
@@ -132,6 +133,16 @@ class StorageQuotaExceeded(ProxyError):
     status = 429
     type = "storage"
     code = "storage_quota_exceeded"
+    anthropic_type = "rate_limit_error"
+
+
+class TooManySockets(ProxyError):
+    """A key with as many Responses WebSockets open as it may hold: its handshake is refused until one
+    closes (no Retry-After: a socket is open until its client closes it)."""
+
+    status = 429
+    type = "requests"
+    code = "too_many_sockets"
     anthropic_type = "rate_limit_error"
 
 

@@ -77,6 +77,15 @@ class Siblings:
             finally:
                 os.unlink(reply_path)
 
+    def tell(self, name: str, arg: object = None) -> int:
+        """Send `name` to every other worker without waiting: its datagram has no return address, so
+        nothing comes back (for what must not hold a request up, as a preemption); how many it reached.
+        A worker whose queue of datagrams is full misses it."""
+        question = json.dumps({"ask": name, "arg": arg}).encode()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as teller:
+            teller.setblocking(False)
+            return sum(self._send(teller, path, question) for path in self.others())
+
     def stop_all(self) -> int:
         """Ask every other worker to stop its generations; how many they stopped together."""
         return sum(self.ask("stop"))
@@ -88,6 +97,8 @@ class Siblings:
             return True
         except (ConnectionRefusedError, FileNotFoundError):
             return False  # a worker that just exited
+        except BlockingIOError:
+            return False  # told (not asked) a worker whose queue is full
 
     @staticmethod
     def _collect(asker: socket.socket, asked: int, name: str) -> list:
@@ -113,3 +124,28 @@ def _parts(value: object) -> list[bytes]:
         return [json.dumps({"value": value, "last": True}).encode()]
     starts = range(0, max(len(value), 1), PART_ITEMS)
     return [json.dumps({"value": value[start : start + PART_ITEMS], "last": start == starts[-1]}).encode() for start in starts]
+
+
+class LaneMark:
+    """Whether a worker of this server runs batch lines now, as a file in the run directory that the
+    worker running them keeps while it does (`noted`, by its background generations' starts and ends):
+    the other workers tell it of their requests (preemption) only then, for the cost of a stat."""
+
+    def __init__(self, run_dir: str):
+        self.path = os.path.join(run_dir, "batch-lines")
+        self.own = 0  # this worker's background generations running
+        self._lock = threading.Lock()
+
+    def noted(self, delta: int) -> None:
+        with self._lock:
+            self.own += delta
+            if self.own == 1 and delta > 0:
+                with open(self.path, "w"):
+                    pass
+            elif self.own == 0:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+
+    def elsewhere(self) -> bool:
+        """Whether another worker runs batch lines now."""
+        return self.own == 0 and os.path.exists(self.path)

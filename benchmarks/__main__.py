@@ -40,6 +40,7 @@ from . import (
     startup,
     workload,
 )
+from . import batch_lane as batch_part
 from . import dashboard as dashboard_row
 from . import fleet as fleet_row
 from . import keys as keys_row
@@ -154,9 +155,23 @@ def measure_store(results: BenchmarkResults, plan: Plan, fake: Service, stack: E
     stored = proxy(fake.url, "--store", f"sqlite://{store_dir}/store.sqlite3").start()
     stack.callback(stored.stop)
     results.store = asyncio.run(store_part.store_row(CapacityRig(stored, fake, plan)))
-    progress("a 10-turn agent session over one Responses WebSocket against HTTP")
-    results.socket = socket_part.socket_row(CapacityRig(stored, fake, plan))
+    measure_socket(results, CapacityRig(stored, fake, plan))
     stored.stop()
+
+
+def measure_socket(results: BenchmarkResults, rig: CapacityRig) -> None:
+    """Part 2f: a 10-turn agent session over one Responses WebSocket against the same turns over HTTP."""
+    progress("a 10-turn agent session over one Responses WebSocket against HTTP")
+    results.socket = socket_part.socket_row(rig)
+
+
+def measure_socket_alone(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
+    """`--only socket`: part 2f on a proxy and an instant fake of its own."""
+    fake = fake_upstream(props_path).start()
+    stack.callback(fake.stop)
+    loaded = proxy(fake.url).start()
+    stack.callback(loaded.stop)
+    measure_socket(results, CapacityRig(loaded, fake, plan))
 
 
 def measure_agent_turns(results: BenchmarkResults, plan: Plan, props_path: Path, stack: ExitStack) -> None:
@@ -292,7 +307,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
     parser.add_argument(
         "--only",
-        choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet", "startup", "ollama"],
+        choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet", "startup", "ollama", "socket", "batch"],
         help="measure this part alone and merge it into the output dir's results.json",
     )
     return parser.parse_args(argv)
@@ -370,6 +385,20 @@ def measure_routing(results: BenchmarkResults, quick: bool) -> None:
     results.routing = routing_row.routing_row(os.environ["LLAMA_SERVER"], os.environ["MODEL"], plan, progress)
 
 
+def measure_batch(results: BenchmarkResults, quick: bool) -> None:
+    """Issue 51: chats beside a batch (in the lane, and as plain requests), and the lane's throughput."""
+    plan = batch_part.BatchPlan.quick() if quick else batch_part.BatchPlan()
+    results.batch = batch_part.batch_row(os.environ["LLAMA_SERVER"], os.environ["MODEL"], plan, progress)
+
+
+def _when_and_load() -> str:
+    """When a part measured alone ran, and under what load."""
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+        f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}"
+    )
+
+
 def measure_swaps(results: BenchmarkResults, quick: bool) -> None:
     """Issue 24: models on demand against llama-server's router mode, two real models, memory for one."""
     plan = swaps_row.SwapPlan.quick() if quick else swaps_row.SwapPlan()
@@ -424,6 +453,9 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
         measure_swaps(results, args.quick_plans)
     elif args.only == "startup":
         measure_models_dir_startup(results, plan)
+    elif args.only == "batch":
+        results.measured_alone["batch"] = _when_and_load()
+        measure_batch(results, args.quick_plans)
     elif args.only == "ollama":
         results.measured_alone["ollama"] = (
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
@@ -441,6 +473,8 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
                 measure_agent_turns(results, plan, props_path, stack)
             elif args.only == "dashboard":
                 measure_dashboard(results, plan, props_path)
+            elif args.only == "socket":
+                measure_socket_alone(results, plan, props_path, stack)
             else:
                 measure_tool_call(results, plan, props_path, stack)
     print(write_outputs(results, args.output_dir, chart=False))
@@ -485,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
             measure_real_generation(results, plan, llama, stack, threads)
             llama.stop()  # the rest runs against the fake upstream alone
         measure_routing(results, args.quick_plans)
+        measure_batch(results, args.quick_plans)
         measure_swaps(results, args.quick_plans)
         measure_models_dir_startup(results, plan)
         measure_proxy_alone(results, plan, props_path, stack)

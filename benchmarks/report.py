@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from . import ollama_rows, rerank_row
+from . import batch_lane, ollama_rows, rerank_row
 from .dashboard import dashboard_section
 from .report_ratios import measured_targets, ratios_section
 from .report_swaps import swaps_section
@@ -528,7 +528,7 @@ def socket_section(results: BenchmarkResults) -> str:
             "one client: over HTTP, streamed POSTs on one keep-alive connection sending the whole conversation "
             "each turn; over one WebSocket, each turn only its new message and `previous_response_id`. Windows of "
             "ten sessions alternate. Time to the first event, p50 of every turn; proxy CPU per turn, the median of "
-            "the windows.",
+            "the windows." + _measured_alone_note(results, "socket", "This row"),
             table(
                 ["transport", "first event p50 ms", "proxy CPU µs per turn", "errors"],
                 [
@@ -635,6 +635,7 @@ def markdown(results: BenchmarkResults) -> str:
         tool_call_section(results),
         store_section(results),
         socket_section(results),
+        batch_lane.section(results.batch, _measured_alone_note(results, "batch", "This row")),
         gateway_section(results),
         comparison_section(results),
         startup_section(results),

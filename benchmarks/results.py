@@ -203,6 +203,41 @@ class SocketResult:
 
 
 @dataclass
+class BatchLaneResult:
+    """benchmarks/batch_lane.py (issue 51): chats' time to first token while a batch saturates the slots
+    (in the lane, preempting; and the same lines as plain requests) against the idle box, and the lane's
+    throughput against the lines sent straight to llama-server."""
+
+    slots: int
+    idle_ttft_ms: list[float]
+    lane_ttft_ms: list[float]  # a batch in the lane on every slot: each chat preempts a line
+    plain_ttft_ms: list[float]  # the same lines as ordinary requests on every slot: nothing preempted
+    preemptions: int  # lines preempted while the lane's chats ran (/metrics)
+    lines: int  # the throughput batch's
+    lane_seconds: float
+    lane_tokens: int
+    direct_seconds: float
+    direct_tokens: int
+    errors: int
+    load_average: str = ""
+
+    def ttft_p50(self, condition: str) -> float:
+        return percentile([ms for ms in getattr(self, f"{condition}_ttft_ms") if not math.isnan(ms)], 0.5)
+
+    def ttft_ratio(self, condition: str) -> float:
+        """The condition's p50 time to first token ÷ the idle box's."""
+        idle = self.ttft_p50("idle")
+        return self.ttft_p50(condition) / idle if idle else math.nan
+
+    @property
+    def throughput_ratio(self) -> float:
+        """The lane's completion tokens per second ÷ the lines' sent straight to llama-server."""
+        if not self.lane_seconds or not self.direct_seconds or not self.direct_tokens:
+            return math.nan
+        return (self.lane_tokens / self.lane_seconds) / (self.direct_tokens / self.direct_seconds)
+
+
+@dataclass
 class ManyStreamsResult:
     """Part 2c: many concurrent paced streams, each started once and read to its end."""
 
@@ -595,6 +630,7 @@ class BenchmarkResults:
     tool_call: ToolCallResult | None = None
     store: StoreResult | None = None
     socket: SocketResult | None = None  # benchmarks/socket_turns.py (issue 50)
+    batch: BatchLaneResult | None = None  # benchmarks/batch_lane.py (issue 51)
     many_streams: ManyStreamsResult | None = None
     gateway: list[GatewayResult] = field(default_factory=list)
     marginal_cpu_us_per_event: float = math.nan
@@ -634,6 +670,8 @@ class BenchmarkResults:
             self._tool_call_target(),
             *self._routing_targets(),
             self._store_target(),
+            socket_target(self.socket),
+            *batch_targets(self.batch),
             *self._swap_targets(),
             dashboard_target(self.dashboard),
         ]
@@ -982,6 +1020,44 @@ def _against_target(r: RatiosResult) -> TargetCheck:
         "; ".join(f"{row.name}: {ratio:.2f}x (noise {noise:.0%})" for row, ratio, noise in verdicts),
         bool(verdicts) and all(ratio <= 1 + noise for _, ratio, noise in verdicts),
     )
+
+
+def socket_target(r: SocketResult | None) -> TargetCheck:
+    name = "10-turn agent session over one Responses WebSocket vs HTTP: first event p50 and proxy CPU per turn (issue 50)"
+    if r is None:
+        return TargetCheck(name, "socket ≤ HTTP on both", "not measured", False)
+    measured = (
+        f"first event {r.socket_first_event_p50_ms:.2f} vs {r.http_first_event_p50_ms:.2f} ms; CPU "
+        f"{r.socket_cpu_us_per_turn:,.0f} vs {r.http_cpu_us_per_turn:,.0f} µs a turn; {r.errors} errors"
+    )
+    met = (
+        r.errors == 0
+        and r.socket_first_event_p50_ms <= r.http_first_event_p50_ms
+        and r.socket_cpu_us_per_turn <= r.http_cpu_us_per_turn
+    )
+    return TargetCheck(name, "socket ≤ HTTP on both", measured, met)
+
+
+def batch_targets(r: BatchLaneResult | None) -> list[TargetCheck]:
+    """Issue 51: chats' TTFT with a batch on every slot ÷ idle (≤ 1.25x with preemption; without it
+    reported, not judged), and the lane's throughput ÷ its lines run straight on llama-server (≥ 0.9x)."""
+    ttft = "chats' time to first token, p50, a batch on every slot ÷ the idle box, with preemption (issue 51)"
+    throughput = "a batch's tokens per second in the lane ÷ its lines sent straight to llama-server (issue 51)"
+    if r is None:
+        return [TargetCheck(ttft, "≤ 1.25x", "not measured", False), TargetCheck(throughput, "≥ 0.9x", "not measured", False)]
+    measured = (
+        f"{r.ttft_ratio('lane'):.2f}x ({r.ttft_p50('lane'):.0f} vs {r.ttft_p50('idle'):.0f} ms, {r.preemptions} "
+        f"preemptions; without preemption, the lines as plain requests: {r.ttft_ratio('plain'):.2f}x, "
+        f"{r.ttft_p50('plain'):.0f} ms; {r.errors} errors)"
+    )
+    rate = (
+        f"{r.throughput_ratio:.2f}x ({r.lane_tokens / r.lane_seconds if r.lane_seconds else math.nan:.1f} vs "
+        f"{r.direct_tokens / r.direct_seconds if r.direct_seconds else math.nan:.1f} tokens/s, {r.lines} lines)"
+    )
+    return [
+        TargetCheck(ttft, "≤ 1.25x", measured, r.errors == 0 and r.ttft_ratio("lane") <= 1.25),
+        TargetCheck(throughput, "≥ 0.9x", rate, r.errors == 0 and r.throughput_ratio >= 0.9),
+    ]
 
 
 def dashboard_target(result: DashboardResult | None):

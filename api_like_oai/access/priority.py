@@ -9,7 +9,12 @@ one that has only seen requests of one priority (normal): until a high or low on
 others would only repeat llama-server's own arrival order, one hop earlier.
 
 The queue is per process: with --workers N, each worker orders its own waiters and the N together
-may still send more than the slots (llama-server then queues those in arrival order).
+may still send more than the slots (llama-server then queues those in arrival order). Preemption
+reaches across them: a generation of a key's priority let in here is told to the other workers
+(`SlotQueue.elsewhere`, over siblings.py, while one of them runs background generations: its
+`on_background` keeps siblings.LaneMark's file), and one that runs background generations preempts one when
+its running ones and the teller's together pass the slots (`preempt_for`); the teller's request, sent
+to llama-server meanwhile, is first in its queue for the slot the stopped line frees.
 
 Below every key's priority is BACKGROUND, a batch's lines (batch/runner.py): they take what the others
 leave, and a request of any key's priority that finds every slot busy while one of them runs a
@@ -22,6 +27,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .keys import NORMAL, PRIORITIES
@@ -57,15 +63,37 @@ class Place:
     """A generation's slot, held until `release` (once; later calls do nothing). A background one has
     `preempted`, set when a waiter of a key's priority needs its slot."""
 
-    __slots__ = ("queue", "held", "preempted")
+    __slots__ = ("queue", "held", "preempted", "exchanges", "answering")
 
     def __init__(self, queue: SlotQueue, background: bool = False):
         self.queue, self.held = queue, True
         self.preempted = threading.Event() if background else None
+        self.exchanges: list = []  # a background generation's upstream exchanges (backends.http.Exchange)
+        # Its answer began (a token came): only then is a hang-up a preemption to its pool, not a server
+        # lost while reading the prompt (which the pool would mark down and start elsewhere).
+        self.answering = False
+
+    def opened(self, exchange) -> None:
+        """A background generation's exchange with its upstream (hung up if it is preempted once answering)."""
+        self.exchanges.append(exchange)
+
+    def answer_began(self) -> None:
+        self.answering = True
+        if self.preempted.is_set():
+            self.stop()
+
+    def stop(self) -> None:
+        """Preempted: the flag set and, once its answer began, its upstream exchanges hung up (its reader
+        wakes now, not at its next token, and the server frees the slot at its next write)."""
+        self.preempted.set()
+        if self.answering:
+            for exchange in self.exchanges:
+                exchange.hang_up()
 
     def release(self) -> None:
         if self.held:
             self.held = False
+            self.exchanges = []
             self.queue._release(self)
 
 
@@ -73,7 +101,7 @@ class SlotQueue:
     """The generations one pool runs at once, at most `capacity` (given with each `take`, as the servers
     tell it; None: not known, nobody waits), the others waiting in priority order."""
 
-    def __init__(self, on_wait=None):
+    def __init__(self, on_wait=None, elsewhere=None):
         self.running = 0
         self.capacity: int | None = None
         self.ordering = False  # a high or low request came: from now on requests wait here for a slot
@@ -83,6 +111,10 @@ class SlotQueue:
         self._background: list[Place] = []  # the background generations running, oldest first
         self.preemptions = 0
         self.on_wait = on_wait  # on_wait(priority, +1 | -1): a request begins or ends waiting (a gauge)
+        # elsewhere(running here): a generation of a key's priority was let in; told to the other
+        # workers (--workers N), whose background generations may have to make room (preempt_for)
+        self.elsewhere = elsewhere
+        self.on_background: Callable[[int], None] | None = None  # (+1 | -1): a background generation starts or ends
 
     @property
     def waiting(self) -> int:
@@ -97,7 +129,7 @@ class SlotQueue:
             self.ordering = self.ordering or priority != NORMAL
             if capacity is None or not self.ordering or (self.running < capacity and not self._waiting):
                 self.running += 1
-                return self._placed(priority)
+                return self._told(self._placed(priority), priority)
             waiter = _Waiter(RANK.get(priority, RANK[NORMAL]), next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
             if priority != BACKGROUND:
@@ -112,7 +144,27 @@ class SlotQueue:
         finally:
             note(priority, -1)
         with self._lock:
-            return self._placed(priority)
+            place = self._placed(priority)
+        return self._told(place, priority)
+
+    def _told(self, place: Place, priority: str) -> Place:
+        """`place`, once the other workers were told of it if it is of a key's priority, or noted if it is
+        a background one (outside the lock)."""
+        if priority == BACKGROUND:
+            if self.on_background is not None:
+                self.on_background(+1)
+        elif self.elsewhere is not None:
+            self.elsewhere(self.running)
+        return place
+
+    def preempt_for(self, held_elsewhere: int) -> bool:
+        """Another worker let in a generation of a key's priority and holds `held_elsewhere` of this
+        pool's slots: if they and the generations running here pass the slots, the oldest background
+        generation here not asked yet is asked to stop. Whether one was."""
+        with self._lock:
+            if self.capacity is None or self.running + held_elsewhere <= self.capacity:
+                return False
+            return self._preempt_one()
 
     def _placed(self, priority: str) -> Place:
         """The place of a generation let in (under the lock)."""
@@ -121,14 +173,15 @@ class SlotQueue:
             self._background.append(place)
         return place
 
-    def _preempt_one(self) -> None:
+    def _preempt_one(self) -> bool:
         """A waiter of a key's priority came while every slot is busy: the oldest background generation
-        not asked yet is asked to stop (under the lock)."""
+        not asked yet is asked to stop (under the lock); whether there was one."""
         for place in self._background:
             if not place.preempted.is_set():
-                place.preempted.set()
+                place.stop()
                 self.preemptions += 1
-                return
+                return True
+        return False
 
     def _abandon(self, waiter: _Waiter) -> None:
         with self._lock:
@@ -139,13 +192,16 @@ class SlotQueue:
         self._release()  # granted just as it gave up: the place goes to the next one
 
     def _release(self, place: Place | None = None) -> None:
+        background = place is not None and place.preempted is not None
         with self._lock:
-            if place is not None and place.preempted is not None:
+            if background:
                 self._background.remove(place)
             self.running -= 1
             while self._waiting and (self.capacity is None or self.running < self.capacity):
                 self.running += 1
                 heapq.heappop(self._waiting).granted.set()
+        if background and self.on_background is not None:
+            self.on_background(-1)
 
 
 def _unnoted(priority: str, delta: int) -> None:

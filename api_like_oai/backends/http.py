@@ -16,7 +16,8 @@ import collections
 import functools
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from urllib.parse import urlsplit
 
 from greenlet import getcurrent
@@ -52,14 +53,47 @@ class BadResponse(TransportError):
     """Bytes that are not HTTP."""
 
 
+# Told of each exchange a request opens while it is set (services/door.py, for a background generation:
+# the exchange to hang up at once when an interactive request preempts it).
+OPENED: ContextVar[Callable[[Exchange], None] | None] = ContextVar("api_like_oai_opened", default=None)
+
+
+class Exchange:
+    """One request's hold on its connection, from sending to its answer's end: `hang_up()` ends it at once
+    from another greenlet (its reader then meets ConnectionLost; the server sees the hang-up at its next
+    write), and does nothing once the connection went back to the pool or was closed."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: _Connection):
+        self.connection: _Connection | None = connection
+
+    def hang_up(self) -> None:
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            try:
+                connection.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 class Response:
     """The status and headers of an answer; its body is read with read() or iter_bytes(). A body read to
     its end puts the connection back in the pool; close() drops it (the server sees the hang-up)."""
 
-    __slots__ = ("status", "headers", "_connection", "_pool", "_chunked", "_length", "_keep_alive")
+    __slots__ = ("status", "headers", "_connection", "_pool", "_chunked", "_length", "_keep_alive", "_exchange")
 
-    def __init__(self, status: int, headers: dict[str, str], connection: _Connection, pool: HTTPClient, keep_alive: bool):
+    def __init__(
+        self,
+        status: int,
+        headers: dict[str, str],
+        connection: _Connection,
+        pool: HTTPClient,
+        keep_alive: bool,
+        exchange: Exchange | None = None,
+    ):
         self.status = status
+        self._exchange = exchange
         self.headers = headers
         self._connection: _Connection | None = connection
         self._pool = pool
@@ -131,6 +165,8 @@ class Response:
         self._done()
 
     def _done(self) -> None:
+        if self._exchange is not None:
+            self._exchange.connection = None  # no longer this request's to hang up
         connection, self._connection = self._connection, None
         if connection is not None:
             if self._keep_alive and connection.position == len(connection.buffer):
@@ -140,6 +176,8 @@ class Response:
 
     def close(self) -> None:
         """Drop the connection unless the body was read to its end (then it is back in the pool)."""
+        if self._exchange is not None:
+            self._exchange.connection = None
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
@@ -297,6 +335,10 @@ class HTTPClient:
         return self._exchange(self._connect(), message)
 
     def _exchange(self, connection: _Connection, message: bytes) -> Response:
+        opened = OPENED.get()
+        exchange = Exchange(connection) if opened is not None else None
+        if exchange is not None:
+            opened(exchange)
         try:
             connection.sock.sendall(message)
             status, headers, keep_alive = _read_head(connection)
@@ -308,7 +350,7 @@ class HTTPClient:
             if isinstance(exc, TransportError):
                 raise
             raise ConnectionLost(type(exc).__name__) from exc
-        return Response(status, headers, connection, self, keep_alive)
+        return Response(status, headers, connection, self, keep_alive, exchange)
 
     def _take_idle(self) -> _Connection | None:
         try:

@@ -53,10 +53,11 @@ def create():
     "/responses",
     methods=("GET",),
     summary="The Responses API's WebSocket mode (an Upgrade: websocket handshake; response.create and "
-    "response.steer events in, the stream's events out); without the upgrade, a 400",
+    "response.steer events in, the stream's events out); without the upgrade, a 400; a managed key "
+    "with as many sockets open as it may hold, a 429",
     access=OWN,
     success=101,
-    statuses=(400,),
+    statuses=(400, 429),
     media=(),
 )
 def socket():

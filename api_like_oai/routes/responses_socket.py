@@ -10,12 +10,13 @@ send no preflight for a WebSocket, so CORS would not stop a page from using a ke
 
 from __future__ import annotations
 
+import contextlib
 import io
 import secrets
 
 from flask import Flask, Response, current_app, g, request
 
-from ..errors import InvalidRequest, PermissionDenied
+from ..errors import InvalidRequest, PermissionDenied, TooManySockets
 from ..services import responses_socket
 from . import state
 
@@ -45,6 +46,11 @@ def upgrade() -> Response:
     if "gunicorn.socket" not in environ:
         raise InvalidRequest("the WebSocket mode needs the proxy's own server (api-like-oai), not a test client")
     _check_origin(request.headers.get("Origin"))
+    with _socket_held():
+        return _served(environ)
+
+
+def _served(environ: dict) -> Response:
     from simple_websocket import ConnectionError as NotAHandshake
     from simple_websocket import Server
     from wsproto.utilities import RemoteProtocolError
@@ -73,6 +79,29 @@ def upgrade() -> Response:
         responses_socket.Limits(held_bytes=limits.max_body_bytes),
     )
     return _Ended(status=101)
+
+
+@contextlib.contextmanager
+def _socket_held():
+    """The socket counted among its key's open ones while it is served; a managed key with as many open
+    as it may hold (responses_socket.sockets_allowed, counted in every worker) is refused before the
+    upgrade (429 too_many_sockets)."""
+    shared, ticket = state(), g.get("ticket")
+    record = ticket.caller.record if ticket is not None else None
+    allowed = responses_socket.sockets_allowed(record)
+    if allowed is None:
+        yield
+        return
+    elsewhere = sum(shared.siblings.ask("sockets", record.name)) if shared.siblings is not None else 0
+    if not shared.inflight.sockets.opened(record.name, allowed, elsewhere):
+        raise TooManySockets(
+            f"key {record.name!r} has {allowed} WebSockets open, as many as it may (its max_parallel, or "
+            f"{responses_socket.SOCKETS_PER_KEY}): close one first"
+        )
+    try:
+        yield
+    finally:
+        shared.inflight.sockets.closed(record.name)
 
 
 def _check_origin(origin: str | None) -> None:
@@ -129,6 +158,8 @@ class _Adapter:
     def receive(self, timeout):
         from simple_websocket import ConnectionClosed
 
+        if timeout == 0 and self.socket.connected and not self.socket.input_buffer:
+            return None  # asked between a turn's events: nothing came (receive(0) would wait on its Event)
         try:
             return self.socket.receive(timeout=timeout)
         except ConnectionClosed:

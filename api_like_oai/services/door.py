@@ -10,7 +10,9 @@ admitted the request rather than read from context variables inside the pool.
   its usage is counted from the upstream's answer, as before.
 - **Priority**: every slot of the model's servers busy, a generation waits for one in its key's priority
   order (`access.priority.SlotQueue`, one per model); a background one (a batch's line) that a waiter
-  preempts is stopped at its next event (`Preempted`), which frees its slot.
+  preempts is stopped at once, once its answer began: its exchanges with the upstream (registered
+  through `backends.http.OPENED`) are hung up, so its read fails now rather than at its next token, and
+  that failure (or, still reading its prompt, its next event) ends it with `Preempted`, freeing its slot.
 - **Renewal**: a model the proxy starts, none of whose replicas answered, is renewed once (the lease).
 """
 
@@ -21,9 +23,12 @@ from collections.abc import Callable, Iterator
 from ..access.gate import Ticket
 from ..access.keys import NORMAL
 from ..access.priority import Place, SlotQueue, capped
-from ..backends.events import GenerationEvent
+from ..backends.events import GenerationEvent, PromptProgress
+from ..backends.http import OPENED
 from ..backends.upstream import Capabilities, Renew, Upstream, UpstreamRequest
-from ..errors import Preempted
+from ..errors import Preempted, ProxyError
+
+PREEMPTED = "stopped for an interactive request; the batch runs this line again"
 
 
 class Door:
@@ -67,6 +72,8 @@ class Door:
             ticket.before_generation(request.prompt_bound(), lambda: self.prompt_tokens(request))
             observe = ticket.observer()
         place = self._place()
+        preemptible = place is not None and place.preempted is not None
+        opening = OPENED.set(place.opened) if preemptible else None  # its exchanges, to hang up if preempted
         try:
             events = self.upstream.generate(
                 request, index=index, batched=batched, on_chosen=on_chosen, on_routed=on_routed, renew=renew or self.renew
@@ -75,6 +82,9 @@ class Door:
             if place is not None:
                 place.release()
             raise
+        finally:
+            if opening is not None:
+                OPENED.reset(opening)
         if observe is None and place is None:
             return events
         return _watched(events, observe, place)
@@ -157,11 +167,18 @@ def _watched(events: Iterator[GenerationEvent], observe, place: Place | None) ->
             yield from events
         else:
             for event in events:
-                if preempted is not None and preempted.is_set():
-                    raise Preempted("stopped for an interactive request; the batch runs this line again")
+                if preempted is not None:
+                    if preempted.is_set():
+                        raise Preempted(PREEMPTED)
+                    if not place.answering and not isinstance(event, PromptProgress):
+                        place.answer_began()
                 if observe is not None:
                     observe(event)
                 yield event
+    except ProxyError:
+        if preempted is not None and preempted.is_set():
+            raise Preempted(PREEMPTED) from None  # its exchange hung up: the upstream's read failed
+        raise
     finally:
         close = getattr(events, "close", None)
         if close is not None:

@@ -51,6 +51,7 @@ class InFlight:
         # SIGTERM: the worker accepts no more connections; what is between requests on a connection of
         # its own (a Responses WebSocket) ends now rather than hold the grace period (worker._drain)
         self.draining = False
+        self.sockets = OpenSockets()  # the Responses WebSockets open here, by key (their per-key bound)
 
     @contextlib.contextmanager
     def track(self, record: RequestRecord | None = None):
@@ -202,3 +203,30 @@ class UsageCounter:
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
         }
+
+
+class OpenSockets:
+    """The Responses WebSockets open in this process, counted by key name (a managed key's sockets are
+    bounded: routes/responses_socket.py). Counted where they live, as a request's live state is: the
+    other workers are asked for theirs (siblings.py) when a socket opens, never written to a store."""
+
+    def __init__(self):
+        self._open: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def of(self, key: str) -> int:
+        return self._open.get(key, 0)
+
+    def opened(self, key: str, limit: int, elsewhere: int = 0) -> bool:
+        """Count one more socket of `key` unless it has `limit` open here and `elsewhere`; whether it did."""
+        with self._lock:
+            if self._open.get(key, 0) + elsewhere >= limit:
+                return False
+            self._open[key] = self._open.get(key, 0) + 1
+            return True
+
+    def closed(self, key: str) -> None:
+        with self._lock:
+            self._open[key] -= 1
+            if not self._open[key]:
+                del self._open[key]

@@ -45,6 +45,9 @@ from .stored_items import stored_item
 
 MAX_HELD_RESPONSES = 16  # responses a socket holds for previous_response_id (the oldest go first)
 MAX_HELD_BYTES = 16 * 1024 * 1024  # a held response's chain of items, as JSON (the route: --max-body-bytes)
+# A managed key's open sockets, unless its max_parallel says (sockets_allowed); each socket costs its
+# worker a connection, a greenlet and up to MAX_HELD_BYTES held, idle or not.
+SOCKETS_PER_KEY = 16
 IDLE_SECONDS = 900.0  # a socket without a message this long is closed
 POLL_SECONDS = 1.0  # how often an idle socket looks whether the worker is shutting down
 # A steered response's successor waits this long after the stop: llama-server frees the slot of a
@@ -55,6 +58,16 @@ TERMINAL = frozenset({"response.completed", "response.incomplete", "response.fai
 RESPONSE_EVENTS = frozenset({"response.created", "response.in_progress"}) | TERMINAL
 GOING_AWAY, NORMAL = 1001, 1000  # WebSocket close codes
 NOTHING_GENERATED = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0}}
+
+
+def sockets_allowed(record) -> int | None:
+    """How many Responses WebSockets a managed key (`record`, a KeyRecord) may hold open at once on one
+    instance: its max_parallel when it has one (a socket runs one response at a time, so no more sockets
+    than responses it may run together), else SOCKETS_PER_KEY. None: unbounded (no managed key: the
+    operator's keys of the flags, a proxy without keys)."""
+    if record is None:
+        return None
+    return record.max_parallel or SOCKETS_PER_KEY
 
 
 class SocketClosed(Exception):

@@ -5,12 +5,16 @@ with its unrun lines failed; the Files and Batch APIs' refusals are OpenAI's err
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import io
 import json
+import os
 import re
 import sqlite3
 import threading
 import time
+from pathlib import Path
 
 import anthropic
 import openai
@@ -19,7 +23,7 @@ import requests
 
 from ..conftest import openai_client
 from ..fake_llamacpp import FakeLlamaCpp
-from ..servers import eventually
+from ..servers import eventually, server_processes
 
 BATCH_TOKENS = 12  # a batch line's answer, at 0.15 s a token
 
@@ -269,3 +273,67 @@ def test_with_several_workers_one_runs_the_instances_batches(slow_fake, start_pr
     assert len(holders) == 1
     for batch in made:
         assert finished(client, batch.id).request_counts.completed == 2
+
+
+def serving_worker(workers: list[int], port: int, connection: http.client.HTTPConnection) -> int | None:
+    """Which of the proxy's `workers` (pids) holds the server's end of `connection` (open, to `port`),
+    by the kernel's socket tables: a gunicorn worker keeps a kept-alive connection's requests."""
+    client_port = connection.sock.getsockname()[1]
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            local, remote = (int(address.rsplit(":", 1)[1], 16) for address in fields[1:3])
+            if local == port and remote == client_port:
+                inodes.add(f"socket:[{fields[9]}]")
+    for pid in workers:
+        with contextlib.suppress(OSError):
+            if inodes & {os.readlink(entry) for entry in Path(f"/proc/{pid}/fd").iterdir()}:
+                return pid
+    return None
+
+
+def connection_to_a_worker_but(proxy, runner: int) -> http.client.HTTPConnection:
+    """A kept-alive connection served by a worker of `proxy` other than the `runner`'s pid."""
+    workers = [pid for pid in server_processes(proxy.process) if pid != proxy.process.pid]
+    port = int(proxy.url.rsplit(":", 1)[1])
+    for _ in range(50):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection.request("GET", "/health")
+        connection.getresponse().read()
+        if serving_worker(workers, port, connection) not in (None, runner):
+            return connection
+        connection.close()
+    raise AssertionError("no connection reached the worker that does not run the batches")
+
+
+def test_a_request_in_another_worker_preempts_the_runners_batch_line(slow_fake, start_proxy, tmp_path):
+    """With --workers 2 the batch's lines run in one worker; a request the other worker takes tells it,
+    and the line generating in the only slot is preempted and run again after the request."""
+    store = tmp_path / "store.sqlite3"
+    flags = ("--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}", "--workers", "2")
+    proxy = start_proxy("--llama-api", slow_fake.url, *flags)
+    client = openai_client(proxy.url)
+    before = preemptions(proxy)
+    slow_fake.requests.clear()
+    batch = batch_of(client, 3)
+    eventually(lambda: slow_fake.streaming == 1, "a line generating")
+    with sqlite3.connect(store) as db:
+        (document,) = db.execute("SELECT document FROM objects WHERE key = ?", (f"{batch.id}-claim",)).fetchone()
+    connection = connection_to_a_worker_but(proxy, int(json.loads(document)["holder"].split("-")[0]))
+    eventually(lambda: slow_fake.streaming == 1, "a line generating")
+    generating = prompts(slow_fake)[-1]
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        json.dumps(chat("an interactive question elsewhere")),
+        {"Content-Type": "application/json"},
+    )
+    answer = json.loads(connection.getresponse().read())
+    assert answer["choices"][0]["message"]["content"] == " hi"
+    assert finished(client, batch.id).request_counts.completed == 3
+    said = prompts(slow_fake)
+    # the line generating was stopped for the request (which came before it ran again), and ran twice
+    runs = [position for position, prompt in enumerate(said) if prompt == generating]
+    assert len(runs) == 2 and runs[0] < said.index("elsewhere") < runs[1]
+    assert preemptions(proxy) == before + 1

@@ -255,6 +255,58 @@ def test_a_managed_keys_limits_usage_and_revocation_hold_per_response(keyed_prox
     assert row["completion_tokens"] == sum(answer.usage.output_tokens for answer in answers)
 
 
+def test_a_managed_key_holds_at_most_its_max_parallel_sockets_open(keyed_proxy, replay):
+    created = requests.post(
+        keyed_proxy.url + "/v1/internal/keys", json={"name": "socket-hoarder", "max_parallel": 2}, headers=ADMIN, timeout=10
+    )
+    key = {"Authorization": f"Bearer {created.json()['key']}"}
+    first = websockets.sync.client.connect(socket_url(keyed_proxy), additional_headers=key)
+    second = websockets.sync.client.connect(socket_url(keyed_proxy), additional_headers=key)
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        websockets.sync.client.connect(socket_url(keyed_proxy), additional_headers=key)
+    assert refused.value.response.status_code == 429
+    assert json.loads(refused.value.response.body)["error"]["code"] == "too_many_sockets"
+    # another key's sockets are its own, and the admin key's are not bounded
+    others = [websockets.sync.client.connect(socket_url(keyed_proxy), additional_headers=ADMIN) for _ in range(3)]
+    first.close()
+    # a socket closed makes room (once the proxy has seen it close)
+    third = []
+    eventually(lambda: third.append(opened(keyed_proxy, key)) or third[-1] is not None, "room again")
+    third[-1].send(json.dumps({"type": "response.create", "model": "fake", "input": "Hi", "store": False}))
+    assert json.loads(until_completed(third[-1])[-1])["type"] == "response.completed"
+    for socket in (second, third[-1], *others):
+        socket.close()
+
+
+def test_a_keys_sockets_are_counted_in_every_worker(fake, start_proxy, tmp_path):
+    store = tmp_path / "store.sqlite3"
+    flags = ("--chat-prompt-model", "chatml", "--store", f"sqlite:///{store}", "--admin-key", "admin-socket-secret")
+    proxy = start_proxy("--llama-api", fake.url, *flags, "--workers", "2")
+    created = requests.post(
+        proxy.url + "/v1/internal/keys", json={"name": "one-socket", "max_parallel": 1}, headers=ADMIN, timeout=10
+    )
+    key = {"Authorization": f"Bearer {created.json()['key']}"}
+    with websockets.sync.client.connect(socket_url(proxy), additional_headers=key):
+        # each handshake lands in either worker: the one without the open socket asks the other
+        assert [opened(proxy, key) for _ in range(6)] == [None] * 6
+
+
+def opened(proxy, key: dict):
+    """A new socket with `key`, or None if the handshake is refused for the key's open sockets."""
+    try:
+        return websockets.sync.client.connect(socket_url(proxy), additional_headers=key)
+    except websockets.exceptions.InvalidStatus as refused:
+        assert refused.response.status_code == 429
+        return None
+
+
+def until_completed(socket) -> list[str]:
+    messages = [socket.recv(timeout=30)]
+    while json.loads(messages[-1])["type"] not in ("response.completed", "response.failed", "error"):
+        messages.append(socket.recv(timeout=30))
+    return messages
+
+
 def test_sigterm_closes_idle_sockets_and_lets_a_response_in_flight_finish(start_fake, start_proxy):
     slow = start_fake(behaviour="slow_tokens", token_interval=0.2, tokens=tuple(f" t{n}" for n in range(8)))
     proxy = start_proxy("--llama-api", slow.url, "--chat-prompt-model", "chatml", "--grace-period", "30")

@@ -12,10 +12,12 @@ import pytest
 
 from api_like_oai.access.priority import BACKGROUND, SlotQueue
 from api_like_oai.backends.events import GenerationEvent
+from api_like_oai.backends.http import OPENED
 from api_like_oai.backends.upstream import UpstreamRequest
 from api_like_oai.batch import files, lines
-from api_like_oai.errors import Preempted
+from api_like_oai.errors import Preempted, UpstreamUnavailable
 from api_like_oai.services.door import Door
+from api_like_oai.siblings import LaneMark
 
 CHAT = "/v1/chat/completions"
 
@@ -110,6 +112,37 @@ def test_a_key_request_under_the_slot_count_preempts_nothing():
     assert queue.running == 0 and queue._background == []
 
 
+def test_a_request_let_in_by_another_worker_preempts_a_line_here_only_past_the_slots():
+    """--workers N: the runner's queue hears of the other workers' requests (elsewhere -> preempt_for)."""
+    told: list[int] = []
+    other_worker, runner = SlotQueue(elsewhere=told.append), SlotQueue()
+    lines = [runner.take(2, BACKGROUND) for _ in range(2)]
+    first = other_worker.take(None, "normal")  # not ordering there: let in at once, and told
+    other_worker.take(None, "low")
+    other_worker.take(None, BACKGROUND)  # a background one is told to nobody
+    assert told == [1, 2]
+    assert not runner.preempt_for(0)  # the two lines fill the two slots: nothing to make room for
+    assert runner.preempt_for(1) and lines[0].preempted.is_set() and not lines[1].preempted.is_set()
+    assert runner.preempt_for(2) and lines[1].preempted.is_set()
+    assert not runner.preempt_for(3) and runner.preemptions == 2  # no line left to stop
+    lines[0].release()
+    first.release()
+    assert not SlotQueue().preempt_for(5)  # slots not known: nothing is stopped
+
+
+def test_a_worker_running_batch_lines_marks_it_for_the_others_while_it_does(tmp_path):
+    runner, other = LaneMark(str(tmp_path)), LaneMark(str(tmp_path))
+    queue = SlotQueue()
+    queue.on_background = runner.noted
+    lines = [queue.take(3, BACKGROUND) for _ in range(2)]
+    queue.take(3, "normal").release()  # a key's request is no batch line
+    assert other.elsewhere() and not runner.elsewhere()  # the runner tells nobody of its own requests
+    lines[0].release()
+    assert other.elsewhere()
+    lines[1].release()
+    assert not other.elsewhere() and runner.own == 0
+
+
 class Slow:
     """An upstream whose generation gives an event whenever the test lets it."""
 
@@ -153,6 +186,45 @@ def test_the_door_stops_a_preempted_generation_at_its_next_event_and_frees_its_s
     waiter.join(5)
     assert upstream.closed and len(granted) == 1 and queue.running == 1
     granted[0].release()
+
+
+class HungUp(Slow):
+    """Slow, whose exchange with the server is registered as backends.http does, and whose read fails
+    as a socket shut down from elsewhere does."""
+
+    def __init__(self):
+        super().__init__()
+        self.hung_up = threading.Event()
+
+    def generate(self, request, **options):
+        OPENED.get()(self)
+        events = super().generate(request, **options)
+
+        def failing():
+            for event in events:
+                if self.hung_up.is_set():
+                    raise UpstreamUnavailable("llama.cpp at <address>: connection lost")
+                yield event
+
+        return failing()
+
+    def hang_up(self):
+        self.hung_up.set()
+        self.next.release()  # the reader wakes now
+
+
+def test_a_preempted_generation_is_hung_up_at_once_and_its_lost_read_is_a_preemption():
+    upstream, queue = HungUp(), SlotQueue()
+    events = Door(upstream, queue, BackgroundTicket()).generate(UpstreamRequest("/completion", {}))
+    upstream.next.release()
+    assert next(events).text == "t0"  # its answer began: a hang-up is now a preemption, not a lost server
+    waiter = threading.Thread(target=lambda: queue.take(1, "high").release())
+    waiter.start()
+    assert upstream.hung_up.wait(5)  # no next token needed
+    with pytest.raises(Preempted):
+        list(events)
+    waiter.join(5)
+    assert queue.running == 0 and queue.preemptions == 1
 
 
 @pytest.mark.parametrize(

@@ -929,6 +929,7 @@ ANTHROPIC_ERRORS = [
     (errors.PermissionDenied("admin only"), 403, "permission_error"),
     (errors.RateLimited("over rpm", retry_after="3"), 429, "rate_limit_error"),
     (errors.StorageQuotaExceeded("stored too much"), 429, "rate_limit_error"),
+    (errors.TooManySockets("too many sockets open"), 429, "rate_limit_error"),
 ]
 
 

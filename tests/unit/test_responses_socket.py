@@ -179,3 +179,17 @@ def test_held_chains_together_stay_within_twice_a_chains_bound():
         held.hold(f"r{n}", None, [{"text": "x" * 40}])
     assert held.chain("r4") is not None and held.chain("r3") is not None and held.chain("r0") is None
     assert sum(len(json.dumps(held.chain(f"r{n}"), separators=(",", ":"))) for n in range(5) if held.chain(f"r{n}")) <= 200
+
+
+def test_a_managed_keys_sockets_are_bounded_by_its_max_parallel_or_a_ceiling():
+    from api_like_oai.access.keys import KeyRecord
+    from api_like_oai.services.inflight import OpenSockets
+
+    assert responses_socket.sockets_allowed(None) is None  # the operator's keys, or no keys at all
+    assert responses_socket.sockets_allowed(KeyRecord("a", "d", max_parallel=3)) == 3
+    assert responses_socket.sockets_allowed(KeyRecord("a", "d")) == responses_socket.SOCKETS_PER_KEY
+    sockets = OpenSockets()
+    assert sockets.opened("a", 2) and not sockets.opened("a", 2, elsewhere=1)  # one here, one in another worker
+    assert sockets.opened("b", 2) and sockets.of("a") == 1
+    sockets.closed("a")
+    assert sockets.of("a") == 0 and sockets.opened("a", 2, elsewhere=1)
