@@ -93,7 +93,7 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="allow", **STRICT)
     num_ctx: int | None = Field(None, ge=0)
-    num_predict: int | None = None
+    num_predict: int | None = Field(None, le=INT32)
     temperature: float | None = Field(None, ge=0.0, le=2.0)  # as the chat request's bounds
     top_k: int | None = None
     top_p: float | None = Field(None, ge=0.0, le=1.0)  # as the chat request's bounds

@@ -78,6 +78,12 @@ def translate(request: ResponsesRequest, seal: Seal | None = None) -> Translatio
     with what was set aside. `seal` opens the thoughts this installation handed out as encrypted_content."""
     box = request.toolbox()
     turns = chat_turns(request, box, seal)
+    if not turns.messages:
+        raise InvalidRequest(
+            "every input item is of a kind set aside here (X-Input-Items-Set-Aside names them): nothing is left to answer",
+            param="input",
+            code="nothing_to_answer",
+        )
     fields: dict[str, Any] = {"model": request.model, "messages": turns.messages, "stream": bool(request.stream)}
     if request.max_output_tokens is not None:
         fields["max_tokens"] = request.max_output_tokens

@@ -58,6 +58,7 @@ REFUSALS = {
     "invalid_image_url": "an image URL that cannot be fetched, or is not allowed",
     "invalid_mcp_server_url": "an MCP server's URL that is not http(s), does not resolve, or is not allowed",
     "upstream_refused": "llama-server's own refusal of a relayed request, as it answered it",
+    "nothing_to_answer": "every input item is of a kind set aside here (a hosted tool's call, an item reference)",
     "over_limit": "a value past one of the limits the proxy is configured with (n, max_tokens)",
     "disallowed_flag": "a flag a caller may not set, or its value (DESIGN.md: launch rules)",
 }

@@ -35,7 +35,7 @@ def _service():
     model_in="json",
     metered="tokens",
     stream="text/event-stream",
-    refusals=(*GENERATES, "duplicate_item", "invalid_mcp_server_url", "block_not_allowed"),
+    refusals=(*GENERATES, "duplicate_item", "invalid_mcp_server_url", "block_not_allowed", "nothing_to_answer"),
 )
 def create():
     from ..dialects.responses import ResponsesRequest
@@ -81,7 +81,7 @@ for _path in ("/v1/responses", "/responses"):  # Werkzeug matches an Upgrade: we
     body="json",
     model_in="json",
     metered="requests",
-    refusals=(*GENERATES, "invalid_mcp_server_url", "block_not_allowed"),
+    refusals=(*GENERATES, "invalid_mcp_server_url", "block_not_allowed", "nothing_to_answer"),
 )
 def input_tokens():
     from ..dialects.responses import ResponsesRequest
@@ -100,7 +100,7 @@ def input_tokens():
     body="json",
     model_in="json",
     metered="tokens",
-    refusals=(*GENERATES, "invalid_mcp_server_url", "block_not_allowed"),
+    refusals=(*GENERATES, "invalid_mcp_server_url", "block_not_allowed", "nothing_to_answer"),
 )
 def compact():
     from ..dialects.responses import CompactRequest

@@ -19,6 +19,7 @@ import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, given, seed, settings
+from hypothesis.stateful import run_state_machine_as_test
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import Failure, FailureGroup
 from schemathesis.specs.openapi.checks import (
@@ -175,6 +176,32 @@ def _failures(url: str, headers: dict) -> list[str]:
     return failures
 
 
+def _stateful_failures(url: str, headers: dict) -> list[str]:
+    """Sequences of calls along the links schemathesis infers from the document (a conversation made,
+    then read, its items added, listed and deleted; a file uploaded, then read and deleted; a batch made,
+    then read and cancelled, ...), each answer held to the same checks; what failed, as one line."""
+    config = schemathesis.Config.from_dict(
+        {"seed": int(SEED) if SEED else 48, "phases": {"stateful": {"enabled": True}}, "request-timeout": 120}
+    )
+    machine = schemathesis.openapi.from_url(f"{url}/openapi.json", config=config).exclude(path_regex=ENDLESS).as_state_machine()
+
+    class Calls(machine):
+        def get_call_kwargs(self, case):
+            return {"headers": headers}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(response, checks=CHECKS)
+
+    examples = settings(
+        max_examples=EXAMPLES * 10, stateful_step_count=6, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    try:
+        run_state_machine_as_test(Calls, settings=examples)
+    except (Failure, FailureGroup) as failure:
+        return [str(failure)[:3000]]
+    return []
+
+
 def test_with_no_keys_every_answer_is_one_the_document_promises(open_proxy):
     failures = _failures(open_proxy.url, {})
     assert failures == [], "\n\n".join(failures)
@@ -188,4 +215,17 @@ def test_with_an_ordinary_managed_key_every_answer_is_one_the_document_promises(
 
 def test_through_a_fleet_front_every_answer_is_one_the_document_promises(fleet_front):
     failures = _failures(fleet_front.url, {})
+    assert failures == [], "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("set_up", ["no keys", "an ordinary managed key", "a fleet front"])
+def test_calls_along_the_documents_links_are_answered_as_it_promises(set_up, request):
+    if set_up == "no keys":
+        url, headers = request.getfixturevalue("open_proxy").url, {}
+    elif set_up == "a fleet front":
+        url, headers = request.getfixturevalue("fleet_front").url, {}
+    else:
+        proxy, headers, _ = request.getfixturevalue("keyed_proxy")
+        url = proxy.url
+    failures = _stateful_failures(url, headers)
     assert failures == [], "\n\n".join(failures)
