@@ -15,7 +15,10 @@ every API's halves agree within the plan's tolerance (0.3 ms), or the plan's mos
 differ less than two halves do (each half has half the pairs).
 
 The prompt is the same in every request of a path (so llama.cpp's prompt cache holds all but its last
-token, on both sides alike) and the answer 4 tokens: the first token is what is measured.
+token, on both sides alike) and the answer 4 tokens: the first token is what is measured. Each side's
+clock starts before its connection to the server it asks is made: llama-server closes the connection
+of every streamed answer, so a direct request connects anew (inside its clock), as the proxy does for
+its own request upstream; the client's connection to the proxy stays open (gunicorn keeps it).
 """
 
 from __future__ import annotations
@@ -170,14 +173,21 @@ def settled(rows: list[TtftRow], plan: TtftPlan) -> bool:
     )
 
 
-async def _ttft(connection: Connection, request: bytes, watch: FirstTextWatch) -> float | None:
-    """The time to the first text (ms) of one whole 200 stream; None for an error or no text."""
+async def _ttft(connection: Connection, request: bytes, watch: FirstTextWatch, side: str) -> float | None:
+    """The time to the first text (ms) of one whole 200 stream, from before its connection is made;
+    None for an error or no text. llama-server closes the connection of every streamed answer, so a
+    request to it connects anew, as any client of it does (the proxy too, for its request upstream):
+    the direct side's connection is made inside the clock, not reopened outside it (client.py's retry
+    of a connection closed while idle restarts the clock after connecting)."""
+    if side == "direct":
+        connection.close()
+    started = time.perf_counter()
     try:
         sample = await connection.send(request, watch_text=watch)
     except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
         connection.close()
         return None
-    return sample.ttft * 1000 if sample.status == 200 and watch.seen_at is not None else None
+    return (watch.seen_at - started) * 1000 if sample.status == 200 and watch.seen_at is not None else None
 
 
 async def measure_rows(llama: Service, proxy: Service, model: str, plan: TtftPlan, progress) -> list[TtftRow]:
@@ -196,13 +206,13 @@ async def measure_rows(llama: Service, proxy: Service, model: str, plan: TtftPla
     try:
         for api in measured:  # warm-up: connections, the prompt cache of each path, the proxy's first requests
             for side in ("direct", "proxy"):
-                await _ttft(connections[side], requests[api.path][side], api.watch_of(side))
+                await _ttft(connections[side], requests[api.path][side], api.watch_of(side), side)
         round_number = 0
         while not settled(list(rows.values()), plan):
             for path in api_order(list(rows), round_number):
                 taken = {}
                 for side in pair_order(round_number):
-                    taken[side] = await _ttft(connections[side], requests[path][side], by_path[path].watch_of(side))
+                    taken[side] = await _ttft(connections[side], requests[path][side], by_path[path].watch_of(side), side)
                 rows[path].add(taken["direct"], taken["proxy"])
             round_number += 1
             if round_number % plan.step == 0:
