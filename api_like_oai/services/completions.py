@@ -35,11 +35,11 @@ def upstream_request(request: CompletionRequest, prompt, *, alone: bool = False)
     """(llama.cpp path, payload) for one prompt: /infill when a suffix is given, else /completion.
 
     `alone`: this generation is the answer's only one, so it asks for llama.cpp's progress events, as
-    the chat path does (services/chat.py). The first of them comes as the prompt's last batch is sent to
+    the chat path does (services/chat.py). The first of them comes as the prompt's last batch goes to
     the model, a whole forward pass (12 ms for SmolLM2 on one thread) before the first token; the
     stream's start (generation.start receives one event before the response begins) then waits for it,
-    not for the token, and the response's head is written while the model computes. Without them,
-    all of that waited for the first token and came after it (issue 54: +2.5 ms to the first token)."""
+    not for the token, and the response's head is written while the model computes. Without them, all
+    of that waited for the first token and came after it, on its way to the client (issue 54)."""
     max_tokens = request.token_limit()
     payload = {
         "stop": request.stop_list(),

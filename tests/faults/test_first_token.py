@@ -5,7 +5,8 @@ token's own frame is all that is left to write when it comes.
 The fake plays llama-server with `return_progress`: a progress event as the prompt's last batch goes to
 the model, then the first token a whole forward pass later. Here the token is held until the client has
 the response's head. /v1/completions waited for the first token before starting its response (it asked
-for no progress events) and then wrote the head after it: 2.5 ms more to the first token than chat."""
+for no progress events) and wrote the head after it; /v1/messages, /api/chat and /api/generate (no
+frames before the first event) wrote their heads after it too: all of it on the first token's way."""
 
 from __future__ import annotations
 
