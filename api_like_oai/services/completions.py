@@ -31,15 +31,12 @@ def check_supported(request: CompletionRequest, prompts: list) -> None:
         raise InvalidRequest("suffix (fill-in-the-middle) needs a text prompt", param="suffix")
 
 
-def upstream_request(request: CompletionRequest, prompt, *, alone: bool = False) -> tuple[str, dict]:
+def upstream_request(request: CompletionRequest, prompt) -> tuple[str, dict]:
     """(llama.cpp path, payload) for one prompt: /infill when a suffix is given, else /completion.
 
-    `alone`: this generation is the answer's only one, so it asks for llama.cpp's progress events, as
-    the chat path does (services/chat.py). The first of them comes as the prompt's last batch goes to
-    the model, a whole forward pass (12 ms for SmolLM2 on one thread) before the first token; the
-    stream's start (generation.start receives one event before the response begins) then waits for it,
-    not for the token, and the response's head is written while the model computes. Without them, all
-    of that waited for the first token and came after it, on its way to the client (issue 54)."""
+    No `return_progress` (the chat path asks for it, for its keep-alives while a long prompt is read):
+    tried for issue 54, its events cost the first token more than starting the response on the first
+    of them saved (0.2 to 1 ms more through the proxy, side by side on a busy two-core machine)."""
     max_tokens = request.token_limit()
     payload = {
         "stop": request.stop_list(),
@@ -47,8 +44,6 @@ def upstream_request(request: CompletionRequest, prompt, *, alone: bool = False)
         "n_predict": -1 if max_tokens is None else max_tokens,
         **request.sampling_payload(),
     }
-    if alone:  # several interleave (merge.py), and progress is read off the front of one only
-        payload["return_progress"] = True
     if request.logprobs:
         payload["n_probs"] = request.logprobs
     if request.suffix is not None:
@@ -77,7 +72,7 @@ def _completion(request: CompletionRequest, model: ServedModel, model_name: str,
     session = routing.session_key(context.session, request.user)
     events = generation.start(
         routed(upstream, context),
-        [typed(*upstream_request(request, p, alone=len(prompts) == 1), session) for p in prompts],
+        [typed(*upstream_request(request, p), session) for p in prompts],
         context,
         folded=not request.stream,
     )

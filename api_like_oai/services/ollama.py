@@ -122,7 +122,7 @@ class Ollama:
         if completion.token_limit() is None:
             room = completions.room_left(model, [completion.prompt], upstream)
             completion = completion.model_copy(update={"max_tokens": room})
-        sent = completions.typed(*completions.upstream_request(completion, completion.prompt, alone=True), self.context.session)
+        sent = completions.typed(*completions.upstream_request(completion, completion.prompt), self.context.session)
         events = generation.start(routed(upstream, self.context), [sent], self.context, folded=not completion.stream)
         return generation.answer(completion, events, shape, 1, self.context, transform=self._transform(shape, model))
 

@@ -1,12 +1,11 @@
-"""What waits for the first token (issue 54): on every API, the response's head (and the frames that
-come before any event) reaches the client while llama.cpp is still computing the first token, so the
-token's own frame is all that is left to write when it comes.
+"""What waits for the first token (issue 54): on every API whose upstream request asks for llama.cpp's
+progress events (the chat-like ones), the response's head reaches the client while llama.cpp is still
+computing the first token, so the token's own frame is all that is left to write when it comes.
 
 The fake plays llama-server with `return_progress`: a progress event as the prompt's last batch goes to
 the model, then the first token a whole forward pass later. Here the token is held until the client has
-the response's head. /v1/completions waited for the first token before starting its response (it asked
-for no progress events) and wrote the head after it; /v1/messages, /api/chat and /api/generate (no
-frames before the first event) wrote their heads after it too: all of it on the first token's way."""
+the response's head. Before, the shapes with no frames before the first event (Anthropic's, Ollama's)
+left the head to be written with the first token, on its way to the client."""
 
 from __future__ import annotations
 
@@ -19,12 +18,10 @@ import requests
 PROGRESS = ({"total": 3, "cache": 0, "processed": 3, "time_ms": 1},)
 HI = [{"role": "user", "content": "Hi"}]
 APIS = {
-    "/v1/completions": {"model": "m", "prompt": "Hi", "max_tokens": 8, "stream": True},
     "/v1/chat/completions": {"model": "m", "messages": HI, "max_tokens": 8, "stream": True},
     "/v1/messages": {"model": "m", "messages": HI, "max_tokens": 8, "stream": True},
     "/v1/responses": {"model": "m", "input": "Hi", "max_output_tokens": 8, "stream": True, "store": False},
     "/api/chat": {"model": "m", "messages": HI, "stream": True, "options": {"num_predict": 8}},
-    "/api/generate": {"model": "m", "prompt": "Hi", "stream": True, "options": {"num_predict": 8}},
 }
 
 
@@ -59,6 +56,5 @@ def test_the_response_starts_before_the_first_token(proxy, held_tokens, path):
         body = response.raw.read()
     assert response.status_code == 200
     assert tokens_before_the_head == 0  # it did not wait for the first token (5 s of the fake's, then)
-    generation = [sent for sent in held_tokens.requests if "prompt" in sent][-1]  # /api/generate's /tokenize comes after
-    assert generation.get("return_progress") is True
+    assert held_tokens.requests[-1].get("return_progress") is True
     assert answer_text(path, body) == " Hello, world!"
