@@ -110,8 +110,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         per_token = timings if self.fake.requests[-1].get("timings_per_token") else {}
         if self.fake.requests[-1].get("return_progress"):
             self._prompt_progress()
-        if self.fake.token_hold is not None:
-            self.fake.token_hold.wait(self.fake.hang_seconds)
         if behaviour == "die_in_prefill":
             self.wfile.flush()
             self.connection.shutdown(2)  # lost while reading the prompt: nothing of an answer was sent
@@ -125,7 +123,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(self.fake.hang_seconds)
             if behaviour == "slow_tokens":
                 time.sleep(self.fake.token_interval)
-            self.fake.tokens_sent += 1  # before it is written: a client that saw it finds it counted
             self._event({"content": token, "stop": False, "tokens_predicted": n + 1, "tokens_evaluated": 3, **per_token})
         self._event(
             {
@@ -239,8 +236,6 @@ class FakeLlamaCpp:
     get_paths: list = field(default_factory=list)
     streaming: int = 0  # streams being sent now (ended when the client hangs up)
     first_token_gate: threading.Barrier | None = None  # streams wait here for each other before answering
-    token_hold: threading.Event | None = None  # streams wait for it (hang_seconds at most) after their progress
-    tokens_sent: int = 0  # tokens written in streams, counted as each is written
     gate_broken: int = 0  # how many streams gave up waiting at the gate
     connections: list = field(default_factory=list)
     server: http.server.ThreadingHTTPServer | None = None

@@ -72,19 +72,10 @@ def stream(
 
 
 def _openings(shape: Shape, choice_count: int, prefixes: dict[int, str] | None) -> Iterator[bytes]:
-    """The frames before any event; b"" when there are none (text completions, Ollama, Anthropic's, whose
-    message_start waits for the first event): gunicorn writes the response's head on the first item, and
-    would otherwise write it after the first token, on that token's way to the client (issue 54)."""
-    opened = False
     for index in range(choice_count):
-        for frame in map(shape.frame, shape.openings(index)):
-            opened = True
-            yield frame
+        yield from map(shape.frame, shape.openings(index))
         if prefixes and prefixes.get(index):
-            opened = True
             yield from map(shape.frame, shape.chunks(GenerationEvent(text=prefixes[index], index=index)))
-    if not opened:
-        yield b""
 
 
 def _prompt_read(events: Iterator, context: Context, keepalive: bytes | None) -> Generator[bytes, None, object]:
