@@ -38,6 +38,7 @@ from . import (
     rerank_row,
     servers,
     startup,
+    ttft_rows,
     workload,
 )
 from . import batch_lane as batch_part
@@ -307,16 +308,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output-dir", type=Path, default=HERE, help="where results.* go (default: %(default)s)")
     parser.add_argument(
         "--only",
-        choices=["routing", "agents", "tool-call", "swaps", "keys", "dashboard", "fleet", "startup", "ollama", "socket", "batch"],
+        choices=[
+            "routing",
+            "agents",
+            "tool-call",
+            "swaps",
+            "keys",
+            "dashboard",
+            "fleet",
+            "startup",
+            "ollama",
+            "socket",
+            "batch",
+            "ttft",
+        ],
         help="measure this part alone and merge it into the output dir's results.json",
     )
     return parser.parse_args(argv)
 
 
-def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: ExitStack, against: str | None = None) -> Path:
+def measure_ratios(
+    results: BenchmarkResults,
+    plan: ratios.RatioPlan,
+    stack: ExitStack,
+    against: str | None = None,
+    ttft_plan: ttft_rows.TtftPlan | None = None,
+) -> Path:
     """Issue 29: the ratio rows, each alternating the proxy with the floor and LiteLLM's proxy (fake
     upstreams) or with llama-server direct and LiteLLM (real generation), in one sitting; with `against`,
-    the proxy at that revision too. Returns llama-server's /props in a file, for the parts after it."""
+    the proxy at that revision too; then the TTFT rows of every API (issue 54) by `ttft_plan`. Returns
+    llama-server's /props in a file, for the parts after it."""
     started, load_at_start = time.perf_counter(), ", ".join(f"{n:.2f}" for n in os.getloadavg())
     begun = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     threads = max((os.cpu_count() or 2) - 1, 1)
@@ -341,6 +362,8 @@ def measure_ratios(results: BenchmarkResults, plan: ratios.RatioPlan, stack: Exi
     rows = ratios.instant_and_paced_rows(fronts, plan, progress)
     rows += ratios.generation_rows(llama, fronts, plan, threads, progress)
     results.ollama = ollama_rows.measure(llama, fronts["proxy"], plan, progress)
+    if ttft_plan is not None:
+        results.ttft = ttft_rows.measure(llama, fronts["proxy"], ratios.REAL, ttft_plan, progress)
     results.ratios = RatiosResult(
         begun,
         load_at_start,
@@ -361,7 +384,9 @@ def quick_guard(args: argparse.Namespace) -> int:
     results = BenchmarkResults(describe_machine(os.environ["LLAMA_SERVER"]))
     plan = dataclasses.replace(Plan.quick(), repeats=4, capacity_seconds=1.5, agent_turn_rounds=10)
     with ExitStack() as stack:
-        props_path = measure_ratios(results, ratios.RatioPlan.quick(args.against is not None), stack, args.against)
+        props_path = measure_ratios(
+            results, ratios.RatioPlan.quick(args.against is not None), stack, args.against, ttft_rows.TtftPlan.quick()
+        )
         results.rerank = rerank_row.measure(os.environ["LLAMA_SERVER"], ratios.RatioPlan.quick(), progress)
         measure_tool_call(results, plan, props_path, stack)
         turn_fake = fake_upstream(agents.agent_props(props_path), answer_tokens=2).start()
@@ -433,6 +458,25 @@ def measure_ollama(results: BenchmarkResults, quick: bool) -> None:
         results.ollama = ollama_rows.measure(llama, proxy, plan, progress)
 
 
+def ttft_plan(args: argparse.Namespace) -> ttft_rows.TtftPlan:
+    """The TTFT rows' plan: a few pairs for `--smoke`, the quick one for `--quick`, else the whole."""
+    if args.smoke:
+        return ttft_rows.TtftPlan(min_pairs=2, max_pairs=4, step=2)
+    return ttft_rows.TtftPlan.quick() if args.quick else ttft_rows.TtftPlan()
+
+
+def measure_ttft(results: BenchmarkResults, plan: ttft_rows.TtftPlan) -> None:
+    """Issue 54 alone (`--only ttft`): every API's first token through a proxy and direct, one real llama-server."""
+    threads = max((os.cpu_count() or 2) - 1, 1)
+    with ExitStack() as stack:
+        llama = llama_server(os.environ["LLAMA_SERVER"], os.environ["MODEL"], threads).start()
+        stack.callback(llama.stop)
+        proxy = servers.proxy_for_models({ratios.REAL: llama.url})
+        stack.callback(proxy.stop)
+        proxy.start()
+        results.ttft = ttft_rows.measure(llama, proxy, ratios.REAL, plan, progress)
+
+
 def only_part(args: argparse.Namespace, plan: Plan) -> int:
     """`--only PART`: this part measured now, the others' numbers kept from results.json."""
     previous = args.output_dir / "results.json"
@@ -456,17 +500,14 @@ def only_part(args: argparse.Namespace, plan: Plan) -> int:
     elif args.only == "batch":
         results.measured_alone["batch"] = _when_and_load()
         measure_batch(results, args.quick_plans)
-    elif args.only == "ollama":
-        results.measured_alone["ollama"] = (
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
-            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}"
-        )
-        measure_ollama(results, args.quick_plans)
+    elif args.only in ("ollama", "ttft"):
+        results.measured_alone[args.only] = _when_and_load()
+        if args.only == "ollama":
+            measure_ollama(results, args.quick_plans)
+        else:
+            measure_ttft(results, ttft_plan(args))
     else:
-        results.measured_alone[args.only] = (
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
-            f"at its start {', '.join(f'{n:.2f}' for n in os.getloadavg())}"
-        )
+        results.measured_alone[args.only] = _when_and_load()
         with ExitStack() as stack:
             props_path = real_props(stack)
             if args.only == "agents":
@@ -508,7 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     binary, model = os.environ["LLAMA_SERVER"], os.environ["MODEL"]
     results = BenchmarkResults(describe_machine(binary))
     with ExitStack() as stack:
-        props_path = measure_ratios(results, ratios.RatioPlan.quick() if args.smoke else ratios.RatioPlan(), stack)
+        props_path = measure_ratios(
+            results, ratios.RatioPlan.quick() if args.smoke else ratios.RatioPlan(), stack, ttft_plan=ttft_plan(args)
+        )
         for threads in llama_thread_variants():
             progress(f"starting llama-server --threads {threads}")
             llama = llama_server(binary, model, threads).start()

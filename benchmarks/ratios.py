@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .client import Connection, Sample, closed_loop, encode_post
 from .processes import Service
-from .results import FrontCell, RatioRow, percentile
+from .results import FrontCell, RatioRow, halves_spread, percentile
 from .workload import GENERATED_TOKENS, PATHS, generation_body
 
 # the model names the fronts serve: one per upstream
@@ -49,6 +49,10 @@ class RatioPlan:
     )
     generation_clients: tuple[int, ...] = (1, 4)
     generation_rounds: int = 12
+    # The request-cost rows (instant upstream, CPU per request): passes are added past `rounds` until the
+    # proxy ÷ floor ratios of the two halves of the passes agree within this share, or up to this many.
+    request_tolerance: float = 0.05
+    request_rounds_max: int = 16
 
     @classmethod
     def quick(cls, against: bool = False) -> RatioPlan:
@@ -62,6 +66,7 @@ class RatioPlan:
             paced=((16, PACED_FAST, False), (16, PACED_FAST, True), (64, PACED_FAST, False)),
             generation_clients=(1,),
             generation_rounds=6,
+            request_rounds_max=8,
         )
 
 
@@ -78,6 +83,20 @@ def window_order(names: tuple[str, ...], rounds: int) -> list[str]:
     LiteLLM costs 10-30 times the others, so its own windows need no such care."""
     close = tuple(name for name in names if name != "litellm")
     return [*passes(close, rounds), *(["litellm"] * rounds if "litellm" in names else [])]
+
+
+def request_passes(names: tuple[str, ...], plan: RatioPlan, agreed: Callable[[], bool]):
+    """A request-cost row's windows: `names` ABBA for `plan.rounds` passes at least, then two passes more
+    at a time until `agreed()` (read after each pair of passes, once their windows ran) or
+    `plan.request_rounds_max` passes; LiteLLM's windows after them, `plan.rounds` of them (window_order)."""
+    close = tuple(name for name in names if name != "litellm")
+    number = 0
+    while True:
+        yield from (close if number % 2 == 0 else tuple(reversed(close)))
+        number += 1
+        if number >= plan.rounds and number % 2 == 0 and (number >= plan.request_rounds_max or agreed()):
+            break
+    yield from (["litellm"] * plan.rounds if "litellm" in names else [])
 
 
 def warm_up(fronts: dict[str, Service], clients: int) -> None:
@@ -132,7 +151,16 @@ async def cpu_row(
     window still counts what it relayed."""
     spent = {target: {"cpu": 0.0, "requests": 0, "frames": 0, "seconds": 0.0, "errors": 0, "windows": []} for target in fronts}
     stagger = PACED_INTERVALS.get(model, 0.0) / 1000
-    for target in window_order(tuple(fronts), plan.rounds):
+    order = (
+        window_order(tuple(fronts), plan.rounds)
+        if per_token
+        else request_passes(
+            tuple(fronts),
+            plan,
+            lambda: halves_spread(spent["floor"]["windows"], spent["proxy"]["windows"]) <= plan.request_tolerance,
+        )
+    )
+    for target in order:
         front = fronts[target]
         request = encode_post(front.port, PATHS["chat"], {**generation_body("chat", streamed), "model": model})
         window = await closed_loop(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from . import batch_lane, ollama_rows, rerank_row
+from . import batch_lane, ollama_rows, rerank_row, ttft_rows
 from .dashboard import dashboard_section
 from .report_ratios import measured_targets, ratios_section
 from .report_swaps import swaps_section
@@ -31,7 +31,8 @@ def machine_section(results: BenchmarkResults) -> str:
 
 
 def targets_section(results: BenchmarkResults) -> str:
-    rows = [[t.name, t.goal, t.measured, "**met**" if t.met else "**missed**"] for t in results.targets()]
+    judged = [*results.targets(), *ttft_rows.targets(results.ttft)]
+    rows = [[t.name, t.goal, t.measured, "**met**" if t.met else "**missed**"] for t in judged]
     return "\n\n".join(
         filter(
             None,
@@ -629,6 +630,7 @@ def markdown(results: BenchmarkResults) -> str:
         targets_section(results),
         ratios_section(results),
         ollama_rows.section(results.ollama, _measured_alone_note(results, "ollama", "This part")),
+        ttft_rows.section(results.ttft, _measured_alone_note(results, "ttft", "This part")),
         generation_section(results),
         capacity_section(results),
         paced_section(results),
@@ -659,6 +661,7 @@ def quick_markdown(results: BenchmarkResults) -> str:
         "## Targets",
         table(["target", "goal", "measured", "verdict"], rows),
         ratios_section(results),
+        ttft_rows.section(results.ttft),
         ollama_rows.section(results.ollama),
         rerank_row.section(results.rerank),
         tool_call_section(results),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from . import ollama_rows, rerank_row
+from . import ollama_rows, rerank_row, ttft_rows
 from .results import BEFORE, BenchmarkResults, RatioRow, RatiosResult, TargetCheck
 from .tables import number, table
 
@@ -22,7 +22,10 @@ def ratios_section(results: BenchmarkResults) -> str:
         parts += [
             "CPU of each target's whole process tree, per request or per relayed token (µs), and each "
             "restated against the floor of the same row (∞: the target finished nothing in its windows, still "
-            "busy with the requests of its earlier windows; windows end by cutting the requests in flight):",
+            "busy with the requests of its earlier windows; windows end by cutting the requests in flight). "
+            "Halves: proxy ÷ floor pass by pass, the median of each half of the passes (passes 0-1, 4-5, ... "
+            "and 2-3, 6-7, ...) and how far apart they are; the request-cost rows add passes until that is "
+            "within 5% (or 16 passes; 8 in `--quick`):",
             table(
                 [
                     "row",
@@ -30,6 +33,7 @@ def ratios_section(results: BenchmarkResults) -> str:
                     "proxy",
                     "LiteLLM",
                     "proxy ÷ floor",
+                    "halves (passes)",
                     "LiteLLM ÷ floor",
                     "LiteLLM ÷ proxy",
                     "errors (floor, proxy / LiteLLM)",
@@ -120,11 +124,22 @@ def _cpu_row(row: RatioRow) -> list[str]:
         row.name,
         *_costs(row, ("floor", "proxy", "litellm"), 0),
         f"{_finite(row.over_floor('proxy'), 2)}x",
+        _halves(row),
         f"{_finite(row.over_floor('litellm'), 2)}x",
         f"{_finite(row.cost('litellm') / row.cost('proxy'), 1)}x",
         f"{row.errors()} / {row.errors(('litellm',))}",
         row.load_average,
     ]
+
+
+def _halves(row: RatioRow) -> str:
+    """proxy ÷ floor in each half of the row's passes, how far apart (a share), and the passes."""
+    first, second = row.floor_halves()
+    floor = row.cell("floor")
+    passes = len(floor.window_costs) if floor else 0
+    if math.isnan(first) or math.isnan(second):
+        return f"– ({passes})"
+    return f"{first:.2f}x / {second:.2f}x, ±{number(row.floor_spread() * 100, 1)}% ({passes})"
 
 
 def _finite(value: float, digits: int) -> str:
@@ -159,6 +174,7 @@ QUICK_TARGETS = (
     "streamed tool call",
     "agent turn replayed warm",
     "CPU rows: proxy ÷ the proxy at",
+    "request-cost rows",
 )
 
 
@@ -168,4 +184,5 @@ def measured_targets(results: BenchmarkResults) -> list[TargetCheck]:
         *(t for t in results.targets() if t.name.startswith(QUICK_TARGETS)),
         *ollama_rows.targets(results.ollama),
         *rerank_row.targets(results.rerank),
+        *ttft_rows.targets(results.ttft),
     ]

@@ -517,9 +517,37 @@ class RatioRow:
         ]
         return max(spreads, default=math.nan)
 
+    def floor_halves(self, target: str = "proxy") -> tuple[float, float]:
+        """`target` ÷ floor in each half of the row's passes (see halves)."""
+        cell, floor = self.cell(target), self.cell("floor")
+        if cell is None or floor is None:
+            return math.nan, math.nan
+        return halves(floor.window_costs, cell.window_costs)
+
+    def floor_spread(self, target: str = "proxy") -> float:
+        """How far apart the halves' `target` ÷ floor are, a share of the row's (see halves_spread)."""
+        cell, floor = self.cell(target), self.cell("floor")
+        return halves_spread(floor.window_costs, cell.window_costs) if cell and floor else math.nan
+
     def errors(self, of: tuple[str, ...] = ("direct", "floor", "proxy")) -> int:
         """Failed requests of the proxy and the neighbours it is divided by (LiteLLM's count against it alone)."""
         return sum(c.errors for c in self.cells if c.target in of)
+
+
+def halves(floor: list[float], front: list[float]) -> tuple[float, float]:
+    """A front's cost ÷ the floor's, window by window in pass order (pass k: floor[k], front[k]), the median
+    of each half of the passes: passes 0-1, 4-5, ... and 2-3, 6-7, ... (ABBA swaps the order every other
+    pass, so each half has both orders alike). NaN for a half without a pass."""
+    ratios = [(k, f / b) for k, (b, f) in enumerate(zip(floor, front, strict=False)) if b > 0 and math.isfinite(f)]
+    parts = [[r for k, r in ratios if (k // 2) % 2 == half] for half in (0, 1)]
+    return tuple(statistics.median(part) if part else math.nan for part in parts)
+
+
+def halves_spread(floor: list[float], front: list[float]) -> float:
+    """|first half − second half| ÷ their mean, of `halves`: how far two runs of half the passes each
+    would read apart (two whole runs read closer). NaN until each half has a pass."""
+    first, second = halves(floor, front)
+    return abs(first - second) / ((first + second) / 2)
 
 
 @dataclass
@@ -566,6 +594,58 @@ class OllamaRow:
 
     def ttft_added_ms(self, route: str) -> float:
         return self.ttft_ms[route] - self.ttft_ms["direct"]
+
+
+@dataclass
+class TtftRow:
+    """One API's row of benchmarks/ttft_rows.py (issue 54): the time to the first text of each pair of
+    requests, llama-server direct (on `direct_path`) and through the proxy, in the order they ran."""
+
+    api: str
+    direct_path: str
+    direct_ms: list[float] = field(default_factory=list)  # pair i is (direct_ms[i], proxy_ms[i])
+    proxy_ms: list[float] = field(default_factory=list)
+    errors: int = 0  # pairs with a failed or textless answer on either side (left out)
+    load_average: str = ""
+    seconds: float = 0.0  # the whole part's, all APIs
+
+    def add(self, direct: float | None, proxy: float | None) -> None:
+        if direct is None or proxy is None:
+            self.errors += 1
+            return
+        self.direct_ms.append(direct)
+        self.proxy_ms.append(proxy)
+
+    def attempts(self) -> int:
+        return len(self.direct_ms) + self.errors
+
+    def direct_p50_ms(self) -> float:
+        return percentile(self.direct_ms, 0.5) if self.direct_ms else math.nan
+
+    def proxy_p50_ms(self) -> float:
+        return percentile(self.proxy_ms, 0.5) if self.proxy_ms else math.nan
+
+    def added_ms(self) -> float:
+        """What the proxy adds: the median of the pairs' differences."""
+        return _median_difference(range(len(self.direct_ms)), self.direct_ms, self.proxy_ms)
+
+    def halves_ms(self) -> tuple[float, float]:
+        """The added time of each half of the pairs: pairs 0-1, 4-5, ... and 2-3, 6-7, ... (the order
+        within a pair is swapped every other pair, so each half has both orders alike)."""
+        indices = range(len(self.direct_ms))
+        return tuple(
+            _median_difference([i for i in indices if (i // 2) % 2 == half], self.direct_ms, self.proxy_ms) for half in (0, 1)
+        )
+
+    def agreement_ms(self) -> float:
+        """How far apart the halves' added times are (NaN until both have pairs)."""
+        first, second = self.halves_ms()
+        return abs(first - second)
+
+
+def _median_difference(indices, direct: list[float], proxy: list[float]) -> float:
+    differences = [proxy[i] - direct[i] for i in indices]
+    return statistics.median(differences) if differences else math.nan
 
 
 @dataclass
@@ -643,6 +723,7 @@ class BenchmarkResults:
     dashboard: DashboardResult | None = None  # benchmarks/dashboard.py
     ollama: list[OllamaRow] = field(default_factory=list)  # benchmarks/ollama_rows.py (issue 38)
     rerank: list[RerankRow] = field(default_factory=list)  # benchmarks/rerank_row.py (issue 40)
+    ttft: list[TtftRow] = field(default_factory=list)  # benchmarks/ttft_rows.py (issue 54)
     duration_s: float = 0.0
     # Parts measured again on their own after the whole run (`--only`): part -> when and under what load.
     measured_alone: dict[str, str] = field(default_factory=dict)
@@ -860,6 +941,7 @@ class BenchmarkResults:
             ("TTFT added vs llama-server direct, p50 (ratio rows)", "≤ 1 ms"),
             ("streamed tokens/s through the proxy ÷ direct (ratio rows)", "≥ 0.99"),
             ("ahead of LiteLLM's proxy on every row", "every row"),
+            ("request-cost rows: proxy ÷ floor, its two halves of passes apart (issue 54)", "≤ 5%"),
         ]
         if r is None or not r.rows:
             return [TargetCheck(name, goal, "not measured", False) for name, goal in named]
@@ -876,6 +958,9 @@ class BenchmarkResults:
                 *named[4],
                 "; ".join(f"{row.name}: {'ahead' if row.ahead_of_litellm() else 'BEHIND'}" for row in r.rows),
                 all(row.ahead_of_litellm() for row in r.rows),
+            ),
+            _ratio_judged(
+                *named[5], r.of_kind("request"), lambda row: row.floor_spread() * 100, "±{:.1f}%", max, lambda v: v <= 5.0
             ),
             *([_against_target(r)] if r.against else []),
         ]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import collections
 import functools
+import ipaddress
+import select
 import socket
 import ssl
 from collections.abc import Callable, Iterator
@@ -251,6 +253,23 @@ class _Connection:
         self.position = end
         return piece
 
+    def idle_and_open(self) -> bool:
+        """Whether this idle connection can take a request: nothing arrived on it while it waited, not
+        even the server's hang-up. llama-server closes the connection of every streamed answer once it
+        has sent it (its `Keep-Alive` header notwithstanding), so the next request would otherwise be
+        sent on a dead socket, find it closed, and connect again: a round trip through the event loop
+        before the new connection, on the way to every streamed answer's first token (issue 54)."""
+        raw = getattr(self.sock, "_sock", None)  # gevent's socket: the non-blocking OS socket under it
+        try:
+            if raw is not None and raw.gettimeout() == 0.0:
+                raw.recv(1, socket.MSG_PEEK)  # anything (a hang-up's b"" too) means it cannot be reused
+                return False
+            return not select.select([self.sock], [], [], 0)[0]
+        except BlockingIOError:
+            return True  # nothing to read: open and idle
+        except (OSError, ValueError):
+            return False
+
     def close(self) -> None:
         if self.readable is not None:
             self.readable.close()
@@ -313,6 +332,7 @@ class HTTPClient:
         self.connect_timeout, self.read_timeout = connect_timeout, read_timeout
         self.max_idle = max_idle
         self._idle: collections.deque[_Connection] = collections.deque()  # append/pop are atomic
+        self._literal_address = _literal_address(self.host, self.port)
         self._tls_context = ssl.create_default_context() if self.tls else None
 
     def request(
@@ -353,10 +373,15 @@ class HTTPClient:
         return Response(status, headers, connection, self, keep_alive, exchange)
 
     def _take_idle(self) -> _Connection | None:
-        try:
-            return self._idle.pop()
-        except IndexError:
-            return None
+        """An idle connection the server has not closed; those it has are closed here and skipped."""
+        while True:
+            try:
+                connection = self._idle.pop()
+            except IndexError:
+                return None
+            if self.tls or connection.idle_and_open():  # TLS may have records of its own waiting (session
+                return connection  # tickets): a closed one is found by the request's retry
+            connection.close()
 
     def put_back(self, connection: _Connection) -> None:
         if len(self._idle) < self.max_idle:
@@ -366,7 +391,7 @@ class HTTPClient:
 
     def _connect(self) -> _Connection:
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
+            sock = self._open_socket()
         except TimeoutError as exc:
             raise ConnectTimeout("connect timeout") from exc
         except OSError as exc:
@@ -381,9 +406,37 @@ class HTTPClient:
                 raise ConnectFailed(type(exc).__name__) from exc
         return _Connection(sock, self.read_timeout)
 
+    def _open_socket(self) -> socket.socket:
+        """A socket connected to the server: straight to its address when the URL names an IP address,
+        without a resolver (under gevent, getaddrinfo is a trip through a thread pool on every new
+        connection, even for 127.0.0.1); through create_connection for a host name."""
+        if self._literal_address is None:
+            return socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
+        family, address = self._literal_address
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.connect_timeout)
+            sock.connect(address)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
     def close(self) -> None:
-        while (connection := self._take_idle()) is not None:
-            connection.close()
+        while True:
+            try:
+                self._idle.pop().close()
+            except IndexError:
+                return
+
+
+def _literal_address(host: str, port: int) -> tuple[int, tuple] | None:
+    """(family, socket address) of an IP address `host`; None for a host name (resolved at each connect)."""
+    try:
+        version = ipaddress.ip_address(host).version
+    except ValueError:
+        return None
+    return (socket.AF_INET6, (host, port, 0, 0)) if version == 6 else (socket.AF_INET, (host, port))
 
 
 def _read_head(connection: _Connection) -> tuple[int, dict[str, str], bool]:

@@ -9,6 +9,8 @@ import json
 import math
 import statistics
 
+import pytest
+
 from benchmarks import ratios, report, report_ratios
 from benchmarks.results import (
     BEFORE,
@@ -19,6 +21,8 @@ from benchmarks.results import (
     Machine,
     RatioRow,
     RatiosResult,
+    halves,
+    halves_spread,
     load,
 )
 
@@ -26,7 +30,8 @@ from benchmarks.results import (
 def cpu_row(name: str, kind: str, floor: float, proxy: float, litellm: float, errors: int = 0) -> RatioRow:
     def cell(target: str, cost: float) -> FrontCell:
         per_request, per_token = (cost, math.nan) if kind == "request" else (cost * 64, cost)
-        return FrontCell(target, 100, 8.0, per_request, per_token, errors if target == "proxy" else 0)
+        windows = [per_token if kind == "token" else per_request] * 4
+        return FrontCell(target, 100, 8.0, per_request, per_token, errors if target == "proxy" else 0, window_costs=windows)
 
     return RatioRow(name, kind, 8, [cell("floor", floor), cell("proxy", proxy), cell("litellm", litellm)], "1.00")
 
@@ -91,7 +96,7 @@ def test_every_ratio_target_met_within_its_bound():
         generation_row(20.0, 20.8, 35.0, 99.2, 90.0),
     ]
     verdicts = ratio_targets(results_with(rows))
-    assert len(verdicts) == 5 and all(met for _, met in verdicts.values()), verdicts
+    assert len(verdicts) == 6 and all(met for _, met in verdicts.values()), verdicts
 
 
 def test_a_ratio_past_its_bound_or_a_row_with_errors_is_missed():
@@ -206,3 +211,43 @@ def test_litellm_windows_come_after_the_fronts_compared_closely():
     # LiteLLM's cut requests keep it busy after its window: no window of the floor or the proxy follows one
     order = ratios.window_order(("floor", "proxy", BEFORE, "litellm"), 2)
     assert order == ["floor", "proxy", BEFORE, BEFORE, "proxy", "floor", "litellm", "litellm"]
+
+
+def test_a_request_cost_row_adds_passes_until_its_halves_agree():
+    plan = ratios.RatioPlan(rounds=4, request_rounds_max=10)
+    checks = []
+
+    def agreed_at(passes: int):
+        def agreed() -> bool:
+            checks.append(len(order))
+            return len(order) >= passes * 2
+
+        return agreed
+
+    order: list[str] = []
+    order.extend(target for target in ratios.request_passes(("floor", "proxy"), plan, agreed_at(6)))
+    assert order == ["floor", "proxy", "proxy", "floor"] * 3  # 4 passes, then 2 more: agreed after 6
+    assert checks == [8, 12]  # read after each pair of passes, once their windows ran
+    order.clear()
+    order.extend(ratios.request_passes(("floor", "proxy", "litellm"), plan, lambda: False))
+    assert order[:20] == ["floor", "proxy", "proxy", "floor"] * 5 and order[20:] == ["litellm"] * 4  # at most 10
+
+
+def test_the_halves_of_a_rows_passes_and_how_far_apart_they_are():
+    floor = [100.0, 100.0, 100.0, 100.0, 100.0, 100.0]
+    proxy = [110.0, 112.0, 130.0, 126.0, 111.0, 150.0]  # passes 0-1, 4-5 against 2-3: an outlier at 5
+    assert halves(floor, proxy) == pytest.approx((1.115, 1.28))
+    assert halves_spread(floor, proxy) == pytest.approx(0.165 / 1.1975)
+    assert math.isnan(halves_spread(floor[:2], proxy[:2]))  # one half without a pass: not known yet
+    row = cpu_row("non-streamed, instant upstream, 8 clients", "request", 100.0, 110.0, 900.0)
+    assert row.floor_halves() == (1.1, 1.1) and row.floor_spread() == 0.0
+    assert "1.10x / 1.10x, ±0.0% (4)" in report_ratios.ratios_section(results_with([row]))
+
+
+def test_a_request_cost_row_whose_halves_disagree_misses_its_target():
+    row = cpu_row("non-streamed, instant upstream, 8 clients", "request", 100.0, 110.0, 900.0)
+    row.cell("proxy").window_costs = [110.0, 110.0, 130.0, 130.0]
+    measured, met = ratio_targets(results_with([row]))[
+        "request-cost rows: proxy ÷ floor, its two halves of passes apart (issue 54)"
+    ]
+    assert not met and "±16.7%" in measured

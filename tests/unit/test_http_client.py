@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from api_like_oai.backends.http import HTTPClient
 from api_like_oai.backends.llamacpp import LlamaCppClient
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class ScriptedServer:
@@ -92,6 +97,35 @@ def test_a_connection_is_reused_and_a_stale_one_retried_once():
     time.sleep(0.1)  # the server has closed the pooled connection meanwhile
     assert client.health() == {"status": "ok"}
     assert server.connections == 2
+
+
+@pytest.mark.parametrize("event_loop", [False, True], ids=["threads", "gevent"])
+def test_a_pooled_connection_the_server_closed_is_not_sent_on(event_loop):
+    """llama-server closes the connection of every streamed answer: the next request goes on a new
+    one at once, not on the closed one first (a failed exchange, then the retry: issue 54). Under
+    gevent (the worker's) too, in a process of its own, patched as the worker is."""
+    script = f"""
+import json, sys, time
+if {event_loop}:
+    from gevent import monkey
+    monkey.patch_all()
+sys.path.insert(0, {str(ROOT)!r})
+from api_like_oai.backends import http
+from tests.unit.test_http_client import HEAD, ScriptedServer, chunked, event
+exchanges = []
+exchange = http.HTTPClient._exchange
+http.HTTPClient._exchange = lambda self, *args: exchanges.append(1) or exchange(self, *args)
+stream = [HEAD + chunked(event(" a"), event("", stop=True))]
+server = ScriptedServer([stream, stream], close_after=1)
+client = http.HTTPClient(server.url, connect_timeout=5, read_timeout=5)
+for _ in range(2):
+    client.request("POST", "/completion", b"{{}}").read()
+    time.sleep(0.1)  # the server has closed the pooled connection meanwhile
+print(json.dumps([len(exchanges), server.connections]))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [2, 2]  # one exchange per request, each on a connection of its own
 
 
 def test_a_started_llama_servers_key_is_in_every_request_and_otherwise_none():
