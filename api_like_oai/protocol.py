@@ -73,7 +73,7 @@ class Request(BaseModel):
 # What each kind of part holds, as /openapi.json says it (the parts' own checks say why one is refused).
 _PART_KINDS = {
     "anyOf": [
-        {"properties": {"type": {"const": "text"}}, "required": ["text"]},
+        {"properties": {"type": {"const": "text"}, "text": {"type": "string"}}, "required": ["text"]},
         {
             "properties": {
                 "type": {"const": "image_url"},
@@ -307,7 +307,9 @@ def check_schema(schema, path: str = "response_format.json_schema.schema") -> No
         check_schema(schema["items"], f"{path}.items")
 
 
-TOOL_NAME = r"^[^\s\"\\<>]{1,128}$"  # no whitespace, quotes or markup: names are written into prompts
+# No whitespace, control characters, quotes or markup: names are written into prompts. (The control characters
+# are named, not left to \s: \x1c-\x1f and \x85 are whitespace to Python and Rust, not to ECMA's JSON Schema.)
+TOOL_NAME = r"^[^\s\x00-\x1f\x7f-\x9f\"\\<>]{1,128}$"
 
 
 class FunctionDefinition(BaseModel):

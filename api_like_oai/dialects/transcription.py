@@ -45,7 +45,9 @@ class TranscriptionForm(BaseModel):
             )
         if self.stream and self.response_format not in ("json", "text"):
             raise InvalidRequest(
-                f"response_format {self.response_format} cannot be streamed: only json and text can", param="response_format"
+                f"response_format {self.response_format} cannot be streamed: only json and text can",
+                param="response_format",
+                code="not_supported",
             )
         return self
 

@@ -43,7 +43,9 @@ def render_prompt(
     """The ChatPrompt this request (or these of its messages) becomes; what /v1/internal/chat-prompt shows."""
     if request.add_generation_prompt and request.continue_final_message and "add_generation_prompt" in request.model_fields_set:
         raise InvalidRequest(
-            "add_generation_prompt and continue_final_message cannot both be true", param="continue_final_message"
+            "add_generation_prompt and continue_final_message cannot both be true",
+            param="continue_final_message",
+            code="conflicting_fields",
         )
     if messages is None:
         messages = request_messages(request)
