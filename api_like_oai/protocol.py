@@ -459,7 +459,7 @@ class ChatCompletionRequest(SamplingFields):
     @model_validator(mode="after")
     def tools_are_usable(self):
         if self.tools and self.functions:
-            raise InvalidRequest("give tools or the deprecated functions, not both", param="functions")
+            raise InvalidRequest("give tools or the deprecated functions, not both", param="functions", code="conflicting_fields")
         self._parameters_digest = check_parameters(
             [(param + ".parameters", function.parameters) for param, function in self.function_definitions()]
         )

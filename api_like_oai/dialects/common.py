@@ -92,9 +92,16 @@ def _dialect_param(param: str | None, tool_params: Sequence[str]) -> str | None:
 
 
 SET_ASIDE_TOOLS_HEADER = "X-Tools-Set-Aside"
+_HEADER_WORD = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+
+
+def header_list(names) -> str:
+    """Names a client sent (a tool's, an item's kind), as a header's comma-separated list: one that is not
+    a plain word (it could hold a line break, or anything a header may not) is written `other`."""
+    return ", ".join(dict.fromkeys(name if _HEADER_WORD.fullmatch(name) else "other" for name in names))
 
 
 def set_aside_header(tool_names: list[str]) -> dict[str, str]:
     """The response header naming the tools left out of the prompt because only the API's own
     servers run them (web search, code execution, ...), so nobody is misled; none when there are none."""
-    return {SET_ASIDE_TOOLS_HEADER: ", ".join(tool_names)} if tool_names else {}
+    return {SET_ASIDE_TOOLS_HEADER: header_list(tool_names)} if tool_names else {}

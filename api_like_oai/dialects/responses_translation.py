@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import InvalidRequest
 from ..protocol import ChatCompletionRequest
 from ..sealing import Seal
-from .common import SET_ASIDE_TOOLS_HEADER, chat_request, given, image_part, text_only
+from .common import SET_ASIDE_TOOLS_HEADER, chat_request, given, header_list, image_part, text_only
 from .responses import (
     COMPACTION_PURPOSE,
     INPUT_SET_ASIDE_HEADER,
@@ -59,12 +59,12 @@ class Translation:
     def headers(self, first_item: int = 0) -> dict[str, str]:
         """The response headers naming what was set aside; of the input items, those from `first_item`
         on (the request's own, after the stored items of the turns it continues)."""
-        headers = {SET_ASIDE_TOOLS_HEADER: ", ".join(self.tools_set_aside)} if self.tools_set_aside else {}
+        headers = {SET_ASIDE_TOOLS_HEADER: header_list(self.tools_set_aside)} if self.tools_set_aside else {}
         if self.choice_set_aside:
-            headers[CHOICE_SET_ASIDE_HEADER] = self.choice_set_aside
+            headers[CHOICE_SET_ASIDE_HEADER] = header_list([self.choice_set_aside])
         items = [kind for position, kind in self.items_set_aside if position >= first_item]
         if items:
-            headers[INPUT_SET_ASIDE_HEADER] = ", ".join(dict.fromkeys(items))
+            headers[INPUT_SET_ASIDE_HEADER] = header_list(items)
         return headers
 
 

@@ -59,7 +59,8 @@ REFUSALS = {
     "invalid_mcp_server_url": "an MCP server's URL that is not http(s), does not resolve, or is not allowed",
     "upstream_refused": "llama-server's own refusal of a relayed request, as it answered it",
     "nothing_to_answer": "every input item is of a kind set aside here (a hosted tool's call, an item reference)",
-    "conflicting_fields": "two fields that cannot both be given (add_generation_prompt, continue_final_message)",
+    "conflicting_fields": "two fields that cannot both be given (tools and functions, ...)",
+    "invalid_chat_template": "the model's chat template refuses these messages (roles in an order it does not take)",
     "over_limit": "a value past one of the limits the proxy is configured with (n, max_tokens)",
     "disallowed_flag": "a flag a caller may not set, or its value (DESIGN.md: launch rules)",
 }
@@ -75,6 +76,7 @@ GENERATES = (
     "invalid_image_url",
     "upstream_refused",
     "conflicting_fields",
+    "invalid_chat_template",
 )
 
 # Where a route's model is named, so that a fleet front relays it to a box that serves the model:

@@ -190,6 +190,15 @@ def test_what_is_set_aside_is_named_in_headers(replay, qwen_proxy):
     assert response.json()["tool_choice"] == {"type": "file_search"}
 
 
+def test_a_set_aside_kind_that_is_no_plain_word_is_named_other_not_written_into_a_header(replay, qwen_proxy):
+    """An item's kind is the client's text: one with a line break (or anything a header may not hold) was a
+    gunicorn 500 when echoed; it is named `other`."""
+    odd = [{"type": "x\r\nSet-Cookie: a=b", "id": "1"}, {"type": "\u00e9t\u00e9"}, {"type": "item_reference", "id": "r"}]
+    response = post(qwen_proxy, {**BODY, "input": [{"role": "user", "content": "Hi"}, *odd]})
+    assert response.status_code == 200 and "Set-Cookie" not in response.headers
+    assert response.headers["X-Input-Items-Set-Aside"] == "other, item_reference"
+
+
 @pytest.mark.parametrize("max_tool_calls, calls", [(None, 2), (2, 2), (1, 1)])
 def test_max_tool_calls_ends_the_answer_after_that_many(replay, qwen_proxy, max_tool_calls, calls):
     first, second = (hermes_call("get_weather", {"city": city}) for city in ("Oslo", "Rome"))
