@@ -9,6 +9,7 @@ EXPIRY_SECONDS = 5.0  # a record not renewed for this long is gone: its box left
 SECRET_HEADER = "X-Fleet-Secret"  # noqa: S105 - the header's name, not a secret
 CALLER_HEADER = "X-Fleet-Caller"  # the client's key name, checked at the front, for the box's log
 ROUTE_HEADER = "X-Fleet-Route"  # why the front chose this box, for the box's log
+GRANTS_HEADER = "X-Fleet-MCP-Grants"  # a tenant's grants of named MCP servers, comma-separated ("": none)
 TENANT_HEADER = "X-Fleet-Tenant"  # "1": the front's client sees only its own (no address, no model steering)
 
 

@@ -162,7 +162,8 @@ def without_addresses(status: dict) -> dict:
 def admission() -> Admission:
     """This request's admission checks, bound to the app's limits and models, the access record and
     the caller's ticket (its models and limits)."""
-    return Admission(state().settings.limits, state().registry, g.get("record"), g.get("ticket"), hold_model)
+    settings = state().settings
+    return Admission(settings.limits, state().registry, g.get("record"), g.get("ticket"), hold_model, g.get("fleet_grants"))
 
 
 def hold_model(model, later: bool = False) -> None:

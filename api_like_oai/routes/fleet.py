@@ -15,7 +15,7 @@ import orjson
 from flask import Blueprint, Response, g, jsonify, request
 
 from ..errors import AuthenticationFailed, InvalidRequest, ModelNotFound, UpstreamUnavailable
-from ..fleet.settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER, TENANT_HEADER
+from ..fleet.settings import CALLER_HEADER, GRANTS_HEADER, ROUTE_HEADER, SECRET_HEADER, TENANT_HEADER
 from ..services import fleet_relay
 from ..supervisor.launch_rules import RPC_ENDPOINT
 from . import current_caller, declare, sees_everything, state
@@ -38,6 +38,8 @@ def trust_fleet_call():
         raise AuthenticationFailed("wrong fleet secret")
     g.fleet_call = True
     g.fleet_tenant = request.headers.get(TENANT_HEADER) == "1"  # routes.sees_everything: as the front's client
+    grants = request.headers.get(GRANTS_HEADER)  # the front's client's grants of named MCP servers
+    g.fleet_grants = tuple(name for name in grants.split(",") if name) if grants is not None else None
     record = g.get("record")
     if record is not None:
         record.key_name = request.headers.get(CALLER_HEADER) or "fleet"

@@ -47,6 +47,14 @@ class Admission:
     # Keeps a model the proxy starts loaded for the request: hold(model, later) waits for its load, or
     # with `later` leaves the wait to the service's waiting step (services/waiting.py).
     hold: Callable[[ServedModel, bool], None] | None = None
+    # On a box, a front's tenant's grants of named MCP servers, sent with its fleet call (a box has no keys
+    # of its own to read them from); None: the ticket's caller's (mcp_loop.grants_of).
+    fleet_grants: tuple[str, ...] | None = None
+
+    @property
+    def caller(self):
+        """Who asked (access.keys.Caller), None when the proxy asks for no key."""
+        return self.ticket.caller if self.ticket is not None else None
 
     def dialect(
         self, api_request: BaseModel, chat_request: ChatCompletionRequest, *, waits_later: bool = False

@@ -13,8 +13,9 @@ import orjson
 
 from ..dialects.audio_files import inspect
 from ..errors import FleetUnavailable, InvalidRequest, ModelNotFound, without_addresses
-from ..fleet.settings import ROUTE_HEADER, TENANT_HEADER
+from ..fleet.settings import GRANTS_HEADER, ROUTE_HEADER, TENANT_HEADER
 from ..fleet.usage import StreamUsage, counts_in, prompt_bound, reply_bound
+from . import mcp_loop
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def relay(fleet, metrics, sent: Sent, caller, ticket, record, *, sees_everything
             sent.raw,
             sent.method,
             sent.path,
-            _as_seen(sent.headers, sees_everything),
+            _as_seen(sent.headers, sees_everything, mcp_loop.grants_of(caller)),
             caller=caller.name,
             anthropic=sent.anthropic,
             on_passed_over=lambda box: metrics.child(metrics.fleet_passed_over, box).inc(),
@@ -141,10 +142,14 @@ def relay(fleet, metrics, sent: Sent, caller, ticket, record, *, sees_everything
     return Relayed(relayed.status, headers, _recorded(relayed, sent, record), relayed.close)
 
 
-def _as_seen(headers: dict, sees_everything: bool) -> dict:
+def _as_seen(headers: dict, sees_everything: bool, grants: tuple[str, ...] | None) -> dict:
     """The client's headers, saying to the box whether the client sees everything there (its llama-servers'
-    addresses, keep_alive's loads) or is a tenant, as one proxy would tell them apart (a client's own say dropped)."""
-    headers = {name: value for name, value in headers.items() if name.lower() != TENANT_HEADER.lower()}
+    addresses, keep_alive's loads) or is a tenant, and which named MCP servers it may use (a box has no
+    keys to read them from), as one proxy would tell them apart (a client's own say of either dropped)."""
+    ours = (TENANT_HEADER.lower(), GRANTS_HEADER.lower())
+    headers = {name: value for name, value in headers.items() if name.lower() not in ours}
+    if grants is not None:
+        headers[GRANTS_HEADER] = ",".join(grants)
     return headers if sees_everything else {**headers, TENANT_HEADER: "1"}
 
 

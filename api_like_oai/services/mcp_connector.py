@@ -32,7 +32,7 @@ class Connector:
         return mcp_loop.tool_loop(dialect, self.toolbox, self.servers, self.bounds, [], context, edit_messages=edit_messages)
 
 
-def listed(request: MessagesRequest, bounds: Bounds, record=None, caller=None) -> Connector:
+def listed(request: MessagesRequest, bounds: Bounds, record=None, grants: tuple[str, ...] | None = None) -> Connector:
     """The request's enabled servers, checked (a 400 for a URL that is not public, unless allowed; a 403
     for a server of the config, `url: "config"`, the caller's key is not granted) and listed where the
     conversation has no listing of them."""
@@ -41,7 +41,7 @@ def listed(request: MessagesRequest, bounds: Bounds, record=None, caller=None) -
         for n, server in enumerate(request.mcp_servers)
         if anthropic_mcp.enabled(server)
     ]
-    servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds, mcp_loop.grants_of(caller))
+    servers = mcp_loop.servers_of([(f"mcp_servers.{n}.url", tool) for n, _, tool in numbered], bounds, grants)
     carried = anthropic_mcp.listed_in(request.messages)
     listings = {
         item["server_label"]: item["tools"]

@@ -83,9 +83,12 @@ def _named(tool: items.McpTool, param: str, bounds: policy.Bounds, grants: tuple
     return Server(tool, Endpoint(target, tool.headers_sent(dict(server.headers))))
 
 
-def grants_of(caller) -> tuple[str, ...] | None:
+def grants_of(caller, fleet_grants: tuple[str, ...] | None = None) -> tuple[str, ...] | None:
     """The named servers (and tools) the caller (access.keys.Caller) may use: a managed key's grants
-    (none unless given), every one for the admin and for keys from the flags (None)."""
+    (none unless given), every one for the admin and for keys from the flags (None); on a box, those a
+    front sent for its tenant (`fleet_grants`)."""
+    if fleet_grants is not None:
+        return fleet_grants
     if caller is None or caller.admin or caller.record is None:
         return None
     return caller.record.mcp_servers or ()

@@ -15,7 +15,7 @@ from ..dialects.common import set_aside_header
 from ..mcp.policy import Bounds
 from ..observability import stage
 from ..sealing import Seal
-from . import mcp_connector
+from . import mcp_connector, mcp_loop
 from .admission import Admission, DialectRequest, client_request
 from .chat import count_prompt_tokens, dialect_answer
 from .inflight import Context
@@ -24,8 +24,8 @@ from .inflight import Context
 def create(request: MessagesRequest, admission: Admission, seal: Seal, context: Context, mcp_bounds: Bounds | None = None):
     """(answer, headers): the message as one dict, or its event stream's bytes when `request.stream`.
     With mcp_servers, the proxy lists and calls them within `mcp_bounds` (services/mcp_loop.py)."""
-    caller = admission.ticket.caller if admission.ticket else None
-    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record, caller) if request.mcp_servers else None
+    grants = mcp_loop.grants_of(admission.caller, admission.fleet_grants)
+    connector = mcp_connector.listed(request, mcp_bounds or Bounds(), context.record, grants) if request.mcp_servers else None
     dialect = _admitted(request, admission, seal, context.record, connector, waits_later=True)
     edits = _context_edits(request)
     edit_messages = edits.apply if edits else None

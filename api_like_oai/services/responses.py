@@ -31,7 +31,7 @@ def create(
     """(answer, headers): the response as one dict, or its event stream's bytes when `request.stream`.
     With mcp tools, the proxy lists and calls their servers within `mcp_bounds` (services/mcp_loop.py)."""
     mcp_bounds = mcp_bounds or Bounds()
-    servers = _mcp_servers(request, mcp_bounds, admission.ticket.caller if admission.ticket else None)
+    servers = _mcp_servers(request, mcp_bounds, mcp_loop.grants_of(admission.caller, admission.fleet_grants))
     if servers:  # the mcp tools as their servers took them: a key's grant of some tools narrows allowed_tools
         request = request.model_copy(update={"tools": mcp_loop.with_servers_tools(request.tools, servers)})
     dialect, translation, turn = _admitted(request, scope, seal, admission, context.record, servers, mcp_bounds, waits_later=True)
@@ -88,11 +88,11 @@ def _admitted(
         return admission.dialect(request, translation.chat, waits_later=waits_later), translation, turn
 
 
-def _mcp_servers(request: ResponsesRequest, bounds: Bounds, caller) -> dict:
-    """The request's MCP servers, their URLs checked and the caller's grants of named ones (a 400 or a
+def _mcp_servers(request: ResponsesRequest, bounds: Bounds, grants: tuple[str, ...] | None) -> dict:
+    """The request's MCP servers, their URLs checked and the caller's `grants` of named ones (a 400 or a
     403 before anything is generated)."""
     tools = [(f"tools.{n}.server_url", tool) for n, tool in enumerate(request.tools or ()) if tool.type == "mcp"]
-    return mcp_loop.servers_of(tools, bounds, mcp_loop.grants_of(caller)) if tools else {}
+    return mcp_loop.servers_of(tools, bounds, grants) if tools else {}
 
 
 # --- reading back ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from api_like_oai.mcp.policy import Bounds
 from ..conftest import openai_client
 from ..mcp_servers import BIG_BYTES, WEATHER, McpServer
 from ..scripted_model import QWEN_TEMPLATE, SCRIPTED_PROPS, offered_tools
+from ..servers import Proxy, RedisServer, eventually, free_port, launch_all, stop
 from .test_responses_tools import hermes_call
 
 _RESULTS = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
@@ -555,3 +556,41 @@ def test_a_call_cut_by_the_token_limit_is_never_run(proxy, fake, mcp_http, cut_c
     assert response.status == "incomplete" and response.incomplete_details.reason == "max_output_tokens"
     assert output_types(response)[0] == "mcp_list_tools" and "mcp_call" not in output_types(response)
     assert len(fake.requests) - before == 2  # one generation each
+
+
+@pytest.fixture(scope="module")
+def fleet_front(fake, mcp_http, tmp_path_factory):
+    """A fleet: a box (no keys) serving `m` with the config's named MCP server, a front with managed keys."""
+    folder = tmp_path_factory.mktemp("mcp-fleet")
+    (folder / "secret").write_text("a-fleet-secret-for-the-mcp-tests-0123456789\n")
+    (folder / "box.yaml").write_text(
+        f"models:\n  m:\n    upstreams: [{fake.url}]\nmcp_servers:\n  named:\n    url: {mcp_http.url}\n"
+    )
+    redis_server = RedisServer().start()
+    common = ["--fleet", redis_server.url, "--fleet-secret-file", str(folder / "secret")]
+    port = free_port()
+    box = Proxy(
+        [*common, "--config", str(folder / "box.yaml"), "--advertise", f"http://127.0.0.2:{port}"], port=port, host="127.0.0.2"
+    )
+    front = Proxy([*common, "--admin-key", ADMIN["Authorization"].split()[1], "--store", redis_server.url], host="127.0.0.4")
+    try:
+        launch_all([box, front])
+        eventually(lambda: requests.get(front.url + "/v1/models", headers=ADMIN, timeout=5).json()["data"], "the box's model")
+        yield front
+    finally:
+        stop(*(proxy.process for proxy in (box, front) if proxy.process))
+        redis_server.stop()
+
+
+def test_a_named_server_of_a_boxs_config_is_granted_per_key_through_a_front(fleet_front, plan):
+    """The box has no keys: the front sends its tenant's grants with the fleet call, and the box holds the
+    tenant to them as one proxy does (before, a box took a fleet call's client as granted everything)."""
+    plan.append(("add", {"a": 40, "b": 2}))
+    body = {"model": "m", "input": "Add.", "tools": [NAMED], "store": False}
+    refused = requests.post(fleet_front.url + "/v1/responses", json=body, headers=key_for(fleet_front, "ungranted"), timeout=30)
+    assert refused.status_code == 403 and refused.json()["error"]["message"] == "this key is not granted the MCP server 'named'"
+    sneaking = key_for(fleet_front, "sneaking") | {"X-Fleet-MCP-Grants": "named"}  # a client's own say is dropped
+    assert requests.post(fleet_front.url + "/v1/responses", json=body, headers=sneaking, timeout=30).status_code == 403
+    granted = key_for(fleet_front, "granted", mcp_servers=["named.add"])
+    answered = requests.post(fleet_front.url + "/v1/responses", json=body, headers=granted, timeout=30)
+    assert answered.status_code == 200 and answered.json()["output"][1]["output"] == "42"
