@@ -77,7 +77,12 @@ _PART_KINDS = {
         {
             "properties": {
                 "type": {"const": "image_url"},
-                "image_url": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+                "image_url": {  # the URL itself, or {url}: clients send both
+                    "anyOf": [
+                        {"type": "string"},
+                        {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+                    ]
+                },
             },
             "required": ["image_url"],
         },
@@ -258,7 +263,10 @@ class ResponseFormat(BaseModel):
         json_schema_extra={  # a json_schema format has its schema (schema_is_usable)
             "anyOf": [
                 {"properties": {"type": {"enum": ["text", "json_object"]}}},
-                {"properties": {"type": {"const": "json_schema"}}, "required": ["json_schema"]},
+                {
+                    "properties": {"type": {"const": "json_schema"}, "json_schema": {"type": "object"}},
+                    "required": ["json_schema"],
+                },
             ]
         },
         **STRICT,
@@ -292,15 +300,17 @@ _JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "nul
 def check_schema(schema, path: str = "response_format.json_schema.schema") -> None:
     """A 400 for what is not a JSON Schema llama.cpp can follow, before anything is generated."""
     if not isinstance(schema, dict):
-        raise InvalidRequest("invalid JSON schema: a schema must be an object", param=path)
+        raise InvalidRequest("invalid JSON schema: a schema must be an object", param=path, code="invalid_json_schema")
     declared = schema.get("type")
     for type_name in declared if isinstance(declared, list) else [declared]:
         if type_name is not None and (not isinstance(type_name, str) or type_name not in _JSON_TYPES):
-            raise InvalidRequest(f"invalid JSON schema: unknown type {type_name!r}", param=path)
+            raise InvalidRequest(f"invalid JSON schema: unknown type {type_name!r}", param=path, code="invalid_json_schema")
     for key in ("properties", "$defs", "definitions"):
         subschemas = schema.get(key, {})
         if not isinstance(subschemas, dict):
-            raise InvalidRequest(f"invalid JSON schema: {key} must be an object", param=f"{path}.{key}")
+            raise InvalidRequest(
+                f"invalid JSON schema: {key} must be an object", param=f"{path}.{key}", code="invalid_json_schema"
+            )
         for name, sub in subschemas.items():
             check_schema(sub, f"{path}.{key}.{name}")
     if "items" in schema and not isinstance(schema["items"], bool):
@@ -516,7 +526,7 @@ def check_bounded_schema(schema, param: str, what: str = "invalid JSON schema") 
     try:
         check_size(schema, param)
     except SchemaError as exc:
-        raise InvalidRequest(f"{what}: {exc.message}", param=param) from None
+        raise InvalidRequest(f"{what}: {exc.message}", param=param, code="invalid_json_schema") from None
     check_schema(schema, param)
 
 

@@ -24,7 +24,8 @@ from .common import chat_request, function_tool, image_part
 _IGNORE_EXTRA = ConfigDict(extra="ignore", **STRICT)
 # A Go duration ("5m", "1h30m", "-1"), as keep_alive_seconds reads it.
 _GO_DURATION = r"^(-?(\d+(\.\d+)?|(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+))?$"
-KeepAlive = Annotated[StrictStr, Field(pattern=_GO_DURATION)] | int | float | None
+# (Documented, not enforced by pydantic: keep_alive_seconds refuses another in Go's words, as Ollama does.)
+KeepAlive = Annotated[StrictStr, Field(json_schema_extra={"pattern": _GO_DURATION})] | int | float | None
 Think = StrictBool | Literal["low", "medium", "high"] | None
 
 # Ollama's option -> the chat request's field (the same name where none is given).

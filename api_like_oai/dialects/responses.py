@@ -78,14 +78,28 @@ class InputAudio(_Strict):
     input_audio: AudioData
 
 
+_IMAGE_FROM = {
+    "anyOf": [
+        {"required": ["image_url"], "properties": {"image_url": {"type": "string", "minLength": 1}}},
+        {"required": ["file_id"], "properties": {"file_id": {"type": "string", "minLength": 1}}},
+    ]
+}
+
+
 class InputImage(_Strict):
-    model_config = ConfigDict(json_schema_extra={"required": ["type", "image_url"]})  # a file_id alone: refused
+    model_config = ConfigDict(json_schema_extra=_IMAGE_FROM)
     type: Literal["input_image"]
     image_url: StrictStr | None = Field(None, description="An http(s) URL the proxy fetches, or a base64 data URL.")
-    file_id: StrictStr | None = Field(None, description="Refused: there is no Files API here.")
+    file_id: StrictStr | None = Field(None, description="Refused when generating: images are not read from files here.")
     detail: Literal["low", "high", "auto", "original"] | None = Field(
         None, description="Accepted and ignored: the model's projector decides the resolution."
     )
+
+    @model_validator(mode="after")
+    def names_its_image(self):
+        if not self.image_url and not self.file_id:
+            raise InvalidRequest("an input_image needs image_url (an http(s) URL or a base64 data URL)", param="image_url")
+        return self
 
 
 ContentPart = Annotated[
@@ -271,6 +285,14 @@ InputItem = Annotated[
 
 
 class TextFormat(_Strict):
+    model_config = ConfigDict(  # a json_schema format has its schema (schema_is_usable)
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"type": {"enum": ["text", "json_object"]}}},
+                {"properties": {"type": {"const": "json_schema"}, "schema": {"type": "object"}}, "required": ["schema"]},
+            ]
+        }
+    )
     type: Literal["text", "json_object", "json_schema"]
     name: StrictStr | None = None
     description: StrictStr | None = None

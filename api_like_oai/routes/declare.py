@@ -61,6 +61,7 @@ REFUSALS = {
     "nothing_to_answer": "every input item is of a kind set aside here (a hosted tool's call, an item reference)",
     "conflicting_fields": "two fields that cannot both be given (tools and functions, ...)",
     "invalid_chat_template": "the model's chat template refuses these messages (roles in an order it does not take)",
+    "invalid_json_schema": "a JSON schema given for an answer or a tool that cannot be used (an unknown type, ...)",
     "over_limit": "a value past one of the limits the proxy is configured with (n, max_tokens)",
     "disallowed_flag": "a flag a caller may not set, or its value (DESIGN.md: launch rules)",
 }
@@ -77,6 +78,7 @@ GENERATES = (
     "upstream_refused",
     "conflicting_fields",
     "invalid_chat_template",
+    "invalid_json_schema",
 )
 
 # Where a route's model is named, so that a fleet front relays it to a box that serves the model:

@@ -38,7 +38,9 @@ def create():
 def _upload_form() -> FileUpload:
     """`purpose` and `expires_after[anchor]`, `expires_after[seconds]` (the SDK's form fields); 400 naming a bad one."""
     form = request.form
-    fields: dict = {"purpose": form.get("purpose")}
+    # the form's other fields too, refused by name as a JSON body's unknown fields are
+    fields: dict = {name: value for name, value in form.items() if not name.startswith("expires_after[")}
+    fields["purpose"] = form.get("purpose")
     if "expires_after[anchor]" in form or "expires_after[seconds]" in form:
         seconds = form.get("expires_after[seconds]", "")
         fields["expires_after"] = {
