@@ -59,7 +59,7 @@ REFUSALS = {
     "invalid_mcp_server_url": "an MCP server's URL that is not http(s), does not resolve, or is not allowed",
     "upstream_refused": "llama-server's own refusal of a relayed request, as it answered it",
     "nothing_to_answer": "every input item is of a kind set aside here (a hosted tool's call, an item reference)",
-    "conflicting_fields": "two fields that cannot both be given (tools and functions, ...)",
+    "conflicting_fields": "two fields that cannot both be given (tools and functions, previous_response_id and a conversation)",
     "invalid_chat_template": "the model's chat template refuses these messages (roles in an order it does not take)",
     "invalid_json_schema": "a JSON schema given for an answer or a tool that cannot be used (an unknown type, ...)",
     "over_limit": "a value past one of the limits the proxy is configured with (n, max_tokens)",

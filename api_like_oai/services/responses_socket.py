@@ -212,7 +212,9 @@ class Session:
         chain = self.held.chain(previous)
         if chain is not None:
             if body.get("conversation") is not None:
-                raise InvalidRequest("previous_response_id and conversation cannot both be given", param="conversation")
+                raise InvalidRequest(
+                    "previous_response_id and conversation cannot both be given", param="conversation", code="conflicting_fields"
+                )
             del body["previous_response_id"]
         # Always as items, the first turn's too: every turn of the socket then opens with the same item (the
         # same dict, id included), which a fleet's front places the conversation by (fleet/affinity.py).

@@ -106,7 +106,9 @@ class Turn:
 def _history(scope: Scope, request: ResponsesRequest, conversation: str | None) -> list[dict]:
     previous = request.previous_response_id
     if previous is not None and conversation is not None:
-        raise InvalidRequest("previous_response_id and conversation cannot both be given", param="conversation")
+        raise InvalidRequest(
+            "previous_response_id and conversation cannot both be given", param="conversation", code="conflicting_fields"
+        )
     if previous is not None:
         store = scope.need("previous_response_id")
         response = store.get(previous, scope.owner)
