@@ -13,20 +13,14 @@ import pytest
 import requests
 
 from ..conftest import openai_client
-from ..servers import Proxy, eventually, fleet_box, fleet_redis, launch_all, made_model, stop
+from ..servers import Proxy, box_config, eventually, fleet_box, fleet_redis, launch_all, made_model, stop
 from .test_audio import CLIP
 from .test_rerank import reranker_path
 
 SECRET = "a-fleet-secret-for-the-route-tests-0123456789"
 ADMIN = "sk-admin-of-the-route-fleet"
 HELLO = [{"role": "user", "content": "Say hello."}]
-SMOL = """
-models:
-  smol:
-    model: $MODEL
-    args: [--ctx-size, "2048", --parallel, "2", --threads, "1"]
-    memory: 300
-"""
+SMOL = box_config("smol", 300, '--ctx-size, "2048", --parallel, "2", --threads, "1"')
 BOX_CONFIGS = (  # each box's first model smol: the fleet's default
     SMOL
     + """
