@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -171,7 +172,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
                 "stop": lambda _: inflight.stop_all(),
                 "stop_one": inflight.stop_one,
                 "requests": lambda _: [row.to_wire() for row in live_requests(inflight.requests.records())],
-                "preempt": lambda arg: _preempted_for(registry, arg),
+                "held": lambda arg: _heard_held(registry, arg),
                 "sockets": inflight.sockets.of,  # a key's Responses WebSockets open (their bound)
             },
         )
@@ -224,19 +225,22 @@ def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Sibli
 
 def _told_elsewhere(siblings: Siblings, lane: LaneMark, name: str):
     """SlotQueue.elsewhere for the model `name`: while another worker runs batch lines, the others told
-    that a request of a key's priority holds `running` of its slots here (the runner may preempt a line)."""
+    that a request of a key's priority came and holds `running` of its slots here with the others (the
+    runner may preempt a line), and told again when it ends; whether they were told."""
 
-    def tell(running: int) -> None:
-        if lane.elsewhere():
-            siblings.tell("preempt", {"model": name, "held": running})
+    def tell(running: int, came: bool) -> bool:
+        if came and not lane.elsewhere():
+            return False
+        siblings.tell("held", {"model": name, "held": running, "came": came, "worker": os.getpid()})
+        return True
 
     return tell
 
 
-def _preempted_for(registry: ModelRegistry, told) -> bool:
-    """A sibling's "preempt": whether a background generation of its model was asked to stop here."""
+def _heard_held(registry: ModelRegistry, told) -> bool:
+    """A sibling's "held": whether a background generation of its model was asked to stop here."""
     model = registry.models.get(told["model"])
-    return model is not None and model.places.preempt_for(int(told["held"]))
+    return model is not None and model.places.heard(told["worker"], int(told["held"]), bool(told["came"]))
 
 
 def _live_sources(shared: AppState) -> Sources:

@@ -13,8 +13,10 @@ may still send more than the slots (llama-server then queues those in arrival or
 reaches across them: a generation of a key's priority let in here is told to the other workers
 (`SlotQueue.elsewhere`, over siblings.py, while one of them runs background generations: its
 `on_background` keeps siblings.LaneMark's file), and one that runs background generations preempts one when
-its running ones and the teller's together pass the slots (`preempt_for`); the teller's request, sent
-to llama-server meanwhile, is first in its queue for the slot the stopped line frees.
+its running ones and the teller's together pass the slots (`heard`). The teller tells again when its
+generation ends, and until then the slots it holds count against background generations here too: the
+stopped line, run again at once, would otherwise reach llama-server before the teller's request and
+take back the slot it was stopped for.
 
 Below every key's priority is BACKGROUND, a batch's lines (batch/runner.py): they take what the others
 leave, and a request of any key's priority that finds every slot busy while one of them runs a
@@ -27,6 +29,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,6 +40,9 @@ RANK = {name: rank for rank, name in enumerate((*PRIORITIES, BACKGROUND))}
 # A request may ask for a priority: OpenAI's service_tier, or a `priority` header (for clients that set
 # no field); "default" and "auto" ask for the key's own. Browsers send RFC 9218's `priority: u=3, i`,
 # which names none of these and is set aside.
+# How long a worker's word that it holds slots counts without its word that they were freed (a datagram
+# lost to a full queue, a worker killed): background generations wait at most this long for a lost word.
+HELD_ELSEWHERE_FOR = 30.0
 ASKED = {"flex": "low", "priority": "high", "scale": "high", "high": "high", "normal": "normal", "low": "low"}
 
 
@@ -63,10 +69,11 @@ class Place:
     """A generation's slot, held until `release` (once; later calls do nothing). A background one has
     `preempted`, set when a waiter of a key's priority needs its slot."""
 
-    __slots__ = ("queue", "held", "preempted", "exchanges", "answering")
+    __slots__ = ("queue", "held", "preempted", "exchanges", "answering", "told")
 
     def __init__(self, queue: SlotQueue, background: bool = False):
         self.queue, self.held = queue, True
+        self.told = False  # the other workers were told of it, and are told of its end
         self.preempted = threading.Event() if background else None
         self.exchanges: list = []  # a background generation's upstream exchanges (backends.http.Exchange)
         # Its answer began (a token came): only then is a hang-up a preemption to its pool, not a server
@@ -111,9 +118,10 @@ class SlotQueue:
         self._background: list[Place] = []  # the background generations running, oldest first
         self.preemptions = 0
         self.on_wait = on_wait  # on_wait(priority, +1 | -1): a request begins or ends waiting (a gauge)
-        # elsewhere(running here): a generation of a key's priority was let in; told to the other
-        # workers (--workers N), whose background generations may have to make room (preempt_for)
+        # elsewhere(running here, came) -> told: a generation of a key's priority was let in (came) or
+        # ended; told to the other workers (--workers N), whose background generations make room (heard)
         self.elsewhere = elsewhere
+        self._held_elsewhere: dict[object, tuple[int, float]] = {}  # by teller: its slots held, since when
         self.on_background: Callable[[int], None] | None = None  # (+1 | -1): a background generation starts or ends
 
     @property
@@ -127,17 +135,20 @@ class SlotQueue:
         with self._lock:
             self.capacity = capacity
             self.ordering = self.ordering or priority != NORMAL
-            if capacity is None or not self.ordering or (self.running < capacity and not self._waiting):
+            rank = RANK.get(priority, RANK[NORMAL])
+            if capacity is None or not self.ordering or (self._free(priority == BACKGROUND) and not self._ahead(rank)):
                 self.running += 1
                 return self._told(self._placed(priority), priority)
-            waiter = _Waiter(RANK.get(priority, RANK[NORMAL]), next(self._arrivals))
+            waiter = _Waiter(rank, next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
             if priority != BACKGROUND:
                 self._preempt_one()
         note = on_wait or self.on_wait or _unnoted
         note(priority, +1)
         try:
-            waiter.granted.wait()
+            while not waiter.granted.wait(HELD_ELSEWHERE_FOR):  # a lost word of slots freed elsewhere expires
+                with self._lock:
+                    self._grant()
         except BaseException:  # the request ended while it waited (a timeout, the client gone, shut-down)
             self._abandon(waiter)
             raise
@@ -154,17 +165,45 @@ class SlotQueue:
             if self.on_background is not None:
                 self.on_background(+1)
         elif self.elsewhere is not None:
-            self.elsewhere(self.running)
+            place.told = self.elsewhere(self.running, True)
         return place
 
-    def preempt_for(self, held_elsewhere: int) -> bool:
-        """Another worker let in a generation of a key's priority and holds `held_elsewhere` of this
-        pool's slots: if they and the generations running here pass the slots, the oldest background
-        generation here not asked yet is asked to stop. Whether one was."""
+    def heard(self, teller: object, held: int, came: bool) -> bool:
+        """Another worker (`teller`) let in (`came`) or ended a generation of a key's priority and now
+        holds `held` of this pool's slots, which background generations here leave to it until it says
+        they are free. When one came and the slots are past full, the oldest background generation here
+        not asked yet is asked to stop. Whether one was."""
         with self._lock:
-            if self.capacity is None or self.running + held_elsewhere <= self.capacity:
+            if held > 0:
+                self._held_elsewhere[teller] = (held, time.monotonic())
+            else:
+                self._held_elsewhere.pop(teller, None)
+            if not came:
+                self._grant()
+                return False
+            if self.capacity is None or self.running + held <= self.capacity:
                 return False
             return self._preempt_one()
+
+    def _free(self, background: bool) -> bool:
+        """Whether a generation may start now (under the lock): a slot is free, and for a background one
+        not held by another worker's generations either."""
+        if self.capacity is None:
+            return True
+        return self.running + (self._elsewhere_now() if background else 0) < self.capacity
+
+    def _ahead(self, rank: int) -> bool:
+        """Whether a waiter goes before a request of `rank` (under the lock): one of its rank or higher
+        (a background one waits for slots another worker holds, which a key's request may take)."""
+        return bool(self._waiting) and self._waiting[0].rank <= rank
+
+    def _elsewhere_now(self) -> int:
+        """The slots the other workers' generations hold, as they last said within HELD_ELSEWHERE_FOR."""
+        now = time.monotonic()
+        for teller, (_, said_at) in list(self._held_elsewhere.items()):
+            if now - said_at > HELD_ELSEWHERE_FOR:
+                del self._held_elsewhere[teller]
+        return sum(held for held, _ in self._held_elsewhere.values())
 
     def _placed(self, priority: str) -> Place:
         """The place of a generation let in (under the lock)."""
@@ -197,11 +236,17 @@ class SlotQueue:
             if background:
                 self._background.remove(place)
             self.running -= 1
-            while self._waiting and (self.capacity is None or self.running < self.capacity):
-                self.running += 1
-                heapq.heappop(self._waiting).granted.set()
+            self._grant()
         if background and self.on_background is not None:
             self.on_background(-1)
+        elif place is not None and place.told:
+            self.elsewhere(self.running, False)
+
+    def _grant(self) -> None:
+        """Let in the waiters the free slots allow, first first (under the lock)."""
+        while self._waiting and self._free(self._waiting[0].rank == RANK[BACKGROUND]):
+            self.running += 1
+            heapq.heappop(self._waiting).granted.set()
 
 
 def _unnoted(priority: str, delta: int) -> None:

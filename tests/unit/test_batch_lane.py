@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from api_like_oai.access import priority
 from api_like_oai.access.priority import BACKGROUND, SlotQueue
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.backends.http import OPENED
@@ -113,21 +114,52 @@ def test_a_key_request_under_the_slot_count_preempts_nothing():
 
 
 def test_a_request_let_in_by_another_worker_preempts_a_line_here_only_past_the_slots():
-    """--workers N: the runner's queue hears of the other workers' requests (elsewhere -> preempt_for)."""
-    told: list[int] = []
-    other_worker, runner = SlotQueue(elsewhere=told.append), SlotQueue()
+    """--workers N: the runner's queue hears of the other workers' requests (elsewhere -> heard)."""
+    told: list[tuple[int, bool]] = []
+    other_worker, runner = SlotQueue(elsewhere=lambda held, came: told.append((held, came)) or True), SlotQueue()
     lines = [runner.take(2, BACKGROUND) for _ in range(2)]
     first = other_worker.take(None, "normal")  # not ordering there: let in at once, and told
     other_worker.take(None, "low")
     other_worker.take(None, BACKGROUND)  # a background one is told to nobody
-    assert told == [1, 2]
-    assert not runner.preempt_for(0)  # the two lines fill the two slots: nothing to make room for
-    assert runner.preempt_for(1) and lines[0].preempted.is_set() and not lines[1].preempted.is_set()
-    assert runner.preempt_for(2) and lines[1].preempted.is_set()
-    assert not runner.preempt_for(3) and runner.preemptions == 2  # no line left to stop
+    assert told == [(1, True), (2, True)]
+    assert not runner.heard("w", 0, True)  # the two lines fill the two slots: nothing to make room for
+    assert runner.heard("w", 1, True) and lines[0].preempted.is_set() and not lines[1].preempted.is_set()
+    assert runner.heard("w", 2, True) and lines[1].preempted.is_set()
+    assert not runner.heard("w", 3, True) and runner.preemptions == 2  # no line left to stop
     lines[0].release()
     first.release()
-    assert not SlotQueue().preempt_for(5)  # slots not known: nothing is stopped
+    assert told[-1] == (2, False)  # its end is told too
+    assert not SlotQueue().heard("w", 5, True)  # slots not known: nothing is stopped
+
+
+def test_a_stopped_line_waits_for_the_slot_another_worker_holds_until_it_says_it_is_free():
+    """The line stopped for another worker's request, run again at once, must not take back the slot
+    before that request reached llama-server: it waits until the worker says its request ended."""
+    runner = SlotQueue()
+    line = runner.take(1, BACKGROUND)
+    assert runner.heard("other", 1, True) and line.preempted.is_set()
+    line.release()
+    again: list = []
+    thread = threading.Thread(target=lambda: again.append(runner.take(1, BACKGROUND)))
+    thread.start()
+    time.sleep(0.2)
+    assert again == [] and runner.waiting == 1  # the slot is the other worker's now
+    person = runner.take(1, "normal")  # a key's request here is not held back by it
+    person.release()
+    assert again == [] and runner.waiting == 1
+    assert not runner.heard("other", 0, False)  # its request ended
+    thread.join(5)
+    assert len(again) == 1 and runner.running == 1
+
+
+def test_a_word_of_slots_held_elsewhere_expires_if_their_end_is_never_told(monkeypatch):
+    monkeypatch.setattr(priority, "HELD_ELSEWHERE_FOR", 0.2)
+    runner = SlotQueue()
+    runner.take(1, BACKGROUND).release()  # the slots are known
+    runner.heard("killed worker", 1, True)
+    started = time.monotonic()
+    line = runner.take(1, BACKGROUND)
+    assert 0.15 < time.monotonic() - started < 5 and line.held
 
 
 def test_a_worker_running_batch_lines_marks_it_for_the_others_while_it_does(tmp_path):
