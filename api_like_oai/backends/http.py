@@ -175,6 +175,8 @@ class Response:
                 self._pool.put_back(connection)
             else:
                 connection.close()
+            if self._chunked and self._pool.keeps_spare:
+                self._pool.replenish()
 
     def close(self) -> None:
         """Drop the connection unless the body was read to its end (then it is back in the pool)."""
@@ -318,7 +320,16 @@ class _LoopWait:
 class HTTPClient:
     """Requests to one server (scheme://host:port), on keep-alive connections kept for reuse."""
 
-    def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float, max_idle: int = 1024, api_key: str = ""):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        max_idle: int = 1024,
+        api_key: str = "",
+        keeps_spare: bool = False,
+    ):
         parts = urlsplit(base_url)
         self.tls = parts.scheme == "https"
         self.host = parts.hostname or "127.0.0.1"
@@ -334,6 +345,10 @@ class HTTPClient:
         self._idle: collections.deque[_Connection] = collections.deque()  # append/pop are atomic
         self._literal_address = _literal_address(self.host, self.port)
         self._tls_context = ssl.create_default_context() if self.tls else None
+        # A server that closes its connections after some answers (llama-server, after every streamed one):
+        # a connection for the next request is opened at a chunked answer's end (replenish).
+        self.keeps_spare = keeps_spare and max_idle > 0
+        self._spare_opening = False
 
     def request(
         self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json", headers: str = ""
@@ -344,23 +359,26 @@ class HTTPClient:
         if body is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
         message = (head + "\r\n").encode("latin-1") + (body or b"")
-        connection = self._take_idle()
+        closed: list[_Connection] = []
+        connection = self._take_idle(closed)
         if connection is not None:
             try:
-                return self._exchange(connection, message)
+                return self._exchange(connection, message, closed)
             except ConnectionLost:
                 # The server closed this idle keep-alive connection just as we reused it; the
                 # request never reached it, so sending it again on a new connection is safe.
                 pass
-        return self._exchange(self._connect(), message)
+        return self._exchange(self._connect(), message, closed)
 
-    def _exchange(self, connection: _Connection, message: bytes) -> Response:
+    def _exchange(self, connection: _Connection, message: bytes, closed: list[_Connection]) -> Response:
         opened = OPENED.get()
         exchange = Exchange(connection) if opened is not None else None
         if exchange is not None:
             opened(exchange)
         try:
             connection.sock.sendall(message)
+            while closed:  # closed now, while the server reads the request
+                closed.pop().close()
             status, headers, keep_alive = _read_head(connection)
         except TimeoutError as exc:
             connection.close()
@@ -372,8 +390,10 @@ class HTTPClient:
             raise ConnectionLost(type(exc).__name__) from exc
         return Response(status, headers, connection, self, keep_alive, exchange)
 
-    def _take_idle(self) -> _Connection | None:
-        """An idle connection the server has not closed; those it has are closed here and skipped."""
+    def _take_idle(self, closed: list[_Connection]) -> _Connection | None:
+        """An idle connection the server has not closed; those it has are skipped into `closed`, for the
+        caller to close once its request is sent (two system calls and gevent's bookkeeping, not on the
+        way to the upstream)."""
         while True:
             try:
                 connection = self._idle.pop()
@@ -381,7 +401,37 @@ class HTTPClient:
                 return None
             if self.tls or connection.idle_and_open():  # TLS may have records of its own waiting (session
                 return connection  # tickets): a closed one is found by the request's retry
-            connection.close()
+            closed.append(connection)
+
+    def replenish(self) -> None:
+        """After a chunked answer's end (`keeps_spare`): once the answering greenlet has moved on, the idle
+        connections the server closed are closed, and if none is left open, one is opened for the next
+        request. llama-server closes the connection of every streamed answer, so the next one would
+        otherwise connect on its way to the upstream (0.2-0.3 ms of its first token: issue 54). Done
+        between answers, not while a request waits for its first token: the server's accept would take
+        a core from its own prompt processing then. At most one opening at a time per server; without
+        an event loop, nothing (it would take a thread)."""
+        if self._spare_opening or not event_loop_active():
+            return
+        from gevent import spawn
+
+        self._spare_opening = True
+        spawn(self._open_spare)
+
+    def _open_spare(self) -> None:
+        try:
+            closed: list[_Connection] = []
+            spare = self._take_idle(closed)
+            if spare is not None and _hangs_up(spare, SPARE_HANG_UP_SECONDS):  # the answer's own, closed after it
+                closed.append(spare)
+                spare = None
+            for connection in closed:
+                connection.close()
+            self.put_back(spare if spare is not None else self._connect())
+        except TransportError:
+            pass  # the next request connects, and says why if it cannot either
+        finally:
+            self._spare_opening = False
 
     def put_back(self, connection: _Connection) -> None:
         if len(self._idle) < self.max_idle:
@@ -428,6 +478,22 @@ class HTTPClient:
                 self._idle.pop().close()
             except IndexError:
                 return
+
+
+SPARE_HANG_UP_SECONDS = 0.02  # how long an answer's idle connection is watched for the server's close
+
+
+def _hangs_up(connection: _Connection, seconds: float) -> bool:
+    """Whether something (a hang-up: the server sends nothing unasked) arrives on an idle connection
+    within `seconds`, waited for on the event loop. llama-server closes a streamed answer's connection
+    just after its last chunk, which the proxy may read first."""
+    from gevent.socket import wait_read
+
+    try:
+        wait_read(connection.sock.fileno(), seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _literal_address(host: str, port: int) -> tuple[int, tuple] | None:
