@@ -171,12 +171,13 @@ class Response:
             self._exchange.connection = None  # no longer this request's to hang up
         connection, self._connection = self._connection, None
         if connection is not None:
-            if self._keep_alive and connection.position == len(connection.buffer):
+            kept = self._keep_alive and connection.position == len(connection.buffer)
+            if kept:
                 self._pool.put_back(connection)
             else:
                 connection.close()
-            if self._chunked and self._pool.keeps_spare:
-                self._pool.replenish()
+            if self._chunked and self._pool.replaces_closed:
+                self._pool.replenish(connection if kept else None)
 
     def close(self) -> None:
         """Drop the connection unless the body was read to its end (then it is back in the pool)."""
@@ -346,9 +347,10 @@ class HTTPClient:
         self._literal_address = _literal_address(self.host, self.port)
         self._tls_context = ssl.create_default_context() if self.tls else None
         # A server that closes its connections after some answers (llama-server, after every streamed one):
-        # a connection for the next request is opened at a chunked answer's end (replenish).
+        # a connection for the next request is opened when a chunked answer's is closed (replenish).
         self.keeps_spare = keeps_spare and max_idle > 0
         self._spare_opening = False
+        self._server_hangs_up = False  # an idle connection of this server's was found closed
 
     def request(
         self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json", headers: str = ""
@@ -401,33 +403,48 @@ class HTTPClient:
                 return None
             if self.tls or connection.idle_and_open():  # TLS may have records of its own waiting (session
                 return connection  # tickets): a closed one is found by the request's retry
+            self._server_hangs_up = True
             closed.append(connection)
 
-    def replenish(self) -> None:
-        """After a chunked answer's end (`keeps_spare`): once the answering greenlet has moved on, the idle
-        connections the server closed are closed, and if none is left open, one is opened for the next
-        request. llama-server closes the connection of every streamed answer, so the next one would
-        otherwise connect on its way to the upstream (0.2-0.3 ms of its first token: issue 54). Done
-        between answers, not while a request waits for its first token: the server's accept would take
-        a core from its own prompt processing then. At most one opening at a time per server; without
-        an event loop, nothing (it would take a thread)."""
+    @property
+    def replaces_closed(self) -> bool:
+        """Whether a chunked answer's connection is watched for the server's close when the answer ends
+        (`replenish`): `keeps_spare`, once the server was seen closing an idle connection (llama-server
+        closes every streamed answer's), so a server that keeps them costs nothing more."""
+        return self.keeps_spare and self._server_hangs_up
+
+    def replenish(self, answered: _Connection | None) -> None:
+        """After a chunked answer's end: once the answering greenlet has moved on, if the server closed the
+        answer's connection (`answered`, idle in the pool; None: already closed here), it is closed and
+        one is opened for the next request, unless one is idle. Otherwise the next request connects on
+        its way to the upstream (0.2-0.3 ms of its first token: issue 54). Done between answers, not while
+        a request waits for its first token: the server's accept would take a core from its own prompt
+        processing then. At most one at a time per server; without an event loop, nothing (it would
+        take a thread)."""
         if self._spare_opening or not event_loop_active():
             return
         from gevent import spawn
 
         self._spare_opening = True
-        spawn(self._open_spare)
+        spawn(self._open_spare, answered)
 
-    def _open_spare(self) -> None:
+    def _open_spare(self, answered: _Connection | None) -> None:
+        from gevent import sleep
+
         try:
-            closed: list[_Connection] = []
-            spare = self._take_idle(closed)
-            if spare is not None and _hangs_up(spare, SPARE_HANG_UP_SECONDS):  # the answer's own, closed after it
-                closed.append(spare)
-                spare = None
-            for connection in closed:
-                connection.close()
-            self.put_back(spare if spare is not None else self._connect())
+            for delay in SPARE_WATCH_SECONDS if answered is not None else ():
+                sleep(delay)
+                if answered not in self._idle:
+                    return  # a request took it: it finds it closed, or uses it
+                if not answered.idle_and_open():
+                    self._idle.remove(answered)  # no switch since the check: still idle
+                    answered.close()
+                    break
+            else:
+                if answered is not None:
+                    return  # still open: kept alive after all
+            if not self._idle:
+                self.put_back(self._connect())
         except TransportError:
             pass  # the next request connects, and says why if it cannot either
         finally:
@@ -480,20 +497,9 @@ class HTTPClient:
                 return
 
 
-SPARE_HANG_UP_SECONDS = 0.02  # how long an answer's idle connection is watched for the server's close
-
-
-def _hangs_up(connection: _Connection, seconds: float) -> bool:
-    """Whether something (a hang-up: the server sends nothing unasked) arrives on an idle connection
-    within `seconds`, waited for on the event loop. llama-server closes a streamed answer's connection
-    just after its last chunk, which the proxy may read first."""
-    from gevent.socket import wait_read
-
-    try:
-        wait_read(connection.sock.fileno(), seconds)
-    except TimeoutError:
-        return False
-    return True
+# When an answer's idle connection is looked at for the server's close (the pauses before each look): llama-server
+# closes it just after the last chunk, which the proxy may have read first. It stays in the pool meanwhile.
+SPARE_WATCH_SECONDS = (0.0, 0.001, 0.005)
 
 
 def _literal_address(host: str, port: int) -> tuple[int, tuple] | None:
