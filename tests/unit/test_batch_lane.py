@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from api_like_oai.access import priority
+from api_like_oai.access import priority as slot_queues
 from api_like_oai.access.priority import BACKGROUND, SlotQueue
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.backends.http import OPENED
@@ -153,7 +153,7 @@ def test_a_stopped_line_waits_for_the_slot_another_worker_holds_until_it_says_it
 
 
 def test_a_word_of_slots_held_elsewhere_expires_if_their_end_is_never_told(monkeypatch):
-    monkeypatch.setattr(priority, "HELD_ELSEWHERE_FOR", 0.2)
+    monkeypatch.setattr(slot_queues, "HELD_ELSEWHERE_FOR", 0.2)
     runner = SlotQueue()
     runner.take(1, BACKGROUND).release()  # the slots are known
     runner.heard("killed worker", 1, True)
