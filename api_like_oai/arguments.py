@@ -211,6 +211,12 @@ def _add_server_flags(add) -> None:
         "error (default: %(default)s)",
     )
     add("--cors-origins", help="comma-separated origins allowed cross-origin, or * (default: none)")
+    add(
+        "--allowed-hosts",
+        help="comma-separated names (Host headers) a proxy with no API key on a loopback address answers besides "
+        "localhost and IP addresses, or * for any: others are refused, as a web page reaches it by pointing its "
+        "own name at 127.0.0.1 (DNS rebinding); a reverse proxy that passes its own Host needs it (default: none)",
+    )
 
 
 def _add_limit_flags(add) -> None:
@@ -763,6 +769,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         log_prompts=args.log_prompts,
         log_format=args.log_format,
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
+        allowed_hosts=tuple(h.strip() for h in (args.allowed_hosts or "").split(",") if h.strip()),
         limits=Limits(
             max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n, max_tokens=args.max_tokens_limit
         ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass, field
 
 from .backends.routing import RoutingPolicy
@@ -103,6 +105,7 @@ class Settings:
     log_prompts: bool = False
     log_format: str = "text"
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # names a keyless proxy on loopback answers besides localhost (app.py)
     limits: Limits = field(default_factory=Limits)
     images: ImageLimits = field(default_factory=ImageLimits)
     audio: AudioLimits = field(default_factory=AudioLimits)
@@ -115,3 +118,22 @@ class Settings:
     supervisor: SupervisorSettings | None = None  # models on demand: what the supervisor process runs
     fleet: FleetSettings | None = None  # --fleet: the instances sharing one API through Redis (fleet/)
     mcp: McpBounds = field(default_factory=McpBounds)  # what a request's MCP tools may make the proxy do
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address, or a name resolved here) reaches only this machine."""
+    try:
+        return _loopback_address(host.strip("[]"))
+    except ValueError:  # a name: loopback only if every address it resolves to is
+        pass
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(_loopback_address(address.split("%")[0]) for address in addresses)
+
+
+def _loopback_address(text: str) -> bool:
+    address = ipaddress.ip_address(text)
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return (mapped or address).is_loopback
