@@ -7,6 +7,7 @@ import importlib
 import ipaddress
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -367,10 +368,12 @@ def _reachable_only_here(settings: Settings) -> bool:
 
 def _refuse_rebound_names(allowed: tuple[str, ...]):
     """A keyless proxy on loopback answers only requests sent to an IP address, to `localhost` (or a
-    name under it, which browsers keep on loopback) or to a name --allowed-hosts lists (403 else). A web
+    name under it, which browsers keep on loopback), to this machine's name or to a name --allowed-hosts
+    lists (403 else). A web
     page served from a name that its DNS then points at 127.0.0.1 (DNS rebinding) is of the same origin
     as the proxy to the browser, so the Origin check lets it through; its Host header still names it."""
-    names = frozenset(name.lower() for name in allowed)
+    # this machine's own name too (Ollama's check allows it): no page's DNS answers for it
+    names = frozenset(name.lower() for name in (*allowed, socket.gethostname()))
 
     def refuse_rebound_name():
         name = hostname(request.host)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 
 import pytest
 
@@ -100,6 +101,11 @@ def test_a_keyless_proxy_on_loopback_answers_only_names_no_page_can_point_at_it(
     client = make_app("--chat-prompt-model", "chatml", "--allowed-hosts", "Box.lan").test_client()
     answer = client.get("/v1/models", headers={"Host": host})
     assert answer.status_code == (200 if served else 403)
+
+
+def test_the_machines_own_name_is_served():
+    client = make_app("--chat-prompt-model", "chatml").test_client()
+    assert client.get("/v1/models", headers={"Host": f"{socket.gethostname()}:8081"}).status_code == 200
 
 
 def test_a_proxy_with_keys_or_allowing_any_name_answers_any_host():
