@@ -200,6 +200,13 @@ class SocketResult:
     http_cpu_us_per_turn: float
     socket_cpu_us_per_turn: float
     errors: int
+    sessions: int = 0  # of each transport (0: the row as it was before 2026-12-06's evening, windows of ten)
+    # the sessions' 25th and 75th percentiles of the figures above (each session's median first event,
+    # each session's CPU per turn): the row's spread
+    http_first_event_quartiles_ms: list[float] = field(default_factory=list)
+    socket_first_event_quartiles_ms: list[float] = field(default_factory=list)
+    http_cpu_quartiles_us: list[float] = field(default_factory=list)
+    socket_cpu_quartiles_us: list[float] = field(default_factory=list)
 
 
 @dataclass

@@ -440,6 +440,11 @@ def sse_events(chunks: Iterator[bytes]) -> Iterator[tuple[str, bytes]]:
     """(event name, data) of each event in an SSE byte stream; comments (keep-alives) are left out."""
     pending = b""
     for chunk in chunks:
+        if not pending and chunk.startswith(b"event: ") and chunk.find(b"\n\n") == len(chunk) - 2:
+            name_end = chunk.find(b"\n")  # a chunk that is one named event, as the Responses stream's are
+            if chunk.startswith(b"\ndata: ", name_end):
+                yield chunk[7:name_end].decode(), chunk[name_end + 7 : -2]
+                continue
         pending += chunk
         while True:
             end = pending.find(b"\n\n")

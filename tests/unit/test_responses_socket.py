@@ -151,6 +151,30 @@ def test_sse_events_are_cut_at_blank_lines_across_chunks():
     assert [(name, json.loads(data)["n"]) for name, data in events] == [("response.created", 1), ("error", 2)]
 
 
+def test_a_chunk_of_one_named_event_is_read_as_the_general_cut_reads_it():
+    one, two = frame("response.output_text.delta", {"n": 1}), frame("response.completed", {"n": 2})
+    events = list(sse_events(iter([one, one + two, two[:5], two[5:]])))
+    assert [(name, json.loads(data)["n"]) for name, data in events] == [
+        ("response.output_text.delta", 1),
+        ("response.output_text.delta", 1),
+        ("response.completed", 2),
+        ("response.completed", 2),
+    ]
+    assert events[0][1] == json_bytes({"type": "response.output_text.delta", "n": 1})
+
+
+@pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536])
+def test_an_event_is_written_as_the_frame_wsproto_would_write(size):
+    """The route frames a turn's events itself (not through wsproto: its per-event cost was most of a
+    socket turn's extra CPU, benchmarks/socket_turns.py); the bytes must be what wsproto would send."""
+    from wsproto.frame_protocol import FrameProtocol
+
+    from api_like_oai.routes.responses_socket import text_frame
+
+    payload = ("é" * (size // 2) + "x" * (size % 2)).encode()
+    assert text_frame(payload) == FrameProtocol(client=False, extensions=[]).send_data(payload.decode(), fin=True)
+
+
 @pytest.mark.parametrize(
     "steer_input",
     [[], "", [{"role": "assistant", "content": "x"}], [{"type": "function_call_output", "call_id": "c", "output": "o"}], 5],
