@@ -522,33 +522,33 @@ def socket_section(results: BenchmarkResults) -> str:
     r = results.socket
     if r is None:
         return ""
-    return "\n\n".join(
-        [
-            "### 2f. An agent session over a Responses WebSocket (issue 50)",
-            f"A {r.turns}-turn session (`store: false`, {SOCKET_TOKENS} tokens a turn from the instant upstream), "
-            "one client: over HTTP, streamed POSTs on one keep-alive connection sending the whole conversation "
-            "each turn; over one WebSocket, each turn only its new message and `previous_response_id`. "
-            + _socket_method(r)
-            + _measured_alone_note(results, "socket", "This row"),
-            table(
-                ["transport", "first event ms", "proxy CPU µs per turn", "errors"],
+    parts = [
+        "### 2f. An agent session over a Responses WebSocket (issue 50)",
+        f"A {r.turns}-turn session (`store: false`, {SOCKET_TOKENS} tokens a turn from the instant upstream), "
+        "one client: over HTTP, streamed POSTs on one keep-alive connection sending the whole conversation "
+        "each turn; over one WebSocket, each turn only its new message and `previous_response_id`. "
+        + _socket_method(r)
+        + _measured_alone_note(results, "socket", "This row"),
+        _pair_note(r),
+        table(
+            ["transport", "first event ms", "proxy CPU µs per turn", "errors"],
+            [
                 [
-                    [
-                        "HTTP (SSE)",
-                        _with_spread(r.http_first_event_p50_ms, r.http_first_event_quartiles_ms, 2),
-                        _with_spread(r.http_cpu_us_per_turn, r.http_cpu_quartiles_us, 0),
-                        "-",
-                    ],
-                    [
-                        "WebSocket",
-                        _with_spread(r.socket_first_event_p50_ms, r.socket_first_event_quartiles_ms, 2),
-                        _with_spread(r.socket_cpu_us_per_turn, r.socket_cpu_quartiles_us, 0),
-                        str(r.errors),
-                    ],
+                    "HTTP (SSE)",
+                    _with_spread(r.http_first_event_p50_ms, r.http_first_event_quartiles_ms, 2),
+                    _with_spread(r.http_cpu_us_per_turn, r.http_cpu_quartiles_us, 0),
+                    "-",
                 ],
-            ),
-        ]
-    )
+                [
+                    "WebSocket",
+                    _with_spread(r.socket_first_event_p50_ms, r.socket_first_event_quartiles_ms, 2),
+                    _with_spread(r.socket_cpu_us_per_turn, r.socket_cpu_quartiles_us, 0),
+                    str(r.errors),
+                ],
+            ],
+        ),
+    ]
+    return "\n\n".join(part for part in parts if part)
 
 
 def _socket_method(r: SocketResult) -> str:
@@ -561,6 +561,17 @@ def _socket_method(r: SocketResult) -> str:
         f"{r.sessions} sessions of each, in pairs whose order alternates. Each session gives the median time to "
         "first event of its turns and the proxy's CPU per turn (its handshake and teardown included, read in "
         "nanoseconds from the scheduler); the table gives the median over the sessions, their quartiles in brackets."
+    )
+
+
+def _pair_note(r: SocketResult) -> str:
+    if len(r.cpu_pair_ratios) != 3:
+        return ""
+    first, cpu = r.first_event_pair_ratios, r.cpu_pair_ratios
+    return (
+        f"Socket ÷ HTTP within each pair (its two sessions back to back, under the same load), the median [quartiles] "
+        f"of the pairs: first event {first[1]:.3f} [{first[0]:.3f}–{first[2]:.3f}], proxy CPU per turn "
+        f"{cpu[1]:.3f} [{cpu[0]:.3f}–{cpu[2]:.3f}]."
     )
 
 

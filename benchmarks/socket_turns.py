@@ -12,7 +12,19 @@ Plan.socket_pairs pairs of sessions, the order within a pair alternating (HTTP f
 first), after WARM_UP_PAIRS not counted. Per session: the median time to first event of its turns,
 and the proxy's CPU per turn, the session's CPU (handshake and teardown included) read in nanoseconds
 from the scheduler (/proc/PID/task/TID/schedstat) over the turns. The row gives the median over the
-sessions of each, with the sessions' quartiles as its spread.
+sessions of each, with the sessions' quartiles as its spread, and the median of socket ÷ HTTP within the
+pairs (two sessions back to back share the machine's load: on a busy machine this is the steadier figure).
+
+What a socket turn did that an HTTP turn did not (the worker profiled over 1,000 turns of each, issue 50):
+it skipped gunicorn's request parsing, WSGI environ and chunked framing, but added wsproto's parse of the
+client's message (~25 µs) and simple-websocket's hand-over of it to the session (a second wake-up: the
+socket's first event came later than HTTP's), wsproto's framing of every event (~15 µs each: the
+socket's extra CPU), and the cutting of every event's SSE text back into events. Since: the proxy's own
+RFC 6455 end (routes/websocket.py) parses a message in a few µs and writes each event as one whole frame,
+and a socket's turn asks the app for bare events (services/inflight.BARE_EVENTS), so nothing is framed as
+SSE to be cut again. Left per turn on purpose, as over HTTP: the key, its limits and admission (a key
+revoked while its socket is open is refused at the next response), the access record, and parsing and
+validating the request (the held turns are sent as its input).
 """
 
 from __future__ import annotations
@@ -65,11 +77,19 @@ def socket_row(rig: CapacityRig) -> SocketResult:
         socket_first_event_quartiles_ms=_quartiles(firsts["socket"]),
         http_cpu_quartiles_us=_quartiles(costs["http"]),
         socket_cpu_quartiles_us=_quartiles(costs["socket"]),
+        first_event_pair_ratios=_pair_ratios(firsts),
+        cpu_pair_ratios=_pair_ratios(costs),
     )
 
 
 def _quartiles(values: list[float]) -> list[float]:
     return [percentile(values, 0.25), percentile(values, 0.75)]
+
+
+def _pair_ratios(values: dict[str, list[float]]) -> list[float]:
+    """[p25, p50, p75] of socket ÷ HTTP over the pairs."""
+    ratios = [socket / http for socket, http in zip(values["socket"], values["http"], strict=True)]
+    return [percentile(ratios, 0.25), percentile(ratios, 0.5), percentile(ratios, 0.75)]
 
 
 class ProxyCpu:

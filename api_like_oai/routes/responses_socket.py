@@ -19,6 +19,7 @@ from flask import Flask, Response, current_app, g, request
 
 from ..errors import InvalidRequest, PermissionDenied, TooManySockets
 from ..services import responses_socket
+from ..services.inflight import BARE_EVENTS
 from . import state
 
 # What a turn's request does not take from the handshake's: the upgrade itself, and its body's framing.
@@ -129,6 +130,7 @@ class _Turn:
         environ = dict(turn_environ)
         environ |= {"REQUEST_METHOD": "POST", "PATH_INFO": "/v1/responses", "QUERY_STRING": ""}
         environ |= {"CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}
+        environ[BARE_EVENTS] = True  # the events as JSON, not SSE frames: sent on as they come
         self.status = 500
         # An app context of its own: Flask would otherwise give the turn the handshake's (its `g`).
         with app.app_context():

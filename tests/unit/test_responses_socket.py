@@ -97,6 +97,40 @@ def test_a_store_false_turn_gets_the_held_chain_and_says_its_previous_response_i
     assert "previous_response_id" not in socket.sent[1]["response"]  # the first turn continued nothing
 
 
+def test_a_turns_bare_events_and_sse_frames_are_read_alike():
+    """The route asks a turn for bare events (each its JSON alone, no SSE framing to cut again); a fleet's
+    front relays its box's SSE frames, keep-alives among them."""
+    bare = [json_bytes({"type": "response.created", "n": 1}), json_bytes({"n": 2, "type": "response.output_text.delta"})]
+    relayed = frame("response.completed", {"n": 3}) + b": keep-alive\n\n"
+    events = list(responses_socket.turn_events(iter([*bare, b"", relayed[:9], relayed[9:]])))
+    assert [(name, json.loads(data)["n"]) for name, data in events] == [
+        ("response.created", 1),
+        ("response.output_text.delta", 2),
+        ("response.completed", 3),
+    ]
+    assert events[0][1] is bare[0]  # sent on as it came
+
+
+class EagerClient(ScriptedSocket):
+    """A client whose next response.create has reached the socket by the time the last event is sent (a
+    threaded worker's reader takes it at once): it is there on the receive(0) after that event."""
+
+    def receive(self, timeout):
+        if timeout == 0:
+            ended = self.sent and self.sent[-1]["type"] == "response.completed"
+            return json.dumps(self.messages.pop(0)) if ended and self.messages else None
+        return super().receive(timeout)
+
+
+def test_a_create_sent_once_the_last_event_arrived_is_the_next_turn_not_one_in_flight():
+    socket = EagerClient(
+        {"type": "response.create", "model": "m", "input": "one", "store": False},
+        {"type": "response.create", "model": "m", "input": "two", "store": False, "previous_response_id": "resp_1"},
+    )
+    assert len(run(socket)) == 2
+    assert [event["type"] for event in socket.sent] == ["response.created", "response.completed"] * 2
+
+
 def test_an_id_the_socket_does_not_hold_is_left_to_the_store():
     socket = ScriptedSocket({"type": "response.create", "model": "m", "input": "x", "previous_response_id": "resp_stored"})
     [body] = run(socket)
