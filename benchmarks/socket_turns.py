@@ -19,10 +19,11 @@ What a socket turn did that an HTTP turn did not (the worker profiled over 1,000
 it skipped gunicorn's request parsing, WSGI environ and chunked framing, but added wsproto's parse of the
 client's message (~25 µs) and simple-websocket's hand-over of it to the session (a second wake-up: the
 socket's first event came later than HTTP's), wsproto's framing of every event (~15 µs each: the
-socket's extra CPU), and the cutting of every event's SSE text back into events. Since: the proxy's own
-RFC 6455 end (routes/websocket.py) parses a message in a few µs and writes each event as one whole frame,
-and a socket's turn asks the app for bare events (services/inflight.BARE_EVENTS), so nothing is framed as
-SSE to be cut again. Left per turn on purpose, as over HTTP: the key, its limits and admission (a key
+socket's extra CPU), and the cutting of every event's SSE text back into events. Since: each event is
+written as one whole frame straight to the client's socket (routes/responses_socket.text_frame), and a
+socket's turn asks the app for bare events (services/inflight.BARE_EVENTS), so nothing is framed as SSE
+to be cut again. The client's messages are still read by simple-websocket (wsproto): a maintained
+library's parse of what a client sends is worth its ~25 µs and its wake-up. Left per turn on purpose, as over HTTP: the key, its limits and admission (a key
 revoked while its socket is open is refused at the next response), the access record, and parsing and
 validating the request (the held turns are sent as its input).
 """
