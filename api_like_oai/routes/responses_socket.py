@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import io
 import secrets
+import struct
 
 from flask import Flask, Response, current_app, g, request
 
 from ..errors import InvalidRequest, PermissionDenied, TooManySockets
 from ..services import responses_socket
+from ..services.inflight import BARE_EVENTS
 from . import state
 
 # What a turn's request does not take from the handshake's: the upgrade itself, and its body's framing.
@@ -59,7 +61,8 @@ def _served(environ: dict) -> Response:
     # No permessage-deflate (the client's offer is not passed on): compressing every event costs more CPU
     # than the bytes it saves on the loopback or LAN between an agent and its proxy.
     handshake = {name: value for name, value in environ.items() if name != "HTTP_SEC_WEBSOCKET_EXTENSIONS"}
-    handshake["gunicorn.socket"] = _WholeSends(environ["gunicorn.socket"])
+    client = environ["gunicorn.socket"]
+    handshake["gunicorn.socket"] = _WholeSends(client)
     try:
         socket = Server(handshake, max_message_size=limits.max_body_bytes)
     except (NotAHandshake, RemoteProtocolError):
@@ -72,7 +75,7 @@ def _served(environ: dict) -> Response:
     app = current_app._get_current_object()
     shared = state()
     responses_socket.serve(
-        _Adapter(socket),
+        _Adapter(socket, client),
         lambda body: _Turn(app, turn_environ, body),
         lambda: shared.inflight.draining or shared.inflight.shutting_down,
         # a held chain is sent back as a request's input: no longer than a request may be (as a stored turn)
@@ -127,6 +130,7 @@ class _Turn:
         environ = dict(turn_environ)
         environ |= {"REQUEST_METHOD": "POST", "PATH_INFO": "/v1/responses", "QUERY_STRING": ""}
         environ |= {"CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}
+        environ[BARE_EVENTS] = True  # the events as JSON, not SSE frames: sent on as they come
         self.status = 500
         # An app context of its own: Flask would otherwise give the turn the handshake's (its `g`).
         with app.app_context():
@@ -150,36 +154,47 @@ class _Turn:
 
 
 class _Adapter:
-    """simple-websocket's server as responses_socket.Socket."""
+    """simple-websocket's server as responses_socket.Socket. It reads the client's frames (its thread) and
+    answers its pings and close; a turn's events are written here, each one whole frame straight to the
+    client's socket: wsproto would check, encode and frame every event again in Python (an event is
+    UTF-8 JSON already, and no extension is negotiated), the most costly step of a socket's turn."""
 
-    def __init__(self, socket):
-        self.socket = socket
-
-    def receive(self, timeout):
+    def __init__(self, socket, client):
         from simple_websocket import ConnectionClosed
 
+        self.socket, self.client, self.closed_error = socket, client, ConnectionClosed
+
+    def receive(self, timeout):
         if timeout == 0 and self.socket.connected and not self.socket.input_buffer:
             return None  # asked between a turn's events: nothing came (receive(0) would wait on its Event)
         try:
             return self.socket.receive(timeout=timeout)
-        except ConnectionClosed:
+        except self.closed_error:
             raise responses_socket.SocketClosed() from None
 
     def send(self, text) -> None:
-        from simple_websocket import ConnectionClosed
-
+        if not self.socket.connected:
+            raise responses_socket.SocketClosed()
         try:
-            self.socket.send(text if isinstance(text, str) else text.decode())
-        except (ConnectionClosed, OSError):
+            self.client.sendall(text_frame(text if isinstance(text, bytes) else text.encode()))
+        except OSError:
             raise responses_socket.SocketClosed() from None
 
     def close(self, code: int, reason: str) -> None:
-        from simple_websocket import ConnectionClosed
-
         try:
             self.socket.close(code, reason)
-        except (ConnectionClosed, OSError):
+        except (self.closed_error, OSError):
             pass
+
+
+def text_frame(payload: bytes) -> bytes:
+    """`payload` (UTF-8) as one whole text message from a server: unmasked, unfragmented (RFC 6455, 5.2)."""
+    size = len(payload)
+    if size < 126:
+        return bytes((0x81, size)) + payload
+    if size < 1 << 16:
+        return struct.pack("!BBH", 0x81, 126, size) + payload
+    return struct.pack("!BBQ", 0x81, 127, size) + payload
 
 
 class _WholeSends:
