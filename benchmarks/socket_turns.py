@@ -23,9 +23,10 @@ socket's extra CPU), and the cutting of every event's SSE text back into events.
 written as one whole frame straight to the client's socket (routes/responses_socket.text_frame), and a
 socket's turn asks the app for bare events (services/inflight.BARE_EVENTS), so nothing is framed as SSE
 to be cut again. The client's messages are still read by simple-websocket (wsproto): a maintained
-library's parse of what a client sends is worth its ~25 µs and its wake-up. Left per turn on purpose, as over HTTP: the key, its limits and admission (a key
-revoked while its socket is open is refused at the next response), the access record, and parsing and
-validating the request (the held turns are sent as its input).
+library's parse of what a client sends is worth its ~25 µs and its wake-up. Left per turn on purpose,
+as over HTTP: the key, its limits and admission (a key revoked while its socket is open is refused at
+the next response), the access record, and parsing and validating the request (the held turns are sent
+as its input).
 """
 
 from __future__ import annotations
