@@ -2,14 +2,18 @@
 throughput, against the real llama-server and model.
 
 - **Time to first token** of short streamed chats, one at a time with a pause between them, in three
-  conditions: the box idle; a batch running in the lane with every slot busy with its lines (the proxy
-  preempts one for each chat); and the same lines sent as ordinary requests, as many at once as there
-  are slots (what a job does without the lane: nothing is preempted, a chat waits for a slot like any
-  request). Before each chat the row waits until every slot is busy again, so each chat meets a full box.
-  Each condition's chats have their own prefix, so no chat finds its prompt cached by another's.
+  conditions: the box idle; a batch running in the lane, holding every slot it may (the first chat finds
+  every slot busy with its lines and preempts one; the later ones come while people are about, when the
+  lane keeps a slot free for them: access/priority.py's KEPT_FREE); and the same lines sent as ordinary
+  requests, as many at once as there are slots (what a job does without the lane: nothing is preempted, a
+  chat waits for a slot like any request). Before each chat the row waits until the lines hold every slot
+  they may again (every slot, or all but the kept ones while a line waits in the proxy for one), so each
+  chat meets the busiest box the lane allows. Each condition's chats have their own prefix, so no chat
+  finds its prompt cached by another's.
 - **Throughput**: a batch of `throughput_lines` lines run in the lane with nothing else running, from the
   moment it is in progress (a batch is picked up within the runner's poll, a second: latency, not
-  throughput) to its completion, against the same lines (their own prefix) sent straight to
+  throughput) to its completion, submitted once the proxy no longer counts people about (the chats'
+  PEOPLE_ACTIVE_SECONDS passed: no slot kept free), against the same lines (their own prefix) sent straight to
   llama-server, as many at once as it has slots. Compared as completion tokens per second, since a line
   may stop before its max_tokens.
 """
@@ -27,6 +31,8 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+from api_like_oai.access.priority import KEPT_FREE, PEOPLE_ACTIVE_SECONDS
 
 from .processes import Service
 from .results import BatchLaneResult
@@ -102,9 +108,23 @@ class Rig:
         with urllib.request.urlopen(self.llama.url + "/slots", timeout=10) as answer:  # noqa: S310 - loopback
             return sum(1 for slot in json.loads(answer.read()) if slot.get("is_processing"))
 
-    def preemptions(self) -> float:
+    def metric(self, name_and_labels: str) -> float:
         with urllib.request.urlopen(self.front.url + "/metrics", timeout=10) as answer:  # noqa: S310 - loopback
-            return metric_value(answer.read().decode(), 'api_like_oai_batch_lines_total{outcome="preempted"}')
+            return metric_value(answer.read().decode(), name_and_labels)
+
+    def preemptions(self) -> float:
+        return self.metric('api_like_oai_batch_lines_total{outcome="preempted"}')
+
+    def lane_full(self) -> bool:
+        """Whether the batch's lines hold every slot they may: every slot, or every slot but those the
+        lane keeps free for people while a line waits in the proxy for one."""
+        busy = self.busy_slots()
+        if busy >= SLOTS:
+            return True
+        return busy >= SLOTS - KEPT_FREE and self.metric('api_like_oai_slot_waiting{priority="background"}') > 0
+
+    def every_slot_busy(self) -> bool:
+        return self.busy_slots() >= SLOTS
 
     def first_token_ms(self, text: str) -> float:
         """One streamed chat's time to its first token (NaN if it failed)."""
@@ -124,12 +144,12 @@ class Rig:
         except openai.OpenAIError:
             return _failed(self)
 
-    def chats(self, condition: str, full_box: bool) -> list[float]:
-        """The condition's chats, each (with `full_box`) once every slot is busy."""
+    def chats(self, condition: str, full_box: Callable[[], bool] | None) -> list[float]:
+        """The condition's chats, each (with `full_box`) once the box is as full as it gets."""
         times = []
         for index in range(self.plan.chats):
-            if full_box:
-                _until(lambda: self.busy_slots() >= SLOTS, 120)
+            if full_box is not None:
+                _until(full_box, 120)
             times.append(self.first_token_ms(f"{condition} chat {index}: name one colour of the sea."))
             time.sleep(self.plan.pause_seconds)
         return times
@@ -159,19 +179,21 @@ def _measured(rig: Rig, progress: Callable[[str], None], load: str) -> BatchLane
     plan = rig.plan
     rig.first_token_ms("warm-up: say hi.")
     progress(f"batch lane: {plan.chats} chats on the idle box")
-    ttft = {"idle": rig.chats("idle", full_box=False)}
+    ttft = {"idle": rig.chats("idle", full_box=None)}
     progress(f"batch lane: {plan.chats} chats while a batch saturates the {SLOTS} slots (preemption)")
     before = rig.preemptions()
     saturating = rig.submitted([line_body("saturating", n, plan.line_tokens) for n in range(plan.saturating_lines)])
-    ttft["lane"] = rig.chats("lane", full_box=True)
+    ttft["lane"] = rig.chats("lane", full_box=rig.lane_full)
     preempted = rig.preemptions() - before
     rig.client.batches.cancel(saturating.id)
     _until(lambda: rig.status(saturating.id) in FINISHED, 300, STATUS_POLL_SECONDS)
     _until(lambda: rig.busy_slots() == 0, 120)
     progress(f"batch lane: {plan.chats} chats while the same lines run as plain requests (no preemption)")
     ttft["plain"] = _beside_plain_lines(rig)
+    people_gone_at = time.monotonic() + PEOPLE_ACTIVE_SECONDS
     progress(f"batch lane: {plan.throughput_lines} lines straight to llama-server, then in the lane")
     direct_seconds, direct_tokens = _direct_throughput(rig)
+    time.sleep(max(0.0, people_gone_at - time.monotonic()))  # the lane alone: no slot kept for people
     lane_seconds, lane_tokens = _lane_throughput(rig)
     return BatchLaneResult(
         SLOTS,
@@ -208,7 +230,7 @@ def _beside_plain_lines(rig: Rig) -> list[float]:
     for worker in workers:
         worker.start()
     try:
-        return rig.chats("plain", full_box=True)
+        return rig.chats("plain", full_box=rig.every_slot_busy)
     finally:
         stop.set()
         for worker in workers:
@@ -267,7 +289,8 @@ def section(r: BatchLaneResult | None, alone_note: str = "") -> str:
         [
             "### 2g. People's chats beside a batch, and the batch's throughput (issue 51)",
             f"The real llama-server and model, {r.slots} slots. Short streamed chats one at a time, each sent once "
-            "every slot is busy (load average at the start: "
+            "the lines hold every slot they may (the lane keeps one free while people are about; the plain lines "
+            "every slot; load average at the start: "
             f"{r.load_average}). {r.preemptions} lines were preempted during the lane's chats; {r.errors} errors." + alone_note,
             table(["chats", "count", "time to first token p50 ms", "÷ idle"], rows),
             f"A batch of {r.lines} lines alone in the lane, from in progress to completed, against the same lines "
