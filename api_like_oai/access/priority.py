@@ -24,15 +24,16 @@ background generation preempts it (`Place.preempted` is set; the door stops that
 frees its slot for the waiter, and the batch runner runs the line again).
 
 While people use a model (a generation of a key's priority ran here, or another worker said it ran one,
-within PEOPLE_ACTIVE_SECONDS), background generations leave KEPT_FREE of its slots free (a one-slot model
-keeps none): a person's next request finds a slot at once rather than waiting for a preempted line's
-slot. Preempting costs the person the server's notice of the hang-up (it frees the slot at its next token
-write, a decoding step later: about half the wait measured beside a batch on 2 cores) and a slot chosen
-by whatever the stopped line left in it; a free slot costs neither. Preemption remains for the first
-request after a quiet spell (nobody to keep a slot for), a second person at once, and a one-slot model.
-What a free slot does not remove is the compute the lines still decoding share with the person's prompt
-(each decoding step carries their tokens too): on a CPU-bound server that, not the slot, is most of what
-a person waits for beside a batch (docs/batch.md, benchmarks/batch_lane.py).
+within PEOPLE_ACTIVE_SECONDS), background generations leave `free_for_people` of its slots free
+(--batch-free-slots, default KEPT_FREE; never every slot, so a one-slot model keeps none): a person's
+next request finds a slot at once instead of waiting for a preempted line's. Preempting costs a person
+llama-server's notice of the hang-up (it frees the slot after the decoding step under way, at the
+line's next token write: 20 to 70 ms on the bench's 2 cores); a free slot costs nothing. Preemption
+remains for the first request after a quiet spell, a second person at once, and a one-slot model.
+What a free slot does not remove is the compute that the lines still decoding share with the person's
+prompt (each step carries their tokens too): on a CPU-bound server that, not the slot, is most of what a
+person waits for beside a batch, which only fewer lines beside people (more slots kept free) lessens
+(docs/batch.md, benchmarks/batch_lane.py).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ HELD_ELSEWHERE_FOR = 30.0
 # People are using a model while a key's generation ran on it within this many seconds: an agent's next
 # turn follows its last answer within seconds (its tools run between), a person's next message within tens
 # of seconds; longer only keeps a slot idle for someone who left. Background generations keep KEPT_FREE
-# of its slots free meanwhile (one is a person's next request; a second person at once still preempts).
+# of its slots free meanwhile by default (one is a person's next request; a second at once still preempts).
 PEOPLE_ACTIVE_SECONDS = 20.0
 KEPT_FREE = 1
 ASKED = {"flex": "low", "priority": "high", "scale": "high", "high": "high", "normal": "normal", "low": "low"}
@@ -125,8 +126,9 @@ class SlotQueue:
     """The generations one pool runs at once, at most `capacity` (given with each `take`, as the servers
     tell it; None: not known, nobody waits), the others waiting in priority order."""
 
-    def __init__(self, on_wait=None, elsewhere=None):
+    def __init__(self, on_wait=None, elsewhere=None, free_for_people: int = KEPT_FREE):
         self.running = 0
+        self.free_for_people = free_for_people  # slots background generations leave while people are about
         self.capacity: int | None = None
         self.ordering = False  # a high or low request came: from now on requests wait here for a slot
         self._waiting: list[_Waiter] = []
@@ -217,11 +219,11 @@ class SlotQueue:
         return self.running + self._elsewhere_now() + self.kept_free() < self.capacity
 
     def kept_free(self) -> int:
-        """The slots background generations leave free now: KEPT_FREE while people use the model (never
-        every slot: a one-slot model keeps none), else none."""
+        """The slots background generations leave free now: `free_for_people` while people use the model
+        (never every slot: a one-slot model keeps none), else none."""
         if self.capacity is None or time.monotonic() >= self._people_until:
             return 0
-        return min(KEPT_FREE, self.capacity - 1)
+        return max(0, min(self.free_for_people, self.capacity - 1))
 
     def _people_came(self) -> None:
         """A key's generation came or ended, here or in another worker (under the lock)."""

@@ -198,6 +198,29 @@ def test_a_second_person_at_once_still_preempts_a_line_and_a_one_slot_model_keep
     assert alone.kept_free() == 0 and alone.take(1, BACKGROUND).held  # one slot: the line runs, preemptible
 
 
+def test_a_cpu_bound_box_may_keep_more_slots_free_but_never_every_one():
+    """--batch-free-slots: fewer lines share the decoding steps with a person's prompt."""
+    from api_like_oai.arguments import parse_settings
+
+    queue = SlotQueue(free_for_people=3)
+    queue.take(4, "normal").release()
+    assert queue.kept_free() == 3
+    line = queue.take(4, BACKGROUND)
+    thread, granted = waiting_for(queue, BACKGROUND, 4)
+    assert granted == [] and queue.running == 1  # one line beside people, not three
+    queue.free_for_people = 9
+    assert queue.kept_free() == 3  # all but one: a batch is never stopped outright
+    queue._people_until = 0.0
+    line.release()  # (people gone) the next line is let in at the release
+    thread.join(5)
+    assert len(granted) == 1
+    granted[0].release()
+    assert parse_settings(["--batch-free-slots", "2"]).batch_free_slots == 2
+    assert parse_settings([]).batch_free_slots == priority.KEPT_FREE == 1
+    with pytest.raises(SystemExit):
+        parse_settings(["--batch-free-slots", "-1"])
+
+
 def test_a_request_another_worker_let_in_keeps_a_slot_free_here_too(monkeypatch):
     runner = SlotQueue()
     runner.take(3, BACKGROUND).release()  # the slots are known
