@@ -195,7 +195,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    _wire_slot_queues(registry, metrics, siblings)
+    _wire_slot_queues(registry, metrics, siblings, settings.batch_free_slots)
     return AppState(
         settings,
         registry,
@@ -212,9 +212,10 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
     )
 
 
-def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Siblings | None) -> None:
-    """Each model's slot queue counting its waiters in the metrics (a request without a key's too) and,
-    with several workers, preempting across them."""
+def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Siblings | None, free_for_people: int) -> None:
+    """Each model's slot queue counting its waiters in the metrics (a request without a key's too), leaving
+    `free_for_people` slots free of batch lines while people use it and, with several workers, preempting
+    across them."""
     lane = None
     if siblings is not None:
         from .siblings import LaneMark
@@ -222,6 +223,7 @@ def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Sibli
         lane = LaneMark(siblings.run_dir)
     for model in registry.models.values():
         model.places.on_wait = metrics.slot_waiting_noted
+        model.places.free_for_people = free_for_people
         if lane is not None:
             model.places.on_background = lane.noted
             model.places.elsewhere = _told_elsewhere(siblings, lane, model.name)

@@ -221,7 +221,7 @@ class BatchLaneResult:
 
     slots: int
     idle_ttft_ms: list[float]
-    lane_ttft_ms: list[float]  # a batch in the lane on every slot: each chat preempts a line
+    lane_ttft_ms: list[float]  # a batch in the lane on every slot it may: a chat preempts a line or finds a kept slot
     plain_ttft_ms: list[float]  # the same lines as ordinary requests on every slot: nothing preempted
     preemptions: int  # lines preempted while the lane's chats ran (/metrics)
     lines: int  # the throughput batch's
@@ -231,6 +231,10 @@ class BatchLaneResult:
     direct_tokens: int
     errors: int
     load_average: str = ""
+    # the lane's chats again through a proxy with --batch-free-slots more_free (one line beside people)
+    more_free_ttft_ms: list[float] = field(default_factory=list)
+    more_free: int = 0
+    more_free_preemptions: int = 0
 
     def ttft_p50(self, condition: str) -> float:
         return percentile([ms for ms in getattr(self, f"{condition}_ttft_ms") if not math.isnan(ms)], 0.5)
@@ -1147,7 +1151,8 @@ def batch_targets(r: BatchLaneResult | None) -> list[TargetCheck]:
     measured = (
         f"{r.ttft_ratio('lane'):.2f}x ({r.ttft_p50('lane'):.0f} vs {r.ttft_p50('idle'):.0f} ms, {r.preemptions} "
         f"preemptions; without preemption, the lines as plain requests: {r.ttft_ratio('plain'):.2f}x, "
-        f"{r.ttft_p50('plain'):.0f} ms; {r.errors} errors)"
+        f"{r.ttft_p50('plain'):.0f} ms; with --batch-free-slots {r.more_free}: {r.ttft_ratio('more_free'):.2f}x, "
+        f"{r.ttft_p50('more_free'):.0f} ms; {r.errors} errors)"
     )
     rate = (
         f"{r.throughput_ratio:.2f}x ({r.lane_tokens / r.lane_seconds if r.lane_seconds else math.nan:.1f} vs "
