@@ -168,7 +168,7 @@ def test_while_people_use_a_model_batch_lines_leave_a_slot_free_for_their_next_r
     lines = [queue.take(3, BACKGROUND) for _ in range(3)]  # nobody about: the batch takes every slot
     assert queue.kept_free() == 0 and queue.running == 3
     lines.pop().release()
-    monkeypatch.setattr(priority, "PEOPLE_ACTIVE_SECONDS", 0.5)
+    monkeypatch.setattr(slot_queues, "PEOPLE_ACTIVE_SECONDS", 0.5)
     queue.take(3, "normal").release()  # a person's request, answered
     assert queue.kept_free() == 1
     line, granted = waiting_for(queue, BACKGROUND, 3)  # the batch's next line leaves that slot free
@@ -216,7 +216,7 @@ def test_a_cpu_bound_box_may_keep_more_slots_free_but_never_every_one():
     assert len(granted) == 1
     granted[0].release()
     assert parse_settings(["--batch-free-slots", "2"]).batch_free_slots == 2
-    assert parse_settings([]).batch_free_slots == priority.KEPT_FREE == 1
+    assert parse_settings([]).batch_free_slots == slot_queues.KEPT_FREE == 1
     with pytest.raises(SystemExit):
         parse_settings(["--batch-free-slots", "-1"])
 
@@ -225,7 +225,7 @@ def test_a_request_another_worker_let_in_keeps_a_slot_free_here_too(monkeypatch)
     runner = SlotQueue()
     runner.take(3, BACKGROUND).release()  # the slots are known
     assert runner.kept_free() == 0
-    monkeypatch.setattr(priority, "PEOPLE_ACTIVE_SECONDS", 0.5)
+    monkeypatch.setattr(slot_queues, "PEOPLE_ACTIVE_SECONDS", 0.5)
     assert not runner.heard("other", 1, True)  # 1 of 3 held there: nothing to preempt
     assert not runner.heard("other", 0, False) and runner.kept_free() == 1  # ended there; people still about
     lines = [runner.take(3, BACKGROUND) for _ in range(2)]
