@@ -18,6 +18,7 @@ import secrets
 import select
 import socket as sockets
 import struct
+import time
 
 from flask import Flask, Response, current_app, g, request
 
@@ -145,6 +146,11 @@ class _Turn:
             close()
 
 
+# Between a turn's events the client is read at most this often: a steer or a hang-up is seen within it,
+# and a fast turn's events (an instant upstream's, a small model's) do not each pay a system call.
+LOOK_EVERY = 0.005
+
+
 class _ClientSocket:
     """responses_socket.Socket on wsproto (python-hyper's sans-I/O WebSocket protocol), driven in the
     socket's own greenlet: the client's frames are read when the session asks (between a turn's events,
@@ -157,6 +163,7 @@ class _ClientSocket:
         self.client, self.protocol, self.max_message = client, protocol, max_message
         # the system's socket under gevent's (whose recv would wait where the system's says EAGAIN)
         self.raw = getattr(client, "_sock", client)
+        self.next_look = 0.0  # monotonic: between a turn's events, the client is read again from then on
         self.messages: collections.deque[str | bytes] = collections.deque()
         self.parts: list[str | bytes] = []  # the message coming, in its frames
         self.size = 0
@@ -187,10 +194,15 @@ class _ClientSocket:
         return cls(client, protocol, max_message)
 
     def receive(self, timeout):
+        if timeout == 0 and not self.messages and self.open:  # asked between a turn's events
+            now = time.monotonic()
+            if now < self.next_look:
+                return None
+            self.next_look = now + LOOK_EVERY
         while not self.messages:
             if not self.open:
                 raise responses_socket.SocketClosed()
-            try:  # one system call when nothing came (asked between every event of a turn)
+            try:  # one system call when nothing came
                 data = self.raw.recv(65536, sockets.MSG_DONTWAIT)
             except BlockingIOError:
                 if timeout == 0 or not select.select([self.client], [], [], timeout)[0]:

@@ -6,6 +6,7 @@ frames put together, pings answered while nothing else is asked, a message past 
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 from wsproto import ConnectionType, WSConnection
@@ -43,7 +44,7 @@ def test_a_message_in_frames_is_one_message_and_a_ping_is_answered(pair):
     server, client, client_end = pair
     assert server.receive(0) is None  # nothing came: at once
     client_end.sendall(client.send(Ping(b"are you there")))
-    assert server.receive(0) is None
+    assert server.receive(0.05) is None  # the ping answered, no message
     assert events(client, client_end) == [Pong(b"are you there")]
     client_end.sendall(client.send(TextMessage("hello ", message_finished=False)) + client.send(TextMessage("there")))
     assert server.receive(5) == "hello there"
@@ -71,6 +72,16 @@ def test_what_came_before_the_clients_close_is_read_then_the_socket_is_closed(pa
     assert isinstance(answered, CloseConnection) and answered.code == 1000
     with pytest.raises(SocketClosed):
         server.send(b"{}")
+
+
+def test_between_a_turns_events_the_client_is_read_at_most_every_few_milliseconds(pair, monkeypatch):
+    server, client, client_end = pair
+    assert server.receive(0) is None
+    client_end.sendall(client.send(TextMessage('{"type": "response.steer"}')))
+    monkeypatch.setattr(server, "next_look", time.monotonic() + 60)  # just looked
+    assert server.receive(0) is None  # not read yet: no system call for every event of a fast turn
+    monkeypatch.setattr(server, "next_look", 0.0)
+    assert server.receive(0) == '{"type": "response.steer"}'
 
 
 def test_a_client_gone_without_a_close_is_a_closed_socket(pair):
