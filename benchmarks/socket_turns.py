@@ -22,8 +22,9 @@ socket's first event came later than HTTP's), wsproto's framing of every event (
 socket's extra CPU), and the cutting of every event's SSE text back into events. Since: each event is
 written as one whole frame straight to the client's socket (routes/responses_socket.text_frame), and a
 socket's turn asks the app for bare events (services/inflight.BARE_EVENTS), so nothing is framed as SSE
-to be cut again. The client's messages are still read by simple-websocket (wsproto): a maintained
-library's parse of what a client sends is worth its ~25 µs and its wake-up. Left per turn on purpose,
+to be cut again, and the client's messages are read by wsproto in the socket's own greenlet, when the
+session asks (routes/responses_socket._ClientSocket: no reader thread, no second wake-up; a maintained
+library's parse of what a client sends is worth its ~25 µs). Left per turn on purpose,
 as over HTTP: the key, its limits and admission (a key revoked while its socket is open is refused at
 the next response), the access record, and parsing and validating the request (the held turns are sent
 as its input).

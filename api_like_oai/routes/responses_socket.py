@@ -1,6 +1,7 @@
-"""The WebSocket's transport: `GET /v1/responses` upgraded (simple-websocket on the connection gunicorn
-hands over), and each turn run through the app as `POST /v1/responses` with `stream: true`, so a
-response over a socket is admitted, limited, counted, recorded and stored exactly as one over HTTP.
+"""The WebSocket's transport: `GET /v1/responses` upgraded (wsproto on the connection gunicorn hands
+over, driven in its greenlet: _ClientSocket), and each turn run through the app as `POST /v1/responses`
+with `stream: true`, so a response over a socket is admitted, limited, counted, recorded and stored
+exactly as one over HTTP.
 The session (state of earlier turns, one response in flight, steering) is services/responses_socket.py's.
 
 The key is checked at the handshake as for any request (app._identify_caller: 401 before the
@@ -10,10 +11,14 @@ send no preflight for a WebSocket, so CORS would not stop a page from using a ke
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import secrets
+import select
+import socket as sockets
 import struct
+import time
 
 from flask import Flask, Response, current_app, g, request
 
@@ -53,20 +58,8 @@ def upgrade() -> Response:
 
 
 def _served(environ: dict) -> Response:
-    from simple_websocket import ConnectionError as NotAHandshake
-    from simple_websocket import Server
-    from wsproto.utilities import RemoteProtocolError
-
     limits = state().settings.limits
-    # No permessage-deflate (the client's offer is not passed on): compressing every event costs more CPU
-    # than the bytes it saves on the loopback or LAN between an agent and its proxy.
-    handshake = {name: value for name, value in environ.items() if name != "HTTP_SEC_WEBSOCKET_EXTENSIONS"}
-    client = environ["gunicorn.socket"]
-    handshake["gunicorn.socket"] = _WholeSends(client)
-    try:
-        socket = Server(handshake, max_message_size=limits.max_body_bytes)
-    except (NotAHandshake, RemoteProtocolError):
-        raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)") from None
+    client_socket = _ClientSocket.accepted(environ["gunicorn.socket"], environ, limits.max_body_bytes)
     record = g.get("record")
     if record is not None:  # the handshake's line now; each response has its own record (the dashboard's live list)
         record.status = 101
@@ -75,7 +68,7 @@ def _served(environ: dict) -> Response:
     app = current_app._get_current_object()
     shared = state()
     responses_socket.serve(
-        _Adapter(socket, client),
+        client_socket,
         lambda body: _Turn(app, turn_environ, body),
         lambda: shared.inflight.draining or shared.inflight.shutting_down,
         # a held chain is sent back as a request's input: no longer than a request may be (as a stored turn)
@@ -153,38 +146,119 @@ class _Turn:
             close()
 
 
-class _Adapter:
-    """simple-websocket's server as responses_socket.Socket. It reads the client's frames (its thread) and
-    answers its pings and close; a turn's events are written here, each one whole frame straight to the
-    client's socket: wsproto would check, encode and frame every event again in Python (an event is
-    UTF-8 JSON already, and no extension is negotiated), the most costly step of a socket's turn."""
+# Between a turn's events the client is read at most this often: a steer or a hang-up is seen within it,
+# and a fast turn's events (an instant upstream's, a small model's) do not each pay a system call.
+LOOK_EVERY = 0.005
 
-    def __init__(self, socket, client):
-        from simple_websocket import ConnectionClosed
 
-        self.socket, self.client, self.closed_error = socket, client, ConnectionClosed
+class _ClientSocket:
+    """responses_socket.Socket on wsproto (python-hyper's sans-I/O WebSocket protocol), driven in the
+    socket's own greenlet: the client's frames are read when the session asks (between a turn's events,
+    without waiting, or while it waits for the next turn), its pings and its close answered then. No
+    reader thread: a client's message reaches the session without a second wake-up (simple-websocket's
+    thread added one to every turn's first event, bench row 2f), and one greenlet writes every frame, so
+    a pong never falls inside an event's. A turn's events are written as whole frames (text_frame)."""
+
+    def __init__(self, client, protocol, max_message: int):
+        self.client, self.protocol, self.max_message = client, protocol, max_message
+        # the system's socket under gevent's (whose recv would wait where the system's says EAGAIN)
+        self.raw = getattr(client, "_sock", client)
+        self.next_look = 0.0  # monotonic: between a turn's events, the client is read again from then on
+        self.messages: collections.deque[str | bytes] = collections.deque()
+        self.parts: list[str | bytes] = []  # the message coming, in its frames
+        self.size = 0
+        self.open = True
+
+    @classmethod
+    def accepted(cls, client, environ: dict, max_message: int) -> _ClientSocket:
+        """The socket once the handshake in `environ` is answered (101); InvalidRequest if it is none.
+        No permessage-deflate (the client's offer is not read): compressing every event costs more CPU
+        than the bytes it saves on the loopback or LAN between an agent and its proxy."""
+        from wsproto import ConnectionType, WSConnection
+        from wsproto.events import AcceptConnection, Request
+        from wsproto.utilities import ProtocolError
+
+        protocol = WSConnection(ConnectionType.SERVER)
+        head = "".join(
+            f"{name[5:].replace('_', '-')}: {value}\r\n"
+            for name, value in environ.items()
+            if name.startswith("HTTP_") and name != "HTTP_SEC_WEBSOCKET_EXTENSIONS"
+        )
+        try:
+            protocol.receive_data(f"GET / HTTP/1.1\r\n{head}\r\n".encode("latin-1"))
+            if not isinstance(next(protocol.events(), None), Request):
+                raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)")
+            client.sendall(protocol.send(AcceptConnection()))
+        except (ProtocolError, UnicodeEncodeError):
+            raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)") from None
+        return cls(client, protocol, max_message)
 
     def receive(self, timeout):
-        if timeout == 0 and self.socket.connected and not self.socket.input_buffer:
-            return None  # asked between a turn's events: nothing came (receive(0) would wait on its Event)
+        if timeout == 0 and not self.messages and self.open:  # asked between a turn's events
+            now = time.monotonic()
+            if now < self.next_look:
+                return None
+            self.next_look = now + LOOK_EVERY
+        while not self.messages:
+            if not self.open:
+                raise responses_socket.SocketClosed()
+            try:  # one system call when nothing came
+                data = self.raw.recv(65536, sockets.MSG_DONTWAIT)
+            except BlockingIOError:
+                if timeout == 0 or not select.select([self.client], [], [], timeout)[0]:
+                    return None  # (select is cooperative under the gevent worker)
+                continue
+            except OSError:
+                data = b""
+            self._read(data)
+        return self.messages.popleft()
+
+    def _read(self, data: bytes) -> None:
+        """What the client sent (b"": its end closed): its messages queued, its pings and close answered."""
+        from wsproto.events import CloseConnection, Message, Ping
+
+        self.protocol.receive_data(data or None)  # None: the client's end closed
+        self.open = self.open and bool(data)
+        for event in self.protocol.events():
+            if isinstance(event, Message):
+                self._part(event)
+            elif isinstance(event, Ping | CloseConnection):  # a protocol error is a close (1002, 1007)
+                self._answer(event.response())
+                self.open = self.open and isinstance(event, Ping)
+
+    def _part(self, event) -> None:
+        self.parts.append(event.data)
+        self.size += len(event.data)
+        if self.size > self.max_message:
+            self.close(1009, "message too big")
+        elif event.message_finished:
+            self.messages.append(self.parts[0] if len(self.parts) == 1 else type(event.data)().join(self.parts))
+            self.parts, self.size = [], 0
+
+    def _answer(self, event) -> None:
+        from wsproto.utilities import LocalProtocolError
+
         try:
-            return self.socket.receive(timeout=timeout)
-        except self.closed_error:
-            raise responses_socket.SocketClosed() from None
+            self.client.sendall(self.protocol.send(event))
+        except (LocalProtocolError, OSError):
+            self.open = False
 
     def send(self, text) -> None:
-        if not self.socket.connected:
+        if not self.open:
             raise responses_socket.SocketClosed()
         try:
             self.client.sendall(text_frame(text if isinstance(text, bytes) else text.encode()))
         except OSError:
+            self.open = False
             raise responses_socket.SocketClosed() from None
 
     def close(self, code: int, reason: str) -> None:
-        try:
-            self.socket.close(code, reason)
-        except (self.closed_error, OSError):
-            pass
+        from wsproto.connection import ConnectionState
+        from wsproto.events import CloseConnection
+
+        if self.open and self.protocol.state is ConnectionState.OPEN:
+            self._answer(CloseConnection(code, reason))
+        self.open = False
 
 
 def text_frame(payload: bytes) -> bytes:
@@ -197,24 +271,9 @@ def text_frame(payload: bytes) -> bytes:
     return struct.pack("!BBQ", 0x81, 127, size) + payload
 
 
-class _WholeSends:
-    """The client's socket for simple-websocket, whose `send` must write a whole frame: a plain send()
-    may write part of a large one (a response.completed event) and drop the rest."""
-
-    def __init__(self, sock):
-        self._sock = sock
-
-    def send(self, data) -> int:
-        self._sock.sendall(data)
-        return len(data)
-
-    def __getattr__(self, name):
-        return getattr(self._sock, name)
-
-
 class _Ended(Response):
     """What the view returns once the socket is over: gunicorn's worker closes the connection on
-    StopIteration (the handshake's 101 was written by simple-websocket; nothing more may be)."""
+    StopIteration (the handshake's 101 was written by _ClientSocket; nothing more may be)."""
 
     def __call__(self, environ, start_response):
         raise StopIteration()
