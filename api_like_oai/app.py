@@ -364,21 +364,20 @@ def _refuse_foreign_origins(origins: tuple[str, ...]):
 
 def _reachable_only_here(settings: Settings) -> bool:
     """Whether every address the proxy listens on is a loopback one (the default)."""
-    listeners = [settings.host, *(address.rsplit(":", 1)[0] for address in settings.ollama_listen)]
-    return all(is_loopback(host) for host in listeners)
+    return all(is_loopback(host) for host, _ in settings.listeners())
 
 
 def _refuse_rebound_names(allowed: tuple[str, ...]):
     """A keyless proxy on loopback answers only requests sent to an IP address, to `localhost` (or a
     name under it, which browsers keep on loopback), to this machine's name or to a name --allowed-hosts
-    lists (403 else). A web
-    page served from a name that its DNS then points at 127.0.0.1 (DNS rebinding) is of the same origin
-    as the proxy to the browser, so the Origin check lets it through; its Host header still names it."""
+    lists (403 else). A web page served from a name that its DNS then points at 127.0.0.1 (DNS
+    rebinding) is of the same origin as the proxy to the browser, so the Origin check lets it through;
+    its Host header still names it."""
     # this machine's own name too (Ollama's check allows it): no page's DNS answers for it
     names = frozenset(name.lower() for name in (*allowed, socket.gethostname()))
 
     def refuse_rebound_name():
-        name = hostname(request.host)
+        name = _hostname(request.host)
         if "*" in names or name in names or _never_rebound(name):
             return None
         raise PermissionDenied(
@@ -402,7 +401,7 @@ def _never_rebound(name: str) -> bool:
     return True
 
 
-def hostname(host: str) -> str:
+def _hostname(host: str) -> str:
     """A Host header's name alone, lower-cased: `[::1]:8081` -> `::1`, `Example:80` -> `example`."""
     host = host.lower()
     if host.startswith("["):

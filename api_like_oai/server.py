@@ -94,8 +94,7 @@ def warn_if_open_to_the_network(settings: Settings) -> None:
     one starts, since a private network may be what the user means, but says so)."""
     if settings.api_keys or settings.admin_keys or (settings.fleet is not None and settings.fleet.advertise):
         return  # a fleet's box with no keys takes only its fronts' calls (app._only_fleet_calls)
-    listeners = [(settings.host, str(settings.port)), *(address.rsplit(":", 1) for address in settings.ollama_listen)]
-    for host, port in listeners:
+    for host, port in settings.listeners():
         if not is_loopback(host):
             log.warning(
                 "api-like-oai listens on %s port %s with no API key: anyone who can reach this address "

@@ -120,6 +120,10 @@ class Settings:
     fleet: FleetSettings | None = None  # --fleet: the instances sharing one API through Redis (fleet/)
     mcp: McpBounds = field(default_factory=McpBounds)  # what a request's MCP tools may make the proxy do
 
+    def listeners(self) -> list[tuple[str, str]]:
+        """(host, port) of every address the proxy listens on: --host and --port, then Ollama's."""
+        return [(self.host, str(self.port)), *(tuple(address.rsplit(":", 1)) for address in self.ollama_listen)]
+
 
 def is_loopback(host: str) -> bool:
     """Whether `host` (an address, or a name resolved here) reaches only this machine."""
