@@ -228,7 +228,7 @@ class _ClientSocket:
 
     def _part(self, event) -> None:
         self.parts.append(event.data)
-        self.size += len(event.data)
+        self.size += max(len(event.data), 1)  # an empty frame counts: a flood of them is bounded too
         if self.size > self.max_message:
             self.close(1009, "message too big")
         elif event.message_finished:

@@ -62,6 +62,15 @@ def test_a_message_past_the_limit_closes_the_socket_1009(pair):
     assert isinstance(closed, CloseConnection) and closed.code == 1009
 
 
+def test_a_flood_of_empty_frames_is_bounded_as_a_long_message_is(pair):
+    server, client, client_end = pair
+    client_end.sendall(b"".join(client.send(TextMessage("", message_finished=False)) for _ in range(65)))
+    with pytest.raises(SocketClosed):
+        server.receive(5)
+    [closed] = events(client, client_end)
+    assert isinstance(closed, CloseConnection) and closed.code == 1009
+
+
 def test_what_came_before_the_clients_close_is_read_then_the_socket_is_closed(pair):
     server, client, client_end = pair
     client_end.sendall(client.send(TextMessage("last")) + client.send(CloseConnection(1000)))
