@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import ipaddress
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -63,7 +65,7 @@ from .routes.apis import ANTHROPIC, APIS, api_of
 from .sealing import Seal
 from .services.inflight import InFlight
 from .services.models import ModelRegistry, ServedModel
-from .settings import ModelSettings, Settings
+from .settings import ModelSettings, Settings, is_loopback
 from .store import Store, open_store
 
 if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fleet, several workers
@@ -112,6 +114,8 @@ def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_soc
     # "simple" text/plain or form POST without a preflight); then CORS preflight is answered before the
     # key check (browsers send no key on it).
     app.before_request(_refuse_foreign_origins(settings.cors_origins))
+    if _reachable_only_here(settings) and not state(app).gate.required:
+        app.before_request(_refuse_rebound_names(settings.allowed_hosts))
     app.before_request(_read_chunked_body_whole)
     if settings.cors_origins:
         app.before_request(_cors_preflight(settings.cors_origins))
@@ -191,7 +195,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    _wire_slot_queues(registry, metrics, siblings)
+    _wire_slot_queues(registry, metrics, siblings, settings.batch_free_slots)
     return AppState(
         settings,
         registry,
@@ -208,9 +212,10 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
     )
 
 
-def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Siblings | None) -> None:
-    """Each model's slot queue counting its waiters in the metrics (a request without a key's too) and,
-    with several workers, preempting across them."""
+def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Siblings | None, free_for_people: int) -> None:
+    """Each model's slot queue counting its waiters in the metrics (a request without a key's too), leaving
+    `free_for_people` slots free of batch lines while people use it and, with several workers, preempting
+    across them."""
     lane = None
     if siblings is not None:
         from .siblings import LaneMark
@@ -218,6 +223,7 @@ def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Sibli
         lane = LaneMark(siblings.run_dir)
     for model in registry.models.values():
         model.places.on_wait = metrics.slot_waiting_noted
+        model.places.free_for_people = free_for_people
         if lane is not None:
             model.places.on_background = lane.noted
             model.places.elsewhere = _told_elsewhere(siblings, lane, model.name)
@@ -354,6 +360,53 @@ def _refuse_foreign_origins(origins: tuple[str, ...]):
         )
 
     return refuse_foreign_origin
+
+
+def _reachable_only_here(settings: Settings) -> bool:
+    """Whether every address the proxy listens on is a loopback one (the default)."""
+    return all(is_loopback(host) for host, _ in settings.listeners())
+
+
+def _refuse_rebound_names(allowed: tuple[str, ...]):
+    """A keyless proxy on loopback answers only requests sent to an IP address, to `localhost` (or a
+    name under it, which browsers keep on loopback), to this machine's name or to a name --allowed-hosts
+    lists (403 else). A web page served from a name that its DNS then points at 127.0.0.1 (DNS
+    rebinding) is of the same origin as the proxy to the browser, so the Origin check lets it through;
+    its Host header still names it."""
+    # this machine's own name too (Ollama's check allows it): no page's DNS answers for it
+    names = frozenset(name.lower() for name in (*allowed, socket.gethostname()))
+
+    def refuse_rebound_name():
+        name = _hostname(request.host)
+        if "*" in names or name in names or _never_rebound(name):
+            return None
+        raise PermissionDenied(
+            f"requests sent to the name {name[:100]!r} are refused: a proxy with no API key on a loopback address "
+            "answers requests for localhost or an IP address only (a web page can point any other name at it, "
+            "DNS rebinding); start it with --allowed-hosts naming it, or give it keys"
+        )
+
+    return refuse_rebound_name
+
+
+@functools.lru_cache(maxsize=64)
+def _never_rebound(name: str) -> bool:
+    """Whether a browser could not have reached `name` through a name a web page's DNS controls."""
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _hostname(host: str) -> str:
+    """A Host header's name alone, lower-cased: `[::1]:8081` -> `::1`, `Example:80` -> `example`."""
+    host = host.lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _read_chunked_body_whole():

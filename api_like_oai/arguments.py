@@ -131,6 +131,16 @@ def _add_key_flags(add) -> None:
         help="the priority for a free upstream slot of requests with a key from --api-key/--admin-key (or with "
         "no key when none is asked); managed keys have their own (keys create --priority) (default: %(default)s)",
     )
+    add(
+        "--batch-free-slots",
+        type=count,
+        default=1,
+        metavar="N",
+        help="slots of each model that batch lines leave free while people use it (a request of a key's priority "
+        "in the last 20 s), so their next request starts at once; at most all but one. On a CPU-bound llama-server "
+        "the lines still decoding share every step with a person's prompt: more keeps their first token nearer "
+        "the idle box's, at the cost of the batch's rate while people are about (default: %(default)s)",
+    )
 
 
 def _add_listen_flags(add) -> None:
@@ -211,6 +221,12 @@ def _add_server_flags(add) -> None:
         "error (default: %(default)s)",
     )
     add("--cors-origins", help="comma-separated origins allowed cross-origin, or * (default: none)")
+    add(
+        "--allowed-hosts",
+        help="comma-separated names (Host headers) a proxy with no API key on a loopback address answers besides "
+        "localhost and IP addresses, or * for any: others are refused, as a web page reaches it by pointing its "
+        "own name at 127.0.0.1 (DNS rebinding); a reverse proxy that passes its own Host needs it (default: none)",
+    )
 
 
 def _add_limit_flags(add) -> None:
@@ -505,6 +521,14 @@ def _add_fleet_flags(add) -> None:
     add("--rpc-server", metavar="PATH", help="with --rpc-lend: the rpc-server binary (default: beside llama-server)")
 
 
+def count(value) -> int:
+    """A whole number, 0 or more (a flag's type)."""
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"{value} is below 0")
+    return number
+
+
 def _ttl(value: str) -> float:
     return 0.0 if str(value).strip() == "0" else duration(value)
 
@@ -750,6 +774,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         metrics_per_key=args.metrics_per_key,
         max_stored_mib=args.max_stored_mib or None,
         api_key_priority=args.api_key_priority,
+        batch_free_slots=args.batch_free_slots,
         host=args.host,
         port=args.port,
         ollama_listen=_ollama_listen(args),
@@ -763,6 +788,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         log_prompts=args.log_prompts,
         log_format=args.log_format,
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
+        allowed_hosts=tuple(h.strip() for h in (args.allowed_hosts or "").split(",") if h.strip()),
         limits=Limits(
             max_body_bytes=args.max_body_bytes, max_messages=args.max_messages, max_n=args.max_n, max_tokens=args.max_tokens_limit
         ),

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import functools
 import gc
-import ipaddress
 import logging
 import os
 import resource
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 from collections.abc import Callable
 
-from .settings import Settings
+from .settings import Settings, is_loopback
 
 log = logging.getLogger("api_like_oai")
 
@@ -96,8 +94,7 @@ def warn_if_open_to_the_network(settings: Settings) -> None:
     one starts, since a private network may be what the user means, but says so)."""
     if settings.api_keys or settings.admin_keys or (settings.fleet is not None and settings.fleet.advertise):
         return  # a fleet's box with no keys takes only its fronts' calls (app._only_fleet_calls)
-    listeners = [(settings.host, str(settings.port)), *(address.rsplit(":", 1) for address in settings.ollama_listen)]
-    for host, port in listeners:
+    for host, port in settings.listeners():
         if not is_loopback(host):
             log.warning(
                 "api-like-oai listens on %s port %s with no API key: anyone who can reach this address "
@@ -105,25 +102,6 @@ def warn_if_open_to_the_network(settings: Settings) -> None:
                 host,
                 port,
             )
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (an address, or a name resolved here) reaches only this machine."""
-    try:
-        return _loopback_address(host.strip("[]"))
-    except ValueError:  # a name: loopback only if every address it resolves to is
-        pass
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except OSError:
-        return False
-    return bool(addresses) and all(_loopback_address(address.split("%")[0]) for address in addresses)
-
-
-def _loopback_address(text: str) -> bool:
-    address = ipaddress.ip_address(text)
-    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
-    return (mapped or address).is_loopback
 
 
 def log_start(app, settings: Settings) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass, field
 
 from .backends.routing import RoutingPolicy
@@ -89,6 +91,7 @@ class Settings:
     limits_on_store_error: str = "closed"  # a key's limits when the store is unreachable: "open" lets it run
     metrics_per_key: bool = False  # /metrics counts requests and tokens per managed key (by name)
     api_key_priority: str = "normal"  # the flags' keys' place in the queue for a slot (access/priority.py)
+    batch_free_slots: int = 1  # slots of each model batch lines leave free while people use it (access/priority.py)
     max_stored_mib: int | None = None  # a key's stored objects at most (a managed key's own wins)
     host: str = "127.0.0.1"
     port: int = 8081
@@ -103,6 +106,7 @@ class Settings:
     log_prompts: bool = False
     log_format: str = "text"
     cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()  # names a keyless proxy on loopback answers besides localhost (app.py)
     limits: Limits = field(default_factory=Limits)
     images: ImageLimits = field(default_factory=ImageLimits)
     audio: AudioLimits = field(default_factory=AudioLimits)
@@ -115,3 +119,26 @@ class Settings:
     supervisor: SupervisorSettings | None = None  # models on demand: what the supervisor process runs
     fleet: FleetSettings | None = None  # --fleet: the instances sharing one API through Redis (fleet/)
     mcp: McpBounds = field(default_factory=McpBounds)  # what a request's MCP tools may make the proxy do
+
+    def listeners(self) -> list[tuple[str, str]]:
+        """(host, port) of every address the proxy listens on: --host and --port, then Ollama's."""
+        return [(self.host, str(self.port)), *(tuple(address.rsplit(":", 1)) for address in self.ollama_listen)]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address, or a name resolved here) reaches only this machine."""
+    try:
+        return _loopback_address(host.strip("[]"))
+    except ValueError:  # a name: loopback only if every address it resolves to is
+        pass
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(_loopback_address(address.split("%")[0]) for address in addresses)
+
+
+def _loopback_address(text: str) -> bool:
+    address = ipaddress.ip_address(text)
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return (mapped or address).is_loopback

@@ -9,7 +9,7 @@ from . import batch_lane, ollama_rows, rerank_row, ttft_rows
 from .dashboard import dashboard_section
 from .report_ratios import measured_targets, ratios_section
 from .report_swaps import swaps_section
-from .results import BenchmarkResults, CapacityResult, GenerationResult, percentile
+from .results import BenchmarkResults, CapacityResult, GenerationResult, SocketResult, percentile
 from .socket_turns import SOCKET_TOKENS
 from .tables import number, percent, table
 from .workload import CHAT_MESSAGES, GENERATED_TOKENS, PROMPT, SEED, mode_name
@@ -522,23 +522,63 @@ def socket_section(results: BenchmarkResults) -> str:
     r = results.socket
     if r is None:
         return ""
-    return "\n\n".join(
-        [
-            "### 2f. An agent session over a Responses WebSocket (issue 50)",
-            f"A {r.turns}-turn session (`store: false`, {SOCKET_TOKENS} tokens a turn from the instant upstream), "
-            "one client: over HTTP, streamed POSTs on one keep-alive connection sending the whole conversation "
-            "each turn; over one WebSocket, each turn only its new message and `previous_response_id`. Windows of "
-            "ten sessions alternate. Time to the first event, p50 of every turn; proxy CPU per turn, the median of "
-            "the windows." + _measured_alone_note(results, "socket", "This row"),
-            table(
-                ["transport", "first event p50 ms", "proxy CPU µs per turn", "errors"],
+    parts = [
+        "### 2f. An agent session over a Responses WebSocket (issue 50)",
+        f"A {r.turns}-turn session (`store: false`, {SOCKET_TOKENS} tokens a turn from the instant upstream), "
+        "one client: over HTTP, streamed POSTs on one keep-alive connection sending the whole conversation "
+        "each turn; over one WebSocket, each turn only its new message and `previous_response_id`. "
+        + _socket_method(r)
+        + _measured_alone_note(results, "socket", "This row"),
+        _pair_note(r),
+        table(
+            ["transport", "first event ms", "proxy CPU µs per turn", "errors"],
+            [
                 [
-                    ["HTTP (SSE)", number(r.http_first_event_p50_ms, 2), number(r.http_cpu_us_per_turn, 0), "-"],
-                    ["WebSocket", number(r.socket_first_event_p50_ms, 2), number(r.socket_cpu_us_per_turn, 0), str(r.errors)],
+                    "HTTP (SSE)",
+                    _with_spread(r.http_first_event_p50_ms, r.http_first_event_quartiles_ms, 2),
+                    _with_spread(r.http_cpu_us_per_turn, r.http_cpu_quartiles_us, 0),
+                    "-",
                 ],
-            ),
-        ]
+                [
+                    "WebSocket",
+                    _with_spread(r.socket_first_event_p50_ms, r.socket_first_event_quartiles_ms, 2),
+                    _with_spread(r.socket_cpu_us_per_turn, r.socket_cpu_quartiles_us, 0),
+                    str(r.errors),
+                ],
+            ],
+        ),
+    ]
+    return "\n\n".join(part for part in parts if part)
+
+
+def _socket_method(r: SocketResult) -> str:
+    if not r.sessions:
+        return (
+            "Windows of ten sessions alternate. Time to the first event, p50 of every turn; proxy CPU per turn, "
+            "the median of the windows."
+        )
+    return (
+        f"{r.sessions} sessions of each, in pairs whose order alternates. Each session gives the median time to "
+        "first event of its turns and the proxy's CPU per turn (its handshake and teardown included, read in "
+        "nanoseconds from the scheduler); the table gives the median over the sessions, their quartiles in brackets."
     )
+
+
+def _pair_note(r: SocketResult) -> str:
+    if len(r.cpu_pair_ratios) != 3:
+        return ""
+    first, cpu = r.first_event_pair_ratios, r.cpu_pair_ratios
+    return (
+        f"Socket ÷ HTTP within each pair (its two sessions back to back, under the same load), the median [quartiles] "
+        f"of the pairs: first event {first[1]:.3f} [{first[0]:.3f}–{first[2]:.3f}], proxy CPU per turn "
+        f"{cpu[1]:.3f} [{cpu[0]:.3f}–{cpu[2]:.3f}]."
+    )
+
+
+def _with_spread(median: float, quartiles: list[float], digits: int) -> str:
+    if len(quartiles) != 2:
+        return number(median, digits)
+    return f"{number(median, digits)} [{number(quartiles[0], digits)}–{number(quartiles[1], digits)}]"
 
 
 def store_section(results: BenchmarkResults) -> str:

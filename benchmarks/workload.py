@@ -39,6 +39,7 @@ class Plan:
     agent_turn_rounds: int = 40  # cold and warm replays per recorded turn
     stalled_seconds: float = 12.0  # paced streams alone, and as long beside agent turns
     stalled_rounds: int = 4  # alternating windows of each
+    socket_pairs: int = 150  # part 2f: sessions over HTTP and over a WebSocket, one of each a pair (~20 s)
 
     @classmethod
     def quick(cls) -> Plan:
@@ -55,6 +56,7 @@ class Plan:
             agent_turn_rounds=5,
             stalled_seconds=2.0,
             stalled_rounds=2,
+            socket_pairs=3,
         )
 
 

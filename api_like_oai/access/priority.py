@@ -22,6 +22,19 @@ Below every key's priority is BACKGROUND, a batch's lines (batch/runner.py): the
 leave, and a request of any key's priority that finds every slot busy while one of them runs a
 background generation preempts it (`Place.preempted` is set; the door stops that generation, which
 frees its slot for the waiter, and the batch runner runs the line again).
+
+While people use a model (a generation of a key's priority ran here, or another worker said it ran one,
+within PEOPLE_ACTIVE_SECONDS), background generations leave `free_for_people` of its slots free
+(--batch-free-slots, default KEPT_FREE; never every slot, so a one-slot model keeps none): a person's
+next request finds a slot at once instead of waiting for a preempted line's. Preempting costs a person
+llama-server's notice of the hang-up (it frees the slot after the decoding step under way, at the
+line's next token write: 20 to 70 ms on the bench's 2 cores); a free slot costs nothing. Preemption
+remains for the first request after a quiet spell, a second person at once, and a one-slot model.
+What a free slot does not remove is the compute that the lines still decoding share with the person's
+prompt (llama-server decodes their tokens with it: on the bench's box its 15 new tokens took 124 to 149
+ms beside three decoding lines, 85 to 108 ms alone). On a CPU-bound server that, not the slot, is most of
+what a person waits for beside a batch, which only fewer lines beside people (more slots kept free)
+lessens (docs/batch.md, benchmarks/batch_lane.py).
 """
 
 from __future__ import annotations
@@ -43,6 +56,12 @@ RANK = {name: rank for rank, name in enumerate((*PRIORITIES, BACKGROUND))}
 # How long a worker's word that it holds slots counts without its word that they were freed (a datagram
 # lost to a full queue, a worker killed): background generations wait at most this long for a lost word.
 HELD_ELSEWHERE_FOR = 30.0
+# People are using a model while a key's generation ran on it within this many seconds: an agent's next
+# turn follows its last answer within seconds (its tools run between), a person's next message within tens
+# of seconds; longer only keeps a slot idle for someone who left. Background generations keep KEPT_FREE
+# of its slots free meanwhile by default (one is a person's next request; a second at once still preempts).
+PEOPLE_ACTIVE_SECONDS = 20.0
+KEPT_FREE = 1
 ASKED = {"flex": "low", "priority": "high", "scale": "high", "high": "high", "normal": "normal", "low": "low"}
 
 
@@ -108,8 +127,9 @@ class SlotQueue:
     """The generations one pool runs at once, at most `capacity` (given with each `take`, as the servers
     tell it; None: not known, nobody waits), the others waiting in priority order."""
 
-    def __init__(self, on_wait=None, elsewhere=None):
+    def __init__(self, on_wait=None, elsewhere=None, free_for_people: int = KEPT_FREE):
         self.running = 0
+        self.free_for_people = free_for_people  # slots background generations leave while people are about
         self.capacity: int | None = None
         self.ordering = False  # a high or low request came: from now on requests wait here for a slot
         self._waiting: list[_Waiter] = []
@@ -122,6 +142,7 @@ class SlotQueue:
         # ended; told to the other workers (--workers N), whose background generations make room (heard)
         self.elsewhere = elsewhere
         self._held_elsewhere: dict[object, tuple[int, float]] = {}  # by teller: its slots held, since when
+        self._people_until = 0.0  # monotonic: people use the model until then (PEOPLE_ACTIVE_SECONDS)
         self.on_background: Callable[[int], None] | None = None  # (+1 | -1): a background generation starts or ends
 
     @property
@@ -136,6 +157,8 @@ class SlotQueue:
             self.capacity = capacity
             self.ordering = self.ordering or priority != NORMAL
             rank = RANK.get(priority, RANK[NORMAL])
+            if priority != BACKGROUND:
+                self._people_came()
             if capacity is None or not self.ordering or (self._free(priority == BACKGROUND) and not self._ahead(rank)):
                 self.running += 1
                 return self._told(self._placed(priority), priority)
@@ -146,7 +169,8 @@ class SlotQueue:
         note = on_wait or self.on_wait or _unnoted
         note(priority, +1)
         try:
-            while not waiter.granted.wait(HELD_ELSEWHERE_FOR):  # a lost word of slots freed elsewhere expires
+            # a lost word of slots freed elsewhere expires, and so does the slot kept for people gone
+            while not waiter.granted.wait(self._recheck_in()):
                 with self._lock:
                     self._grant()
         except BaseException:  # the request ended while it waited (a timeout, the client gone, shut-down)
@@ -174,6 +198,7 @@ class SlotQueue:
         they are free. When one came and the slots are past full, the oldest background generation here
         not asked yet is asked to stop. Whether one was."""
         with self._lock:
+            self._people_came()
             if held > 0:
                 self._held_elsewhere[teller] = (held, time.monotonic())
             else:
@@ -187,10 +212,29 @@ class SlotQueue:
 
     def _free(self, background: bool) -> bool:
         """Whether a generation may start now (under the lock): a slot is free, and for a background one
-        not held by another worker's generations either."""
+        not held by another worker's generations either, nor kept free for people (`kept_free`)."""
         if self.capacity is None:
             return True
-        return self.running + (self._elsewhere_now() if background else 0) < self.capacity
+        if not background:
+            return self.running < self.capacity
+        return self.running + self._elsewhere_now() + self.kept_free() < self.capacity
+
+    def kept_free(self) -> int:
+        """The slots background generations leave free now: `free_for_people` while people use the model
+        (never every slot: a one-slot model keeps none), else none."""
+        if self.capacity is None or time.monotonic() >= self._people_until:
+            return 0
+        return max(0, min(self.free_for_people, self.capacity - 1))
+
+    def _people_came(self) -> None:
+        """A key's generation came or ended, here or in another worker (under the lock)."""
+        self._people_until = time.monotonic() + PEOPLE_ACTIVE_SECONDS
+
+    def _recheck_in(self) -> float:
+        """How long a waiter waits before its grant is looked at again without being told: until the slot
+        kept for people is no longer kept, or a word of slots held elsewhere expires."""
+        people_left_in = self._people_until - time.monotonic()
+        return min(HELD_ELSEWHERE_FOR, people_left_in + 0.01) if people_left_in > 0 else HELD_ELSEWHERE_FOR
 
     def _ahead(self, rank: int) -> bool:
         """Whether a waiter goes before a request of `rank` (under the lock): one of its rank or higher
@@ -235,6 +279,8 @@ class SlotQueue:
         with self._lock:
             if background:
                 self._background.remove(place)
+            elif place is not None:
+                self._people_came()  # its end: people are counted from their last answer
             self.running -= 1
             self._grant()
         if background and self.on_background is not None:

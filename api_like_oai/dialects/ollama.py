@@ -51,6 +51,7 @@ _OPTION_FIELDS = {
 }
 # Read by the service (num_ctx bounds the context a request may use), not a sampling field.
 CONTEXT_OPTION = "num_ctx"
+WHOLE_CONTEXT = -1  # repeat_last_n's "as far back as num_ctx", which llama-server does not take
 
 
 class ToolCallFunction(BaseModel):
@@ -102,7 +103,7 @@ class Options(BaseModel):
     typical_p: float | None = None
     tfs_z: float | None = None
     repeat_penalty: float | None = None
-    repeat_last_n: int | None = Field(None, ge=0, le=INT32)  # llama-server's bounds (not Ollama's -1)
+    repeat_last_n: int | None = Field(None, ge=-1, le=INT32)  # -1: the whole context (services/ollama.py)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)  # as the chat request's bounds
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)  # as the chat request's bounds
     seed: int | None = None
@@ -221,6 +222,8 @@ def _sampling_fields(request: _Generating) -> dict:
                 fields[field] = value
     if fields.get("max_tokens") is not None and fields["max_tokens"] < 0:
         del fields["max_tokens"]  # Ollama's -1 (and -2, fill the context): as long as the context allows
+    if fields.get("repeat_last_n") == WHOLE_CONTEXT:
+        del fields["repeat_last_n"]  # llama-server takes no -1: the service writes the model's context in
     return fields
 
 

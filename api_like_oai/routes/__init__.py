@@ -15,7 +15,7 @@ from ..observability import stage
 from ..offload import let_others_run
 from ..services import leases
 from ..services.admission import Admission, invalid_request
-from ..services.inflight import Context, Waiting
+from ..services.inflight import BARE_EVENTS, Context, Waiting
 from ..services.passthrough import passthrough
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -104,6 +104,7 @@ def generation_context() -> Context:
         opens_door=functools.partial(_door, ticket, waiting, record),
         waiting=waiting,
         shows_addresses=sees_everything() and not g.get("fleet_call"),
+        bare_events=request.environ.get(BARE_EVENTS, False),
     )
 
 

@@ -1,6 +1,7 @@
-"""The WebSocket's transport: `GET /v1/responses` upgraded (simple-websocket on the connection gunicorn
-hands over), and each turn run through the app as `POST /v1/responses` with `stream: true`, so a
-response over a socket is admitted, limited, counted, recorded and stored exactly as one over HTTP.
+"""The WebSocket's transport: `GET /v1/responses` upgraded (wsproto on the connection gunicorn hands
+over, driven in its greenlet: _ClientSocket), and each turn run through the app as `POST /v1/responses`
+with `stream: true`, so a response over a socket is admitted, limited, counted, recorded and stored
+exactly as one over HTTP.
 The session (state of earlier turns, one response in flight, steering) is services/responses_socket.py's.
 
 The key is checked at the handshake as for any request (app._identify_caller: 401 before the
@@ -10,14 +11,20 @@ send no preflight for a WebSocket, so CORS would not stop a page from using a ke
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import secrets
+import select
+import socket as sockets
+import struct
+import time
 
 from flask import Flask, Response, current_app, g, request
 
 from ..errors import InvalidRequest, PermissionDenied, TooManySockets
 from ..services import responses_socket
+from ..services.inflight import BARE_EVENTS
 from . import state
 
 # What a turn's request does not take from the handshake's: the upgrade itself, and its body's framing.
@@ -51,19 +58,8 @@ def upgrade() -> Response:
 
 
 def _served(environ: dict) -> Response:
-    from simple_websocket import ConnectionError as NotAHandshake
-    from simple_websocket import Server
-    from wsproto.utilities import RemoteProtocolError
-
     limits = state().settings.limits
-    # No permessage-deflate (the client's offer is not passed on): compressing every event costs more CPU
-    # than the bytes it saves on the loopback or LAN between an agent and its proxy.
-    handshake = {name: value for name, value in environ.items() if name != "HTTP_SEC_WEBSOCKET_EXTENSIONS"}
-    handshake["gunicorn.socket"] = _WholeSends(environ["gunicorn.socket"])
-    try:
-        socket = Server(handshake, max_message_size=limits.max_body_bytes)
-    except (NotAHandshake, RemoteProtocolError):
-        raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)") from None
+    client_socket = _ClientSocket.accepted(environ["gunicorn.socket"], environ, limits.max_body_bytes)
     record = g.get("record")
     if record is not None:  # the handshake's line now; each response has its own record (the dashboard's live list)
         record.status = 101
@@ -72,7 +68,7 @@ def _served(environ: dict) -> Response:
     app = current_app._get_current_object()
     shared = state()
     responses_socket.serve(
-        _Adapter(socket),
+        client_socket,
         lambda body: _Turn(app, turn_environ, body),
         lambda: shared.inflight.draining or shared.inflight.shutting_down,
         # a held chain is sent back as a request's input: no longer than a request may be (as a stored turn)
@@ -127,6 +123,7 @@ class _Turn:
         environ = dict(turn_environ)
         environ |= {"REQUEST_METHOD": "POST", "PATH_INFO": "/v1/responses", "QUERY_STRING": ""}
         environ |= {"CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}
+        environ[BARE_EVENTS] = True  # the events as JSON, not SSE frames: sent on as they come
         self.status = 500
         # An app context of its own: Flask would otherwise give the turn the handshake's (its `g`).
         with app.app_context():
@@ -149,57 +146,134 @@ class _Turn:
             close()
 
 
-class _Adapter:
-    """simple-websocket's server as responses_socket.Socket."""
+# Between a turn's events the client is read at most this often: a steer or a hang-up is seen within it,
+# and a fast turn's events (an instant upstream's, a small model's) do not each pay a system call.
+LOOK_EVERY = 0.005
 
-    def __init__(self, socket):
-        self.socket = socket
+
+class _ClientSocket:
+    """responses_socket.Socket on wsproto (python-hyper's sans-I/O WebSocket protocol), driven in the
+    socket's own greenlet: the client's frames are read when the session asks (between a turn's events,
+    without waiting, or while it waits for the next turn), its pings and its close answered then. No
+    reader thread: a client's message reaches the session without a second wake-up (simple-websocket's
+    thread added one to every turn's first event, bench row 2f), and one greenlet writes every frame, so
+    a pong never falls inside an event's. A turn's events are written as whole frames (text_frame)."""
+
+    def __init__(self, client, protocol, max_message: int):
+        self.client, self.protocol, self.max_message = client, protocol, max_message
+        # the system's socket under gevent's (whose recv would wait where the system's says EAGAIN)
+        self.raw = getattr(client, "_sock", client)
+        self.next_look = 0.0  # monotonic: between a turn's events, the client is read again from then on
+        self.messages: collections.deque[str | bytes] = collections.deque()
+        self.parts: list[str | bytes] = []  # the message coming, in its frames
+        self.size = 0
+        self.open = True
+
+    @classmethod
+    def accepted(cls, client, environ: dict, max_message: int) -> _ClientSocket:
+        """The socket once the handshake in `environ` is answered (101); InvalidRequest if it is none.
+        No permessage-deflate (the client's offer is not read): compressing every event costs more CPU
+        than the bytes it saves on the loopback or LAN between an agent and its proxy."""
+        from wsproto import ConnectionType, WSConnection
+        from wsproto.events import AcceptConnection, Request
+        from wsproto.utilities import ProtocolError
+
+        protocol = WSConnection(ConnectionType.SERVER)
+        head = "".join(
+            f"{name[5:].replace('_', '-')}: {value}\r\n"
+            for name, value in environ.items()
+            if name.startswith("HTTP_") and name != "HTTP_SEC_WEBSOCKET_EXTENSIONS"
+        )
+        try:
+            protocol.receive_data(f"GET / HTTP/1.1\r\n{head}\r\n".encode("latin-1"))
+            if not isinstance(next(protocol.events(), None), Request):
+                raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)")
+            client.sendall(protocol.send(AcceptConnection()))
+        except (ProtocolError, UnicodeEncodeError):
+            raise InvalidRequest("not a WebSocket handshake (Sec-WebSocket-Key and -Version)") from None
+        return cls(client, protocol, max_message)
 
     def receive(self, timeout):
-        from simple_websocket import ConnectionClosed
+        if timeout == 0 and not self.messages and self.open:  # asked between a turn's events
+            now = time.monotonic()
+            if now < self.next_look:
+                return None
+            self.next_look = now + LOOK_EVERY
+        while not self.messages:
+            if not self.open:
+                raise responses_socket.SocketClosed()
+            try:  # one system call when nothing came
+                data = self.raw.recv(65536, sockets.MSG_DONTWAIT)
+            except BlockingIOError:
+                if timeout == 0 or not select.select([self.client], [], [], timeout)[0]:
+                    return None  # (select is cooperative under the gevent worker)
+                continue
+            except OSError:
+                data = b""
+            self._read(data)
+        return self.messages.popleft()
 
-        if timeout == 0 and self.socket.connected and not self.socket.input_buffer:
-            return None  # asked between a turn's events: nothing came (receive(0) would wait on its Event)
+    def _read(self, data: bytes) -> None:
+        """What the client sent (b"": its end closed): its messages queued, its pings and close answered."""
+        from wsproto.events import CloseConnection, Message, Ping
+
+        self.protocol.receive_data(data or None)  # None: the client's end closed
+        self.open = self.open and bool(data)
+        for event in self.protocol.events():
+            if isinstance(event, Message):
+                self._part(event)
+            elif isinstance(event, Ping | CloseConnection):  # a protocol error is a close (1002, 1007)
+                self._answer(event.response())
+                self.open = self.open and isinstance(event, Ping)
+
+    def _part(self, event) -> None:
+        self.parts.append(event.data)
+        self.size += max(len(event.data), 1)  # an empty frame counts: a flood of them is bounded too
+        if self.size > self.max_message:
+            self.close(1009, "message too big")
+        elif event.message_finished:
+            self.messages.append(self.parts[0] if len(self.parts) == 1 else type(event.data)().join(self.parts))
+            self.parts, self.size = [], 0
+
+    def _answer(self, event) -> None:
+        from wsproto.utilities import LocalProtocolError
+
         try:
-            return self.socket.receive(timeout=timeout)
-        except ConnectionClosed:
-            raise responses_socket.SocketClosed() from None
+            self.client.sendall(self.protocol.send(event))
+        except (LocalProtocolError, OSError):
+            self.open = False
 
     def send(self, text) -> None:
-        from simple_websocket import ConnectionClosed
-
+        if not self.open:
+            raise responses_socket.SocketClosed()
         try:
-            self.socket.send(text if isinstance(text, str) else text.decode())
-        except (ConnectionClosed, OSError):
+            self.client.sendall(text_frame(text if isinstance(text, bytes) else text.encode()))
+        except OSError:
+            self.open = False
             raise responses_socket.SocketClosed() from None
 
     def close(self, code: int, reason: str) -> None:
-        from simple_websocket import ConnectionClosed
+        from wsproto.connection import ConnectionState
+        from wsproto.events import CloseConnection
 
-        try:
-            self.socket.close(code, reason)
-        except (ConnectionClosed, OSError):
-            pass
+        if self.open and self.protocol.state is ConnectionState.OPEN:
+            self._answer(CloseConnection(code, reason))
+        self.open = False
 
 
-class _WholeSends:
-    """The client's socket for simple-websocket, whose `send` must write a whole frame: a plain send()
-    may write part of a large one (a response.completed event) and drop the rest."""
-
-    def __init__(self, sock):
-        self._sock = sock
-
-    def send(self, data) -> int:
-        self._sock.sendall(data)
-        return len(data)
-
-    def __getattr__(self, name):
-        return getattr(self._sock, name)
+def text_frame(payload: bytes) -> bytes:
+    """`payload` (UTF-8) as one whole text message from a server: unmasked, unfragmented (RFC 6455, 5.2)."""
+    size = len(payload)
+    if size < 126:
+        return bytes((0x81, size)) + payload
+    if size < 1 << 16:
+        return struct.pack("!BBH", 0x81, 126, size) + payload
+    return struct.pack("!BBQ", 0x81, 127, size) + payload
 
 
 class _Ended(Response):
     """What the view returns once the socket is over: gunicorn's worker closes the connection on
-    StopIteration (the handshake's 101 was written by simple-websocket; nothing more may be)."""
+    StopIteration (the handshake's 101 was written by _ClientSocket; nothing more may be)."""
 
     def __call__(self, environ, start_response):
         raise StopIteration()

@@ -108,6 +108,9 @@ class Waiting:
         return pending
 
 
+BARE_EVENTS = "api_like_oai.bare_events"  # a WSGI environ key of a WebSocket's turn: no header can set it
+
+
 @dataclass
 class Context:
     """What a generation needs from the request around it: the stop switch and the access record."""
@@ -123,6 +126,9 @@ class Context:
     _doors: dict = field(default_factory=dict, repr=False)
     waiting: Waiting | None = None  # a model load admission left pending for the waiting step (waiting.py)
     shows_addresses: bool = True  # whether the caller sees the servers' addresses (routes.sees_everything)
+    # a WebSocket's turn (environ[BARE_EVENTS], set by routes/responses_socket.py, never by a client): a
+    # stream's events each their JSON alone, which the socket sends as they are, not SSE frames to cut again
+    bare_events: bool = False
 
     def door(self, model):
         """The model's door for this request, opened once: a later round of an MCP loop, run while the

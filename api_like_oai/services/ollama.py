@@ -90,6 +90,9 @@ class Ollama:
         model = admitted.model
         self._keep_alive(model, request.keep_alive)
         _check_num_ctx(request.options, model)
+        looking_back = _whole_context_penalty(request.options, model)
+        if looking_back is not None:
+            admitted = dataclasses.replace(admitted, chat=admitted.chat.model_copy(update={"repeat_last_n": looking_back}))
         shape = OllamaShape(admitted.model_name, kind, self.arrived_ns)
 
         def answer():
@@ -110,6 +113,9 @@ class Ollama:
                 request.model, lambda: self.admission.admit(completion, bound=True, waits_later=True)
             )
         self._keep_alive(model, request.keep_alive)
+        looking_back = _whole_context_penalty(request.options, model)
+        if looking_back is not None:
+            completion = completion.model_copy(update={"repeat_last_n": looking_back})
         shape = OllamaShape(model_name, GENERATE, self.arrived_ns)
         return waiting.after_wait(
             self.context, lambda: shape, lambda: (self._completion(completion, model, self._loaded(shape)), {})
@@ -230,6 +236,18 @@ def _check_num_ctx(options: dialect.Options | None, model: ServedModel) -> None:
     context_length = model.known_context_length()
     if context_length is not None and options.num_ctx > context_length:
         log.debug("ollama: num_ctx %d clamped to the model's context, %d", options.num_ctx, context_length)
+
+
+def _whole_context_penalty(options: dialect.Options | None, model: ServedModel) -> int | None:
+    """Ollama's `repeat_last_n: -1` (the repeat penalty looks back over num_ctx) as llama-server takes it:
+    the model's context, or num_ctx when that is smaller; None when not asked, or when the context is not
+    known yet (llama-server's default then)."""
+    if options is None or options.repeat_last_n != dialect.WHOLE_CONTEXT:
+        return None
+    context = model.known_context_length()
+    if options.num_ctx:
+        return min(options.num_ctx, context) if context else options.num_ctx
+    return context
 
 
 def _normalised(vector: list[float]) -> list[float]:

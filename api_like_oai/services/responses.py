@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from ..compact_json import json_bytes
 from ..dialects.responses import ResponsesRequest
 from ..dialects.responses_tools import at_most
 from ..dialects.responses_translation import Translation
@@ -44,6 +45,8 @@ def create(
     # The sampling values are asked for by the first event, when the upstream's defaults are known (the
     # prompt's rendering asked /props) but for a stored stream's in_progress copy, which may ask first.
     shape, writer = turn.shape(dialect.model_name, functools.partial(dialect.model.sampling_used, dialect.chat))
+    if context.bare_events:
+        shape.frame = json_bytes  # a WebSocket's turn: each event's JSON is the message it sends
     if writer is not None:
         writer.begin(shape.in_progress())
     transform = at_most(request.max_tool_calls) if request.max_tool_calls else None

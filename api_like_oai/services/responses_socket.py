@@ -291,12 +291,16 @@ class _Streaming:
         self.calls = 0  # function calls begun
 
     def stream(self) -> Turn | None:
-        for name, data in sse_events(self.answer.chunks()):
+        ended = False
+        for name, data in turn_events(self.answer.chunks()):
             if name in RESPONSE_EVENTS:
                 data = self._response_event(name, data)
+                ended = name in TERMINAL
             elif name == "response.output_item.added" and b'"type":"function_call"' in data:
                 self.calls += 1
             self.session.send(data, self.turn.stream_id)
+            if ended:  # what the client sends once it has the last event is the next turn's (the socket's
+                continue  # reader may have it already, under a threaded worker): not a create while in flight
             self._read_client()
             if self.queued and not self.stopped and self.calls == 0:
                 self.stopped = self.answer.stop("steered")  # the shape ends it incomplete, reason steered
@@ -436,10 +440,32 @@ def _json(raw: bytes) -> dict:
     return parsed if isinstance(parsed, dict) else {"error": {"message": raw.decode(errors="replace"), "type": "server_error"}}
 
 
+def turn_events(chunks: Iterator[bytes]) -> Iterator[tuple[str, bytes]]:
+    """(event name, data) of each event of a turn's answer: a chunk that is JSON is one event as it is
+    (the route asks for bare events: inflight.BARE_EVENTS), anything else is an SSE stream (a fleet's
+    front relays its box's), cut by sse_events."""
+    sse: list[bytes] = []
+    for chunk in chunks:
+        if chunk[:9] == b'{"type":"' and not sse:  # the shape writes every event's type first
+            yield chunk[9 : chunk.index(b'"', 9)].decode(), chunk
+        elif chunk[:1] == b"{" and not sse:
+            yield str(orjson.loads(chunk).get("type", "")), chunk
+        elif chunk:
+            sse.append(chunk)
+            if chunk.endswith(b"\n\n"):  # whole frames so far (a keep-alive comment, a relayed event)
+                yield from sse_events(iter(sse))
+                sse.clear()
+
+
 def sse_events(chunks: Iterator[bytes]) -> Iterator[tuple[str, bytes]]:
     """(event name, data) of each event in an SSE byte stream; comments (keep-alives) are left out."""
     pending = b""
     for chunk in chunks:
+        if not pending and chunk.startswith(b"event: ") and chunk.find(b"\n\n") == len(chunk) - 2:
+            name_end = chunk.find(b"\n")  # a chunk that is one named event, as the Responses stream's are
+            if chunk.startswith(b"\ndata: ", name_end):
+                yield chunk[7:name_end].decode(), chunk[name_end + 7 : -2]
+                continue
         pending += chunk
         while True:
             end = pending.find(b"\n\n")

@@ -151,7 +151,9 @@ class SupervisorClient:
 
     def _open(self, request: messages.Request) -> tuple[socket.socket, LineReader]:
         """A connection with `request` sent. A supervisor that is not listening (it died, and the master
-        is starting another on the same socket) is waited for, up to RECONNECT_SECONDS."""
+        is starting another on the same socket) is waited for, up to RECONNECT_SECONDS; so is one that
+        died between taking the connection and reading the request (a broken pipe or a reset on sending:
+        nothing of it was acted on, and what a dead supervisor granted died with it)."""
         deadline = time.monotonic() + RECONNECT_SECONDS
         while True:
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -159,7 +161,7 @@ class SupervisorClient:
                 connection.connect(self.socket_path)
                 connection.sendall(messages.encode(request))
                 return connection, LineReader(connection)
-            except (FileNotFoundError, ConnectionRefusedError) as exc:
+            except (FileNotFoundError, ConnectionRefusedError, BrokenPipeError, ConnectionResetError) as exc:
                 connection.close()
                 if time.monotonic() >= deadline:
                     raise UpstreamUnavailable(f"the model supervisor is not reachable ({exc.strerror})") from None

@@ -120,6 +120,30 @@ def test_a_web_page_cannot_load_or_chat_but_curl_without_a_content_type_can(setu
     assert requests.get(f"{proxy.url}/v1/models", headers=own, timeout=10).status_code == 200
 
 
+def test_a_page_whose_name_was_pointed_at_the_proxy_is_refused_unless_keys_guard_it(setup, request):
+    """DNS rebinding: a page of rebound.example, whose name now resolves to 127.0.0.1, is of the same
+    origin as the proxy to its browser (and a same-origin GET carries no Origin at all); its Host header
+    still names it. With no keys only localhost and addresses are served; with keys the key guards."""
+    proxy, headers, _ = setup
+    port = proxy.url.rsplit(":", 1)[1]
+    rebound = {**headers, "Host": f"rebound.example:{port}"}
+    chat_body = b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}'
+    page = {**rebound, "Origin": f"http://rebound.example:{port}", "Content-Type": "text/plain"}
+    answers = [
+        requests.get(f"{proxy.url}/v1/models", headers=rebound, timeout=10),
+        requests.post(f"{proxy.url}/v1/chat/completions", data=chat_body, headers=page, timeout=30),
+        requests.post(f"{proxy.url}/models/load", data=b'{"model": "smol"}', headers=page, timeout=120),
+    ]
+    if request.node.callspec.params["setup"] == "no keys":
+        assert [answer.status_code for answer in answers] == [403, 403, 403]
+        assert "rebound.example" in answers[0].json()["error"]["message"]
+        assert "--allowed-hosts" in answers[0].json()["error"]["message"]
+    else:
+        assert [answer.status_code for answer in answers] == [200, 200, 200]
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost"):
+        assert requests.get(f"{proxy.url}/v1/models", headers={**headers, "Host": host}, timeout=10).status_code == 200
+
+
 def test_a_load_whose_llama_server_fails_answers_why_and_the_model_goes_back_to_its_last_good_launch(setup):
     proxy, headers, _ = setup
     assert chat(proxy, headers).status_code == 200

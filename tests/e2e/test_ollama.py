@@ -93,6 +93,12 @@ def test_num_predict_and_stop(client):
     assert cut.response == long.response[: long.response.index(words[2])]
 
 
+def test_a_repeat_penalty_over_the_whole_context_is_taken(client):
+    """Ollama's `repeat_last_n: -1` (as far back as num_ctx), which this llama-server refuses as such."""
+    answer = client.chat(model="smol", messages=HELLO, options={**GREEDY, "num_predict": 4, "repeat_last_n": -1})
+    assert answer.done and answer.message.content
+
+
 def test_generate_returns_the_replys_tokens_as_its_context(client, supervised):
     answer = client.generate(model="smol", prompt="Count: one, two, three,", options={**GREEDY, "num_predict": 6})
     assert answer.context and all(isinstance(token, int) for token in answer.context)

@@ -337,3 +337,39 @@ def test_a_request_in_another_worker_preempts_the_runners_batch_line(slow_fake, 
     runs = [position for position, prompt in enumerate(said) if prompt == generating]
     assert len(runs) == 2 and runs[0] < said.index("elsewhere") < runs[1]
     assert preemptions(proxy) == before + 1
+
+
+def test_while_people_are_about_the_lane_keeps_a_slot_free_for_their_next_request(start_proxy, tmp_path):
+    """Two slots: the batch takes both while nobody is about; the first person's request preempts a line,
+    and from then on the lane runs its lines in one slot, so the person's next request finds the other free
+    (nothing preempted) while a line waits in the proxy; every line is still answered once."""
+
+    def script(body: dict) -> list[str]:
+        return [" b"] * BATCH_TOKENS if "long" in body["prompt"] else [" hi"]
+
+    fake = FakeLlamaCpp(props_extra={"total_slots": 2}, script=script, behaviour="slow_tokens", token_interval=0.15).start()
+    try:
+        proxy = start_proxy(
+            "--llama-api", fake.url, "--chat-prompt-model", "chatml", "--store", f"sqlite:///{tmp_path / 'store.sqlite3'}"
+        )
+        client = openai_client(proxy.url)
+        batch = batch_of(client, 3)
+        eventually(lambda: fake.streaming == 2, "the batch's lines in both slots")
+        client.chat.completions.create(**chat("an interactive question first"))
+        eventually(lambda: preemptions(proxy) == 1, "a line preempted for the first request")
+        eventually(lambda: lines_waiting(proxy) == 1 and fake.streaming == 1, "a line waiting, a slot kept free")
+        assert client.chat.completions.create(**chat("an interactive question next")).choices[0].message.content == " hi"
+        done = finished(client, batch.id)
+        assert done.status == "completed" and done.request_counts.completed == 3
+        assert len(client.files.content(done.output_file_id).text.splitlines()) == 3
+        assert preemptions(proxy) == 1  # the next request found the free slot: nothing was stopped for it
+    finally:
+        fake.stop()
+
+
+def lines_waiting(proxy) -> int:
+    """Batch lines waiting in the proxy for a slot, by /metrics."""
+    for row in requests.get(proxy.url + "/metrics", timeout=10).text.splitlines():
+        if row.startswith('api_like_oai_slot_waiting{priority="background"}'):
+            return int(float(row.rsplit(" ", 1)[1]))
+    return 0

@@ -97,6 +97,18 @@ def test_options_reach_llamacpp_as_its_fields(client, replay):
     assert "num_gpu" not in sent and "num_thread" not in sent  # set aside, never a 400
 
 
+def test_repeat_last_n_minus_one_looks_back_over_the_context_as_ollama_says(client, replay):
+    """Ollama's -1 is "num_ctx"; llama-server refuses a -1, so the proxy writes the context in."""
+    client.chat(model="m", messages=HI, stream=False, options={"repeat_last_n": -1})
+    assert replay.requests[-1]["repeat_last_n"] == 2048  # the model's context, from llama-server's /props
+    client.generate(model="m", prompt="hi", raw=True, stream=False, options={"repeat_last_n": -1, "num_ctx": 512})
+    completion = [sent for sent in replay.requests if "prompt" in sent][-1]  # (a raw answer's tokens are counted after)
+    assert completion["repeat_last_n"] == 512  # num_ctx, when smaller
+    with pytest.raises(ollama.ResponseError) as refused:
+        client.chat(model="m", messages=HI, stream=False, options={"repeat_last_n": -2})
+    assert refused.value.status_code == 400 and "repeat_last_n" in refused.value.error
+
+
 def test_a_length_stop_is_done_reason_length(client, replay):
     replay.stop_type = "limit"
     assert client.chat(model="m", messages=HI, stream=False, options={"num_predict": 4}).done_reason == "length"

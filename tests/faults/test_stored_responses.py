@@ -128,10 +128,10 @@ def test_store_false_keeps_nothing_but_may_continue(proxy):
 def test_a_dropped_stream_is_kept_incomplete_with_what_was_generated(replay, proxy):
     replay.behaviour, replay.token_interval = "slow_tokens", 0.2
     replay.tokens = (" one", " two", " three", " four", " five", " six", " seven", " eight")
-    with socket.create_connection(("127.0.0.1", proxy.port)) as connection:
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as connection:
         body = json.dumps({"input": "Count", "stream": True}).encode()
         connection.sendall(
-            b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
         )
         received = b""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 
 import pytest
 
@@ -81,6 +82,37 @@ def test_no_cross_origin_access_by_default():
         make_app("--chat-prompt-model", "chatml").test_client().get("/v1/models", headers={"Origin": "https://editor.example"})
     )
     assert "Access-Control-Allow-Origin" not in response.headers
+
+
+@pytest.mark.parametrize(
+    "host, served",
+    [
+        ("localhost:8081", True),
+        ("app.localhost", True),
+        ("127.0.0.1:8081", True),
+        ("[::1]:8081", True),
+        ("192.168.1.5", True),  # an address is never a name a page's DNS controls
+        ("rebound.example:8081", False),
+        ("Rebound.Example", False),
+        ("box.lan:8081", True),  # named by --allowed-hosts (any case)
+    ],
+)
+def test_a_keyless_proxy_on_loopback_answers_only_names_no_page_can_point_at_it(host, served):
+    client = make_app("--chat-prompt-model", "chatml", "--allowed-hosts", "Box.lan").test_client()
+    answer = client.get("/v1/models", headers={"Host": host})
+    assert answer.status_code == (200 if served else 403)
+
+
+def test_the_machines_own_name_is_served():
+    client = make_app("--chat-prompt-model", "chatml").test_client()
+    assert client.get("/v1/models", headers={"Host": f"{socket.gethostname()}:8081"}).status_code == 200
+
+
+def test_a_proxy_with_keys_or_allowing_any_name_answers_any_host():
+    keyed = make_app("--chat-prompt-model", "chatml", "--api-key", "key-one").test_client()
+    assert keyed.get("/v1/models", headers={"Host": "rebound.example", "Authorization": "Bearer key-one"}).status_code == 200
+    any_name = make_app("--chat-prompt-model", "chatml", "--allowed-hosts", "*").test_client()
+    assert any_name.get("/v1/models", headers={"Host": "rebound.example"}).status_code == 200
 
 
 def test_cors_star_when_asked():

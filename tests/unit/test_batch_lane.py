@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from api_like_oai.access import priority
+from api_like_oai.access import priority as slot_queues
 from api_like_oai.access.priority import BACKGROUND, SlotQueue
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.backends.http import OPENED
@@ -89,13 +89,13 @@ def test_a_background_generation_waits_behind_every_key_and_is_preempted_by_one(
         place.release()
 
     threads = []
-    for name, priority in (("batch-2", BACKGROUND), ("low", "low")):
-        threads.append(threading.Thread(target=ask, args=(name, priority)))
+    for name, level in (("batch-2", BACKGROUND), ("low", "low")):
+        threads.append(threading.Thread(target=ask, args=(name, level)))
         threads[-1].start()
         while queue.waiting < len(threads):
             time.sleep(0.001)
         # a waiting batch line preempts nothing; a key's request preempts the running line
-        assert running.preempted.is_set() == (priority != BACKGROUND)
+        assert running.preempted.is_set() == (level != BACKGROUND)
     running.release()
     for thread in threads:
         thread.join(5)
@@ -152,8 +152,93 @@ def test_a_stopped_line_waits_for_the_slot_another_worker_holds_until_it_says_it
     assert len(again) == 1 and runner.running == 1
 
 
+def waiting_for(queue: SlotQueue, priority_name: str, capacity: int) -> tuple[threading.Thread, list]:
+    """A take of `priority_name` in a thread, once it waits in `queue` (its place in the list when granted)."""
+    granted: list = []
+    before = queue.waiting
+    thread = threading.Thread(target=lambda: granted.append(queue.take(capacity, priority_name)))
+    thread.start()
+    while queue.waiting == before and not granted:
+        time.sleep(0.001)
+    return thread, granted
+
+
+def test_while_people_use_a_model_batch_lines_leave_a_slot_free_for_their_next_request(monkeypatch):
+    queue = SlotQueue()
+    lines = [queue.take(3, BACKGROUND) for _ in range(3)]  # nobody about: the batch takes every slot
+    assert queue.kept_free() == 0 and queue.running == 3
+    lines.pop().release()
+    monkeypatch.setattr(slot_queues, "PEOPLE_ACTIVE_SECONDS", 0.5)
+    queue.take(3, "normal").release()  # a person's request, answered
+    assert queue.kept_free() == 1
+    line, granted = waiting_for(queue, BACKGROUND, 3)  # the batch's next line leaves that slot free
+    assert granted == [] and queue.running == 2 and queue.waiting == 1
+    person = queue.take(3, "normal")  # so the person's next request has it at once, stopping nobody
+    assert queue.preemptions == 0 and not any(place.preempted.is_set() for place in lines)
+    person.release()
+    assert granted == [] and queue.waiting == 1  # still kept while people are about
+    line.join(5)  # once they are gone (PEOPLE_ACTIVE_SECONDS), the line takes it without being told
+    assert len(granted) == 1 and queue.running == 3 and queue.kept_free() == 0
+
+
+def test_a_second_person_at_once_still_preempts_a_line_and_a_one_slot_model_keeps_no_slot_free():
+    queue = SlotQueue()
+    line = queue.take(2, BACKGROUND)
+    first = queue.take(2, "normal")  # the free slot
+    assert queue.kept_free() == 1 and not line.preempted.is_set()
+    second, granted = waiting_for(queue, "high", 2)
+    assert line.preempted.is_set() and queue.preemptions == 1
+    line.release()
+    second.join(5)
+    assert len(granted) == 1
+    first.release()
+    granted[0].release()
+    alone = SlotQueue()
+    alone.take(1, "normal").release()
+    assert alone.kept_free() == 0 and alone.take(1, BACKGROUND).held  # one slot: the line runs, preemptible
+
+
+def test_a_cpu_bound_box_may_keep_more_slots_free_but_never_every_one():
+    """--batch-free-slots: fewer lines share the decoding steps with a person's prompt."""
+    from api_like_oai.arguments import parse_settings
+
+    queue = SlotQueue(free_for_people=3)
+    queue.take(4, "normal").release()
+    assert queue.kept_free() == 3
+    line = queue.take(4, BACKGROUND)
+    thread, granted = waiting_for(queue, BACKGROUND, 4)
+    assert granted == [] and queue.running == 1  # one line beside people, not three
+    queue.free_for_people = 9
+    assert queue.kept_free() == 3  # all but one: a batch is never stopped outright
+    queue._people_until = 0.0
+    line.release()  # (people gone) the next line is let in at the release
+    thread.join(5)
+    assert len(granted) == 1
+    granted[0].release()
+    assert parse_settings(["--batch-free-slots", "2"]).batch_free_slots == 2
+    assert parse_settings([]).batch_free_slots == slot_queues.KEPT_FREE == 1
+    with pytest.raises(SystemExit):
+        parse_settings(["--batch-free-slots", "-1"])
+
+
+def test_a_request_another_worker_let_in_keeps_a_slot_free_here_too(monkeypatch):
+    runner = SlotQueue()
+    runner.take(3, BACKGROUND).release()  # the slots are known
+    assert runner.kept_free() == 0
+    monkeypatch.setattr(slot_queues, "PEOPLE_ACTIVE_SECONDS", 0.5)
+    assert not runner.heard("other", 1, True)  # 1 of 3 held there: nothing to preempt
+    assert not runner.heard("other", 0, False) and runner.kept_free() == 1  # ended there; people still about
+    lines = [runner.take(3, BACKGROUND) for _ in range(2)]
+    thread, granted = waiting_for(runner, BACKGROUND, 3)
+    assert granted == [] and runner.running == 2
+    thread.join(5)  # people gone: the third line runs
+    assert len(granted) == 1
+    for place in [*lines, *granted]:
+        place.release()
+
+
 def test_a_word_of_slots_held_elsewhere_expires_if_their_end_is_never_told(monkeypatch):
-    monkeypatch.setattr(priority, "HELD_ELSEWHERE_FOR", 0.2)
+    monkeypatch.setattr(slot_queues, "HELD_ELSEWHERE_FOR", 0.2)
     runner = SlotQueue()
     runner.take(1, BACKGROUND).release()  # the slots are known
     runner.heard("killed worker", 1, True)

@@ -69,6 +69,13 @@ def test_the_socket_must_be_no_slower_and_no_costlier_than_http():
 
     assert met(1.5, 1900.0) and not met(2.5, 1900.0) and not met(1.5, 2100.0)
 
+    def met_in_pairs(first_ratio: float, cpu_ratio: float) -> bool:
+        row = SocketResult(10, 2.0, 2.0, 2000.0, 2000.0, 0, 150, first_event_pair_ratios=[0.9, first_ratio, 1.1])
+        row.cpu_pair_ratios = [0.9, cpu_ratio, 1.1]
+        return judged(results_with(socket=row))["socket"].met
+
+    assert met_in_pairs(0.98, 0.99) and not met_in_pairs(1.02, 0.99) and not met_in_pairs(0.98, 1.01)
+
 
 def test_the_rows_survive_results_json_and_show_in_the_report():
     results = results_with(batch=lane([120.0, 110.0], [900.0]), socket=SocketResult(10, 2.0, 1.5, 2000.0, 1900.0, 0))

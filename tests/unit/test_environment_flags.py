@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from api_like_oai.arguments import ENV_PREFIX, Switch, build_parser, flag_actions
+from api_like_oai.arguments import ENV_PREFIX, Switch, build_parser, count, flag_actions
 
 ACTIONS = flag_actions(build_parser())
 
@@ -22,7 +22,7 @@ def environment_value(action: argparse.Action) -> tuple[str, object]:
     if action.choices:
         choice = next(str(choice) for choice in reversed(action.choices) if choice != action.default)
         return choice, choice
-    if action.type is int:
+    if action.type in (int, count):
         return "7", 7
     if action.type is float:
         return "0.5", 0.5

@@ -97,6 +97,40 @@ def test_a_store_false_turn_gets_the_held_chain_and_says_its_previous_response_i
     assert "previous_response_id" not in socket.sent[1]["response"]  # the first turn continued nothing
 
 
+def test_a_turns_bare_events_and_sse_frames_are_read_alike():
+    """The route asks a turn for bare events (each its JSON alone, no SSE framing to cut again); a fleet's
+    front relays its box's SSE frames, keep-alives among them."""
+    bare = [json_bytes({"type": "response.created", "n": 1}), json_bytes({"n": 2, "type": "response.output_text.delta"})]
+    relayed = frame("response.completed", {"n": 3}) + b": keep-alive\n\n"
+    events = list(responses_socket.turn_events(iter([*bare, b"", relayed[:9], relayed[9:]])))
+    assert [(name, json.loads(data)["n"]) for name, data in events] == [
+        ("response.created", 1),
+        ("response.output_text.delta", 2),
+        ("response.completed", 3),
+    ]
+    assert events[0][1] is bare[0]  # sent on as it came
+
+
+class EagerClient(ScriptedSocket):
+    """A client whose next response.create has reached the socket by the time the last event is sent (a
+    threaded worker's reader takes it at once): it is there on the receive(0) after that event."""
+
+    def receive(self, timeout):
+        if timeout == 0:
+            ended = self.sent and self.sent[-1]["type"] == "response.completed"
+            return json.dumps(self.messages.pop(0)) if ended and self.messages else None
+        return super().receive(timeout)
+
+
+def test_a_create_sent_once_the_last_event_arrived_is_the_next_turn_not_one_in_flight():
+    socket = EagerClient(
+        {"type": "response.create", "model": "m", "input": "one", "store": False},
+        {"type": "response.create", "model": "m", "input": "two", "store": False, "previous_response_id": "resp_1"},
+    )
+    assert len(run(socket)) == 2
+    assert [event["type"] for event in socket.sent] == ["response.created", "response.completed"] * 2
+
+
 def test_an_id_the_socket_does_not_hold_is_left_to_the_store():
     socket = ScriptedSocket({"type": "response.create", "model": "m", "input": "x", "previous_response_id": "resp_stored"})
     [body] = run(socket)
@@ -149,6 +183,30 @@ def test_sse_events_are_cut_at_blank_lines_across_chunks():
     raw = frame("response.created", {"n": 1}) + b": keep-alive\n\n" + b'data: {"type":"error","n":2}\n\n'
     events = list(sse_events(iter([raw[:7], raw[7:40], raw[40:]])))
     assert [(name, json.loads(data)["n"]) for name, data in events] == [("response.created", 1), ("error", 2)]
+
+
+def test_a_chunk_of_one_named_event_is_read_as_the_general_cut_reads_it():
+    one, two = frame("response.output_text.delta", {"n": 1}), frame("response.completed", {"n": 2})
+    events = list(sse_events(iter([one, one + two, two[:5], two[5:]])))
+    assert [(name, json.loads(data)["n"]) for name, data in events] == [
+        ("response.output_text.delta", 1),
+        ("response.output_text.delta", 1),
+        ("response.completed", 2),
+        ("response.completed", 2),
+    ]
+    assert events[0][1] == json_bytes({"type": "response.output_text.delta", "n": 1})
+
+
+@pytest.mark.parametrize("size", [0, 125, 126, 65535, 65536])
+def test_an_event_is_written_as_the_frame_wsproto_would_write(size):
+    """The route frames a turn's events itself (not through wsproto: its per-event cost was most of a
+    socket turn's extra CPU, benchmarks/socket_turns.py); the bytes must be what wsproto would send."""
+    from wsproto.frame_protocol import FrameProtocol
+
+    from api_like_oai.routes.responses_socket import text_frame
+
+    payload = ("é" * (size // 2) + "x" * (size % 2)).encode()
+    assert text_frame(payload) == FrameProtocol(client=False, extensions=[]).send_data(payload.decode(), fin=True)
 
 
 @pytest.mark.parametrize(

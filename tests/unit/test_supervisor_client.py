@@ -9,7 +9,8 @@ import socket
 
 import pytest
 
-from api_like_oai.supervisor.client import LineReader, SupervisorGone
+from api_like_oai.supervisor import messages
+from api_like_oai.supervisor.client import LineReader, SupervisorClient, SupervisorGone
 
 
 @pytest.mark.parametrize("unread", [b"", b'{"op": "acquire", "model": "a"}\n'])
@@ -28,3 +29,29 @@ def test_messages_are_read_a_line_at_a_time():
         supervisor.sendall(b'{"wait": "loading"}\n{"ok": true}\n')
         reader = LineReader(worker)
         assert reader.next() == {"wait": "loading"} and reader.next() == {"ok": True}
+
+
+def test_a_supervisor_that_died_before_reading_a_request_is_asked_again(tmp_path, monkeypatch):
+    """A supervisor SIGKILLed just after taking a connection breaks the worker's send (EPIPE): nothing of
+    the request was acted on, so it is sent again to the supervisor the master starts, not a 503."""
+    path = str(tmp_path / "supervisor.sock")
+    real_socket, sends = socket.socket, []
+
+    class DiesOnce(real_socket):
+        def sendall(self, data, *flags):
+            sends.append(data)
+            if len(sends) == 1:
+                raise BrokenPipeError(32, "Broken pipe")
+            return super().sendall(data, *flags)
+
+    with real_socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen()
+        monkeypatch.setattr(socket, "socket", DiesOnce)
+        request = messages.request_of({"op": "status"})
+        connection, _ = SupervisorClient(path)._open(request)
+        monkeypatch.undo()
+        broken, _ = listener.accept()  # the connection the dead supervisor took: closed, nothing on it
+        accepted, _ = listener.accept()
+        with connection, broken, accepted:
+            assert broken.recv(65536) == b"" and accepted.recv(65536) == messages.encode(request) and len(sends) == 2
