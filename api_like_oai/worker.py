@@ -170,6 +170,20 @@ def _drained(master_queue) -> list:
     return taken
 
 
+CHUNKED_HEAD = b"\r\nTransfer-Encoding: chunked\r\n"  # as gunicorn writes it (Response.default_headers)
+
+
+def send_flags(data: bytes) -> int:
+    """The flags of a plain send of `data` to a client: MSG_MORE for the head of a chunked answer (a
+    stream's), which gunicorn sends on its own just before the first chunk, so the kernel holds it and
+    the two leave as one segment: the client wakes once for its first token, not once for the head and
+    again for the token (issue 54). A chunk always follows a chunked head, if only the last, empty one
+    (gunicorn's Response.close), so nothing waits; any other head goes at once."""
+    if isinstance(data, bytes) and data[:7] == b"HTTP/1." and CHUNKED_HEAD in data[: data.find(b"\r\n\r\n") + 2]:
+        return socket.MSG_MORE
+    return 0
+
+
 def _client_socket_class(gevent_socket_class):
     """A client connection whose sendall() tries one plain send() first: an SSE frame is small and
     the socket buffer nearly always has room, so the frame goes out in one system call without
@@ -179,6 +193,7 @@ def _client_socket_class(gevent_socket_class):
         __slots__ = ()
 
         def sendall(self, data, flags=0):
+            flags |= send_flags(data)
             try:
                 sent = self._sock.send(data, flags)  # the underlying non-blocking socket
             except BlockingIOError:

@@ -171,10 +171,13 @@ class Response:
             self._exchange.connection = None  # no longer this request's to hang up
         connection, self._connection = self._connection, None
         if connection is not None:
-            if self._keep_alive and connection.position == len(connection.buffer):
+            kept = self._keep_alive and connection.position == len(connection.buffer)
+            if kept:
                 self._pool.put_back(connection)
             else:
                 connection.close()
+            if self._chunked and self._pool.replaces_closed:
+                self._pool.replenish(connection if kept else None)
 
     def close(self) -> None:
         """Drop the connection unless the body was read to its end (then it is back in the pool)."""
@@ -318,7 +321,16 @@ class _LoopWait:
 class HTTPClient:
     """Requests to one server (scheme://host:port), on keep-alive connections kept for reuse."""
 
-    def __init__(self, base_url: str, *, connect_timeout: float, read_timeout: float, max_idle: int = 1024, api_key: str = ""):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        max_idle: int = 1024,
+        api_key: str = "",
+        keeps_spare: bool = False,
+    ):
         parts = urlsplit(base_url)
         self.tls = parts.scheme == "https"
         self.host = parts.hostname or "127.0.0.1"
@@ -334,6 +346,11 @@ class HTTPClient:
         self._idle: collections.deque[_Connection] = collections.deque()  # append/pop are atomic
         self._literal_address = _literal_address(self.host, self.port)
         self._tls_context = ssl.create_default_context() if self.tls else None
+        # A server that closes its connections after some answers (llama-server, after every streamed one):
+        # a connection for the next request is opened when a chunked answer's is closed (replenish).
+        self.keeps_spare = keeps_spare and max_idle > 0
+        self._spare_opening = False
+        self._server_hangs_up = False  # an idle connection of this server's was found closed
 
     def request(
         self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json", headers: str = ""
@@ -344,23 +361,26 @@ class HTTPClient:
         if body is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
         message = (head + "\r\n").encode("latin-1") + (body or b"")
-        connection = self._take_idle()
+        closed: list[_Connection] = []
+        connection = self._take_idle(closed)
         if connection is not None:
             try:
-                return self._exchange(connection, message)
+                return self._exchange(connection, message, closed)
             except ConnectionLost:
                 # The server closed this idle keep-alive connection just as we reused it; the
                 # request never reached it, so sending it again on a new connection is safe.
                 pass
-        return self._exchange(self._connect(), message)
+        return self._exchange(self._connect(), message, closed)
 
-    def _exchange(self, connection: _Connection, message: bytes) -> Response:
+    def _exchange(self, connection: _Connection, message: bytes, closed: list[_Connection]) -> Response:
         opened = OPENED.get()
         exchange = Exchange(connection) if opened is not None else None
         if exchange is not None:
             opened(exchange)
         try:
             connection.sock.sendall(message)
+            while closed:  # closed now, while the server reads the request
+                closed.pop().close()
             status, headers, keep_alive = _read_head(connection)
         except TimeoutError as exc:
             connection.close()
@@ -372,8 +392,10 @@ class HTTPClient:
             raise ConnectionLost(type(exc).__name__) from exc
         return Response(status, headers, connection, self, keep_alive, exchange)
 
-    def _take_idle(self) -> _Connection | None:
-        """An idle connection the server has not closed; those it has are closed here and skipped."""
+    def _take_idle(self, closed: list[_Connection]) -> _Connection | None:
+        """An idle connection the server has not closed; those it has are skipped into `closed`, for the
+        caller to close once its request is sent (two system calls and gevent's bookkeeping, not on the
+        way to the upstream)."""
         while True:
             try:
                 connection = self._idle.pop()
@@ -381,7 +403,52 @@ class HTTPClient:
                 return None
             if self.tls or connection.idle_and_open():  # TLS may have records of its own waiting (session
                 return connection  # tickets): a closed one is found by the request's retry
-            connection.close()
+            self._server_hangs_up = True
+            closed.append(connection)
+
+    @property
+    def replaces_closed(self) -> bool:
+        """Whether a chunked answer's connection is watched for the server's close when the answer ends
+        (`replenish`): `keeps_spare`, once the server was seen closing an idle connection (llama-server
+        closes every streamed answer's), so a server that keeps them costs nothing more."""
+        return self.keeps_spare and self._server_hangs_up
+
+    def replenish(self, answered: _Connection | None) -> None:
+        """After a chunked answer's end: once the answering greenlet has moved on, if the server closed the
+        answer's connection (`answered`, idle in the pool; None: already closed here), it is closed and
+        one is opened for the next request, unless one is idle. Otherwise the next request connects on
+        its way to the upstream (0.2-0.3 ms of its first token: issue 54). Done between answers, not while
+        a request waits for its first token: the server's accept would take a core from its own prompt
+        processing then. At most one at a time per server; without an event loop, nothing (it would
+        take a thread)."""
+        if self._spare_opening or not event_loop_active():
+            return
+        from gevent import spawn
+
+        self._spare_opening = True
+        spawn(self._open_spare, answered)
+
+    def _open_spare(self, answered: _Connection | None) -> None:
+        from gevent import sleep
+
+        try:
+            for delay in SPARE_WATCH_SECONDS if answered is not None else ():
+                sleep(delay)
+                if answered not in self._idle:
+                    return  # a request took it: it finds it closed, or uses it
+                if not answered.idle_and_open():
+                    self._idle.remove(answered)  # no switch since the check: still idle
+                    answered.close()
+                    break
+            else:
+                if answered is not None:
+                    return  # still open: kept alive after all
+            if not self._idle:
+                self.put_back(self._connect())
+        except TransportError:
+            pass  # the next request connects, and says why if it cannot either
+        finally:
+            self._spare_opening = False
 
     def put_back(self, connection: _Connection) -> None:
         if len(self._idle) < self.max_idle:
@@ -428,6 +495,11 @@ class HTTPClient:
                 self._idle.pop().close()
             except IndexError:
                 return
+
+
+# When an answer's idle connection is looked at for the server's close (the pauses before each look): llama-server
+# closes it just after the last chunk, which the proxy may have read first. It stays in the pool meanwhile.
+SPARE_WATCH_SECONDS = (0.0, 0.001, 0.005)
 
 
 def _literal_address(host: str, port: int) -> tuple[int, tuple] | None:

@@ -58,7 +58,9 @@ class LlamaCppClient:
         self.base_url = base_url.rstrip("/")
         self.timeouts = (connect_timeout, read_timeout)
         self.api_key = api_key  # a llama-server the proxy started asks its own random key
-        self.http = http.HTTPClient(self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout, api_key=api_key)
+        self.http = http.HTTPClient(
+            self.base_url, connect_timeout=connect_timeout, read_timeout=read_timeout, api_key=api_key, keeps_spare=True
+        )
         self._media_marker: str | None = None  # read from /props when a prompt first carries images
 
     # --- generation -------------------------------------------------------------------------

@@ -128,6 +128,60 @@ print(json.dumps([len(exchanges), server.connections]))
     assert json.loads(run.stdout) == [2, 2]  # one exchange per request, each on a connection of its own
 
 
+@pytest.mark.parametrize("closes", [True, False], ids=["closed-after-each-stream", "kept-alive"])
+def test_a_streamed_answers_connection_is_replaced_between_answers_not_on_the_next_ones_way(closes):
+    """keeps_spare (llama-server's client): the server closes each streamed answer's connection; once it
+    was seen doing so, the connection for the next request is opened when an answer's is closed, so no
+    request connects on its way to the upstream any more (issue 54), and the closed ones are closed,
+    not left idle. A server that keeps its connections gets no more of them."""
+    script = f"""
+import json, sys, time
+from gevent import monkey
+monkey.patch_all()
+sys.path.insert(0, {str(ROOT)!r})
+from api_like_oai.backends import http
+from tests.unit.test_http_client import HEAD, ScriptedServer, chunked, event
+sending, on_the_way = [False], []
+request, connect = http.HTTPClient.request, http.HTTPClient._connect
+def sent(self, *args):
+    sending[0] = True
+    try:
+        return request(self, *args)
+    finally:
+        sending[0] = False
+http.HTTPClient.request = sent
+http.HTTPClient._connect = lambda self: on_the_way.append(sending[0]) or connect(self)
+stream = [HEAD + chunked(event(" a"), event("", stop=True))]
+server = ScriptedServer([stream] * 5, close_after={1 if closes else None})  # one left: the last spare stays open
+client = http.HTTPClient(server.url, connect_timeout=5, read_timeout=5, keeps_spare=True)
+for _ in range(4):
+    client.request("POST", "/completion", b"{{}}").read()
+    time.sleep(0.2)  # the server closes the answer's connection; the spare is opened meanwhile
+idle_open = [connection.idle_and_open() for connection in client._idle]
+print(json.dumps([on_the_way, idle_open, server.connections]))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    on_the_way, idle_open, connections = json.loads(run.stdout)
+    if closes:  # the first two connect themselves (the second finds the first's connection closed); then spares
+        assert (on_the_way, connections) == ([True, True, False, False, False], 5)
+    else:
+        assert (on_the_way, connections) == ([True], 1)
+    assert idle_open == [True]  # one connection left, open; the answers' closed connections are gone
+
+
+def test_a_client_that_keeps_no_spare_opens_nothing_between_answers():
+    """Without keeps_spare (and without an event loop, where a spare would take a thread), the pool
+    only keeps what the answers left."""
+    stream = [HEAD + chunked(event(" a"), event("", stop=True))]
+    server = ScriptedServer([stream, stream], close_after=1)
+    for keeps_spare in (False, True):  # this test's process has no event loop
+        client = HTTPClient(server.url, connect_timeout=1, read_timeout=1, keeps_spare=keeps_spare)
+        client.request("POST", "/completion", b"{}").read()
+    time.sleep(0.1)
+    assert server.connections == 2
+
+
 def test_a_started_llama_servers_key_is_in_every_request_and_otherwise_none():
     answer = [b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"status":"ok"}']
     server = ScriptedServer([answer, answer])

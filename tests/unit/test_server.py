@@ -100,3 +100,22 @@ def test_the_app_imports_the_dialects_and_tool_calling_on_first_use_and_openapi_
     )
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.split("\n")[:2] == ["[]", "True"]
+
+
+def test_a_streams_head_waits_for_its_first_chunk_and_nothing_else_does():
+    """worker.send_flags: gunicorn sends a chunked answer's head on its own just before the first chunk;
+    MSG_MORE lets the kernel send both in one segment (issue 54). Any other head, and every chunk (the
+    last, empty one too), goes at once."""
+    import socket
+
+    from api_like_oai.worker import send_flags
+
+    stream_head = (
+        b"HTTP/1.1 200 OK\r\nServer: gunicorn\r\nDate: Sun, 06 Dec 2026 19:48:49 GMT\r\nConnection: keep-alive\r\n"
+        b"Transfer-Encoding: chunked\r\nContent-Type: text/event-stream; charset=utf-8\r\n\r\n"
+    )
+    plain_head = b"HTTP/1.1 200 OK\r\nServer: gunicorn\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n"
+    assert send_flags(stream_head) == socket.MSG_MORE
+    assert send_flags(plain_head) == 0
+    assert send_flags(plain_head + b"Transfer-Encoding: chunked\r\n") == 0  # in a body, not the head
+    assert send_flags(b"D9\r\ndata: {}\n\n\r\n") == send_flags(b"0\r\n\r\n") == 0
