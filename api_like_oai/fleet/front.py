@@ -19,7 +19,11 @@ from .settings import FleetSettings
 log = logging.getLogger("api_like_oai.fleet")
 
 
-CARDS_SECONDS = 10.0  # how long a box's model metadata (context length, capabilities) is kept
+CARDS_SECONDS = 10.0  # how long a box's model metadata (context length, capabilities, its /api/tags) is kept
+# Ollama's list of the models a box has: what changes only when its models folder does; clients poll it
+# (Open WebUI on every page), so a front keeps each box's for CARDS_SECONDS. /api/ps (what is loaded
+# now, its expiry) is asked each time.
+KEPT_LISTINGS = ("/api/tags",)
 GONE_RETRY_AFTER_SECONDS = 5  # a box restarting, or its record's expiry (settings.EXPIRY_SECONDS)
 
 
@@ -37,6 +41,7 @@ class FleetFront:
         self.membership = Membership(settings, connection)
         self.relay = Relay(settings.secret, connect_timeout, read_timeout)
         self.box_cards: dict[str, tuple[float, dict[str, dict]]] = {}  # address: (when read, its cards)
+        self.box_listings: dict[tuple[str, str], tuple[float, list[dict]]] = {}  # (address, path): (when read, entries)
 
     def serves(self, model: str) -> bool:
         """Whether some box of the fleet can run `model` (FleetUnavailable if the fleet is unknown)."""
@@ -180,9 +185,21 @@ class FleetFront:
         every box, relay.listing), one per model name, the first box's by address."""
         found: dict[str, dict] = {}
         for box in sorted(self.membership.boxes(), key=lambda box: box.address):
-            for entry in self.relay.listing(box.address, path):
+            for entry in self._box_listing(box.address, path):
                 found.setdefault(entry["name"], entry)
         return list(found.values())
+
+    def _box_listing(self, address: str, path: str) -> list[dict]:
+        """A box's own list at `path`: asked of it, or for KEPT_LISTINGS as it answered within CARDS_SECONDS."""
+        if path not in KEPT_LISTINGS:
+            return self.relay.listing(address, path)
+        now = time.monotonic()
+        read_at, entries = self.box_listings.get((address, path), (None, []))
+        if read_at is None or now - read_at > CARDS_SECONDS:
+            entries = self.relay.listing(address, path)
+            if entries:  # none: a box that did not answer (restarting) is asked again next time
+                self.box_listings[(address, path)] = (now, entries)
+        return entries
 
     def models(self) -> dict[str, list[dict]]:
         """Every model of the fleet with where it is: {model: [{box, state, memory_mib, in_flight}]}."""

@@ -264,6 +264,35 @@ def test_the_fleets_default_model_is_the_fronts_own_else_the_first_boxs_else_the
     assert front(None).default_model() == "alpha"  # no box says: the first of the fleet's by name
 
 
+def test_a_fronts_ollama_model_list_asks_each_box_at_most_every_few_seconds_and_whats_loaded_every_time(monkeypatch):
+    """Ollama's clients poll /api/tags (Open WebUI on every page): a front keeps each box's list of its
+    models for CARDS_SECONDS, asks /api/ps (what is loaded now) every time, and asks a box that did not
+    answer again at once."""
+    from api_like_oai.fleet import front as front_module
+    from api_like_oai.fleet.membership import box_record
+    from api_like_oai.fleet.settings import FleetSettings
+
+    box = box_record("http://10.0.0.2:8081", {}, ["m"], [], 0.0)
+    fleet = front_module.FleetFront(
+        FleetSettings("redis://10.0.0.1:6379/0"), connect_timeout=1, read_timeout=1, connection=RecordsInRedis(box)
+    )
+    asked, answers = [], {"/api/tags": [{"name": "m"}], "/api/ps": [{"name": "m"}]}
+    monkeypatch.setattr(fleet.relay, "listing", lambda address, path: asked.append(path) or answers[path])
+    now = [100.0]
+    monkeypatch.setattr(front_module.time, "monotonic", lambda: now[0])
+    for _ in range(3):
+        assert fleet.listing("/api/tags") == [{"name": "m"}] and fleet.listing("/api/ps") == [{"name": "m"}]
+    assert asked.count("/api/tags") == 1 and asked.count("/api/ps") == 3
+    now[0] += front_module.CARDS_SECONDS + 1
+    fleet.listing("/api/tags")
+    assert asked.count("/api/tags") == 2
+    answers["/api/tags"] = []  # the box restarting
+    now[0] += front_module.CARDS_SECONDS + 1
+    fleet.listing("/api/tags")
+    fleet.listing("/api/tags")
+    assert asked.count("/api/tags") == 4
+
+
 @pytest.mark.parametrize(
     ("path", "shape"),
     [("/api/chat", lambda body: body["error"]), ("/v1/chat/completions", lambda body: body["error"]["message"])],
