@@ -98,6 +98,32 @@ class FleetFront:
         self._add_replica(model, boxes)
         return self.relay.send(candidates, method, path, raw, headers, caller=caller, anthropic=anthropic, on_refused=refused)
 
+    def load(self, model: str, args: list[str] | None = None) -> dict:
+        """An admin's load at a front, as one proxy's: `model` started (with `args`) on the box where it is
+        loaded, else on the box placement chooses for it; that box's {"model", "status"} once loaded."""
+        boxes = self.membership.boxes()
+        candidates = place(model, boxes)
+        if not candidates:
+            raise self._unplaceable(model, boxes)
+        return self.relay.load(candidates[0].address, model, args)
+
+    def unload(self, model: str) -> dict:
+        """An admin's unload at a front, as one proxy's: every box's copy of `model` stopped; the last
+        box's {"model", "status"} (one with no copy's own when none had one)."""
+        boxes = [box for box in self.membership.boxes() if model in box.models]
+        if not boxes:
+            raise self._unplaceable(model, self.membership.boxes())
+        answers = [self.relay.unload(box.address, model) for box in sorted(boxes, key=lambda box: box.address)]
+        return answers[-1]
+
+    def _unplaceable(self, model: str, boxes: list[Box]) -> Exception:
+        """Why `model` has no box: gone (a 503 to retry), no room (a 503), or not the fleet's (a 404)."""
+        if model in fleet_models(boxes):
+            return FleetUnavailable(f"no box of the fleet has room for model {model!r} now")
+        if model in self.membership.remembered():
+            return BoxesGone(model)
+        return ModelNotFound(f"model {model!r} does not exist in the fleet", param="model")
+
     def _cold_start(self, model: str, boxes: list[Box]) -> str | None:
         """The box the fleet starts `model` on when no box has it loaded or loading: the lock's (this
         front's first cold candidate, unless another front chose first); None when it is warm."""

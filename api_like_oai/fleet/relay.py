@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import orjson
 
 from ..backends.http import HTTPClient, Response, TransportError
-from ..errors import FleetUnavailable, UpstreamUnavailable
+from ..errors import FleetUnavailable, InvalidRequest, UpstreamUnavailable
 from .placement import Candidate, Pool
 from .settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 
@@ -24,6 +24,7 @@ log = logging.getLogger("api_like_oai.fleet")
 
 POOL_PATH = "/v1/fleet/pool"  # a host starts a pooled model (routes/fleet.start_pool)
 LOAD_PATH = "/v1/fleet/load"  # a box starts one more copy of a model (routes/fleet.start_copy)
+UNLOAD_PATH = "/v1/fleet/unload"  # a box stops its copy of a model (routes/fleet.stop_copy)
 CARD_FIELDS = ("created", "context_length", "max_model_len", "capabilities", "input_modalities")  # as its box says
 CARDS_TIMEOUT = 1.0  # seconds a box has to list its models for a front's /v1/models
 STREAMS = ("text/event-stream", "application/x-ndjson")  # relayed as they come (SSE; Ollama's NDJSON)
@@ -145,11 +146,17 @@ class Relay:
         body = {"model": model, "rpc": list(plan.endpoints), "lent_mib": plan.lent_mib}
         self._start(plan.host, POOL_PATH, body, f"the pool's host {plan.host} could not start {model!r} over RPC")
 
-    def load(self, address: str, model: str) -> None:
-        """Have the box at `address` start a copy of `model`; back once it is loaded."""
-        self._start(address, LOAD_PATH, {"model": model}, f"the box {address} could not start {model!r}")
+    def load(self, address: str, model: str, args: list[str] | None = None) -> dict:
+        """Have the box at `address` start a copy of `model` (with an admin's `args`, held to the same rules
+        there); its {"model", "status"} once it is loaded."""
+        body = {"model": model, **({"args": args} if args else {})}
+        return self._start(address, LOAD_PATH, body, f"the box {address} could not start {model!r}")
 
-    def _start(self, address: str, path: str, body: dict, failed: str) -> None:
+    def unload(self, address: str, model: str) -> dict:
+        """Have the box at `address` stop its copy of `model`; its {"model", "status"} once it is stopped."""
+        return self._start(address, UNLOAD_PATH, {"model": model}, f"the box {address} could not stop {model!r}")
+
+    def _start(self, address: str, path: str, body: dict, failed: str) -> dict:
         try:
             answer = self._client(address).request(
                 "POST", path, orjson.dumps(body), headers=f"{SECRET_HEADER}: {self.secret}\r\n"
@@ -157,8 +164,14 @@ class Relay:
             text = answer.read()
         except TransportError as exc:
             raise FleetUnavailable(f"{failed}: no answer ({type(exc).__name__})") from None
+        if answer.status == 400:  # the box refused what was asked (a flag, a launch that failed): the caller's to fix
+            raise InvalidRequest(f"{failed}: {_error_message(text)}", param="args")
         if answer.status != 200:
             raise FleetUnavailable(f"{failed}: {text[:300]!r}")
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise FleetUnavailable(f"{failed}: an answer that is no JSON") from None
 
     def _client(self, address: str) -> HTTPClient:
         client = self.clients.get(address)
@@ -207,3 +220,11 @@ def error_event(error: UpstreamUnavailable, anthropic: bool) -> bytes:
     if anthropic:
         return b"event: error\ndata: " + orjson.dumps(error.to_anthropic()) + b"\n\n"
     return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"
+
+
+def _error_message(text: bytes) -> str:
+    """The message of a box's error answer (OpenAI's shape), else its first bytes."""
+    try:
+        return str(orjson.loads(text)["error"]["message"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return text[:300].decode(errors="replace")

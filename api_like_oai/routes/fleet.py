@@ -23,6 +23,7 @@ from .apis import ANTHROPIC, OLLAMA, api_of
 from .audio import allow_audio_form
 from .declare import FLEET, route
 from .docs import resolved
+from .lifecycle import allowed_args
 from .responses import RESOLVED_AT_FRONT
 
 bp = Blueprint("fleet", __name__)
@@ -218,18 +219,43 @@ def start_pool():
 @route(
     bp,
     "/v1/fleet/load",
-    summary="Start one more copy of a model kept on several boxes (fleet calls only)",
+    summary="Start one more copy of a model, or a front's admin's load (fleet calls only)",
+    access=FLEET,
+    request={
+        "type": "object",
+        "required": ["model"],
+        "properties": {"model": {"type": "string"}, "args": {"type": "array", "items": {"type": "string"}}},
+    },
+    body="json",
+    refusals=("disallowed_flag",),
+)
+def start_copy():
+    """A front has this box start one more copy of a model kept on several boxes (`boxes:`), within
+    its budget (a start that no longer fits is refused, 503), or load it for the front's admin (`args`:
+    held to the same rules as a load here). Back once it is loaded."""
+    body = _json_object(request.get_data())
+    model, args = body.get("model"), body.get("args") or []
+    if not isinstance(model, str) or not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        raise InvalidRequest("a load is {model, args: [flag, ...]}")
+    allowed_args(args)
+    answer = _supervisor(model).ask("load", model=model, **({"args": args} if args else {}))
+    return jsonify({"model": model, "status": answer["status"]})
+
+
+@route(
+    bp,
+    "/v1/fleet/unload",
+    summary="Stop this box's copy of a model, for a front's admin (fleet calls only)",
     access=FLEET,
     request={"type": "object", "required": ["model"], "properties": {"model": {"type": "string"}}},
     body="json",
 )
-def start_copy():
-    """A front has this box start one more copy of a model kept on several boxes (`boxes:`), within
-    its budget (a start that no longer fits is refused, 503). Back once it is loaded."""
+def stop_copy():
+    """A front's admin unloads a model: this box's copy stopped once its requests are done."""
     model = _json_object(request.get_data()).get("model")
     if not isinstance(model, str):
-        raise InvalidRequest("a load is {model}")
-    answer = _supervisor(model).ask("load", model=model)
+        raise InvalidRequest("an unload is {model}")
+    answer = _supervisor(model).ask("unload", model=model)
     return jsonify({"model": model, "status": answer["status"]})
 
 

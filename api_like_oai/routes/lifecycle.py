@@ -43,13 +43,13 @@ def _started_model(name: str | None) -> str:
     bp,
     "/v1/internal/model/load",
     "/models/load",  # llama.cpp router mode's
-    summary="Load a model the proxy starts (waits until loaded; `args`: the tuning flags DESIGN.md lists)",
+    summary="Load a model the proxy starts (waits until loaded; `args`: the tuning flags DESIGN.md lists; a front: on a box)",
     access=ADMIN,
     request=ModelLoadRequest,
     answer=ModelLoadResponse,
     body="json",
     model_in="json",
-    refusals=("disallowed_flag", "not_supported"),  # not_supported: a proxy that starts no models (a front)
+    refusals=("disallowed_flag", "not_supported"),  # not_supported: a proxy that starts no models, nor has a fleet
 )
 def load():
     return _change("load")
@@ -59,7 +59,7 @@ def load():
     bp,
     "/v1/internal/model/unload",
     "/models/unload",  # llama.cpp router mode's
-    summary="Unload a model the proxy starts (waits for its requests, then stops it)",
+    summary="Unload a model the proxy starts (waits for its requests, then stops it; a fleet front: on every box)",
     access=ADMIN,
     request=ModelLoadRequest,
     answer=ModelLoadResponse,
@@ -71,14 +71,24 @@ def unload():
     return _change("unload")
 
 
+def allowed_args(args) -> None:
+    """A load's `args` held to the flags a caller may set (supervisor/launch_rules.py): a 400 naming the first other."""
+    try:
+        launch_rules.check_requested(args)
+    except launch_rules.DisallowedFlag as refused:
+        raise InvalidRequest(str(refused), param="args", code="disallowed_flag") from None
+
+
 def _change(op: str):
     """Load or unload the model the body names, once done: {"success", "model", "status"}."""
     change = parse_body(ModelLoadRequest)
-    try:
-        launch_rules.check_requested(change.args or () if op == "load" else ())  # an unload sets them aside
-    except launch_rules.DisallowedFlag as refused:
-        raise InvalidRequest(str(refused), param="args", code="disallowed_flag") from None
-    supervisor, name = _supervisor(), _started_model(change.named())
+    allowed_args(change.args or () if op == "load" else ())  # an unload sets them aside
+    fleet, name = state().fleet, change.named()
+    if state().supervisor is None and fleet is not None and name not in state().registry.by_name:
+        # a front: the fleet's boxes start and stop the model (FleetFront.load, unload), as one proxy would
+        answer = fleet.load(name, change.args) if op == "load" else fleet.unload(name)
+        return jsonify({"success": True, "model": name, "status": answer["status"]})
+    supervisor, name = _supervisor(), _started_model(name)
     answer = supervisor.ask(op, model=name, **({"args": change.args} if op == "load" else {}))
     return jsonify({"success": True, "model": name, "status": answer["status"]})
 

@@ -220,3 +220,36 @@ def test_the_tenants_usage_through_the_fronts_is_counted_in_the_shared_store(fle
         assert used[api]["requests"] >= 1 and used[api]["prompt_tokens"] > 0, (api, used.get(api))
     assert used["/api/chat"]["completion_tokens"] >= 8 and used["/completion"]["completion_tokens"] == 4
     assert used["/v1/audio/transcriptions"]["audio_seconds"] > 0
+
+
+def _state_on(box: Proxy, model: str) -> str:
+    return requests.get(f"{box.url}/v1/models/{model}", headers={"X-Fleet-Secret": SECRET}, timeout=10).json()["status"]["value"]
+
+
+def test_an_admin_loads_and_unloads_a_fleet_model_through_a_front_as_on_one_proxy(fleet, front, tenant):
+    """llama.cpp router mode's /models/load and /models/unload at a front: the fleet's boxes start and stop
+    the model (on every box for an unload), and the answer is one proxy's; a tenant may do neither; a flag
+    no caller may set is refused at the front, as on one proxy."""
+    box = fleet["boxes"][0]  # the ranker's only box
+    unloaded = requests.post(front.url + "/models/unload", json={"model": "ranker"}, headers=_admin(), timeout=120)
+    assert unloaded.status_code == 200, unloaded.text
+    assert unloaded.json()["success"] and unloaded.json()["status"]["value"] == "unloaded" == _state_on(box, "ranker")
+    loaded = requests.post(
+        front.url + "/models/load", json={"model": "ranker", "args": ["--ctx-size", "256"]}, headers=_admin(), timeout=120
+    )
+    assert loaded.status_code == 200, loaded.text
+    assert loaded.json()["model"] == "ranker" and loaded.json()["status"]["value"] == "loaded" == _state_on(box, "ranker")
+    ranked = requests.post(
+        front.url + "/v1/rerank", json={"model": "ranker", "query": "q", "documents": ["a", "b"]}, headers=_admin(), timeout=120
+    )
+    assert ranked.status_code == 200
+    refused = requests.post(
+        front.url + "/models/load", json={"model": "ranker", "args": ["--log-file", "written.log"]}, headers=_admin(), timeout=30
+    )
+    assert refused.status_code == 400 and refused.headers["X-Error-Code"] == "disallowed_flag"
+    assert (
+        requests.post(front.url + "/models/unload", json={"model": "ranker"}, headers=_admin(tenant), timeout=30).status_code
+        == 403
+    )
+    missing = requests.post(front.url + "/v1/internal/model/load", json={"model": "no-such"}, headers=_admin(), timeout=30)
+    assert missing.status_code == 404
