@@ -158,7 +158,7 @@ async def request_row(
     spent = {target: _Totals() for target in fronts}
     request = {**generation_body("chat", streamed), "model": model}
     with higher_priority(ProcessTree(os.getpid()).pids()):
-        blocks = await interleaved(close, request, clients, plan, spent)
+        blocks = await interleaved(close, request, clients, plan, {target: spent[target] for target in close})
     for _ in range(plan.rounds if "litellm" in fronts else 0):
         await _window(fronts["litellm"], spent["litellm"], model, streamed, clients, plan, frames.get("litellm", 0))
     cells = [_cpu_cell(target, totals, 0 if target in close else frames.get(target, 0)) for target, totals in spent.items()]
@@ -227,8 +227,9 @@ async def interleaved(fronts: dict[str, Service], body: dict, clients: int, plan
     whichever front's phase it is; the fronts take turns every `plan.phase_seconds` (ABBA), so each sees the
     machine as the others do, a quarter-second apart. Each front's CPU (TasksCpu: nanoseconds) and answers
     are read at the end of every block of `plan.block_passes` passes: its cost in each block goes to
-    `spent[front].windows`, its totals to `spent`. Blocks are added until every front ÷ the floor is known
-    within `plan.request_error`, between `plan.request_seconds_min` and `..._max`. Returns a block's seconds."""
+    `spent[front].windows`, its totals to `spent` (these fronts' alone). Blocks are added until every front
+    ÷ the floor is known within `plan.request_error`, between `plan.request_seconds_min` and `..._max`.
+    Returns a block's seconds."""
     names = tuple(fronts)
     requests = {target: encode_post(front.port, PATHS["chat"], body) for target, front in fronts.items()}
     turns = _Turns(names[0], answered=dict.fromkeys(names, 0), errors=dict.fromkeys(names, 0))
