@@ -57,8 +57,8 @@ class RatioPlan:
     # `request_seconds_max`. LiteLLM's windows follow, `rounds` of them.
     phase_seconds: float = 0.25
     block_passes: int = 4
-    request_seconds_min: float = 30.0
-    request_seconds_max: float = 100.0
+    request_seconds_min: float = 40.0
+    request_seconds_max: float = 120.0
     request_error: float = REQUEST_ERROR_BOUND
 
     @classmethod
@@ -73,8 +73,8 @@ class RatioPlan:
             paced=((16, PACED_FAST, False), (16, PACED_FAST, True), (64, PACED_FAST, False)),
             generation_clients=(1,),
             generation_rounds=6,
-            request_seconds_min=20.0,
-            request_seconds_max=60.0,
+            request_seconds_min=30.0,
+            request_seconds_max=90.0,
         )
 
 

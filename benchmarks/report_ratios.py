@@ -27,8 +27,9 @@ def ratios_section(results: BenchmarkResults) -> str:
             "The request-cost rows (instant upstream) interleave the floor and the proxy under the same 8 "
             "clients, a quarter-second each in turn (ABBA), their CPU read in nanoseconds at the end of each "
             "block of 4 passes; ± is the standard error of proxy ÷ floor over those blocks (two runs whose "
-            f"errors are {bound} agree within 5% 19 times in 20), and blocks are added until it is within "
-            f"{bound} (or 100 s; 60 in `--quick`). LiteLLM's windows follow theirs:",
+            "errors are 1.8% agree within 5% 19 times in 20; next blocks are alike, which that understates), "
+            f"and blocks are added until it is within {bound} (or 120 s; 90 in `--quick`). LiteLLM's windows "
+            "follow theirs:",
             table(
                 [
                     "row",

@@ -547,16 +547,16 @@ class RatioRow:
         return sum(c.errors for c in self.cells if c.target in of)
 
 
-REQUEST_ERROR_BOUND = 0.018  # a request-cost row's standard error (block_error): two runs then agree within 5%
+REQUEST_ERROR_BOUND = 0.015  # a request-cost row's standard error (block_error): two runs then agree within 5%
 
 
 def block_error(floor: list[float], front: list[float]) -> float:
     """The standard error of a front's cost ÷ the floor's, a share of it, from a request-cost row's blocks:
     block b is the same seconds for both (their phases interleaved, benchmarks/ratios.py), `floor[b]` and
     `front[b]` their costs in it. The standard deviation of the blocks' ratios ÷ √blocks ÷ their mean.
-    Two runs each within e of the truth differ by more than 2.8 e one time in twenty, so e ≤ 1.8% is two
-    runs within 5%. Blocks are consecutive, so a slow drift of the machine shows as spread between them.
-    NaN under three blocks."""
+    Two runs each within e of the truth differ by more than 2.8 e one time in twenty: e ≤ 1.8% would be
+    two runs within 5%, and the bound is 1.5%, since blocks next to each other are alike (the machine
+    drifts), which this understates. NaN under three blocks."""
     ratios = [f / b for b, f in zip(floor, front, strict=False) if b > 0 and math.isfinite(f) and math.isfinite(b)]
     if len(ratios) < 3:
         return math.nan
