@@ -22,4 +22,8 @@ Design notes (moved from DESIGN.md, which points here):
   at REV (a temporary worktree) to the same rows: two runs of one tree an hour apart differed by 10%, its
   windows in one row by less. LiteLLM's windows come last: the requests a window cuts keep it busy into the
   next.
+- **The request-cost rows interleave their fronts a quarter-second at a time** under the same clients and
+  read their CPU in scheduler nanoseconds per 2 s block, until proxy ÷ floor's standard error over the blocks
+  is within 1.5% (issue 54): this machine's speed moves by a quarter from one quarter-second to the next,
+  which windows of seconds, one front after the other, did not cancel (two runs read 2.95x and 2.49x).
 """

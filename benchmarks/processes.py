@@ -89,6 +89,29 @@ class Service:
         return ProcessTree(self.process.pid)
 
 
+class TasksCpu:
+    """The CPU time some processes (`pids`, found once: e.g. a server's master and workers) have used, in
+    nanoseconds: the scheduler's exact figure (each thread's /proc/PID/task/TID/schedstat), where
+    /proc/PID/stat counts 10 ms ticks, 2.5% of a quarter-second window of one core."""
+
+    def __init__(self, pids: list[int]):
+        self.tasks = [Path(f"/proc/{pid}/task") for pid in pids]
+
+    def nanoseconds(self) -> int:
+        total = 0
+        for tasks in self.tasks:
+            try:
+                threads = os.listdir(tasks)
+            except OSError:
+                continue  # the process ended
+            for task in threads:
+                try:
+                    total += int((tasks / task / "schedstat").read_bytes().split()[0])
+                except (OSError, IndexError):
+                    continue  # the thread ended while we looked
+        return total
+
+
 def _stat_fields(pid: int) -> list[str]:
     """/proc/PID/stat from the field after the command name on (field 3, the state, is [0])."""
     with open(f"/proc/{pid}/stat", "rb") as stat:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from . import ollama_rows, rerank_row, ttft_rows
-from .results import BEFORE, BenchmarkResults, RatioRow, RatiosResult, TargetCheck
+from .results import BEFORE, REQUEST_ERROR_BOUND, BenchmarkResults, RatioRow, RatiosResult, TargetCheck
 from .tables import number, table
 
 NAMES = {"direct": "llama-server direct", "floor": "floor", "proxy": "proxy", "litellm": "LiteLLM"}
@@ -18,14 +18,18 @@ def ratios_section(results: BenchmarkResults) -> str:
     cpu_rows = [row for row in r.rows if row.kind != "generation"]
     generation = r.of_kind("generation")
     parts = ["## 0. The proxy beside its neighbours, in one sitting (issue 29)", _intro(r)]
+    bound = f"{REQUEST_ERROR_BOUND:.1%}"
     if cpu_rows:
         parts += [
             "CPU of each target's whole process tree, per request or per relayed token (µs), and each "
             "restated against the floor of the same row (∞: the target finished nothing in its windows, still "
             "busy with the requests of its earlier windows; windows end by cutting the requests in flight). "
-            "Halves: proxy ÷ floor pass by pass, the median of each half of the passes (passes 0-1, 4-5, ... "
-            "and 2-3, 6-7, ...) and how far apart they are; the request-cost rows add passes until that is "
-            "within 5% (or 16 passes; 8 in `--quick`):",
+            "The request-cost rows (instant upstream) interleave the floor and the proxy under the same 8 "
+            "clients, a quarter-second each in turn (ABBA), their CPU read in nanoseconds at the end of each "
+            "block of 4 passes; ± is the standard error of proxy ÷ floor over those blocks (two runs whose "
+            "errors are 1.8% agree within 5% 19 times in 20; next blocks are alike, which that understates), "
+            f"and blocks are added until it is within {bound} (or 120 s; 90 in `--quick`). LiteLLM's windows "
+            "follow theirs:",
             table(
                 [
                     "row",
@@ -33,7 +37,7 @@ def ratios_section(results: BenchmarkResults) -> str:
                     "proxy",
                     "LiteLLM",
                     "proxy ÷ floor",
-                    "halves (passes)",
+                    "± (blocks)",
                     "LiteLLM ÷ floor",
                     "LiteLLM ÷ proxy",
                     "errors (floor, proxy / LiteLLM)",
@@ -76,9 +80,11 @@ def _against_part(r: RatiosResult) -> list[str]:
     rows = [row for row in r.rows if row.cell(BEFORE)]
     return [
         f"The proxy beside itself at {r.against} (`--against`): one more target of the same rows, its windows "
-        "alternating with this tree's. Noise: the widest spread, (max − min) ÷ median, among the floor's, "
-        "the proxy's and the earlier proxy's window costs in that row; a ratio within 1 ± noise is no change "
-        "the row can see. For real generation, the time to the first text each adds to llama-server direct:",
+        "(phases in the request-cost rows) alternating with this tree's. Noise: in a request-cost row, twice "
+        "the standard error of this ÷ earlier over the row's blocks; in another, the widest spread, (max − "
+        "min) ÷ median, among the floor's, the proxy's and the earlier proxy's window costs in that row; a "
+        "ratio within 1 ± noise is no change the row can see. For real generation, the time to the first "
+        "text each adds to llama-server direct:",
         table(
             ["row", "at " + r.against, "this tree", "this ÷ earlier", "noise", "earlier ÷ floor", "this ÷ floor"],
             [_against_row(row) for row in rows],
@@ -124,7 +130,7 @@ def _cpu_row(row: RatioRow) -> list[str]:
         row.name,
         *_costs(row, ("floor", "proxy", "litellm"), 0),
         f"{_finite(row.over_floor('proxy'), 2)}x",
-        _halves(row),
+        _error(row),
         f"{_finite(row.over_floor('litellm'), 2)}x",
         f"{_finite(row.cost('litellm') / row.cost('proxy'), 1)}x",
         f"{row.errors()} / {row.errors(('litellm',))}",
@@ -132,14 +138,13 @@ def _cpu_row(row: RatioRow) -> list[str]:
     ]
 
 
-def _halves(row: RatioRow) -> str:
-    """proxy ÷ floor in each half of the row's passes, how far apart (a share), and the passes."""
-    first, second = row.floor_halves()
+def _error(row: RatioRow) -> str:
+    """A request-cost row's standard error of proxy ÷ floor (a share) and its blocks; – for other rows."""
     floor = row.cell("floor")
-    passes = len(floor.window_costs) if floor else 0
-    if math.isnan(first) or math.isnan(second):
-        return f"– ({passes})"
-    return f"{first:.2f}x / {second:.2f}x, ±{number(row.floor_spread() * 100, 1)}% ({passes})"
+    error = row.floor_error()
+    if row.kind != "request" or math.isnan(error):
+        return "–"
+    return f"±{number(error * 100, 1)}% ({len(floor.window_costs)} × {row.block_seconds:.0f} s)"
 
 
 def _finite(value: float, digits: int) -> str:

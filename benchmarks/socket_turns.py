@@ -39,9 +39,9 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from .capacity import CapacityRig
+from .processes import TasksCpu
 from .results import SocketResult, percentile
 
 SESSION_TURNS = 10
@@ -54,7 +54,7 @@ Session = Callable[[str], tuple[list[float], int]]
 def socket_row(rig: CapacityRig) -> SocketResult:
     """The same 10-turn session over HTTP and over one WebSocket, `rig.plan.socket_pairs` times each."""
     pairs = rig.plan.socket_pairs
-    cpu = ProxyCpu(rig.proxy.tree().pids())
+    cpu = TasksCpu(rig.proxy.tree().pids())
     sessions: dict[str, Session] = {"http": http_session, "socket": socket_session}
     firsts: dict[str, list[float]] = {"http": [], "socket": []}  # ms, each session's median
     costs: dict[str, list[float]] = {"http": [], "socket": []}  # µs a turn, each session's
@@ -93,24 +93,6 @@ def _pair_ratios(values: dict[str, list[float]]) -> list[float]:
     """[p25, p50, p75] of socket ÷ HTTP over the pairs."""
     ratios = [socket / http for socket, http in zip(values["socket"], values["http"], strict=True)]
     return [percentile(ratios, 0.25), percentile(ratios, 0.5), percentile(ratios, 0.75)]
-
-
-class ProxyCpu:
-    """The CPU time the proxy's processes (`pids`, found once: its master and workers) have used, in
-    nanoseconds: the scheduler's exact figure, where /proc/PID/stat counts 10 ms ticks."""
-
-    def __init__(self, pids: list[int]):
-        self.tasks = [Path(f"/proc/{pid}/task") for pid in pids]
-
-    def nanoseconds(self) -> int:
-        total = 0
-        for tasks in self.tasks:
-            for task in os.listdir(tasks):
-                try:
-                    total += int((tasks / task / "schedstat").read_bytes().split()[0])
-                except (OSError, IndexError):
-                    continue  # the thread ended while we looked
-        return total
 
 
 def turn_text(turn: int) -> str:

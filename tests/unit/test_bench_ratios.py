@@ -15,14 +15,14 @@ from benchmarks import ratios, report, report_ratios
 from benchmarks.results import (
     BEFORE,
     ONE_LINE_CHAT,
+    REQUEST_ERROR_TARGET,
     AgentTurnResult,
     BenchmarkResults,
     FrontCell,
     Machine,
     RatioRow,
     RatiosResult,
-    halves,
-    halves_spread,
+    block_error,
     load,
 )
 
@@ -213,41 +213,69 @@ def test_litellm_windows_come_after_the_fronts_compared_closely():
     assert order == ["floor", "proxy", BEFORE, BEFORE, "proxy", "floor", "litellm", "litellm"]
 
 
-def test_a_request_cost_row_adds_passes_until_its_halves_agree():
-    plan = ratios.RatioPlan(rounds=4, request_rounds_max=10)
-    checks = []
+def blocks_row(floor: list[float], proxy: list[float], before: list[float] | None = None) -> RatioRow:
+    """A non-streamed request-cost row whose floor and proxy (and earlier proxy) cost these in its blocks."""
 
-    def agreed_at(passes: int):
-        def agreed() -> bool:
-            checks.append(len(order))
-            return len(order) >= passes * 2
+    def cell(target: str, blocks: list[float]) -> FrontCell:
+        return FrontCell(target, 1000, 30.0, statistics.mean(blocks), math.nan, 0, window_costs=blocks)
 
-        return agreed
-
-    order: list[str] = []
-    order.extend(target for target in ratios.request_passes(("floor", "proxy"), plan, agreed_at(6)))
-    assert order == ["floor", "proxy", "proxy", "floor"] * 3  # 4 passes, then 2 more: agreed after 6
-    assert checks == [8, 12]  # read after each pair of passes, once their windows ran
-    order.clear()
-    order.extend(ratios.request_passes(("floor", "proxy", "litellm"), plan, lambda: False))
-    assert order[:20] == ["floor", "proxy", "proxy", "floor"] * 5 and order[20:] == ["litellm"] * 4  # at most 10
+    cells = [cell("floor", floor), cell("proxy", proxy), *([cell(BEFORE, before)] if before else [])]
+    row = RatioRow("non-streamed, instant upstream, 8 clients", "request", 8, cells, "1.00", block_seconds=2.0)
+    row.cells.append(FrontCell("litellm", 50, 6.0, 9000.0, math.nan, 0, window_costs=[9000.0, 9000.0]))
+    return row
 
 
-def test_the_halves_of_a_rows_passes_and_how_far_apart_they_are():
-    floor = [100.0, 100.0, 100.0, 100.0, 100.0, 100.0]
-    proxy = [110.0, 112.0, 130.0, 126.0, 111.0, 150.0]  # passes 0-1, 4-5 against 2-3: an outlier at 5
-    assert halves(floor, proxy) == pytest.approx((1.115, 1.28))
-    assert halves_spread(floor, proxy) == pytest.approx(0.165 / 1.1975)
-    assert math.isnan(halves_spread(floor[:2], proxy[:2]))  # one half without a pass: not known yet
-    row = cpu_row("non-streamed, instant upstream, 8 clients", "request", 100.0, 110.0, 900.0)
-    assert row.floor_halves() == (1.1, 1.1) and row.floor_spread() == 0.0
-    assert "1.10x / 1.10x, ±0.0% (4)" in report_ratios.ratios_section(results_with([row]))
+def test_a_request_cost_rows_error_is_the_spread_of_its_blocks_ratios_over_their_root():
+    floor = [100.0, 200.0, 100.0, 100.0]  # the machine twice as slow in block 1: the ratio holds
+    proxy = [250.0, 500.0, 230.0, 270.0]
+    ratios_ = [2.5, 2.5, 2.3, 2.7]
+    expected = statistics.stdev(ratios_) / 2 / 2.5
+    assert block_error(floor, proxy) == pytest.approx(expected)
+    assert block_error([100.0] * 3, [250.0] * 3) == 0.0
+    assert math.isnan(block_error(floor[:2], proxy[:2]))  # two blocks: not known yet
+    # a block where the front answered nothing (∞) or the floor spent nothing is left out
+    assert block_error([*floor, 0.0], [*proxy, 300.0]) == pytest.approx(expected)
+    assert block_error([*floor, 100.0], [*proxy, math.inf]) == pytest.approx(expected)
 
 
-def test_a_request_cost_row_whose_halves_disagree_misses_its_target():
-    row = cpu_row("non-streamed, instant upstream, 8 clients", "request", 100.0, 110.0, 900.0)
-    row.cell("proxy").window_costs = [110.0, 110.0, 130.0, 130.0]
-    measured, met = ratio_targets(results_with([row]))[
-        "request-cost rows: proxy ÷ floor, its two halves of passes apart (issue 54)"
-    ]
-    assert not met and "±16.7%" in measured
+def test_a_request_cost_rows_error_is_reported_and_judged_against_its_bound():
+    steady = blocks_row([100.0, 100.0, 100.0, 100.0], [250.0, 252.0, 248.0, 250.0])
+    measured, met = ratio_targets(results_with([steady]))[REQUEST_ERROR_TARGET]
+    assert met and "±0.3%" in measured
+    assert "±0.3% (4 × 2 s)" in report_ratios.ratios_section(results_with([steady]))
+    drifting = blocks_row([100.0, 100.0, 100.0, 100.0], [230.0, 250.0, 270.0, 290.0])
+    measured, met = ratio_targets(results_with([drifting]))[REQUEST_ERROR_TARGET]
+    assert not met and "±5.0%" in measured
+    paced = cpu_row("paced 16 streams @ 8 ms, keep-alive", "token", 60.0, 61.0, 600.0)
+    assert report_ratios._cpu_row(paced)[5] == "–"  # no blocks in a paced row
+
+
+def test_against_a_request_cost_rows_noise_is_twice_its_error_of_this_over_the_earlier_proxy():
+    row = blocks_row([100.0] * 4, [250.0, 252.0, 248.0, 250.0], before=[240.0, 240.0, 240.0, 240.0])
+    assert row.noise() == pytest.approx(2 * block_error(row.cell(BEFORE).window_costs, row.cell("proxy").window_costs))
+    measured, met = against_verdict([row])
+    assert not met and "1.04x (noise 1%)" in measured  # 4% dearer, known within 1%: a change
+    row.cell("proxy").window_costs = [230.0, 270.0, 220.0, 280.0]  # the same mean, known within 12%
+    measured, met = against_verdict([row])
+    assert met and "(noise 12%)" in measured
+
+
+def test_a_block_adds_each_fronts_cpu_answers_and_errors_and_its_cost_in_it():
+    spent = {"floor": ratios._Totals(), "proxy": ratios._Totals()}
+    before = {"floor": (1_000_000_000, 100, 0), "proxy": (2_000_000_000, 50, 0)}
+    after = {"floor": (1_450_000_000, 1100, 0), "proxy": (3_200_000_000, 450, 2)}
+    ratios._add_block(spent, before, after, 1.0)
+    ratios._add_block(spent, after, {"floor": (1_950_000_000, 2100, 0), "proxy": (3_200_000_000, 450, 2)}, 1.0)
+    assert spent["floor"].windows == [450.0, 500.0] and spent["floor"].requests == 2000
+    assert spent["proxy"].windows[0] == 3000.0 and math.isnan(spent["proxy"].windows[1])  # nothing spent, none answered
+    assert spent["proxy"].errors == 2 and spent["proxy"].seconds == 2.0
+    assert spent["proxy"].cpu == pytest.approx(1.2)
+
+
+def test_blocks_are_added_until_every_front_over_the_floor_is_known_within_the_plan():
+    plan = ratios.RatioPlan(request_error=0.02)
+    spent = {"floor": ratios._Totals(windows=[100.0] * 4), "proxy": ratios._Totals(windows=[250.0, 251.0, 249.0, 250.0])}
+    assert ratios._known(spent, plan)
+    spent[BEFORE] = ratios._Totals(windows=[200.0, 260.0, 220.0, 280.0])
+    assert not ratios._known(spent, plan)  # the earlier proxy not yet known
+    assert not ratios._known({"floor": ratios._Totals(windows=[100.0] * 2), "proxy": ratios._Totals(windows=[250.0] * 2)}, plan)
