@@ -92,6 +92,7 @@ class Settings:
     metrics_per_key: bool = False  # /metrics counts requests and tokens per managed key (by name)
     api_key_priority: str = "normal"  # the flags' keys' place in the queue for a slot (access/priority.py)
     batch_free_slots: int = 1  # slots of each model batch lines leave free while people use it (access/priority.py)
+    batch_yield: str = "auto"  # "on": a key's request holds every batch line back until its first token; "off"; "auto"
     max_stored_mib: int | None = None  # a key's stored objects at most (a managed key's own wins)
     host: str = "127.0.0.1"
     port: int = 8081

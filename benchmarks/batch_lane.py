@@ -4,9 +4,10 @@ throughput, against the real llama-server and model.
 - **Time to first token** of short streamed chats, one at a time with a pause between them, in three
   conditions: the box idle; a batch running in the lane, holding every slot it may (the first chat finds
   every slot busy with its lines and preempts one; the later ones come while people are about, when the
-  lane keeps a slot free for them: access/priority.py's KEPT_FREE); and the same lines sent as ordinary
-  requests, as many at once as there are slots (what a job does without the lane: nothing is preempted, a
-  chat waits for a slot like any request). Before each chat the row waits until the lines hold every slot
+  lane keeps a slot free for them: access/priority.py's KEPT_FREE; and by --batch-yield's default, on a
+  box without a GPU such as the bench's, each chat stops every line until its first token); and the same
+  lines sent as ordinary requests, as many at once as there are slots (what a job does without the lane:
+  nothing is preempted, a chat waits for a slot like any request). Before each chat the row waits until the lines hold every slot
   they may again (every slot, or all but the kept ones while a line waits in the proxy for one), so each
   chat meets the busiest box the lane allows. Each condition's chats have their own prefix, so no chat
   finds its prompt cached by another's.
@@ -299,7 +300,11 @@ def section(r: BatchLaneResult | None, alone_note: str = "") -> str:
         [label, str(len(getattr(r, f"{condition}_ttft_ms"))), number(r.ttft_p50(condition), 0), ratio]
         for condition, label, ratio in (
             ("idle", "idle box", "1.00x"),
-            ("lane", "a batch in the lane (a slot kept free for people; preemption)", f"{r.ttft_ratio('lane'):.2f}x"),
+            (
+                "lane",
+                "a batch in the lane (a slot kept free for people; preemption; --batch-yield auto: every line, without a GPU)",
+                f"{r.ttft_ratio('lane'):.2f}x",
+            ),
             ("plain", "the same lines as plain requests (no preemption)", f"{r.ttft_ratio('plain'):.2f}x"),
             (
                 "more_free",
