@@ -22,7 +22,7 @@ from werkzeug.exceptions import HTTPException
 from . import installation
 from .access.book import open_book
 from .access.gate import Gate, Ticket
-from .access.priority import asked
+from .access.priority import KEPT_FREE, KEPT_FREE_YIELDING, asked
 from .access.usage import BATCH_API
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
@@ -229,8 +229,10 @@ def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Sibli
         lane = LaneMark(siblings.run_dir)
     for model in registry.models.values():
         model.places.on_wait = metrics.slot_waiting_noted
-        model.places.free_for_people = settings.batch_free_slots
         model.places.yielding = yields_to_people(settings.batch_yield, model.settings)
+        model.places.free_for_people = settings.batch_free_slots
+        if settings.batch_free_slots is None:  # yielding (a CPU box): one line beside people, else one slot free
+            model.places.free_for_people = KEPT_FREE_YIELDING if model.places.yielding else KEPT_FREE
         if lane is not None:
             model.places.on_background = lane.noted
             model.places.elsewhere = _told_elsewhere(siblings, lane, model.name)
@@ -244,10 +246,10 @@ def yields_to_people(choice: str, model: ModelSettings) -> bool:
     if choice != "auto":
         return choice == "on"
     local = model.launch is not None or all(is_loopback(urlsplit(url).hostname or "") for url in model.upstreams)
-    return model.kind == "llamacpp" and local and not _has_gpu()
+    return model.kind == "llamacpp" and local and not has_gpu()
 
 
-def _has_gpu() -> bool:
+def has_gpu() -> bool:
     """Whether this machine has a device llama.cpp may decode on besides its CPU: an NVIDIA or AMD GPU's
     device file, a render node (Vulkan, SYCL), or a Mac (Metal)."""
     return sys.platform == "darwin" or any(glob.glob(pattern) for pattern in GPU_DEVICES)

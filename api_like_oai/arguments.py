@@ -139,12 +139,13 @@ def _add_lane_flags(add) -> None:
     add(
         "--batch-free-slots",
         type=count,
-        default=1,
+        default=None,
         metavar="N",
         help="slots of each model that batch lines leave free while people use it (a request of a key's priority "
         "in the last 20 s), so their next request starts at once; at most all but one. On a CPU-bound llama-server "
         "the lines still decoding share every step with a person's prompt: more keeps their first token nearer "
-        "the idle box's, at the cost of the batch's rate while people are about (default: %(default)s)",
+        "the idle box's, at the cost of the batch's rate while people are about (default: all but one where "
+        "--batch-yield is on, else 1)",
     )
     add(
         "--batch-yield",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -216,7 +217,7 @@ def test_a_cpu_bound_box_may_keep_more_slots_free_but_never_every_one():
     assert len(granted) == 1
     granted[0].release()
     assert parse_settings(["--batch-free-slots", "2"]).batch_free_slots == 2
-    assert parse_settings([]).batch_free_slots == slot_queues.KEPT_FREE == 1
+    assert parse_settings([]).batch_free_slots is None and slot_queues.KEPT_FREE == 1  # by --batch-yield (app.py)
     with pytest.raises(SystemExit):
         parse_settings(["--batch-free-slots", "-1"])
 
@@ -304,10 +305,14 @@ def test_batch_yield_is_on_by_default_for_a_cpu_only_box_serving_its_own_models(
     from api_like_oai import app
     from api_like_oai.arguments import parse_settings
 
-    monkeypatch.setattr(app, "_has_gpu", lambda: gpu)
+    monkeypatch.setattr(app, "has_gpu", lambda: gpu)
     settings = parse_settings(["--llama-api", upstream, "--batch-yield", choice])
     assert app.yields_to_people(settings.batch_yield, settings.models[0]) is yields
     assert parse_settings([]).batch_yield == "auto"
+    model = SimpleNamespace(name="m", settings=settings.models[0], places=SlotQueue())
+    app._wire_slot_queues(SimpleNamespace(models={"m": model}), SimpleNamespace(slot_waiting_noted=None), None, settings)
+    model.places.take(4, "normal").release()  # people about, 4 slots
+    assert model.places.yielding is yields and model.places.kept_free() == (3 if yields else 1)  # one line beside them
 
 
 def test_a_word_of_slots_held_elsewhere_expires_if_their_end_is_never_told(monkeypatch):
