@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import functools
+import glob
 import importlib
 import ipaddress
 import logging
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from flask import Flask, Response, g, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -19,7 +22,7 @@ from werkzeug.exceptions import HTTPException
 from . import installation
 from .access.book import open_book
 from .access.gate import Gate, Ticket
-from .access.priority import asked
+from .access.priority import KEPT_FREE, KEPT_FREE_YIELDING, asked
 from .access.usage import BATCH_API
 from .backends.llamacpp import LlamaCppClient
 from .backends.openai import OpenAIUpstream
@@ -75,6 +78,9 @@ if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fl
     from .tracing import Tracing
 
 log = logging.getLogger("api_like_oai")
+# the device files of a GPU llama.cpp may decode on: NVIDIA's, AMD's (ROCm), a render node (Vulkan, SYCL)
+YIELD_WAIT_SECONDS = 30.0  # a stopped batch line waits at most this long for the request it yielded to
+GPU_DEVICES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dri/renderD*")
 
 
 @dataclass(frozen=True)
@@ -195,7 +201,7 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
         from .supervisor.client import SupervisorClient
 
         supervisor = SupervisorClient(supervisor_socket)
-    _wire_slot_queues(registry, metrics, siblings, settings.batch_free_slots)
+    _wire_slot_queues(registry, metrics, siblings, settings)
     return AppState(
         settings,
         registry,
@@ -212,10 +218,10 @@ def _app_state(settings: Settings, run_dir: str | None, supervisor_socket: str |
     )
 
 
-def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Siblings | None, free_for_people: int) -> None:
+def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Siblings | None, settings: Settings) -> None:
     """Each model's slot queue counting its waiters in the metrics (a request without a key's too), leaving
-    `free_for_people` slots free of batch lines while people use it and, with several workers, preempting
-    across them."""
+    --batch-free-slots free of batch lines while people use it, yielding to them by --batch-yield and,
+    with several workers, preempting across them."""
     lane = None
     if siblings is not None:
         from .siblings import LaneMark
@@ -223,10 +229,30 @@ def _wire_slot_queues(registry: ModelRegistry, metrics: Metrics, siblings: Sibli
         lane = LaneMark(siblings.run_dir)
     for model in registry.models.values():
         model.places.on_wait = metrics.slot_waiting_noted
-        model.places.free_for_people = free_for_people
+        model.places.yielding = yields_to_people(settings.batch_yield, model.settings)
+        model.places.free_for_people = settings.batch_free_slots
+        if settings.batch_free_slots is None:  # yielding (a CPU box): one line beside people, else one slot free
+            model.places.free_for_people = KEPT_FREE_YIELDING if model.places.yielding else KEPT_FREE
         if lane is not None:
             model.places.on_background = lane.noted
             model.places.elsewhere = _told_elsewhere(siblings, lane, model.name)
+
+
+def yields_to_people(choice: str, model: ModelSettings) -> bool:
+    """--batch-yield for `model`: on, off, or auto: on when its llama-servers run on this machine (the
+    proxy starts them, or their addresses are loopback) and it has no GPU device (a CPU-only box, where
+    every decoding slot shares the same cores), off otherwise (a GPU decodes lines beside a prompt for
+    little, and stopping them loses their progress; a server elsewhere is not known)."""
+    if choice != "auto":
+        return choice == "on"
+    local = model.launch is not None or all(is_loopback(urlsplit(url).hostname or "") for url in model.upstreams)
+    return model.kind == "llamacpp" and local and not has_gpu()
+
+
+def has_gpu() -> bool:
+    """Whether this machine has a device llama.cpp may decode on besides its CPU: an NVIDIA or AMD GPU's
+    device file, a render node (Vulkan, SYCL), or a Mac (Metal)."""
+    return sys.platform == "darwin" or any(glob.glob(pattern) for pattern in GPU_DEVICES)
 
 
 def _told_elsewhere(siblings: Siblings, lane: LaneMark, name: str):
@@ -234,10 +260,10 @@ def _told_elsewhere(siblings: Siblings, lane: LaneMark, name: str):
     that a request of a key's priority came and holds `running` of its slots here with the others (the
     runner may preempt a line), and told again when it ends; whether they were told."""
 
-    def tell(running: int, came: bool) -> bool:
+    def tell(running: int, came: bool, starting: int = 0) -> bool:
         if came and not lane.elsewhere():
             return False
-        siblings.tell("held", {"model": name, "held": running, "came": came, "worker": os.getpid()})
+        siblings.tell("held", {"model": name, "held": running, "came": came, "starting": starting, "worker": os.getpid()})
         return True
 
     return tell
@@ -246,7 +272,9 @@ def _told_elsewhere(siblings: Siblings, lane: LaneMark, name: str):
 def _heard_held(registry: ModelRegistry, told) -> bool:
     """A sibling's "held": whether a background generation of its model was asked to stop here."""
     model = registry.models.get(told["model"])
-    return model is not None and model.places.heard(told["worker"], int(told["held"]), bool(told["came"]))
+    return model is not None and model.places.heard(
+        told["worker"], int(told["held"]), bool(told["came"]), int(told.get("starting", 0))
+    )
 
 
 def _live_sources(shared: AppState) -> Sources:
@@ -551,7 +579,19 @@ def start_batch_runner(app: Flask, run_dir: str | None = None) -> None:
                 model.facts.known_soon()  # /props asked at most every 10 s while it does not answer
         return max((model.upstream.slot_count() or 1 for model in shared.registry.models.values()), default=1)
 
-    Runner(app, shared.store, shared.gate, slots, shared.metrics, _lane(shared), one_per_instance(run_dir)).start()
+    runner = Runner(app, shared.store, shared.gate, slots, shared.metrics, _lane(shared), one_per_instance(run_dir))
+    runner.until_answered = functools.partial(_until_answered, shared.registry)
+    runner.start()
+
+
+def _until_answered(registry: ModelRegistry, requested) -> None:
+    """Runner.until_answered: a stopped line is run again once the request it yielded to answers (its
+    preparation's CPU would delay that request's first token), at most YIELD_WAIT_SECONDS later."""
+    try:
+        model, _ = registry.lookup(requested if isinstance(requested, str) else None)
+    except ProxyError:
+        return
+    model.places.until_answered(YIELD_WAIT_SECONDS)
 
 
 def _lane(shared: AppState):

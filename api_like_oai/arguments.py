@@ -131,15 +131,31 @@ def _add_key_flags(add) -> None:
         help="the priority for a free upstream slot of requests with a key from --api-key/--admin-key (or with "
         "no key when none is asked); managed keys have their own (keys create --priority) (default: %(default)s)",
     )
+    _add_lane_flags(add)
+
+
+def _add_lane_flags(add) -> None:
+    """What batch lines leave to people (access/priority.py), in the keys' group of --help."""
     add(
         "--batch-free-slots",
         type=count,
-        default=1,
+        default=None,
         metavar="N",
         help="slots of each model that batch lines leave free while people use it (a request of a key's priority "
         "in the last 20 s), so their next request starts at once; at most all but one. On a CPU-bound llama-server "
         "the lines still decoding share every step with a person's prompt: more keeps their first token nearer "
-        "the idle box's, at the cost of the batch's rate while people are about (default: %(default)s)",
+        "the idle box's, at the cost of the batch's rate while people are about (default: all but one where "
+        "--batch-yield is on, else 1)",
+    )
+    add(
+        "--batch-yield",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="on: a request of a key's priority stops every batch line of its model and holds them back until "
+        "its first token, so its prompt is read alone (on a CPU every line decoding beside it shares the cores); "
+        "auto: on for a model whose llama-servers run on this machine when it has no GPU device, off otherwise "
+        "(on a GPU lines beside a prompt cost it little, and stopping them loses their progress) "
+        "(default: %(default)s)",
     )
 
 
@@ -775,6 +791,7 @@ def settings_from_args(args: argparse.Namespace, config=None) -> Settings:
         max_stored_mib=args.max_stored_mib or None,
         api_key_priority=args.api_key_priority,
         batch_free_slots=args.batch_free_slots,
+        batch_yield=args.batch_yield,
         host=args.host,
         port=args.port,
         ollama_listen=_ollama_listen(args),

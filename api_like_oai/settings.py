@@ -91,7 +91,8 @@ class Settings:
     limits_on_store_error: str = "closed"  # a key's limits when the store is unreachable: "open" lets it run
     metrics_per_key: bool = False  # /metrics counts requests and tokens per managed key (by name)
     api_key_priority: str = "normal"  # the flags' keys' place in the queue for a slot (access/priority.py)
-    batch_free_slots: int = 1  # slots of each model batch lines leave free while people use it (access/priority.py)
+    batch_free_slots: int | None = None  # slots batch lines leave free while people use a model; None: by --batch-yield
+    batch_yield: str = "auto"  # "on": a key's request holds every batch line back until its first token; "off"; "auto"
     max_stored_mib: int | None = None  # a key's stored objects at most (a managed key's own wins)
     host: str = "127.0.0.1"
     port: int = 8081

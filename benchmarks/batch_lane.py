@@ -4,9 +4,10 @@ throughput, against the real llama-server and model.
 - **Time to first token** of short streamed chats, one at a time with a pause between them, in three
   conditions: the box idle; a batch running in the lane, holding every slot it may (the first chat finds
   every slot busy with its lines and preempts one; the later ones come while people are about, when the
-  lane keeps a slot free for them: access/priority.py's KEPT_FREE); and the same lines sent as ordinary
-  requests, as many at once as there are slots (what a job does without the lane: nothing is preempted, a
-  chat waits for a slot like any request). Before each chat the row waits until the lines hold every slot
+  lane keeps a slot free for them: access/priority.py's KEPT_FREE; by --batch-yield's default, on a box
+  without a GPU such as the bench's, all but one, and each chat stops every line until its first token); and the same
+  lines sent as ordinary requests, as many at once as there are slots (what a job does without the lane:
+  nothing is preempted, a chat waits for a slot like any request). Before each chat the row waits until the lines hold every slot
   they may again (every slot, or all but the kept ones while a line waits in the proxy for one), so each
   chat meets the busiest box the lane allows. Each condition's chats have their own prefix, so no chat
   finds its prompt cached by another's.
@@ -33,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from api_like_oai.access.priority import KEPT_FREE, PEOPLE_ACTIVE_SECONDS
+from api_like_oai.app import has_gpu
 
 from .processes import Service
 from .results import BatchLaneResult
@@ -41,6 +43,9 @@ from .tables import number, table
 
 SLOTS = 4  # llama_server()'s --parallel
 MORE_FREE = SLOTS - 1  # --batch-free-slots of the second lane condition: one line beside people
+# the slots the lane keeps free by default: all but one where it yields to people (--batch-yield auto: the
+# proxy's llama-server is on loopback, so a box without a GPU), else KEPT_FREE
+DEFAULT_KEPT = KEPT_FREE if has_gpu() else MORE_FREE
 FINISHED = ("completed", "failed", "cancelled", "expired")
 POLL_SECONDS = 0.1  # /slots asked this often before a chat (llama-server's HTTP thread: cheap)
 STATUS_POLL_SECONDS = 0.25  # a batch's status asked this often (through the proxy: kept rare beside the lines)
@@ -91,7 +96,7 @@ def batch_row(binary: str, model: str, plan: BatchPlan, progress: Callable[[str]
     load = ", ".join(f"{n:.2f}" for n in os.getloadavg())
     try:
         fronts[0].start()
-        result = _measured(Rig(llama, fronts[0], plan), progress, load)
+        result = _measured(Rig(llama, fronts[0], plan, kept=DEFAULT_KEPT), progress, load)
         fronts[0].stop()
         more_free = ("--batch-free-slots", str(MORE_FREE))
         fronts.append(proxy(llama.url, "--store", f"sqlite://{store_dir}/more-free.sqlite3", *more_free).start())
@@ -299,7 +304,11 @@ def section(r: BatchLaneResult | None, alone_note: str = "") -> str:
         [label, str(len(getattr(r, f"{condition}_ttft_ms"))), number(r.ttft_p50(condition), 0), ratio]
         for condition, label, ratio in (
             ("idle", "idle box", "1.00x"),
-            ("lane", "a batch in the lane (a slot kept free for people; preemption)", f"{r.ttft_ratio('lane'):.2f}x"),
+            (
+                "lane",
+                "a batch in the lane (the defaults: without a GPU, one line beside people, each stopped for a chat)",
+                f"{r.ttft_ratio('lane'):.2f}x",
+            ),
             ("plain", "the same lines as plain requests (no preemption)", f"{r.ttft_ratio('plain'):.2f}x"),
             (
                 "more_free",
@@ -315,7 +324,8 @@ def section(r: BatchLaneResult | None, alone_note: str = "") -> str:
         [
             "### 2g. People's chats beside a batch, and the batch's throughput (issue 51)",
             f"The real llama-server and model, {r.slots} slots. Short streamed chats one at a time, each sent once "
-            "the lines hold every slot they may (the lane keeps one free while people are about; the plain lines "
+            "the lines hold every slot they may (the lane keeps one free while people are about, all but one by "
+            "default without a GPU; the plain lines "
             "every slot; load average at the start: "
             f"{r.load_average}). {r.preemptions} lines were preempted during the lane's chats "
             f"({r.more_free_preemptions} with --batch-free-slots {r.more_free}); {r.errors} errors." + alone_note,

@@ -25,16 +25,33 @@ frees its slot for the waiter, and the batch runner runs the line again).
 
 While people use a model (a generation of a key's priority ran here, or another worker said it ran one,
 within PEOPLE_ACTIVE_SECONDS), background generations leave `free_for_people` of its slots free
-(--batch-free-slots, default KEPT_FREE; never every slot, so a one-slot model keeps none): a person's
-next request finds a slot at once instead of waiting for a preempted line's. Preempting costs a person
+(--batch-free-slots, default KEPT_FREE, or all but one while yielding; never every slot, so a one-slot
+model keeps none): a person's next request finds a slot at once instead of waiting for a preempted line's.
+Preempting costs a person
 llama-server's notice of the hang-up (it frees the slot after the decoding step under way, at the
 line's next token write: 20 to 70 ms on the bench's 2 cores); a free slot costs nothing. Preemption
 remains for the first request after a quiet spell, a second person at once, and a one-slot model.
 What a free slot does not remove is the compute that the lines still decoding share with the person's
-prompt (llama-server decodes their tokens with it: on the bench's box its 15 new tokens took 124 to 149
-ms beside three decoding lines, 85 to 108 ms alone). On a CPU-bound server that, not the slot, is most of
-what a person waits for beside a batch, which only fewer lines beside people (more slots kept free)
-lessens (docs/batch.md, benchmarks/batch_lane.py).
+prompt: llama-server decodes their tokens in the same steps. On a CPU every decoding slot shares the same
+cores, and that, not the slot, is most of what a person waits for beside a batch (straight to llama-server
+on the bench's 2 cores, one thread: a chat's first token 1.37 to 1.76x the idle box's beside three lines
+decoding, 1.0x beside one). So a queue that is `yielding` (--batch-yield; by default on a model whose
+llama-servers run on a machine with no GPU, app.yields_to_people) stops every background generation when a
+generation of a key's priority comes, not one, and lets none start again until that one's first token is
+passed on (`Place.answer_began`, or its end): its prompt is read alone. Hung up, a line's slot is freed at
+llama-server's next token write, after the step under way; the person's request goes at once to the slot
+kept free, and llama-server starts it with the lines' cancellations mostly already in (1.14 to 1.18x the
+idle box straight to llama-server, against 1.37 to 1.76x without yielding; with no slot free, llama-server
+defers it until one is, a step later: 1.17 to 1.62x). The batch runner prepares a stopped line again only
+once that first token came (`until_answered`): its CPU would delay it too. The cost is the stopped lines'
+progress (each runs again from its prompt, which llama-server still has cached), once per person's request:
+on a GPU, where lines beside a prompt cost it little, that is a loss for nothing, so it is off there. With
+--workers N, the teller says how many of its generations are starting (`heard`'s `starting`), and the
+others hold their lines back until it says its first token came. The hung-up lines' cancellations race
+the person's prompt in llama-server (they are noticed as the step under way ends; a prompt already
+queued may start beside them), so a yielding model keeps all but one slot free by default
+(KEPT_FREE_YIELDING, app._wire_slot_queues): the step they share then carries one line's token, not three
+(through the proxy, 2g: 1.07 to 1.22x the idle box's, against 1.25 to 1.52x beside three lines).
 """
 
 from __future__ import annotations
@@ -62,6 +79,9 @@ HELD_ELSEWHERE_FOR = 30.0
 # of its slots free meanwhile by default (one is a person's next request; a second at once still preempts).
 PEOPLE_ACTIVE_SECONDS = 20.0
 KEPT_FREE = 1
+# ... and by default all but one while they yield to people (a CPU box): the race below is lost beside one line
+# for the cost of its token, not of three.
+KEPT_FREE_YIELDING = 1 << 16
 ASKED = {"flex": "low", "priority": "high", "scale": "high", "high": "high", "normal": "normal", "low": "low"}
 
 
@@ -88,11 +108,12 @@ class Place:
     """A generation's slot, held until `release` (once; later calls do nothing). A background one has
     `preempted`, set when a waiter of a key's priority needs its slot."""
 
-    __slots__ = ("queue", "held", "preempted", "exchanges", "answering", "told")
+    __slots__ = ("queue", "held", "preempted", "exchanges", "answering", "told", "starting")
 
-    def __init__(self, queue: SlotQueue, background: bool = False):
+    def __init__(self, queue: SlotQueue, background: bool = False, starting: bool = False):
         self.queue, self.held = queue, True
         self.told = False  # the other workers were told of it, and are told of its end
+        self.starting = starting  # a key's generation the background ones yield to until its first token
         self.preempted = threading.Event() if background else None
         self.exchanges: list = []  # a background generation's upstream exchanges (backends.http.Exchange)
         # Its answer began (a token came): only then is a hang-up a preemption to its pool, not a server
@@ -104,8 +125,13 @@ class Place:
         self.exchanges.append(exchange)
 
     def answer_began(self) -> None:
+        """Its first token came: a background generation preempted meanwhile is hung up now; one of a key's
+        priority no longer holds the background ones back (`SlotQueue.yielding`)."""
         self.answering = True
-        if self.preempted.is_set():
+        if self.preempted is None:
+            if self.starting:
+                self.queue._started(self)
+        elif self.preempted.is_set():
             self.stop()
 
     def stop(self) -> None:
@@ -127,9 +153,14 @@ class SlotQueue:
     """The generations one pool runs at once, at most `capacity` (given with each `take`, as the servers
     tell it; None: not known, nobody waits), the others waiting in priority order."""
 
-    def __init__(self, on_wait=None, elsewhere=None, free_for_people: int = KEPT_FREE):
+    def __init__(self, on_wait=None, elsewhere=None, free_for_people: int = KEPT_FREE, yielding: bool = False):
         self.running = 0
         self.free_for_people = free_for_people  # slots background generations leave while people are about
+        # a key's generation starting stops every background one, held back until its first token (--batch-yield)
+        self.yielding = yielding
+        self._starting = 0  # the key's generations let in or waiting here whose first token has not come
+        self._none_starting = threading.Event()  # set while _starting is 0 (until_answered)
+        self._none_starting.set()
         self.capacity: int | None = None
         self.ordering = False  # a high or low request came: from now on requests wait here for a slot
         self._waiting: list[_Waiter] = []
@@ -138,10 +169,11 @@ class SlotQueue:
         self._background: list[Place] = []  # the background generations running, oldest first
         self.preemptions = 0
         self.on_wait = on_wait  # on_wait(priority, +1 | -1): a request begins or ends waiting (a gauge)
-        # elsewhere(running here, came) -> told: a generation of a key's priority was let in (came) or
-        # ended; told to the other workers (--workers N), whose background generations make room (heard)
+        # elsewhere(running here, came, starting here) -> told: a generation of a key's priority was let in
+        # (came), began answering or ended; told to the other workers (--workers N), whose background
+        # generations make room (heard)
         self.elsewhere = elsewhere
-        self._held_elsewhere: dict[object, tuple[int, float]] = {}  # by teller: its slots held, since when
+        self._held_elsewhere: dict[object, tuple[int, int, float]] = {}  # by teller: slots held, starting, since
         self._people_until = 0.0  # monotonic: people use the model until then (PEOPLE_ACTIVE_SECONDS)
         self.on_background: Callable[[int], None] | None = None  # (+1 | -1): a background generation starts or ends
 
@@ -157,11 +189,15 @@ class SlotQueue:
             self.capacity = capacity
             self.ordering = self.ordering or priority != NORMAL
             rank = RANK.get(priority, RANK[NORMAL])
+            starting = priority != BACKGROUND and self.yielding
             if priority != BACKGROUND:
                 self._people_came()
+            if starting:
+                self._count_starting(+1)
+                self._preempt_all()
             if capacity is None or not self.ordering or (self._free(priority == BACKGROUND) and not self._ahead(rank)):
                 self.running += 1
-                return self._told(self._placed(priority), priority)
+                return self._told(self._placed(priority, starting), priority)
             waiter = _Waiter(rank, next(self._arrivals))
             heapq.heappush(self._waiting, waiter)
             if priority != BACKGROUND:
@@ -174,12 +210,12 @@ class SlotQueue:
                 with self._lock:
                     self._grant()
         except BaseException:  # the request ended while it waited (a timeout, the client gone, shut-down)
-            self._abandon(waiter)
+            self._abandon(waiter, starting)
             raise
         finally:
             note(priority, -1)
         with self._lock:
-            place = self._placed(priority)
+            place = self._placed(priority, starting)
         return self._told(place, priority)
 
     def _told(self, place: Place, priority: str) -> Place:
@@ -189,23 +225,26 @@ class SlotQueue:
             if self.on_background is not None:
                 self.on_background(+1)
         elif self.elsewhere is not None:
-            place.told = self.elsewhere(self.running, True)
+            place.told = self.elsewhere(self.running, True, self._starting)
         return place
 
-    def heard(self, teller: object, held: int, came: bool) -> bool:
-        """Another worker (`teller`) let in (`came`) or ended a generation of a key's priority and now
-        holds `held` of this pool's slots, which background generations here leave to it until it says
-        they are free. When one came and the slots are past full, the oldest background generation here
-        not asked yet is asked to stop. Whether one was."""
+    def heard(self, teller: object, held: int, came: bool, starting: int = 0) -> bool:
+        """Another worker (`teller`) let in (`came`), began answering or ended a generation of a key's
+        priority and now holds `held` of this pool's slots, `starting` of them not answering yet, which
+        background generations here leave to it until it says they are free (yielding: none runs while
+        one starts). When one came and the slots are past full (yielding: at all), the oldest background
+        generation here not asked yet (yielding: every one) is asked to stop. Whether one was."""
         with self._lock:
             self._people_came()
-            if held > 0:
-                self._held_elsewhere[teller] = (held, time.monotonic())
+            if held > 0 or starting > 0:
+                self._held_elsewhere[teller] = (held, starting, time.monotonic())
             else:
                 self._held_elsewhere.pop(teller, None)
             if not came:
                 self._grant()
                 return False
+            if self.yielding:
+                return self._preempt_all()
             if self.capacity is None or self.running + held <= self.capacity:
                 return False
             return self._preempt_one()
@@ -217,7 +256,10 @@ class SlotQueue:
             return True
         if not background:
             return self.running < self.capacity
-        return self.running + self._elsewhere_now() + self.kept_free() < self.capacity
+        held_elsewhere, starting_elsewhere = self._elsewhere_now()
+        if self.yielding and (self._starting or starting_elsewhere):
+            return False
+        return self.running + held_elsewhere + self.kept_free() < self.capacity
 
     def kept_free(self) -> int:
         """The slots background generations leave free now: `free_for_people` while people use the model
@@ -241,20 +283,54 @@ class SlotQueue:
         (a background one waits for slots another worker holds, which a key's request may take)."""
         return bool(self._waiting) and self._waiting[0].rank <= rank
 
-    def _elsewhere_now(self) -> int:
-        """The slots the other workers' generations hold, as they last said within HELD_ELSEWHERE_FOR."""
+    def _elsewhere_now(self) -> tuple[int, int]:
+        """(slots held, generations starting) of the other workers, as they last said within HELD_ELSEWHERE_FOR."""
         now = time.monotonic()
-        for teller, (_, said_at) in list(self._held_elsewhere.items()):
+        for teller, (*_, said_at) in list(self._held_elsewhere.items()):
             if now - said_at > HELD_ELSEWHERE_FOR:
                 del self._held_elsewhere[teller]
-        return sum(held for held, _ in self._held_elsewhere.values())
+        told = self._held_elsewhere.values()
+        return sum(held for held, _, _ in told), sum(starting for _, starting, _ in told)
 
-    def _placed(self, priority: str) -> Place:
+    def _placed(self, priority: str, starting: bool = False) -> Place:
         """The place of a generation let in (under the lock)."""
-        place = Place(self, background=priority == BACKGROUND)
+        place = Place(self, background=priority == BACKGROUND, starting=starting)
         if place.preempted is not None:
             self._background.append(place)
         return place
+
+    def _preempt_all(self) -> bool:
+        """A key's generation starts while yielding: every background generation is asked to stop (under
+        the lock); whether one was."""
+        stopped = False
+        while self._preempt_one():
+            stopped = True
+        return stopped
+
+    def until_answered(self, timeout: float) -> None:
+        """Wait (at most `timeout` seconds) until no key's generation here waits for its first token: a
+        stopped background generation is prepared again after that, not while its CPU would delay one."""
+        self._none_starting.wait(timeout)
+
+    def _count_starting(self, delta: int) -> None:
+        """One more or one fewer key's generation waiting for its first token (under the lock)."""
+        self._starting += delta
+        if self._starting:
+            self._none_starting.clear()
+        else:
+            self._none_starting.set()
+
+    def _started(self, place: Place) -> None:
+        """A key's generation that held the background ones back began answering, or ended: they may run
+        again once no other starts (here or, as told, elsewhere)."""
+        with self._lock:
+            if not place.starting:
+                return
+            place.starting = False
+            self._count_starting(-1)
+            self._grant()
+        if place.told:
+            self.elsewhere(self.running, False, self._starting)
 
     def _preempt_one(self) -> bool:
         """A waiter of a key's priority came while every slot is busy: the oldest background generation
@@ -266,11 +342,14 @@ class SlotQueue:
                 return True
         return False
 
-    def _abandon(self, waiter: _Waiter) -> None:
+    def _abandon(self, waiter: _Waiter, starting: bool) -> None:
         with self._lock:
+            if starting:
+                self._count_starting(-1)
             if waiter in self._waiting:
                 self._waiting.remove(waiter)
                 heapq.heapify(self._waiting)
+                self._grant()  # (a background waiter it held back)
                 return
         self._release()  # granted just as it gave up: the place goes to the next one
 
@@ -281,12 +360,15 @@ class SlotQueue:
                 self._background.remove(place)
             elif place is not None:
                 self._people_came()  # its end: people are counted from their last answer
+                if place.starting:  # ended before its first token
+                    place.starting = False
+                    self._count_starting(-1)
             self.running -= 1
             self._grant()
         if background and self.on_background is not None:
             self.on_background(-1)
         elif place is not None and place.told:
-            self.elsewhere(self.running, False)
+            self.elsewhere(self.running, False, self._starting)
 
     def _grant(self) -> None:
         """Let in the waiters the free slots allow, first first (under the lock)."""

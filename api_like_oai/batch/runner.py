@@ -57,6 +57,8 @@ class Runner:
     def __init__(self, app, store: Store, gate, slots, metrics=None, lane_open=lambda model: True, elected=lambda: True):
         self.app, self.store, self.gate, self.slots, self.metrics = app, store, gate, slots, metrics
         self.lane_open = lane_open  # lane_open(model asked): whether a line for it may run now (see may_run)
+        # until_answered(model asked): returns once the request a line was stopped for began answering
+        self.until_answered = lambda model: None
         self.elected = elected  # whether this worker is its instance's runner (one_per_instance)
         self.holder = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.running: set[str] = set()
@@ -288,6 +290,7 @@ class Job:
                 time.sleep(LIMITED_PAUSE_SECONDS)
             else:
                 self._count("preempted")
+                self.runner.until_answered(line.body.get("model"))
         if again is not None:
             return  # the batch stops: the line is left for a later run (or the batch's end)
         self._write(lines.answered(line, status, body), lines.succeeded(status))

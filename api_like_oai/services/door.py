@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterator
 from ..access.gate import Ticket
 from ..access.keys import NORMAL
 from ..access.priority import Place, SlotQueue, capped
-from ..backends.events import GenerationEvent, PromptProgress
+from ..backends.events import GenerationEvent, PromptProgress, UpstreamWait
 from ..backends.http import OPENED
 from ..backends.upstream import Capabilities, Renew, Upstream, UpstreamRequest
 from ..errors import Preempted, ProxyError
 
+BEFORE_ANSWER = (PromptProgress, UpstreamWait)  # events that come before a generation's answer
 PREEMPTED = "stopped for an interactive request; the batch runs this line again"
 
 
@@ -160,21 +161,24 @@ class Door:
 
 def _watched(events: Iterator[GenerationEvent], observe, place: Place | None) -> Iterator[GenerationEvent]:
     """`events`, each shown to `observe` first (the key's usage, written as it arrives), the slot `place`
-    released when they end or are closed; a background place preempted ends them with Preempted."""
+    released when they end or are closed, and told when its answer begins (its first event that is not a
+    wait: a token, or the end); a background place preempted ends them with Preempted."""
     preempted = place.preempted if place is not None else None
     try:
-        if observe is None and preempted is None:
+        if observe is None and place is None:
             yield from events
         else:
             for event in events:
-                if preempted is not None:
-                    if preempted.is_set():
-                        raise Preempted(PREEMPTED)
-                    if not place.answering and not isinstance(event, PromptProgress):
-                        place.answer_began()
+                if preempted is not None and preempted.is_set():
+                    raise Preempted(PREEMPTED)
+                began = place is not None and not place.answering and not isinstance(event, BEFORE_ANSWER)
+                if began and preempted is not None:
+                    place.answer_began()
                 if observe is not None:
                     observe(event)
                 yield event
+                if began and preempted is None:
+                    place.answer_began()  # once its first token is passed on: the lines held for it go on
     except ProxyError:
         if preempted is not None and preempted.is_set():
             raise Preempted(PREEMPTED) from None  # its exchange hung up: the upstream's read failed

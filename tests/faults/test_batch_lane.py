@@ -28,14 +28,25 @@ from ..servers import eventually, server_processes
 BATCH_TOKENS = 12  # a batch line's answer, at 0.15 s a token
 
 
+def answers(body: dict) -> list[str]:
+    """The fake's tokens: a batch line's long answer, an interactive request's short one."""
+    return [" b"] * BATCH_TOKENS if "long" in body["prompt"] else [" hi"]
+
+
+@contextlib.contextmanager
+def slow_lane_fake(slots: int):
+    upstream = FakeLlamaCpp(props_extra={"total_slots": slots}, script=answers, behaviour="slow_tokens", token_interval=0.15)
+    upstream.start()
+    try:
+        yield upstream
+    finally:
+        upstream.stop()
+
+
 @pytest.fixture(scope="module")
 def slow_fake():
-    def script(body: dict) -> list[str]:
-        return [" b"] * BATCH_TOKENS if "long" in body["prompt"] else [" hi"]
-
-    upstream = FakeLlamaCpp(props_extra={"total_slots": 1}, script=script, behaviour="slow_tokens", token_interval=0.15).start()
-    yield upstream
-    upstream.stop()
+    with slow_lane_fake(1) as upstream:
+        yield upstream
 
 
 @pytest.fixture(scope="module")
@@ -340,18 +351,12 @@ def test_a_request_in_another_worker_preempts_the_runners_batch_line(slow_fake, 
 
 
 def test_while_people_are_about_the_lane_keeps_a_slot_free_for_their_next_request(start_proxy, tmp_path):
-    """Two slots: the batch takes both while nobody is about; the first person's request preempts a line,
-    and from then on the lane runs its lines in one slot, so the person's next request finds the other free
-    (nothing preempted) while a line waits in the proxy; every line is still answered once."""
-
-    def script(body: dict) -> list[str]:
-        return [" b"] * BATCH_TOKENS if "long" in body["prompt"] else [" hi"]
-
-    fake = FakeLlamaCpp(props_extra={"total_slots": 2}, script=script, behaviour="slow_tokens", token_interval=0.15).start()
-    try:
-        proxy = start_proxy(
-            "--llama-api", fake.url, "--chat-prompt-model", "chatml", "--store", f"sqlite:///{tmp_path / 'store.sqlite3'}"
-        )
+    """Two slots, --batch-yield off (a GPU's way): the batch takes both while nobody is about; the first
+    person's request preempts a line, and from then on the lane runs its lines in one slot, so the person's
+    next request finds the other free (nothing preempted) while a line waits in the proxy; every line is
+    still answered once."""
+    with slow_lane_fake(2) as fake:
+        proxy = lane_proxy(start_proxy, fake, tmp_path, "--batch-yield", "off")
         client = openai_client(proxy.url)
         batch = batch_of(client, 3)
         eventually(lambda: fake.streaming == 2, "the batch's lines in both slots")
@@ -363,8 +368,11 @@ def test_while_people_are_about_the_lane_keeps_a_slot_free_for_their_next_reques
         assert done.status == "completed" and done.request_counts.completed == 3
         assert len(client.files.content(done.output_file_id).text.splitlines()) == 3
         assert preemptions(proxy) == 1  # the next request found the free slot: nothing was stopped for it
-    finally:
-        fake.stop()
+
+
+def lane_proxy(start_proxy, fake: FakeLlamaCpp, tmp_path: Path, *flags: str):
+    store = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    return start_proxy("--llama-api", fake.url, "--chat-prompt-model", "chatml", "--store", store, *flags)
 
 
 def lines_waiting(proxy) -> int:
@@ -373,3 +381,20 @@ def lines_waiting(proxy) -> int:
         if row.startswith('api_like_oai_slot_waiting{priority="background"}'):
             return int(float(row.rsplit(" ", 1)[1]))
     return 0
+
+
+def test_yielding_a_persons_request_stops_every_line_and_its_prompt_goes_before_any_again(start_proxy, tmp_path):
+    """Three slots and --batch-yield on (a CPU box's default): the batch holds every slot; a person's request
+    stops all three lines, reaches llama.cpp before any of them runs again (they wait for its first token),
+    and every line is still answered once."""
+    with slow_lane_fake(3) as fake:
+        proxy = lane_proxy(start_proxy, fake, tmp_path, "--batch-yield", "on")
+        client = openai_client(proxy.url)
+        batch = batch_of(client, 4)
+        eventually(lambda: fake.streaming == 3, "the batch's lines in every slot")
+        assert client.chat.completions.create(**chat("an interactive question person")).choices[0].message.content == " hi"
+        said = prompts(fake)
+        assert sorted(said[:3]) == ["line-0", "line-1", "line-2"] and said[3] == "person" and preemptions(proxy) == 3
+        done = finished(client, batch.id)
+        assert done.status == "completed" and done.request_counts.completed == 4
+        assert sorted(prompts(fake)) == sorted(["person", "line-3"] + ["line-0", "line-1", "line-2"] * 2)  # each stopped once

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -116,7 +117,7 @@ def test_a_key_request_under_the_slot_count_preempts_nothing():
 def test_a_request_let_in_by_another_worker_preempts_a_line_here_only_past_the_slots():
     """--workers N: the runner's queue hears of the other workers' requests (elsewhere -> heard)."""
     told: list[tuple[int, bool]] = []
-    other_worker, runner = SlotQueue(elsewhere=lambda held, came: told.append((held, came)) or True), SlotQueue()
+    other_worker, runner = SlotQueue(elsewhere=lambda held, came, starting: told.append((held, came)) or True), SlotQueue()
     lines = [runner.take(2, BACKGROUND) for _ in range(2)]
     first = other_worker.take(None, "normal")  # not ordering there: let in at once, and told
     other_worker.take(None, "low")
@@ -216,7 +217,7 @@ def test_a_cpu_bound_box_may_keep_more_slots_free_but_never_every_one():
     assert len(granted) == 1
     granted[0].release()
     assert parse_settings(["--batch-free-slots", "2"]).batch_free_slots == 2
-    assert parse_settings([]).batch_free_slots == slot_queues.KEPT_FREE == 1
+    assert parse_settings([]).batch_free_slots is None and slot_queues.KEPT_FREE == 1  # by --batch-yield (app.py)
     with pytest.raises(SystemExit):
         parse_settings(["--batch-free-slots", "-1"])
 
@@ -235,6 +236,83 @@ def test_a_request_another_worker_let_in_keeps_a_slot_free_here_too(monkeypatch)
     assert len(granted) == 1
     for place in [*lines, *granted]:
         place.release()
+
+
+def test_yielding_a_persons_request_stops_every_line_and_holds_them_until_its_first_token():
+    """--batch-yield on (a CPU box): the lines decoding beside a prompt share its compute, so a key's request
+    stops all of them, not one, and they run again once it answers; nothing holds them after."""
+    queue = SlotQueue(yielding=True)
+    lines = [queue.take(4, BACKGROUND) for _ in range(3)]
+    person = queue.take(4, "normal")  # the slot kept free: it goes at once, and every line is stopped
+    assert all(place.preempted.is_set() for place in lines) and queue.preemptions == 3
+    for place in lines:
+        place.release()
+    again, granted = waiting_for(queue, BACKGROUND, 4)
+    assert granted == [] and queue.running == 1  # a stopped line sent again would read beside its prompt
+    person.answer_began()  # its first token
+    again.join(5)
+    assert len(granted) == 1 and not granted[0].preempted.is_set()
+    person.release()
+    granted[0].release()
+    assert queue.running == 0 and queue._starting == 0
+
+
+def test_yielding_a_request_ended_before_its_first_token_or_given_up_waiting_holds_nothing():
+    queue = SlotQueue(yielding=True)
+    line = queue.take(1, BACKGROUND)
+    queue._recheck_in = lambda: (_ for _ in ()).throw(TimeoutError())  # its wait ends: its client left
+    with pytest.raises(TimeoutError):  # one slot, the line's: it waited and gave up
+        queue.take(1, "normal")
+    del queue._recheck_in
+    assert line.preempted.is_set() and queue._starting == 0
+    line.release()
+    failed = queue.take(1, "normal")
+    failed.release()  # ended without an answer (an upstream error)
+    assert queue._starting == 0 and queue.take(1, BACKGROUND).held
+
+
+def test_yielding_another_workers_request_stops_every_line_here_until_it_says_it_answers():
+    told: list[tuple[int, bool, int]] = []
+    other_worker = SlotQueue(elsewhere=lambda held, came, starting: told.append((held, came, starting)) or True)
+    other_worker.yielding = True
+    person = other_worker.take(None, "normal")
+    person.answer_began()
+    person.release()
+    assert told == [(1, True, 1), (1, False, 0), (0, False, 0)]  # came, answering, ended
+    runner = SlotQueue(yielding=True)
+    lines = [runner.take(3, BACKGROUND) for _ in range(2)]
+    assert runner.heard("other", 1, True, 1) and all(place.preempted.is_set() for place in lines)
+    for place in lines:
+        place.release()
+    again, granted = waiting_for(runner, BACKGROUND, 3)
+    assert granted == []
+    assert not runner.heard("other", 1, False, 0)  # it answers: the line goes (its slot still counted)
+    again.join(5)
+    assert len(granted) == 1
+
+
+@pytest.mark.parametrize(
+    ("choice", "upstream", "gpu", "yields"),
+    [
+        ("auto", "http://127.0.0.1:8080", False, True),  # a CPU-only box serving its own llama-server
+        ("auto", "http://127.0.0.1:8080", True, False),  # a GPU: lines beside a prompt cost it little
+        ("auto", "http://10.0.0.5:8080", False, False),  # a server elsewhere: its devices are not known
+        ("on", "http://10.0.0.5:8080", True, True),
+        ("off", "http://127.0.0.1:8080", False, False),
+    ],
+)
+def test_batch_yield_is_on_by_default_for_a_cpu_only_box_serving_its_own_models(monkeypatch, choice, upstream, gpu, yields):
+    from api_like_oai import app
+    from api_like_oai.arguments import parse_settings
+
+    monkeypatch.setattr(app, "has_gpu", lambda: gpu)
+    settings = parse_settings(["--llama-api", upstream, "--batch-yield", choice])
+    assert app.yields_to_people(settings.batch_yield, settings.models[0]) is yields
+    assert parse_settings([]).batch_yield == "auto"
+    model = SimpleNamespace(name="m", settings=settings.models[0], places=SlotQueue())
+    app._wire_slot_queues(SimpleNamespace(models={"m": model}), SimpleNamespace(slot_waiting_noted=None), None, settings)
+    model.places.take(4, "normal").release()  # people about, 4 slots
+    assert model.places.yielding is yields and model.places.kept_free() == (3 if yields else 1)  # one line beside them
 
 
 def test_a_word_of_slots_held_elsewhere_expires_if_their_end_is_never_told(monkeypatch):
@@ -303,6 +381,25 @@ def test_the_door_stops_a_preempted_generation_at_its_next_event_and_frees_its_s
     waiter.join(5)
     assert upstream.closed and len(granted) == 1 and queue.running == 1
     granted[0].release()
+
+
+def test_the_door_tells_the_queue_when_a_persons_answer_begins_so_the_lines_held_for_it_go_on():
+    upstream, queue = Slow(), SlotQueue(yielding=True)
+    upstream.slot_count = lambda: 3  # the person's, one kept free for the next, one for a line
+    events = Door(upstream, queue).generate(UpstreamRequest("/completion", {}))  # no key: a person's
+    line, granted = waiting_for(queue, BACKGROUND, 3)
+    assert granted == []  # its prompt is read alone
+    upstream.next.release()
+    assert next(events).text == "t0"
+    time.sleep(0.05)
+    assert granted == []  # its first token is on its way to the client first
+    upstream.next.release()
+    assert next(events).text == "t1"  # passed on: the line goes
+    line.join(5)
+    assert len(granted) == 1 and queue.running == 2
+    events.close()
+    granted[0].release()
+    assert queue.running == 0
 
 
 class HungUp(Slow):
