@@ -538,9 +538,13 @@ class RatioRow:
         return max(spreads, default=math.nan)
 
     def floor_error(self, target: str = "proxy", floor: str = "floor") -> float:
-        """A request-cost row's standard error of `target` ÷ `floor`, a share of it (see block_error)."""
+        """A request-cost row's standard error of `target` ÷ `floor`, a share of it (see block_error); NaN
+        for a row measured before the interleaved blocks (its separate windows are no blocks: results.json
+        of an earlier whole run, shown beside a part measured alone)."""
         cell, under = self.cell(target), self.cell(floor)
-        return block_error(under.window_costs, cell.window_costs) if cell and under else math.nan
+        if not (cell and under and self.block_seconds):
+            return math.nan
+        return block_error(under.window_costs, cell.window_costs)
 
     def errors(self, of: tuple[str, ...] = ("direct", "floor", "proxy")) -> int:
         """Failed requests of the proxy and the neighbours it is divided by (LiteLLM's count against it alone)."""
@@ -1029,7 +1033,8 @@ def _ratio_judged(name: str, goal: str, rows: list[RatioRow], value, show: str, 
         return TargetCheck(name, goal, "not measured", False)
     values = [value(row) for row in rows]
     measured = "; ".join(
-        f"{row.name}: {show.format(v)}" + (f" ({row.errors()} errors)" if row.errors() else "")
+        f"{row.name}: {'not measured' if math.isnan(v) else show.format(v)}"
+        + (f" ({row.errors()} errors)" if row.errors() else "")
         for row, v in zip(rows, values, strict=True)
     )
     known = [v for v in values if not math.isnan(v)]

@@ -33,7 +33,8 @@ def cpu_row(name: str, kind: str, floor: float, proxy: float, litellm: float, er
         windows = [per_token if kind == "token" else per_request] * 4
         return FrontCell(target, 100, 8.0, per_request, per_token, errors if target == "proxy" else 0, window_costs=windows)
 
-    return RatioRow(name, kind, 8, [cell("floor", floor), cell("proxy", proxy), cell("litellm", litellm)], "1.00")
+    cells = [cell("floor", floor), cell("proxy", proxy), cell("litellm", litellm)]
+    return RatioRow(name, kind, 8, cells, "1.00", block_seconds=2.0 if kind == "request" else 0.0)
 
 
 def generation_row(
@@ -279,3 +280,13 @@ def test_blocks_are_added_until_every_front_over_the_floor_is_known_within_the_p
     spent[BEFORE] = ratios._Totals(windows=[200.0, 260.0, 220.0, 280.0])
     assert not ratios._known(spent, plan)  # the earlier proxy not yet known
     assert not ratios._known({"floor": ratios._Totals(windows=[100.0] * 2), "proxy": ratios._Totals(windows=[250.0] * 2)}, plan)
+
+
+def test_a_request_cost_row_of_a_run_before_the_blocks_has_no_standard_error_to_meet_its_target_with():
+    """results.json of an earlier whole run (separate windows, no blocks) shown beside a part measured
+    alone: its windows are no blocks, so its error is unknown, not a false ±0% that meets the target."""
+    old = cpu_row("non-streamed, instant upstream, 8 clients", "request", 600.0, 700.0, 9000.0)
+    old.block_seconds = 0.0
+    assert math.isnan(old.floor_error())
+    verdicts = ratio_targets(results_with([old]))
+    assert not next(met for name, (_, met) in verdicts.items() if name.startswith("request-cost rows"))
