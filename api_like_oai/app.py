@@ -78,8 +78,8 @@ if TYPE_CHECKING:  # built only with their flags: traces, the supervisor, the fl
     from .tracing import Tracing
 
 log = logging.getLogger("api_like_oai")
-# the device files of a GPU llama.cpp may decode on: NVIDIA's, AMD's (ROCm), a render node (Vulkan, SYCL)
 YIELD_WAIT_SECONDS = 30.0  # a stopped batch line waits at most this long for the request it yielded to
+# the device files of a GPU llama.cpp may decode on: NVIDIA's, AMD's (ROCm), a render node (Vulkan, SYCL)
 GPU_DEVICES = ("/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dri/renderD*")
 
 
