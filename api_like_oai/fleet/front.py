@@ -79,15 +79,8 @@ class FleetFront:
         boxes = self.membership.boxes()
         starting_on = self._cold_start(model, boxes)
         candidates = place(model, boxes, session=session_key(body), starting_on=starting_on) or self._pooled(model, boxes)
-        if not candidates and model in fleet_models(boxes):
-            raise FleetUnavailable(f"no box of the fleet has room for model {model!r} now, alone or pooled over RPC")
-        if not candidates and model in self.membership.remembered():
-            raise BoxesGone(model)
         if not candidates:
-            raise ModelNotFound(
-                f"model {model!r} does not exist in the fleet; known models: {', '.join(sorted(fleet_models(boxes)))}",
-                param="model",
-            )
+            raise self._unplaceable(model, boxes, ", alone or pooled over RPC")
 
         def refused(candidate: Candidate) -> None:
             on_passed_over(candidate.address)
@@ -116,13 +109,15 @@ class FleetFront:
         answers = [self.relay.unload(box.address, model) for box in sorted(boxes, key=lambda box: box.address)]
         return answers[-1]
 
-    def _unplaceable(self, model: str, boxes: list[Box]) -> Exception:
-        """Why `model` has no box: gone (a 503 to retry), no room (a 503), or not the fleet's (a 404)."""
+    def _unplaceable(self, model: str, boxes: list[Box], tried: str = "") -> Exception:
+        """Why `model` has no box (`tried`: how else it was tried): no room (a 503), its boxes gone (a 503 to
+        retry), or not the fleet's (a 404 naming the fleet's models)."""
         if model in fleet_models(boxes):
-            return FleetUnavailable(f"no box of the fleet has room for model {model!r} now")
+            return FleetUnavailable(f"no box of the fleet has room for model {model!r} now{tried}")
         if model in self.membership.remembered():
             return BoxesGone(model)
-        return ModelNotFound(f"model {model!r} does not exist in the fleet", param="model")
+        known = ", ".join(sorted(fleet_models(boxes)))
+        return ModelNotFound(f"model {model!r} does not exist in the fleet; known models: {known}", param="model")
 
     def _cold_start(self, model: str, boxes: list[Box]) -> str | None:
         """The box the fleet starts `model` on when no box has it loaded or loading: the lock's (this
