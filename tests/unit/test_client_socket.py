@@ -53,18 +53,18 @@ def test_a_message_in_frames_is_one_message_and_a_ping_is_answered(pair):
     assert sent.data == '{"type":"response.created"}' and sent.message_finished
 
 
-def test_a_message_past_the_limit_closes_the_socket_1009(pair):
+@pytest.mark.parametrize(
+    "frames",
+    [
+        lambda client: client.send(TextMessage("x" * 65)),  # a message past the limit
+        # a flood of empty frames, bounded as a long message is
+        lambda client: b"".join(client.send(TextMessage("", message_finished=False)) for _ in range(65)),
+    ],
+    ids=["a long message", "a flood of empty frames"],
+)
+def test_a_message_past_the_limit_closes_the_socket_1009(pair, frames):
     server, client, client_end = pair
-    client_end.sendall(client.send(TextMessage("x" * 65)))
-    with pytest.raises(SocketClosed):
-        server.receive(5)
-    [closed] = events(client, client_end)
-    assert isinstance(closed, CloseConnection) and closed.code == 1009
-
-
-def test_a_flood_of_empty_frames_is_bounded_as_a_long_message_is(pair):
-    server, client, client_end = pair
-    client_end.sendall(b"".join(client.send(TextMessage("", message_finished=False)) for _ in range(65)))
+    client_end.sendall(frames(client))
     with pytest.raises(SocketClosed):
         server.receive(5)
     [closed] = events(client, client_end)
