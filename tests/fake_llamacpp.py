@@ -110,6 +110,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         per_token = timings if self.fake.requests[-1].get("timings_per_token") else {}
         if self.fake.requests[-1].get("return_progress"):
             self._prompt_progress()
+        if behaviour == "slow_prefill":
+            self.wfile.flush()
+            time.sleep(self.fake.hang_seconds)  # a long prompt read: the head sent, no token yet
         if behaviour == "die_in_prefill":
             self.wfile.flush()
             self.connection.shutdown(2)  # lost while reading the prompt: nothing of an answer was sent

@@ -64,6 +64,24 @@ class PromptProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class Accepted:
+    """The upstream took the request (its 200 head came) and is reading the prompt: the first event of
+    every streamed generation, long before its first token (llama-server sends its head as it queues the
+    task, after refusing what it refuses with a status). A streamed answer starts here, so its own head
+    and the app's work on the response are done while llama.cpp computes, not after the first token
+    (issue 54); a failure after it is the stream's error event, as llama.cpp's own stream gives it. Like
+    PromptProgress it says nothing of the answer and goes no further than generation.py."""
+
+    index: int = 0
+    finish_reason: ClassVar[None] = None
+
+
+# What a generation's events may begin with while the prompt is read: a server lost then has given out
+# nothing of the answer, so the pool starts the request on another one (pool._relay).
+PROMPT_READING = (Accepted, PromptProgress)
+
+
+@dataclass(frozen=True, slots=True)
 class TokenLogprob:
     token: str
     logprob: float
@@ -79,3 +97,7 @@ class UpstreamWait:
 
     index: int = 0
     finish_reason: ClassVar[None] = None
+
+
+# Every event that comes before a generation's answer: no token, no count of one (door.py, mcp_loop.py).
+BEFORE_ANSWER = (*PROMPT_READING, UpstreamWait)

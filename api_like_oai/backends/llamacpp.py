@@ -19,7 +19,7 @@ import orjson
 from ..compact_json import json_bytes
 from ..errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from . import http
-from .events import GenerationEvent, PromptProgress, TokenLogprob
+from .events import Accepted, GenerationEvent, PromptProgress, TokenLogprob
 
 if TYPE_CHECKING:
     from .media import Media
@@ -108,6 +108,8 @@ class LlamaCppClient:
         are handled too. Transport failures become the errors the proxy maps."""
         finished = False
         try:
+            if not batched:  # a fold starts its answer at the end: nothing to start early
+                yield Accepted(index)
             if batched:
                 yield from self._batched_events(response, index)
             else:

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from .. import sse
 from ..errors import ProxyError, UpstreamUnavailable
-from .events import GenerationEvent, PromptProgress, UpstreamWait
+from .events import PROMPT_READING, GenerationEvent, UpstreamWait
 from .llamacpp import LlamaCppClient, RawAnswer, UpstreamProps
 from .routing import Affinity, Route, Router, RoutingPolicy, UpstreamLoad, wants_probabilities
 from .upstream import Capabilities, Renew, UpstreamRequest, not_supported
@@ -134,9 +134,9 @@ class UpstreamPool:
     ) -> Iterator[GenerationEvent]:
         """The events of the generation `started` (server, (events, first)) on one of `clients`."""
 
-        def elsewhere(lost: LlamaCppClient):
+        def elsewhere(lost: LlamaCppClient, why: str):
             rest = clients[clients.index(lost) + 1 :]
-            moved, restarted = self._first_to_start(start, on_chosen, rest, renew)
+            moved, restarted = self._first_to_start(start, on_chosen, rest, renew, [why])
             with self._lock:
                 self.router.learn(affinity, moved.base_url)
             return moved, restarted
@@ -222,13 +222,16 @@ class UpstreamPool:
     def listed(self) -> list[dict]:
         return [{"url": url, "healthy": healthy} for url, healthy in self.healthy.items()]
 
-    def _first_to_start(self, start, on_chosen, clients: list[LlamaCppClient], renew: Renew | None = None):
+    def _first_to_start(
+        self, start, on_chosen, clients: list[LlamaCppClient], renew: Renew | None = None, earlier: list[str] | None = None
+    ):
         """(server, start(server, whether it is the last candidate)) for the first of `clients` whose
         start does not raise UpstreamUnavailable; the server counts as in flight from its attempt on.
         For a started model whose replicas all failed so, once more on those the supervisor gives back
-        (it restarts a model that crashed; the request waits for it as for any load)."""
+        (it restarts a model that crashed; the request waits for it as for any load). `earlier`: the
+        failures before these (a server lost while it read the prompt), named in the error too."""
         try:
-            return self._first_of(start, on_chosen, clients)
+            return self._first_of(start, on_chosen, clients, earlier)
         except UpstreamUnavailable:
             if renew is None:
                 raise
@@ -236,8 +239,8 @@ class UpstreamPool:
         self.serve_only(list(ready))
         return self._first_of(start, on_chosen, [client for client in self.clients if client.base_url in ready])
 
-    def _first_of(self, start, on_chosen, clients: list[LlamaCppClient]):
-        failures = []
+    def _first_of(self, start, on_chosen, clients: list[LlamaCppClient], earlier: list[str] | None = None):
+        failures = list(earlier or ())
         for position, client in enumerate(clients):
             if on_chosen:
                 on_chosen(client.base_url)
@@ -255,30 +258,30 @@ class UpstreamPool:
 
     def _relay(self, client: LlamaCppClient, first, events, elsewhere=None) -> Iterator[GenerationEvent]:
         """The events of `client`'s generation. A server lost while it is still reading the prompt (only
-        prompt progress so far: nothing of the answer was given out) is left for the next one that
-        starts it, `elsewhere(lost) -> (server, (events, first))`; the client sees the prefill begin again."""
-        reading = isinstance(first, PromptProgress)
+        its acceptance and prompt progress so far: nothing of the answer was given out) is left for the next one that
+        starts it, `elsewhere(lost, why) -> (server, (events, first))`; the client sees the prefill begin again."""
+        reading = isinstance(first, PROMPT_READING)
         try:
             while True:
                 try:
                     if first is not None:
                         yield first
                     for event in events:  # while the prompt is read
-                        reading = reading and isinstance(event, PromptProgress)
+                        reading = reading and isinstance(event, PROMPT_READING)
                         yield event
                         if not reading:
                             break
                     yield from events  # the tokens, passed on by the interpreter without a loop here
                     return
-                except UpstreamUnavailable:
+                except UpstreamUnavailable as loss:
                     if not reading or elsewhere is None:
                         raise
                     lost, client = client, None  # nothing held while the next one starts
                     events.close()
                     self._count(lost, -1)
                     self.mark(lost, healthy=False)
-                    client, (events, first) = elsewhere(lost)
-                    reading = isinstance(first, PromptProgress)
+                    client, (events, first) = elsewhere(lost, loss.message)
+                    reading = isinstance(first, PROMPT_READING)
         finally:
             if client is not None:
                 events.close()

@@ -23,12 +23,11 @@ from collections.abc import Callable, Iterator
 from ..access.gate import Ticket
 from ..access.keys import NORMAL
 from ..access.priority import Place, SlotQueue, capped
-from ..backends.events import GenerationEvent, PromptProgress, UpstreamWait
+from ..backends.events import BEFORE_ANSWER, GenerationEvent
 from ..backends.http import OPENED
 from ..backends.upstream import Capabilities, Renew, Upstream, UpstreamRequest
 from ..errors import Preempted, ProxyError
 
-BEFORE_ANSWER = (PromptProgress, UpstreamWait)  # events that come before a generation's answer
 PREEMPTED = "stopped for an interactive request; the batch runs this line again"
 
 

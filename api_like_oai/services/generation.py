@@ -13,7 +13,7 @@ from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from .. import sse
-from ..backends.events import GenerationEvent, PromptProgress, UpstreamWait
+from ..backends.events import Accepted, GenerationEvent, PromptProgress, UpstreamWait
 from ..dialects.blocks import Blocks
 from ..errors import ProxyError
 from ..observability import LOADING_MODEL
@@ -83,11 +83,17 @@ def _prompt_read(events: Iterator, context: Context, keepalive: bytes | None) ->
     pool's UpstreamWait (a crashed model being restarted: services/waiting.py) and llama.cpp's progress
     events, yielding `keepalive` for each wait and after each progress event that ends a silence of
     sse.KEEPALIVE_SECONDS (a client waiting on a restart or a long prompt does not time out); returns
-    the answer's first event, None if there is none. Nothing of either reaches the answer."""
+    the answer's first event, None if there is none. Nothing of either reaches the answer. A stream
+    (`keepalive` given) yields an empty piece for the upstream's Accepted: the server writes the answer's
+    head then (the worker holds it for the first chunk, worker.send_flags), while the prompt is read."""
     record = context.record
     last_sent = time.monotonic()
     for event in events:
         kind = type(event)
+        if kind is Accepted:
+            if keepalive is not None:
+                yield b""
+            continue
         if kind is UpstreamWait:
             if record:
                 record.phase = LOADING_MODEL

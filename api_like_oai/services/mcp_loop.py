@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from pydantic import TypeAdapter
 
-from ..backends.events import GenerationEvent, ItemStep, PromptProgress, UpstreamWait
+from ..backends.events import BEFORE_ANSWER, GenerationEvent, ItemStep
 from ..dialects import responses_mcp as items
 from ..dialects.responses_tools import Toolbox
 from ..errors import InvalidRequest, PermissionDenied, UpstreamUnavailable
@@ -288,10 +288,11 @@ def choice_satisfied(chat: ChatCompletionRequest) -> ChatCompletionRequest:
 
 
 def _released(events: Iterator, steps: Callable | None) -> Iterator[GenerationEvent]:
-    """A later round's events without llama.cpp's prompt progress (which only the first round's reader
-    takes off the front), transformed by `steps`; closing them releases the upstream."""
+    """A later round's events without those before its answer (its acceptance, llama.cpp's prompt
+    progress: only the first round's reader takes them off the front), transformed by `steps`; closing
+    them releases the upstream."""
     try:
-        answer = (event for event in events if type(event) not in (PromptProgress, UpstreamWait))
+        answer = (event for event in events if not isinstance(event, BEFORE_ANSWER))
         yield from steps(answer) if steps else answer
     finally:
         close(events)

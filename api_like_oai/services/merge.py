@@ -17,7 +17,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 
-from ..backends.events import GenerationEvent
+from ..backends.events import PROMPT_READING, GenerationEvent
 from ..backends.upstream import UpstreamRequest
 from ..errors import ProxyError
 from .inflight import Context
@@ -133,7 +133,8 @@ def _pump(start_generation, arrivals: queue.Queue, stopped: threading.Event) -> 
         for event in events:
             if stopped.is_set():
                 break
-            arrivals.put(event)
+            if not isinstance(event, PROMPT_READING):  # interleaved choices start together, at their first tokens
+                arrivals.put(event)
     except ProxyError as exc:
         arrivals.put(exc)
     except Exception:

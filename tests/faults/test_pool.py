@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from api_like_oai.backends.events import Accepted, GenerationEvent
 from api_like_oai.backends.llamacpp import LlamaCppClient
 from api_like_oai.backends.pool import UpstreamPool
 from api_like_oai.backends.routing import RoutingPolicy
@@ -17,7 +18,8 @@ REQUEST = UpstreamRequest.of("/completion", PAYLOAD)
 
 
 def text_of(events) -> str:
-    return "".join(event.text for event in events)
+    """The answer's text (the events before it, Accepted and the waits, carry none)."""
+    return "".join(event.text for event in events if isinstance(event, GenerationEvent))
 
 
 def test_requests_go_to_the_upstream_with_fewest_in_flight(fakes):
@@ -176,7 +178,7 @@ def test_a_generation_waiting_for_its_restart_says_so_until_it_is_ready(fakes):
     routes = []
     events = list(pool.generate(REQUEST, renew=lambda unreachable: wait, on_routed=routes.append))
     assert [type(event) for event in events[:2]] == [UpstreamWait, UpstreamWait]
-    assert "".join(event.text for event in events[2:]) == " Hello, world!"
+    assert type(events[2]) is Accepted and text_of(events[3:]) == " Hello, world!"
     assert timeouts == [0, 5.0, 5.0]  # a keep-alive at once, then one per interval
     assert [(route.order, route.reason) for route in routes] == [((crashed.url,), "restart")]  # the log's and /metrics' reason
     crashed.behaviour = "loading"

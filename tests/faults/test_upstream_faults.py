@@ -60,10 +60,20 @@ def test_hanging_upstream_is_504_after_the_read_timeout(proxy, fake, stream):
     assert time.monotonic() - started < fake.hang_seconds
 
 
-@pytest.mark.parametrize("stream", [False, True])
-def test_malformed_json_is_502(proxy, fake, stream):
+def test_malformed_json_is_502(proxy, fake):
     fake.behaviour = "malformed"
-    assert "malformed" in assert_error(post(proxy, stream), 502, "bad_upstream_response")["message"]
+    assert "malformed" in assert_error(post(proxy, False), 502, "bad_upstream_response")["message"]
+
+
+def test_a_malformed_event_after_the_upstream_accepted_a_stream_is_its_error_event(proxy, fake):
+    """llama.cpp's 200 head starts the proxy's stream (issue 54: its head goes out while the prompt is
+    read), so what fails after it ends that stream with the API's error event, as llama.cpp's own would."""
+    fake.behaviour = "malformed"
+    response = post(proxy, True)
+    assert response.status_code == 200
+    error = events_of(response)[-1]["error"]
+    assert error["code"] == "bad_upstream_response" and "malformed" in error["message"]
+    assert "[DONE]" not in response.text
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -76,6 +86,32 @@ def test_loading_model_is_503(proxy, fake):
     fake.behaviour = "loading"
     assert "Loading model" in assert_error(post(proxy, False), 503, "upstream_unavailable")["message"]
     assert requests.get(proxy.url + "/health", timeout=10).status_code == 503
+
+
+HI = [{"role": "user", "content": "Hi"}]
+STREAMED = {
+    "/v1/completions": {"prompt": "Hi", "max_tokens": 8, "stream": True},
+    "/v1/chat/completions": {"messages": HI, "max_tokens": 8, "stream": True},
+    "/v1/messages": {"model": "claude-sonnet-4-5", "messages": HI, "max_tokens": 8, "stream": True},
+    "/v1/responses": {"model": "gpt-5", "input": "Hi", "max_output_tokens": 8, "stream": True, "store": False},
+    "/api/chat": {"model": "llama3", "messages": HI},
+}
+
+
+@pytest.mark.parametrize("path", sorted(STREAMED))
+def test_a_stream_begins_when_the_upstream_accepts_it_not_at_its_first_token(proxy, fake, path):
+    """Issue 54: llama.cpp sends its 200 head as it queues the request, long before the first token; the
+    proxy's answer starts then (backends.events.Accepted), so the app's work on its response and its head
+    are done while the prompt is read, not between the first token and the client. Here the prompt is
+    read for 0.9 s (under the module's --read-timeout): the head comes within the worker's hold on it
+    (the kernel's 200 ms), the text after."""
+    fake.behaviour, fake.hang_seconds = "slow_prefill", 0.9
+    started = time.monotonic()
+    with requests.post(proxy.url + path, json=STREAMED[path], stream=True, timeout=30) as response:
+        began = time.monotonic() - started  # requests returns once the head is read
+        body = response.content.decode()
+    assert response.status_code == 200 and began < 0.6, (response.status_code, began)
+    assert time.monotonic() - started >= 0.9 and "Hello" in body
 
 
 def test_upstream_dying_mid_stream_ends_the_stream_with_an_error_event(proxy, fake):
