@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import statistics
+import time
 
 import pytest
 
@@ -290,3 +291,29 @@ def test_a_request_cost_row_of_a_run_before_the_blocks_has_no_standard_error_to_
     assert math.isnan(old.floor_error())
     verdicts = ratio_targets(results_with([old]))
     assert not next(met for name, (_, met) in verdicts.items() if name.startswith("request-cost rows"))
+
+
+def test_while_a_request_cost_row_runs_the_fronts_have_the_last_core_and_the_rest_the_others():
+    """cores_apart: the same placement in every run (issue 54), each thread's own restored after; on one
+    core, nothing moves."""
+    import os
+    import subprocess
+    import sys
+
+    cores = sorted(os.sched_getaffinity(0))
+    sleeper = "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start()"
+    front = subprocess.Popen([sys.executable, "-c", sleeper])
+    try:
+        deadline = time.monotonic() + 10
+        while len(os.listdir(f"/proc/{front.pid}/task")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        threads = [int(thread) for thread in os.listdir(f"/proc/{front.pid}/task")]
+        with ratios.cores_apart([front.pid], [os.getpid()]):
+            front_cores, own_cores = {cores[-1]}, set(cores[:-1]) or set(cores)
+            assert all(os.sched_getaffinity(thread) == front_cores for thread in threads)
+            assert os.sched_getaffinity(0) == own_cores
+        assert all(os.sched_getaffinity(thread) == set(cores) for thread in threads)
+        assert os.sched_getaffinity(0) == set(cores)
+    finally:
+        front.kill()
+        front.wait()
