@@ -135,8 +135,11 @@ def test_an_agent_session_through_both_fronts_stays_on_one_box_and_in_its_cache(
 
 def test_a_killed_front_leaves_the_other_front_serving_and_its_leases_released(fleet):
     killed, other = fleet["fronts"]
+    # A story at temperature 0: 400 tokens, seconds of generation (SmolLM2 counts to one hundred in 51
+    # and stops within a second, sometimes before the heartbeat that shows the stream shows it).
+    story = [{"role": "user", "content": "Write a long story about a dragon who learns to bake bread."}]
     stream = openai_client(killed.url).chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "Count to one hundred."}], max_tokens=400, stream=True
+        model=MODEL, messages=story, max_tokens=400, temperature=0, stream=True
     )
     next(iter(stream))
     # the box's next heartbeat (1 s) and the front's next read (0.5 s) show it
