@@ -108,11 +108,10 @@ class LlamaCppClient:
         are handled too. Transport failures become the errors the proxy maps."""
         finished = False
         try:
-            if not batched:  # a fold starts its answer at the end: nothing to start early
-                yield Accepted(index)
-            if batched:
+            if batched:  # a fold starts its answer at the end: no Accepted, nothing to start early
                 yield from self._batched_events(response, index)
             else:
+                yield Accepted(index)
                 yield from self._events(response, index)
             finished = True
         except TimeoutError as exc:

@@ -212,8 +212,7 @@ def start_pool():
         or not all(isinstance(e, str) and RPC_ENDPOINT.fullmatch(e) for e in endpoints)
     ):
         raise InvalidRequest("a pool is {model, rpc: [host:port, ...], lent_mib}")
-    answer = _supervisor(model).ask("load", model=model, rpc=endpoints, lent_mib=lent)
-    return jsonify({"model": model, "status": answer["status"]})
+    return _supervisor_did("load", model, rpc=endpoints, lent_mib=lent)
 
 
 @route(
@@ -238,8 +237,7 @@ def start_copy():
     if not isinstance(model, str) or not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
         raise InvalidRequest("a load is {model, args: [flag, ...]}")
     allowed_args(args)
-    answer = _supervisor(model).ask("load", model=model, **({"args": args} if args else {}))
-    return jsonify({"model": model, "status": answer["status"]})
+    return _supervisor_did("load", model, **({"args": args} if args else {}))
 
 
 @route(
@@ -255,7 +253,12 @@ def stop_copy():
     model = _json_object(request.get_data()).get("model")
     if not isinstance(model, str):
         raise InvalidRequest("an unload is {model}")
-    answer = _supervisor(model).ask("unload", model=model)
+    return _supervisor_did("unload", model)
+
+
+def _supervisor_did(op: str, model: str, **fields):
+    """This box's supervisor asked to `op` (load, unload) `model`: {"model", "status"} once it is done."""
+    answer = _supervisor(model).ask(op, model=model, **fields)
     return jsonify({"model": model, "status": answer["status"]})
 
 
