@@ -11,9 +11,7 @@ import contextlib
 import json
 import logging
 import os
-import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -288,34 +286,30 @@ SHOWN_STEPS = 20  # the last ones a request shows on the dashboard
 
 class LiveRequests:
     """The requests of this process not yet closed, by request id: what a live view (the dashboard)
-    reads. A record adds itself when it opens and leaves when it closes; reading takes a snapshot."""
+    reads. A record adds itself when it opens and leaves when it closes; reading takes a snapshot.
+    No lock: each of these is one operation on a dict, which the interpreter does whole (a snapshot's
+    list() too), whichever worker class's threads call them; a lock here cost every request a gevent
+    lock's Python on its way to its first token (issue 54)."""
 
     def __init__(self):
         self._records: dict[str, RequestRecord] = {}
-        self._lock = threading.Lock()
 
     def add(self, record: RequestRecord) -> None:
-        with self._lock:
-            self._records[record.request_id] = record
+        self._records[record.request_id] = record
 
     def discard(self, record: RequestRecord) -> None:
-        with self._lock:
-            self._records.pop(record.request_id, None)
+        self._records.pop(record.request_id, None)
 
     def get(self, request_id: str) -> RequestRecord | None:
-        with self._lock:
-            return self._records.get(request_id)
+        return self._records.get(request_id)
 
     def records(self) -> list[RequestRecord]:
         """Every open request's record, oldest first (read, never changed, by the dashboard)."""
-        with self._lock:
-            return list(self._records.values())
+        return list(self._records.values())
 
     def snapshot(self) -> list[dict]:
         """RequestRecord.live() of every open request, oldest first."""
-        with self._lock:
-            records = list(self._records.values())
-        return [record.live() for record in records]
+        return [record.live() for record in self.records()]
 
 
 # A request's phases, in order (RequestRecord.phase): waiting for the upstream to take it (parsing,
@@ -324,13 +318,13 @@ class LiveRequests:
 QUEUED, LOADING_MODEL, PREFILL, GENERATING = "queued", "loading model", "prefill", "generating"
 
 
-@dataclass
+@dataclass(slots=True)  # a request's first token waits on its making: slots make it and its reads cheaper
 class RequestRecord:
     endpoint: str
     metrics: Metrics
     log_format: str = "text"
     started: float = field(default_factory=time.perf_counter)
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    request_id: str = field(default_factory=lambda: os.urandom(8).hex())
     model: str = "-"
     upstream: str = "-"
     route: str = "-"  # why the upstream was chosen (routing.Route.reason)

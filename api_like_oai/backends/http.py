@@ -256,6 +256,21 @@ class _Connection:
         self.position = end
         return piece
 
+    def send(self, message: bytes, plain: bool) -> None:
+        """The whole of `message`. On a `plain` (not TLS) socket under gevent, first with one send() on
+        the OS socket: a request nearly always fits the socket's buffer, and gevent's sendall (a
+        getsockopt call, a loop over 1 MiB pieces) on the way to the upstream cost the first token some
+        of its time (issue 54). What one send() left, and any other socket's, goes by sendall."""
+        raw = getattr(self.sock, "_sock", None) if plain else None  # gevent's: the non-blocking OS socket under it
+        sent = 0
+        if raw is not None and raw.gettimeout() == 0.0:
+            try:
+                sent = raw.send(message)
+            except BlockingIOError:
+                sent = 0
+        if sent < len(message):
+            self.sock.sendall(memoryview(message)[sent:])
+
     def idle_and_open(self) -> bool:
         """Whether this idle connection can take a request: nothing arrived on it while it waited, not
         even the server's hang-up. llama-server closes the connection of every streamed answer once it
@@ -378,7 +393,7 @@ class HTTPClient:
         if exchange is not None:
             opened(exchange)
         try:
-            connection.sock.sendall(message)
+            connection.send(message, plain=not self.tls)
             while closed:  # closed now, while the server reads the request
                 closed.pop().close()
             status, headers, keep_alive = _read_head(connection)

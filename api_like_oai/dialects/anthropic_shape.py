@@ -13,7 +13,7 @@ choice only (the Messages API has no `n`); blocks are cut by dialects/blocks.Blo
 
 from __future__ import annotations
 
-import uuid
+import os
 from dataclasses import replace
 
 from .. import sse
@@ -47,7 +47,7 @@ class MessagesShape:
     ):
         """`thinking_display`: "summarized", "omitted" or None (see MessagesRequest.thinking_display);
         `context_edits`: the request's context_management, whose applied edits the answer reports."""
-        self.id = f"msg_{uuid.uuid4().hex}"
+        self.id = f"msg_{os.urandom(16).hex()}"  # uuid4().hex's randomness, without its object
         self.model = model
         self.stop_sequences = stop_sequences or []
         self.seal = seal

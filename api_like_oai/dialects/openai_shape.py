@@ -12,8 +12,8 @@ chunk would cost more than the rest of the proxy (see benchmarks/).
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 
 from .. import sse
 from ..backends.events import GenerationEvent
@@ -30,7 +30,7 @@ class _Shape:
     usage_at_start = False
 
     def __init__(self, model: str, include_usage: bool = False, service_tier: str | None = None):
-        self.id = f"{self.id_prefix}{uuid.uuid4().hex}"
+        self.id = f"{self.id_prefix}{os.urandom(16).hex()}"  # uuid4().hex's randomness, without its object
         self.created = int(time.time())
         self.model = model
         self.include_usage = include_usage  # stream_options.include_usage: a last chunk with the usage

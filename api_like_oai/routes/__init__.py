@@ -91,20 +91,21 @@ def respond(answer, headers: dict | None = None) -> Response:
 
 
 def generation_context() -> Context:
-    settings = state().settings
-    ticket, waiting, record = g.get("ticket"), _waiting(), g.get("record")
+    # `request`, `g` and current_app are each a context-variable lookup through Werkzeug's proxy: read once.
+    shared, environ, flask_g = state(), request.environ, g._get_current_object()
+    ticket, waiting, record = flask_g.get("ticket"), _waiting(), flask_g.get("record")
     # The doors open when the service first needs one: after a streamed request's waiting step, outside
     # the request's Flask context, so what they hold is taken from it now.
     return Context(
-        state().inflight,
-        g.get("record"),
-        settings.log_prompts,
-        session=request.headers.get("X-Claude-Code-Session-Id"),
+        shared.inflight,
+        record,
+        shared.settings.log_prompts,
+        session=environ.get("HTTP_X_CLAUDE_CODE_SESSION_ID"),
         request_bytes=request.content_length or 0,
         opens_door=functools.partial(_door, ticket, waiting, record),
         waiting=waiting,
-        shows_addresses=sees_everything() and not g.get("fleet_call"),
-        bare_events=request.environ.get(BARE_EVENTS, False),
+        shows_addresses=sees_everything() and not flask_g.get("fleet_call"),
+        bare_events=environ.get(BARE_EVENTS, False),
     )
 
 
@@ -122,9 +123,11 @@ def _door(ticket, waiting: Waiting, record, model):
 
 def _waiting() -> Waiting:
     """The request's model load left pending by admission (hold_model), for its service's waiting step."""
-    if "waiting" not in g:
-        g.waiting = Waiting()
-    return g.waiting
+    flask_g = g._get_current_object()
+    waiting = flask_g.get("waiting")
+    if waiting is None:
+        waiting = flask_g.waiting = Waiting()
+    return waiting
 
 
 def offered_key() -> str:
@@ -163,8 +166,9 @@ def without_addresses(status: dict) -> dict:
 def admission() -> Admission:
     """This request's admission checks, bound to the app's limits and models, the access record and
     the caller's ticket (its models and limits)."""
-    settings = state().settings
-    return Admission(settings.limits, state().registry, g.get("record"), g.get("ticket"), hold_model, g.get("fleet_grants"))
+    shared, flask_g = state(), g._get_current_object()
+    limits, record, ticket = shared.settings.limits, flask_g.get("record"), flask_g.get("ticket")
+    return Admission(limits, shared.registry, record, ticket, hold_model, flask_g.get("fleet_grants"))
 
 
 def hold_model(model, later: bool = False) -> None:

@@ -68,7 +68,6 @@ def _completion(request: CompletionRequest, model: ServedModel, model_name: str,
     check_supported(request, prompts)
     if request.token_limit() is None:  # use the rest of the context, not llama.cpp's endless -1
         request = request.model_copy(update={"max_tokens": room_left(model, prompts, upstream)})
-    shape = CompletionShape(model_name, request.logprobs, request.include_usage())
     session = routing.session_key(context.session, request.user)
     events = generation.start(
         routed(upstream, context),
@@ -76,6 +75,7 @@ def _completion(request: CompletionRequest, model: ServedModel, model_name: str,
         context,
         folded=not request.stream,
     )
+    shape = CompletionShape(model_name, request.logprobs, request.include_usage())  # made while the upstream reads the prompt
     prefixes = {index: p for index, p in enumerate(prompts) if isinstance(p, str)} if request.echo else None
     return generation.answer(request, events, shape, len(prompts), context, prefixes), {}
 
