@@ -18,6 +18,7 @@ import ipaddress
 import select
 import socket
 import ssl
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from urllib.parse import urlsplit
@@ -220,13 +221,22 @@ def _buffered_chunk(connection: _Connection):
 class _Connection:
     """A socket and what was received on it but not read yet (buffer[position:])."""
 
-    __slots__ = ("sock", "buffer", "position", "readable")
+    __slots__ = ("sock", "buffer", "position", "readable", "fresh_until")
 
     def __init__(self, sock: socket.socket, read_timeout: float):
         self.sock = sock
         self.buffer = b""
         self.position = 0
         self.readable = _LoopWait(sock, read_timeout) if event_loop_active() else None
+        self.fresh_until = time.monotonic() + FRESH_SECONDS  # until it carries a request (send)
+
+    def fresh(self) -> bool:
+        """Whether no request went on it yet and it was opened less than FRESH_SECONDS ago: a server
+        keeps a connection it has just accepted open (llama-server: seconds), so taking it needs no look
+        for a hang-up (idle_and_open's system call, and the exception its nothing-to-read is, cost the
+        first token some of its time: issue 54). If one was closed all the same, the request finds it so
+        when it reads the answer's head and is sent again on a new connection (HTTPClient.request)."""
+        return time.monotonic() < self.fresh_until
 
     def receive(self) -> None:
         """Wait for more bytes (one recv); ConnectionLost at the end of the stream."""
@@ -261,6 +271,7 @@ class _Connection:
         the OS socket: a request nearly always fits the socket's buffer, and gevent's sendall (a
         getsockopt call, a loop over 1 MiB pieces) on the way to the upstream cost the first token some
         of its time (issue 54). What one send() left, and any other socket's, goes by sendall."""
+        self.fresh_until = 0.0  # used: the server may close it once it has answered
         raw = getattr(self.sock, "_sock", None) if plain else None  # gevent's: the non-blocking OS socket under it
         sent = 0
         if raw is not None and raw.gettimeout() == 0.0:
@@ -416,7 +427,7 @@ class HTTPClient:
                 connection = self._idle.pop()
             except IndexError:
                 return None
-            if self.tls or connection.idle_and_open():  # TLS may have records of its own waiting (session
+            if self.tls or connection.fresh() or connection.idle_and_open():  # TLS may have records of its own waiting (session
                 return connection  # tickets): a closed one is found by the request's retry
             self._server_hangs_up = True
             closed.append(connection)
@@ -515,6 +526,7 @@ class HTTPClient:
 # When an answer's idle connection is looked at for the server's close (the pauses before each look): llama-server
 # closes it just after the last chunk, which the proxy may have read first. It stays in the pool meanwhile.
 SPARE_WATCH_SECONDS = (0.0, 0.001, 0.005)
+FRESH_SECONDS = 1.0  # a connection opened and never used is taken without a look this long (_Connection.fresh)
 
 
 def _literal_address(host: str, port: int) -> tuple[int, tuple] | None:
