@@ -75,9 +75,12 @@ class MessagesShape:
         if not self.started or not self.blocks.extend_open_text(event):
             return None
         if self._text_pattern is None:
-            (sample,) = self._block_events(DELTA, Block(TEXT, _BLOCK), sse.TEXT_HOLE)
-            self._text_pattern = sse.FramePattern(self.frame(sample), _BLOCK, sse.TEXT_HOLE)
+            self.prepare_text()
         return self._text_pattern.fill(str(self.blocks.open.index).encode(), sse.encode_string(event.text))
+
+    def prepare_text(self) -> None:
+        (sample,) = self._block_events(DELTA, Block(TEXT, _BLOCK), sse.TEXT_HOLE)
+        self._text_pattern = sse.FramePattern(self.frame(sample), _BLOCK, sse.TEXT_HOLE)
 
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = [] if self.started else [self._message_start(event.prompt_tokens or 0, event.cached_tokens or 0)]

@@ -90,9 +90,12 @@ class OllamaShape:
         if not self.blocks.extend_open_text(event):
             return None
         if self._text_pattern is None:
-            sample = self.frame(self._piece(sse.TEXT_HOLE, "", created=sse.TEXT_HOLE + "t"))
-            self._text_pattern = sse.FramePattern(sample, sse.TEXT_HOLE + "t", sse.TEXT_HOLE)
+            self.prepare_text()
         return self._text_pattern.fill(self._created_at(), sse.encode_string(event.text))
+
+    def prepare_text(self) -> None:
+        sample = self.frame(self._piece(sse.TEXT_HOLE, "", created=sse.TEXT_HOLE + "t"))
+        self._text_pattern = sse.FramePattern(sample, sse.TEXT_HOLE + "t", sse.TEXT_HOLE)
 
     def _created_at(self) -> bytes:
         """created_at encoded, written anew at most once a millisecond: formatting a time costs more

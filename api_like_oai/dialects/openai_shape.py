@@ -72,8 +72,11 @@ class _Shape:
         if not event.text or event.finish_reason or event.tool_calls or self.wants_logprobs():
             return None
         if self._text_pattern is None:
-            self._text_pattern = sse.FramePattern(sse.frame(self._text_chunk(_CHOICE, sse.TEXT_HOLE)), _CHOICE, sse.TEXT_HOLE)
+            self.prepare_text()
         return self._text_pattern.fill(str(event.index).encode(), sse.encode_string(event.text))
+
+    def prepare_text(self) -> None:
+        self._text_pattern = sse.FramePattern(sse.frame(self._text_chunk(_CHOICE, sse.TEXT_HOLE)), _CHOICE, sse.TEXT_HOLE)
 
 
 _CHOICE, _CALL = sse.NUMBER_HOLES[:2]

@@ -112,6 +112,9 @@ class ResponsesShape:
             pattern = self._text_patterns[block.index] = sse.FramePattern(sample, sse.TEXT_HOLE, _SEQUENCE)
         return pattern.fill(sse.encode_string(event.text), str(self._next_number()).encode())
 
+    def prepare_text(self) -> None:
+        """Nothing: a pattern is per output item, and the first text opens its item by `chunks`."""
+
     def chunks(self, event: GenerationEvent) -> list[dict]:
         chunks = self._block_events(self.blocks.add(event))  # items it closes ended before the finish
         if event.finish_reason:

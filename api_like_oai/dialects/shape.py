@@ -44,6 +44,10 @@ class Shape(Protocol):
         """The frame of a plain text delta, assembled around pre-encoded bytes (the per-token fast path);
         None when the event needs `chunks`."""
 
+    def prepare_text(self) -> None:
+        """Make now what `content_frame` needs for its first text delta: a stream calls it while the
+        upstream reads the prompt (generation.stream), not on the first token's way to the client (issue 54)."""
+
     def chunks(self, event: GenerationEvent) -> list[dict]:
         """The chunks one event becomes (a block opened or closed, a delta, a finish)."""
 

@@ -47,6 +47,7 @@ def stream(
         try:
             with context.inflight.track(record) as stop_event:
                 yield from _openings(shape, choice_count, prefixes)
+                shape.prepare_text()  # while the upstream reads the prompt
                 stoppable = until_stopped(events, stop_event, choice_count, context.inflight)
                 first = yield from _prompt_read(stoppable, context, shape.keepalive)
                 for event in _delivered(_resumed(first, stoppable), context, transform, usage):

@@ -9,7 +9,7 @@ import pytest
 
 from api_like_oai import sse
 from api_like_oai.backends.events import GenerationEvent, PromptProgress
-from api_like_oai.dialects.openai_shape import ChatShape
+from api_like_oai.dialects.openai_shape import ChatShape, CompletionShape
 from api_like_oai.observability import Metrics, RequestRecord
 from api_like_oai.services import generation
 from api_like_oai.services.inflight import Context, InFlight
@@ -59,3 +59,18 @@ def test_a_stop_during_the_prefill_ends_the_answer_before_any_token():
 
     answer = generation.fold(upstream(), ChatShape("m"), 1, ctx)
     assert (answer["choices"][0]["message"]["content"], answer["choices"][0]["finish_reason"]) == ("", "stop")
+
+
+@pytest.mark.parametrize("make", [lambda: ChatShape("m"), lambda: CompletionShape("m")])
+def test_a_streams_first_text_frame_is_made_while_the_prompt_is_read_not_on_the_tokens_way(make):
+    """Issue 54: the frame pattern of the text deltas is built before the upstream's first event is
+    asked for (llama.cpp reads the prompt meanwhile), so the first token only fills it in."""
+    shape, made_before_first_event = make(), []
+
+    def upstream():
+        made_before_first_event.append(shape._text_pattern is not None)
+        yield from TOKENS
+
+    frames = list(generation.stream(upstream(), shape, 1, context()))
+    assert made_before_first_event == [True]
+    assert any(b'" Hi"' in frame for frame in frames)

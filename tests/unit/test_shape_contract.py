@@ -42,7 +42,16 @@ MADE = {"stored ResponsesShape": stored_shape, **{shape.__name__: make for shape
 
 
 def test_the_protocol_names_what_generation_uses():
-    assert set(PROTOCOL_METHODS) == {"frame", "openings", "content_frame", "chunks", "closings", "error_chunk", "response"}
+    assert set(PROTOCOL_METHODS) == {
+        "frame",
+        "openings",
+        "content_frame",
+        "prepare_text",
+        "chunks",
+        "closings",
+        "error_chunk",
+        "response",
+    }
     assert set(Shape.__annotations__) == set(PROTOCOL_ATTRIBUTES)
 
 
