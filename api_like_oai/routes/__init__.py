@@ -51,6 +51,14 @@ def parse_body(model: type[BaseModel]):
             raise invalid_request(exc) from None
 
 
+def body_size(environ: dict) -> int:
+    """The request body's Content-Length, 0 without one. Read from the environ: werkzeug's
+    `content_length` looks for a Transfer-Encoding header too, and its header view raises a KeyError
+    inside for the one a request does not have (issue 54: exceptions are dear on the way upstream)."""
+    length = environ.get("CONTENT_LENGTH", "")
+    return int(length) if length.isdigit() else 0
+
+
 def request_body() -> bytes:
     """The JSON body, at most --max-body-bytes (413 over it). One with a Content-Length (nearly every
     one) is read off the server's input as it is: werkzeug's reading makes a request stream, a limited
@@ -119,7 +127,7 @@ def generation_context() -> Context:
         record,
         shared.settings.log_prompts,
         session=environ.get("HTTP_X_CLAUDE_CODE_SESSION_ID"),
-        request_bytes=request.content_length or 0,
+        request_bytes=body_size(environ),
         opens_door=functools.partial(_door, ticket, waiting, record),
         waiting=waiting,
         shows_addresses=sees_everything() and not flask_g.get("fleet_call"),
@@ -201,7 +209,7 @@ def parse_dialect(request_model: type[BaseModel]):
     the Responses API): its service translates and admits it (services/admission.py)."""
     dialect_request = parse_body(request_model)
     # An agent's body is tens of kilobytes: other streams go on between parsing and translating.
-    let_others_run(request.content_length or 0)
+    let_others_run(body_size(request.environ))
     return dialect_request
 
 
