@@ -172,6 +172,49 @@ print(json.dumps([on_the_way, idle_open, server.connections]))
     assert idle_open == [True]  # one connection left, open; the answers' closed connections are gone
 
 
+@pytest.mark.parametrize("spare_closed", [False, True], ids=["kept", "closed-by-the-server"])
+def test_a_fresh_spare_is_taken_without_a_look_and_one_found_closed_is_retried_once(spare_closed):
+    """A connection opened between answers and never used is taken without looking for a hang-up (a
+    system call and an exception on every request's way upstream: issue 54). If the server closed it
+    all the same, the request finds it so and goes once more, on a new connection: answered once."""
+    script = f"""
+import json, sys, time
+from gevent import monkey
+monkey.patch_all()
+sys.path.insert(0, {str(ROOT)!r})
+from api_like_oai.backends import http
+from tests.unit.test_http_client import HEAD, ScriptedServer, chunked, event
+sending, looks = [False], []
+request, look = http.HTTPClient.request, http._Connection.idle_and_open
+def sent(self, *args):
+    sending[0] = True
+    try:
+        return request(self, *args)
+    finally:
+        sending[0] = False
+http.HTTPClient.request = sent
+http._Connection.idle_and_open = lambda self: looks.append(sending[0]) or look(self)
+stream = [HEAD + chunked(event(" a"), event("", stop=True))]
+server = ScriptedServer([stream] * 3, close_after=1)
+client = http.HTTPClient(server.url, connect_timeout=5, read_timeout=5, keeps_spare=True)
+bodies = []
+for turn in range(3):
+    if turn == 2 and {spare_closed}:
+        for connection in client._idle:
+            connection.sock.shutdown(2)  # as a server's hang-up looks to the client: the next read is the end
+    bodies.append(client.request("POST", "/completion", b"{{}}").read().count(b"data: "))
+    time.sleep(0.2)
+print(json.dumps([bodies, looks.count(True), len(server.heads)]))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    bodies, looks_on_the_way, requests_received = json.loads(run.stdout)
+    assert bodies == [2, 2, 2]  # every request answered whole
+    # the second request found the first answer's connection (closed, looked at); the third takes the fresh spare unlooked
+    assert looks_on_the_way == 1
+    assert requests_received == 3  # none sent twice to the server: a closed spare's request never reached it
+
+
 def test_a_client_that_keeps_no_spare_opens_nothing_between_answers():
     """Without keeps_spare (and without an event loop, where a spare would take a thread), the pool
     only keeps what the answers left."""
