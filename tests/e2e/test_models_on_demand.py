@@ -254,12 +254,16 @@ models:
 """
 
 
+# About 450 tokens: a restored cache (> 300 tokens) is told apart from one computed afresh (0). Each
+# afresh costs llama-server's one thread the whole prompt: 300 words (1,124 tokens) took 5-12 s each.
+LONG_PROMPT = [{"role": "user", "content": "Remember these words: " + " ".join(f"w{n}" for n in range(120))}]
+
+
 def test_the_kv_cache_is_kept_across_an_unload_with_slot_save(launch, tmp_path):
     proxy = launch(SLOT_SAVE, "--slot-save-dir", str(tmp_path))
-    long_prompt = [{"role": "user", "content": "Remember these words: " + " ".join(f"w{n}" for n in range(300))}]
 
     def cached_tokens() -> int:
-        reply = chat(proxy, "kept", messages=long_prompt, max_tokens=1, temperature=0)
+        reply = chat(proxy, "kept", messages=LONG_PROMPT, max_tokens=1, temperature=0)
         assert reply.status_code == 200, reply.text
         return reply.json()["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
 
