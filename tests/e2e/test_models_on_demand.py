@@ -212,6 +212,20 @@ def test_status_events_stream_a_load_through_its_stages(launch):
     assert values[0] == ("loading", "starting") and values[-1] == ("loaded", None)
 
 
+def test_sigterm_ends_an_open_status_stream_rather_than_wait_out_the_grace_period(launch):
+    """The status stream has no end of its own: on SIGTERM it ends (as the dashboard's do), and the proxy
+    stops at once instead of after its --grace-period of 30 s."""
+    proxy = launch(TWO_MODELS)
+    with requests.get(f"{proxy.url}/v1/internal/models/events", stream=True, timeout=60) as events:
+        lines = events.iter_lines()
+        assert set(json.loads(next(line for line in lines if line)[len(b"data: ") :])["models"]) == {"smol-a", "smol-b"}
+        asked = time.monotonic()
+        proxy.process.send_signal(signal.SIGTERM)
+        assert [line for line in lines if line] == []  # ended, with nothing more
+        assert proxy.process.wait(timeout=20) == 0
+    assert time.monotonic() - asked < 10
+
+
 def test_models_dir_discovers_each_gguf_by_its_stem(provisioned, tmp_path, start_proxy):
     models_dir = tmp_path / "models"
     models_dir.mkdir()
