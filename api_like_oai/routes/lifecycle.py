@@ -140,8 +140,10 @@ def logs():
 )
 def events():
     """Server-sent events: the whole status first, then each model's status as it changes (load stages too);
-    a caller who does not see everything sees its key's models only, without addresses."""
-    changes, caller = _supervisor().events(), current_caller()
+    a caller who does not see everything sees its key's models only, without addresses. The stream has no
+    end of its own: it ends when the worker shuts down (SIGTERM), rather than hold its grace period."""
+    inflight = state().inflight
+    changes, caller = _supervisor().events(ended=lambda: inflight.draining), current_caller()
     first = next(changes)  # the supervisor answers before the response starts, or its error is the answer
     shown = (lambda event: event) if sees_everything(caller) else functools.partial(_own_models, caller)
 

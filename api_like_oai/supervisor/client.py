@@ -8,7 +8,7 @@ import json
 import select
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import InvalidRequest, ModelNotFound, ProxyError, RateLimited, UpstreamUnavailable
 from . import messages
@@ -102,6 +102,7 @@ class SupervisorGone(UpstreamUnavailable):
 MAX_RECONNECTS = 3  # a request asks again this often of a supervisor that keeps dying
 RECONNECT_SECONDS = 60.0  # a supervisor being restarted is waited for this long (its start-up's bound)
 RECONNECT_POLL_SECONDS = 0.05
+EVENTS_POLL_SECONDS = 1.0  # a status stream with no change to send looks this often whether it is to end
 
 
 class SupervisorClient:
@@ -142,12 +143,17 @@ class SupervisorClient:
         load, unload, keep_alive."""
         return self.request(messages.request_of({"op": op, **fields})).to_json()
 
-    def events(self) -> Iterator[dict]:
-        """Status changes as they happen, the whole status first; closing the iterator hangs up."""
+    def events(self, ended: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+        """Status changes as they happen, the whole status first; closing the iterator hangs up. It ends
+        once `ended()` (asked while no change comes, every EVENTS_POLL_SECONDS): a worker shutting down."""
         connection, lines = self._open(messages.Events())
         with connection:
             while True:
-                yield lines.reply().event
+                reply = lines.reply(EVENTS_POLL_SECONDS)
+                if reply is not None:
+                    yield reply.event
+                elif ended():
+                    return
 
     def _open(self, request: messages.Request) -> tuple[socket.socket, LineReader]:
         """A connection with `request` sent. A supervisor that is not listening (it died, and the master

@@ -212,6 +212,20 @@ def test_status_events_stream_a_load_through_its_stages(launch):
     assert values[0] == ("loading", "starting") and values[-1] == ("loaded", None)
 
 
+def test_sigterm_ends_an_open_status_stream_rather_than_wait_out_the_grace_period(launch):
+    """The status stream has no end of its own: on SIGTERM it ends (as the dashboard's do), and the proxy
+    stops at once instead of after its --grace-period of 30 s."""
+    proxy = launch(TWO_MODELS)
+    with requests.get(f"{proxy.url}/v1/internal/models/events", stream=True, timeout=60) as events:
+        lines = events.iter_lines()
+        assert set(json.loads(next(line for line in lines if line)[len(b"data: ") :])["models"]) == {"smol-a", "smol-b"}
+        asked = time.monotonic()
+        proxy.process.send_signal(signal.SIGTERM)
+        assert [line for line in lines if line] == []  # ended, with nothing more
+        assert proxy.process.wait(timeout=20) == 0
+    assert time.monotonic() - asked < 10
+
+
 def test_models_dir_discovers_each_gguf_by_its_stem(provisioned, tmp_path, start_proxy):
     models_dir = tmp_path / "models"
     models_dir.mkdir()
@@ -254,12 +268,16 @@ models:
 """
 
 
+# About 450 tokens: a restored cache (> 300 tokens) is told apart from one computed afresh (0). Each
+# afresh costs llama-server's one thread the whole prompt: 300 words (1,124 tokens) took 5-12 s each.
+LONG_PROMPT = [{"role": "user", "content": "Remember these words: " + " ".join(f"w{n}" for n in range(120))}]
+
+
 def test_the_kv_cache_is_kept_across_an_unload_with_slot_save(launch, tmp_path):
     proxy = launch(SLOT_SAVE, "--slot-save-dir", str(tmp_path))
-    long_prompt = [{"role": "user", "content": "Remember these words: " + " ".join(f"w{n}" for n in range(300))}]
 
     def cached_tokens() -> int:
-        reply = chat(proxy, "kept", messages=long_prompt, max_tokens=1, temperature=0)
+        reply = chat(proxy, "kept", messages=LONG_PROMPT, max_tokens=1, temperature=0)
         assert reply.status_code == 200, reply.text
         return reply.json()["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
 

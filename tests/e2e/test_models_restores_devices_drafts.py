@@ -15,6 +15,7 @@ from api_like_oai.supervisor.configure import GPU_RESERVE_MIB
 
 from ..servers import command_line, llama_servers_on, wait_until
 from .test_models_on_demand import (  # noqa: F401 - launch: the proxy-starting fixture
+    LONG_PROMPT,
     SLOT_SAVE,
     chat,
     launch,
@@ -22,8 +23,6 @@ from .test_models_on_demand import (  # noqa: F401 - launch: the proxy-starting 
     port_of,
     status,
 )
-
-LONG_PROMPT = [{"role": "user", "content": "Remember these words: " + " ".join(f"w{n}" for n in range(300))}]
 
 
 def unload(proxy, model: str) -> None:

@@ -136,7 +136,12 @@ def test_a_worker_killed_mid_stream_leaves_what_the_upstream_reported_counted_an
     """The tokens of a running request are written as the upstream reports them (every second), so a
     worker killed with SIGKILL mid-stream leaves them in the key's usage and its limits, with what is
     left of its reservation (max_tokens) counted until its lease runs out; the usage is in the store."""
-    upstream = FakeLlamaCpp(behaviour="slow_tokens", token_interval=0.02, tokens=tuple(f" t{n}" for n in range(1500))).start()
+    # The fake streams what it is given whatever max_tokens says: 1500 tokens (30 s) for the stream the
+    # worker is killed in, a few for the request after it (which, given the 1500, took those 30 s).
+    long_answer, short_answer = [f" t{n}" for n in range(1500)], [f" t{n}" for n in range(8)]
+    upstream = FakeLlamaCpp(
+        behaviour="slow_tokens", token_interval=0.02, script=lambda body: short_answer if "hi" in body["prompt"] else long_answer
+    ).start()
     try:
         config = tmp_path / "config.yaml"
         config.write_text(

@@ -76,6 +76,9 @@ def proxy(fake, start_proxy):
         "--llama-api",
         fake.url,
         "--mcp-allow-private-urls",
+        # a call's bound is the connect timeout plus the call timeout: 12 s with the default 10 for the hanging tool
+        "--mcp-connect-timeout",
+        "3",
         "--mcp-call-timeout",
         "2",
         "--mcp-max-rounds",

@@ -14,13 +14,28 @@ from api_like_oai import gguf_header
 from api_like_oai.gguf_header import FILE_TYPES, cached_header, read_header, summary, wanted
 
 
+class PlainGGUFReader(GGUFReader):
+    """GGUFReader, its parse unchanged, over a plain ndarray view of its numpy.memmap: the same bytes
+    without the memmap's bookkeeping on each of the million slices the parse takes of gemma's 262k-token
+    vocabulary (15 s of the reader's 19; 4 s so)."""
+
+    @property
+    def data(self):
+        return self._plain
+
+    @data.setter
+    def data(self, mapped):
+        self._plain = np.asarray(mapped)  # a view of the mapped file, not a copy
+
+
 def reference(path: str) -> dict:
     """What GGUFReader says of the same fields (the whole file parsed)."""
-    reader = GGUFReader(path, "r")
+    reader = PlainGGUFReader(path, "r")
     fields = {
         key: field.contents()
         for key, field in reader.fields.items()  # GGUF.*: the reader's own, not metadata
-        if not key.startswith("GGUF.") and (wanted(key) or not isinstance(field.contents(), list))
+        # an array's contents (gemma's 262k tokens) only if wanted: contents() of an ARRAY is the list
+        if not key.startswith("GGUF.") and (wanted(key) or field.types[0] != GGUFValueType.ARRAY)
     }
     return {
         "fields": fields,
