@@ -127,6 +127,7 @@ def _register_hooks(app: Flask, settings: Settings) -> None:
     # Order matters: a web page of a foreign origin is refused first, before any work (a browser sends a
     # "simple" text/plain or form POST without a preflight); then CORS preflight is answered before the
     # key check (browsers send no key on it).
+    # After a request, in this order: the record closes first (Flask ran the last registered first).
     before, after = [_refuse_foreign_origins(settings.cors_origins)], [_close_record]
     if _reachable_only_here(settings) and not state(app).gate.required:
         before.append(_refuse_rebound_names(settings.allowed_hosts))

@@ -272,9 +272,9 @@ class _Connection:
         getsockopt call, a loop over 1 MiB pieces) on the way to the upstream cost the first token some
         of its time (issue 54). What one send() left, and any other socket's, goes by sendall."""
         self.fresh_until = 0.0  # used: the server may close it once it has answered
-        raw = getattr(self.sock, "_sock", None) if plain else None  # gevent's: the non-blocking OS socket under it
+        raw = self._os_socket() if plain else None
         sent = 0
-        if raw is not None and raw.gettimeout() == 0.0:
+        if raw is not None:
             try:
                 sent = raw.send(message)
             except BlockingIOError:
@@ -282,15 +282,20 @@ class _Connection:
         if sent < len(message):
             self.sock.sendall(memoryview(message)[sent:])
 
+    def _os_socket(self) -> socket.socket | None:
+        """The non-blocking OS socket under gevent's socket (None for any other: a plain socket with a timeout)."""
+        raw = getattr(self.sock, "_sock", None)
+        return raw if raw is not None and raw.gettimeout() == 0.0 else None
+
     def idle_and_open(self) -> bool:
         """Whether this idle connection can take a request: nothing arrived on it while it waited, not
         even the server's hang-up. llama-server closes the connection of every streamed answer once it
         has sent it (its `Keep-Alive` header notwithstanding), so the next request would otherwise be
         sent on a dead socket, find it closed, and connect again: a round trip through the event loop
         before the new connection, on the way to every streamed answer's first token (issue 54)."""
-        raw = getattr(self.sock, "_sock", None)  # gevent's socket: the non-blocking OS socket under it
+        raw = self._os_socket()
         try:
-            if raw is not None and raw.gettimeout() == 0.0:
+            if raw is not None:
                 raw.recv(1, socket.MSG_PEEK)  # anything (a hang-up's b"" too) means it cannot be reused
                 return False
             return not select.select([self.sock], [], [], 0)[0]
