@@ -130,21 +130,17 @@ print(json.dumps([len(exchanges), server.connections]))
     assert json.loads(run.stdout) == [2, 2]  # one exchange per request, each on a connection of its own
 
 
-@pytest.mark.parametrize("closes", [True, False], ids=["closed-after-each-stream", "kept-alive"])
-def test_a_streamed_answers_connection_is_replaced_between_answers_not_on_the_next_ones_way(closes):
-    """keeps_spare (llama-server's client): the server closes each streamed answer's connection; once it
-    was seen doing so, the connection for the next request is opened when an answer's is closed, so no
-    request connects on its way to the upstream any more (issue 54), and the closed ones are closed,
-    not left idle. A server that keeps its connections gets no more of them."""
-    script = f"""
+# The start of a script run in a process of its own, patched by gevent as the worker is: `sending[0]` is
+# true while HTTPClient.request runs (what happens on a request's way upstream, not between requests);
+# `stream` is one streamed answer.
+ON_THE_WAY = f"""
 import json, sys, time
 from gevent import monkey
 monkey.patch_all()
 sys.path.insert(0, {str(ROOT)!r})
 from api_like_oai.backends import http
 from tests.unit.test_http_client import HEAD, ScriptedServer, chunked, event
-sending, on_the_way = [False], []
-request, connect = http.HTTPClient.request, http.HTTPClient._connect
+sending, request = [False], http.HTTPClient.request
 def sent(self, *args):
     sending[0] = True
     try:
@@ -152,8 +148,21 @@ def sent(self, *args):
     finally:
         sending[0] = False
 http.HTTPClient.request = sent
-http.HTTPClient._connect = lambda self: on_the_way.append(sending[0]) or connect(self)
 stream = [HEAD + chunked(event(" a"), event("", stop=True))]
+"""
+
+
+@pytest.mark.parametrize("closes", [True, False], ids=["closed-after-each-stream", "kept-alive"])
+def test_a_streamed_answers_connection_is_replaced_between_answers_not_on_the_next_ones_way(closes):
+    """keeps_spare (llama-server's client): the server closes each streamed answer's connection; once it
+    was seen doing so, the connection for the next request is opened when an answer's is closed, so no
+    request connects on its way to the upstream any more (issue 54), and the closed ones are closed,
+    not left idle. A server that keeps its connections gets no more of them."""
+    script = (
+        ON_THE_WAY
+        + f"""
+on_the_way, connect = [], http.HTTPClient._connect
+http.HTTPClient._connect = lambda self: on_the_way.append(sending[0]) or connect(self)
 server = ScriptedServer([stream] * 5, close_after={1 if closes else None})  # one left: the last spare stays open
 client = http.HTTPClient(server.url, connect_timeout=5, read_timeout=5, keeps_spare=True)
 for _ in range(4):
@@ -162,6 +171,7 @@ for _ in range(4):
 idle_open = [connection.idle_and_open() for connection in client._idle]
 print(json.dumps([on_the_way, idle_open, server.connections]))
 """
+    )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     on_the_way, idle_open, connections = json.loads(run.stdout)
@@ -177,24 +187,11 @@ def test_a_fresh_spare_is_taken_without_a_look_and_one_found_closed_is_retried_o
     """A connection opened between answers and never used is taken without looking for a hang-up (a
     system call and an exception on every request's way upstream: issue 54). If the server closed it
     all the same, the request finds it so and goes once more, on a new connection: answered once."""
-    script = f"""
-import json, sys, time
-from gevent import monkey
-monkey.patch_all()
-sys.path.insert(0, {str(ROOT)!r})
-from api_like_oai.backends import http
-from tests.unit.test_http_client import HEAD, ScriptedServer, chunked, event
-sending, looks = [False], []
-request, look = http.HTTPClient.request, http._Connection.idle_and_open
-def sent(self, *args):
-    sending[0] = True
-    try:
-        return request(self, *args)
-    finally:
-        sending[0] = False
-http.HTTPClient.request = sent
+    script = (
+        ON_THE_WAY
+        + f"""
+looks, look = [], http._Connection.idle_and_open
 http._Connection.idle_and_open = lambda self: looks.append(sending[0]) or look(self)
-stream = [HEAD + chunked(event(" a"), event("", stop=True))]
 server = ScriptedServer([stream] * 3, close_after=1)
 client = http.HTTPClient(server.url, connect_timeout=5, read_timeout=5, keeps_spare=True)
 bodies = []
@@ -206,6 +203,7 @@ for turn in range(3):
     time.sleep(0.2)
 print(json.dumps([bodies, looks.count(True), len(server.heads)]))
 """
+    )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert run.returncode == 0, run.stderr
     bodies, looks_on_the_way, requests_received = json.loads(run.stdout)
