@@ -41,6 +41,7 @@ from .errors import (
     PermissionDenied,
     ProxyError,
 )
+from .flask_app import ProxyFlask
 from .middleware import ON_CLOSE, CollapseSlashes, OnClose
 from .observability import Metrics, RequestRecord, lifecycle_metrics, pool_metrics
 from .routes import (
@@ -104,7 +105,7 @@ class AppState:
 def create_app(settings: Settings, *, run_dir: str | None = None, supervisor_socket: str | None = None) -> Flask:
     """The app; `run_dir` (server.py's, with several workers) is where this worker meets the others;
     `supervisor_socket` where it asks the supervisor for the models the proxy starts (server.py's too)."""
-    app = Flask(__name__)
+    app = ProxyFlask(__name__)
     app.json.sort_keys = False
     app.json.ensure_ascii = False
     app.json.compact = True
@@ -159,8 +160,11 @@ def _before_in_turn(hooks: list):
     hooks = tuple(hooks)
 
     def before_request():
+        # Each hook is given the request itself (its parameter `request` stands for Flask's proxy of it):
+        # through the proxy, every `request.` is three calls of Werkzeug's (issue 54 again).
+        current = request._get_current_object()
         for hook in hooks:
-            answer = hook()
+            answer = hook(current)
             if answer is not None:
                 return answer
         return None
@@ -381,8 +385,7 @@ def _pool_metrics():
     return Response(text, mimetype=CONTENT_TYPE_LATEST)
 
 
-def _open_record():
-    # Each `request.` and `g.` is a context-variable lookup through Werkzeug's proxy: read once here.
+def _open_record(request):
     declared = declare.of_request()
     if declared is not None and not declared.recorded:  # the probes, the documents, the dashboard's files
         return
@@ -414,7 +417,7 @@ def _refuse_foreign_origins(origins: tuple[str, ...]):
     content type: CORS alone only hides the answer from the page, while the request has done its work.
     Requests without `Origin` (curl, the SDKs, agents) are not from a page and pass."""
 
-    def refuse_foreign_origin():
+    def refuse_foreign_origin(request):
         origin = request.environ.get("HTTP_ORIGIN")  # the header, without werkzeug's header view of the environ
         if origin is None or "*" in origins or origin in origins or _same_origin(origin, request.host):
             return None
@@ -440,7 +443,7 @@ def _refuse_rebound_names(allowed: tuple[str, ...]):
     # this machine's own name too (Ollama's check allows it): no page's DNS answers for it
     names = frozenset(name.lower() for name in (*allowed, socket.gethostname()))
 
-    def refuse_rebound_name():
+    def refuse_rebound_name(request):
         name = _hostname(request.host)
         if "*" in names or name in names or _never_rebound(name):
             return None
@@ -473,7 +476,7 @@ def _hostname(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def _read_chunked_body_whole():
+def _read_chunked_body_whole(request):
     """A chunked JSON body (no Content-Length) read here, a 413 past --max-body-bytes: werkzeug's limited
     stream stops at the limit without saying so, and the view read a cut body (a 400 for broken JSON).
     A multipart form (audio) has its own limit, set by its view, and its own parser."""
@@ -493,7 +496,7 @@ def _same_origin(origin: str, host: str) -> bool:
 
 
 def _cors_preflight(origins: tuple[str, ...]):
-    def answer_preflight():
+    def answer_preflight(request):
         if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
             response = Response(status=204)
             response.headers["Access-Control-Allow-Methods"] = "GET, POST, DELETE, OPTIONS"
@@ -546,7 +549,7 @@ def build_registry(settings: Settings) -> ModelRegistry:
     return ModelRegistry(served, strict=settings.strict_model_names, default=settings.default_model)
 
 
-def _identify_caller():
+def _identify_caller(request):
     """Who the request's key says the caller is (401 for no or a wrong key), as `g.ticket`: the
     request's passage through its key's limits, finished (usage written) when its record closes."""
     # Public routes ask no key (their declarations say so: routes/declare.py); a fleet call's front checked it.
@@ -564,7 +567,7 @@ def _identify_caller():
         record.on_close.append(ticket.finish)
 
 
-def _only_fleet_calls():
+def _only_fleet_calls(request):
     """A box of a fleet (--advertise) given no keys of its own takes only its fronts' calls (the fleet
     secret) and a batch's lines; its public probes (/health: its member's and the orchestrator's) stay
     open. Keys of its own (--api-key, --admin-key) open it to direct calls that bring them."""
@@ -581,7 +584,7 @@ def _only_fleet_calls():
     )
 
 
-def _batch_line():
+def _batch_line(request):
     """A batch's line, run by the batch runner through the app (batch/runner.call): the caller is the
     batch's key as the runner gives it in the WSGI environ (never from a header), at the background
     priority, with its limits and usage as any request's."""

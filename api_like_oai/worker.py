@@ -38,8 +38,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
 class EventWorker(AsyncWorker):
     def init_process(self):
         self._note_stops_before_ready()  # first: a Ctrl-C may come while gevent is being imported
-        from gevent import hub, monkey
+        from gevent import GreenletExit, hub, monkey
 
+        self.greenlet_exit = GreenletExit  # handle_request's: gevent is imported only here (see above)
         monkey.patch_all()  # first: the app and everything it imports come after this
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
         from gevent import socket as gevent_socket
@@ -130,11 +131,9 @@ class EventWorker(AsyncWorker):
         super().handle(listener, client, addr)
 
     def handle_request(self, listener_name, req, sock, addr):
-        from gevent import GreenletExit
-
         try:
             return super().handle_request(listener_name, req, sock, addr)
-        except (GreenletExit, SystemExit):
+        except (self.greenlet_exit, SystemExit):
             return False  # killed at shutdown: the connection just closes
 
     def _drain(self, servers) -> None:

@@ -25,8 +25,9 @@ STATE_KEY = "api_like_oai"  # where app.create_app keeps the AppState in `app.ex
 
 def state(app=None):
     """The app's state (app.AppState): settings, models, generations in flight, metrics; of the app
-    handling the request, or of `app` (the server and the worker, outside a request)."""
-    return (app or current_app).extensions[STATE_KEY]
+    handling the request, or of `app` (the server and the worker, outside a request). The request's app
+    is taken from Werkzeug's proxy at once, not through it (a lookup each for `.extensions`: issue 54)."""
+    return (app or current_app._get_current_object()).extensions[STATE_KEY]
 
 
 def parse_body(model: type[BaseModel]):
@@ -40,7 +41,7 @@ def parse_body(model: type[BaseModel]):
     deeper, into a RecursionError later). What it refuses (NaN, malformed JSON, nesting past its
     limit) goes to `model_validate_json`, which names the error as before."""
     body = request_body()
-    with stage(g.get("record"), "admission"):
+    with stage(g._get_current_object().get("record"), "admission"):
         try:
             try:
                 parsed = from_json(body, allow_inf_nan=False, cache_strings="keys")
@@ -118,7 +119,7 @@ def respond(answer, headers: dict | None = None) -> Response:
 
 def generation_context() -> Context:
     # `request`, `g` and current_app are each a context-variable lookup through Werkzeug's proxy: read once.
-    shared, environ, flask_g = state(), request.environ, g._get_current_object()
+    shared, environ, flask_g = state(), request._get_current_object().environ, g._get_current_object()
     ticket, waiting, record = flask_g.get("ticket"), _waiting(), flask_g.get("record")
     # The doors open when the service first needs one: after a streamed request's waiting step, outside
     # the request's Flask context, so what they hold is taken from it now.
@@ -130,7 +131,7 @@ def generation_context() -> Context:
         request_bytes=body_size(environ),
         opens_door=functools.partial(_door, ticket, waiting, record),
         waiting=waiting,
-        shows_addresses=sees_everything() and not flask_g.get("fleet_call"),
+        shows_addresses=_sees_everything(flask_g, shared) and not flask_g.get("fleet_call"),
         bare_events=environ.get(BARE_EVENTS, False),
     )
 
@@ -166,7 +167,11 @@ def offered_key() -> str:
 
 def current_caller() -> Caller:
     """Who sent this request (app._identify_caller); ANONYMOUS when the proxy asks for no key."""
-    ticket = g.get("ticket")
+    return _caller_of(g._get_current_object())
+
+
+def _caller_of(flask_g) -> Caller:
+    ticket = flask_g.get("ticket")
     return ticket.caller if ticket is not None else ANONYMOUS
 
 
@@ -174,10 +179,15 @@ def sees_everything(caller: Caller | None = None) -> bool:
     """Whether the caller sees and acts on what every caller shares (every model, request, error and
     address, the servers' logs): an admin key; while no admin key is configured, a key from the flags
     or the config file (or no key, when the proxy asks for none). A managed key only ever sees its own."""
-    if caller is None and g.get("fleet_tenant"):  # a fleet call for a front's client who sees only its own
+    return _sees_everything(g._get_current_object(), state(), caller)
+
+
+def _sees_everything(flask_g, shared, caller: Caller | None = None) -> bool:
+    """sees_everything, given the request's `g` and the app's state."""
+    if caller is None and flask_g.get("fleet_tenant"):  # a fleet call for a front's client who sees only its own
         return False
-    caller = caller or current_caller()
-    return caller.admin or (caller.record is None and not state().settings.admin_keys)
+    caller = caller or _caller_of(flask_g)
+    return caller.admin or (caller.record is None and not shared.settings.admin_keys)
 
 
 OPERATORS_ONLY = ("upstreams", "args", "error")  # addresses, a load's flags, a failed child's log lines
@@ -232,5 +242,5 @@ def completed(request_model: type[BaseModel], path: str, service) -> Response:
 
 def admit(api_request, *, waits_later: bool = False):
     """(request with its max_tokens decided, model, name to answer with): Admission.admit."""
-    with stage(g.get("record"), "admission"):
+    with stage(g._get_current_object().get("record"), "admission"):
         return admission().admit(api_request, waits_later=waits_later)

@@ -29,7 +29,7 @@ from .responses import RESOLVED_AT_FRONT
 bp = Blueprint("fleet", __name__)
 
 
-def trust_fleet_call():
+def trust_fleet_call(request):
     """A request carrying the fleet secret is a fleet call (g.fleet_call): a front vouches for its
     client. A wrong secret, or a fleet route without one, is refused."""
     offered = request.headers.get(SECRET_HEADER)
@@ -61,7 +61,7 @@ def model_routes() -> frozenset[str]:
     return frozenset(path for path, declared in declare.relayed_by_fleet().items() if relays(declared))
 
 
-def forward_elsewhere():
+def forward_elsewhere(request):
     """A client's request for a model this instance does not serve, relayed to the fleet's box for it
     (None: served here). One naming no model goes to the fleet's default model when this instance has
     none of its own, as one proxy serves its default. A fleet call is never relayed again (no loops)."""

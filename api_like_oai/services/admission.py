@@ -20,7 +20,7 @@ from ..protocol import ChatCompletionRequest
 from ..settings import Limits
 from .audio_parts import audio_seconds
 from .completions import prompts_of
-from .fitting import effective_max_tokens, with_max_tokens
+from .fitting import effective_max_tokens, schema_fields, with_max_tokens
 from .models import ModelRegistry, ServedModel
 
 
@@ -195,9 +195,9 @@ def has_field(api_request: BaseModel, name: str) -> bool:
     """Whether the request's schema has the field `name`. Asked of the schema, not the object: pydantic
     answers a missing attribute by raising AttributeError, a few microseconds each on a request's way
     to its first token (issue 54)."""
-    return name in type(api_request).model_fields
+    return name in schema_fields(api_request)
 
 
 def field_of(api_request: BaseModel, name: str):
     """The request's field `name`, None when its schema has none (has_field)."""
-    return getattr(api_request, name) if name in type(api_request).model_fields else None
+    return getattr(api_request, name) if name in schema_fields(api_request) else None

@@ -53,7 +53,7 @@ def effective_max_tokens(request, model: ModelSettings, limits: Limits, *, bound
         if not bound:
             raise InvalidRequest(f"max_tokens is {own}; the limit is {limits.max_tokens}", param="max_tokens", code="over_limit")
         request = request.model_copy(update={"max_tokens": limits.max_tokens})
-    fields = type(request).model_fields
+    fields = schema_fields(request)
     values = {key: _configured(model, key, getattr(request, key)) for key in TOKEN_FIELDS if key in fields}
     cap = model.max_tokens
     if cap is not None:  # the model's max_tokens bounds both; a reply with neither gets the cap
@@ -75,10 +75,9 @@ def _configured(model: ModelSettings, key: str, value: int | None) -> int | None
 def with_max_tokens(request, max_tokens: int | None):
     """The request bounded by `max_tokens` (effective_max_tokens'): its max_tokens, and its
     max_completion_tokens if it has one (an OpenAI-compatible upstream reads either)."""
+    fields = schema_fields(request)
     update = {
-        key: max_tokens
-        for key in TOKEN_FIELDS
-        if key in type(request).model_fields and (key == "max_tokens" or getattr(request, key) is not None)
+        key: max_tokens for key in TOKEN_FIELDS if key in fields and (key == "max_tokens" or getattr(request, key) is not None)
     }
     if all(getattr(request, key) == value for key, value in update.items()):
         return request
@@ -251,3 +250,10 @@ def _calls_tools(message: dict) -> bool:
 
 def _role(message: dict) -> str:
     return message.get("role", "")
+
+
+def schema_fields(request) -> dict:
+    """The fields of the request's schema: pydantic's class attribute `__pydantic_fields__`, which its
+    `model_fields` returns through a property and a class method, two calls each time it is read (several
+    times on a request's way to its first token: issue 54)."""
+    return type(request).__pydantic_fields__

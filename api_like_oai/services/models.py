@@ -19,7 +19,7 @@ from ..reasoning import THINK, ReasoningMarkers
 from ..reasoning import detect as detect_reasoning
 from ..settings import ImageLimits, ModelSettings
 from .door import Door
-from .fitting import TOKEN_FIELDS
+from .fitting import TOKEN_FIELDS, schema_fields
 
 log = logging.getLogger("api_like_oai")
 
@@ -176,7 +176,7 @@ class ServedModel:
     def adjust(self, api_request):
         """The request with this model's defaults filled in and overrides applied; its max_tokens were
         decided at admission (fitting.effective_max_tokens, which applies the model's there)."""
-        fields = type(api_request).model_fields
+        fields = schema_fields(api_request)
         update = {
             key: value
             for key, value in self.settings.defaults.items()

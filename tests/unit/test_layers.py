@@ -38,8 +38,18 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     # create_app wires everything one app shares (AppState): it builds the registry, the store, the
-    # gate, the supervisor's client, the other workers' channel (siblings), traces and /metrics.
-    ("app", ("api_like_oai.app", "api_like_oai.siblings", "api_like_oai.tracing", "api_like_oai.upstream_metrics")),
+    # gate, the supervisor's client, the other workers' channel (siblings), traces and /metrics; on
+    # ProxyFlask, Flask with what it works out anew on every request remembered (flask_app).
+    (
+        "app",
+        (
+            "api_like_oai.app",
+            "api_like_oai.flask_app",
+            "api_like_oai.siblings",
+            "api_like_oai.tracing",
+            "api_like_oai.upstream_metrics",
+        ),
+    ),
     # Thin Flask views: parse, call a service, wrap its answer.
     ("routes", ("api_like_oai.routes",)),
     # The Files and Batch APIs and the batch runner: stored objects (services' scope) and, for the
