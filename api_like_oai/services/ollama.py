@@ -18,6 +18,9 @@ import math
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from ..dialects import ollama as dialect
 from ..dialects.ollama_shape import CHAT, GENERATE, OllamaShape, created_at
@@ -35,6 +38,7 @@ log = logging.getLogger("api_like_oai")
 
 VERSION = "0.12.6"  # the Ollama API this answers as (numeric: Copilot Chat compares it)
 FOREVER = "2318-01-01T00:00:00Z"  # Ollama's expires_at of a model kept loaded for ever
+_Upstream = TypeVar("_Upstream", bound=BaseModel)  # a chat or a completion request; the helper returns the kind it was given
 
 
 def not_found(name: str) -> ModelNotFound:
@@ -90,9 +94,7 @@ class Ollama:
         model = admitted.model
         self._keep_alive(model, request.keep_alive)
         _check_num_ctx(request.options, model)
-        looking_back = _whole_context_penalty(request.options, model)
-        if looking_back is not None:
-            admitted = dataclasses.replace(admitted, chat=admitted.chat.model_copy(update={"repeat_last_n": looking_back}))
+        admitted = dataclasses.replace(admitted, chat=_with_whole_context_penalty(admitted.chat, request.options, model))
         shape = OllamaShape(admitted.model_name, kind, self.arrived_ns)
 
         def answer():
@@ -113,9 +115,7 @@ class Ollama:
                 request.model, lambda: self.admission.admit(completion, bound=True, waits_later=True)
             )
         self._keep_alive(model, request.keep_alive)
-        looking_back = _whole_context_penalty(request.options, model)
-        if looking_back is not None:
-            completion = completion.model_copy(update={"repeat_last_n": looking_back})
+        completion = _with_whole_context_penalty(completion, request.options, model)
         shape = OllamaShape(model_name, GENERATE, self.arrived_ns)
         return waiting.after_wait(
             self.context, lambda: shape, lambda: (self._completion(completion, model, self._loaded(shape)), {})
@@ -236,6 +236,14 @@ def _check_num_ctx(options: dialect.Options | None, model: ServedModel) -> None:
     context_length = model.known_context_length()
     if context_length is not None and options.num_ctx > context_length:
         log.debug("ollama: num_ctx %d clamped to the model's context, %d", options.num_ctx, context_length)
+
+
+def _with_whole_context_penalty(upstream: _Upstream, options: dialect.Options | None, model: ServedModel) -> _Upstream:
+    """`upstream` (the chat or the raw completion going to llama-server) with Ollama's `repeat_last_n: -1`
+    made the number llama-server takes; the one place both generation paths apply it, so they cannot
+    drift apart. Unchanged when the option was not asked or the context is not known yet."""
+    looking_back = _whole_context_penalty(options, model)
+    return upstream if looking_back is None else upstream.model_copy(update={"repeat_last_n": looking_back})
 
 
 def _whole_context_penalty(options: dialect.Options | None, model: ServedModel) -> int | None:
