@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 from ..errors import FleetUnavailable, ModelNotFound
 from . import lock
@@ -15,6 +16,7 @@ from .membership import Membership
 from .placement import LOADING, RPC, Box, Candidate, fleet_models, place, pool, replica_start
 from .relay import Relay, Relayed
 from .settings import FleetSettings
+from .watch import Merge
 
 log = logging.getLogger("api_like_oai.fleet")
 
@@ -108,6 +110,18 @@ class FleetFront:
             raise self._unplaceable(model, self.membership.boxes())
         answers = [self.relay.unload(box.address, model) for box in sorted(boxes, key=lambda box: box.address)]
         return answers[-1]
+
+    def logs(self, model: str | None) -> list[str]:
+        """An admin's logs at a front, as one proxy's: the last lines of `model`'s llama-servers on every box
+        that has it (by address, as one proxy's replicas' one after another); no box: `_unplaceable`'s error."""
+        boxes = sorted((box for box in self.membership.boxes() if model in box.models), key=lambda box: box.address)
+        if model is None or not boxes:
+            raise self._unplaceable(model or "", self.membership.boxes())
+        return [line for box in boxes for line in self.relay.logs(box.address, model)]
+
+    def events(self, ended: Callable[[], bool]) -> Iterator[dict]:
+        """An open `/v1/internal/models/events` at a front: its boxes' status streams merged (watch.Merge)."""
+        return Merge(self.membership, self.relay, ended).events()
 
     def _unplaceable(self, model: str, boxes: list[Box], tried: str = "") -> Exception:
         """Why `model` has no box (`tried`: how else it was tried): no room (a 503), its boxes gone (a 503 to

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import orjson
 
 from ..backends.http import HTTPClient, Response, TransportError
-from ..errors import FleetUnavailable, InvalidRequest, UpstreamUnavailable
+from ..errors import FleetUnavailable, InvalidRequest, ModelNotFound, UpstreamUnavailable
 from .placement import Candidate, Pool
 from .settings import CALLER_HEADER, ROUTE_HEADER, SECRET_HEADER
 
@@ -25,6 +26,9 @@ log = logging.getLogger("api_like_oai.fleet")
 POOL_PATH = "/v1/fleet/pool"  # a host starts a pooled model (routes/fleet.start_pool)
 LOAD_PATH = "/v1/fleet/load"  # a box starts one more copy of a model (routes/fleet.start_copy)
 UNLOAD_PATH = "/v1/fleet/unload"  # a box stops its copy of a model (routes/fleet.stop_copy)
+LOGS_PATH = "/v1/fleet/logs"  # a model's llama-server's lines on a box (routes/fleet.box_logs)
+EVENTS_PATH = "/v1/fleet/events"  # a box's models' status stream (routes/fleet.box_events)
+EVENTS_SILENCE_SECONDS = 10.0  # a box's status stream silent this long is gone (it sends a keep-alive each second)
 CARD_FIELDS = ("created", "context_length", "max_model_len", "capabilities", "input_modalities")  # as its box says
 CARDS_TIMEOUT = 1.0  # seconds a box has to list its models for a front's /v1/models
 STREAMS = ("text/event-stream", "application/x-ndjson")  # relayed as they come (SSE; Ollama's NDJSON)
@@ -156,6 +160,31 @@ class Relay:
         """Have the box at `address` stop its copy of `model`; its {"model", "status"} once it is stopped."""
         return self._start(address, UNLOAD_PATH, {"model": model}, f"the box {address} could not stop {model!r}")
 
+    def logs(self, address: str, model: str) -> list[str]:
+        """The last lines of `model`'s llama-servers on the box at `address`; its refusal as the same error
+        (a model it does not start: the 404 or 400 one proxy answers)."""
+        try:
+            answer = self._client(address).request(
+                "GET", f"{LOGS_PATH}?model={quote(model, safe='')}", headers=f"{SECRET_HEADER}: {self.secret}\r\n"
+            )
+            text = answer.read()
+        except TransportError as exc:
+            raise FleetUnavailable(f"the box {address} did not answer for {model!r}'s logs ({type(exc).__name__})") from None
+        if answer.status == 200:
+            return orjson.loads(text)["lines"]
+        if answer.status == 404:
+            raise ModelNotFound(_error_message(text), param="model")
+        if answer.status == 400:
+            raise InvalidRequest(_error_message(text), param="model", code=_error_code(text))
+        raise FleetUnavailable(f"the box {address} could not give {model!r}'s logs: {text[:300]!r}")
+
+    def box_events(self, address: str) -> Response:
+        """The box's status stream (routes/fleet.box_events), its body left to read, on a connection of its
+        own (a stream holds it for as long as it is read): an answer's silence past EVENTS_SILENCE_SECONDS
+        is a ReadTimeout, a box gone without closing its connection."""
+        client = HTTPClient(address, connect_timeout=self.connect_timeout, read_timeout=EVENTS_SILENCE_SECONDS, max_idle=0)
+        return client.request("GET", EVENTS_PATH, headers=f"{SECRET_HEADER}: {self.secret}\r\n")
+
     def _start(self, address: str, path: str, body: dict, failed: str) -> dict:
         try:
             answer = self._client(address).request(
@@ -220,6 +249,14 @@ def error_event(error: UpstreamUnavailable, anthropic: bool) -> bytes:
     if anthropic:
         return b"event: error\ndata: " + orjson.dumps(error.to_anthropic()) + b"\n\n"
     return b"data: " + orjson.dumps(error.to_dict()) + b"\n\n"
+
+
+def _error_code(text: bytes) -> str | None:
+    """The `code` of a box's error answer (OpenAI's shape), if it has one."""
+    try:
+        return orjson.loads(text)["error"].get("code")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _error_message(text: bytes) -> str:

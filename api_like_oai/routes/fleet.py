@@ -21,9 +21,9 @@ from ..supervisor.launch_rules import RPC_ENDPOINT
 from . import current_caller, declare, sees_everything, state
 from .apis import ANTHROPIC, OLLAMA, api_of
 from .audio import allow_audio_form
-from .declare import FLEET, route
+from .declare import FLEET, ModelQuery, route
 from .docs import resolved
-from .lifecycle import allowed_args
+from .lifecycle import allowed_args, own_supervisor, started_logs, status_stream
 from .responses import RESOLVED_AT_FRONT
 
 bp = Blueprint("fleet", __name__)
@@ -254,6 +254,38 @@ def stop_copy():
     if not isinstance(model, str):
         raise InvalidRequest("an unload is {model}")
     return _supervisor_did("unload", model)
+
+
+@route(
+    bp,
+    "/v1/fleet/logs",
+    methods=("GET",),
+    summary="A model's llama-server's last lines on this box, for a front's admin (fleet calls only)",
+    access=FLEET,
+    query=ModelQuery,
+    refusals=("not_supported",),
+)
+def box_logs():
+    """A front's admin reads a model's logs (FleetFront.logs): this box's lines, as its own admin reads them.
+    A fleet call of its own: a box's `/v1/internal/model/logs` is its admin's, which a front's call is not."""
+    return started_logs(request.args.get("model"))
+
+
+@route(
+    bp,
+    "/v1/fleet/events",
+    methods=("GET",),
+    summary="This box's models' status, then each change, with keep-alives (fleet calls only)",
+    access=FLEET,
+    media=(),
+    stream="text/event-stream",
+)
+def box_events():
+    """A front's `/v1/internal/models/events` reads each box's here (fleet/watch.py): the whole status first,
+    then each change, unfiltered (the front filters for its caller); a keep-alive comment each second without
+    one, by which the front tells a box gone silent from one with nothing to say. Ends as the box drains."""
+    supervisor, inflight = own_supervisor(), state().inflight
+    return status_stream(supervisor.events(ended=lambda: inflight.draining, idle=True))
 
 
 def _supervisor_did(op: str, model: str, **fields):

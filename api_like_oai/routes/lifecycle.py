@@ -4,6 +4,7 @@ router mode's paths), their status as it changes (SSE), and their llama-servers'
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -18,7 +19,8 @@ from .declare import ADMIN, OWN, ModelQuery, route
 bp = Blueprint("lifecycle", __name__)
 
 
-def _supervisor():
+def own_supervisor():
+    """This proxy's supervisor; a proxy that starts no models of its own: a 400 (not_supported)."""
     supervisor = state().supervisor
     if supervisor is None:
         raise InvalidRequest(
@@ -88,7 +90,7 @@ def _change(op: str):
         # a front: the fleet's boxes start and stop the model (FleetFront.load, unload), as one proxy would
         answer = fleet.load(name, change.args) if op == "load" else fleet.unload(name)
         return jsonify({"success": True, "model": name, "status": answer["status"]})
-    supervisor, name = _supervisor(), _started_model(name)
+    supervisor, name = own_supervisor(), _started_model(name)
     answer = supervisor.ask(op, model=name, **({"args": change.args} if op == "load" else {}))
     return jsonify({"success": True, "model": name, "status": answer["status"]})
 
@@ -118,14 +120,24 @@ def model_list():
     bp,
     "/v1/internal/model/logs",
     methods=("GET",),
-    summary="A model's llama-server's last lines",
+    summary="A model's llama-server's last lines (a fleet front: its boxes')",
     access=ADMIN,
     query=ModelQuery,
     refusals=("not_supported",),
 )
 def logs():
     """A model's llama-server's last lines: paths, prompt-cache hits, every caller's token counts."""
-    supervisor, name = _supervisor(), _started_model(request.args.get("model"))
+    name, shared = request.args.get("model"), state()
+    if shared.supervisor is None and shared.fleet is not None and name not in shared.registry.by_name:
+        # a front: the lines of the boxes that run it, asked over the fleet's channel (FleetFront.logs)
+        name = name or shared.fleet.default_model(shared.settings.default_model)
+        return jsonify({"model": name, "lines": shared.fleet.logs(name)})
+    return started_logs(name)
+
+
+def started_logs(name: str | None):
+    """{"model", "lines"} of a model this proxy starts (a box's, asked by a front: routes/fleet.box_logs)."""
+    supervisor, name = own_supervisor(), _started_model(name)
     return jsonify({"model": name, "lines": supervisor.ask("logs", model=name)["lines"]})
 
 
@@ -133,25 +145,40 @@ def logs():
     bp,
     "/v1/internal/models/events",
     methods=("GET",),
-    summary="Server-sent events: the models' status, then each change (a key: its models')",
+    summary="Server-sent events: the models' status, then each change (a key: its models'; a fleet front: its boxes')",
     access=OWN,
     media=(),
     stream="text/event-stream",
 )
 def events():
     """Server-sent events: the whole status first, then each model's status as it changes (load stages too);
-    a caller who does not see everything sees its key's models only, without addresses. The stream has no
-    end of its own: it ends when the worker shuts down (SIGTERM), rather than hold its grace period."""
-    inflight = state().inflight
-    changes, caller = _supervisor().events(ended=lambda: inflight.draining), current_caller()
-    first = next(changes)  # the supervisor answers before the response starts, or its error is the answer
-    shown = (lambda event: event) if sees_everything(caller) else functools.partial(_own_models, caller)
+    a caller who does not see everything sees its key's models only, without addresses (a front's boxes as
+    `box 1`, `box 2`, ...). The stream has no end of its own: it ends when the worker shuts down (SIGTERM),
+    rather than hold its grace period. A fleet front with no models of its own streams its boxes' merged
+    (fleet/watch.py): their whole status first, then each box's changes, naming the box."""
+    shared, caller = state(), current_caller()
+
+    def ended() -> bool:
+        return shared.inflight.draining
+
+    changes = shared.fleet.events(ended) if shared.supervisor is None and shared.fleet is not None else None
+    changes = changes or own_supervisor().events(ended=ended)
+    shown = (lambda event: event) if sees_everything(caller) else functools.partial(_own_models, caller, BoxLabels())
+    return status_stream(changes, shown, caller.allows)
+
+
+def status_stream(changes: Iterator[dict | None], shown=lambda event: event, allows=lambda model: True) -> Response:
+    """The status events of `changes` as SSE, each `shown` (those of a model `allows` refuses left out); a None
+    (a box's idle poll) a keep-alive comment. The first is taken now: its error is the answer."""
+    first = next(changes)
 
     def frames():
         try:
             yield sse.frame(shown(first))
             for change in changes:
-                if "model" not in change or caller.allows(change["model"]):
+                if change is None:
+                    yield sse.KEEPALIVE_COMMENT
+                elif "model" not in change or allows(change["model"]):
                     yield sse.frame(shown(change))
         finally:
             changes.close()
@@ -159,11 +186,33 @@ def events():
     return Response(frames(), mimetype="text/event-stream", headers=SSE_HEADERS, direct_passthrough=True)
 
 
-def _own_models(caller, event: dict) -> dict:
+class BoxLabels:
+    """A fleet's boxes as a tenant sees them, as /v1/models names them: `box 1`, `box 2`, ... in address order
+    in the first status, then in the order they join; the same label for one box all through a stream."""
+
+    def __init__(self):
+        self.labels: dict[str, str] = {}
+
+    def of(self, address: str) -> str:
+        return self.labels.setdefault(address, f"box {len(self.labels) + 1}")
+
+    def keyed(self, by_address: dict) -> dict:
+        return {self.of(address): value for address, value in sorted(by_address.items())}
+
+
+def _own_models(caller, labels: BoxLabels, event: dict) -> dict:
     """A status event (the whole status, or one model's change) with the caller's models only, no addresses."""
     if "models" in event:
-        return {
-            **event,
-            "models": {name: without_addresses(status) for name, status in event["models"].items() if caller.allows(name)},
-        }
-    return {**event, "status": without_addresses(event["status"])} if "status" in event else event
+        boxes = {"boxes": labels.keyed(event["boxes"])} if "boxes" in event else {}  # labelled first: in address order
+        models = {name: _own_status(labels, status) for name, status in event["models"].items() if caller.allows(name)}
+        return {**event, "models": models, **boxes}
+    shown = {**event, "status": _own_status(labels, event["status"])} if "status" in event else dict(event)
+    if "box" in event:
+        shown["box"] = labels.of(event["box"])
+    return shown
+
+
+def _own_status(labels: BoxLabels, status: dict) -> dict:
+    """A model's status without addresses, its boxes (a fleet front's) labelled."""
+    shown = without_addresses(status)
+    return {**shown, "boxes": labels.keyed(shown["boxes"])} if "boxes" in shown else shown

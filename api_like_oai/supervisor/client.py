@@ -143,9 +143,10 @@ class SupervisorClient:
         load, unload, keep_alive."""
         return self.request(messages.request_of({"op": op, **fields})).to_json()
 
-    def events(self, ended: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+    def events(self, ended: Callable[[], bool] = lambda: False, idle: bool = False) -> Iterator[dict | None]:
         """Status changes as they happen, the whole status first; closing the iterator hangs up. It ends
-        once `ended()` (asked while no change comes, every EVENTS_POLL_SECONDS): a worker shutting down."""
+        once `ended()` (asked while no change comes, every EVENTS_POLL_SECONDS): a worker shutting down.
+        With `idle`, a None for each such poll: a box's stream to a front says it is alive (routes/fleet.py)."""
         connection, lines = self._open(messages.Events())
         with connection:
             while True:
@@ -154,6 +155,8 @@ class SupervisorClient:
                     yield reply.event
                 elif ended():
                     return
+                elif idle:
+                    yield None
 
     def _open(self, request: messages.Request) -> tuple[socket.socket, LineReader]:
         """A connection with `request` sent. A supervisor that is not listening (it died, and the master

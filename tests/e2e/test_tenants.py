@@ -305,6 +305,8 @@ ROUTES: dict[tuple[str, str], Row] = {
     ("GET", "/v1/fleet/status"): Row(FLEET_ONLY, get("/v1/fleet/status")),
     ("POST", "/v1/fleet/load"): Row(FLEET_ONLY, post("/v1/fleet/load", {"model": "b"})),
     ("POST", "/v1/fleet/unload"): Row(FLEET_ONLY, post("/v1/fleet/unload", {"model": "b"})),
+    ("GET", "/v1/fleet/logs"): Row(FLEET_ONLY, get("/v1/fleet/logs?model=b")),
+    ("GET", "/v1/fleet/events"): Row(FLEET_ONLY, get("/v1/fleet/events")),
     ("POST", "/v1/fleet/pool"): Row(FLEET_ONLY, post("/v1/fleet/pool", {"model": "b", "rpc": ["127.0.0.1:9"], "lent_mib": 1})),
 }
 
