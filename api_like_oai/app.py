@@ -620,6 +620,7 @@ def start_batch_runner(app: Flask, run_dir: str | None = None) -> None:
 
     runner = Runner(app, shared.store, shared.gate, slots, shared.metrics, _lane(shared), one_per_instance(run_dir))
     runner.until_answered = functools.partial(_until_answered, shared.registry)
+    shared.inflight.on_drain.append(runner.let_go)  # a graceful stop gives its batches back at once
     runner.start()
 
 

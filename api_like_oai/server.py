@@ -252,8 +252,9 @@ def _forget_worker(run_dir: str, multiprocess: bool):
 
 
 def _end_streams_after_grace_period(settings: Settings):
-    """gthread only, a gunicorn post_worker_init hook: on SIGTERM, in-flight streams get
-    `grace_period` seconds, then end with an error event (gunicorn itself stops accepting and waits)."""
+    """gthread only, a gunicorn post_worker_init hook: on SIGTERM the app drains (InFlight.drain, as the
+    gevent worker's does), in-flight streams get `grace_period` seconds, then end with an error event
+    (gunicorn itself stops accepting and waits)."""
 
     def install(worker):
         stop_accepting = signal.getsignal(signal.SIGTERM)
@@ -262,6 +263,9 @@ def _end_streams_after_grace_period(settings: Settings):
         inflight = state(worker.wsgi.app).inflight
 
         def on_sigterm(signum, frame):
+            # in a thread, not this handler: a batch's claim is given back through the store; not a
+            # daemon, so that the worker's exit waits for it
+            threading.Thread(target=inflight.drain, name="drain").start()
             timer = threading.Timer(settings.grace_period, inflight.shut_down)
             timer.daemon = True
             timer.start()

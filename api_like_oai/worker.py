@@ -142,7 +142,7 @@ class EventWorker(AsyncWorker):
 
         grace_period = self.cfg.graceful_timeout - 5  # server.py adds 5 s for the master
         self.wsgi.app.extensions[VIEW_KEY].close()  # the dashboards' streams would hold the grace period
-        state(self.wsgi.app).inflight.draining = True  # idle WebSockets close; their responses in flight finish
+        state(self.wsgi.app).inflight.drain()  # idle WebSockets close, batches go back; responses in flight finish
         self._wait_for_requests(time.monotonic() + grace_period)
         if self.wsgi.in_flight:
             self.log.info("grace period over: ending %d streams", state(self.wsgi.app).inflight.shut_down())

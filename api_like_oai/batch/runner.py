@@ -4,7 +4,9 @@ through the store and runs their lines in the background lane.
 - **One runner per batch, through the store**: a claim is an object of its own whose items are epochs
   ("epoch-1", "epoch-2", ...): a runner takes a batch by creating it (only_new) or, once its holder
   stopped renewing it for CLAIM_SECONDS (a killed worker, a crashed box), by appending the next epoch,
-  which the store lets one caller do. A holder that finds a newer epoch than its own stops.
+  which the store lets one caller do. A holder that finds a newer epoch than its own stops. A graceful
+  stop (SIGTERM: `Runner.let_go`) gives each claim back, its beat made old, so the next runner (the
+  restarted instance, another of the fleet) takes the batch over at once rather than CLAIM_SECONDS later.
 - **A line is answered once**: its result is an item whose id is the line's number, in the output or
   the error file; the store refuses a second (DuplicateItem), so even two runners of one batch (a
   holder too slow to notice it lost its claim) write each line once. A restarted runner reads the
@@ -61,7 +63,8 @@ class Runner:
         self.until_answered = lambda model: None
         self.elected = elected  # whether this worker is its instance's runner (one_per_instance)
         self.holder = f"{os.getpid()}-{secrets.token_hex(4)}"
-        self.running: set[str] = set()
+        self.running: dict[str, Job] = {}  # by batch id
+        self.stopping = False  # a graceful stop began (let_go): no batch is taken any more
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -77,7 +80,7 @@ class Runner:
 
     def round(self) -> None:
         """Claim the queued batches nobody runs (up to MAX_BATCHES here) and start each."""
-        if not self.elected():
+        if self.stopping or not self.elected():
             return
         queue = self.store.page(batches.QUEUE_KEY, batches.RUNNER_OWNER)
         for entry in queue.items if queue is not None else []:
@@ -87,18 +90,37 @@ class Runner:
             claim = Claim.take(self.store, entry["id"], self.holder)
             if claim is None:
                 continue
+            job = Job(self, entry["id"], entry["owner"], claim)
             with self._lock:
-                self.running.add(entry["id"])
-            threading.Thread(target=self._run, args=(entry, claim), daemon=True).start()
+                stopping = self.stopping
+                if not stopping:
+                    self.running[entry["id"]] = job
+            if stopping:  # let_go ran meanwhile, without this job: its claim goes back here
+                claim.let_go()
+                return
+            threading.Thread(target=self._run, args=(job,), daemon=True).start()
 
-    def _run(self, entry: dict, claim: Claim) -> None:
+    def _run(self, job: Job) -> None:
         try:
-            Job(self, entry["id"], entry["owner"], claim).run()
+            job.run()
         except Exception:
-            log.exception("batch %s failed in its runner; another round takes it up again", entry["id"])
+            log.exception("batch %s failed in its runner; another round takes it up again", job.batch_id)
         finally:
             with self._lock:
-                self.running.discard(entry["id"])
+                self.running.pop(job.batch_id, None)
+
+    def let_go(self) -> None:
+        """A graceful stop (SIGTERM, InFlight.drain): no batch taken any more, and each one run here given
+        back at once (Job.let_go), so that the next runner need not wait CLAIM_SECONDS for its claim. A
+        crash gives nothing back: its claims expire."""
+        with self._lock:
+            self.stopping = True
+            jobs = list(self.running.values())
+        for job in jobs:
+            try:
+                job.let_go()
+            except Exception:  # the store failing: this claim expires as after a crash; the others go back
+                log.exception("batch %s: its claim could not be given back; it expires", job.batch_id)
 
     def caller_of(self, owner: str) -> Caller | None:
         """The key whose objects `owner` owns, as a caller at the background priority; None if it is gone."""
@@ -125,6 +147,8 @@ class Claim:
 
     def __init__(self, store: Store, key: str, epoch: int, holder: str):
         self.store, self.key, self.epoch, self.holder = store, key, epoch, holder
+        self.given_back = False
+        self._lock = threading.Lock()  # a renewal never lands after let_go's old beat
 
     @classmethod
     def take(cls, store: Store, batch_id: str, holder: str) -> Claim | None:
@@ -146,10 +170,23 @@ class Claim:
 
     def renew(self) -> bool:
         """Whether the claim is still this runner's (then renewed)."""
+        with self._lock:
+            if self.given_back or not self._ours():
+                return False
+            return self.store.update(self.key, batches.RUNNER_OWNER, _beat(self.epoch, self.holder))
+
+    def let_go(self) -> None:
+        """Give the claim back, the batch left queued: its beat made CLAIM_SECONDS old, so the next runner
+        takes it over at once, with the next epoch (the claim deleted, it would begin again at epoch 1,
+        this holder's own). Left alone if another runner holds it already."""
+        with self._lock:
+            self.given_back = True
+            if self._ours():
+                self.store.update(self.key, batches.RUNNER_OWNER, {"epoch": self.epoch, "beat": 0.0, "holder": self.holder})
+
+    def _ours(self) -> bool:
         latest = self.store.page(self.key, batches.RUNNER_OWNER, limit=1, order="desc")
-        if latest is None or not latest.items or latest.items[0]["id"] != f"epoch-{self.epoch}":
-            return False
-        return self.store.update(self.key, batches.RUNNER_OWNER, _beat(self.epoch, self.holder))
+        return latest is not None and bool(latest.items) and latest.items[0]["id"] == f"epoch-{self.epoch}"
 
     def release(self) -> None:
         self.store.delete(self.key, batches.RUNNER_OWNER)
@@ -166,7 +203,8 @@ class Job:
         self.runner, self.batch_id, self.owner, self.claim = runner, batch_id, owner, claim
         self.store = runner.store
         self.results = self.store.limited_to(self.store.max_bytes * files.RESULT_FACTOR)
-        self.stop_reason: str | None = None  # "cancelled", "expired", "lost" (the claim), "key" (gone)
+        self.stop_reason: str | None = None  # "cancelled", "expired", "lost" (the claim), "given back" (let_go)
+        self.given_back = False  # let_go: nothing more is written (set under counts_lock)
         self.counts_lock = threading.Lock()
         self.last_written = 0.0
         self.answered_here = 0  # pending lines this job answered (the pending gauge's part that ended)
@@ -176,8 +214,8 @@ class Job:
         if batch is not None and batch["status"] not in batches.FINISHED:
             self.batch = batch
             self._proceed()
-        if self.stop_reason == "lost":
-            return  # another runner holds the batch now: its queue entry and claim are its own
+        if self.stop_reason == "lost" or self.given_back:
+            return  # another runner holds the batch now (or soon): its queue entry and claim are its own
         self.store.delete_item(batches.QUEUE_KEY, batches.RUNNER_OWNER, self.batch_id)
         self.claim.release()
 
@@ -232,6 +270,15 @@ class Job:
     def _result_ids(self, file_id: str) -> set[str]:
         page = self.store.page(file_id, self.owner)
         return {item["id"] for item in page.items} if page is not None else set()
+
+    def let_go(self) -> None:
+        """Stop here and give the claim back (a graceful stop): a line whose result was written stays
+        done; none is written from now on (a line answering now is dropped and run again by the next
+        holder, as after a crash: two holders never both write, and the batch is never saved stale)."""
+        with self.counts_lock:
+            self.given_back = True
+            self.stop_reason = "given back"
+        self.claim.let_go()
 
     def _run_lines(self, caller: Caller, pending: list[lines.Line]) -> None:
         """The pending lines, as many at once as the models have slots (asked again as lines end: a
@@ -299,12 +346,15 @@ class Job:
         self._count("pending", -1)
 
     def _write(self, item: dict, success: bool) -> bool:
-        """A result written once (a second is refused by the store) and counted; whether it was written."""
-        try:
-            self.results.append(self.batch["_output_file" if success else "_error_file"], self.owner, [item])
-        except DuplicateItem:
-            return False
+        """A result written once (a second is refused by the store) and counted; whether it was written.
+        Under counts_lock: let_go waits for a write under way, and none follows it."""
         with self.counts_lock:
+            if self.given_back:
+                return False
+            try:
+                self.results.append(self.batch["_output_file" if success else "_error_file"], self.owner, [item])
+            except DuplicateItem:
+                return False
             self.batch["request_counts"]["completed" if success else "failed"] += 1
         self._count("completed" if success else "failed")
         return True
@@ -331,7 +381,7 @@ class Job:
                     self.batch["_expired"] = self.batch.get("_expired", 0) + 1
 
     def _finalize(self, good: list[lines.Line]) -> None:
-        if self.stop_reason == "lost":
+        if self.stop_reason == "lost" or self.given_back:
             return
         if self.stop_reason is None and batches.cancel_of(self.store, self.owner, self.batch_id) is not None:
             self.stop_reason = "cancelled"
@@ -372,6 +422,8 @@ class Job:
 
     def _save(self) -> None:
         with self.counts_lock:
+            if self.given_back:
+                return  # the next holder writes the batch now
             self.last_written = time.time()
             self.store.update(self.batch_id, self.owner, self.batch)
 

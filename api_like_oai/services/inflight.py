@@ -51,6 +51,7 @@ class InFlight:
         # SIGTERM: the worker accepts no more connections; what is between requests on a connection of
         # its own (a Responses WebSocket) ends now rather than hold the grace period (worker._drain)
         self.draining = False
+        self.on_drain: list[Callable[[], None]] = []  # told once draining begins (the batch runner lets go)
         self.sockets = OpenSockets()  # the Responses WebSockets open here, by key (their per-key bound)
 
     @contextlib.contextmanager
@@ -68,6 +69,13 @@ class InFlight:
                 record.stop_switch = None
             with self._lock:
                 self._stop_events.discard(stop_event)
+
+    def drain(self) -> None:
+        """SIGTERM, in either worker (worker.EventWorker, server.py's gthread hook): this process is
+        draining; what keeps something of its own (a status stream, a WebSocket, a batch's claim) lets go."""
+        self.draining = True
+        for let_go in self.on_drain:
+            let_go()
 
     def shut_down(self) -> int:
         """End every running generation with an error: the server is going away."""

@@ -231,6 +231,42 @@ def test_a_restart_mid_batch_loses_no_line_and_runs_none_twice(llama_server, sta
     assert batch.request_counts.completed == 60 and batch.request_counts.failed == 0
 
 
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_a_batch_stopped_gracefully_is_resumed_at_once_after_a_restart(llama_server, start_proxy, tmp_path, request, store):
+    """SIGTERM gives the batch's claim back: the instance restarted on the same store resumes it at once,
+    not once the claim has gone CLAIM_SECONDS (10 s) unrenewed, and every line is answered once. The
+    instance is stopped just after it renewed its claim (it writes the counts then), so that claim would
+    hold the batch 10 s after the stop; the resume is read from the answers' `created` (whole seconds)."""
+    flags = ["--llama-api", llama_server.url, "--store", _store_place(store, tmp_path, request), "--api-key", KEYS[0]]
+    proxy = start_proxy(*flags)
+    client = client_of(proxy)
+    rows = [{**chat_line(n), "body": {**chat_line(n)["body"], "max_tokens": 24}} for n in range(60)]
+    batch = client.batches.create(input_file_id=upload(client, rows).id, endpoint="/v1/chat/completions", completion_window="24h")
+    # the first counts above 0, written just after a renewal (every 2 s); seen within 0.1 s
+    eventually(lambda: client.batches.retrieve(batch.id).request_counts.completed > 0, "the claim renewed", timeout=120)
+    stopped_at = time.time()
+    proxy.stop()  # SIGTERM, and waits for its exit
+    restarted_at = time.time()
+    restarted = client_of(start_proxy(*flags))
+    batch = finished(restarted, batch.id)
+    answers = results(restarted, batch.output_file_id)
+    assert batch.status == "completed" and batch.request_counts.completed == 60 and batch.request_counts.failed == 0
+    assert sorted(line["custom_id"] for line in answers) == sorted(f"request-{n}" for n in range(60))
+    resumed = [line["response"]["body"]["created"] for line in answers if line["response"]["body"]["created"] > restarted_at]
+    assert resumed and min(resumed) - stopped_at < 7.0  # the old claim: not before 9 (10, less a second's rounding)
+
+
+def _store_place(kind: str, tmp_path, request) -> str:
+    """The --store of an empty store of `kind` for one test."""
+    if kind == "sqlite":
+        return f"sqlite://{tmp_path / 'store.sqlite3'}"
+    import redis
+
+    place = request.getfixturevalue("redis_server").url.rsplit("/", 1)[0] + "/7"
+    redis.Redis.from_url(place).flushdb()
+    return place
+
+
 def test_anthropic_message_batches_run_on_the_same_engine(batch_proxy):
     client = anthropic.Anthropic(base_url=batch_proxy.url, api_key=KEYS[0], max_retries=0)
     params = {"model": "smollm", "max_tokens": 4, "messages": [{"role": "user", "content": "Say hi."}]}

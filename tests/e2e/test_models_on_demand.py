@@ -212,10 +212,11 @@ def test_status_events_stream_a_load_through_its_stages(launch):
     assert values[0] == ("loading", "starting") and values[-1] == ("loaded", None)
 
 
-def test_sigterm_ends_an_open_status_stream_rather_than_wait_out_the_grace_period(launch):
+@pytest.mark.parametrize("worker", ["gevent", "gthread"])
+def test_sigterm_ends_an_open_status_stream_rather_than_wait_out_the_grace_period(launch, worker):
     """The status stream has no end of its own: on SIGTERM it ends (as the dashboard's do), and the proxy
-    stops at once instead of after its --grace-period of 30 s."""
-    proxy = launch(TWO_MODELS)
+    stops at once instead of after its --grace-period of 30 s; under either worker class."""
+    proxy = launch(TWO_MODELS, "--worker-class", worker)
     with requests.get(f"{proxy.url}/v1/internal/models/events", stream=True, timeout=60) as events:
         lines = events.iter_lines()
         assert set(json.loads(next(line for line in lines if line)[len(b"data: ") :])["models"]) == {"smol-a", "smol-b"}

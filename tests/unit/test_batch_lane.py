@@ -16,7 +16,7 @@ from api_like_oai.access.priority import BACKGROUND, SlotQueue
 from api_like_oai.backends.events import GenerationEvent
 from api_like_oai.backends.http import OPENED
 from api_like_oai.backends.upstream import UpstreamRequest
-from api_like_oai.batch import files, lines
+from api_like_oai.batch import batches, files, lines
 from api_like_oai.errors import Preempted, UpstreamUnavailable
 from api_like_oai.services.door import Door
 from api_like_oai.siblings import LaneMark
@@ -505,16 +505,24 @@ def test_a_line_loads_a_model_only_when_that_evicts_nobodys(started, name, may):
     assert may_run(started, name) is may
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
-def test_one_runner_holds_a_batch_and_a_silent_one_is_taken_over(kind, tmp_path, request, monkeypatch):
-    from api_like_oai.batch import runner
+@pytest.fixture(params=["sqlite", "redis"])
+def claims_store(request, tmp_path):
+    """An empty store of each backend, for the batch runner's claims."""
     from api_like_oai.store import StoreSettings, open_store
 
-    if kind == "sqlite":
+    if request.param == "sqlite":
         store = open_store(StoreSettings("sqlite", str(tmp_path / "store.sqlite3")), 4096)
     else:
         store = open_store(StoreSettings("redis", request.getfixturevalue("redis_server").url.rsplit("/", 1)[0] + "/6"), 4096)
         store.client.flushdb()
+    yield store
+    store.close()
+
+
+def test_one_runner_holds_a_batch_and_a_silent_one_is_taken_over(claims_store, monkeypatch):
+    from api_like_oai.batch import runner
+
+    store = claims_store
     first = runner.Claim.take(store, "batch_x", "first")
     assert first is not None and runner.Claim.take(store, "batch_x", "second") is None  # held, renewed just now
     assert first.renew()
@@ -523,7 +531,31 @@ def test_one_runner_holds_a_batch_and_a_silent_one_is_taken_over(kind, tmp_path,
     assert second is not None and second.epoch == 2
     assert not first.renew() and second.renew()  # the first learns it lost the batch, and stops
     assert runner.Claim.take(store, "batch_x", "third").epoch == 3  # (silent again: taken over again)
-    store.close()
+
+
+def test_a_batch_given_back_on_a_graceful_stop_is_taken_over_at_once_and_written_no_more(claims_store):
+    """Runner.let_go (SIGTERM): the claim goes back without CLAIM_SECONDS of silence; the result written
+    before stays, none is written after (a line answering then runs again under the next holder)."""
+    from api_like_oai.batch import runner
+
+    store, owner = claims_store, "k" * 64
+    holder = runner.Runner(app=None, store=store, gate=None, slots=lambda: 1)
+    first = runner.Claim.take(store, "batch_x", holder.holder)
+    job = holder.running["batch_x"] = runner.Job(holder, "batch_x", owner, first)
+    store.put("file-out", owner, {"id": "file-out"})
+    job.batch = {"id": "batch_x", "_output_file": "file-out", "request_counts": {"completed": 0, "failed": 0}}
+    store.put("batch_x", owner, job.batch)
+    assert job._write({"id": "1"}, success=True)
+    holder.let_go()
+    assert not job._write({"id": "2"}, success=True) and not first.renew()
+    job._save()  # the next holder writes the batch now: not this one's counts
+    assert store.get("batch_x", owner)["request_counts"]["completed"] == 0
+    second = runner.Claim.take(store, "batch_x", "second")
+    assert second is not None and second.epoch == 2 and second.renew() and not first.renew()
+    assert [item["id"] for item in store.page("file-out", owner).items] == ["1"]
+    files.add_to_list(store, batches.QUEUE_KEY, batches.RUNNER_OWNER, {"id": "batch_y", "owner": owner})
+    holder.round()  # stopping: it takes no batch any more
+    assert runner.Claim.take(store, "batch_y", "second") is not None and list(holder.running) == ["batch_x"]
 
 
 def test_a_batchs_usage_sums_its_answers_of_every_api():
