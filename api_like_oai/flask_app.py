@@ -1,6 +1,6 @@
-"""ProxyFlask: Flask, with two of the steps it takes on every request remembered instead of redone.
+"""ProxyFlask: Flask, with three of the steps it takes on every request remembered instead of redone.
 
-Both sit on every request's way to its upstream, where each call costs several times its warm time on
+All three sit on every request's way to its upstream, where each call costs several times its warm time on
 a core that was idle (issue 54: the first token's time added). What they remember is what Flask would
 work out again the same way, so the answers do not change:
 
@@ -18,6 +18,8 @@ from flask import Flask
 from flask.sessions import NullSession, SessionInterface
 
 # Bounded: a client chooses the paths and hosts it sends (a full table is emptied and filled anew).
+# The gthread worker's threads share the tables: each get, add and clear is one step under the GIL, and
+# a race costs at most a miss (Flask's own work again).
 MOST_ADAPTERS = 512
 MOST_PLAIN_FUNCTIONS = 4096  # views and hooks (a function made per request would otherwise be kept)
 # What werkzeug's Map.bind_to_environ and Flask's request.host read of a request's environ.
