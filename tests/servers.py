@@ -304,7 +304,7 @@ class Proxy:
         machine starts two at once in 30)."""
         try:
             wait_until(
-                lambda: requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
+                lambda: self._holds_its_port() and requests.get(self.url + "/v1/models", timeout=1).status_code in (200, 401),
                 self.process,
                 "api-like-oai",
                 timeout=60,
@@ -312,6 +312,15 @@ class Proxy:
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"{exc}; its log:\n{self.log()[-3000:]}") from None
         return self
+
+    def _holds_its_port(self) -> bool:
+        """Whether no other process answers on this proxy's port. free_port's port can be taken by another
+        test's process before the proxy binds it: gunicorn then logs "Connection in use" and retries, and
+        until it logs "Listening at" an answer on the port is the other process's (one passed for ready once,
+        and its error body was read as this proxy's model list: a KeyError in CI)."""
+        text = self.log()
+        taken = text.rfind("Connection in use")
+        return taken < 0 or text.find("Listening at", taken) >= 0
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path else ""

@@ -141,7 +141,9 @@ def test_a_folder_of_ten_models_starts_and_lists_them_all(ten_models, provisione
         "--ctx-size 1024 --parallel 1 --threads 1",
     )
     try:
-        cards = requests.get(f"{proxy.url}/v1/models", timeout=10).json()["data"]
+        listed = requests.get(f"{proxy.url}/v1/models", timeout=10)
+        assert listed.status_code == 200, listed.text
+        cards = listed.json()["data"]
         assert sorted(card["id"] for card in cards) == sorted(path.stem for path in ten_models.iterdir())
         assert {card["status"]["value"] for card in cards} == {"unloaded"}
         wait_until(
