@@ -85,10 +85,10 @@ def _change(op: str):
     """Load or unload the model the body names, once done: {"success", "model", "status"}."""
     change = parse_body(ModelLoadRequest)
     allowed_args(change.args or () if op == "load" else ())  # an unload sets them aside
-    fleet, name = state().fleet, change.named()
-    if state().supervisor is None and fleet is not None and name not in state().registry.by_name:
+    shared, name = state(), change.named()
+    if _boxes_hold(shared, name):
         # a front: the fleet's boxes start and stop the model (FleetFront.load, unload), as one proxy would
-        answer = fleet.load(name, change.args) if op == "load" else fleet.unload(name)
+        answer = shared.fleet.load(name, change.args) if op == "load" else shared.fleet.unload(name)
         return jsonify({"success": True, "model": name, "status": answer["status"]})
     supervisor, name = own_supervisor(), _started_model(name)
     answer = supervisor.ask(op, model=name, **({"args": change.args} if op == "load" else {}))
@@ -128,11 +128,17 @@ def model_list():
 def logs():
     """A model's llama-server's last lines: paths, prompt-cache hits, every caller's token counts."""
     name, shared = request.args.get("model"), state()
-    if shared.supervisor is None and shared.fleet is not None and name not in shared.registry.by_name:
+    if _boxes_hold(shared, name):
         # a front: the lines of the boxes that run it, asked over the fleet's channel (FleetFront.logs)
         name = name or shared.fleet.default_model(shared.settings.default_model)
         return jsonify({"model": name, "lines": shared.fleet.logs(name)})
     return started_logs(name)
+
+
+def _boxes_hold(shared, name: str | None = None) -> bool:
+    """Whether a fleet's boxes, not this proxy, hold the model `name` (None: the models): a front that starts
+    no models of its own, for a model it does not serve itself."""
+    return shared.supervisor is None and shared.fleet is not None and name not in shared.registry.by_name
 
 
 def started_logs(name: str | None):
@@ -161,8 +167,7 @@ def events():
     def ended() -> bool:
         return shared.inflight.draining
 
-    changes = shared.fleet.events(ended) if shared.supervisor is None and shared.fleet is not None else None
-    changes = changes or own_supervisor().events(ended=ended)
+    changes = shared.fleet.events(ended) if _boxes_hold(shared) else own_supervisor().events(ended=ended)
     shown = (lambda event: event) if sees_everything(caller) else functools.partial(_own_models, caller, BoxLabels())
     return status_stream(changes, shown, caller.allows)
 

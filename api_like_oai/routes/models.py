@@ -6,6 +6,7 @@ from ..answers import ModelCard, ModelList, ModelStatus
 from ..errors import ModelNotFound
 from . import current_caller, sees_everything, state, without_addresses
 from .declare import KEY, OWN, route
+from .lifecycle import BoxLabels
 
 bp = Blueprint("models", __name__)
 
@@ -80,9 +81,10 @@ def _fleet_cards() -> dict[str, dict]:
 def _labelled(where: dict[str, list[dict]]) -> dict[str, list[dict]]:
     """The boxes named `box 1`, `box 2`, ... instead of their addresses (only to who sees every
     address): one label per box across every model, so a tenant tells two boxes apart."""
-    addresses = sorted({box["box"] for boxes in where.values() for box in boxes})
-    label = {address: f"box {number + 1}" for number, address in enumerate(addresses)}
-    return {name: [{**box, "box": label[box["box"]]} for box in boxes] for name, boxes in where.items()}
+    labels = BoxLabels()
+    for address in sorted({box["box"] for boxes in where.values() for box in boxes}):
+        labels.of(address)  # numbered in address order
+    return {name: [{**box, "box": labels.of(box["box"])} for box in boxes] for name, boxes in where.items()}
 
 
 def _best_state(boxes: list[dict]) -> str:
